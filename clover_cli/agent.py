@@ -1,0 +1,264 @@
+"""The agent loop: messages -> Model.complete -> run each tool call -> append results -> repeat,
+until the model answers without a tool call or a limit ends the run."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from clover_cli.schema import check_arguments
+from clover_cli.trajectory import Trajectory
+from clover_cli.types import (
+    AgentStop,
+    AssistantTurn,
+    Environment,
+    EventHandler,
+    FormatError,
+    Interrupted,
+    LimitsExceeded,
+    Message,
+    Model,
+    ModelError,
+    RepeatedCalls,
+    Submitted,
+    Tool,
+    ToolCall,
+    ToolResult,
+    tool_spec,
+)
+
+
+class Gate(Protocol):
+    def authorize(self, call: ToolCall, tool: Tool) -> str | None:
+        """None lets the call run; a string refuses it and is what the model is told."""
+
+
+@dataclass
+class Limits:
+    max_steps: int = 50
+    time_limit: float = 3600.0
+    token_limit: int = 2_000_000
+    max_format_errors: int = 3  # in a row
+    max_repeats: int = 3  # the same call in a row: flagged at this count, the run stops after it
+
+
+@dataclass
+class RunResult:
+    exit_status: str
+    final_text: str = ""
+    steps: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    model_seconds: float = 0.0
+    error: str = ""
+    stats: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class Agent:
+    def __init__(
+        self,
+        model: Model,
+        env: Environment,
+        tools: list[Tool],
+        *,
+        system_prompt: str,
+        limits: Limits | None = None,
+        trajectory: Trajectory | None = None,
+        gate: Gate | None = None,
+        on_event: EventHandler | None = None,
+        before_step: Callable[[int], None] | None = None,
+        on_tool_result: Callable[[ToolCall, ToolResult], None] | None = None,
+    ) -> None:
+        self.model, self.env, self.limits = model, env, limits or Limits()
+        self.tools = {t.name: t for t in tools}
+        self.specs = [tool_spec(t) for t in tools]
+        self.trajectory, self.gate, self.on_event = trajectory, gate, on_event
+        self.before_step, self.on_tool_result = before_step, on_tool_result
+        self.messages: list[Message] = [{"role": "system", "content": system_prompt}]
+        self._reset_counters()
+
+    def _reset_counters(self) -> None:
+        self.steps = self.prompt_tokens = self.completion_tokens = 0
+        self.model_seconds = 0.0
+        self.format_errors = 0
+        self.last_call: str | None = None
+        self.repeats = 0
+        self.stats: dict[str, float] = {}
+        self.started = time.monotonic()
+
+    def run(self, task: str) -> RunResult:
+        """Add `task` as a user message and loop until the model answers or a limit stops it.
+        May be called again with a follow-up (chat); limits count per run."""
+        self._reset_counters()
+        self.messages.append({"role": "user", "content": task})
+        self._record({"type": "user", "content": task})
+        final, exit_status, error = "", "submitted", ""
+        try:
+            while True:
+                self.step()
+        except Submitted as stop:
+            final = str(stop)
+        except KeyboardInterrupt:
+            exit_status, error = Interrupted.exit_status, "interrupted by the user"
+        except AgentStop as stop:
+            exit_status, error = stop.exit_status, str(stop)
+        result = RunResult(
+            exit_status=exit_status,
+            final_text=final,
+            steps=self.steps,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            seconds=time.monotonic() - self.started,
+            model_seconds=self.model_seconds,
+            error=error,
+            stats=dict(self.stats),
+        )
+        self._record({"type": "summary", **result.__dict__})
+        return result
+
+    # ------------------------------------------------------------------ one step
+
+    def step(self) -> None:
+        self._check_limits()
+        self.steps += 1
+        if self.before_step:
+            self.before_step(self.steps)
+        turn = self._query()
+        self.messages.append(turn.to_message())
+        self._record(
+            {
+                "type": "assistant",
+                "step": self.steps,
+                "thinking": turn.thinking,
+                "text": turn.text,
+                "tool_calls": [c.__dict__ for c in turn.tool_calls],
+                "prompt_tokens": turn.prompt_tokens,
+                "completion_tokens": turn.completion_tokens,
+                "seconds": turn.seconds,
+                "stats": turn.stats,
+            }
+        )
+        if not turn.tool_calls:
+            raise Submitted(turn.text)
+        results = [self._execute_guarded(call) for call in turn.tool_calls]
+        if all(r.is_error and r.data.get("format_error") for r in results):
+            self.format_errors += 1
+            if self.format_errors >= self.limits.max_format_errors:
+                raise FormatError(f"{self.format_errors} malformed tool calls in a row; last: {results[-1].output}")
+        else:
+            self.format_errors = 0
+
+    def _query(self) -> AssistantTurn:
+        start = time.monotonic()
+        try:
+            turn = self.model.complete(self.messages, self.specs, self.on_event)
+        except (AgentStop, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # a backend bug or transport failure ends the run, cleanly
+            raise ModelError(f"model error: {type(exc).__name__}: {exc}") from exc
+        self.model_seconds += time.monotonic() - start
+        self.prompt_tokens += turn.prompt_tokens
+        self.completion_tokens += turn.completion_tokens
+        for key, value in turn.stats.items():
+            self.stats[key] = self.stats.get(key, 0.0) + value
+        for i, call in enumerate(turn.tool_calls):
+            call.id = call.id or f"call_{self.steps}_{i}"
+        return turn
+
+    def _execute_guarded(self, call: ToolCall) -> ToolResult:
+        """Run one call, or answer why not; the result always goes back as a tool message."""
+        try:
+            result = self._execute(call)
+        except KeyboardInterrupt:
+            self._add_tool_message(call, ToolResult("interrupted by the user", is_error=True))
+            raise
+        self._add_tool_message(call, result)
+        return result
+
+    def _execute(self, call: ToolCall) -> ToolResult:
+        error = self._format_problem(call)
+        if error:
+            return ToolResult(error, is_error=True, data={"format_error": True})
+        signature = json.dumps([call.name, call.arguments], sort_keys=True, default=str)
+        self.repeats = self.repeats + 1 if signature == self.last_call else 1
+        self.last_call = signature
+        if self.repeats > self.limits.max_repeats:
+            raise RepeatedCalls(f"the same {call.name} call was repeated {self.repeats} times in a row")
+        if self.repeats == self.limits.max_repeats:
+            return ToolResult(
+                f"You have made this exact {call.name} call {self.repeats} times in a row and it was not run "
+                "again. Its result will not change: try a different approach. Repeating it stops the run.",
+                is_error=True,
+            )
+        tool = self.tools[call.name]
+        if self.gate is not None:
+            refusal = self.gate.authorize(call, tool)
+            if refusal is not None:
+                return ToolResult(refusal, is_error=True, data={"denied": True})
+        try:
+            result = tool.run(call.arguments, self.env)
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # tools return errors as results; this is the safety net
+            result = ToolResult(f"{call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+        if self.on_tool_result:
+            self.on_tool_result(call, result)
+        return result
+
+    def _format_problem(self, call: ToolCall) -> str | None:
+        if call.error:
+            return f"Malformed tool call: {call.error}. {self._call_hint(call.name)}"
+        if call.name not in self.tools:
+            return f"Unknown tool {call.name!r}. Available tools: {', '.join(sorted(self.tools))}."
+        problem = check_arguments(self.tools[call.name].parameters, call.arguments)
+        if problem:
+            return f"Invalid arguments for {call.name}: {problem}. {self._call_hint(call.name)}"
+        return None
+
+    def _call_hint(self, name: str) -> str:
+        tool = self.tools.get(name)
+        if tool is None:
+            return f"Available tools: {', '.join(sorted(self.tools))}."
+        props = tool.parameters.get("properties", {})
+        required = set(tool.parameters.get("required", []))
+        params = ", ".join(
+            f"{p} ({spec.get('type', 'any')}{', required' if p in required else ''})" for p, spec in props.items()
+        )
+        return f"{name} takes: {params}."
+
+    def _add_tool_message(self, call: ToolCall, result: ToolResult) -> None:
+        self.messages.append(
+            {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": result.output}
+        )
+        self._record(
+            {
+                "type": "tool",
+                "step": self.steps,
+                "tool_call_id": call.id,
+                "name": call.name,
+                "arguments": call.arguments,
+                "output": result.output,
+                "is_error": result.is_error,
+            }
+        )
+
+    def _check_limits(self) -> None:
+        limits = self.limits
+        if self.steps >= limits.max_steps:
+            raise LimitsExceeded(f"step limit reached ({limits.max_steps} steps)")
+        if time.monotonic() - self.started > limits.time_limit:
+            raise LimitsExceeded(f"time limit reached ({limits.time_limit:.0f} s)")
+        if self.prompt_tokens + self.completion_tokens > limits.token_limit:
+            raise LimitsExceeded(f"token limit reached ({limits.token_limit} tokens)")
+
+    def _record(self, record: dict[str, Any]) -> None:
+        if self.trajectory is not None:
+            self.trajectory.append(record)

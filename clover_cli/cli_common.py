@@ -1,0 +1,50 @@
+"""Shared CLI plumbing: one-line errors, settings from every source, state directories."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import typer
+
+from clover_cli.settings import Settings, SettingsError, load_settings
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """One clear line on stderr and a non-zero exit; never a traceback."""
+    typer.echo(f"clover: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def warn(message: str) -> None:
+    typer.echo(f"clover: warning: {message}", err=True)
+
+
+def settings_or_exit(repo: Path, flags: dict[str, Any], **defaults: Any) -> Settings:
+    try:
+        settings = load_settings(repo, flags, **defaults)
+    except SettingsError as exc:
+        fail(str(exc))
+    if settings.api_key:
+        try:
+            from tools.redact import register_secret
+
+            register_secret(settings.api_key)
+        except ImportError:  # pragma: no cover
+            pass
+    return settings
+
+
+def state_dir() -> Path:
+    """Where sessions, histories and run trajectories live (never inside the user's repo)."""
+    base = os.environ.get("CLOVER_HOME")
+    if base:
+        return Path(base)
+    xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(xdg) / "clover"
+
+
+def stdout_is_tty() -> bool:
+    return sys.stdout.isatty()

@@ -1,0 +1,122 @@
+"""`clover fix ISSUE.md`: the agent, headless, leaves a fix (diff or commit) and a report.
+
+Exit codes: 0 the agent finished, 1 it gave up or hit a limit, 2 usage or configuration error."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from clover_cli import gitdiff
+from clover_cli.agent import RunResult
+from clover_cli.cli_common import fail, settings_or_exit, state_dir, warn
+from clover_cli.types import ModelError, StreamEvent
+
+
+@dataclass
+class FixOptions:
+    issue: Path
+    repo: Path
+    commit: bool = False
+    patch_out: Path | None = None
+    output_format: str = "text"
+    trajectory: Path | None = None
+
+
+def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
+    if opts.output_format not in ("text", "json", "stream-json"):
+        fail(f"--output-format must be text, json or stream-json, not {opts.output_format!r}")
+    if not opts.issue.is_file():
+        fail(f"issue file not found: {opts.issue}")
+    if not opts.repo.is_dir():
+        fail(f"repository not found: {opts.repo}")
+    try:
+        task = opts.issue.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError as exc:
+        fail(f"cannot read {opts.issue}: {exc.strerror}")
+    if not task:
+        fail(f"issue file is empty: {opts.issue}")
+    root = opts.repo.resolve()
+    settings = settings_or_exit(root, flags, mode="ask")
+    git = gitdiff.is_git_repo(root)
+    if not git:
+        warn(f"{root} is not a git repository: no diff, and undo needs git")
+
+    from clover_cli.runner import build_environment, build_model, run_agent
+
+    try:
+        model = build_model(settings)
+    except ModelError as exc:
+        fail(str(exc))
+    env = build_environment(settings, root)
+    trajectory = opts.trajectory or state_dir() / "runs" / f"fix-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+    before = gitdiff.worktree_tree(root) if git else None
+    printer = _stream_printer() if opts.output_format == "stream-json" else None
+    result = run_agent(task, settings=settings, env=env, model=model, kind="fix",
+                       trajectory_path=trajectory, on_event=printer)
+    if result.exit_status == ModelError.exit_status and result.steps <= 1:
+        # The model never answered: nothing was done, so leave nothing behind.
+        Path(trajectory).unlink(missing_ok=True)
+        fail(result.error.removeprefix("model error: ModelError: "))
+
+    patch = gitdiff.diff_trees(root, before, gitdiff.worktree_tree(root)) if before else ""
+    if opts.patch_out:
+        opts.patch_out.write_text(patch, encoding="utf-8")
+    if opts.commit and patch:
+        _commit(root, result)
+    _report(opts.output_format, result, patch, trajectory)
+    return 0 if result.exit_status == "submitted" else 1
+
+
+def _commit(root: Path, result: RunResult) -> None:
+    import git
+
+    repo = git.Repo(root)
+    repo.git.add(A=True)
+    title = (result.final_text.strip().splitlines() or ["clover fix"])[0][:72]
+    repo.index.commit(f"{title}\n\nMade by clover fix ({result.steps} steps).")
+
+
+def _report(fmt: str, result: RunResult, patch: str, trajectory: Path) -> None:
+    summary = {
+        "status": result.exit_status,
+        "patch": patch,
+        "final_text": result.final_text,
+        "error": result.error,
+        "steps": result.steps,
+        "tokens": result.tokens,
+        "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": result.completion_tokens,
+        "seconds": round(result.seconds, 3),
+        "model_seconds": round(result.model_seconds, 3),
+        "stats": result.stats,
+        "trajectory": str(trajectory),
+    }
+    if fmt == "json":
+        print(json.dumps(summary, indent=2))
+        return
+    if fmt == "stream-json":
+        print(json.dumps({"type": "result", **summary}), flush=True)
+        return
+    if result.final_text:
+        print(result.final_text.strip() + "\n")
+    print(patch if patch else "(no changes)")
+    line = (
+        f"[{result.exit_status}] {result.steps} steps, {result.tokens} tokens, "
+        f"{result.seconds:.1f} s (model {result.model_seconds:.1f} s)"
+    )
+    if result.error:
+        line += f" - {result.error}"
+    print(line, file=sys.stderr)
+    print(f"trajectory: {trajectory}", file=sys.stderr)
+
+
+def _stream_printer():
+    def emit(event: StreamEvent) -> None:
+        print(json.dumps({"type": event.kind, "text": event.text, "data": event.data}, default=str), flush=True)
+
+    return emit

@@ -1,0 +1,158 @@
+"""The `clover` command. Everything heavy (torch, the openai SDK, the REPL) is imported inside the
+command that needs it, so `clover --help` and `clover --version` stay fast."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from clover_cli import __version__
+
+app = typer.Typer(
+    name="clover",
+    help="Clover: a terminal coding assistant built around a local block-diffusion language model.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+eval_app = typer.Typer(help="Score clover on benchmarks (SWE-bench, Terminal-Bench).", no_args_is_help=True)
+app.add_typer(eval_app, name="eval")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"clover {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+    ] = False,
+) -> None:
+    pass
+
+
+ModelOpt = Annotated[
+    str | None,
+    typer.Option("--model", "-m", help="'embedded', a checkpoint directory, scripted:FILE, or a server model name."),
+]
+BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")]
+ApiKeyOpt = Annotated[str | None, typer.Option("--api-key", help="API key (default: $OPENAI_API_KEY).", show_default=False)]
+ToolFormatOpt = Annotated[str | None, typer.Option("--tool-format", help="native | text | auto")]
+ThinkOpt = Annotated[bool | None, typer.Option("--think/--no-think", help="Thinking mode.", show_default=False)]
+ModeOpt = Annotated[str | None, typer.Option("--mode", help="Permission mode: plan | ask | auto-edit | yolo.")]
+AddDirOpt = Annotated[list[str] | None, typer.Option("--add-dir", help="Also allow file tools in this directory.")]
+
+
+@app.command()
+def fix(
+    issue: Annotated[Path, typer.Argument(help="The issue to fix, as a Markdown or text file.")],
+    repo: Annotated[Path, typer.Option("--repo", help="Repository to work in.")] = Path("."),
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key: ApiKeyOpt = None,
+    tool_format: ToolFormatOpt = None,
+    think: ThinkOpt = None,
+    max_steps: Annotated[int | None, typer.Option("--max-steps", help="Step limit.")] = None,
+    time_limit: Annotated[float | None, typer.Option("--time-limit", help="Wall-time limit in seconds.")] = None,
+    commit: Annotated[bool, typer.Option("--commit", help="Commit the fix.")] = False,
+    patch_out: Annotated[Path | None, typer.Option("--patch-out", help="Write the diff here.")] = None,
+    output_format: Annotated[str, typer.Option("--output-format", help="text | json | stream-json")] = "text",
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Allow every tool call (yolo mode).")] = False,
+    mode: ModeOpt = None,
+    add_dir: AddDirOpt = None,
+    trajectory: Annotated[Path | None, typer.Option("--trajectory", help="Write the JSONL trajectory here.")] = None,
+) -> None:
+    """Fix ISSUE headless: explore, reproduce, edit, test; print the diff and a report."""
+    from clover_cli.fix import FixOptions, run_fix
+
+    flags = {
+        "model": model, "base_url": base_url, "api_key": api_key, "tool_format": tool_format, "think": think,
+        "max_steps": max_steps, "time_limit": time_limit, "mode": "yolo" if yes else mode,
+        "add_dirs": add_dir or None,
+    }
+    options = FixOptions(issue, repo, commit, patch_out, output_format, trajectory)
+    raise typer.Exit(run_fix(options, flags))
+
+
+@app.command()
+def chat(
+    resume: Annotated[
+        str | None, typer.Option("--resume", help="Continue a saved session (ID, or 'last').", show_default=False)
+    ] = None,
+    repo: Annotated[Path, typer.Option("--repo", help="Repository to work in.")] = Path("."),
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key: ApiKeyOpt = None,
+    tool_format: ToolFormatOpt = None,
+    think: ThinkOpt = None,
+    mode: ModeOpt = None,
+    add_dir: AddDirOpt = None,
+    live: Annotated[bool, typer.Option("--live/--no-live", help="Live diffusion view.")] = True,
+) -> None:
+    """Work with the agent interactively in this repository."""
+    from clover_cli.cli_common import fail, settings_or_exit
+
+    flags = {
+        "model": model, "base_url": base_url, "api_key": api_key, "tool_format": tool_format, "think": think,
+        "mode": mode, "add_dirs": add_dir or None, "live": live,
+    }
+    if not repo.is_dir():
+        fail(f"not a directory: {repo}")
+    settings = settings_or_exit(repo, flags)
+    from clover_cli.repl.app import run_chat
+
+    raise typer.Exit(run_chat(settings, repo.resolve(), resume=resume, live=live))
+
+
+@app.command()
+def undo(
+    repo: Annotated[Path, typer.Option("--repo", help="Repository whose last agent step to undo.")] = Path("."),
+    redo: Annotated[bool, typer.Option("--redo", help="Re-apply what the last undo reverted.")] = False,
+) -> None:
+    """Restore the work tree to the checkpoint before the agent's last step (or redo it)."""
+    from clover_cli.cli_common import fail
+    from tools.checkpoints import CheckpointError, Checkpoints
+
+    try:
+        store = Checkpoints(str(repo.resolve()))
+        typer.echo(store.redo() if redo else store.undo())
+    except CheckpointError as exc:
+        fail(str(exc), code=1)
+
+
+@app.command()
+def serve(
+    model: ModelOpt = None,
+    host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port")] = 8000,
+) -> None:
+    """Serve a local Clover as an OpenAI-compatible chat-completions API."""
+    from clover_cli.cli_common import settings_or_exit
+
+    settings = settings_or_exit(Path("."), {"model": model})
+    from clover_cli.serve import serve as run_server
+
+    run_server(settings, host=host, port=port)
+
+
+def _mount_eval_apps() -> None:
+    # The eval sub-apps import nothing heavy at module level.
+    try:
+        from evals.swebench.cli import swebench_app
+        from evals.terminalbench.cli import terminalbench_app
+    except ModuleNotFoundError:  # TODO(lead): strict once both land
+        return
+    eval_app.add_typer(swebench_app, name="swebench")
+    eval_app.add_typer(terminalbench_app, name="terminalbench")
+
+
+_mount_eval_apps()
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,35 @@
+"""System prompts. AGENTS.md or CLAUDE.md at the repository root join them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+BASE = """You are Clover, a coding agent working in the repository at {root}.
+Use the tools to look at files, search, edit and run commands. Keep answers short and concrete.
+Edit files with str_replace (exact, unique old_str) or create; never invent file contents you have not seen.
+When the task is done, or you need the user, answer without a tool call."""
+
+FIX = """You are Clover, fixing an issue in the repository at {root}.
+Work in this order:
+1. Explore: find the code the issue is about (grep, glob, outline, view).
+2. Reproduce: write or run a small script or test that shows the bug.
+3. Edit: fix the source with str_replace; keep the change minimal and do not edit the tests to make them pass.
+4. Verify: run the reproduction and the relevant tests until they pass.
+5. Summarise: answer without a tool call, in a few lines: what was wrong and what you changed."""
+
+
+def project_instructions(root: str | Path) -> str:
+    for name in ("AGENTS.md", "CLAUDE.md"):
+        path = Path(root) / name
+        if path.is_file():
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace").strip()
+            except OSError:
+                continue
+            return f"\n\n# Project instructions ({name})\n{text}"
+    return ""
+
+
+def system_prompt(root: str | Path, kind: str = "chat") -> str:
+    base = FIX if kind == "fix" else BASE
+    return base.format(root=root) + project_instructions(root)

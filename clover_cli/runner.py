@@ -1,0 +1,100 @@
+"""Assemble an agent from settings: model, environment, tools, permission gate, checkpoints.
+`clover fix`, `clover chat`, the SWE-bench runner and the Terminal-Bench adapters all come here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from clover_cli.agent import Agent, Limits, RunResult
+from clover_cli.prompts import system_prompt
+from clover_cli.settings import Settings
+from clover_cli.trajectory import Trajectory
+from clover_cli.types import Environment, EventHandler, Model, Tool, ToolCall, ToolResult
+
+
+def build_model(settings: Settings) -> Model:
+    from clover_cli.backends import make_model
+
+    return make_model(settings)
+
+
+def build_environment(settings: Settings, root: str | Path) -> Environment:
+    from tools.environment import LocalEnvironment
+
+    wrap = None
+    if settings.sandbox:
+        from tools.sandbox import make_wrapper
+
+        wrap = make_wrapper(str(root), writable=settings.add_dirs, network=settings.network)
+    return LocalEnvironment(
+        str(root),
+        allowed_roots=list(settings.add_dirs),
+        timeout=settings.command_timeout,
+        output_limit=settings.output_limit,
+        wrap_command=wrap,
+    )
+
+
+def build_gate(settings: Settings, ask_user: Callable[[ToolCall, Tool, str], str] | None = None):
+    from tools.permissions import PermissionGate, PermissionPolicy
+
+    policy = PermissionPolicy(settings.mode, allow=settings.allow, ask=settings.ask, deny=settings.deny)
+    return PermissionGate(policy, ask_user=ask_user)
+
+
+def limits_from(settings: Settings) -> Limits:
+    return Limits(max_steps=settings.max_steps, time_limit=settings.time_limit, token_limit=settings.token_limit)
+
+
+def build_agent(
+    settings: Settings,
+    env: Environment,
+    *,
+    kind: str = "chat",
+    model: Model | None = None,
+    tools: list[Tool] | None = None,
+    trajectory_path: str | Path | None = None,
+    on_event: EventHandler | None = None,
+    ask_user: Callable[[ToolCall, Tool, str], str] | None = None,
+    before_step: Callable[[int], None] | None = None,
+    on_tool_result: Callable[[ToolCall, ToolResult], None] | None = None,
+    prompt: str | None = None,
+) -> Agent:
+    from tools.registry import default_tools
+
+    return Agent(
+        model if model is not None else build_model(settings),
+        env,
+        tools if tools is not None else default_tools(),
+        system_prompt=prompt if prompt is not None else system_prompt(env.root, kind),
+        limits=limits_from(settings),
+        trajectory=Trajectory(trajectory_path) if trajectory_path else None,
+        gate=build_gate(settings, ask_user),
+        on_event=on_event,
+        before_step=before_step,
+        on_tool_result=on_tool_result,
+    )
+
+
+def run_agent(
+    task: str,
+    *,
+    settings: Settings,
+    env: Environment,
+    model: Model | None = None,
+    kind: str = "fix",
+    trajectory_path: str | Path | None = None,
+    on_event: EventHandler | None = None,
+    before_step: Callable[[int], None] | None = None,
+) -> RunResult:
+    """Run the agent once, headless (permission prompts become refusals)."""
+    agent = build_agent(
+        settings, env, kind=kind, model=model, trajectory_path=trajectory_path, on_event=on_event,
+        before_step=before_step,
+    )
+    try:
+        return agent.run(task)
+    finally:
+        if agent.trajectory is not None:
+            agent.trajectory.close()

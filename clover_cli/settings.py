@@ -1,0 +1,165 @@
+"""One settings object: defaults < ~/.config/clover/config.toml < <repo>/.clover/config.toml
+< CLOVER_* environment < command-line flags."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+MODES = ("plan", "ask", "auto-edit", "yolo")
+TOOL_FORMATS = ("auto", "native", "text")
+
+
+class SettingsError(ValueError):
+    """An invalid configuration value; the message is one line for the user."""
+
+
+@dataclass
+class Settings:
+    # Model: "embedded" (the shipped tiny Clover), a checkpoint directory, "scripted:FILE",
+    # or a model name on the OpenAI-compatible server at base_url.
+    model: str = "embedded"
+    base_url: str | None = None
+    api_key: str | None = None
+    tool_format: str = "auto"
+    think: bool = True
+    temperature: float | None = None
+    max_tokens: int = 4096  # per assistant turn
+    request_timeout: float = 600.0
+    # Local Clover decoding.
+    block_size: int = 32
+    threshold: float = 0.9
+    device: str | None = None
+    # Agent limits.
+    max_steps: int = 50
+    time_limit: float = 3600.0
+    token_limit: int = 2_000_000
+    # Environment.
+    command_timeout: float = 120.0
+    output_limit: int = 16_000
+    # Safety.
+    mode: str = "ask"
+    allow: list[str] = field(default_factory=list)
+    ask: list[str] = field(default_factory=list)
+    deny: list[str] = field(default_factory=list)
+    add_dirs: list[str] = field(default_factory=list)
+    sandbox: bool = False
+    network: bool = True
+    checkpoints: bool = True
+    # Interface.
+    live: bool = True
+
+    def merged(self, values: dict[str, Any], source: str) -> Settings:
+        """A copy with `values` applied (None values ignored), each checked and coerced."""
+        known = {f.name: f for f in fields(self)}
+        updates: dict[str, Any] = {}
+        for key, value in values.items():
+            name = key.replace("-", "_")
+            if value is None:
+                continue
+            if name not in known:
+                raise SettingsError(f"{source}: unknown setting {key!r}")
+            updates[name] = _coerce(name, value, getattr(self, name), source)
+        new = dataclasses.replace(self, **updates)
+        new.validate(source)
+        return new
+
+    def validate(self, source: str = "settings") -> None:
+        if self.mode not in MODES:
+            raise SettingsError(f"{source}: mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+        if self.tool_format not in TOOL_FORMATS:
+            raise SettingsError(f"{source}: tool_format must be one of {', '.join(TOOL_FORMATS)}")
+        for name in ("max_steps", "max_tokens", "token_limit", "block_size", "output_limit"):
+            if getattr(self, name) <= 0:
+                raise SettingsError(f"{source}: {name} must be positive")
+        for name in ("time_limit", "command_timeout", "request_timeout"):
+            if getattr(self, name) <= 0:
+                raise SettingsError(f"{source}: {name} must be positive")
+        if not 0.0 <= self.threshold <= 1.0:
+            raise SettingsError(f"{source}: threshold must be between 0 and 1")
+
+
+def _coerce(name: str, value: Any, current: Any, source: str) -> Any:
+    """Coerce strings (environment variables) and check types against the default's type."""
+    try:
+        if isinstance(current, bool) or name in ("think", "sandbox", "network", "checkpoints", "live"):
+            if isinstance(value, str):
+                low = value.strip().lower()
+                if low not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                    raise ValueError(value)
+                return low in ("1", "true", "yes", "on")
+            if not isinstance(value, bool):
+                raise ValueError(value)
+            return value
+        if isinstance(current, list):
+            if isinstance(value, str):
+                return [v.strip() for v in value.split(",") if v.strip()]
+            if not isinstance(value, list | tuple):
+                raise ValueError(value)
+            return [str(v) for v in value]
+        if isinstance(current, int) or name in ("max_steps", "max_tokens", "token_limit", "block_size"):
+            if isinstance(value, bool):
+                raise ValueError(value)
+            return int(value)
+        if isinstance(current, float) or name in ("temperature", "threshold"):
+            if isinstance(value, bool):
+                raise ValueError(value)
+            return float(value)
+        return str(value)
+    except (TypeError, ValueError):
+        raise SettingsError(f"{source}: invalid value {value!r} for {name}") from None
+
+
+def user_config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "clover" / "config.toml"
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise SettingsError(f"{path}: {exc}") from None
+    # Permission rules may sit in a [permissions] table.
+    perms = data.pop("permissions", {})
+    if isinstance(perms, dict):
+        data.update(perms)
+    return data
+
+
+def _env_values() -> dict[str, Any]:
+    names = {f.name for f in fields(Settings)}
+    values = {}
+    for key, value in os.environ.items():
+        if key.startswith("CLOVER_"):
+            name = key[len("CLOVER_") :].lower()
+            if name in names:
+                values[name] = value
+    return values
+
+
+def load_settings(repo: str | Path | None = None, flags: dict[str, Any] | None = None, **defaults: Any) -> Settings:
+    """Layer every source in order. `defaults` are command-specific defaults (e.g. mode="yolo")."""
+    settings = Settings().merged(defaults, "defaults")
+    settings = settings.merged(_read_toml(user_config_path()), str(user_config_path()))
+    if repo is not None:
+        repo_cfg = Path(repo) / ".clover" / "config.toml"
+        settings = settings.merged(_read_toml(repo_cfg), str(repo_cfg))
+    settings = settings.merged(_env_values(), "environment")
+    if settings.api_key is None:
+        settings = dataclasses.replace(settings, api_key=os.environ.get("OPENAI_API_KEY"))
+    if settings.base_url is None and os.environ.get("OPENAI_BASE_URL"):
+        settings = dataclasses.replace(settings, base_url=os.environ["OPENAI_BASE_URL"])
+    return settings.merged(flags or {}, "command line")

@@ -1,0 +1,36 @@
+"""JSONL trajectory: one record per event, appended and flushed at once so a crash loses nothing."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _redact(obj: Any) -> Any:
+    try:  # the safety module may register secrets (the configured API key) at run time
+        from tools.redact import redact_obj
+    except ImportError:  # pragma: no cover - redaction lives in tools/, optional for foreign envs
+        return obj
+    return redact_obj(obj)
+
+
+class Trajectory:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = self.path.open("a", encoding="utf-8")
+
+    def append(self, record: dict[str, Any]) -> None:
+        record = {"time": round(time.time(), 3), **record}
+        self._fh.write(json.dumps(_redact(record), ensure_ascii=False, default=str) + "\n")
+        self._fh.flush()  # the OS has it: a crash of this process loses nothing
+
+    def close(self) -> None:
+        self._fh.close()
+
+    @staticmethod
+    def read(path: str | Path) -> list[dict[str, Any]]:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        return [json.loads(line) for line in lines if line.strip()]

@@ -1,0 +1,179 @@
+"""The three protocols everything plugs into (Model, Environment, Tool) and their data types.
+
+Messages are OpenAI chat-completions dicts throughout (`role`, `content`, `tool_calls`,
+`tool_call_id`); backends convert to whatever their server or template wants. Thinking is never
+stored in a message that goes back to the model, only in the trajectory.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+Message = dict[str, Any]
+ToolSpec = dict[str, Any]  # {"type": "function", "function": {"name", "description", "parameters"}}
+
+
+# --------------------------------------------------------------------------- model
+
+
+@dataclass
+class ToolCall:
+    """One call the model asked for. `error` is set when the call could not be parsed."""
+
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    id: str = ""
+    raw: str = ""
+    error: str | None = None
+
+    def to_message(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": json.dumps(self.arguments, ensure_ascii=False)},
+        }
+
+
+@dataclass
+class AssistantTurn:
+    text: str = ""
+    thinking: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    # Backend-specific counters, e.g. {"forwards": 12, "tokens_per_forward": 3.1, "tok_per_s": 40.0}.
+    stats: dict[str, float] = field(default_factory=dict)
+    finish_reason: str = ""
+
+    def to_message(self) -> Message:
+        """The turn as it goes back to the model: answer and tool calls, no thinking."""
+        msg: Message = {"role": "assistant", "content": self.text}
+        if self.tool_calls:
+            msg["tool_calls"] = [c.to_message() for c in self.tool_calls]
+        return msg
+
+
+EventKind = Literal["thinking", "text", "tool_call", "block_round", "usage", "status"]
+
+
+@dataclass
+class StreamEvent:
+    """A streamed piece of a turn.
+
+    thinking / text: `text` is the delta. tool_call: `data` = {"name", "arguments"}.
+    block_round (diffusion decoder): `data` = {"tokens": [str | None, ...] (None = still masked),
+    "block": int, "round": int}. usage / status: counters in `data`.
+    """
+
+    kind: EventKind
+    text: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+EventHandler = Callable[[StreamEvent], None]
+
+
+@runtime_checkable
+class Model(Protocol):
+    name: str
+    context_window: int
+
+    def complete(
+        self, messages: list[Message], tools: list[ToolSpec], on_event: EventHandler | None = None
+    ) -> AssistantTurn: ...
+
+
+# --------------------------------------------------------------------------- environment
+
+
+@dataclass
+class ExecResult:
+    output: str  # stdout and stderr interleaved, possibly cut to head + tail
+    returncode: int
+    timed_out: bool = False
+    truncated: bool = False
+    full_output_path: str | None = None  # where the whole output was spilled when cut
+    seconds: float = 0.0
+    interrupted: bool = False
+
+
+@runtime_checkable
+class Environment(Protocol):
+    """Where commands run and files live. Paths are absolute or relative to `root`."""
+
+    root: str
+
+    def execute(self, command: str, cwd: str | None = None, timeout: float | None = None) -> ExecResult: ...
+
+    def read_file(self, path: str) -> bytes: ...
+
+    def write_file(self, path: str, data: bytes) -> None: ...
+
+    def list(self, path: str) -> list[str]: ...
+
+
+# --------------------------------------------------------------------------- tools
+
+
+@dataclass
+class ToolResult:
+    output: str
+    is_error: bool = False
+    # For renderers, not for the model: e.g. {"diff": "...", "path": "..."}.
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Tool(Protocol):
+    name: str
+    description: str
+    parameters: dict[str, Any]  # JSON schema of the arguments object
+    read_only: bool  # True: cannot change files or run commands (allowed in plan mode)
+
+    def run(self, args: dict[str, Any], env: Environment) -> ToolResult: ...
+
+
+def tool_spec(tool: Tool) -> ToolSpec:
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
+    }
+
+
+# --------------------------------------------------------------------------- control flow
+
+
+class AgentStop(Exception):
+    """Ends a run; `exit_status` names why."""
+
+    exit_status = "error"
+
+
+class Submitted(AgentStop):
+    exit_status = "submitted"
+
+
+class LimitsExceeded(AgentStop):
+    exit_status = "limits_exceeded"
+
+
+class FormatError(AgentStop):
+    exit_status = "format_error"
+
+
+class RepeatedCalls(AgentStop):
+    exit_status = "repeated_calls"
+
+
+class Interrupted(AgentStop):
+    exit_status = "interrupted"
+
+
+class ModelError(AgentStop):
+    """The backend failed (unreachable server, bad key): `str(exc)` is one line for the user."""
+
+    exit_status = "model_error"

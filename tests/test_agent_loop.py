@@ -1,0 +1,195 @@
+"""The agent loop on its own: limits, format errors, loop guard, thinking never sent back,
+trajectory flushed every step."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clover_cli.agent import Agent, Limits
+from clover_cli.trajectory import Trajectory
+from clover_cli.types import AssistantTurn, ToolCall, ToolResult
+
+
+@dataclass
+class ListModel:
+    """Replays turns and records the messages it was sent."""
+
+    turns: list[AssistantTurn]
+    name: str = "list"
+    context_window: int = 8192
+    seen: list[list[dict[str, Any]]] = field(default_factory=list)
+
+    def complete(self, messages, tools, on_event=None):
+        self.seen.append(json.loads(json.dumps(messages)))
+        if not self.turns:
+            return AssistantTurn(text="out of turns")
+        return self.turns.pop(0)
+
+
+@dataclass
+class EchoTool:
+    name: str = "echo"
+    description: str = "Echo the text back."
+    parameters: dict = field(
+        default_factory=lambda: {
+            "type": "object",
+            "properties": {"text": {"type": "string"}, "times": {"type": "integer"}},
+            "required": ["text"],
+        }
+    )
+    read_only: bool = True
+    calls: int = 0
+
+    def run(self, args, env):
+        self.calls += 1
+        return ToolResult(args["text"] * args.get("times", 1))
+
+
+class NullEnv:
+    root = "/nonexistent"
+
+
+def call(name="echo", **args) -> ToolCall:
+    return ToolCall(name=name, arguments=args)
+
+
+def make_agent(turns, tmp_path: Path | None = None, **limits) -> tuple[Agent, ListModel, EchoTool]:
+    model, tool = ListModel(list(turns)), EchoTool()
+    trajectory = Trajectory(tmp_path / "t.jsonl") if tmp_path else None
+    agent = Agent(model, NullEnv(), [tool], system_prompt="sys", limits=Limits(**limits), trajectory=trajectory)
+    return agent, model, tool
+
+
+def test_ends_on_answer_and_records_every_step(tmp_path):
+    turns = [
+        AssistantTurn(thinking="let me echo", tool_calls=[call(text="hi")], prompt_tokens=10, completion_tokens=5),
+        AssistantTurn(thinking="done now", text="All done.", prompt_tokens=20, completion_tokens=3),
+    ]
+    agent, model, tool = make_agent(turns, tmp_path)
+    result = agent.run("say hi")
+    assert result.exit_status == "submitted"
+    assert result.final_text == "All done."
+    assert (result.steps, result.prompt_tokens, result.completion_tokens) == (2, 30, 8)
+    assert tool.calls == 1
+    records = Trajectory.read(tmp_path / "t.jsonl")
+    assert [r["type"] for r in records] == ["user", "assistant", "tool", "assistant", "summary"]
+    assert records[1]["thinking"] == "let me echo"
+    assert records[2]["output"] == "hi"
+    assert records[-1]["exit_status"] == "submitted"
+
+
+def test_thinking_is_never_sent_back():
+    turns = [AssistantTurn(thinking="SECRET-THOUGHT", tool_calls=[call(text="x")]), AssistantTurn(text="ok")]
+    agent, model, _ = make_agent(turns)
+    agent.run("task")
+    second_request = json.dumps(model.seen[1])
+    assert "SECRET-THOUGHT" not in second_request
+    assistant = [m for m in model.seen[1] if m["role"] == "assistant"][0]
+    assert assistant["tool_calls"][0]["function"]["name"] == "echo"
+    tool_msg = model.seen[1][-1]
+    assert tool_msg["role"] == "tool" and tool_msg["tool_call_id"] == assistant["tool_calls"][0]["id"]
+
+
+def test_malformed_calls_get_precise_errors_and_three_in_a_row_stop():
+    bad = [
+        AssistantTurn(tool_calls=[ToolCall(name="echo", error="unclosed <parameter=text>")]),
+        AssistantTurn(tool_calls=[call(txt="typo")]),
+        AssistantTurn(tool_calls=[call(name="nope", text="x")]),
+        AssistantTurn(text="never reached"),
+    ]
+    agent, model, tool = make_agent(bad)
+    result = agent.run("task")
+    assert result.exit_status == "format_error"
+    assert tool.calls == 0
+    errors = [m["content"] for m in agent.messages if m["role"] == "tool"]
+    assert "unclosed <parameter=text>" in errors[0] and "echo takes: text (string, required)" in errors[0]
+    assert "missing required parameter 'text'" in errors[1]
+    assert "Unknown tool 'nope'" in errors[2] and "echo" in errors[2]
+
+
+def test_a_good_call_resets_the_format_error_count():
+    turns = [
+        AssistantTurn(tool_calls=[call(times="2", text="a")]),  # wrong type
+        AssistantTurn(tool_calls=[call(text="b")]),
+        AssistantTurn(tool_calls=[call(text=3)]),
+        AssistantTurn(tool_calls=[call(text="c")]),
+        AssistantTurn(text="fine"),
+    ]
+    agent, _, tool = make_agent(turns)
+    result = agent.run("task")
+    assert result.exit_status == "submitted"
+    assert tool.calls == 2
+    assert "parameter 'times' must be integer" in agent.messages[3]["content"]
+
+
+def test_repeated_identical_calls_are_flagged_then_stop():
+    turns = [AssistantTurn(tool_calls=[call(text="same")]) for _ in range(5)]
+    agent, _, tool = make_agent(turns)
+    result = agent.run("task")
+    assert result.exit_status == "repeated_calls"
+    assert tool.calls == 2  # the third is flagged instead of run, the fourth stops the run
+    flagged = [m["content"] for m in agent.messages if m["role"] == "tool"][2]
+    assert "3 times in a row" in flagged
+
+
+@pytest.mark.parametrize(
+    ("limits", "status"),
+    [({"max_steps": 2}, "limits_exceeded"), ({"token_limit": 15}, "limits_exceeded")],
+)
+def test_limits_end_the_run(limits, status):
+    turns = [AssistantTurn(tool_calls=[call(text=str(i))], prompt_tokens=10) for i in range(10)]
+    agent, _, _ = make_agent(turns, **limits)
+    result = agent.run("task")
+    assert result.exit_status == status
+    assert "limit reached" in result.error
+
+
+def test_time_limit(monkeypatch):
+    clock = iter(range(0, 1000, 100))
+    monkeypatch.setattr("clover_cli.agent.time.monotonic", lambda: float(next(clock)))
+    turns = [AssistantTurn(tool_calls=[call(text=str(i))]) for i in range(10)]
+    agent, _, _ = make_agent(turns, time_limit=250)
+    result = agent.run("task")
+    assert result.exit_status == "limits_exceeded" and "time limit" in result.error
+
+
+def test_backend_exception_becomes_model_error():
+    class Broken(ListModel):
+        def complete(self, messages, tools, on_event=None):
+            raise ConnectionError("boom")
+
+    agent = Agent(Broken([]), NullEnv(), [EchoTool()], system_prompt="s")
+    result = agent.run("task")
+    assert result.exit_status == "model_error" and "boom" in result.error
+
+
+def test_interrupt_during_a_tool_keeps_the_conversation_consistent():
+    class SlowTool(EchoTool):
+        def run(self, args, env):
+            raise KeyboardInterrupt
+
+    model = ListModel([AssistantTurn(tool_calls=[call(text="x")]), AssistantTurn(text="after")])
+    agent = Agent(model, NullEnv(), [SlowTool()], system_prompt="s")
+    result = agent.run("task")
+    assert result.exit_status == "interrupted"
+    assert agent.messages[-1]["role"] == "tool" and "interrupted" in agent.messages[-1]["content"]
+    # The session goes on: a follow-up runs normally.
+    assert agent.run("continue").final_text == "after"
+
+
+def test_gate_refusal_is_reported_to_the_model():
+    class DenyAll:
+        def authorize(self, call, tool):
+            return "denied by rule bash(rm -rf *)"
+
+    model = ListModel([AssistantTurn(tool_calls=[call(text="x")]), AssistantTurn(text="ok")])
+    tool = EchoTool()
+    agent = Agent(model, NullEnv(), [tool], system_prompt="s", gate=DenyAll())
+    agent.run("task")
+    assert tool.calls == 0
+    assert agent.messages[3]["content"] == "denied by rule bash(rm -rf *)"

@@ -1,0 +1,68 @@
+"""Settings: defaults < user config < repo config < CLOVER_* env < flags; bad values are one line."""
+
+from __future__ import annotations
+
+import pytest
+
+from clover_cli.settings import SettingsError, load_settings
+
+
+@pytest.fixture
+def homes(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    for key in list(__import__("os").environ):
+        if key.startswith("CLOVER_") or key in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+            monkeypatch.delenv(key)
+    user = tmp_path / "cfg" / "clover" / "config.toml"
+    user.parent.mkdir(parents=True)
+    repo = tmp_path / "repo"
+    (repo / ".clover").mkdir(parents=True)
+    return user, repo
+
+
+def test_layers_in_order(homes, monkeypatch):
+    user, repo = homes
+    user.write_text('model = "user-model"\nmax_steps = 7\nmode = "auto-edit"\nbase_url = "http://u"\n')
+    (repo / ".clover" / "config.toml").write_text('max_steps = 9\n[permissions]\ndeny = ["bash(rm -rf *)"]\n')
+    monkeypatch.setenv("CLOVER_MODE", "plan")
+    monkeypatch.setenv("CLOVER_THINK", "off")
+    s = load_settings(repo, {"model": "flag-model", "max_steps": None})
+    assert s.model == "flag-model"  # flag wins
+    assert s.max_steps == 9  # repo config over user config; None flags ignored
+    assert s.mode == "plan"  # env over files
+    assert s.think is False
+    assert s.base_url == "http://u"
+    assert s.deny == ["bash(rm -rf *)"]
+
+
+def test_command_defaults_sit_below_files(homes):
+    user, repo = homes
+    user.write_text('mode = "auto-edit"\n')
+    assert load_settings(repo, {}, mode="yolo").mode == "auto-edit"
+    user.write_text("")
+    assert load_settings(repo, {}, mode="yolo").mode == "yolo"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('mode = "reckless"\n', "mode must be one of"),
+        ("max_steps = -1\n", "max_steps must be positive"),
+        ('max_steps = "many"\n', "invalid value 'many' for max_steps"),
+        ("colour = 1\n", "unknown setting 'colour'"),
+        ("mode = \n", "config.toml"),
+    ],
+)
+def test_invalid_values_are_one_line(homes, text, message):
+    user, repo = homes
+    user.write_text(text)
+    with pytest.raises(SettingsError) as info:
+        load_settings(repo, {})
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_env_value_checked(homes, monkeypatch):
+    _, repo = homes
+    monkeypatch.setenv("CLOVER_THINK", "maybe")
+    with pytest.raises(SettingsError, match="environment: invalid value 'maybe' for think"):
+        load_settings(repo, {})
