@@ -154,5 +154,29 @@ def _mount_eval_apps() -> None:
 
 _mount_eval_apps()
 
+
+def main() -> None:
+    """Console entry: an unexpected failure is one line (the traceback goes to a log file)."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        typer.echo("clover: interrupted", err=True)
+        raise SystemExit(130) from None
+    except Exception as exc:  # last resort; expected errors are handled where they happen
+        import traceback
+
+        from clover_cli.cli_common import state_dir
+
+        log = state_dir() / "crash.log"
+        try:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(traceback.format_exc(), encoding="utf-8")
+            where = f" (details in {log})"
+        except OSError:
+            where = ""
+        typer.echo(f"clover: internal error: {type(exc).__name__}: {exc}{where}", err=True)
+        raise SystemExit(1) from None
+
+
 if __name__ == "__main__":
-    app()
+    main()

@@ -1,0 +1,3 @@
+from clover_cli.main import main
+
+main()

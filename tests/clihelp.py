@@ -1,0 +1,26 @@
+"""Run the real `clover` program in a subprocess (the installed entry point's code path)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_clover(*args: str, cwd: str | Path | None = None, env: dict[str, str] | None = None,
+               timeout: float = 120, input: str | None = None) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "clover_cli", *args], cwd=cwd or ROOT, env=full_env, capture_output=True,
+        text=True, timeout=timeout, input=input,
+    )
+
+
+def isolated_env(tmp: Path) -> dict[str, str]:
+    """No user config, no keys, state under tmp."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLOVER_", "OPENAI_"))}
+    env.update({"XDG_CONFIG_HOME": str(tmp / "cfg"), "CLOVER_HOME": str(tmp / "state"), "HOME": str(tmp / "home")})
+    return env

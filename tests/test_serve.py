@@ -1,0 +1,106 @@
+"""`clover serve` answered by the openai SDK over real HTTP on 127.0.0.1, streaming and not."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+
+import pytest
+
+pytest.importorskip("fastapi")
+uvicorn = pytest.importorskip("uvicorn")
+openai = pytest.importorskip("openai")
+
+from clover_cli.serve import create_app  # noqa: E402
+from clover_cli.types import AssistantTurn, StreamEvent, ToolCall  # noqa: E402
+
+
+@dataclass
+class EchoModel:
+    """Answers with the last user message; asks for a tool when tools are offered."""
+
+    name: str = "echo-model"
+    context_window: int = 4096
+    requests: list = field(default_factory=list)
+
+    def complete(self, messages, tools, on_event=None):
+        self.requests.append((messages, tools))
+        last = messages[-1]["content"]
+        if on_event:
+            on_event(StreamEvent("thinking", "thinking about it"))
+            for word in ("echo: ", last):
+                on_event(StreamEvent("text", word))
+        calls = [ToolCall(name=tools[0]["function"]["name"], arguments={"path": "a.py"})] if tools else []
+        return AssistantTurn(text=f"echo: {last}", thinking="thinking about it", tool_calls=calls,
+                             prompt_tokens=7, completion_tokens=3)
+
+
+@pytest.fixture(scope="module")
+def server():
+    model = EchoModel()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = uvicorn.Config(create_app(model), host="127.0.0.1", port=port, log_level="error")
+    srv = uvicorn.Server(config)
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 10
+    while not srv.started and time.time() < deadline:
+        time.sleep(0.02)
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0)
+    yield client, model
+    srv.should_exit = True
+    thread.join(5)
+
+
+TOOLS = [{"type": "function", "function": {"name": "view", "description": "d", "parameters": {
+    "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}]
+
+
+def test_non_streaming(server):
+    client, _ = server
+    reply = client.chat.completions.create(model="x", messages=[{"role": "user", "content": "hello"}])
+    assert reply.choices[0].message.content == "echo: hello"
+    assert reply.choices[0].finish_reason == "stop"
+    assert reply.usage.total_tokens == 10
+    assert [m.id for m in client.models.list().data] == ["echo-model"]
+
+
+def test_non_streaming_tool_calls(server):
+    client, model = server
+    reply = client.chat.completions.create(
+        model="x", messages=[{"role": "user", "content": "look"}], tools=TOOLS
+    )
+    call = reply.choices[0].message.tool_calls[0]
+    assert (call.function.name, call.function.arguments) == ("view", '{"path": "a.py"}')
+    assert reply.choices[0].finish_reason == "tool_calls"
+    assert model.requests[-1][1][0]["function"]["name"] == "view"
+
+
+def test_streaming(server):
+    client, _ = server
+    stream = client.chat.completions.create(
+        model="x", messages=[{"role": "user", "content": "hi"}], stream=True,
+        stream_options={"include_usage": True}, tools=TOOLS,
+    )
+    text, calls, finish, usage = "", [], None, None
+    for chunk in stream:
+        if chunk.usage:
+            usage = chunk.usage
+        for choice in chunk.choices:
+            text += choice.delta.content or ""
+            calls += choice.delta.tool_calls or []
+            finish = choice.finish_reason or finish
+    assert text == "echo: hi"
+    assert calls[0].function.name == "view"
+    assert finish == "tool_calls"
+    assert usage.prompt_tokens == 7
+
+
+def test_bad_request_is_a_clear_error(server):
+    client, _ = server
+    with pytest.raises(openai.BadRequestError, match="messages"):
+        client.chat.completions.create(model="x", messages=[])
