@@ -1,0 +1,45 @@
+"""Model backends: OpenAI-compatible HTTP, scripted replay, and the local Clover model.
+
+Nothing heavy (openai, torch) is imported here at module import time: `clover --help` stays fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from clover_cli.settings import Settings
+from clover_cli.types import Model, ModelError
+
+
+def make_model(settings: Settings) -> Model:
+    """The backend `settings.model` / `settings.base_url` ask for; a ModelError says what is wrong."""
+    spec = settings.model
+    if spec.startswith("scripted:"):
+        from clover_cli.backends.scripted import ScriptedModel
+
+        return ScriptedModel(spec[len("scripted:") :])
+    if settings.base_url:
+        from clover_cli.backends.openai_compat import OpenAICompatModel
+
+        return OpenAICompatModel(settings)
+    if spec == "embedded" or Path(spec).expanduser().is_dir():
+        try:
+            from clover_cli.backends.local import LocalCloverModel
+        except ImportError as exc:
+            missing = getattr(exc, "name", None) or ""
+            if missing.split(".")[0] in ("torch", "numpy"):
+                raise ModelError(
+                    f"the local Clover model needs {missing}: pip install 'clover-cli[local]'"
+                ) from None
+            raise ModelError(
+                f"the local Clover model is not available in this build ({exc}); "
+                "use --base-url URL --model NAME for an OpenAI-compatible server"
+            ) from None
+        return LocalCloverModel(settings)
+    raise ModelError(
+        f"model {spec!r} is not a checkpoint directory; for a model on an OpenAI-compatible server "
+        "pass --base-url URL (or set OPENAI_BASE_URL)"
+    )
+
+
+__all__ = ["make_model"]

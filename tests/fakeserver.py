@@ -1,0 +1,211 @@
+"""A real HTTP chat-completions server on 127.0.0.1 for tests, scripted with queued replies.
+
+    with FakeChatServer([FakeReply(text="hi")]) as server:
+        model = OpenAICompatModel(Settings(model="m", base_url=server.url))
+
+Speaks POST /v1/chat/completions, streaming (SSE `data:` chunks ending in `[DONE]`) and not;
+replies carry text, native tool calls (streamed as deltas), reasoning and usage, or an HTTP error.
+Every request body is recorded in `server.requests`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class FakeReply:
+    text: str = ""  # assistant content; may hold <think> or text tool calls
+    reasoning: str = ""
+    reasoning_field: str = "reasoning_content"  # or "reasoning" (Ollama, OpenRouter style)
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # {"name", "arguments": dict | str}
+    prompt_tokens: int = 11
+    completion_tokens: int = 7
+    status: int = 200  # anything else: an OpenAI-style error body with `error`
+    error: str = ""
+    chunk_size: int = 4  # characters per streamed delta: small, so tags split across deltas
+
+
+class FakeChatServer:
+    def __init__(
+        self,
+        replies: list[FakeReply] | None = None,
+        *,
+        api_key: str | None = None,
+        models: list[str] | None = None,
+        reject_stream_options: bool = False,
+        reject_tools: bool = False,
+    ) -> None:
+        self.replies = list(replies or [])
+        self.requests: list[dict[str, Any]] = []  # request bodies, in order
+        self.api_key, self.models = api_key, models
+        self.reject_stream_options, self.reject_tools = reject_stream_options, reject_tools
+        self._lock = threading.Lock()
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+
+    def add(self, *replies: FakeReply) -> None:
+        with self._lock:
+            self.replies.extend(replies)
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> FakeChatServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ answering
+
+    def answer(self, headers: dict[str, str], body: dict[str, Any]) -> tuple[int, dict[str, Any] | list[dict[str, Any]]]:
+        """(status, JSON body) or (200, list of stream chunks)."""
+        with self._lock:
+            self.requests.append(body)
+            if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
+                return 401, _error("Incorrect API key provided.", "invalid_api_key")
+            if self.reject_stream_options and "stream_options" in body:
+                return 400, _error("Unrecognized request argument supplied: stream_options")
+            if self.reject_tools and "tools" in body:
+                return 400, _error("tools are not supported by this server")
+            if self.models is not None and body.get("model") not in self.models:
+                return 404, _error(f"The model `{body.get('model')}` does not exist.", "model_not_found")
+            if not self.replies:
+                return 500, _error("fake server: no more replies queued")
+            reply = self.replies.pop(0)
+        if reply.status != 200:
+            return reply.status, _error(reply.error or f"error {reply.status}")
+        model = str(body.get("model", ""))
+        if body.get("stream"):
+            usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            return 200, _chunks(reply, model, usage)
+        return 200, _completion(reply, model)
+
+
+def _error(message: str, code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}}
+
+
+def _calls(reply: FakeReply) -> list[dict[str, Any]]:
+    out = []
+    for i, call in enumerate(reply.tool_calls):
+        args = call.get("arguments", {})
+        out.append(
+            {
+                "id": call.get("id", f"call_{i}"),
+                "type": "function",
+                "function": {"name": call["name"], "arguments": args if isinstance(args, str) else json.dumps(args)},
+            }
+        )
+    return out
+
+
+def _usage(reply: FakeReply) -> dict[str, int]:
+    return {
+        "prompt_tokens": reply.prompt_tokens,
+        "completion_tokens": reply.completion_tokens,
+        "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+    }
+
+
+def _completion(reply: FakeReply, model: str) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+    if reply.reasoning:
+        message[reply.reasoning_field] = reply.reasoning
+    if reply.tool_calls:
+        message["tool_calls"] = _calls(reply)
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
+        "usage": _usage(reply),
+    }
+
+
+def _chunks(reply: FakeReply, model: str, usage: bool) -> list[dict[str, Any]]:
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
+    def pieces(text: str) -> list[str]:
+        n = max(1, reply.chunk_size)
+        return [text[i : i + n] for i in range(0, len(text), n)]
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    out += [chunk({reply.reasoning_field: p}) for p in pieces(reply.reasoning)]
+    out += [chunk({"content": p}) for p in pieces(reply.text)]
+    for i, call in enumerate(_calls(reply)):
+        head = {"index": i, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}
+        out.append(chunk({"tool_calls": [head]}))
+        out += [chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]}) for p in pieces(call["function"]["arguments"])]
+    out.append(chunk({}, "tool_calls" if reply.tool_calls else "stop"))
+    if usage:
+        out.append({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": model, "choices": [], "usage": _usage(reply)})
+    return out
+
+
+def _handler(server: FakeChatServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:  # quiet test output
+            pass
+
+        def _json(self, status: int, body: Any) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/") == "/v1/models":
+                self._json(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in server.models or []]})
+            else:
+                self._json(404, _error(f"no route {self.path}"))
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length)
+            if self.path.rstrip("/") != "/v1/chat/completions":
+                self._json(404, _error(f"no route {self.path}"))
+                return
+            try:
+                body = json.loads(raw)
+            except json.JSONDecodeError:
+                self._json(400, _error("request body is not JSON"))
+                return
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            status, answer = server.answer(headers, body)
+            if not isinstance(answer, list):
+                self._json(status, answer)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.end_headers()  # HTTP/1.0: the stream ends when the connection closes
+            for item in answer:
+                self.wfile.write(f"data: {json.dumps(item)}\n\n".encode())
+                self.wfile.flush()
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+
+    return Handler
