@@ -1,0 +1,151 @@
+"""view / create / str_replace / insert on real files: diagnostics and byte-exact edits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tools.environment import LocalEnvironment
+from tools.files import CreateTool, InsertTool, StrReplaceTool, ViewTool
+
+SOURCE = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(1, 11))
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> LocalEnvironment:
+    return LocalEnvironment(str(tmp_path))
+
+
+def test_str_replace_edits_and_reports_diff(env: LocalEnvironment, tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(SOURCE)
+    result = StrReplaceTool().run({"path": "m.py", "old_str": "return x + 7", "new_str": "return x * 7"}, env)
+    assert not result.is_error, result.output
+    assert (tmp_path / "m.py").read_text() == SOURCE.replace("return x + 7", "return x * 7")
+    assert "    20\t    return x * 7" in result.output  # snippet with line numbers
+    assert result.data["path"] == "m.py"
+    assert "-    return x + 7\n+    return x * 7" in result.data["diff"]
+    assert result.data["diff"].startswith("--- a/m.py\n+++ b/m.py\n")
+
+
+def test_str_replace_no_match_shows_closest_region(env: LocalEnvironment, tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(SOURCE)
+    before = (tmp_path / "m.py").read_bytes()
+    result = StrReplaceTool().run({"path": "m.py", "old_str": "def f5(y):\n    return y + 5", "new_str": "z"}, env)
+    assert result.is_error
+    assert "not found" in result.output and "closest region is lines 13-14" in result.output
+    assert "    13\tdef f5(x):" in result.output and "    14\t    return x + 5" in result.output
+    assert (tmp_path / "m.py").read_bytes() == before
+
+    # Only indentation differs: say so.
+    ws = StrReplaceTool().run({"path": "m.py", "old_str": "def f5(x):\n  return x + 5", "new_str": "z"}, env)
+    assert ws.is_error and "lines 13-14" in ws.output and "whitespace" in ws.output
+
+
+def test_str_replace_refuses_multiple_matches(env: LocalEnvironment, tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(SOURCE)
+    result = StrReplaceTool().run({"path": "m.py", "old_str": "(x):\n    return x + 1", "new_str": "q"}, env)
+    assert result.is_error  # matches f1 and f10
+    assert "2 times" in result.output and "lines 1, 28" in result.output
+    assert (tmp_path / "m.py").read_text() == SOURCE
+
+
+def test_crlf_and_non_ascii_kept_byte_exact(env: LocalEnvironment, tmp_path: Path) -> None:
+    original = "héllo wörld\r\nname = 'Ünïcode ✓'\r\nvalue = 1\r\nlast line\r\n".encode() + b"latin1: \xe9\r\n"
+    path = tmp_path / "crlf.txt"
+    path.write_bytes(original)
+    result = StrReplaceTool().run(
+        {"path": "crlf.txt", "old_str": "name = 'Ünïcode ✓'\nvalue = 1", "new_str": "name = 'ñ'\nvalue = 2\nextra = 3"},
+        env,
+    )
+    assert not result.is_error, result.output
+    expected = original.replace("name = 'Ünïcode ✓'\r\nvalue = 1".encode(), "name = 'ñ'\r\nvalue = 2\r\nextra = 3".encode())
+    assert path.read_bytes() == expected
+    # insert keeps CRLF too, and the invalid UTF-8 byte survives untouched.
+    assert not InsertTool().run({"path": "crlf.txt", "insert_line": 1, "text": "inserted"}, env).is_error
+    lines = path.read_bytes().split(b"\r\n")
+    assert lines[1] == b"inserted" and lines[-2] == b"latin1: \xe9" and b"\n" not in path.read_bytes().replace(b"\r\n", b"")
+
+
+def test_binary_files_refused(env: LocalEnvironment, tmp_path: Path) -> None:
+    data = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256))
+    (tmp_path / "img.png").write_bytes(data)
+    for tool, args in (
+        (StrReplaceTool(), {"old_str": "PNG", "new_str": "JPG"}),
+        (ViewTool(), {}),
+        (InsertTool(), {"insert_line": 0, "text": "x"}),
+    ):
+        result = tool.run({"path": "img.png", **args}, env)
+        assert result.is_error and "binary" in result.output
+    assert (tmp_path / "img.png").read_bytes() == data
+
+
+def test_view_ranges_and_long_files(env: LocalEnvironment, tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(SOURCE)
+    view = ViewTool()
+    full = view.run({"path": "m.py"}, env)
+    assert full.output.splitlines()[0] == "     1\tdef f1(x):" and len(full.output.splitlines()) == 30
+    part = view.run({"path": "m.py", "view_range": [4, 5]}, env)
+    assert part.output == "     4\tdef f2(x):\n     5\t    return x + 2"
+    tail = view.run({"path": "m.py", "view_range": [29, -1]}, env)
+    assert tail.output.splitlines() == ["    29\t    return x + 10", "    30\t"]
+    assert view.run({"path": "m.py", "view_range": [40, 50]}, env).is_error
+    assert view.run({"path": "m.py", "view_range": [5, 2]}, env).is_error
+    (tmp_path / "big.txt").write_text("".join(f"line {i}\n" for i in range(1, 3001)))
+    big = view.run({"path": "big.txt"}, env)
+    assert "line 800" in big.output and "line 801" not in big.output
+    assert "3000 lines" in big.output and "[801, 1600]" in big.output
+    assert view.run({"path": "nope.txt"}, env).is_error
+
+
+def test_view_directory_listing(env: LocalEnvironment, tmp_path: Path) -> None:
+    for rel in ("src/pkg/deep/x.py", "src/main.py", "README.md", "build/out.o", "node_modules/m/i.js", "logs/a.log"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x\n")
+    (tmp_path / ".gitignore").write_text("build/\n*.log\n")
+    out = ViewTool().run({"path": "."}, env).output
+    assert "README.md" in out and "src/ (2 files)" in out and "main.py" in out and "pkg/ (1 file)" in out
+    assert "deep" not in out  # two levels only
+    for hidden in ("build", "out.o", "node_modules", "a.log"):
+        assert hidden not in out
+    assert ViewTool().run({"path": "build"}, env).output.splitlines()[1:] == ["  out.o"]
+    (tmp_path / "empty").mkdir()
+    assert ViewTool().run({"path": "empty"}, env).output == "empty/ is empty"
+    assert "'path' is required" in ViewTool().run({}, env).output
+
+
+def test_create_and_insert(env: LocalEnvironment, tmp_path: Path) -> None:
+    created = CreateTool().run({"path": "new/dir/f.txt", "file_text": "a\nc\n"}, env)
+    assert not created.is_error and created.output.startswith("Created new/dir/f.txt")
+    assert "+a\n+c" in created.data["diff"]
+    assert not InsertTool().run({"path": "new/dir/f.txt", "insert_line": 1, "text": "b"}, env).is_error
+    assert not InsertTool().run({"path": "new/dir/f.txt", "insert_line": 0, "text": "top\n"}, env).is_error
+    assert (tmp_path / "new/dir/f.txt").read_text() == "top\na\nb\nc\n"
+    bad = InsertTool().run({"path": "new/dir/f.txt", "insert_line": 9, "text": "x"}, env)
+    assert bad.is_error and "between 0 and 4" in bad.output
+    (tmp_path / "nonl.txt").write_text("one")
+    InsertTool().run({"path": "nonl.txt", "insert_line": 1, "text": "two"}, env)
+    assert (tmp_path / "nonl.txt").read_text() == "one\ntwo\n"
+    over = CreateTool().run({"path": "new/dir/f.txt", "file_text": "z\n"}, env)
+    assert over.output.startswith("Overwrote") and "-top" in over.data["diff"]
+
+
+def test_paths_outside_workspace_refused(env: LocalEnvironment, tmp_path: Path) -> None:
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.txt"
+    outside.write_text("secret\n")
+    try:
+        for tool, args in (
+            (ViewTool(), {"path": str(outside)}),
+            (ViewTool(), {"path": "../" + outside.name}),
+            (CreateTool(), {"path": "../evil.txt", "file_text": "x"}),
+            (StrReplaceTool(), {"path": str(outside), "old_str": "secret", "new_str": "x"}),
+            (ViewTool(), {"path": ".git/config"}),
+        ):
+            result = tool.run(args, env)
+            assert result.is_error and ("outside the workspace" in result.output or ".git" in result.output)
+        assert outside.read_text() == "secret\n" and not (tmp_path.parent / "evil.txt").exists()
+        # --add-dir style extra roots are allowed.
+        extra = LocalEnvironment(str(tmp_path), allowed_roots=[str(tmp_path.parent)])
+        assert "secret" in ViewTool().run({"path": str(outside)}, extra).output
+    finally:
+        outside.unlink()

@@ -1,0 +1,257 @@
+"""LocalEnvironment: commands run as `bash -c` on this machine, files live on its disk.
+
+Each command is its own process (a fresh process group, so a timeout or Ctrl-C can kill every
+descendant), but it behaves like one long shell session: an EXIT trap saves the working directory
+and the exported variables to an inherited file descriptor, and the next command starts from them.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO
+
+from clover_cli.types import ExecResult
+
+SPILL_CAP = 64 * 1024 * 1024  # characters written to a spill file at most
+_DROP_VARS = {"SHLVL", "_", "PWD"}  # bash sets these itself; carrying them over only confuses it
+
+
+class _OutputSink:
+    """Collects a command's output: the head and the tail in memory, everything in a spill file
+    once it grows past `limit` characters."""
+
+    def __init__(self, limit: int, spill_dir: str) -> None:
+        self.limit = max(limit, 200)
+        self.spill_dir = spill_dir
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.head = ""
+        self.tail = ""
+        self.total = 0
+        self.newlines = 0
+        self.spill: object | None = None
+        self.spill_path: str | None = None
+        self.spilled_chars = 0
+        self.closed = False
+        self.lock = threading.Lock()
+
+    def feed(self, data: bytes, final: bool = False) -> None:
+        text = self.decoder.decode(data, final)
+        if not text:
+            return
+        with self.lock:
+            if self.closed:
+                return
+            self.total += len(text)
+            self.newlines += text.count("\n")
+            if self.spill is None:
+                self.head += text
+                if len(self.head) > self.limit:
+                    self._open_spill(self.head)
+                    self.tail = self.head[-self.limit :]
+                    self.head = self.head[: self.limit]
+            else:
+                self._write_spill(text)
+                self.tail = (self.tail + text)[-self.limit :]
+
+    def _open_spill(self, text: str) -> None:
+        os.makedirs(self.spill_dir, exist_ok=True)
+        fd, self.spill_path = tempfile.mkstemp(prefix="exec-", suffix=".log", dir=self.spill_dir)
+        self.spill = open(fd, "w", encoding="utf-8", errors="replace")  # noqa: SIM115 - closed in render
+        self._write_spill(text)
+
+    def _write_spill(self, text: str) -> None:
+        room = SPILL_CAP - self.spilled_chars
+        if room <= 0:
+            return
+        self.spill.write(text[:room])  # type: ignore[attr-defined]
+        self.spilled_chars += min(len(text), room)
+        if self.spilled_chars >= SPILL_CAP:
+            self.spill.write("\n[spill file capped here]\n")  # type: ignore[attr-defined]
+
+    def render(self) -> tuple[str, bool, str | None]:
+        """(output, truncated, spill path); stops collecting."""
+        with self.lock:
+            self.closed = True
+            if self.spill is None:
+                return self.head, False, None
+            self.spill.close()  # type: ignore[attr-defined]
+            half = self.limit // 2
+            head, tail = self.head[:half], self.tail[-half:]
+            # Cut on line boundaries when one is near, so no half lines are shown.
+            nl = head.rfind("\n")
+            if nl >= half * 0.8:
+                head = head[: nl + 1]
+            nl = tail.find("\n")
+            if 0 <= nl <= half * 0.2:
+                tail = tail[nl + 1 :]
+            cut = self.total - len(head) - len(tail)
+            cut_lines = max(self.newlines - head.count("\n") - tail.count("\n"), 0)
+            marker = (
+                f"\n[... {cut} characters ({cut_lines} lines) cut; the full output "
+                f"({self.total} characters) is in {self.spill_path}; view it with view_range or grep ...]\n"
+            )
+            return head + marker + tail, True, self.spill_path
+
+
+def _pump(fd: int, sink: _OutputSink) -> None:
+    try:
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            sink.feed(chunk)
+        sink.feed(b"", final=True)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
+
+
+class LocalEnvironment:
+    """The Environment protocol on this machine."""
+
+    local = True  # tools may use the local filesystem and subprocesses directly
+
+    def __init__(
+        self,
+        root: str,
+        *,
+        allowed_roots: Sequence[str] = (),
+        timeout: float = 120,
+        output_limit: int = 16000,
+        spill_dir: str | None = None,
+        env: dict[str, str] | None = None,
+        wrap_command: Callable[[list[str]], list[str]] | None = None,
+    ) -> None:
+        self.root = os.path.realpath(root)
+        self.timeout = timeout
+        self.output_limit = output_limit
+        # Created on the first spill. It is an allowed root, so the file tools can read spilled output.
+        self.spill_dir = spill_dir or os.path.join(tempfile.gettempdir(), f"clover-output-{uuid.uuid4().hex[:12]}")
+        self.allowed_roots = [*allowed_roots, self.spill_dir]
+        self.wrap_command = wrap_command
+        base = dict(os.environ if env is None else env)
+        # Agents cannot answer pagers or credential prompts.
+        for key, value in (("PAGER", "cat"), ("GIT_PAGER", "cat"), ("GIT_TERMINAL_PROMPT", "0")):
+            base.setdefault(key, value)
+        self.base_env = base
+        self.cwd = self.root
+        self._saved_env: dict[str, str] | None = None
+
+    # ------------------------------------------------------------------ commands
+
+    @staticmethod
+    def _script(command: str, fd: int) -> str:
+        # The EXIT trap writes the exported variables and the cwd to an inherited descriptor (not a
+        # path), so it works inside any sandbox that `wrap_command` builds.
+        save = (
+            "__clover_save() { local __n; for __n in $(compgen -e); do "
+            "printf '%s=%s\\0' \"$__n\"  \"${!__n}\"; done; printf '\\0%s' \"$PWD\"; } >&" + str(fd) + "; "
+            "trap '__clover_rc=$?; __clover_save 2>/dev/null; exit $__clover_rc' EXIT"
+        )
+        return save + "\n" + command + "\n"
+
+    def _load_state(self, raw: bytes, keep_cwd: bool) -> None:
+        text = raw.decode("utf-8", "surrogateescape")
+        if "\0\0" not in text and not text.startswith("\0"):
+            return  # the trap never ran (e.g. the shell was replaced by exec)
+        env_part, _, cwd = text.rpartition("\0")
+        saved = {}
+        for item in env_part.split("\0"):
+            name, sep, value = item.partition("=")
+            if sep and name and name not in _DROP_VARS:
+                saved[name] = value
+        self._saved_env = saved
+        if keep_cwd and os.path.isdir(cwd):
+            self.cwd = cwd
+
+    def execute(self, command: str, cwd: str | None = None, timeout: float | None = None) -> ExecResult:
+        """Run `command`; `cwd` (relative to root) applies to this command only."""
+        with tempfile.TemporaryFile() as state:
+            return self._run(command, cwd, self.timeout if timeout is None else timeout, state)
+
+    def _run(self, command: str, cwd: str | None, timeout: float, state: IO[bytes]) -> ExecResult:
+        workdir = self._abs(cwd) if cwd else self.cwd
+        if not os.path.isdir(workdir):
+            workdir = self.root
+        argv = ["bash", "-c", self._script(command, state.fileno())]
+        if self.wrap_command is not None:
+            argv = self.wrap_command(argv)
+        env = dict(self.base_env if self._saved_env is None else self._saved_env)
+        sink = _OutputSink(self.output_limit, self.spill_dir)
+        read_fd, write_fd = os.pipe()
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                argv,
+                cwd=workdir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=write_fd,
+                stderr=write_fd,
+                start_new_session=True,
+                pass_fds=(state.fileno(),),
+            )
+        except OSError as exc:
+            os.close(read_fd)
+            return ExecResult(output=f"could not start the command: {exc}", returncode=127)
+        finally:
+            os.close(write_fd)
+        # A thread drains the pipe, so background jobs that keep it open never block or die of SIGPIPE.
+        reader = threading.Thread(target=_pump, args=(read_fd, sink), daemon=True)
+        reader.start()
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+        except KeyboardInterrupt:
+            _kill_group(proc)
+            raise
+        # Background jobs may hold the pipe open: give them a moment to finish, not more.
+        reader.join(timeout=2.0 if timed_out else 0.5)
+        output, truncated, spill_path = sink.render()
+        seconds = time.monotonic() - start
+        if timed_out:
+            output += f"\n[command timed out after {timeout:g}s; its process group was killed]"
+            return ExecResult(output, -9, True, truncated, spill_path, seconds)
+        state.seek(0)
+        self._load_state(state.read(), keep_cwd=cwd is None)
+        return ExecResult(output, proc.returncode, False, truncated, spill_path, seconds)
+
+    # ------------------------------------------------------------------ files
+
+    def _abs(self, path: str) -> str:
+        path = os.path.expanduser(path)
+        return path if os.path.isabs(path) else os.path.join(self.root, path)
+
+    def read_file(self, path: str) -> bytes:
+        return Path(self._abs(path)).read_bytes()
+
+    def write_file(self, path: str, data: bytes) -> None:
+        target = Path(self._abs(path))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+    def list(self, path: str) -> list[str]:
+        """Entry names of a directory, sorted; directories end with '/'."""
+        with os.scandir(self._abs(path)) as entries:
+            return sorted(e.name + "/" if e.is_dir() else e.name for e in entries)

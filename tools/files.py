@@ -1,0 +1,358 @@
+"""File tools: view, create, str_replace, insert.
+
+Edits are byte-exact outside the edited region: files are decoded with surrogateescape (invalid
+UTF-8 survives), CRLF files are matched with '\\n' and the new text is written back with CRLF,
+and binary files are refused.
+"""
+
+from __future__ import annotations
+
+import bisect
+import difflib
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from clover_cli.types import Environment, ToolResult
+from tools.paths import PathError
+from tools.search import NOISE_DIRS, list_files
+from tools.textio import (
+    arg_int,
+    display_path,
+    encode,
+    error,
+    lines_of,
+    numbered,
+    printable,
+    read_text,
+    resolve,
+    snippet,
+    unified_diff,
+    uses_crlf,
+)
+
+MAX_VIEW_LINES = 800
+MAX_VIEW_CHARS = 40_000
+MAX_LISTING = 300
+
+
+def _schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": props, "required": required}
+
+
+_PATH = {"type": "string", "description": "file path, relative to the workspace root or absolute"}
+
+
+def _text_arg(args: dict[str, Any], *names: str, default: str | None = None) -> str:
+    """A string argument (first of `names` present); lone surrogates from JSON are replaced."""
+    for name in names:
+        if name in args and args[name] is not None:
+            value = args[name]
+            if not isinstance(value, str):
+                raise ValueError(f"{name} must be a string")
+            return value.encode("utf-8", "replace").decode("utf-8")
+    if default is None:
+        raise ValueError(f"'{names[0]}' is required")
+    return default
+
+
+# --------------------------------------------------------------------------- view
+
+
+@dataclass
+class ViewTool:
+    name: str = "view"
+    description: str = (
+        "Show a text file with line numbers (optionally only view_range [start, end], end -1 = end of "
+        "file), or list a directory two levels deep."
+    )
+    parameters: dict[str, Any] = field(
+        default_factory=lambda: _schema(
+            {
+                "path": _PATH,
+                "view_range": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2},
+            },
+            ["path"],
+        )
+    )
+    read_only: bool = True
+
+    def run(self, args: dict[str, Any], env: Environment) -> ToolResult:
+        try:
+            full = resolve(env, args.get("path"))
+        except PathError as exc:
+            return error(str(exc))
+        rel = display_path(env, full)
+        if getattr(env, "local", False) and os.path.isdir(full):
+            return ToolResult(_listing(env, full), data={"path": rel})
+        try:
+            text = read_text(env, full)
+        except ValueError as exc:
+            if "is a directory" in str(exc):
+                return ToolResult(_listing(env, full), data={"path": rel})
+            return error(str(exc))
+        lines = lines_of(text)
+        total = len(lines)
+        if total == 0:
+            return ToolResult(f"{rel} is empty", data={"path": rel})
+        start, end = 1, total
+        ranged = args.get("view_range") not in (None, [], "")
+        if ranged:
+            try:
+                start, end = _parse_range(args.get("view_range"), total)
+            except ValueError as exc:
+                return error(f"view {rel}: {exc}")
+        shown = lines[start - 1 : end]
+        cut = len(shown)
+        if cut > MAX_VIEW_LINES:
+            cut = MAX_VIEW_LINES
+        size = 0
+        for i, line in enumerate(shown[:cut]):
+            size += min(len(line), 2000) + 8
+            if size > MAX_VIEW_CHARS:
+                cut = max(i, 1)
+                break
+        out = numbered(shown[:cut], start)
+        if cut < len(shown):
+            last = start + cut - 1
+            out += (f"\n[{rel} has {total} lines; showing {start}-{last}. "
+                    f"Use view_range [{last + 1}, {min(last + MAX_VIEW_LINES, total)}] to see more.]")
+        return ToolResult(out, data={"path": rel})
+
+
+def _parse_range(value: Any, total: int) -> tuple[int, int]:
+    if isinstance(value, str):
+        value = [int(v) for v in re.findall(r"-?\d+", value)]
+    if not isinstance(value, list | tuple) or len(value) != 2 or not all(isinstance(v, int) for v in value):
+        raise ValueError("view_range must be two integers [start, end]")
+    start, end = value
+    if end == -1 or end > total:
+        end = total
+    if start < 1 or start > total:
+        raise ValueError(f"start line {start} is outside the file (lines 1-{total})")
+    if end < start:
+        raise ValueError(f"end line {end} is before start line {start}")
+    return start, end
+
+
+def _listing(env: Environment, directory: str) -> str:
+    counts: dict[str, int] = {}
+    for rel in list_files(env, directory):
+        parts = rel.split("/")
+        if any(p in NOISE_DIRS for p in parts[:-1]):
+            continue
+        for depth in range(1, min(len(parts), 2) + 1):
+            key = "/".join(parts[:depth]) + ("/" if depth < len(parts) else "")
+            counts[key] = counts.get(key, 0) + 1
+    rel = display_path(env, directory)
+    if not counts:
+        # Everything here is ignored (e.g. build/): the caller asked for it, so show one level anyway.
+        try:
+            entries = env.list(directory)
+        except OSError as exc:
+            return f"{rel}/: cannot list: {exc.strerror or exc}"
+        if not entries:
+            return f"{rel}/ is empty"
+        shown = "\n".join("  " + printable(e) for e in entries[:MAX_LISTING])
+        return f"{rel}/ (ignored by .gitignore; one level):\n{shown}"
+    out = [f"{rel}/ (two levels; ignored files skipped):"]
+    for key in sorted(counts)[:MAX_LISTING]:
+        depth = key.rstrip("/").count("/")
+        name = key.rstrip("/").rsplit("/", 1)[-1]
+        n = counts[key]
+        label = f"{name}/ ({n} file{'' if n == 1 else 's'})" if key.endswith("/") else name
+        out.append("  " * (depth + 1) + printable(label))
+    if len(counts) > MAX_LISTING:
+        out.append(f"[{len(counts) - MAX_LISTING} more entries; view a subdirectory or use glob]")
+    return "\n".join(out)
+
+
+# --------------------------------------------------------------------------- create
+
+
+@dataclass
+class CreateTool:
+    name: str = "create"
+    description: str = "Create a file with the given content, or overwrite it; parent directories are created."
+    parameters: dict[str, Any] = field(
+        default_factory=lambda: _schema({"path": _PATH, "file_text": {"type": "string"}}, ["path", "file_text"])
+    )
+    read_only: bool = False
+
+    def run(self, args: dict[str, Any], env: Environment) -> ToolResult:
+        try:
+            full = resolve(env, args.get("path"))
+            content = _text_arg(args, "file_text", "content")
+        except (PathError, ValueError) as exc:
+            return error(f"create: {exc}")
+        rel = display_path(env, full)
+        if getattr(env, "local", False) and os.path.isdir(full):
+            return error(f"create: {rel} is a directory")
+        try:
+            old = read_text(env, full)
+            existed = True
+        except ValueError:
+            old, existed = "", False
+        try:
+            env.write_file(full, encode(content))
+        except OSError as exc:
+            return error(f"create: cannot write {rel}: {exc.strerror or exc}")
+        verb = "Overwrote" if existed else "Created"
+        return ToolResult(
+            f"{verb} {rel} ({len(lines_of(content))} lines)",
+            data={"path": rel, "diff": unified_diff(old, content, rel)},
+        )
+
+
+# --------------------------------------------------------------------------- str_replace
+
+
+def _span(first: int, last: int) -> str:
+    return f"Line {first}" if first == last else f"Lines {first}-{last}"
+
+
+def _normalise(text: str) -> tuple[str, list[int]]:
+    """text with CRLF -> LF, and the normalised positions of every '\\n' that lost its '\\r'."""
+    removed = [m.start() - i for i, m in enumerate(re.finditer("\r\n", text))]
+    return text.replace("\r\n", "\n"), removed
+
+
+def _original(pos: int, removed: list[int]) -> int:
+    return pos + bisect.bisect_left(removed, pos)
+
+
+def _occurrences(text: str, sub: str) -> list[int]:
+    found, i = [], text.find(sub)
+    while i != -1:
+        found.append(i)
+        i = text.find(sub, i + 1)
+    return found
+
+
+def _closest(text: str, old: str, rel: str) -> str:
+    """Why old_str did not match: the most similar region of the file, numbered."""
+    lines = lines_of(text)
+    want = old.strip("\n").split("\n")
+    k = max(len(want), 1)
+    stripped = [w.strip() for w in want]
+    rough = []
+    for i in range(max(len(lines) - k + 1, 1)):
+        window = lines[i : i + k]
+        if [w.strip() for w in window] == stripped:
+            return (f"old_str was not found in {rel}, but lines {i + 1}-{i + k} match it when "
+                    f"indentation and trailing whitespace are ignored:\n{numbered(window, i + 1)}\n"
+                    "Copy the whitespace exactly.")
+        sm = difflib.SequenceMatcher(None, "\n".join(window), "\n".join(want), autojunk=False)
+        rough.append((sm.quick_ratio(), i))
+    best_ratio, best = 0.0, 0
+    for _, i in sorted(rough, reverse=True)[:25]:
+        ratio = difflib.SequenceMatcher(None, "\n".join(lines[i : i + k]), "\n".join(want), autojunk=False).ratio()
+        if ratio > best_ratio:
+            best_ratio, best = ratio, i
+    if not lines or best_ratio < 0.3:
+        return f"old_str was not found in {rel} and no similar region exists; view the file first."
+    lo, hi = max(best - 2, 0), min(best + k + 2, len(lines))
+    return (f"old_str was not found in {rel}. The closest region is lines {best + 1}-{best + k} "
+            f"({best_ratio:.0%} similar):\n{numbered(lines[lo:hi], lo + 1)}\n"
+            "old_str must match the file exactly (whitespace included); view the file and retry.")
+
+
+@dataclass
+class StrReplaceTool:
+    name: str = "str_replace"
+    description: str = (
+        "Replace old_str with new_str in a file. old_str must match exactly one place, whitespace "
+        "included; add surrounding lines to make it unique. Empty new_str deletes."
+    )
+    parameters: dict[str, Any] = field(
+        default_factory=lambda: _schema(
+            {"path": _PATH, "old_str": {"type": "string"}, "new_str": {"type": "string"}},
+            ["path", "old_str", "new_str"],
+        )
+    )
+    read_only: bool = False
+
+    def run(self, args: dict[str, Any], env: Environment) -> ToolResult:
+        try:
+            full = resolve(env, args.get("path"))
+            old_str = _text_arg(args, "old_str")
+            new_str = _text_arg(args, "new_str", default="")
+            text = read_text(env, full)
+        except (PathError, ValueError) as exc:
+            return error(f"str_replace: {exc}")
+        rel = display_path(env, full)
+        old_str, new_str = old_str.replace("\r\n", "\n"), new_str.replace("\r\n", "\n")
+        if not old_str:
+            return error("str_replace: old_str is empty; use insert or create to add text")
+        if old_str == new_str:
+            return error("str_replace: old_str and new_str are identical; nothing to change")
+        norm, removed = _normalise(text)
+        hits = _occurrences(norm, old_str)
+        if not hits:
+            return error(_closest(norm, old_str, rel))
+        if len(hits) > 1:
+            starts = ", ".join(str(norm.count("\n", 0, h) + 1) for h in hits[:20])
+            return error(f"str_replace: old_str occurs {len(hits)} times in {rel} (starting at lines "
+                         f"{starts}); include more surrounding lines so it matches exactly one place.")
+        begin, end = _original(hits[0], removed), _original(hits[0] + len(old_str), removed)
+        replacement = new_str.replace("\n", "\r\n") if uses_crlf(text) else new_str
+        new_text = text[:begin] + replacement + text[end:]
+        try:
+            env.write_file(full, encode(new_text))
+        except OSError as exc:
+            return error(f"str_replace: cannot write {rel}: {exc.strerror or exc}")
+        first = norm.count("\n", 0, hits[0]) + 1
+        last = first + new_str.count("\n")
+        return ToolResult(
+            f"Edited {rel}. {_span(first, last)} now read (with context):\n{snippet(new_text, first, last)}",
+            data={"path": rel, "diff": unified_diff(text, new_text, rel)},
+        )
+
+
+# --------------------------------------------------------------------------- insert
+
+
+@dataclass
+class InsertTool:
+    name: str = "insert"
+    description: str = "Insert text after line insert_line of a file (0 inserts at the top)."
+    parameters: dict[str, Any] = field(
+        default_factory=lambda: _schema(
+            {"path": _PATH, "insert_line": {"type": "integer"}, "text": {"type": "string"}},
+            ["path", "insert_line", "text"],
+        )
+    )
+    read_only: bool = False
+
+    def run(self, args: dict[str, Any], env: Environment) -> ToolResult:
+        try:
+            full = resolve(env, args.get("path"))
+            line_no = arg_int(args, "insert_line")
+            new = _text_arg(args, "text", "new_str").replace("\r\n", "\n")
+            text = read_text(env, full)
+        except (PathError, ValueError) as exc:
+            return error(f"insert: {exc}")
+        rel = display_path(env, full)
+        total = len(lines_of(text))
+        if line_no is None or not 0 <= line_no <= total:
+            return error(f"insert: insert_line must be between 0 and {total} (the file has {total} lines)")
+        nl = "\r\n" if uses_crlf(text) else "\n"
+        if not new.endswith("\n"):
+            new += "\n"
+        new = new.replace("\n", nl)
+        starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        offset = starts[line_no] if line_no < len(starts) else len(text)
+        if offset == len(text) and text and not text.endswith("\n"):
+            new = nl + new  # the last line had no newline; end it before appending
+        new_text = text[:offset] + new + text[offset:]
+        try:
+            env.write_file(full, encode(new_text))
+        except OSError as exc:
+            return error(f"insert: cannot write {rel}: {exc.strerror or exc}")
+        first, last = line_no + 1, line_no + new.strip("\r\n").count("\n") + 1
+        return ToolResult(
+            f"Inserted {_span(first, last).lower()} into {rel} (after line {line_no}):\n"
+            f"{snippet(new_text, first, last)}",
+            data={"path": rel, "diff": unified_diff(text, new_text, rel)},
+        )

@@ -1,0 +1,117 @@
+"""The `git` tool: status, diff, log, show (read-only) and commit, via gitpython."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+import git
+
+from clover_cli.types import Environment, ToolResult
+from tools.paths import PathError
+from tools.textio import arg_bool, arg_int, error, printable, resolve
+
+SUBCOMMANDS = ("status", "diff", "log", "show", "commit")
+READ_ONLY_SUBCOMMANDS = frozenset({"status", "diff", "log", "show"})
+MAX_OUTPUT = 16_000
+
+
+def _cap(text: str) -> str:
+    if len(text) <= MAX_OUTPUT:
+        return text
+    return text[:MAX_OUTPUT] + f"\n[... {len(text) - MAX_OUTPUT} more characters cut; pass a path to narrow]"
+
+
+@dataclass
+class GitTool:
+    name: str = "git"
+    description: str = (
+        "Git in the workspace repository: status; diff [path] [staged]; log [n] [path]; show [rev]; "
+        "commit message (stages all changes first)."
+    )
+    parameters: dict[str, Any] = field(
+        default_factory=lambda: {
+            "type": "object",
+            "properties": {
+                "subcommand": {"type": "string", "enum": list(SUBCOMMANDS)},
+                "path": {"type": "string", "description": "diff/log: limit to this path"},
+                "staged": {"type": "boolean", "description": "diff: staged changes instead of unstaged"},
+                "n": {"type": "integer", "description": "log: number of commits (default 10)"},
+                "rev": {"type": "string", "description": "show: revision (default HEAD)"},
+                "message": {"type": "string", "description": "commit: the commit message"},
+            },
+            "required": ["subcommand"],
+        }
+    )
+    read_only: bool = False  # commit writes; see is_read_only
+
+    def is_read_only(self, args: dict[str, Any]) -> bool:
+        """Whether this particular call only reads (everything but commit)."""
+        return (args.get("subcommand") or args.get("command")) in READ_ONLY_SUBCOMMANDS
+
+    def run(self, args: dict[str, Any], env: Environment) -> ToolResult:
+        sub = args.get("subcommand") or args.get("command")
+        if sub not in SUBCOMMANDS:
+            return error(f"git: subcommand must be one of {', '.join(SUBCOMMANDS)}, got {sub!r}")
+        try:
+            argv = self._argv(sub, args, env)
+        except (PathError, ValueError) as exc:
+            return error(f"git {sub}: {exc}")
+        try:
+            if sub == "commit":
+                self._git(env, ["add", "-A"])
+                if not self._git(env, ["status", "--porcelain"]).strip():
+                    return ToolResult("nothing to commit: the working tree is clean")
+            out = self._git(env, argv)
+        except _GitFailed as exc:
+            return error(f"git {sub}: {exc}")
+        out = printable(out).rstrip()
+        if not out:
+            out = {"status": "clean", "diff": "no changes", "log": "no commits"}.get(sub, "(no output)")
+        return ToolResult(_cap(out), data={"subcommand": sub})
+
+    @staticmethod
+    def _argv(sub: str, args: dict[str, Any], env: Environment) -> list[str]:
+        paths = [resolve(env, args["path"])] if args.get("path") else []
+        if sub == "status":
+            return ["status", "--short", "--branch"]
+        if sub == "diff":
+            return ["diff", *(["--cached"] if arg_bool(args, "staged") else []), "--", *paths]
+        if sub == "log":
+            n = min(max(arg_int(args, "n", 10) or 10, 1), 200)
+            return ["log", f"-n{n}", "--date=short", "--format=%h %ad %an: %s", "--", *paths]
+        if sub == "show":
+            rev = args.get("rev") or "HEAD"
+            if not isinstance(rev, str) or rev.startswith("-"):
+                raise ValueError(f"invalid revision {rev!r}")
+            return ["show", "--stat", "--patch", rev, "--"]
+        message = args.get("message")
+        if not isinstance(message, str) or not message.strip():
+            raise ValueError("'message' is required")
+        return ["commit", "-m", message]
+
+    @staticmethod
+    def _git(env: Environment, argv: list[str]) -> str:
+        if getattr(env, "local", False):
+            try:
+                repo = git.Repo(env.root, search_parent_directories=True)
+                return repo.git.execute(["git", *argv], strip_newline_in_stdout=False)
+            except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+                raise _GitFailed(f"{env.root} is not inside a git repository") from None
+            except git.GitCommandError as exc:
+                raise _GitFailed(_stderr(exc)) from None
+        result = env.execute(shlex.join(["git", "-C", env.root, *argv]), timeout=60)
+        if result.returncode != 0:
+            raise _GitFailed(result.output.strip()[-1000:])
+        return result.output
+
+
+class _GitFailed(Exception):
+    pass
+
+
+def _stderr(exc: git.GitCommandError) -> str:
+    text = exc.stderr if isinstance(exc.stderr, str) else str(exc)
+    text = text.strip().removeprefix("stderr:").strip().strip("'").strip()
+    return text or (exc.stdout or "").strip() or f"git exited with status {exc.status}"

@@ -1,0 +1,23 @@
+"""The agent's default tool set."""
+
+from __future__ import annotations
+
+from clover_cli.types import Tool
+from tools.files import CreateTool, InsertTool, StrReplaceTool, ViewTool
+from tools.git_tools import GitTool
+from tools.outline import OutlineTool
+from tools.search import GlobTool, GrepTool
+from tools.shell import BashTool
+
+# Tools that never change files or run commands (plan mode allows them). `git` is read-only per
+# call: ask `GitTool.is_read_only(args)`.
+READ_ONLY_TOOLS = frozenset({"view", "glob", "grep", "outline"})
+
+
+def default_tools() -> list[Tool]:
+    return [ViewTool(), CreateTool(), StrReplaceTool(), InsertTool(), GlobTool(), GrepTool(), BashTool(),
+            GitTool(), OutlineTool()]
+
+
+def tools_by_name(tools: list[Tool] | None = None) -> dict[str, Tool]:
+    return {t.name: t for t in (default_tools() if tools is None else tools)}

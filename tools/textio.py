@@ -1,0 +1,122 @@
+"""Text helpers shared by the file tools: byte-exact decoding, line numbering, diffs, paths."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from typing import Any
+
+from clover_cli.types import ToolResult
+from tools.paths import PathError, resolve_path
+
+SNIFF_BYTES = 8192
+MAX_LINE_CHARS = 2000  # longer lines are cut when shown
+
+
+def is_binary(data: bytes) -> bool:
+    return b"\x00" in data[:SNIFF_BYTES]
+
+
+def decode(data: bytes) -> str:
+    """Bytes to str so that `encode(decode(b)) == b` for any bytes (invalid UTF-8 survives)."""
+    return data.decode("utf-8", "surrogateescape")
+
+
+def encode(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+def printable(text: str) -> str:
+    """A str safe to show or serialise: escaped invalid bytes become U+FFFD."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def uses_crlf(text: str) -> bool:
+    crlf = text.count("\r\n")
+    return crlf > 0 and crlf >= text.count("\n") - crlf
+
+
+def lines_of(text: str) -> list[str]:
+    """Lines without their terminators ('\\n' or '\\r\\n'); no empty last line for a final newline."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def numbered(lines: list[str], first: int) -> str:
+    """`cat -n` style: right-aligned line number, a tab, the line (very long lines cut)."""
+    out = []
+    for i, line in enumerate(lines, first):
+        if len(line) > MAX_LINE_CHARS:
+            line = line[:MAX_LINE_CHARS] + f" [... {len(line) - MAX_LINE_CHARS} more characters]"
+        out.append(f"{i:6}\t{printable(line)}")
+    return "\n".join(out)
+
+
+def snippet(text: str, first_line: int, last_line: int, context: int = 4) -> str:
+    """Numbered lines first_line..last_line (1-based) of `text` with some context around them."""
+    lines = lines_of(text)
+    lo = max(first_line - context, 1)
+    hi = min(last_line + context, len(lines))
+    return numbered(lines[lo - 1 : hi], lo)
+
+
+def unified_diff(old: str, new: str, rel: str) -> str:
+    old_lines = [line + "\n" for line in lines_of(old)]
+    new_lines = [line + "\n" for line in lines_of(new)]
+    diff = difflib.unified_diff(old_lines, new_lines, f"a/{rel}", f"b/{rel}", n=3)
+    return printable("".join(diff))
+
+
+def display_path(env: Any, path: os.PathLike | str) -> str:
+    """`path` relative to the workspace root when it lies inside it, else absolute."""
+    root = os.path.realpath(env.root)
+    path = str(path)
+    if path == root:
+        return "."
+    return os.path.relpath(path, root) if path.startswith(root + os.sep) else path
+
+
+def resolve(env: Any, path: Any) -> str:
+    """Workspace-contained absolute path for a tool argument; raises PathError."""
+    if path is None:
+        raise PathError("'path' is required")
+    if not isinstance(path, str):
+        raise PathError(f"path must be a string, got {type(path).__name__}")
+    return str(resolve_path(env.root, path, getattr(env, "allowed_roots", [])))
+
+
+def error(message: str) -> ToolResult:
+    return ToolResult(output=message, is_error=True)
+
+
+def read_text(env: Any, path: str) -> str:
+    """A text file's content, byte-exact; raises ValueError with a clear message otherwise."""
+    try:
+        data = env.read_file(path)
+    except FileNotFoundError:
+        raise ValueError(f"{display_path(env, path)}: no such file") from None
+    except IsADirectoryError:
+        raise ValueError(f"{display_path(env, path)}: is a directory, not a file") from None
+    except OSError as exc:
+        raise ValueError(f"{display_path(env, path)}: cannot read: {exc.strerror or exc}") from None
+    if is_binary(data):
+        raise ValueError(f"{display_path(env, path)}: binary file ({len(data)} bytes); not shown or edited")
+    return decode(data)
+
+
+def arg_int(args: dict[str, Any], name: str, default: int | None = None) -> int | None:
+    value = args.get(name, default)
+    if value is None or isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    raise ValueError(f"{name} must be an integer, got {value!r}")
+
+
+def arg_bool(args: dict[str, Any], name: str) -> bool:
+    value = args.get(name, False)
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
