@@ -1,0 +1,97 @@
+"""tools/sandbox.py: workspace writable, the rest read-only, network off on request (needs bwrap)."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+
+from tools.sandbox import Sandbox, SandboxUnavailable, bwrap_available, make_wrapper, unavailable_reason
+
+needs_bwrap = pytest.mark.skipif(not bwrap_available(), reason=f"no usable bwrap: {unavailable_reason()}")
+
+
+def run(argv: list[str], cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=cwd)
+
+
+def test_unavailable_is_a_clear_error_not_a_crash():
+    if bwrap_available():
+        assert unavailable_reason() is None
+    else:
+        with pytest.raises(SandboxUnavailable, match="bwrap"):
+            Sandbox("/tmp")
+
+
+@pytest.fixture
+def outside_dir():
+    # outside /tmp (the sandbox gets a private /tmp), visible read-only inside the sandbox
+    path = Path(tempfile.mkdtemp(prefix="clover-sandbox-", dir="/var/tmp" if os.path.isdir("/var/tmp") else None))
+    (path / "readme.txt").write_text("visible\n")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@needs_bwrap
+def test_workspace_writable_rest_read_only(tmp_path, outside_dir):
+    ws = tmp_path / "ws"  # under /tmp: must stay visible despite the private /tmp
+    ws.mkdir()
+    wrap = make_wrapper(str(ws))
+    script = (f"echo inside > {ws}/made.txt && echo tmp > /tmp/scratch-clover && cat /tmp/scratch-clover && "
+              f"cat {outside_dir}/readme.txt; echo outside > {outside_dir}/no.txt")
+    proc = run(wrap(["bash", "-c", script]), cwd=ws)
+    assert (ws / "made.txt").read_text() == "inside\n"
+    assert proc.stdout.split() == ["tmp", "visible"]
+    assert not (outside_dir / "no.txt").exists()
+    assert "Read-only file system" in proc.stderr
+    assert not Path("/tmp/scratch-clover").exists()  # the private /tmp leaves the host's alone
+    (ws / "sub").mkdir()
+    proc = run(wrap(["bash", "-c", "pwd"]), cwd=ws / "sub")
+    assert proc.stdout.strip() == str(ws / "sub")
+
+
+@needs_bwrap
+def test_extra_writable_dirs(tmp_path):
+    ws, extra = tmp_path / "ws", tmp_path / "extra"
+    ws.mkdir()
+    extra.mkdir()
+    wrap = Sandbox(str(ws), writable=[str(extra)]).wrap_command
+    run(wrap(["bash", "-c", f"echo ok > {extra}/f"]))
+    assert (extra / "f").read_text() == "ok\n"
+
+
+@needs_bwrap
+def test_network_off_on_request(tmp_path):
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    port = server.server_address[1]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    probe = ("import socket\n"
+             f"try:\n socket.create_connection(('127.0.0.1', {port}), timeout=3).close(); print('connected')\n"
+             "except OSError as e:\n print('blocked', e)\n")
+    try:
+        online = run(Sandbox(str(tmp_path)).wrap_command([sys.executable, "-c", probe]))
+        offline = run(Sandbox(str(tmp_path), network=False).wrap_command([sys.executable, "-c", probe]))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert online.stdout.startswith("connected"), online.stderr
+    assert offline.stdout.startswith("blocked"), offline.stderr
+
+
+@needs_bwrap
+def test_local_environment_hook_keeps_cwd_and_env(tmp_path):
+    from tools.environment import LocalEnvironment
+
+    (tmp_path / "sub").mkdir()
+    env = LocalEnvironment(str(tmp_path), wrap_command=make_wrapper(str(tmp_path), network=False))
+    first = env.execute("echo hi > f; cd sub; export CLOVER_X=1; touch /etc/clover-nope")
+    assert "Read-only file system" in first.output
+    second = env.execute("pwd; echo $CLOVER_X; cat ../f")
+    assert second.output.split() == [str(tmp_path / "sub"), "1", "hi"]

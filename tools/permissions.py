@@ -1,0 +1,308 @@
+"""The gate the agent loop calls before every tool call: mode + allow/ask/deny rules -> decision.
+
+Rules look like `bash(git status*)`, `edit(*.lock)`, `read(.env)` or a bare tool name (`bash`).
+Patterns are shell-style globs (`*` also matches `/` and spaces). Deny beats ask beats allow.
+
+- `bash(...)` is tried against every sub-command of the line (see tools/shellparse.py); a pattern
+  containing `|` is tried against pipelines (`bash(curl *|*sh)`). Deny rules see every spelling
+  (`/bin/rm`, `sudo rm`, `rm -r -f` = `rm -fr`); allow rules need every sub-command to match and
+  never apply to a line that did not parse or runs code we cannot see (`$CMD`, `curl | sh`).
+- `edit(...)` matches the path of `create`, `str_replace` and `insert` (and a pattern without `/`
+  also matches the file name at any depth, as in .gitignore).
+- Any other tool matches `tool(...)` against its main argument (the first required string).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable
+from fnmatch import fnmatchcase
+from typing import Any, Literal
+
+from clover_cli.types import Tool, ToolCall
+from tools.shellparse import ParsedShell, canonical_flags, parse_shell
+
+Decision = Literal["allow", "ask", "deny"]
+Answer = Literal["yes", "no", "always"]
+AskUser = Callable[[ToolCall, Tool, str], Answer]
+
+MODES = ("plan", "ask", "auto-edit", "yolo")
+_MODE_ALIASES = {"auto_edit": "auto-edit", "autoedit": "auto-edit", "accept-edits": "auto-edit",
+                 "default": "ask", "bypass": "yolo"}
+SHELL_TOOLS = {"bash", "shell"}
+EDIT_TOOLS = {"create", "str_replace", "insert"}
+_RULE = re.compile(r"^\s*([A-Za-z_][\w.-]*)\s*(?:\((.*)\))?\s*$", re.S)
+_MAIN_ARG_KEYS = ("command", "subcommand", "pattern", "query", "url", "path", "file", "name")
+_PATH_KEYS = ("path", "file", "file_path", "filename")
+
+# A reasonable starting deny list for settings files (the CLI decides whether to use it).
+SUGGESTED_DENY = [
+    "bash(rm -rf /)", "bash(rm -rf /*)", "bash(rm -rf ~*)", "bash(rm -rf $HOME*)",
+    "bash(curl *|*sh)", "bash(wget *|*sh)", "bash(git push *--force*)", "bash(git push -f*)",
+    "bash(git push * -f*)", "bash(mkfs*)", "bash(dd * of=/dev/*)", "bash(shutdown*)", "bash(reboot*)",
+]
+
+
+class Rule:
+    """One `tool(pattern)` rule; `pattern` None matches every call of the tool."""
+
+    def __init__(self, text: str, literal: str | None = None):
+        if literal is not None:  # an exact remembered value: no glob, no pipeline handling
+            self.text, self.tool, self.pipe, self.literal = text, text.lower(), False, True
+            self.pattern = self.canonical = _escape(literal)
+            return
+        m = _RULE.match(text or "")
+        if not m:
+            raise ValueError(f"bad permission rule {text!r}: expected tool or tool(pattern), e.g. bash(git status*)")
+        self.text, self.literal = text.strip(), False
+        self.tool = m.group(1).lower()
+        pattern = m.group(2)
+        self.pattern = None if pattern is None or pattern.strip() in ("", "*") else _squash(pattern)
+        # `curl *|sh` -> `curl * | sh`, matched against pipelines
+        self.pipe = self.pattern is not None and "|" in self.pattern and self.tool in SHELL_TOOLS
+        if self.pipe:
+            self.pattern = re.sub(r"\s*\|\s*", " | ", self.pattern)
+        self.canonical = " ".join(canonical_flags(self.pattern.split(" "))) if self.pattern else None
+
+    def applies_to(self, tool_name: str) -> bool:
+        if self.tool == tool_name:
+            return True
+        if self.tool == "edit":
+            return tool_name in EDIT_TOOLS
+        return self.tool in SHELL_TOOLS and tool_name in SHELL_TOOLS
+
+    def matches_text(self, text: str, path_like: bool = False, fold: bool = False) -> bool:
+        if self.pattern is None:
+            return True
+        candidates = [text, text + " "]  # `git status *` also covers bare `git status`
+        if path_like and not self.literal and "/" not in self.pattern:
+            candidates.append(text.rsplit("/", 1)[-1])
+        pats = {self.pattern, self.canonical or self.pattern}
+        if fold:
+            candidates, pats = [c.casefold() for c in candidates], {p.casefold() for p in pats}
+        return any(fnmatchcase(c, p) for c in candidates for p in pats)
+
+    def __repr__(self) -> str:
+        return f"Rule({self.text!r})"
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _escape(text: str) -> str:
+    """Glob-escape so a remembered exact value matches only itself."""
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+def normalize_mode(mode: str) -> str:
+    m = (mode or "ask").strip().lower()
+    m = _MODE_ALIASES.get(m, m)
+    if m not in MODES:
+        raise ValueError(f"unknown permission mode {mode!r}; choose one of {', '.join(MODES)}")
+    return m
+
+
+class PermissionPolicy:
+    """Pure: mode + rules -> (decision, reason). `root` lets rules see workspace-relative paths."""
+
+    def __init__(self, mode: str = "ask", allow: Iterable[str] = (), ask: Iterable[str] = (),
+                 deny: Iterable[str] = (), root: str | None = None):
+        self.mode = normalize_mode(mode)
+        self.allow = [Rule(r) for r in allow]
+        self.ask = [Rule(r) for r in ask]
+        self.deny = [Rule(r) for r in deny]
+        self.root = os.path.realpath(root) if root else None
+
+    def decide(self, tool_name: str, args: dict[str, Any], read_only: bool,
+               extra_allow: Iterable[Rule] = (), main_key: str | None = None) -> tuple[Decision, str]:
+        """`extra_allow`: approvals remembered this session; they beat ask rules, not deny.
+        `main_key`: the argument `tool(...)` rules match (default: a guess from common names)."""
+        name = (tool_name or "").lower()
+        args = args if isinstance(args, dict) else {}
+        remembered = list(extra_allow)
+        if name in SHELL_TOOLS:
+            return self._decide_shell(name, str(args.get("command", args.get("cmd", "")) or ""),
+                                      remembered)
+        key = self.main_key(name, args, main_key)
+        subject = self.subject(name, args, key)
+        path_like = key in _PATH_KEYS
+        label = f"{name}({subject})" if subject else name
+
+        def hit(rules: list[Rule], fold: bool = False) -> Rule | None:
+            return next((r for r in rules if r.applies_to(name) and r.matches_text(subject, path_like, fold)),
+                        None)
+
+        # deny rules on paths ignore case: `EDIT(.ENV)` is `.env` on macOS and Windows
+        if rule := hit(self.deny, fold=path_like):
+            return "deny", f"{label} is denied by rule {rule.text}"
+        if hit(remembered):
+            return "allow", f"{label} was approved earlier in this session"
+        if rule := hit(self.ask):
+            return "ask", f"{label} needs approval (rule {rule.text})"
+        if read_only:
+            return "allow", f"{label} is read-only"
+        if rule := hit(self.allow):
+            if self.mode == "plan":
+                return "deny", f"plan mode: {label} would change files; only read-only tools run"
+            return "allow", f"{label} is allowed by rule {rule.text}"
+        is_edit = name in EDIT_TOOLS or name == "git"
+        return self._by_mode(label, "edit" if is_edit else "action")
+
+    @staticmethod
+    def main_key(name: str, args: dict[str, Any], hint: str | None = None) -> str | None:
+        if name in EDIT_TOOLS:
+            return "path"
+        if hint and isinstance(args.get(hint), str):
+            return hint
+        key = next((k for k in _MAIN_ARG_KEYS if isinstance(args.get(k), str)), None)
+        return key or next((k for k, v in args.items() if isinstance(v, str)), None)
+
+    def subject(self, name: str, args: dict[str, Any], key: str | None = None) -> str:
+        """The string a `tool(...)` rule is matched against (a path relative to the root if inside)."""
+        key = key or self.main_key(name, args)
+        text = str(args.get(key) or "") if key else ""
+        return self._norm_path(text) if key in _PATH_KEYS else _squash(text)
+
+    def _norm_path(self, path: str) -> str:
+        if not path:
+            return path
+        p = os.path.normpath(os.path.expanduser(path))
+        if self.root and os.path.isabs(p):
+            real = os.path.realpath(p)
+            for cand in (p, real):
+                if cand == self.root or cand.startswith(self.root + os.sep):
+                    return os.path.relpath(cand, self.root)
+        return p
+
+    def _by_mode(self, label: str, kind: str) -> tuple[Decision, str]:
+        if self.mode == "yolo":
+            return "allow", f"yolo mode allows {label}"
+        if self.mode == "plan":
+            return "deny", f"plan mode: {label} would change files or run commands; only read-only tools run"
+        if kind == "edit" and self.mode == "auto-edit":
+            return "allow", f"auto-edit mode allows {label}"
+        what = "edit" if kind == "edit" else "command"
+        return "ask", f"{label}: this {what} needs approval in {self.mode} mode"
+
+    # ----------------------------------------------------------------------- shell
+
+    def _decide_shell(self, name: str, command: str, remembered: list[Rule]) -> tuple[Decision, str]:
+        parsed = parse_shell(command)
+        shown = _squash(command)
+        label = f"bash({shown[:200]})"
+        if rule := self._shell_hit(self.deny, name, parsed, shown, "deny"):
+            return "deny", f"{label} is denied by rule {rule.text}"
+        exact = any(r.applies_to(name) and r.matches_text(shown) for r in remembered if r.pattern)
+        if exact or (parsed.ok and self._all_match(remembered, name, parsed)):
+            return "allow", f"{label} was approved earlier in this session"
+        if rule := self._shell_hit(self.ask, name, parsed, shown, "ask"):
+            return "ask", f"{label} needs approval (rule {rule.text})"
+        if not parsed.ok:
+            if self.mode == "yolo":
+                return "allow", f"yolo mode allows {label} (not fully parsed: {parsed.error})"
+            if self.mode == "plan":
+                return "deny", f"plan mode: {label} would run a command; only read-only tools run"
+            return "ask", f"{label}: {parsed.error}; needs approval"
+        if self._all_match(self.allow, name, parsed):
+            if self.mode == "plan":
+                return "deny", f"plan mode: {label} would run a command; only read-only tools run"
+            return "allow", f"{label} is allowed by the allow rules"
+        return self._by_mode(label, "action")
+
+    def _shell_hit(self, rules: list[Rule], name: str, parsed: ParsedShell, whole: str,
+                   kind: str) -> Rule | None:
+        for rule in rules:
+            if not rule.applies_to(name):
+                continue
+            if rule.pattern is None:
+                return rule
+            if rule.pipe:
+                if any(rule.matches_text(s) for s in _pipeline_texts(parsed)):
+                    return rule
+                continue
+            if any(rule.matches_text(f) for c in parsed.commands for f in c.deny_forms()):
+                return rule
+            if kind == "deny" and not parsed.ok and rule.matches_text(whole):
+                return rule
+        return None
+
+    def _all_match(self, rules: list[Rule], name: str, parsed: ParsedShell) -> bool:
+        rules = [r for r in rules if r.applies_to(name) and not r.pipe]
+        if not rules:
+            return False
+        judged = [c for c in parsed.commands if not c.carrier]
+        if not judged or any(c.dynamic for c in parsed.commands):
+            return False
+        if any(c.writes for c in parsed.commands):
+            return False  # `cmd > file` writes a file: rules about `cmd` alone do not cover that
+        return all(any(r.matches_text(f) for r in rules for f in c.allow_forms()) for c in judged)
+
+    def remember_rules(self, tool_name: str, args: dict[str, Any], main_key: str | None = None) -> list[Rule]:
+        """Exact-match rules for an "always" answer: the command(s), the file, or the argument."""
+        name = (tool_name or "").lower()
+        if name in SHELL_TOOLS:
+            command = str(args.get("command", args.get("cmd", "")) or "")
+            rules = [Rule(name, literal=_squash(command))] if command.strip() else []
+            parsed = parse_shell(command)
+            if parsed.ok:
+                rules += [Rule(name, literal=c.text) for c in parsed.commands
+                          if not c.carrier and not c.dynamic and c.text]
+            return rules
+        subject = self.subject(name, args, self.main_key(name, args, main_key))
+        rule_name = "edit" if name in EDIT_TOOLS else name
+        return [Rule(rule_name, literal=subject) if subject else Rule(rule_name)]
+
+
+def _pipeline_texts(parsed: ParsedShell) -> list[str]:
+    """Every contiguous run of 2+ members of every pipeline, in each member's normalized spelling."""
+    out = []
+    for members in parsed.pipelines:
+        spell = [" ".join([os.path.basename(c.argv[0]), *c.argv[1:]]) if c.argv else c.text for c in members]
+        for i in range(len(spell)):
+            for j in range(i + 2, len(spell) + 1):
+                out.append(" | ".join(spell[i:j]))
+                out.append(" | ".join(c.text for c in members[i:j]))
+    return out
+
+
+class PermissionGate:
+    """What the agent loop calls: `authorize` returns None to go ahead or the refusal the model sees."""
+
+    def __init__(self, policy: PermissionPolicy, ask_user: AskUser | None = None):
+        self.policy = policy
+        self.ask_user = ask_user
+        self.remembered: list[Rule] = []
+
+    def authorize(self, call: ToolCall, tool: Tool) -> str | None:
+        args = call.arguments if isinstance(call.arguments, dict) else {}
+        read_only = bool(getattr(tool, "read_only", False))
+        is_read_only = getattr(tool, "is_read_only", None)
+        if callable(is_read_only):
+            try:
+                read_only = bool(is_read_only(args))
+            except Exception:
+                read_only = False
+        required = (getattr(tool, "parameters", None) or {}).get("required") or []
+        main_key = next((k for k in required if isinstance(args.get(k), str)), None)
+        decision, reason = self.policy.decide(call.name, args, read_only, self.remembered, main_key)
+        if decision == "allow":
+            return None
+        if decision == "deny":
+            return f"Permission denied: {reason}. Do not retry this; choose another approach."
+        if self.ask_user is None:
+            return (f"Not run: {reason}, and no one can approve it in this non-interactive session. "
+                    "Continue without it, or the user can allow it with a rule or a more permissive mode.")
+        try:
+            answer = self.ask_user(call, tool, reason)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:
+            return f"Not run: asking the user for approval failed ({exc})."
+        if answer == "always":
+            self.remembered.extend(self.policy.remember_rules(call.name, args, main_key))
+            return None
+        if answer == "yes":
+            return None
+        return "The user declined this tool call. Ask what they want instead, or try another approach."

@@ -1,0 +1,76 @@
+"""Optional OS sandbox for shell commands, using bubblewrap (bwrap) where it is installed.
+
+Inside: the whole file system read-only, the workspace (and any --add-dir) writable, a private
+/tmp, fresh /dev and /proc, and optionally no network (a new network namespace with only a down
+loopback). `Sandbox(root).wrap_command` fits LocalEnvironment's `wrap_command(argv) -> argv` hook.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Sequence
+
+
+class SandboxUnavailable(Exception):
+    """bwrap is missing or cannot create namespaces here; the message says which."""
+
+
+@functools.lru_cache(maxsize=1)
+def _probe() -> str | None:
+    """None when bwrap works; otherwise why not (cached: the answer does not change)."""
+    exe = shutil.which("bwrap")
+    if exe is None:
+        return "bubblewrap (bwrap) is not installed"
+    try:
+        proc = subprocess.run([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+                               "--unshare-net", "--", "true"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap failed to start: {exc}"
+    if proc.returncode != 0:
+        return f"bwrap cannot create a sandbox here: {proc.stderr.strip()[:200] or proc.returncode}"
+    return None
+
+
+def bwrap_available() -> bool:
+    return _probe() is None
+
+
+def unavailable_reason() -> str | None:
+    return _probe()
+
+
+class Sandbox:
+    def __init__(self, root: str, writable: Sequence[str] = (), network: bool = True,
+                 private_tmp: bool = True):
+        reason = _probe()
+        if reason is not None:
+            raise SandboxUnavailable(reason)
+        self.bwrap = shutil.which("bwrap") or "bwrap"
+        self.root = os.path.realpath(root)
+        self.writable = [os.path.realpath(p) for p in (self.root, *writable)]
+        self.network = network
+        self.private_tmp = private_tmp
+
+    def wrap_command(self, argv: Sequence[str]) -> list[str]:
+        args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        if self.private_tmp:
+            args += ["--tmpfs", "/tmp"]
+        for path in self.writable:  # after /tmp, so a workspace under /tmp stays visible
+            if os.path.exists(path):
+                args += ["--bind", path, path]
+        if not self.network:
+            args += ["--unshare-net"]
+        # no --chdir: bwrap keeps the caller's working directory (a subdirectory of the workspace)
+        args += ["--die-with-parent", "--new-session", "--", *argv]
+        return args
+
+    __call__ = wrap_command
+
+
+def make_wrapper(root: str, writable: Sequence[str] = (), network: bool = True
+                 ) -> Callable[[Sequence[str]], list[str]]:
+    """The hook for LocalEnvironment(wrap_command=...); raises SandboxUnavailable if bwrap cannot run."""
+    return Sandbox(root, writable, network).wrap_command

@@ -1,0 +1,421 @@
+"""Split a shell command line into every simple command it would run, for permission checks.
+
+bashlex parses the line; we walk the tree and collect each simple command, including those hidden
+in `$(...)`, backticks, `<(...)`, subshells, loops, functions, `bash -c` / `sh -c` / `eval` /
+`su -c` strings, heredocs and here-strings fed to a shell, `xargs` and `find -exec`. Wrappers that
+just run their argument (`env`, `sudo`, `nohup`, `timeout`, `command`, `nice`, ...) are peeled off so
+a rule about `rm` also sees `sudo rm`. When bashlex cannot parse the line, `error` is set and
+`commands` holds a crude best-effort split, good enough for deny rules but never for allowing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+
+import bashlex
+
+SHELLS = {"sh", "bash", "zsh", "dash", "ksh", "ash", "mksh", "fish"}
+PRIVILEGED = {"sudo", "doas", "su", "pkexec", "run0"}
+# wrapper -> options that take a separate argument
+_WRAPPER_ARGOPTS: dict[str, set[str]] = {
+    "env": {"-u", "-C", "--unset", "--chdir"},
+    "sudo": {"-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U", "-T", "--user", "--group"},
+    "doas": {"-u", "-C"},
+    "pkexec": {"--user"},
+    "run0": {"-u", "--user"},
+    "nohup": set(),
+    "timeout": {"-s", "-k", "--signal", "--kill-after"},
+    "command": set(),
+    "builtin": set(),
+    "exec": {"-a"},
+    "nice": {"-n", "--adjustment"},
+    "ionice": {"-c", "-n", "-p", "--class", "--classdata"},
+    "stdbuf": {"-i", "-o", "-e"},
+    "setsid": set(),
+    "time": {"-f", "-o"},
+    "unbuffer": set(),
+    "busybox": set(),  # `busybox rm -rf x` runs the applet
+    "chrt": set(),
+    "taskset": set(),
+    "xargs": {"-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter", "--max-args",
+              "--max-procs", "--max-chars", "--max-lines"},
+}
+# wrappers followed by one positional argument before the command (duration, priority, cpu mask)
+_WRAPPER_POSITIONAL = {"timeout": 1, "chrt": 1, "taskset": 1}
+_WRITE_REDIRECTS = {">", ">>", ">|", "&>", "&>>", ">&"}
+_FIND_EXEC = {"-exec", "-execdir", "-ok", "-okdir"}
+_MAX_DEPTH = 8
+_MAX_LEN = 100_000
+_SHORT_FLAGS = re.compile(r"^-[A-Za-z]+$")
+
+
+@dataclass
+class SimpleCommand:
+    """One command the line would run.
+
+    words: as written (quotes removed, leading VAR=value dropped). argv: the same with wrappers
+    peeled off. carrier: the command only runs other code that is listed separately (`bash -c`,
+    `eval`, `xargs CMD`), so allow rules judge the inner commands instead. dynamic: the program
+    name comes from an expansion (`$X`, `$(...)`) or a shell reads code we cannot see.
+    """
+
+    words: list[str]
+    argv: list[str]
+    wrappers: list[str] = field(default_factory=list)
+    carrier: bool = False
+    dynamic: bool = False
+    heredoc: str | None = field(default=None, repr=False)  # text fed on stdin by <<EOF / <<<
+    writes: list[str] = field(default_factory=list)  # files written by `>`, `>>`, `&>` redirects
+
+    @property
+    def text(self) -> str:
+        return " ".join(self.words)
+
+    def deny_forms(self) -> list[str]:
+        """Every spelling a deny rule should be tried against."""
+        forms = [" ".join(self.words), " ".join(self.argv)]
+        if self.argv:
+            base = [os.path.basename(self.argv[0]) or self.argv[0], *self.argv[1:]]
+            forms += [" ".join(base), " ".join(canonical_flags(base))]
+            if self.writes:  # lets `bash(* > /etc/*)` style rules see redirect targets
+                forms.append(" ".join(base + [f"> {w}" for w in self.writes]))
+        return list(dict.fromkeys(f for f in forms if f))
+
+    def allow_forms(self) -> list[str]:
+        """Spellings an allow rule may match: as written, or with harmless wrappers removed."""
+        forms = [" ".join(self.words)]
+        if not PRIVILEGED.intersection(self.wrappers):
+            forms.append(" ".join(self.argv))
+        return list(dict.fromkeys(f for f in forms if f))
+
+
+@dataclass
+class ParsedShell:
+    commands: list[SimpleCommand] = field(default_factory=list)
+    pipelines: list[list[SimpleCommand]] = field(default_factory=list)  # two or more commands
+    error: str | None = None  # set when the line could not be parsed; commands are then a guess
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def canonical_flags(words: list[str]) -> list[str]:
+    """Merge the short-flag clusters right after the program: `rm -r -f x` -> `rm -fr x`."""
+    if not words:
+        return words
+    i, letters = 1, []
+    while i < len(words) and _SHORT_FLAGS.match(words[i]):
+        letters.extend(words[i][1:])
+        i += 1
+    if i == 1:
+        return list(words)
+    return [words[0], "-" + "".join(sorted(set(letters))), *words[i:]]
+
+
+def parse_shell(command: str) -> ParsedShell:
+    """Never raises: unparsable input gives `error` set and a crude split in `commands`."""
+    result = ParsedShell()
+    if not isinstance(command, str):
+        result.error = "command is not a string"
+        return result
+    _parse_into(command, result, 0)
+    return result
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def _parse_into(text: str, out: ParsedShell, depth: int) -> None:
+    if depth > _MAX_DEPTH:
+        out.error = out.error or "commands nested too deeply to check"
+        return
+    if not text.strip() or text.lstrip().startswith("#") and "\n" not in text.strip():
+        return
+    if len(text) > _MAX_LEN:
+        out.error = out.error or "command too long to check"
+        _crude_into(text, out, depth)
+        return
+    try:
+        trees = bashlex.parse(_prepare(text))
+    except RecursionError:
+        trees, err = None, "command nested too deeply to parse"
+    except Exception as exc:  # bashlex raises many types (ParsingError, NotImplementedError, ...)
+        trees, err = None, f"cannot parse shell command ({type(exc).__name__}: {str(exc)[:120]})"
+    if trees is None:
+        out.error = out.error or err
+        _crude_into(text, out, depth)
+        return
+    try:
+        for tree in trees:
+            _walk(tree, out, depth)
+    except RecursionError:
+        out.error = out.error or "command nested too deeply to parse"
+        _crude_into(text, out, depth)
+
+
+def _prepare(text: str) -> str:
+    """Rewrite two common forms bashlex lacks into equivalents it reads (analysis only)."""
+    text = re.sub(r"(?<![^\s;&|(])\[\[(?=\s)", "[", text)
+    text = re.sub(r"(?<=\s)\]\](?=$|[\s;&|)])", "]", text)
+    return re.sub(r"(^|[;&|(]\s*|\n\s*)time\s+(?:-p\s+)?", r"\1", text)
+
+
+def _walk(node, out: ParsedShell, depth: int) -> None:
+    kind = getattr(node, "kind", None)
+    if kind == "command":
+        _command_node(node, out, depth)
+        return
+    if kind == "pipeline":
+        members: list[SimpleCommand] = []
+        prev_literal: str | None = None
+        for part in node.parts:
+            if getattr(part, "kind", None) == "command":
+                cmd = _command_node(part, out, depth, stdin_text=prev_literal, piped=bool(members))
+                if cmd is not None:
+                    members.append(cmd)
+                prev_literal = _literal_output(cmd)
+            else:
+                _walk(part, out, depth)
+        if len(members) >= 2:
+            out.pipelines.append(members)
+        return
+    for attr in ("parts", "list"):
+        for child in getattr(node, attr, None) or []:
+            _walk(child, out, depth)
+    for attr in ("command", "output", "heredoc"):
+        child = getattr(node, attr, None)
+        if child is not None and hasattr(child, "kind"):
+            _walk(child, out, depth)
+
+
+def _command_node(node, out: ParsedShell, depth: int, stdin_text: str | None = None,
+                  piped: bool = False) -> SimpleCommand | None:
+    words: list[str] = []
+    dynamic: list[bool] = []
+    stdin_script: str | None = None
+    has_stdin_redirect = False
+    writes: list[str] = []
+    for part in node.parts:
+        pk = getattr(part, "kind", None)
+        if pk == "word":
+            words.append(part.word)
+            dynamic.append(_is_dynamic(part))
+        elif pk == "redirect":
+            rtype = getattr(part, "type", "")
+            if rtype in ("<<", "<<-") and getattr(part, "heredoc", None) is not None:
+                stdin_script = _heredoc_body(part.heredoc.value, getattr(part.output, "word", ""))
+            elif rtype == "<<<":
+                stdin_script = getattr(part.output, "word", "")
+            elif rtype == "<":
+                has_stdin_redirect = True
+            elif rtype in _WRITE_REDIRECTS and getattr(part.output, "word", "/dev/null") != "/dev/null":
+                writes.append(part.output.word)
+        # substitutions anywhere in the command (words, assignments, redirect targets) run too
+        for attr in ("parts", "output", "command"):
+            sub = getattr(part, attr, None)
+            for child in sub if isinstance(sub, list) else [sub]:
+                if child is not None and hasattr(child, "kind"):
+                    _walk(child, out, depth)
+    if not words:
+        return None
+    if stdin_script is None and piped and not has_stdin_redirect:
+        stdin_script = stdin_text if stdin_text is not None else ""  # "" = unseen piped code
+    cmd = _add_command(words, dynamic, out, depth, stdin_script)
+    cmd.writes = writes
+    if stdin_script is not None and not piped:
+        cmd.heredoc = stdin_script
+    return cmd
+
+
+def _is_dynamic(word_node) -> bool:
+    stack = list(getattr(word_node, "parts", None) or [])
+    while stack:
+        p = stack.pop()
+        if getattr(p, "kind", None) in ("parameter", "commandsubstitution", "processsubstitution"):
+            return True
+    return False
+
+
+def _heredoc_body(value: str, delimiter: str) -> str:
+    lines = value.split("\n")
+    delim = delimiter.strip("'\"")
+    if lines and lines[-1].strip() == delim:
+        lines = lines[:-1]
+    return "\n".join(lines)
+
+
+def _literal_output(cmd: SimpleCommand | None) -> str | None:
+    """What `echo ...` / `printf ...` / `cat <<EOF` writes, so `echo 'rm -rf x' | sh` is checked."""
+    if cmd is None or not cmd.argv or cmd.dynamic:
+        return None
+    prog = os.path.basename(cmd.argv[0])
+    if prog == "cat" and len(cmd.argv) == 1 and cmd.heredoc is not None:
+        return cmd.heredoc
+    args = [a for a in cmd.argv[1:] if not (prog == "echo" and a in ("-n", "-e", "-E"))]
+    return " ".join(args) if prog in ("echo", "printf") else None
+
+
+def _add_command(words: list[str], dynamic: list[bool], out: ParsedShell, depth: int,
+                 stdin_script: str | None = None) -> SimpleCommand:
+    argv, dyn, wrappers = _peel(words, dynamic)
+    cmd = SimpleCommand(words=list(words), argv=argv, wrappers=wrappers, dynamic=bool(dyn and dyn[0]))
+    out.commands.append(cmd)
+    if not argv:
+        return cmd
+    prog = os.path.basename(argv[0])
+    nested: list[str] = []
+    if prog in SHELLS:
+        script = _shell_c_string(argv)
+        if script is not None:
+            nested.append(script)
+            cmd.carrier = True
+        elif _shell_reads_stdin(argv):
+            if stdin_script is None:
+                pass  # interactive shell on the terminal
+            elif stdin_script == "":
+                cmd.dynamic = True  # runs piped code we cannot see (`curl ... | sh`)
+            else:
+                nested.append(stdin_script)
+                cmd.carrier = True
+    elif prog == "eval":
+        nested.append(" ".join(argv[1:]))
+        cmd.carrier = True
+    elif prog in ("su", "flock", "watch"):
+        script = _dash_c_value(argv) if prog != "watch" else " ".join(_skip_opts(argv[1:], {"-n", "-d"}))
+        if script:
+            nested.append(script)
+            cmd.carrier = prog != "flock"
+    elif prog == "find":
+        _find_exec(argv, out, depth)
+    for script in nested:
+        _parse_into(script, out, depth + 1)
+    return cmd
+
+
+def _peel(words: list[str], dynamic: list[bool]) -> tuple[list[str], list[bool], list[str]]:
+    """Strip wrappers (`sudo -u x`, `env A=1`, `timeout 5`, `xargs -0`, a leading `\\`)."""
+    i, wrappers = 0, []
+    while i < len(words):
+        prog = os.path.basename(words[i].lstrip("\\"))
+        if prog not in _WRAPPER_ARGOPTS or dynamic[i]:
+            break
+        wrappers.append(prog)
+        argopts = _WRAPPER_ARGOPTS[prog]
+        i += 1
+        while i < len(words) and words[i].startswith("-") and words[i] != "-":
+            opt = words[i]
+            i += 1
+            if opt == "--":
+                break
+            if prog == "env" and opt in ("-S", "--split-string") and i < len(words):
+                # env -S "cmd args" runs the split string
+                split = words[i].split() + words[i + 1:]
+                return split, [dynamic[i]] * len(split), wrappers
+            if opt in argopts and i < len(words):
+                i += 1
+        if prog == "env":
+            while i < len(words) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[i]):
+                i += 1
+        for _ in range(_WRAPPER_POSITIONAL.get(prog, 0)):
+            if i < len(words):
+                i += 1
+        if prog == "xargs" and i >= len(words):
+            return ["echo"], [False], wrappers
+    argv = list(words[i:])
+    if argv:
+        argv[0] = argv[0].lstrip("\\") or argv[0]
+    return argv, list(dynamic[i:]), wrappers
+
+
+def _shell_c_string(argv: list[str]) -> str | None:
+    i = 1
+    while i < len(argv) and argv[i].startswith("-") and argv[i] not in ("-", "--"):
+        opt = argv[i]
+        if not opt.startswith("--") and "c" in opt[1:]:
+            rest = [a for a in argv[i + 1:]]
+            j = 0
+            while j < len(rest) and rest[j].startswith("-") and rest[j] not in ("-", "--"):
+                j += 2 if rest[j] in ("-o", "-O") else 1
+            return rest[j] if j < len(rest) else ""
+        i += 2 if opt in ("-o", "-O", "--rcfile", "--init-file") else 1
+    return None
+
+
+def _shell_reads_stdin(argv: list[str]) -> bool:
+    rest = _skip_opts(argv[1:], {"-o", "-O", "--rcfile", "--init-file"})
+    return not rest or rest[0] == "-" or "-s" in argv[1:]
+
+
+def _skip_opts(args: list[str], argopts: set[str]) -> list[str]:
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "-":
+        if args[i] == "--":
+            return args[i + 1:]
+        i += 2 if args[i] in argopts else 1
+    return args[i:]
+
+
+def _dash_c_value(argv: list[str]) -> str | None:
+    for i, a in enumerate(argv[1:], start=1):
+        if a in ("-c", "--command") and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--command="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def _find_exec(argv: list[str], out: ParsedShell, depth: int) -> None:
+    i = 0
+    while i < len(argv):
+        if argv[i] in _FIND_EXEC:
+            j = i + 1
+            while j < len(argv) and argv[j] not in (";", "+", "\\;"):
+                j += 1
+            inner = argv[i + 1:j]
+            if inner:
+                _add_command(inner, [False] * len(inner), out, depth + 1)
+            i = j
+        i += 1
+
+
+# --------------------------------------------------------------------------- fallback
+
+_SPLIT = re.compile(r"\|\||&&|;;|[;&\n`(){}]|\$\(|<\(|>\(")
+
+
+def _crude_into(text: str, out: ParsedShell, depth: int) -> None:
+    """Best-effort split for deny checks when bashlex fails: operators, substitutions, quotes."""
+    for segment in _SPLIT.split(text):
+        members: list[SimpleCommand] = []
+        for piece in segment.split("|"):
+            words = _crude_words(piece)
+            while words and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]):
+                words = words[1:]
+            if words and words[0] in ("then", "do", "else", "elif", "if", "while", "until", "!"):
+                words = words[1:]
+            if not words:
+                continue
+            argv, _, wrappers = _peel(words, [False] * len(words))
+            cmd = SimpleCommand(words=words, argv=argv, wrappers=wrappers)
+            out.commands.append(cmd)
+            members.append(cmd)
+            if argv and os.path.basename(argv[0]) in SHELLS | {"eval"} and depth < _MAX_DEPTH:
+                script = " ".join(argv[1:]) if argv[0] == "eval" else _shell_c_string(argv)
+                if script:
+                    sub = ParsedShell()
+                    _parse_into(script, sub, depth + 1)
+                    out.commands.extend(sub.commands)
+                    out.pipelines.extend(sub.pipelines)
+        if len(members) >= 2:
+            out.pipelines.append(members)
+
+
+def _crude_words(piece: str) -> list[str]:
+    try:
+        return shlex.split(piece)
+    except ValueError:
+        return piece.replace('"', " ").replace("'", " ").replace("\\", "").split()
