@@ -1,0 +1,1 @@
+"""The interactive `clover chat` terminal: prompt, streamed rendering, approvals, sessions."""

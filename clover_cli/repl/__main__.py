@@ -1,0 +1,40 @@
+"""`python -m clover_cli.repl`: the chat without the typer CLI (tests drive it in tmux)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from clover_cli.settings import SettingsError, load_settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m clover_cli.repl", description="Clover chat")
+    parser.add_argument("--repo", default=".", help="repository to work in")
+    parser.add_argument("--model")
+    parser.add_argument("--base-url")
+    parser.add_argument("--mode")
+    parser.add_argument("--resume", nargs="?", const="last", default=None, help="session id (default: last)")
+    parser.add_argument("--no-live", action="store_true")
+    parser.add_argument("--think", choices=("on", "off"))
+    args = parser.parse_args(argv)
+    repo = Path(args.repo)
+    if not repo.is_dir():
+        print(f"clover: not a directory: {repo}", file=sys.stderr)
+        return 2
+    flags = {"model": args.model, "base_url": args.base_url, "mode": args.mode,
+             "think": None if args.think is None else args.think == "on",
+             "live": False if args.no_live else None}
+    try:
+        settings = load_settings(repo, flags)
+    except SettingsError as exc:
+        print(f"clover: {exc}", file=sys.stderr)
+        return 2
+    from clover_cli.repl.app import run_chat
+
+    return run_chat(settings, repo.resolve(), resume=args.resume, live=not args.no_live)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,405 @@
+"""`clover chat`: read a message, run the agent on it with streamed rendering and approvals, keep
+the session saved, repeat. Slash commands live in slash.py, rendering in render.py."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+from typing import IO, Any
+
+from rich.console import Console
+
+from clover_cli.agent import Agent, RunResult
+from clover_cli.cli_common import state_dir
+from clover_cli.prompts import system_prompt
+from clover_cli.repl import compaction
+from clover_cli.repl.approvals import Approver
+from clover_cli.repl.completion import ChatCompleter, expand_mentions
+from clover_cli.repl.input import ChatInput
+from clover_cli.repl.render import Renderer, make_console
+from clover_cli.repl.sessions import Session, SessionError, SessionStore, new_session_id
+from clover_cli.repl.slash import dispatch, help_texts
+from clover_cli.runner import build_agent, build_environment, build_gate, build_model
+from clover_cli.settings import MODES, Settings
+from clover_cli.types import AssistantTurn, Message, Model, ModelError, Tool, ToolCall, ToolResult
+
+
+class ObservedModel:
+    """The model as the agent sees it: each turn streams into the renderer and settles on screen."""
+
+    def __init__(self, inner: Model, app: ChatApp) -> None:
+        self.inner, self.app = inner, app
+
+    @property
+    def name(self) -> str:
+        return str(getattr(self.inner, "name", self.app.settings.model))
+
+    @property
+    def context_window(self) -> int:
+        return int(getattr(self.inner, "context_window", 0) or 0)
+
+    def complete(self, messages: list[Message], tools: list[Any], on_event: Any = None) -> AssistantTurn:
+        renderer = self.app.renderer
+        renderer.begin_turn()
+        turn: AssistantTurn | None = None
+        try:
+            turn = self.inner.complete(messages, tools, renderer.on_event)
+            self.app.context_tokens = turn.prompt_tokens + turn.completion_tokens
+            return turn
+        finally:
+            renderer.end_turn(turn)
+
+
+class ObservedGate:
+    """Shows each call as it is about to run, and the refusal when the gate says no."""
+
+    def __init__(self, inner: Any, app: ChatApp) -> None:
+        self.inner, self.app = inner, app
+
+    def authorize(self, call: ToolCall, tool: Tool) -> str | None:
+        self.app.renderer.tool_call(call)
+        refusal = self.inner.authorize(call, tool) if self.inner is not None else None
+        if refusal is not None:
+            self.app.renderer.tool_denied(call, refusal)
+        else:
+            self.app.renderer.begin_tool(call)
+        return refusal
+
+    def __getattr__(self, name: str) -> Any:  # policy, remembered, ... of the real gate
+        return getattr(self.inner, name)
+
+
+class ChatApp:
+    def __init__(
+        self,
+        settings: Settings,
+        root: str | Path,
+        *,
+        live: bool = True,
+        tty: bool | None = None,
+        stdin: IO[str] | None = None,
+        console: Console | None = None,
+        model: Model | None = None,
+        input_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.root = Path(root).resolve()
+        self.tty = (sys.stdin.isatty() and sys.stdout.isatty()) if tty is None else tty
+        self.console = console or make_console(self.tty)
+        self.renderer = Renderer(self.console, live=live and settings.live and self.tty)
+        self.home = state_dir()
+        self.store = SessionStore(self.home / "sessions")
+        self.session = Session(new_session_id(), str(self.root), settings.model, settings.mode)
+        self.context_tokens = 0
+        self.current_request = ""
+        commands = help_texts()
+        completer = ChatCompleter(
+            self.root, commands,
+            {"mode": lambda: MODES, "think": lambda: ("on", "off"), "resume": self.store.ids},
+        )
+        self.input = ChatInput(
+            self.home / "history", completer, tty=self.tty, stdin=stdin,
+            echo=None if self.tty else self.console.file, session_kwargs=input_kwargs,
+        )
+        self.approver = Approver(self.console, self.root, self.input.ask)
+        self.approver.before_ask = self.renderer.stop_live
+        self.env = build_environment(settings, self.root)
+        self.default_model = model is None and settings.model == "embedded" and not settings.base_url
+        self.model = ObservedModel(model if model is not None else build_model(settings), self)
+        self.agent: Agent = build_agent(
+            settings, self.env, kind="chat", model=self.model, ask_user=self.approver,
+            before_step=self._before_step, on_tool_result=self._tool_result,
+        )
+        self.agent.gate = ObservedGate(self.agent.gate, self)
+        self.checkpoints = self._checkpoints()
+        self.baseline = self._worktree()
+
+    # ------------------------------------------------------------------ setup helpers
+
+    def _checkpoints(self) -> Any:
+        if not self.settings.checkpoints:
+            return None
+        try:
+            from tools.checkpoints import Checkpoints
+
+            return Checkpoints(str(self.root))
+        except Exception:  # not a git repo, or the module is missing: /undo says so
+            return None
+
+    def _worktree(self) -> str | None:
+        from clover_cli.gitdiff import is_git_repo, worktree_tree
+
+        try:
+            return worktree_tree(self.root) if is_git_repo(self.root) else None
+        except RuntimeError:
+            return None
+
+    def model_name(self) -> str:
+        return self.model.name
+
+    # ------------------------------------------------------------------ the loop
+
+    def banner(self) -> None:
+        name = self.model_name()
+        if self.default_model:
+            name += " (the built-in tiny Clover; --model / --base-url pick another)"
+        self.renderer.note(f"Clover chat · model {name} · mode {self.settings.mode} · {self.root}")
+        self.renderer.info("/help for commands · Enter sends · Alt-Enter adds a line · Ctrl-D exits")
+
+    def run(self) -> int:
+        self.banner()
+        armed = False  # a first Ctrl-C at an empty prompt arms the exit
+        while True:
+            try:
+                text = self.input.read()
+            except EOFError:
+                break
+            except KeyboardInterrupt:
+                if self.input.interrupted_empty and armed:
+                    break
+                armed = self.input.interrupted_empty
+                if armed:
+                    self.renderer.info("(Ctrl-C again or Ctrl-D to exit)")
+                continue
+            armed = False
+            try:
+                if not text.strip():
+                    continue
+                if text.lstrip().startswith("/"):
+                    if dispatch(self, text):
+                        break
+                    continue
+                self.ask(text)
+            except KeyboardInterrupt:
+                self.renderer.stop_live()
+                self.renderer.note("interrupted")
+        self.save()
+        self.renderer.info(f"session {self.session.id} saved · clover chat --resume {self.session.id}")
+        return 0
+
+    def ask(self, text: str) -> RunResult | None:
+        message, added = expand_mentions(text, self.root)
+        for rel in added:
+            self.renderer.info(f"added @{rel} to the context")
+        self._snapshot(text)
+        self.current_request = text
+        self.maybe_compact()
+        try:
+            result = self.agent.run(message)
+        except KeyboardInterrupt:  # landed outside the agent's own handler
+            result = RunResult("interrupted", error="interrupted by the user")
+        finally:
+            self.renderer.stop_live()
+            _repair(self.agent.messages)
+            self.save()
+        if result.exit_status == "interrupted":
+            if self.tty:
+                self.console.print()  # past the ^C the terminal echoed
+            self.renderer.note("⏹ interrupted: back at the prompt, the conversation is kept")
+        elif result.exit_status != "submitted":
+            self.renderer.error(f"{result.exit_status}: {result.error}")
+        self.print_status(result=result)
+        return result
+
+    def _tool_result(self, call: ToolCall, result: ToolResult) -> None:
+        self.renderer.tool_result(call, result, diff_shown=call.id in self.approver.previewed)
+
+    def _before_step(self, step: int) -> None:
+        self.save()
+        self.maybe_compact()
+
+    # ------------------------------------------------------------------ state
+
+    def save(self) -> Path:
+        self.session.messages = self.agent.messages
+        self.session.model, self.session.mode = self.model_name(), self.settings.mode
+        try:
+            return self.store.save(self.session)
+        except OSError as exc:
+            self.renderer.error(f"could not save the session: {exc}")
+            return self.store.path(self.session.id)
+
+    def resume(self, ref: str | None) -> bool:
+        try:
+            session = self.store.resolve(ref, str(self.root))
+        except SessionError as exc:
+            self.renderer.error(str(exc))
+            return False
+        messages = list(session.messages)
+        if messages and messages[0].get("role") == "system":
+            messages = messages[1:]  # the system prompt is rebuilt: AGENTS.md may have changed
+        self.agent.messages[:] = [{"role": "system", "content": system_prompt(self.root, "chat")}, *messages]
+        self.session = session
+        requests = [m for m in messages if m.get("role") == "user"]
+        self.renderer.note(f"resumed session {session.id} ({len(requests)} requests)")
+        last = next((m for m in reversed(messages) if m.get("role") == "assistant" and m.get("content")), None)
+        if requests:
+            self.renderer.info(f"last request: {str(requests[-1].get('content', ''))[:200]}")
+        if last:
+            self.renderer.info(f"last answer: {str(last['content'])[:200]}")
+        return True
+
+    def clear(self) -> None:
+        self.save()
+        self.agent.messages[:] = [{"role": "system", "content": system_prompt(self.root, "chat")}]
+        self.session = Session(new_session_id(), str(self.root), self.settings.model, self.settings.mode)
+        self.context_tokens = 0
+        self.renderer.note(f"new conversation (session {self.session.id})")
+
+    # ------------------------------------------------------------------ settings
+
+    def switch_model(self, name: str) -> None:
+        settings = dataclasses.replace(self.settings, model=name)
+        try:
+            self.model.inner = build_model(settings)
+        except (ModelError, Exception) as exc:  # a bad name must not end the chat
+            self.renderer.error(f"cannot switch to {name}: {exc}")
+            return
+        self.settings = settings
+        self.renderer.note(f"model: {self.model_name()}")
+
+    def set_think(self, on: bool) -> None:
+        self.settings = dataclasses.replace(self.settings, think=on)
+        inner = self.model.inner
+        # Backends read settings.think per request (the local one) or keep a flag from it (the
+        # OpenAI one); rebuilding would reload weights or reset a scripted replay.
+        if isinstance(getattr(inner, "settings", None), Settings):
+            inner.settings = dataclasses.replace(inner.settings, think=on)
+        if hasattr(inner, "_template_kwargs"):
+            inner._template_kwargs = not on
+        self.renderer.note(f"thinking {'on' if on else 'off'}")
+
+    def set_mode(self, mode: str) -> None:
+        if mode not in MODES:
+            self.renderer.error(f"mode must be one of {', '.join(MODES)}")
+            return
+        self.settings = dataclasses.replace(self.settings, mode=mode)
+        old = self.agent.gate.inner if isinstance(self.agent.gate, ObservedGate) else None
+        gate = build_gate(self.settings, self.approver)
+        if old is not None and hasattr(old, "remembered"):
+            gate.remembered = list(old.remembered)  # "always" answers last the whole session
+        self.agent.gate = ObservedGate(gate, self)
+        self.renderer.note(f"mode: {mode}")
+
+    # ------------------------------------------------------------------ context
+
+    def used_tokens(self) -> int:
+        return max(self.context_tokens, compaction.estimate_tokens(self.agent.messages))
+
+    def maybe_compact(self) -> None:
+        if compaction.should_compact(self.used_tokens(), self.model.context_window):
+            self.compact(forced=False)
+
+    def compact(self, forced: bool) -> None:
+        window = self.model.context_window
+        self.renderer.info("compacting the conversation…")
+        changed = _git_status(self.root)
+        state = compaction.task_state(self.current_request, changed)
+        try:
+            done = compaction.compact(
+                self.agent.messages, self.model.inner, system_prompt=system_prompt(self.root, "chat"),
+                task_state=state, window=window, keep_tokens=0 if forced else None,
+            )
+        except KeyboardInterrupt:
+            self.renderer.note("compaction interrupted; the conversation is unchanged")
+            return
+        if done is None:
+            self.renderer.info("nothing to compact yet")
+            return
+        self.context_tokens = 0
+        how = "a summary by the model" if done.by_model else "a list of the earlier requests"
+        self.renderer.note(
+            f"⟳ context compacted: {done.removed} older messages → {how} "
+            f"(~{done.before_tokens:,} → ~{done.after_tokens:,} tokens; AGENTS.md and the task re-injected)"
+        )
+        self.save()
+
+    # ------------------------------------------------------------------ files
+
+    def _snapshot(self, label: str) -> None:
+        if self.checkpoints is None:
+            return
+        try:
+            self.checkpoints.snapshot(f"before: {label[:70]}")
+        except Exception as exc:  # a failed snapshot must not block the request
+            self.renderer.error(f"checkpoint failed: {exc}")
+
+    def undo(self, redo: bool) -> None:
+        if self.checkpoints is None:
+            self.renderer.error("checkpoints are off or unavailable here (needs a git repository)")
+            return
+        try:
+            target = self.checkpoints.redo() if redo else self.checkpoints.undo()
+            label = self.checkpoints.label(target)
+        except Exception as exc:
+            self.renderer.error(str(exc))
+            return
+        what = "redone" if redo else "undone"
+        self.renderer.note(f"↶ {what}: files restored to checkpoint {target[:8]} ({label})")
+
+    def show_diff(self) -> None:
+        from clover_cli.gitdiff import diff_trees
+
+        if self.baseline is None:
+            self.renderer.error("/diff needs a git repository")
+            return
+        now = self._worktree()
+        diff = diff_trees(self.root, self.baseline, now) if now else ""
+        if not diff.strip():
+            self.renderer.info("no changes in this session")
+            return
+        self.renderer.diff(diff)
+
+    # ------------------------------------------------------------------ status
+
+    def print_status(self, result: RunResult | None = None, full: bool = False) -> None:
+        parts = [self.model_name(), self.settings.mode]
+        window = self.model.context_window
+        if result is not None:
+            parts += [f"{result.tokens:,} tok", f"{result.seconds:.1f}s"]
+            forwards = result.stats.get("forwards", 0)
+            if forwards:
+                parts.append(f"{forwards:.0f} fwd · {result.completion_tokens / forwards:.2f} tok/fwd")
+            if result.model_seconds >= 0.2 and result.completion_tokens:
+                parts.append(f"{result.completion_tokens / result.model_seconds:.1f} tok/s")
+        if window:
+            parts.append(f"ctx {self.used_tokens() / window:.0%} of {window:,}")
+        if full:
+            parts += [f"think {'on' if self.settings.think else 'off'}", f"session {self.session.id}"]
+        self.renderer.status(" · ".join(parts))
+
+
+def _repair(messages: list[Message]) -> None:
+    """After an interruption every tool call of the last assistant turn must have its answer."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].get("role") == "assistant":
+            wanted = [c.get("id") for c in messages[i].get("tool_calls") or []]
+            have = {m.get("tool_call_id") for m in messages[i + 1 :] if m.get("role") == "tool"}
+            for j, call in enumerate(messages[i].get("tool_calls") or []):
+                if wanted[j] not in have:
+                    messages.append({"role": "tool", "tool_call_id": wanted[j],
+                                     "name": call.get("function", {}).get("name", ""),
+                                     "content": "not run: interrupted by the user"})
+            return
+
+
+def _git_status(root: Path) -> str:
+    try:
+        proc = subprocess.run(["git", "status", "--short"], cwd=root, capture_output=True, text=True, timeout=10)
+        return proc.stdout if proc.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def run_chat(settings: Settings, root: Path, resume: str | None = None, live: bool = True) -> int:
+    """The `clover chat` entry: returns the exit code. `resume`: a session id, '' or 'last'."""
+    try:
+        app = ChatApp(settings, root, live=live)
+    except (ModelError, ValueError, OSError) as exc:  # bad model, permission rule or directory
+        print(f"clover: {exc}", file=sys.stderr)
+        return 2
+    if resume is not None and not app.resume(resume):
+        return 2
+    return app.run()

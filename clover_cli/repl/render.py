@@ -1,0 +1,236 @@
+"""Rich rendering of a chat: streamed thinking / answer / diffusion rounds in a transient live
+region, then the settled turn (thinking folded to one line, answer as markdown), compact tool
+lines with cut results (`/show N` prints one whole), diffs highlighted, errors in red."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import IO
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.markup import escape
+from rich.syntax import Syntax
+from rich.text import Text
+
+from clover_cli.repl.diffusion_view import DiffusionView
+from clover_cli.types import AssistantTurn, StreamEvent, ToolCall, ToolResult
+
+KEY_ARGS = ("command", "path", "file_path", "pattern", "query", "url", "glob")
+RESULT_LINES = 6
+DIFF_LINES = 40
+SPIN = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+
+def make_console(tty: bool, file: IO[str] | None = None) -> Console:
+    """A terminal console with colour, or plain text (no ANSI escapes) for pipes and files."""
+    if tty:
+        return Console(file=file, highlight=False)
+    return Console(
+        file=file or sys.stdout, force_terminal=False, color_system=None, highlight=False,
+        width=100, soft_wrap=True, emoji=False,
+    )
+
+
+def describe_call(call: ToolCall, width: int = 90) -> str:
+    """`tool(key argument, ...)` on one line."""
+    args = call.arguments or {}
+    parts = [args[k] for k in KEY_ARGS if isinstance(args.get(k), str)]
+    if not parts:
+        parts = [v for v in args.values() if isinstance(v, str | int | float) and not isinstance(v, bool)][:1]
+    inner = ", ".join(str(p).strip().splitlines()[0] if str(p).strip() else "" for p in parts)
+    if len(inner) > width:
+        inner = inner[: width - 1] + "…"
+    return f"{call.name}({inner})"
+
+
+def fold_thinking(thinking: str, seconds: float, width: int = 80) -> str:
+    words = " ".join(thinking.split())
+    if len(words) > width:
+        words = words[: width - 1] + "…"
+    return f"∴ thought for {seconds:.1f}s: {words}"
+
+
+@dataclass
+class Shown:
+    call: ToolCall
+    result: ToolResult
+
+
+class Renderer:
+    def __init__(self, console: Console, live: bool) -> None:
+        self.console = console
+        self.live_enabled = live and console.is_terminal
+        self.results: list[Shown] = []
+        self.last_thinking = ""
+        self._live: Live | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self.thinking = ""
+        self.text = ""
+        self.events = 0
+        self.diffusion = DiffusionView()
+        self.started = time.monotonic()
+        self.thinking_done: float | None = None
+
+    # ------------------------------------------------------------------ a model turn
+
+    def begin_turn(self) -> None:
+        self._reset()
+        self._start_live(self._live_view)
+
+    def begin_tool(self, call: ToolCall) -> None:
+        """A transient spinner while a tool runs (a long command shows it is alive)."""
+        started, label = time.monotonic(), describe_call(call, 60)
+
+        def view() -> RenderableType:
+            elapsed = time.monotonic() - started
+            spin = SPIN[int(elapsed * 10) % len(SPIN)]
+            return Text(f"{spin} running {label} · {elapsed:.1f}s  (Ctrl-C stops)", style="dim")
+
+        self._start_live(view)
+
+    def _start_live(self, view: Callable[[], RenderableType]) -> None:
+        self.stop_live()
+        if self.live_enabled:
+            self._live = Live(
+                console=self.console, transient=True, auto_refresh=True, refresh_per_second=10,
+                get_renderable=view, redirect_stdout=False, redirect_stderr=False,
+            )
+            self._live.start()
+
+    def on_event(self, event: StreamEvent) -> None:
+        if event.kind == "thinking":
+            self.thinking += event.text
+            self.events += 1
+        elif event.kind == "text":
+            if self.thinking and self.thinking_done is None:
+                self.thinking_done = time.monotonic()
+            self.text += event.text
+            self.events += 1
+        elif event.kind == "block_round":
+            self.diffusion.update(event)
+
+    def stop_live(self) -> None:
+        if self._live is not None:
+            live, self._live = self._live, None
+            live.stop()
+
+    def end_turn(self, turn: AssistantTurn | None) -> None:
+        """Settle the turn on screen. `turn` is None when it was interrupted."""
+        self.stop_live()
+        thinking = turn.thinking if turn is not None else self.thinking
+        if thinking.strip():
+            end = self.thinking_done or time.monotonic()
+            seconds = turn.seconds if turn is not None and not self.thinking_done else end - self.started
+            self.last_thinking = thinking
+            self.console.print(Text(fold_thinking(thinking, seconds, self.console.width - 30), style="dim"))
+        if turn is None:
+            if self.text.strip():
+                self.console.print(Text(self.text, style="dim"))
+            return
+        if turn.text.strip():
+            self.console.print(Markdown(turn.text) if self.console.is_terminal else Text(turn.text))
+        for call in turn.tool_calls:
+            if call.error:
+                self.error(f"malformed tool call {call.name or '?'}: {call.error}")
+
+    def _live_view(self) -> RenderableType:
+        parts: list[RenderableType] = []
+        elapsed = time.monotonic() - self.started
+        if self.text:
+            tail = "\n".join(self.text.splitlines()[-12:])
+            parts.append(Markdown(tail))
+        elif self.thinking:
+            tail = self.thinking.splitlines()[-3:]
+            parts.append(Text("\n".join(tail)[-400:], style="dim italic"))
+        if self.diffusion.active:
+            parts.append(self.diffusion.render(self.console.width - 2))
+        phase = "writing" if self.text else "thinking" if self.thinking else "working"
+        spin = SPIN[int(elapsed * 10) % len(SPIN)]
+        counts = f"{self.events} tok"
+        if self.diffusion.active:
+            tokens = self.diffusion.filled
+            rate = tokens / elapsed if elapsed > 0 else 0.0
+            counts = f"{tokens} tok · {self.diffusion.rounds} rounds · {rate:.1f} tok/s"
+        parts.append(Text(f"{spin} {phase} · {elapsed:.1f}s · {counts}  (Ctrl-C stops)", style="dim"))
+        return Group(*parts)
+
+    # ------------------------------------------------------------------ tools
+
+    def tool_call(self, call: ToolCall) -> None:
+        self.console.print(Text.assemble(("⏺ ", "cyan"), (describe_call(call), "bold")))
+
+    def tool_denied(self, call: ToolCall, reason: str) -> None:
+        self.console.print(Text(f"  ⎿ not run: {reason.splitlines()[0] if reason else 'refused'}", style="yellow"))
+
+    def tool_result(self, call: ToolCall, result: ToolResult, diff_shown: bool = False) -> int:
+        self.stop_live()
+        self.results.append(Shown(call, result))
+        number = len(self.results)
+        lines = result.output.splitlines()
+        style = "red" if result.is_error else "dim"
+        mark = "✗" if result.is_error else "✓"
+        summary = f"  ⎿ {mark} {len(lines)} line{'s' if len(lines) != 1 else ''}  [{number}]"
+        self.console.print(Text(summary, style="red" if result.is_error else "green"))
+        diff = result.data.get("diff") if isinstance(result.data, dict) else None
+        if isinstance(diff, str) and diff.strip():
+            if diff_shown:  # the approval showed it a moment ago
+                return number
+            diff_lines = diff.splitlines()
+            self._syntax("\n".join(diff_lines[:DIFF_LINES]), "diff")
+            if len(diff_lines) > DIFF_LINES:
+                self._more(len(diff_lines) - DIFF_LINES, number)
+            return number
+        for line in lines[:RESULT_LINES]:
+            self.console.print(Text("    " + line, style=style), overflow="ellipsis", no_wrap=True)
+        if len(lines) > RESULT_LINES:
+            self._more(len(lines) - RESULT_LINES, number)
+        return number
+
+    def _more(self, count: int, number: int) -> None:
+        self.console.print(Text(f"    … {count} more lines (/show {number})", style="dim"))
+
+    def show(self, number: int | None) -> None:
+        if not self.results:
+            self.info("no tool results yet")
+            return
+        if number is None:
+            number = len(self.results)
+        if not 1 <= number <= len(self.results):
+            self.error(f"no result {number}; there are {len(self.results)}")
+            return
+        shown = self.results[number - 1]
+        self.console.rule(f"[{number}] {escape(describe_call(shown.call))}")
+        self.console.print(Text(shown.result.output), soft_wrap=True)
+        diff = shown.result.data.get("diff") if isinstance(shown.result.data, dict) else None
+        if isinstance(diff, str) and diff.strip():
+            self._syntax(diff, "diff")
+
+    def _syntax(self, code: str, lexer: str) -> None:
+        if self.console.is_terminal:
+            self.console.print(Syntax(code, lexer, theme="ansi_dark", background_color="default"))
+        else:
+            self.console.print(Text(code), soft_wrap=True)
+
+    def diff(self, diff: str) -> None:
+        self._syntax(diff.rstrip("\n"), "diff")
+
+    # ------------------------------------------------------------------ messages
+
+    def info(self, message: str) -> None:
+        self.console.print(Text(message, style="dim"))
+
+    def note(self, message: str) -> None:
+        self.console.print(Text(message, style="cyan"))
+
+    def error(self, message: str) -> None:
+        self.console.print(Text(message, style="bold red"))
+
+    def status(self, text: str) -> None:
+        self.console.print(Text(text, style="dim"))
