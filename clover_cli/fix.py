@@ -46,18 +46,20 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
     if not git:
         warn(f"{root} is not a git repository: no diff, and undo needs git")
 
-    from clover_cli.runner import build_environment, build_model, run_agent
+    from clover_cli.runner import build_environment, build_model, checkpointer, run_agent
+    from tools.sandbox import SandboxUnavailable
 
     try:
         model = build_model(settings)
-    except ModelError as exc:
+        env = build_environment(settings, root)
+    except (ModelError, SandboxUnavailable) as exc:
         fail(str(exc))
-    env = build_environment(settings, root)
     trajectory = opts.trajectory or state_dir() / "runs" / f"fix-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     before = gitdiff.worktree_tree(root) if git else None
     printer = _stream_printer() if opts.output_format == "stream-json" else None
     result = run_agent(task, settings=settings, env=env, model=model, kind="fix",
-                       trajectory_path=trajectory, on_event=printer)
+                       trajectory_path=trajectory, on_event=printer,
+                       before_step=checkpointer(settings, root) if git else None)
     if result.exit_status == ModelError.exit_status and result.steps <= 1:
         # The model never answered: nothing was done, so leave nothing behind.
         Path(trajectory).unlink(missing_ok=True)

@@ -121,7 +121,8 @@ def undo(
 
     try:
         store = Checkpoints(str(repo.resolve()))
-        typer.echo(store.redo() if redo else store.undo())
+        restored = store.redo() if redo else store.undo()
+        typer.echo(f"{'redone' if redo else 'restored'}: {store.label(restored)}")
     except CheckpointError as exc:
         fail(str(exc), code=1)
 

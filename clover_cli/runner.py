@@ -20,6 +20,7 @@ def build_model(settings: Settings) -> Model:
 
 
 def build_environment(settings: Settings, root: str | Path) -> Environment:
+    """Raises SandboxUnavailable (one line) when --sandbox is asked for and bwrap cannot run."""
     from tools.environment import LocalEnvironment
 
     wrap = None
@@ -36,10 +37,14 @@ def build_environment(settings: Settings, root: str | Path) -> Environment:
     )
 
 
-def build_gate(settings: Settings, ask_user: Callable[[ToolCall, Tool, str], str] | None = None):
+def build_gate(
+    settings: Settings, root: str | Path, ask_user: Callable[[ToolCall, Tool, str], str] | None = None
+):
     from tools.permissions import PermissionGate, PermissionPolicy
 
-    policy = PermissionPolicy(settings.mode, allow=settings.allow, ask=settings.ask, deny=settings.deny)
+    policy = PermissionPolicy(
+        settings.mode, allow=settings.allow, ask=settings.ask, deny=settings.deny, root=str(root)
+    )
     return PermissionGate(policy, ask_user=ask_user)
 
 
@@ -70,11 +75,21 @@ def build_agent(
         system_prompt=prompt if prompt is not None else system_prompt(env.root, kind),
         limits=limits_from(settings),
         trajectory=Trajectory(trajectory_path) if trajectory_path else None,
-        gate=build_gate(settings, ask_user),
+        gate=build_gate(settings, env.root, ask_user),
         on_event=on_event,
         before_step=before_step,
         on_tool_result=on_tool_result,
     )
+
+
+def checkpointer(settings: Settings, root: str | Path) -> Callable[[int], None] | None:
+    """A before-step hook snapshotting the work tree (shell changes included) for undo."""
+    if not settings.checkpoints:
+        return None
+    from tools.checkpoints import Checkpoints
+
+    store = Checkpoints(str(root))
+    return lambda step: store.snapshot(f"before step {step}")
 
 
 def run_agent(

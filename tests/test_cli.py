@@ -1,0 +1,91 @@
+"""The `clover` command: help without torch, version, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.clihelp import ROOT, isolated_env, run_clover
+
+
+def test_help_lists_the_commands():
+    proc = run_clover("--help")
+    assert proc.returncode == 0, proc.stderr
+    for command in ("chat", "fix", "eval", "serve", "undo"):
+        assert command in proc.stdout
+
+
+def test_version():
+    proc = run_clover("--version")
+    assert proc.returncode == 0 and proc.stdout.startswith("clover ")
+
+
+def test_help_never_imports_torch():
+    code = (
+        "import sys\n"
+        "from clover_cli.main import app\n"
+        "try:\n    app(['--help'])\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('torch', 'openai', 'model.modeling', 'prompt_toolkit') if m in sys.modules]\n"
+        "print('HEAVY=' + ','.join(heavy))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "HEAVY=\n" in proc.stdout or proc.stdout.rstrip().endswith("HEAVY=")
+
+
+def _one_line_error(proc, *needles: str) -> None:
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    for needle in needles:
+        assert needle in lines[0]
+
+
+def test_missing_issue_file(tmp_path):
+    proc = run_clover("fix", str(tmp_path / "nope.md"), "--repo", str(tmp_path), env=isolated_env(tmp_path))
+    _one_line_error(proc, "issue file not found", "nope.md")
+
+
+def test_invalid_config_value(tmp_path):
+    (tmp_path / ".clover").mkdir()
+    (tmp_path / ".clover" / "config.toml").write_text('mode = "wild"\n')
+    (tmp_path / "issue.md").write_text("fix it")
+    proc = run_clover("fix", "issue.md", "--repo", str(tmp_path), cwd=tmp_path, env=isolated_env(tmp_path))
+    _one_line_error(proc, "mode must be one of")
+
+
+def test_invalid_output_format(tmp_path):
+    (tmp_path / "issue.md").write_text("fix it")
+    proc = run_clover("fix", "issue.md", "--output-format", "xml", cwd=tmp_path, env=isolated_env(tmp_path))
+    _one_line_error(proc, "--output-format")
+
+
+def test_unreachable_server_names_the_url_and_writes_nothing(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    (tmp_path / "issue.md").write_text("fix it")
+    env = isolated_env(tmp_path)
+    url = "http://127.0.0.1:9/v1"  # discard port: nothing listens
+    proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--base-url", url, "--model", "m",
+                      "--yes", env=env)
+    _one_line_error(proc, url)
+    assert not (tmp_path / "state").exists() or not any((tmp_path / "state").rglob("*.jsonl"))
+    assert sorted(p.name for p in repo.iterdir()) == [".git"]
+
+
+def test_json_output_reports_status(tmp_path):
+    """A scripted model that answers at once: json output holds status, patch, steps, tokens."""
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"text": "Nothing to do."}]))
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    (tmp_path / "issue.md").write_text("fix it")
+    proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--model", f"scripted:{script}",
+                      "--output-format", "json", "--yes", env=isolated_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["status"] == "submitted" and report["patch"] == "" and report["steps"] == 1

@@ -1,0 +1,111 @@
+"""`clover fix` end to end: a real git repo with a failing pytest test, a scripted model doing
+view -> str_replace -> pytest -> answer through the real tools; the test passes afterwards."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from clover_cli.trajectory import Trajectory
+from tests.clihelp import isolated_env, run_clover
+
+BUGGY = "def add(a, b):\n    return a - b\n"
+TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+
+
+def make_repo(path):
+    path.mkdir()
+    (path / "calc.py").write_text(BUGGY)
+    (path / "test_calc.py").write_text(TEST)
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]):
+        subprocess.run(["git", *args], cwd=path, check=True)
+    return path
+
+
+def script_file(tmp_path):
+    turns = [
+        {"thinking": "Look at the code first.", "tool_calls": [{"name": "view", "arguments": {"path": "calc.py"}}]},
+        {"thinking": "add subtracts.", "tool_calls": [{"name": "str_replace", "arguments": {
+            "path": "calc.py", "old_str": "return a - b", "new_str": "return a + b"}}]},
+        {"tool_calls": [{"name": "bash", "arguments": {"command": f"{sys.executable} -m pytest -q test_calc.py"}}]},
+        {"text": "Fixed: add() subtracted instead of adding."},
+    ]
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps(turns))
+    return path
+
+
+def test_fix_leaves_the_test_passing(tmp_path):
+    repo = make_repo(tmp_path / "repo")
+    (tmp_path / "issue.md").write_text("add(2, 3) returns -1 instead of 5.")
+    traj = tmp_path / "traj.jsonl"
+    proc = run_clover(
+        "fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--model", f"scripted:{script_file(tmp_path)}",
+        "--yes", "--trajectory", str(traj), "--patch-out", str(tmp_path / "fix.diff"), env=isolated_env(tmp_path),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "-    return a - b" in proc.stdout and "+    return a + b" in proc.stdout
+    assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    assert "+    return a + b" in (tmp_path / "fix.diff").read_text()
+    check = subprocess.run([sys.executable, "-m", "pytest", "-q", "test_calc.py"], cwd=repo, capture_output=True)
+    assert check.returncode == 0
+    records = Trajectory.read(traj)
+    tools_run = [r["name"] for r in records if r["type"] == "tool"]
+    assert tools_run == ["view", "str_replace", "bash"]
+    bash_output = [r["output"] for r in records if r["type"] == "tool"][2]
+    assert "1 passed" in bash_output
+    assert records[-1]["type"] == "summary" and records[-1]["exit_status"] == "submitted"
+    # The user's index is untouched: the fix is an unstaged change.
+    staged = subprocess.run(["git", "diff", "--cached", "--name-only"], cwd=repo, capture_output=True, text=True)
+    assert staged.stdout == ""
+
+
+def test_fix_commit(tmp_path):
+    repo = make_repo(tmp_path / "repo")
+    (tmp_path / "issue.md").write_text("add is wrong")
+    env = {**isolated_env(tmp_path), "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--model",
+                      f"scripted:{script_file(tmp_path)}", "--yes", "--commit", env=env)
+    assert proc.returncode == 0, proc.stderr
+    log = subprocess.run(["git", "log", "--format=%s"], cwd=repo, capture_output=True, text=True).stdout
+    assert log.splitlines()[0].startswith("Fixed: add() subtracted")
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True).stdout
+    assert status == ""
+
+
+def test_fix_in_ask_mode_without_yes_refuses_edits(tmp_path):
+    repo = make_repo(tmp_path / "repo")
+    (tmp_path / "issue.md").write_text("add is wrong")
+    proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--model",
+                      f"scripted:{script_file(tmp_path)}", env=isolated_env(tmp_path))
+    assert (repo / "calc.py").read_text() == BUGGY  # headless "ask" cannot approve: nothing changed
+    assert "(no changes)" in proc.stdout
+
+
+def test_undo_after_fix_restores_the_tree(tmp_path):
+    repo = make_repo(tmp_path / "repo")
+    (tmp_path / "issue.md").write_text("add is wrong")
+    env = isolated_env(tmp_path)
+    proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--model",
+                      f"scripted:{script_file(tmp_path)}", "--yes", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "a + b" in (repo / "calc.py").read_text()
+    undo = run_clover("undo", "--repo", str(repo), env=env)
+    assert undo.returncode == 0, undo.stderr
+    assert (repo / "calc.py").read_text() == BUGGY
+    redo = run_clover("undo", "--redo", "--repo", str(repo), env=env)
+    assert redo.returncode == 0, redo.stderr
+    assert "a + b" in (repo / "calc.py").read_text()
+
+
+def test_fix_outside_git_works_and_warns(tmp_path):
+    repo = make_repo(tmp_path / "repo")
+    subprocess.run(["rm", "-rf", str(repo / ".git")], check=True)
+    (tmp_path / "issue.md").write_text("add is wrong")
+    proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--model",
+                      f"scripted:{script_file(tmp_path)}", "--yes", env=isolated_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "not a git repository" in proc.stderr and "undo needs git" in proc.stderr
+    assert "a + b" in (repo / "calc.py").read_text()
