@@ -1,0 +1,102 @@
+"""Gated delta rule in plain torch: the recurrent form (the definition) and the chunked WY/UT form.
+
+Shapes: q, k [N, T, Hk, dk]; v [N, T, H, dv]; g, beta [N, T, H] with H a multiple of Hk (GVA: value
+head h reads key head h // (H // Hk)). q and k arrive already L2-normalised, q already scaled by
+dk^-1/2. g is the log decay (<= 0). The state S [N, H, dk, dv] is fp32; so is all arithmetic.
+
+    S <- exp(g_t) * S
+    S <- S + k_t (beta_t (v_t - S^T k_t))^T
+    o_t = S^T q_t
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def _expand_heads(x: Tensor, heads: int) -> Tensor:
+    return x if x.shape[2] == heads else x.repeat_interleave(heads // x.shape[2], dim=2)
+
+
+def _prepare(q, k, v, g, beta, initial_state):
+    n, t, h, dv = v.shape
+    q, k = _expand_heads(q, h).float(), _expand_heads(k, h).float()
+    s0 = initial_state.float() if initial_state is not None else q.new_zeros(n, h, q.shape[-1], dv)
+    return q, k, v.float(), g.float(), beta.float(), s0
+
+
+def recurrent_gated_delta_rule(
+    q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, initial_state: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """One token at a time. Returns (o [N, T, H, dv] in v's dtype, final state fp32)."""
+    dtype = v.dtype
+    q, k, v, g, beta, s = _prepare(q, k, v, g, beta, initial_state)
+    out = []
+    for t in range(v.shape[1]):
+        s = s * g[:, t, :, None, None].exp()
+        u = beta[:, t, :, None] * (v[:, t] - torch.einsum("nhkv,nhk->nhv", s, k[:, t]))
+        s = s + k[:, t, :, :, None] * u[:, :, None, :]
+        out.append(torch.einsum("nhkv,nhk->nhv", s, q[:, t]))
+    o = torch.stack(out, dim=1) if out else v.new_zeros(v.shape)
+    return o.to(dtype), s
+
+
+def chunk_gated_delta_rule(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor,
+    beta: Tensor,
+    initial_state: Tensor | None = None,
+    chunk_size: int = 64,
+    return_chunk_states: bool = False,
+) -> tuple[Tensor, Tensor] | tuple[Tensor, Tensor, Tensor]:
+    """Chunk-parallel form, equal to `recurrent_gated_delta_rule`.
+
+    Inside a chunk of C tokens with inclusive cumulative log decay G and start state S0, the
+    corrections u_j = beta_j (v_j - S_{j}'^T k_j) solve the unit lower-triangular system
+    (I + A) u = beta*v - beta*exp(G)*(K S0), A_jl = beta_j exp(G_j - G_l) k_j.k_l for l < j
+    (the WY/UT transform). Then O = exp(G)*(Q S0) + (causal exp(G_i - G_j) Q K^T) u and
+    S_C = exp(G_C) S0 + (exp(G_C - G) K)^T u. Only the hand-off of S between chunks is sequential.
+
+    With return_chunk_states, also returns the state at the start of every chunk [N, T/C, H, dk, dv]
+    (block diffusion training reads the committed state at each block start from it).
+    """
+    dtype = v.dtype
+    q, k, v, g, beta, s = _prepare(q, k, v, g, beta, initial_state)
+    n, t, h, dk = k.shape
+    c = chunk_size
+    pad = (-t) % c
+    if pad:  # zero k, beta and g leave the state untouched
+        q, k, v = (F.pad(x, (0, 0, 0, 0, 0, pad)) for x in (q, k, v))
+        g, beta = (F.pad(x, (0, 0, 0, pad)) for x in (g, beta))
+    nc = (t + pad) // c
+    # [N, H, nc, C, d] / [N, H, nc, C]
+    q, k, v = (x.transpose(1, 2).reshape(n, h, nc, c, -1) for x in (q, k, v))
+    g, beta = (x.transpose(1, 2).reshape(n, h, nc, c) for x in (g, beta))
+
+    G = g.cumsum(-1)
+    causal = torch.ones(c, c, dtype=torch.bool, device=q.device).tril()
+    decay = (G[..., :, None] - G[..., None, :]).masked_fill(~causal, float("-inf")).exp()  # [.., C, C]
+    strict = torch.ones(c, c, dtype=torch.bool, device=q.device).tril(-1)
+    eye = torch.eye(c, dtype=q.dtype, device=q.device)
+    a = (beta[..., None] * decay * (k @ k.transpose(-1, -2))).masked_fill(~strict, 0.0) + eye
+    w = torch.linalg.solve_triangular(a, (beta * G.exp())[..., None] * k, upper=False, unitriangular=True)
+    u0 = torch.linalg.solve_triangular(a, beta[..., None] * v, upper=False, unitriangular=True)
+    qk = (q @ k.transpose(-1, -2)) * decay
+    g_last = G[..., -1:]
+
+    outs, starts = [], []
+    for i in range(nc):
+        starts.append(s)
+        u = u0[:, :, i] - w[:, :, i] @ s
+        o = (q[:, :, i] * G[:, :, i, :, None].exp()) @ s + qk[:, :, i] @ u
+        outs.append(o)
+        kd = k[:, :, i] * (g_last[:, :, i] - G[:, :, i]).exp()[..., None]
+        s = s * g_last[:, :, i, :, None].exp() + kd.transpose(-1, -2) @ u
+    o = torch.stack(outs, dim=2).reshape(n, h, nc * c, -1)[:, :, :t].transpose(1, 2).to(dtype)
+    if return_chunk_states:
+        return o, s, torch.stack(starts, dim=1)
+    return o, s

@@ -1,0 +1,237 @@
+"""Clover's configuration: one dataclass that round-trips config.json. Torch-free.
+
+`CloverConfig.from_dict` also accepts Qwen3.5 / Qwen3.6 (and Qwen3-Next) Hugging Face configs: a nested
+`text_config`, `layer_types` or `full_attention_interval`, `rope_theta` at top level or inside
+`rope_parameters`. Such an autoregressive checkpoint runs as Clover with block_size 1; its block-mode
+GDN parameters are absent and keep their neutral defaults (see model/layers/gdn.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+FULL_ATTENTION = "full_attention"
+LINEAR_ATTENTION = "linear_attention"
+
+
+@dataclass
+class CloverConfig:
+    vocab_size: int = 248320
+    hidden_size: int = 2048
+    num_hidden_layers: int = 40
+    layer_types: list[str] = field(default_factory=list)  # empty: derived from full_attention_interval
+    full_attention_interval: int = 4
+    # gated full attention
+    num_attention_heads: int = 16
+    num_key_value_heads: int = 2
+    head_dim: int = 256
+    partial_rotary_factor: float = 0.25
+    rope_theta: float = 10_000_000.0
+    # gated delta net (linear attention)
+    linear_num_key_heads: int = 16
+    linear_num_value_heads: int = 32
+    linear_key_head_dim: int = 128
+    linear_value_head_dim: int = 128
+    linear_conv_kernel_dim: int = 4
+    # mixture of experts (every layer)
+    num_experts: int = 256
+    num_experts_per_tok: int = 8
+    moe_intermediate_size: int = 512
+    shared_expert_intermediate_size: int = 512
+    norm_topk_prob: bool = True
+    # misc
+    rms_norm_eps: float = 1e-6
+    tie_word_embeddings: bool = False
+    max_position_embeddings: int = 131072
+    initializer_range: float = 0.02
+    torch_dtype: str = "bfloat16"
+    # block diffusion
+    block_size: int = 32
+    mask_token_id: int = 248319
+    eos_token_ids: list[int] = field(default_factory=list)
+    pad_token_id: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.layer_types:
+            n = self.full_attention_interval
+            self.layer_types = [
+                FULL_ATTENTION if (i + 1) % n == 0 else LINEAR_ATTENTION
+                for i in range(self.num_hidden_layers)
+            ]
+        if len(self.layer_types) != self.num_hidden_layers:
+            raise ValueError(
+                f"layer_types has {len(self.layer_types)} entries, num_hidden_layers is {self.num_hidden_layers}"
+            )
+        bad = set(self.layer_types) - {FULL_ATTENTION, LINEAR_ATTENTION}
+        if bad:
+            raise ValueError(f"unknown layer types: {sorted(bad)}")
+        if self.linear_num_value_heads % self.linear_num_key_heads:
+            raise ValueError("linear_num_value_heads must be a multiple of linear_num_key_heads")
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")
+        if not 0 <= self.mask_token_id < self.vocab_size:
+            raise ValueError(f"mask_token_id {self.mask_token_id} outside the vocabulary ({self.vocab_size})")
+
+    # ------------------------------------------------------------------ derived sizes
+
+    @property
+    def rotary_dim(self) -> int:
+        return int(self.head_dim * self.partial_rotary_factor)
+
+    @property
+    def num_full_attention_layers(self) -> int:
+        return self.layer_types.count(FULL_ATTENTION)
+
+    def param_counts(self) -> dict[str, int]:
+        """Total and per-token active parameter counts, computed from the shapes alone."""
+        h = self.hidden_size
+        kd = self.linear_num_key_heads * self.linear_key_head_dim
+        vd = self.linear_num_value_heads * self.linear_value_head_dim
+        hv = self.linear_num_value_heads
+        gdn = (
+            h * (2 * kd + vd)
+            + h * vd
+            + 2 * h * hv  # in_proj_qkv, z, b, a
+            + (2 * kd + vd) * self.linear_conv_kernel_dim  # conv1d
+            + 2 * hv
+            + 3 * hv  # A_log, dt_bias, block-mode parameters
+            + self.linear_value_head_dim  # gated norm
+            + vd * h  # out_proj
+        )
+        qd = self.num_attention_heads * self.head_dim
+        kvd = self.num_key_value_heads * self.head_dim
+        attn = h * 2 * qd + 2 * h * kvd + qd * h + 2 * self.head_dim
+        expert = 3 * h * self.moe_intermediate_size
+        shared = 3 * h * self.shared_expert_intermediate_size + h
+        router = h * self.num_experts
+        n_full = self.num_full_attention_layers
+        n_lin = self.num_hidden_layers - n_full
+        mixers = n_full * attn + n_lin * gdn
+        norms = self.num_hidden_layers * 2 * h + h
+        embed = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
+        dense = mixers + norms + embed + self.num_hidden_layers * (shared + router)
+        total = dense + self.num_hidden_layers * self.num_experts * expert
+        # a token touches top-k experts, and one row of the input embedding (a lookup, not a matmul)
+        active = dense - self.vocab_size * h + h + self.num_hidden_layers * self.num_experts_per_tok * expert
+        if self.tie_word_embeddings:  # the tied table is still read whole by lm_head
+            active += self.vocab_size * h - h
+        return {"total": total, "active": active}
+
+    # ------------------------------------------------------------------ (de)serialisation
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["model_type"] = "clover"
+        d["architectures"] = ["CloverForCausalLM"]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CloverConfig:
+        """Build from a Clover config.json or a Qwen3.5/3.6-style HF config (unknown keys are ignored)."""
+        if not isinstance(d, dict):
+            raise ValueError("config must be a JSON object")
+        outer = d
+        if isinstance(d.get("text_config"), dict):
+            d = {**{k: v for k, v in outer.items() if k != "text_config"}, **d["text_config"]}
+        d = dict(d)
+        is_clover = outer.get("model_type") == "clover"
+        rope = d.get("rope_parameters") or d.get("rope_scaling") or {}
+        if isinstance(rope, dict):
+            for key in ("rope_theta", "partial_rotary_factor"):
+                if key not in d and key in rope:
+                    d[key] = rope[key]
+        if "eos_token_ids" not in d and "eos_token_id" in d:
+            eos = d["eos_token_id"]
+            d["eos_token_ids"] = [eos] if isinstance(eos, int) else list(eos or [])
+        if "torch_dtype" not in d and isinstance(d.get("dtype"), str):
+            d["torch_dtype"] = d["dtype"]
+        if not is_clover:
+            # An autoregressive checkpoint of the family: plain AR decoding unless told otherwise.
+            d.setdefault("block_size", 1)
+            if "mask_token_id" not in d and "vocab_size" in d:
+                d["mask_token_id"] = int(d["vocab_size"]) - 1
+        names = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in d.items() if k in names}
+        try:
+            return cls(**kwargs)
+        except TypeError as e:  # pragma: no cover - dataclass rejects a malformed value
+            raise ValueError(f"bad config: {e}") from None
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def save(self, path: str | Path) -> None:
+        p = Path(path)
+        if p.is_dir():
+            p = p / "config.json"
+        p.write_text(self.to_json() + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> CloverConfig:
+        p = Path(path)
+        if p.is_dir():
+            p = p / "config.json"
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ValueError(f"no config.json at {p}") from None
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{p} is not valid JSON: {e}") from None
+        return cls.from_dict(data)
+
+
+# ---------------------------------------------------------------------- presets
+
+
+def clover_35b_a3b() -> CloverConfig:
+    """The published Clover-35B-A3B-Preview shape (Qwen3.5/3.6-35B-A3B base)."""
+    return CloverConfig()
+
+
+def tiny(**overrides: Any) -> CloverConfig:
+    """A few-hundred-thousand-parameter model for tests: every code path, CPU-fast."""
+    base: dict[str, Any] = dict(
+        vocab_size=128,
+        hidden_size=64,
+        num_hidden_layers=4,
+        full_attention_interval=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        partial_rotary_factor=0.5,
+        rope_theta=10_000.0,
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        linear_key_head_dim=16,
+        linear_value_head_dim=16,
+        linear_conv_kernel_dim=4,
+        num_experts=8,
+        num_experts_per_tok=2,
+        moe_intermediate_size=32,
+        shared_expert_intermediate_size=32,
+        max_position_embeddings=4096,
+        torch_dtype="float32",
+        block_size=4,
+        mask_token_id=127,
+        eos_token_ids=[1],
+        pad_token_id=0,
+    )
+    base.update(overrides)
+    return CloverConfig(**base)
+
+
+PRESETS = {
+    "clover-35b-a3b": clover_35b_a3b,
+    "tiny": tiny,
+}
+
+
+def preset(name: str) -> CloverConfig:
+    try:
+        return PRESETS[name]()
+    except KeyError:
+        raise ValueError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}") from None

@@ -1,0 +1,258 @@
+"""Block-diffusion decoding on top of CloverForCausalLM (generation lives apart from the network).
+
+Prompt rule: blocks are aligned to absolute positions (multiples of B). The prompt's whole blocks are
+committed by `prefill`; its tail (len % B tokens) sits as fixed tokens at the start of the first
+generated block. A batch is left-padded so every prompt's whole blocks end on the same column
+(padding is a multiple of B, so each sequence keeps its own absolute alignment).
+
+Each block starts as mask tokens (plus fixed tokens) and is denoised in rounds: every round predicts
+all still-masked positions and the policy accepts some of them. A finished block is committed in
+the same forward as the next block's first round (commit fusion). With B = 1 and greedy decoding
+this is exactly autoregressive greedy decoding.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from model.cache import CloverCache
+from model.modeling import CloverForCausalLM
+
+POLICIES = ("threshold", "margin", "entropy", "fixed-k")
+
+
+@dataclass
+class DecodeSettings:
+    block_size: int | None = None  # None: the model config's block_size
+    policy: str = "threshold"
+    # threshold: accept confidence >= threshold; margin: top1 - top2 >= threshold;
+    # entropy: entropy <= threshold. Each round accepts at least the single best position.
+    threshold: float = 0.9
+    k: int = 1  # fixed-k: positions accepted per round
+    temperature: float = 0.0  # 0: greedy
+    top_p: float = 1.0
+    top_k: int = 0
+    max_new_tokens: int = 512
+    stop_token_ids: Sequence[int] | None = None  # None: the config's eos_token_ids
+    seed: int | None = None
+    commit_last: bool = False  # also commit the final block (keeps the cache complete)
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ValueError(f"unknown policy {self.policy!r}; expected one of {', '.join(POLICIES)}")
+        if self.block_size is not None and self.block_size < 1:
+            raise ValueError("block_size must be >= 1")
+        if self.temperature < 0 or not 0 < self.top_p <= 1 or self.k < 1:
+            raise ValueError("need temperature >= 0, 0 < top_p <= 1, k >= 1")
+
+
+@dataclass
+class RoundEvent:
+    block: int  # index of the generated block (0 = first)
+    round: int  # denoising round within the block (0-based)
+    tokens: list[list[int | None]]  # per sequence: the block's generated positions, None = masked
+
+
+@dataclass
+class GenerateResult:
+    tokens: list[list[int]]  # per sequence, up to and including the stop token
+    finish_reasons: list[str]  # "stop" or "length"
+    stats: dict[str, float] = field(default_factory=dict)
+    cache: CloverCache | None = None  # complete up to the last block when settings.commit_last
+
+
+# ---------------------------------------------------------------------- sampling and policies
+
+
+def _filter(logits: Tensor, top_k: int, top_p: float) -> Tensor:
+    if top_k > 0:
+        kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        cum = sorted_logits.softmax(-1).cumsum(-1)
+        drop = cum - sorted_logits.softmax(-1) >= top_p  # keep the smallest prefix reaching top_p
+        logits = logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
+    return logits
+
+
+def propose(logits: Tensor, s: DecodeSettings, gen: torch.Generator | None) -> tuple[Tensor, Tensor]:
+    """logits [..., V] (already masked) -> (token, score); a higher score means more certain.
+
+    Scores are read off the model's own distribution softmax(logits), whatever the sampling
+    temperature / top-k / top-p, so thresholds mean the same thing in every sampling mode."""
+    probs = logits.float().softmax(-1)
+    if s.temperature > 0:
+        sample = _filter(logits.float() / s.temperature, s.top_k, s.top_p).softmax(-1)
+        tok = torch.multinomial(sample.reshape(-1, sample.shape[-1]), 1, generator=gen).view(probs.shape[:-1])
+    else:
+        tok = probs.argmax(-1)
+    if s.policy == "margin":
+        top2 = probs.topk(2, dim=-1).values
+        score = top2[..., 0] - top2[..., 1]
+    elif s.policy == "entropy":
+        score = (probs * probs.clamp_min(1e-30).log()).sum(-1)  # = -entropy
+    else:
+        score = probs.gather(-1, tok[..., None])[..., 0]
+    return tok, score
+
+
+def select(score: Tensor, masked: Tensor, s: DecodeSettings) -> Tensor:
+    """Which masked positions to accept this round [N, B]; at least one per sequence with masks."""
+    score = score.masked_fill(~masked, float("-inf"))
+    if s.policy == "fixed-k":
+        k = min(s.k, score.shape[-1])
+        accept = torch.zeros_like(masked).scatter(-1, score.topk(k, dim=-1).indices, True)
+    else:
+        thr = -s.threshold if s.policy == "entropy" else s.threshold
+        accept = score >= thr
+    best = torch.zeros_like(masked).scatter(-1, score.argmax(-1, keepdim=True), True)
+    return (accept | best) & masked
+
+
+# ---------------------------------------------------------------------- the decoder
+
+
+@torch.no_grad()
+def generate(
+    model: CloverForCausalLM,
+    prompts: Sequence[Sequence[int]],
+    settings: DecodeSettings | None = None,
+    *,
+    fixed: Sequence[dict[int, int]] | None = None,
+    allowed: Sequence[dict[int, Sequence[int]]] | None = None,
+    on_round: Callable[[RoundEvent], None] | None = None,
+) -> GenerateResult:
+    """Decode a batch of prompts. `fixed[i]` maps a generated-token offset of sequence i to a forced
+    token; `allowed[i]` maps an offset to the only token ids allowed there."""
+    s = settings or DecodeSettings()
+    cfg = model.config
+    if not prompts or any(len(p) == 0 for p in prompts):
+        raise ValueError("every prompt needs at least one token")
+    n, b, mask_id = len(prompts), s.block_size or cfg.block_size, cfg.mask_token_id
+    stops = set(cfg.eos_token_ids if s.stop_token_ids is None else s.stop_token_ids)
+    dev = model.lm_head.weight.device
+    gen = torch.Generator(device=dev).manual_seed(s.seed) if s.seed is not None else None
+    t0 = time.perf_counter()
+
+    # prefill the prompts' whole blocks; tails go to the first block
+    whole = [len(p) // b for p in prompts]
+    kmax = max(whole)
+    pad = torch.tensor([b * (kmax - w) for w in whole], device=dev)
+    filler = cfg.pad_token_id if cfg.pad_token_id is not None else 0
+    prefix = torch.full((n, b * kmax), filler, dtype=torch.long, device=dev)
+    for i, p in enumerate(prompts):
+        prefix[i, int(pad[i]) :] = torch.tensor(list(p[: whole[i] * b]), dtype=torch.long, device=dev)
+    tails = [list(p[whole[i] * b :]) for i, p in enumerate(prompts)]
+    cache = model.new_cache(n)
+    model.prefill(prefix, cache, pad=pad)
+    t_prefill = time.perf_counter() - t0
+
+    forwards0 = model.forward_count
+    stop_ids = torch.tensor(sorted(stops), dtype=torch.long, device=dev)
+    out: list[list[int]] = [[] for _ in range(n)]
+    reasons = ["length"] * n
+    done = [False] * n  # stopped or out of budget
+    pending: list[Tensor] = []  # finished blocks not yet committed
+    rounds_per_block: list[int] = []
+    blk = 0
+    while not all(done):
+        block, open_, ban = _new_block(
+            blk, b, tails, out, done, s, fixed, allowed, mask_id, filler, cfg.vocab_size, dev
+        )
+        block, stop_at = _fill_after_stop(block, open_, stop_ids, mask_id)
+        rnd = 0
+        while (block == mask_id).any():
+            masked = block == mask_id
+            if rnd == 0 and pending:
+                logits = model.commit_and_denoise(torch.cat(pending, dim=1), block, cache)
+                pending = []
+            else:
+                logits = model.denoise(block, cache)
+            tok, score = propose(logits.masked_fill(ban, float("-inf")), s, gen)
+            block, stop_at = _fill_after_stop(
+                torch.where(select(score, masked, s), tok, block), open_, stop_ids, mask_id
+            )
+            if on_round is not None:
+                shown = open_ & (torch.arange(b, device=dev)[None, :] <= stop_at[:, None])
+                on_round(RoundEvent(blk, rnd, _visible(block, shown, mask_id)))
+            rnd += 1
+        rounds_per_block.append(rnd)
+
+        keep = open_ & (torch.arange(b, device=dev)[None, :] <= stop_at[:, None])
+        for i in range(n):
+            if done[i]:
+                continue
+            out[i].extend(block[i][keep[i]].tolist())
+            if int(stop_at[i]) < b:
+                done[i], reasons[i] = True, "stop"
+            elif len(out[i]) >= s.max_new_tokens:
+                done[i] = True
+        pending.append(block)
+        blk += 1
+    if s.commit_last and pending:
+        model.commit(torch.cat(pending, dim=1), cache)
+
+    seconds = time.perf_counter() - t0
+    forwards = model.forward_count - forwards0
+    n_tokens = sum(len(o) for o in out)
+    decode_s = max(seconds - t_prefill, 1e-9)
+    stats = {
+        "forwards": float(forwards),
+        "tokens": float(n_tokens),
+        "tokens_per_forward": n_tokens / max(forwards, 1) / n,  # per sequence
+        "rounds_per_block": sum(rounds_per_block) / max(len(rounds_per_block), 1),
+        "blocks": float(len(rounds_per_block)),
+        "tok_per_s": n_tokens / decode_s,
+        "prefill_seconds": t_prefill,
+        "seconds": seconds,
+        "prompt_tokens": float(sum(len(p) for p in prompts)),
+    }
+    return GenerateResult(out, reasons, stats, cache)
+
+
+def _new_block(blk, b, tails, out, done, s, fixed, allowed, mask_id, filler, vocab, dev):
+    """A fresh block: tokens (mask, prompt tail, forced or filler tokens), which positions are
+    generated output (`open_`), and the tokens banned at each position (always the mask id)."""
+    n = len(tails)
+    tokens = [[mask_id] * b for _ in range(n)]
+    open_ = [[True] * b for _ in range(n)]
+    ban = torch.zeros(n, b, vocab, dtype=torch.bool, device=dev)
+    for i in range(n):
+        for j in range(b):
+            o = blk * b + j - len(tails[i])  # generated-token offset of this position
+            if o < 0:  # the prompt's tail
+                tokens[i][j], open_[i][j] = tails[i][blk * b + j], False
+            elif done[i] or o >= s.max_new_tokens:  # past the end: filler, not output
+                tokens[i][j], open_[i][j] = (out[i][-1] if out[i] else filler), False
+            elif fixed is not None and o in fixed[i]:
+                tokens[i][j] = fixed[i][o]
+            elif allowed is not None and o in allowed[i]:
+                ban[i, j] = True
+                ban[i, j, list(allowed[i][o])] = False
+    ban[..., mask_id] = True
+    block = torch.tensor(tokens, dtype=torch.long, device=dev)
+    return block, torch.tensor(open_, dtype=torch.bool, device=dev), ban
+
+
+def _fill_after_stop(block: Tensor, open_: Tensor, stop_ids: Tensor, mask_id: int) -> tuple[Tensor, Tensor]:
+    """Find each row's first stop token among its output positions; fill the masks after it with
+    that token (the block then finishes). Returns the block and the stop position (B: none)."""
+    b = block.shape[1]
+    hit = torch.isin(block, stop_ids) & open_
+    stop_at = torch.where(hit.any(-1), hit.int().argmax(-1), b)
+    after = torch.arange(b, device=block.device)[None, :] > stop_at[:, None]
+    stop_tok = block.gather(1, stop_at.clamp(max=b - 1)[:, None])
+    return torch.where(after & (block == mask_id), stop_tok, block), stop_at
+
+
+def _visible(block: Tensor, show: Tensor, mask_id: int) -> list[list[int | None]]:
+    return [
+        [None if t == mask_id else t for t in row[keep].tolist()]
+        for row, keep in zip(block, show, strict=True)
+    ]

@@ -1,0 +1,154 @@
+"""Load / save a Hugging Face style checkpoint directory: config.json + *.safetensors (one file or
+shards with model.safetensors.index.json), plus the chat template when there is one.
+
+Accepted names: Clover's own (fused experts `mlp.experts.gate_up_proj` [E, 2I, H] and
+`mlp.experts.down_proj` [E, H, I]) and Qwen3.5 / 3.6 ones: the `model.language_model.` prefix,
+per-expert `mlp.experts.{i}.gate_proj|up_proj|down_proj.weight` (fused here), `mtp.*` and vision
+weights skipped. A checkpoint without the block-mode GDN parameters (an autoregressive base) keeps
+their neutral defaults.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from model.config import CloverConfig
+from model.layers.rope import RotaryEmbedding
+from model.modeling import CloverForCausalLM
+
+BLOCK_PARAMS = ("block_logit_scale", "memory_logit", "block_size_calibration")
+_EXPERT = re.compile(r"^(.*\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
+_SKIP = ("mtp.", "model.visual.", "visual.", "model.vision_tower.")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be loaded; the message is one line for the user."""
+
+
+class Loaded(NamedTuple):
+    model: CloverForCausalLM
+    config: CloverConfig
+    chat_template: str | None
+
+
+def _read_tensors(directory: Path) -> dict[str, Tensor]:
+    from safetensors.torch import load_file
+
+    index = directory / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        except (json.JSONDecodeError, KeyError) as e:
+            raise CheckpointError(f"{index}: bad index ({e})") from None
+    else:
+        files = sorted(p.name for p in directory.glob("*.safetensors"))
+    if not files:
+        raise CheckpointError(f"no *.safetensors in {directory}")
+    tensors: dict[str, Tensor] = {}
+    for name in files:
+        path = directory / name
+        if not path.is_file():
+            raise CheckpointError(f"missing weight shard {path}")
+        tensors.update(load_file(str(path)))
+    return tensors
+
+
+def convert_state_dict(tensors: dict[str, Tensor], config: CloverConfig) -> dict[str, Tensor]:
+    """Checkpoint names -> this model's names (prefixes, skipped heads, fused experts)."""
+    out: dict[str, Tensor] = {}
+    experts: dict[str, dict[int, dict[str, Tensor]]] = {}
+    for name, t in tensors.items():
+        if name.startswith("model.language_model."):
+            name = "model." + name[len("model.language_model.") :]
+        elif name.startswith("language_model."):
+            name = name[len("language_model.") :]
+        if name.startswith(_SKIP):
+            continue
+        m = _EXPERT.match(name)
+        if m:
+            experts.setdefault(m[1], {}).setdefault(int(m[2]), {})[m[3]] = t
+            continue
+        out[name] = t
+    for prefix, per in experts.items():
+        if sorted(per) != list(range(config.num_experts)):
+            raise CheckpointError(f"{prefix}: found {len(per)} experts, config says {config.num_experts}")
+        try:
+            gate_up = [torch.cat([per[i]["gate_proj"], per[i]["up_proj"]], dim=0) for i in range(len(per))]
+            down = [per[i]["down_proj"] for i in range(len(per))]
+        except KeyError as e:
+            raise CheckpointError(f"{prefix}: an expert lacks {e}") from None
+        out[prefix + ".gate_up_proj"] = torch.stack(gate_up)
+        out[prefix + ".down_proj"] = torch.stack(down)
+    if any(".in_proj_qkvz." in n for n in out):
+        raise CheckpointError(
+            "Qwen3-Next fused in_proj_qkvz / in_proj_ba weights are not supported; use Qwen3.5 names"
+        )
+    return out
+
+
+def load_checkpoint(
+    directory: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype | None = None
+) -> Loaded:
+    """(model in eval mode, config, chat template or None)."""
+    d = Path(directory)
+    if not d.is_dir():
+        raise CheckpointError(f"checkpoint directory {d} does not exist")
+    try:
+        config = CloverConfig.load(d)
+    except ValueError as e:
+        raise CheckpointError(str(e)) from None
+    dtype = dtype or getattr(torch, config.torch_dtype, torch.float32)
+    sd = convert_state_dict(_read_tensors(d), config)
+
+    with torch.device("meta"):
+        model = CloverForCausalLM(config)
+    expected = model.state_dict()
+    if config.tie_word_embeddings:
+        sd.pop("lm_head.weight", None)
+        expected.pop("lm_head.weight", None)
+    for name, ref in expected.items():  # absent block-mode parameters: neutral defaults
+        if name not in sd and name.endswith(BLOCK_PARAMS):
+            sd[name] = torch.full(ref.shape, 1.0 if name.endswith("block_size_calibration") else 0.0)
+    missing = sorted(set(expected) - set(sd))
+    unexpected = sorted(set(sd) - set(expected))
+    if missing or unexpected:
+        raise CheckpointError(
+            f"weights do not match the config: {len(missing)} missing (e.g. {missing[:3]}), "
+            f"{len(unexpected)} unexpected (e.g. {unexpected[:3]})"
+        )
+    for name, t in sd.items():
+        if tuple(t.shape) != tuple(expected[name].shape):
+            raise CheckpointError(
+                f"{name}: shape {tuple(t.shape)} in the checkpoint, {tuple(expected[name].shape)} expected"
+            )
+    sd = {k: v.to(device=device, dtype=dtype) for k, v in sd.items()}
+    model.load_state_dict(sd, strict=not config.tie_word_embeddings, assign=True)
+    if config.tie_word_embeddings:
+        model.lm_head.weight = model.model.embed_tokens.weight
+    model.model.rotary_emb = RotaryEmbedding(config.rotary_dim, config.rope_theta).to(device)
+    from model.tokenizer import read_chat_template
+
+    try:
+        template = read_chat_template(d)
+    except ValueError:
+        template = None
+    return Loaded(model.eval(), config, template)
+
+
+def save_checkpoint(model: CloverForCausalLM, directory: str | Path) -> None:
+    """config.json + model.safetensors in Clover's own (fused-expert) names."""
+    from safetensors.torch import save_file
+
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    model.config.save(d / "config.json")
+    sd = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    if model.config.tie_word_embeddings:
+        sd.pop("lm_head.weight", None)
+    save_file(sd, str(d / "model.safetensors"), metadata={"format": "pt"})

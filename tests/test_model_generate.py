@@ -1,0 +1,165 @@
+"""The block-diffusion decoder on a tiny random Clover: AR equivalence, progress, stops, constraints."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from model.config import tiny
+from model.generate import DecodeSettings, generate
+from model.modeling import CloverForCausalLM
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny tensors gain nothing from threads, and the test machine's cores are shared."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+EOS = 1
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    return CloverForCausalLM(tiny(eos_token_ids=[EOS])).eval()
+
+
+PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [3, 4, 5]]
+
+
+def _ar_greedy(model, prompt, n, banned):
+    ids = list(prompt)
+    with torch.no_grad():
+        for _ in range(n):
+            logits = model(torch.tensor([ids]))[0, -1]
+            logits[banned] = float("-inf")
+            ids.append(int(logits.argmax()))
+    return ids[len(prompt) :]
+
+
+def test_block_size_one_greedy_equals_ar_greedy(model):
+    s = DecodeSettings(block_size=1, max_new_tokens=10, stop_token_ids=[])
+    res = generate(model, PROMPTS, s)
+    for prompt, got in zip(PROMPTS, res.tokens, strict=True):
+        assert got == _ar_greedy(model, prompt, 10, [model.config.mask_token_id])
+    assert res.stats["rounds_per_block"] == 1.0
+
+
+@pytest.mark.parametrize("policy", ["threshold", "margin", "entropy", "fixed-k"])
+def test_batch_equals_one_by_one(model, policy):
+    s = DecodeSettings(block_size=4, policy=policy, threshold=0.05, k=2, max_new_tokens=9, stop_token_ids=[])
+    prompts = [*PROMPTS, [7] * 9]
+    res = generate(model, prompts, s)
+    assert res.tokens == [generate(model, [p], s).tokens[0] for p in prompts]
+    assert all(len(t) == 9 for t in res.tokens) and res.finish_reasons == ["length"] * 3
+
+
+def test_threshold_always_progresses(model):
+    events = []
+    s = DecodeSettings(block_size=4, threshold=1.01, max_new_tokens=12, stop_token_ids=[])  # never reached
+    res = generate(model, [PROMPTS[0]], s, on_round=events.append)
+    assert len(res.tokens[0]) == 12
+    # exactly one position per round: masks left drop by one each round
+    for a, b in zip(events, events[1:], strict=False):
+        if a.block == b.block:
+            assert b.tokens[0].count(None) == a.tokens[0].count(None) - 1
+    assert events[-1].tokens[0].count(None) == 0
+    assert res.stats["forwards"] == len(events) and res.stats["tokens_per_forward"] > 0
+
+
+def test_mask_token_never_emitted(model):
+    biased = CloverForCausalLM(model.config).eval()
+    biased.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        biased.lm_head.weight[model.config.mask_token_id] = 5 * biased.model.norm.weight.new_ones(64)
+    for temp in (0.0, 1.0):
+        s = DecodeSettings(block_size=4, temperature=temp, seed=0, max_new_tokens=16, stop_token_ids=[])
+        res = generate(biased, PROMPTS, s)
+        assert all(model.config.mask_token_id not in t for t in res.tokens)
+
+
+def test_eos_ends_the_block_and_the_sequence(model):
+    events = []
+    s = DecodeSettings(block_size=4, max_new_tokens=40, threshold=1.01)
+    res = generate(model, [PROMPTS[0]], s, fixed=[{6: EOS}], on_round=events.append)
+    assert res.tokens[0][-1] == EOS and len(res.tokens[0]) == 7 and res.finish_reasons == ["stop"]
+    # prompt of 7 with B = 4: block 0 holds the 3-token tail and offset 0; block 2 holds offsets 5-8,
+    # the EOS at its position 1. Positions 2-3 are filled at once, so that block takes one round.
+    assert res.stats["blocks"] == 3
+    last = [e for e in events if e.block == 2]
+    assert len(last) == 1 and last[0].tokens == [res.tokens[0][5:7]]
+    # a stop token forced at a block's first position needs no round at all
+    events.clear()
+    res = generate(model, [PROMPTS[0]], s, fixed=[{5: EOS}], on_round=events.append)
+    assert len(res.tokens[0]) == 6 and res.stats["blocks"] == 3 and {e.block for e in events} == {0, 1}
+    # an allowed-token mask that only permits EOS makes the model choose it itself
+    res = generate(model, [PROMPTS[0]], s, allowed=[{2: [EOS]}])
+    assert res.tokens[0][2] == EOS and len(res.tokens[0]) == 3
+
+
+def test_fixed_tokens_and_allowed_sets_hold(model):
+    fixed = [{0: 50, 6: 60}]
+    allowed = [{2: [10, 11], 3: [12], 9: [20, 21, 22]}]
+    for temp in (0.0, 1.5):
+        s = DecodeSettings(block_size=4, temperature=temp, seed=1, max_new_tokens=12, stop_token_ids=[])
+        out = generate(model, [PROMPTS[1]], s, fixed=fixed, allowed=allowed).tokens[0]
+        assert (
+            out[0] == 50 and out[6] == 60 and out[2] in (10, 11) and out[3] == 12 and out[9] in (20, 21, 22)
+        )
+
+
+def test_sampling_is_seeded_and_top_k_one_is_greedy(model):
+    s = DecodeSettings(block_size=4, temperature=1.0, seed=3, max_new_tokens=8, stop_token_ids=[])
+    assert generate(model, PROMPTS, s).tokens == generate(model, PROMPTS, s).tokens
+    greedy = DecodeSettings(block_size=4, max_new_tokens=8, stop_token_ids=[], policy="fixed-k", k=1)
+    top1 = DecodeSettings(
+        block_size=4, temperature=0.7, top_k=1, seed=5, max_new_tokens=8, stop_token_ids=[], policy="fixed-k"
+    )
+    assert generate(model, PROMPTS, top1).tokens == generate(model, PROMPTS, greedy).tokens
+
+
+def test_bad_settings_are_clear_errors(model):
+    with pytest.raises(ValueError, match="unknown policy"):
+        DecodeSettings(policy="yolo")
+    with pytest.raises(ValueError, match="at least one token"):
+        generate(model, [[]])
+
+
+class _FromScratch:
+    """The decoder's model interface without a cache: every round recomputes the whole history
+    with the training forward (blocks tile the sequence, as in generate's prompt rule)."""
+
+    def __init__(self, net: CloverForCausalLM, block: int) -> None:
+        self.net, self.block, self.history = net, block, None
+
+    def __getattr__(self, name):
+        return getattr(self.net, name)
+
+    def prefill(self, ids, cache, pad=None):
+        self.history = ids
+
+    def commit(self, ids, cache):
+        self.history = torch.cat([self.history, ids], dim=1)
+
+    def denoise(self, block, cache):
+        seq = torch.cat([self.history, block], dim=1)
+        with torch.no_grad():
+            return self.net.forward_train(seq, seq, self.block)[:, -block.shape[1] :]
+
+    def commit_and_denoise(self, done, block, cache):
+        self.commit(done, cache)
+        return self.denoise(block, cache)
+
+
+@pytest.mark.parametrize("block", [1, 4])
+def test_cached_decoding_equals_recomputation(model, block):
+    s = DecodeSettings(block_size=block, threshold=0.02, max_new_tokens=11, stop_token_ids=[])
+    for prompt in PROMPTS:
+        cached = generate(model, [prompt], s)
+        scratch = generate(_FromScratch(model, block), [prompt], s)
+        assert cached.tokens == scratch.tokens
+        assert cached.stats["rounds_per_block"] == scratch.stats["rounds_per_block"]
