@@ -1,0 +1,197 @@
+"""`clover eval swebench run | grade | report` (mounted by the main app as `clover eval swebench`)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+swebench_app = typer.Typer(help="SWE-bench: run the agent on instances, grade predictions, report.",
+                           no_args_is_help=True)
+
+
+def _fail(msg: str) -> None:
+    typer.echo(f"error: {msg}", err=True)
+    raise typer.Exit(2)
+
+
+def _user_errors() -> tuple[type[Exception], ...]:
+    from clover_cli.settings import SettingsError
+    from evals.swebench.dataset import DatasetError
+    from evals.swebench.grade_official import OfficialGraderError
+    from evals.swebench.local_spec import SpecError
+    from evals.swebench.report import ReportError
+    from evals.swebench.workspace import WorkspaceError
+
+    return (DatasetError, WorkspaceError, SettingsError, OfficialGraderError, ReportError, SpecError)
+
+
+def _ids(values: list[str] | None) -> list[str]:
+    return [v for value in values or [] for v in value.replace(",", " ").split()]
+
+
+def _instances(dataset: str, split: str, instances: list[str] | None, slice_: str | None, filter_: str | None):
+    from evals.swebench.dataset import load_instances, select
+
+    chosen = select(load_instances(dataset, split), _ids(instances), slice_, filter_)
+    if not chosen:
+        from evals.swebench.dataset import DatasetError
+
+        raise DatasetError("no instances selected")
+    return chosen
+
+
+DATASET_HELP = "verified | lite | full | a Hugging Face id | a local .json/.jsonl/.parquet file"
+
+
+@swebench_app.command("run")
+def run_cmd(
+    output: Path = typer.Option(..., "-o", "--output", help="Output directory (resumable)."),
+    dataset: str = typer.Option("verified", "--dataset", help=DATASET_HELP),
+    split: str = typer.Option("test", "--split"),
+    instances: Optional[list[str]] = typer.Option(None, "--instances", help="Instance ids (repeat or comma-separate)."),
+    slice_: Optional[str] = typer.Option(None, "--slice", help="a:b over the selected instances."),
+    filter_: Optional[str] = typer.Option(None, "--filter", help="Regex on instance_id."),
+    workers: int = typer.Option(1, "-w", "--workers", min=1),
+    model: Optional[str] = typer.Option(None, "--model"),
+    base_url: Optional[str] = typer.Option(None, "--base-url"),
+    step_limit: Optional[int] = typer.Option(None, "--step-limit"),
+    time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Seconds per instance."),
+    env: str = typer.Option("local", "--env", help="local | docker"),
+    repo_cache: Optional[Path] = typer.Option(None, "--repo-cache", help="Directory of repository mirrors."),
+    repo_map: Optional[list[str]] = typer.Option(None, "--repo-map", help="owner/name=PATH of a local mirror."),
+    offline: bool = typer.Option(False, "--offline", help="Never clone from GitHub."),
+    keep_workspaces: bool = typer.Option(False, "--keep-workspaces"),
+    progress: bool = typer.Option(True, "--progress/--no-progress"),
+) -> None:
+    """Run the agent on each instance; writes preds.json, trajectories and run.json to -o DIR."""
+    from clover_cli.settings import load_settings
+    from evals.swebench.runner import RunConfig, run_batch
+    from evals.swebench.workspace import docker_problem, parse_repo_map
+
+    try:
+        if env not in ("local", "docker"):
+            _fail(f"--env must be local or docker, not {env!r}")
+        if env == "docker" and (problem := docker_problem()):
+            _fail(problem)
+        chosen = _instances(dataset, split, instances, slice_, filter_)
+        settings = load_settings(None, {"model": model, "base_url": base_url, "max_steps": step_limit,
+                                        "time_limit": time_limit}, mode="yolo")
+        config = RunConfig(output_dir=output, settings=settings, workers=workers, env=env,
+                           cache_dir=str(repo_cache) if repo_cache else None, repo_map=parse_repo_map(repo_map),
+                           online=not offline, keep_workspaces=keep_workspaces, dataset=dataset)
+        summary = run_batch(chosen, config, progress=progress)
+    except _user_errors() as exc:
+        _fail(str(exc))
+    typer.echo(f"{summary.done} run, {summary.skipped} already done, {summary.errors} errors "
+               f"-> {output / 'preds.json'}")
+    if summary.first_error:
+        typer.echo(f"first error: {summary.first_error}", err=True)
+    if summary.message:
+        typer.echo(summary.message, err=True)
+    if summary.unfinished or summary.errors:
+        raise typer.Exit(1)
+
+
+@swebench_app.command("grade")
+def grade_cmd(
+    predictions: str = typer.Option(..., "--predictions", help="DIR/preds.json | gold | empty | calibrate (gold and empty)"),
+    grader: str = typer.Option("local", "--grader", help="swebench (official, Docker/Modal) | local (UNOFFICIAL)"),
+    dataset: Optional[str] = typer.Option(None, "--dataset", help=DATASET_HELP + " (default: the run's, else verified)"),
+    split: str = typer.Option("test", "--split"),
+    instances: Optional[list[str]] = typer.Option(None, "--instances"),
+    slice_: Optional[str] = typer.Option(None, "--slice"),
+    filter_: Optional[str] = typer.Option(None, "--filter"),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Default: beside the predictions."),
+    workers: int = typer.Option(1, "-w", "--workers", min=1),
+    repo_cache: Optional[Path] = typer.Option(None, "--repo-cache"),
+    repo_map: Optional[list[str]] = typer.Option(None, "--repo-map"),
+    offline: bool = typer.Option(False, "--offline"),
+    run_id: Optional[str] = typer.Option(None, "--run-id"),
+    modal: bool = typer.Option(False, "--modal", help="swebench grader: run on Modal."),
+    timeout: Optional[int] = typer.Option(None, "--timeout", help="Test timeout per instance, seconds."),
+    keep: bool = typer.Option(False, "--keep", help="local grader: keep work trees and venvs."),
+    progress: bool = typer.Option(True, "--progress/--no-progress"),
+) -> None:
+    """Grade predictions with the official harness or the local, UNOFFICIAL grader."""
+    from evals.swebench.dataset import load_predictions
+
+    try:
+        if grader not in ("swebench", "local"):
+            _fail(f"--grader must be swebench or local, not {grader!r}")
+        special = predictions in ("gold", "empty", "calibrate")
+        pred_dir = None if special else (Path(predictions) if Path(predictions).is_dir() else Path(predictions).parent)
+        if dataset is None:
+            dataset = _run_dataset(pred_dir) or "verified"
+        out = output or (pred_dir / f"grade_{grader}" if pred_dir else Path(f"swebench-grade-{predictions}-{grader}"))
+        chosen = _instances(dataset, split, instances, slice_, filter_)
+        preds = None if predictions == "calibrate" else load_predictions(predictions, chosen)
+        label = predictions if special else "model"
+        if grader == "swebench":
+            report = _grade_official(predictions, preds, dataset, split, chosen, out, workers, run_id, modal, timeout)
+        else:
+            from evals.swebench.grade_local import GradeConfig, grade_batch
+            from evals.swebench.workspace import parse_repo_map
+
+            config = GradeConfig(output_dir=out, cache_dir=str(repo_cache) if repo_cache else None,
+                                 repo_map=parse_repo_map(repo_map), online=not offline, keep=keep,
+                                 test_timeout=float(timeout or 1800))
+            report = grade_batch(chosen, preds, config, workers=workers, label=label, progress=progress)
+    except _user_errors() as exc:
+        _fail(str(exc))
+    tag = "" if report.get("official") else " (UNOFFICIAL local grader)"
+    typer.echo(f"resolved {report.get('resolved_instances', 0)}/{report.get('submitted_instances', 0)}{tag}; "
+               f"errors {report.get('error_instances', 0)} -> {out / 'report.json'}")
+    if "judgeable_ids" in report:
+        typer.echo(f"judgeable here (gold resolves, empty does not): {len(report['judgeable_ids'])}/"
+                   f"{len(report['calibration'])}")
+
+
+def _run_dataset(pred_dir: Path | None) -> str | None:
+    if pred_dir is None or not (pred_dir / "run.json").is_file():
+        return None
+    try:
+        return json.loads((pred_dir / "run.json").read_text()).get("dataset") or None
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _grade_official(predictions, preds, dataset, split, chosen, out, workers, run_id, modal, timeout):
+    from evals.swebench.grade_official import (
+        OfficialGraderError,
+        official_command,
+        run_official,
+        write_predictions,
+    )
+
+    if predictions == "calibrate":
+        raise OfficialGraderError("calibrate is for the local grader; the official harness is calibrated already")
+    ids = {i["instance_id"] for i in chosen}
+    path = "gold" if predictions == "gold" else str(
+        write_predictions({k: v for k, v in preds.items() if k in ids}, out / "predictions.json"))
+    cmd = official_command(dataset=dataset, predictions_path=path, run_id=run_id or time.strftime("clover-%Y%m%d-%H%M%S"),
+                           max_workers=workers, instance_ids=sorted(ids), split=split, modal=modal, timeout=timeout)
+    typer.echo("$ " + " ".join(cmd), err=True)
+    return run_official(cmd, out, modal)
+
+
+@swebench_app.command("report")
+def report_cmd(
+    run_dir: Path = typer.Argument(..., help="A run directory (or a grade output directory)."),
+    grades: Optional[Path] = typer.Option(None, "--grades", help="A grade report.json (default: found in DIR)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the numbers as JSON."),
+) -> None:
+    """Resolved rate, runtime, steps and tokens of a run."""
+    from evals.swebench.report import collect, render
+
+    try:
+        data = collect(run_dir, grades)
+    except _user_errors() as exc:
+        _fail(str(exc))
+    if as_json:
+        typer.echo(json.dumps(data, indent=2))
+    else:
+        render(data)

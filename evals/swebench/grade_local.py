@@ -1,0 +1,330 @@
+"""UNOFFICIAL local grader: no Docker. Per instance a clean work tree at base_commit, a venv on the
+Python version swebench's spec names, the repo's install command and pins, the model patch
+(fallback chain), the test patch, the repo's test command; the log is parsed with swebench's
+parser and graded with swebench's rule. Reports use swebench's schema.
+
+`gold` and `empty` predictions calibrate it: an instance can be judged here when the gold patch
+resolves it and the empty patch does not (network-bound or flaky tests fail that check)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from evals.swebench.dataset import Instance, modified_files
+from evals.swebench.local_spec import SYSTEM_COMMAND, LocalSpec, SpecError, make_venv, resolve_spec, venv_env
+from evals.swebench.runner import write_json_atomic, write_text_atomic
+from evals.swebench.workspace import RepoCache, git, make_workspace
+
+# The official harness tries git apply, then --reject, then patch --fuzz; --3way sits between.
+APPLY_CHAIN = [
+    ["git", "apply", "--verbose"],
+    ["git", "apply", "--verbose", "--3way"],
+    ["git", "apply", "--verbose", "--reject"],
+    ["patch", "--batch", "--fuzz=5", "-p1", "-i"],
+]
+
+
+@dataclass
+class GradeConfig:
+    output_dir: Path
+    cache_dir: str | None = None
+    repo_map: dict[str, str] = field(default_factory=dict)
+    online: bool = True
+    work_dir: str | None = None
+    keep: bool = False
+    test_timeout: float = 1800.0
+    setup_timeout: float = 1800.0
+
+
+def _markers() -> tuple[str, str, list[str]]:
+    from swebench.harness.constants import (
+        APPLY_PATCH_FAIL,
+        END_TEST_OUTPUT,
+        RESET_FAILED,
+        START_TEST_OUTPUT,
+        TESTS_ERROR,
+        TESTS_TIMEOUT,
+    )
+
+    return START_TEST_OUTPUT, END_TEST_OUTPUT, [APPLY_PATCH_FAIL, RESET_FAILED, TESTS_ERROR, TESTS_TIMEOUT]
+
+
+class _Shell:
+    """Runs commands in the work tree with the venv first on PATH, appending to one log."""
+
+    def __init__(self, cwd: Path, venv: Path, log: Path, extra_env: dict[str, str] | None = None) -> None:
+        self.cwd, self.env, self.log = cwd, {**venv_env(venv), **(extra_env or {})}, log
+
+    def run(self, command: str | list[str], timeout: float, stdin: str | None = None) -> tuple[int, str]:
+        shown = command if isinstance(command, str) else " ".join(command)
+        args = ["bash", "-c", command] if isinstance(command, str) else command
+        # Own process group, so a timeout kills the test run's children too, not only bash.
+        proc = subprocess.Popen(args, cwd=self.cwd, env=self.env, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                                start_new_session=True)
+        try:
+            out, _ = proc.communicate(stdin, timeout=timeout)
+            rc = proc.returncode
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+            out, rc = (out or "") + f"\n[timed out after {timeout:.0f} s]", 124
+        with self.log.open("a", encoding="utf-8") as fh:
+            fh.write(f"+ {shown}\n{out}{'' if out.endswith(chr(10)) or not out else chr(10)}[exit {rc}]\n")
+        return rc, out
+
+
+def setup_environment(spec: LocalSpec, ws: Path, venv: Path, log: Path, timeout: float) -> _Shell:
+    make_venv(spec, venv)
+    sh = _Shell(ws, venv, log, spec.env)
+    for note in spec.notes:
+        sh.log.open("a").write(f"# {note}\n")
+    pip = "python -m pip install"
+    steps: list[str] = []
+    if spec.official:
+        steps.append(f"{pip} -q setuptools wheel")
+    if spec.requirements:
+        steps.append(f"{pip} " + " ".join(_quote(r) for r in spec.requirements))
+    if spec.pip_packages:
+        steps.append(f"{pip} " + " ".join(_quote(p) for p in spec.pip_packages))
+    for step in steps:
+        rc, _ = sh.run(step, timeout)
+        if rc != 0:
+            raise SpecError(f"dependency install failed: {step[:120]}")
+    for cmd in spec.pre_install:
+        if SYSTEM_COMMAND.search(cmd):
+            sh.log.open("a").write(f"# skipped (changes the machine): {cmd}\n")
+            continue
+        sh.run(cmd, timeout)
+    if spec.install:
+        rc, _ = sh.run(spec.install, timeout)
+        if rc != 0 and "pip install" in spec.install:  # setup.py that imports its own package
+            rc, _ = sh.run(spec.install + " --no-build-isolation", timeout)
+        if rc != 0:
+            raise SpecError(f"install failed: {spec.install}")
+    # Like the official image: commit what setup changed so resets return to this state.
+    git("add", "-A", cwd=ws)
+    git("commit", "--quiet", "--allow-empty", "--no-verify", "-m", "grader setup", cwd=ws)
+    return sh
+
+
+def _quote(arg: str) -> str:
+    import shlex
+
+    return shlex.quote(arg)
+
+
+def apply_patch(sh: _Shell, ws: Path, patch: str, timeout: float = 300) -> bool:
+    patch_file = ws.parent / f".{ws.name}.model.diff"
+    patch_file.write_text(patch if patch.endswith("\n") else patch + "\n", encoding="utf-8")
+    try:
+        for cmd in APPLY_CHAIN:
+            rc, _ = sh.run([*cmd, str(patch_file)], timeout)
+            if rc == 0:
+                return True
+            reset_tree(ws)  # a failed try may have applied part of the patch
+        return False
+    finally:
+        patch_file.unlink(missing_ok=True)
+
+
+def reset_tree(ws: Path) -> None:
+    git("reset", "--hard", "--quiet", "HEAD", cwd=ws)
+    git("clean", "-fdq", cwd=ws)  # not -x: keep what the install built (egg-info, extensions)
+
+
+def run_tests(sh: _Shell, ws: Path, instance: Instance, spec: LocalSpec, patch: str, log: Path,
+              timeout: float) -> None:
+    """Apply the model patch and the test patch, run the tests; everything goes into `log`."""
+    start, end, bad = _markers()
+    sh.log = log
+    if patch.strip() and not apply_patch(sh, ws, patch):
+        log.open("a").write(f"{bad[0]}\n")
+        return
+    if spec.install:  # as the official eval script does: the patch may change what gets installed
+        rc, _ = sh.run(spec.install, timeout)
+        if rc != 0 and "pip install" in spec.install:
+            sh.run(spec.install + " --no-build-isolation", timeout)
+    existing = [f for f in modified_files(instance["test_patch"]) if (ws / f).exists()]
+    if existing:
+        sh.run(["git", "checkout", instance["base_commit"], "--", *existing], 120)
+    rc, _ = sh.run(["git", "apply", "-v", "-"], 120, stdin=instance["test_patch"])
+    if rc != 0:
+        log.open("a").write(f"{bad[0]} (test patch)\n")
+        return
+    script = "\n".join([c for c in spec.eval_commands if not SYSTEM_COMMAND.search(c)] + [spec.test_cmd + " 2>&1"])
+    with log.open("a", encoding="utf-8") as fh:
+        fh.write(f"{start}\n")
+    rc, _ = sh.run(script, timeout)
+    with log.open("a", encoding="utf-8") as fh:
+        fh.write(f"{end}\n" if rc != 124 else f"{bad[3]}\n")
+
+
+def evaluate_log(log_text: str, instance: Instance, spec: LocalSpec, patch: str) -> dict[str, Any]:
+    """swebench's per-instance report for one log (its parser, its grading rule)."""
+    from swebench.harness.constants import (
+        FAIL_ONLY_REPOS,
+        FAIL_TO_PASS,
+        PASS_TO_PASS,
+        EvalType,
+        ResolvedStatus,
+    )
+    from swebench.harness.grading import get_eval_tests_report, get_resolution_status
+
+    start, end, bad = _markers()
+    report: dict[str, Any] = {"patch_is_None": False, "patch_exists": bool(patch.strip()),
+                              "patch_successfully_applied": False, "resolved": False}
+    if any(code in log_text for code in bad) or start not in log_text or end not in log_text:
+        return report
+    report["patch_successfully_applied"] = True
+    test_ns = SimpleNamespace(repo=instance["repo"], version=instance.get("version", ""),
+                              instance_id=instance["instance_id"])
+    status_map = spec.parser(log_text.split(start)[1].split(end)[0], test_ns)
+    eval_type = EvalType.FAIL_ONLY if instance["repo"] in FAIL_ONLY_REPOS else EvalType.PASS_AND_FAIL
+    gold = {"instance_id": instance["instance_id"], FAIL_TO_PASS: instance["FAIL_TO_PASS"],
+            PASS_TO_PASS: instance["PASS_TO_PASS"]}
+    tests = get_eval_tests_report(status_map, gold, eval_type=eval_type)
+    report["resolved"] = get_resolution_status(tests) == ResolvedStatus.FULL.value
+    report["tests_status"] = tests
+    return report
+
+
+def grade_instance(instance: Instance, preds: dict[str, str], config: GradeConfig) -> dict[str, Any]:
+    """Grade one instance under each named patch (e.g. {"model": p} or {"gold": g, "empty": ""}),
+    sharing one environment. Returns {name: swebench-schema report (+ "error")} and writes logs."""
+    iid = instance["instance_id"]
+    inst_dir = config.output_dir / iid
+    inst_dir.mkdir(parents=True, exist_ok=True)
+    work = Path(config.work_dir) if config.work_dir else config.output_dir / ".work"
+    ws, venv = work / iid / "repo", work / iid / "venv"
+    setup_log = inst_dir / "run_instance.log"
+    setup_log.write_text("")
+    results: dict[str, Any] = {}
+    started = time.monotonic()
+    try:
+        make_workspace(instance, ws, RepoCache(config.cache_dir, config.repo_map, online=config.online))
+        spec = resolve_spec(instance, ws)
+        sh = setup_environment(spec, ws, venv, setup_log, config.setup_timeout)
+        for name, patch in preds.items():
+            log = inst_dir / (f"test_output.{name}.txt" if len(preds) > 1 else "test_output.txt")
+            log.write_text("")
+            reset_tree(ws)
+            run_tests(sh, ws, instance, spec, patch or "", log, config.test_timeout)
+            write_text_atomic(inst_dir / (f"patch.{name}.diff" if len(preds) > 1 else "patch.diff"), patch or "")
+            results[name] = evaluate_log(log.read_text(encoding="utf-8", errors="replace"), instance, spec, patch or "")
+            results[name]["empty_patch"] = not (patch or "").strip()
+    except Exception as exc:  # any failure is this instance's error, not the batch's
+        msg = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        with setup_log.open("a") as fh:
+            fh.write(f"ERROR {msg}\n")
+        for name, patch in preds.items():
+            results.setdefault(name, {"patch_is_None": False, "patch_exists": bool((patch or "").strip()),
+                                      "patch_successfully_applied": False, "resolved": False,
+                                      "empty_patch": not (patch or "").strip(), "error": msg})
+    finally:
+        if not config.keep:
+            shutil.rmtree(work / iid, ignore_errors=True)
+    seconds = round(time.monotonic() - started, 2)
+    for name, rep in results.items():
+        rep["seconds"] = seconds
+        path = inst_dir / (f"report.{name}.json" if len(preds) > 1 else "report.json")
+        write_json_atomic(path, {iid: rep})
+    return results
+
+
+# --------------------------------------------------------------------------- the batch
+
+
+def _why_not_judgeable(gold: dict[str, Any], empty: dict[str, Any]) -> str:
+    if gold.get("error") or empty.get("error"):
+        return f"environment error: {gold.get('error') or empty.get('error')}"
+    if not gold.get("resolved"):
+        tests = gold.get("tests_status", {})
+        failing = [t for k in ("FAIL_TO_PASS", "PASS_TO_PASS") for t in tests.get(k, {}).get("failure", [])]
+        return "gold patch does not resolve here" + (f" (failing: {', '.join(failing[:5])})" if failing else "")
+    if empty.get("resolved"):
+        return "empty patch also resolves (the tests do not catch the bug here)"
+    return ""
+
+
+def summarize(reports: dict[str, dict[str, Any]], total: int, label: str) -> dict[str, Any]:
+    """swebench's run-report fields, over per-instance reports {id: report}."""
+    ids = sorted(reports)
+    errors = [i for i in ids if reports[i].get("error")]
+    empty = [i for i in ids if reports[i].get("empty_patch")]
+    completed = [i for i in ids if i not in errors]
+    resolved = [i for i in completed if reports[i].get("resolved")]
+    return {
+        "grader": "local", "official": False, "label": label,
+        "note": "UNOFFICIAL: graded locally without Docker; official numbers need `--grader swebench`",
+        "total_instances": total, "submitted_instances": len(ids), "completed_instances": len(completed),
+        "resolved_instances": len(resolved), "unresolved_instances": len(completed) - len(resolved),
+        "empty_patch_instances": len(empty), "error_instances": len(errors),
+        "completed_ids": completed, "resolved_ids": resolved,
+        "unresolved_ids": [i for i in completed if i not in resolved], "empty_patch_ids": empty,
+        "error_ids": errors, "schema_version": 2,
+    }
+
+
+def grade_batch(instances: list[Instance], predictions: dict[str, dict[str, Any]] | None, config: GradeConfig,
+                *, workers: int = 1, label: str = "model", progress: bool = True) -> dict[str, Any]:
+    """Grade `predictions` ({id: pred}); None means calibrate: gold and empty for every instance."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from multiprocessing import get_context
+
+    config.output_dir.mkdir(parents=True, exist_ok=True)
+    jobs: list[tuple[Instance, dict[str, str]]] = []
+    for inst in instances:
+        iid = inst["instance_id"]
+        if predictions is None:
+            jobs.append((inst, {"gold": inst.get("patch", ""), "empty": ""}))
+        elif iid in predictions:
+            jobs.append((inst, {label: predictions[iid].get("model_patch") or ""}))
+    results: dict[str, dict[str, Any]] = {}
+    bar = _progress(len(jobs)) if progress else None
+    with bar or contextlib.nullcontext():
+        task = bar.add_task("grade (local, UNOFFICIAL)", total=len(jobs)) if bar else None
+        if workers <= 1:  # in this process: no start-up cost
+            for inst, preds in jobs:
+                results[inst["instance_id"]] = grade_instance(inst, preds, config)
+                if bar:
+                    bar.advance(task)
+        else:
+            with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+                futures = {pool.submit(grade_instance, inst, preds, config): inst["instance_id"] for inst, preds in jobs}
+                for fut in as_completed(futures):
+                    results[futures[fut]] = fut.result()
+                    if bar:
+                        bar.advance(task)
+    if predictions is not None:
+        summary = summarize({i: r[label] for i, r in results.items()}, len(instances), label)
+    else:
+        gold = {i: r["gold"] for i, r in results.items()}
+        empty = {i: r["empty"] for i, r in results.items()}
+        calib = {i: {"gold_resolved": gold[i].get("resolved", False), "empty_resolved": empty[i].get("resolved", False),
+                     "judgeable": not _why_not_judgeable(gold[i], empty[i]), "why_not": _why_not_judgeable(gold[i], empty[i])}
+                 for i in sorted(results)}
+        summary = {
+            **summarize(gold, len(instances), "calibrate"),
+            "judgeable_ids": [i for i, c in calib.items() if c["judgeable"]],
+            "calibration": calib,
+            "gold": summarize(gold, len(instances), "gold"),
+            "empty": summarize(empty, len(instances), "empty"),
+        }
+    write_json_atomic(config.output_dir / "report.json", summary)
+    return summary
+
+
+def _progress(total: int) -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())

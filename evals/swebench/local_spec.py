@@ -1,0 +1,226 @@
+"""What the local grader needs to know per instance, taken from the `swebench` package (4.x) where
+it knows the repository: Python version, requirements, install command, test command and log
+parser. Instances it does not know (synthfix, local repos) get a default pytest spec."""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evals.swebench.dataset import Instance, modified_files
+from evals.swebench.workspace import WorkspaceError, git
+
+Parser = Callable[[str, Any], dict[str, str]]
+
+# Commands in official specs that change the machine (apt, /etc, locales): a Docker image may run
+# them, a grader on a shared machine must not. Skipped, and logged as skipped.
+SYSTEM_COMMAND = re.compile(r"\bapt(-get)?\b|/etc/|\blocale-gen\b|\bwget\b|\bcurl\b")
+
+
+class SpecError(RuntimeError):
+    """The environment cannot be built here; one line for the report."""
+
+
+@dataclass
+class LocalSpec:
+    python: str | None  # "3.9", or None: the interpreter running the grader
+    requirements: list[str] = field(default_factory=list)  # pip requirement lines
+    pip_packages: list[str] = field(default_factory=list)
+    pre_install: list[str] = field(default_factory=list)
+    install: str | None = None
+    eval_commands: list[str] = field(default_factory=list)
+    test_cmd: str = ""  # with the test directives appended
+    parser: Parser | None = None
+    official: bool = False  # from swebench's spec map
+    inherit_site: bool = False  # default spec: the venv sees the grader's packages (pytest)
+    env: dict[str, str] = field(default_factory=dict)  # extra environment for every command
+    notes: list[str] = field(default_factory=list)
+
+
+def swebench_available() -> bool:
+    try:
+        import swebench.harness.constants  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _default_parser() -> Parser:
+    try:
+        from swebench.harness.log_parsers.python import parse_log_pytest
+
+        return parse_log_pytest
+    except ImportError:
+        raise SpecError("the local grader needs the swebench package: pip install 'clover-cli[swebench]'") from None
+
+
+def resolve_spec(instance: Instance, workspace: Path) -> LocalSpec:
+    try:
+        from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS
+        from swebench.harness.log_parsers import MAP_REPO_TO_PARSER
+        from swebench.harness.test_spec.python import get_test_directives
+    except ImportError:
+        raise SpecError("the local grader needs the swebench package: pip install 'clover-cli[swebench]'") from None
+    specs = MAP_REPO_VERSION_TO_SPECS.get(instance["repo"], {}).get(instance.get("version", ""))
+    if specs is None:
+        return default_spec(instance, workspace)
+    # get_test_directives is functools.cache'd on the (unhashable) instance dict: call the original.
+    directives = getattr(get_test_directives, "__wrapped__", get_test_directives)(instance)
+    test_cmd = specs["test_cmd"] if isinstance(specs["test_cmd"], str) else specs["test_cmd"][-1]
+    spec = LocalSpec(
+        python=str(specs["python"]),
+        pip_packages=list(specs.get("pip_packages", [])),
+        pre_install=list(specs.get("pre_install", [])),
+        install=specs.get("install"),
+        eval_commands=list(specs.get("eval_commands", [])),
+        test_cmd=" ".join([test_cmd, *directives]),
+        parser=MAP_REPO_TO_PARSER[instance["repo"]],
+        official=True,
+    )
+    packages = specs.get("packages", "")
+    if packages == "requirements.txt":
+        spec.requirements = requirements_from_mirror(instance, workspace)
+    elif packages == "environment.yml":
+        spec.requirements = environment_yml_from_mirror(instance, workspace)
+        spec.notes.append("environment.yml translated to pip requirements (conda not used): best effort")
+    elif packages:
+        spec.requirements = [conda_to_pip(p) for p in shlex.split(packages)]
+    return spec
+
+
+def default_spec(instance: Instance, workspace: Path) -> LocalSpec:
+    has_project = any((workspace / f).is_file() for f in ("setup.py", "pyproject.toml", "setup.cfg"))
+    tests = [f for f in modified_files(instance["test_patch"]) if f.endswith(".py")]
+    return LocalSpec(
+        python=None,
+        install="python -m pip install -e ." if has_project else None,
+        # The grader's own pytest plugins are not the repository's (and hypothesis alone costs a
+        # second per run); a repository that installs itself gets autoloading back.
+        env={} if has_project else {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+        test_cmd=" ".join(["python -m pytest -rA -p no:cacheprovider", *map(shlex.quote, tests)]),
+        parser=_default_parser(),
+        inherit_site=True,
+        notes=["default spec (repo/version not in swebench's spec map)"],
+    )
+
+
+def conda_to_pip(spec: str) -> str:
+    """`numpy=1.19` (conda: 1.19.*) -> `numpy==1.19.*`; pip-style specs pass through."""
+    m = re.fullmatch(r"([A-Za-z0-9_.\-\[\]]+)=([^=<>!~]+)", spec)
+    if m:
+        version = m.group(2)
+        return f"{m.group(1)}=={version}" if version.count(".") >= 2 or "*" in version else f"{m.group(1)}=={version}.*"
+    return spec
+
+
+def _show(workspace: Path, commit: str, path: str) -> str | None:
+    try:
+        return git("show", f"{commit}:{path}", cwd=workspace)
+    except WorkspaceError:
+        return None
+
+
+def requirements_from_mirror(instance: Instance, workspace: Path) -> list[str]:
+    """swebench reads these over HTTP from GitHub; we read the same files from the mirror."""
+    from swebench.harness.constants import MAP_REPO_TO_REQS_PATHS
+    from swebench.harness.test_spec.python import clean_requirements
+
+    commit = instance.get("environment_setup_commit") or instance["base_commit"]
+    for req_path in MAP_REPO_TO_REQS_PATHS.get(instance["repo"], []):
+        text = _show(workspace, commit, req_path)
+        if text is not None:
+            break
+    else:
+        raise SpecError(f"no requirements file of {instance['repo']} at {commit[:12]} in the mirror")
+    lines: list[str] = []
+    req_dir = os.path.dirname(req_path)
+    for line in text.splitlines():
+        if line.strip().startswith("-r"):
+            extra = _show(workspace, commit, os.path.normpath(os.path.join(req_dir, line.strip()[2:].strip())))
+            lines.extend((extra or "").splitlines())
+        else:
+            lines.append(line)
+    cleaned = clean_requirements("\n".join(lines))
+    skip = ("-e .", "#", ".[test", "-r")
+    return [ln.strip() for ln in cleaned.splitlines() if ln.strip() and not ln.strip().startswith(skip)]
+
+
+def environment_yml_from_mirror(instance: Instance, workspace: Path) -> list[str]:
+    from swebench.harness.constants import MAP_REPO_TO_ENV_YML_PATHS
+
+    commit = instance.get("environment_setup_commit") or instance["base_commit"]
+    for path in MAP_REPO_TO_ENV_YML_PATHS.get(instance["repo"], []):
+        text = _show(workspace, commit, path)
+        if text is not None:
+            break
+    else:
+        raise SpecError(f"no environment.yml of {instance['repo']} at {commit[:12]} in the mirror")
+    out: list[str] = []
+    for line in text.splitlines():  # "  - name[=ver]" entries, conda's and pip's alike
+        m = re.match(r"^\s*-\s+([^\s#:]+)\s*(#.*)?$", line)
+        if m and m.group(1).split("=")[0].split("<")[0].split(">")[0] not in ("python", "pip"):
+            out.append(conda_to_pip(m.group(1)))
+    return out
+
+
+# --------------------------------------------------------------------------- interpreters and venvs
+
+
+def python_version_of(exe: str) -> str | None:
+    try:
+        proc = subprocess.run([exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def find_python(version: str | None) -> str:
+    """An interpreter of `version` (pyenv installs first, then PATH); None: the current one."""
+    if version is None:
+        return sys.executable
+    home = os.environ.get("PYENV_ROOT") or str(Path.home() / ".pyenv")
+    candidates = sorted(glob.glob(f"{home}/versions/{version}.*/bin/python{version}"), reverse=True)
+    candidates += sorted(glob.glob(f"{home}/versions/{version}.*/bin/python"), reverse=True)
+    candidates += [f"/usr/bin/python{version}", f"/usr/local/bin/python{version}", f"python{version}"]
+    for exe in candidates:
+        if python_version_of(exe) == version:
+            return exe
+    raise SpecError(f"no Python {version} interpreter found (pyenv install {version}, or put python{version} on PATH)")
+
+
+def parent_site_dirs() -> list[str]:
+    import site
+    import sysconfig
+
+    dirs = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *site.getsitepackages()]
+    return list(dict.fromkeys(d for d in dirs if os.path.isdir(d)))
+
+
+def venv_env(venv: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONHOME", "PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}", VIRTUAL_ENV=str(venv),
+               PYTHONNOUSERSITE="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONDONTWRITEBYTECODE="1")
+    return env
+
+
+def make_venv(spec: LocalSpec, venv: Path) -> None:
+    python = find_python(spec.python)
+    args = [python, "-m", "venv", str(venv)]
+    if spec.inherit_site:
+        args.insert(3, "--without-pip")  # pip and pytest come from the grader's own site-packages
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        last = (proc.stderr or proc.stdout).strip().splitlines()
+        raise SpecError(f"venv with {python} failed: {last[-1] if last else proc.returncode}")
+    if spec.inherit_site:
+        site = next((venv / "lib").glob("python*/site-packages"))
+        (site / "_clover_grader_parent.pth").write_text("\n".join(parent_site_dirs()) + "\n")
