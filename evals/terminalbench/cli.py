@@ -1,0 +1,100 @@
+"""`clover eval terminalbench`: run Terminal-Bench task directories on this machine (no Docker).
+
+For Harbor itself (Docker or cloud sandboxes, the published datasets) see README.md beside this
+file: `harbor run -a evals.terminalbench.harbor_agent:CloverAgent ...`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+terminalbench_app = typer.Typer(
+    help="Terminal-Bench task directories (Harbor or TB1 format), run locally without Docker.",
+    invoke_without_command=True,
+)
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"clover: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def model_factory_for(settings):
+    """One fresh model per task. `scripted:DIR` replays DIR/<task id>.json for each task."""
+    from clover_cli.runner import build_model
+    from clover_cli.settings import Settings
+
+    spec = settings.model
+    if spec.startswith("scripted:") and Path(spec[len("scripted:") :]).expanduser().is_dir():
+        directory = Path(spec[len("scripted:") :]).expanduser()
+
+        def per_task(task):
+            from clover_cli.backends.scripted import ScriptedModel
+
+            return ScriptedModel(directory / f"{task.id}.json")
+
+        return per_task
+    build_model(settings)  # fail early, once, on a bad model or server
+    one: Settings = settings
+    return lambda task: build_model(one)
+
+
+@terminalbench_app.callback()
+def run(
+    tasks_dir: Path = typer.Option(..., "--tasks", help="A task directory, or a directory of them."),
+    task_ids: Optional[list[str]] = typer.Option(None, "--task", help="Task id to run (repeatable)."),
+    concurrency: int = typer.Option(1, "-n", "--concurrency", min=1, help="Tasks run in parallel."),
+    oracle: bool = typer.Option(False, "--oracle", help="Run solution/solve.sh instead of the agent."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model name, checkpoint dir or scripted:FILE|DIR."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible server."),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps"),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Results directory."),
+    keep: bool = typer.Option(False, "--keep", help="Keep each task's temporary directory."),
+) -> None:
+    """Run each task: build its directory, run the agent (or the oracle), run the tests, score."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from clover_cli.cli_common import settings_or_exit
+    from clover_cli.settings import SettingsError
+    from clover_cli.types import ModelError
+    from evals.terminalbench.local_runner import run_tasks, summarize
+    from evals.terminalbench.tasks import TaskError, find_tasks
+
+    try:
+        tasks = find_tasks(tasks_dir, [i for v in task_ids or [] for i in v.replace(",", " ").split()])
+        settings = settings_or_exit(Path.cwd(), {"model": model, "base_url": base_url, "max_steps": max_steps},
+                                    mode="yolo")
+        settings = dataclasses.replace(settings, mode="yolo", sandbox=False, live=False, checkpoints=False)
+        factory = None if oracle else model_factory_for(settings)
+    except (TaskError, SettingsError, ModelError) as exc:
+        _fail(str(exc))
+    out = output or Path("clover-terminalbench") / time.strftime("%Y%m%d-%H%M%S")
+    console = Console(stderr=True)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        bar = progress.add_task("terminal-bench", total=len(tasks))
+
+        def done(result) -> None:
+            progress.advance(bar)
+            progress.console.print(f"  {result.id}: {result.status}" + (f" ({result.reason})" if result.reason else ""))
+
+        results = run_tasks(tasks, settings=settings, model_factory=factory, out_dir=out, workers=concurrency,
+                            keep=keep, on_done=done)
+    table = Table("task", "status", "reward", "seconds", "steps", "tokens", "note")
+    for r in results:
+        table.add_row(r.id, r.status, "" if r.reward is None else f"{r.reward:g}", f"{r.seconds:.1f}",
+                      str(r.steps), str(r.tokens), r.reason[:60])
+    Console().print(table)
+    summary = summarize(results)
+    typer.echo(
+        f"passed {summary['passed']}/{summary['ran']} ({100 * summary['pass_rate']:.1f}%), "
+        f"skipped {summary['skipped']}, errors {summary['errors']}, {summary['steps']} steps, "
+        f"{summary['tokens']} tokens, {summary['seconds']:.1f} s; results in {out / 'results.json'}"
+    )

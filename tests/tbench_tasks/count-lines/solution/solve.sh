@@ -1,0 +1,2 @@
+#!/bin/bash
+cat /app/data/*.txt | wc -l > /app/count.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+echo 'Hello, Clover!' > /app/hello.txt
