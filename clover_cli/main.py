@@ -144,11 +144,9 @@ def serve(
 
 def _mount_eval_apps() -> None:
     # The eval sub-apps import nothing heavy at module level.
-    try:
-        from evals.swebench.cli import swebench_app
-        from evals.terminalbench.cli import terminalbench_app
-    except ModuleNotFoundError:  # TODO(lead): strict once both land
-        return
+    from evals.swebench.cli import swebench_app
+    from evals.terminalbench.cli import terminalbench_app
+
     eval_app.add_typer(swebench_app, name="swebench")
     eval_app.add_typer(terminalbench_app, name="terminalbench")
 
