@@ -55,7 +55,11 @@ def _read_tensors(directory: Path) -> dict[str, Tensor]:
         path = directory / name
         if not path.is_file():
             raise CheckpointError(f"missing weight shard {path}")
-        tensors.update(load_file(str(path)))
+        try:
+            tensors.update(load_file(str(path)))
+        except Exception as e:  # safetensors raises its own error types for truncated/corrupt files
+            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise CheckpointError(f"{path}: unreadable safetensors file ({reason})") from None
     return tensors
 
 

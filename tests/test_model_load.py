@@ -88,3 +88,25 @@ def test_bad_checkpoints_are_one_line_errors(model, tmp_path):
     bigger.save(tmp_path / "config.json")
     with pytest.raises(CheckpointError, match="shape"):
         load_checkpoint(tmp_path)
+
+
+def test_truncated_file_is_one_line_naming_it(model, tmp_path):
+    save_checkpoint(model, tmp_path)
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.raises(CheckpointError) as info:
+        load_checkpoint(tmp_path)
+    assert "model.safetensors" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_missing_tensor_is_named(model, tmp_path):
+    save_checkpoint(model, tmp_path)
+    from safetensors.torch import load_file
+
+    tensors = load_file(str(tmp_path / "model.safetensors"))
+    dropped = "model.norm.weight"
+    del tensors[dropped]
+    save_file(tensors, str(tmp_path / "model.safetensors"))
+    with pytest.raises(CheckpointError) as info:
+        load_checkpoint(tmp_path)
+    assert dropped in str(info.value) and "\n" not in str(info.value)

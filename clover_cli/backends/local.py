@@ -1,0 +1,241 @@
+"""The local Clover backend: a checkpoint directory (or the embedded weights) decoded in-process
+with the block-diffusion decoder (model/generate.py).
+
+Streaming: one "block_round" event per denoising round (the block's tokens, None = still masked);
+as each block finishes, its text goes through the chat StreamParser as "thinking"/"text" deltas.
+Tool calls are parsed from the final text (Qwen3-Coder XML or Hermes JSON).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import model.chat
+from clover_cli.settings import Settings
+from clover_cli.types import AssistantTurn, EventHandler, Message, ModelError, StreamEvent, ToolCall, ToolSpec
+from model.chat import THINK_OPEN, StreamParser, parse_assistant, render_messages, tool_schemas
+from model.tokenizer import CloverTokenizer, IncrementalDecoder
+
+DEFAULT_CONTEXT = 32768
+EMBEDDED_DIR = Path(model.chat.__file__).resolve().parent / "weights"  # shipped inside the package
+NOT_SHIPPED = "the embedded Clover is not shipped in this build yet: use --model DIR or --base-url URL"
+
+
+def checkpoint_dir(spec: str) -> Path:
+    """settings.model -> the checkpoint directory ("embedded": the shipped weights)."""
+    if spec == "embedded":
+        if not (EMBEDDED_DIR / "model.safetensors").is_file():
+            raise ModelError(NOT_SHIPPED)
+        return EMBEDDED_DIR
+    d = Path(spec).expanduser()
+    if not d.is_dir():
+        raise ModelError(f"checkpoint directory not found: {d}")
+    return d
+
+
+def pick_device(asked: str | None) -> str:
+    import torch
+
+    name = (asked or "cpu").strip().lower()
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelError(f"device {asked!r} was asked for, but CUDA is not available here")
+    try:
+        torch.device(name)
+    except RuntimeError:
+        raise ModelError(f"unknown device {asked!r} (use cpu, cuda, cuda:N or auto)") from None
+    return name
+
+
+def load_model(directory: Path, device: str):
+    """(network, config, chat template or None) via model/load.py; errors as one-line ModelErrors."""
+    import torch
+
+    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+    from model.load import CheckpointError, load_checkpoint
+
+    try:
+        return load_checkpoint(directory, device=device, dtype=dtype)
+    except CheckpointError as exc:
+        raise ModelError(_one_line(exc)) from None
+    except Exception as exc:  # e.g. safetensors' error on a truncated file: still one line
+        raise ModelError(f"cannot load the checkpoint in {directory}: {_one_line(exc)}") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+class LocalCloverModel:
+    def __init__(self, settings: Settings) -> None:
+        from model.tokenizer import TokenizerError
+
+        self.settings = settings
+        directory = checkpoint_dir(settings.model)
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            raise ModelError("the local Clover model needs torch: pip install 'clover-cli[local]'") from None
+        self.device = pick_device(settings.device)
+        net, config, template = _unpack(load_model(directory, self.device))
+        self.net, self.config = net.eval(), config
+        try:
+            self.tokenizer = CloverTokenizer.from_dir(directory)
+        except TokenizerError as exc:
+            raise ModelError(str(exc)) from None
+        self.chat_template = template if template is not None else self.tokenizer.chat_template
+        self.name = "clover-embedded" if settings.model == "embedded" else directory.resolve().name
+        self.context_window = int(config.max_position_embeddings or DEFAULT_CONTEXT)
+        self.stop_ids = sorted(set(config.eos_token_ids) | set(self.tokenizer.stop_ids()))
+        self._cancel = threading.Event()
+
+    def cancel(self) -> None:
+        """Stop the generation in flight (from another thread) at the next round: it raises
+        KeyboardInterrupt in the thread running `complete`."""
+        self._cancel.set()
+
+    # ------------------------------------------------------------------ one turn
+
+    def prompt_ids(self, messages: list[Message], tools: list[ToolSpec]) -> tuple[list[int], bool]:
+        """(token ids of the rendered prompt, whether it opened a think block)."""
+        try:
+            text = render_messages(messages, tools, think=self.settings.think, template=self.chat_template)
+        except Exception as exc:  # a checkpoint's jinja template that fails on these messages
+            raise ModelError(f"the checkpoint's chat template failed: {_one_line(exc)}") from None
+        return self.tokenizer.encode(text), text.rstrip().endswith(THINK_OPEN)
+
+    def complete(
+        self,
+        messages: list[Message],
+        tools: list[ToolSpec],
+        on_event: EventHandler | None = None,
+        *,
+        forced: dict[int, int] | None = None,
+    ) -> AssistantTurn:
+        """One assistant turn. `forced` maps generated-token offsets to token ids the decoder must
+        place there (a scaffold, e.g. the opening of a tool call)."""
+        from model.generate import DecodeSettings, generate
+
+        start = time.perf_counter()
+        self._cancel.clear()
+        emit = on_event or (lambda event: None)
+        ids, opened = self.prompt_ids(messages, tools)
+        room = self.context_window - len(ids)
+        if room <= 0:
+            raise ModelError(
+                f"the prompt has {len(ids)} tokens, more than the {self.context_window}-token context of {self.name}"
+            )
+        s = self.settings
+        decode = DecodeSettings(
+            block_size=s.block_size if self.config.block_size > 1 else 1,  # an AR checkpoint stays AR
+            policy="threshold",
+            threshold=s.threshold,
+            temperature=s.temperature or 0.0,
+            max_new_tokens=min(s.max_tokens, room),
+            stop_token_ids=self.stop_ids,
+        )
+        block = decode.block_size or 1
+        stream = _BlockStreamer(
+            self.tokenizer, set(self.stop_ids), StreamParser(thinking=opened), emit,
+            forced or {}, len(ids) % block, block,
+        )  # fmt: skip
+
+        def on_round(ev) -> None:
+            if self._cancel.is_set():
+                raise KeyboardInterrupt
+            stream.round(ev)
+
+        try:
+            result = generate(
+                self.net, [ids], decode, fixed=[forced] if forced else None, on_round=on_round
+            )
+        except (RuntimeError, ValueError) as exc:
+            raise ModelError(f"local generation failed: {_one_line(exc)}") from None
+        out = result.tokens[0]
+        stream.finish(out)
+        text = self.tokenizer.decode([t for t in out if t not in stream.stops])
+        turn = turn_from_text(text, tools, opened=opened)
+        for call in turn.tool_calls:
+            emit(StreamEvent("tool_call", data={"name": call.name, "arguments": call.arguments}))
+        turn.prompt_tokens, turn.completion_tokens = len(ids), len(out)
+        turn.seconds = time.perf_counter() - start
+        st = result.stats
+        turn.stats = {k: float(st[k]) for k in ("forwards", "tokens_per_forward", "tok_per_s", "rounds_per_block")}
+        turn.stats["prefill_seconds"] = float(st.get("prefill_seconds", 0.0))
+        turn.finish_reason = "tool_calls" if turn.tool_calls else result.finish_reasons[0]
+        emit(StreamEvent("usage", data={"prompt_tokens": len(ids), "completion_tokens": len(out), **turn.stats}))
+        return turn
+
+
+def turn_from_text(text: str, tools: list[ToolSpec] | None, *, opened: bool) -> AssistantTurn:
+    """A decoded reply -> AssistantTurn (thinking, answer, parsed tool calls; never raises)."""
+    thinking, answer, parsed = parse_assistant(text, tool_schemas(tools), opened=opened)
+    calls = [ToolCall(p.name, p.arguments, raw=p.raw, error=p.error) for p in parsed]
+    return AssistantTurn(text=answer.strip(), thinking=thinking, tool_calls=calls)
+
+
+class _BlockStreamer:
+    """Turns the decoder's round events into block_round events and, once a block is complete,
+    text deltas classified by the chat StreamParser. A block whose positions were all forced has
+    no rounds: its text is taken from `forced` when the next block starts (or at the end)."""
+
+    def __init__(
+        self, tok: CloverTokenizer, stops: set[int], parser: StreamParser, emit: EventHandler,
+        forced: dict[int, int], first_offset: int, block_size: int,
+    ) -> None:  # fmt: skip
+        self.tok, self.stops, self.parser, self.emit = tok, stops, parser, emit
+        self.forced, self.first_offset, self.block_size = forced, first_offset, block_size
+        self.text = IncrementalDecoder(tok)
+        self.done_blocks = -1
+        self.streamed = 0  # generated tokens already passed on as text
+
+    def round(self, ev: Any) -> None:
+        row = ev.tokens[0]
+        pieces = [None if t is None else self.tok.piece(t) for t in row]
+        if ev.block > self.done_blocks + 1:  # blocks without rounds came first: fully forced
+            start = max(ev.block * self.block_size - self.first_offset, 0)
+            self._push([self.forced[o] for o in range(self.streamed, start) if o in self.forced])
+            self.streamed = start
+        self.emit(StreamEvent("block_round", data={"tokens": pieces, "block": ev.block, "round": ev.round}))
+        if None not in row and ev.block > self.done_blocks:  # the block's last round: it is final
+            self.done_blocks = ev.block
+            self._push(row)
+            self.streamed += len(row)
+
+    def _push(self, ids: list[int]) -> None:
+        delta = self.text.push([t for t in ids if t not in self.stops])
+        if delta:
+            self._pieces(self.parser.feed(delta))
+
+    def _pieces(self, pieces: list[tuple[str, str]]) -> None:
+        for kind, text in pieces:
+            if kind in ("thinking", "text"):  # call markup is held back; calls are emitted parsed
+                self.emit(StreamEvent(kind, text))  # type: ignore[arg-type]
+
+    def finish(self, out: list[int]) -> None:
+        self._push(out[self.streamed :])
+        self.streamed = len(out)
+        delta = self.text.flush()
+        if delta:
+            self._pieces(self.parser.feed(delta))
+        self._pieces(self.parser.finish())
+
+
+def _unpack(loaded: Any) -> tuple[Any, Any, str | None]:
+    """load_checkpoint's result as (network, config, chat template): a tuple or an object."""
+    if isinstance(loaded, tuple):
+        net, config = loaded[0], loaded[1]
+        template = loaded[2] if len(loaded) > 2 and isinstance(loaded[2], str) else None
+        return net, config, template
+    net = getattr(loaded, "model", loaded)
+    config = getattr(loaded, "config", None) or net.config
+    template = getattr(loaded, "chat_template", None)
+    return net, config, template if isinstance(template, str) else None
+
+
+__all__ = ["LocalCloverModel", "checkpoint_dir", "pick_device", "turn_from_text"]
