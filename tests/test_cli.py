@@ -89,3 +89,43 @@ def test_json_output_reports_status(tmp_path):
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["status"] == "submitted" and report["patch"] == "" and report["steps"] == 1
+
+
+def test_bad_api_key_is_one_line_and_exit_2(tmp_path):
+    from tests.fakeserver import FakeChatServer, FakeReply
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    (tmp_path / "issue.md").write_text("fix it")
+    with FakeChatServer([FakeReply(text="never")], api_key="right-key") as server:
+        proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--base-url", server.url,
+                          "--model", "m", "--api-key", "wrong-key", "--yes", env=isolated_env(tmp_path))
+    _one_line_error(proc, "key")
+    assert "wrong-key" not in proc.stderr
+    assert sorted(p.name for p in repo.iterdir()) == [".git"]
+
+
+def test_real_server_fix_with_text_tool_calls(tmp_path):
+    """The whole loop against a real HTTP server whose model writes tool calls as text."""
+    from tests.fakeserver import FakeChatServer, FakeReply
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "greet.py").write_text("NAME = 'wrold'\n")
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    (tmp_path / "issue.md").write_text("greet.py misspells world")
+    call = ("<tool_call>\n<function=str_replace>\n<parameter=path>\ngreet.py\n</parameter>\n"
+            "<parameter=old_str>\n'wrold'\n</parameter>\n<parameter=new_str>\n'world'\n</parameter>\n"
+            "</function>\n</tool_call>")
+    replies = [FakeReply(text="<think>typo</think>" + call), FakeReply(text="Fixed the typo.")]
+    with FakeChatServer(replies) as server:
+        proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--base-url", server.url,
+                          "--model", "m", "--api-key", "k", "--yes", "--output-format", "json",
+                          env=isolated_env(tmp_path))
+        sent = json.dumps(server.requests)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["status"] == "submitted" and "+NAME = 'world'" in report["patch"]
+    assert (repo / "greet.py").read_text() == "NAME = 'world'\n"
+    assert "typo</think>" not in sent  # thinking never goes back to the server
