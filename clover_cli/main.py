@@ -142,6 +142,17 @@ def serve(
     run_server(settings, host=host, port=port)
 
 
+def _mount_bench() -> None:
+    from clover_cli.bench import bench_command
+
+    app.command("bench", help="Held-out SynthFix end to end: block diffusion vs autoregressive on the same weights.")(
+        bench_command
+    )
+
+
+_mount_bench()
+
+
 def _mount_eval_apps() -> None:
     # The eval sub-apps import nothing heavy at module level.
     from evals.swebench.cli import swebench_app

@@ -1,0 +1,360 @@
+"""Block diffusion vs autoregressive decoding inside the real agent: `clover fix` on SynthFix held-out.
+
+    python -m benchmarks.agent_decode [--model DIR] [--count 20] [--block-size 32,1] [--out DIR]
+
+For each held-out instance and each decoder (B = 32 with threshold τ, and B = 1, the AR baseline, on
+the same weights) the agent runs headless (yolo) in a fresh clone of the instance repo at
+base_commit, with the real tools. Its diff is graded in another fresh clone: the test files the
+test_patch touches are reset, test_patch is applied, pytest runs; resolved = every FAIL_TO_PASS and
+PASS_TO_PASS test passes. Decoders alternate per task (A,B then B,A) so warm-up and machine load
+fall on both alike. `--oracle gold|empty` replaces the agent by the gold / an empty patch: it checks
+the grading itself, no model is loaded.
+
+Output: DIR/instances/ (repos + instances.jsonl), DIR/tasks/<decoder>/<id>.json (+ .traj.jsonl),
+DIR/summary.json and DIR/summary.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from benchmarks.agent_stats import Decoder, print_report, summarize, trajectory_stats, write_markdown
+
+MODES = ("agent", "gold", "empty")
+GIT_ENV = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+_DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/", re.MULTILINE)
+
+
+class BenchError(Exception):
+    """A bad option or an unusable model; the message is one line for the user."""
+
+
+@dataclass
+class BenchConfig:
+    out: Path
+    model: str = "embedded"
+    count: int = 20
+    seed: int = 0
+    block_sizes: list[int] = field(default_factory=lambda: [32, 1])
+    threshold: float = 0.9
+    max_steps: int = 12
+    max_tokens: int = 4096  # per assistant turn
+    time_limit: float = 1800.0  # per task
+    workers: int = 1
+    device: str | None = None
+    think: bool = True
+    mode: str = "agent"  # agent | gold | empty
+    test_timeout: float = 120.0
+    split: str = "heldout"
+    keep_workspaces: bool = False
+
+    def decoders(self) -> list[Decoder]:
+        return [Decoder(b, self.threshold) for b in self.block_sizes]
+
+    def settings(self, decoder: Decoder):
+        """The agent's settings for one decoder: `clover fix --yes` with this block size."""
+        from clover_cli.settings import Settings, SettingsError
+
+        values = {
+            "model": self.model, "mode": "yolo", "max_steps": self.max_steps, "max_tokens": self.max_tokens,
+            "time_limit": self.time_limit, "block_size": decoder.block_size, "threshold": decoder.threshold,
+            "think": self.think, "device": self.device, "temperature": 0.0,
+            "checkpoints": False,  # undo snapshots would fill ~/.cache for throwaway clones
+        }  # fmt: skip
+        try:
+            return Settings().merged(values, "bench")
+        except SettingsError as exc:
+            raise BenchError(str(exc)) from None
+
+    def validate(self) -> None:
+        if self.mode not in MODES:
+            raise BenchError(f"--oracle must be gold or empty, not {self.mode!r}")
+        for name in ("count", "max_steps", "max_tokens", "workers"):
+            if getattr(self, name) < 1:
+                raise BenchError(f"--{name.replace('_', '-')} must be >= 1")
+        if not self.block_sizes or any(b < 1 for b in self.block_sizes):
+            raise BenchError("--block-size needs block sizes >= 1, e.g. 32,1")
+        if len(set(self.block_sizes)) != len(self.block_sizes):
+            raise BenchError("--block-size lists a block size twice")
+        if not 0.0 <= self.threshold <= 1.0:
+            raise BenchError("--threshold must be between 0 and 1")
+        for d in self.decoders():
+            self.settings(d)
+
+
+# --------------------------------------------------------------------------- git work trees
+
+
+def _git(cwd: Path, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    import os
+
+    proc = subprocess.run(
+        ["git", *args], cwd=cwd, input=stdin, capture_output=True, text=True, errors="replace",
+        env={**os.environ, **GIT_ENV}, check=False,
+    )  # fmt: skip
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"git {args[0]} failed: {proc.stderr.strip()[:200]}")
+    return proc
+
+
+def fresh_clone(row: dict, dest: Path) -> Path:
+    """A clean work tree of the instance repo at base_commit (its own .git: the agent may use git)."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    _git(dest.parent, "clone", "-q", "--no-checkout", row["repo"], str(dest))
+    _git(dest, "checkout", "-q", row["base_commit"])
+    return dest
+
+
+def apply_patch(ws: Path, patch: str) -> bool:
+    if not patch.strip():
+        return True
+    text = patch if patch.endswith("\n") else patch + "\n"
+    for extra in ([], ["--3way"]):
+        if _git(ws, "apply", *extra, "-", stdin=text, check=False).returncode == 0:
+            return True
+        _git(ws, "reset", "-q", "--hard")
+        _git(ws, "clean", "-fdq")
+    return False
+
+
+def grade(row: dict, patch: str, timeout: float = 120.0) -> dict[str, Any]:
+    """Apply `patch`, then the instance's test_patch, in a fresh clone and run pytest."""
+    from evals.synthfix.verify import run_pytest
+
+    f2p, p2p = json.loads(row["FAIL_TO_PASS"]), json.loads(row["PASS_TO_PASS"])
+    report: dict[str, Any] = {"resolved": False, "patch_applied": False, "FAIL_TO_PASS": {}, "PASS_TO_PASS": {}}
+    with tempfile.TemporaryDirectory(prefix="clover-bench-grade-") as tmp:
+        ws = fresh_clone(row, Path(tmp) / "repo")
+        if not apply_patch(ws, patch):
+            report["error"] = "the patch does not apply"
+            return report
+        report["patch_applied"] = True
+        tests = sorted(set(_DIFF_FILE.findall(row["test_patch"])))
+        at_base = [t for t in tests if _git(ws, "cat-file", "-e", f"{row['base_commit']}:{t}", check=False).returncode == 0]
+        if at_base:  # the agent may have edited the tests: grade against the reference ones
+            _git(ws, "checkout", "-q", row["base_commit"], "--", *at_base)
+        for t in set(tests) - set(at_base):
+            (ws / t).unlink(missing_ok=True)
+        if _git(ws, "apply", "-", stdin=row["test_patch"], check=False).returncode != 0:
+            report["error"] = "the test patch does not apply"
+            return report
+        try:
+            results = run_pytest(ws, timeout)
+        except subprocess.TimeoutExpired:
+            report["error"] = f"the tests timed out after {timeout:.0f} s"
+            return report
+    report["FAIL_TO_PASS"] = {t: results.get(t, "MISSING") for t in f2p}
+    report["PASS_TO_PASS"] = {t: results.get(t, "MISSING") for t in p2p}
+    statuses = [*report["FAIL_TO_PASS"].values(), *report["PASS_TO_PASS"].values()]
+    report["resolved"] = bool(f2p) and all(s == "PASSED" for s in statuses)
+    return report
+
+
+# --------------------------------------------------------------------------- one task
+
+
+class TaskRunner:
+    """Runs (instance, decoder) jobs in this process; the model is loaded once and shared by every
+    decoder (a shallow copy per decoder, only the decode settings differ)."""
+
+    def __init__(self, cfg: BenchConfig, model: Any = None) -> None:
+        self.cfg, self._base, self._models = cfg, model, {}
+
+    def model_for(self, decoder: Decoder):
+        if decoder.key not in self._models:
+            settings = self.cfg.settings(decoder)
+            if self._base is None:
+                from clover_cli.runner import build_model
+
+                self._base = build_model(settings)
+            model = copy.copy(self._base)
+            if hasattr(model, "settings"):
+                model.settings = settings
+            self._models[decoder.key] = model
+        return self._models[decoder.key]
+
+    def run(self, row: dict, decoder: Decoder) -> dict[str, Any]:
+        cfg = self.cfg
+        iid = row["instance_id"]
+        task_dir = cfg.out / "tasks" / decoder.key
+        task_dir.mkdir(parents=True, exist_ok=True)
+        traj = task_dir / f"{iid}.traj.jsonl"
+        traj.unlink(missing_ok=True)
+        model = self.model_for(decoder) if cfg.mode == "agent" else None  # loaded before the clock
+        record: dict[str, Any] = {"instance_id": iid, "family": row.get("family", ""), **decoder.describe(),
+                                  "exit_status": "error", "error": "", "patch": "", **trajectory_stats([])}  # fmt: skip
+        ws = cfg.out / "work" / decoder.key / iid
+        start = time.perf_counter()
+        try:
+            fresh_clone(row, ws)
+            start = time.perf_counter()
+            if cfg.mode == "agent":
+                record.update(self._agent(row, decoder, model, ws, traj))
+            else:
+                record.update(exit_status=cfg.mode, patch=row["patch"] if cfg.mode == "gold" else "")
+            record["seconds"] = time.perf_counter() - start
+            record["grade"] = grade(row, record["patch"], cfg.test_timeout)
+        except (OSError, RuntimeError, subprocess.SubprocessError) as exc:  # counted as unresolved, run goes on
+            record["error"] = f"harness error: {type(exc).__name__}: {exc}"
+            record.setdefault("seconds", time.perf_counter() - start)
+            record["grade"] = {"resolved": False, "patch_applied": False, "error": record["error"]}
+        finally:
+            if not cfg.keep_workspaces:
+                shutil.rmtree(ws, ignore_errors=True)
+        record["resolved"] = record["grade"]["resolved"]
+        (task_dir / f"{iid}.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
+        return record
+
+    def _agent(self, row: dict, decoder: Decoder, model: Any, ws: Path, traj: Path) -> dict[str, Any]:
+        from clover_cli import gitdiff
+        from clover_cli.runner import build_environment, run_agent
+        from clover_cli.trajectory import Trajectory
+
+        settings = self.cfg.settings(decoder)
+        before = gitdiff.worktree_tree(ws)
+        result = run_agent(row["problem_statement"], settings=settings, env=build_environment(settings, ws),
+                           model=model, kind="fix", trajectory_path=traj)  # fmt: skip
+        patch = gitdiff.diff_trees(ws, before, gitdiff.worktree_tree(ws))
+        out = {"exit_status": result.exit_status, "error": result.error, "patch": patch,
+               "agent_seconds": result.seconds, "model_seconds": result.model_seconds}  # fmt: skip
+        out.update(trajectory_stats(Trajectory.read(traj)))
+        out["trajectory"] = str(traj)
+        return out
+
+
+# --------------------------------------------------------------------------- the whole run
+
+_worker: TaskRunner | None = None
+
+
+def _init_worker(cfg: BenchConfig) -> None:
+    global _worker
+    _worker = TaskRunner(cfg)
+    _worker.model_for(cfg.decoders()[0])  # load once per worker, before any task's clock starts
+
+
+def _run_in_worker(row: dict, decoder: Decoder) -> dict[str, Any]:
+    assert _worker is not None
+    return _worker.run(row, decoder)
+
+
+def schedule(rows: list[dict], decoders: list[Decoder]) -> list[tuple[dict, Decoder]]:
+    """Every task under every decoder; the decoder order flips from one task to the next."""
+    jobs = []
+    for i, row in enumerate(rows):
+        order = decoders if i % 2 == 0 else decoders[::-1]
+        jobs += [(row, d) for d in order]
+    return jobs
+
+
+def run_bench(cfg: BenchConfig, model: Any = None, log=print) -> dict[str, Any]:
+    """Generate the instances, run every job, write the per-task files and the summary; returns it."""
+    from evals.synthfix import generate, write_jsonl
+
+    cfg.validate()
+    started = time.perf_counter()
+    runner = TaskRunner(cfg, model)
+    in_process = cfg.workers == 1 or cfg.mode != "agent"
+    if cfg.mode == "agent":  # a missing or broken checkpoint fails before any work
+        if in_process:
+            runner.model_for(cfg.decoders()[0])
+        elif not cfg.model.startswith("scripted:"):
+            from clover_cli.backends.local import checkpoint_dir
+
+            checkpoint_dir(cfg.model)
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    rows = generate(cfg.out / "instances", cfg.split, cfg.count, cfg.seed)
+    write_jsonl(rows, cfg.out / "instances" / "instances.jsonl")
+    jobs = schedule(rows, cfg.decoders())
+    records: list[dict[str, Any]] = []
+
+    def done(rec: dict[str, Any]) -> None:
+        records.append(rec)
+        log(f"[{len(records)}/{len(jobs)}] {rec['decoder']:<14} {rec['instance_id']}: "
+            f"{'resolved' if rec['resolved'] else 'unresolved'} ({rec['exit_status']}, {rec['steps']} steps, "
+            f"{rec['seconds']:.1f} s)")  # fmt: skip
+
+    if in_process:
+        for row, decoder in jobs:
+            done(runner.run(row, decoder))
+    else:
+        ctx = get_context("spawn")  # torch and fork do not mix
+        with ProcessPoolExecutor(cfg.workers, mp_context=ctx, initializer=_init_worker, initargs=(cfg,)) as pool:
+            futures = [pool.submit(_run_in_worker, row, d) for row, d in jobs]
+            for fut in futures:
+                done(fut.result())
+    summary = summarize(records, cfg.decoders())
+    summary["config"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(cfg).items()}
+    summary["instances"] = [r["instance_id"] for r in rows]
+    summary["wall_seconds"] = time.perf_counter() - started
+    (cfg.out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    write_markdown(summary, cfg.out / "summary.md")
+    if not cfg.keep_workspaces:
+        shutil.rmtree(cfg.out / "work", ignore_errors=True)
+    return summary
+
+
+def parse_block_sizes(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise BenchError(f"--block-size takes integers like 32,1, not {text!r}") from None
+
+
+def model_error_types() -> tuple[type[BaseException], ...]:
+    from clover_cli.types import ModelError
+
+    return (BenchError, ModelError, OSError, RuntimeError)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.agent_decode", description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="embedded", help="checkpoint directory (default: the embedded Clover)")
+    p.add_argument("--count", type=int, default=20, help="held-out instances")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--block-size", default="32,1", help="comma-separated block sizes; 1 is the AR baseline")
+    p.add_argument("--threshold", type=float, default=0.9, help="confidence threshold τ of the diffusion decoder")
+    p.add_argument("--max-steps", type=int, default=12)
+    p.add_argument("--max-tokens", type=int, default=4096, help="generated tokens per assistant turn")
+    p.add_argument("--time-limit", type=float, default=1800.0, help="seconds per task")
+    p.add_argument("--out", type=Path, default=Path("runs/agent-decode"))
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--device", default=None, help="cpu (default), cuda, cuda:N or auto")
+    p.add_argument("--think", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--oracle", choices=("gold", "empty"), help="grade the gold / an empty patch, no model")
+    p.add_argument("--keep-workspaces", action="store_true")
+    args = p.parse_args(argv)
+    try:
+        cfg = BenchConfig(
+            out=args.out, model=args.model, count=args.count, seed=args.seed,
+            block_sizes=parse_block_sizes(args.block_size), threshold=args.threshold, max_steps=args.max_steps,
+            max_tokens=args.max_tokens, time_limit=args.time_limit, workers=args.workers, device=args.device,
+            think=args.think, mode=args.oracle or "agent", keep_workspaces=args.keep_workspaces,
+        )  # fmt: skip
+        summary = run_bench(cfg)
+    except model_error_types() as exc:
+        print(f"error: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}", file=sys.stderr)
+        return 2
+    print_report(summary)
+    print(f"wrote {cfg.out / 'summary.json'} and {cfg.out / 'summary.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""Per-task decode counters from an agent trajectory, per-decoder aggregates, and the report
+(rich table, markdown) for benchmarks/agent_decode.py. Torch-free."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# How the agent words the tool results it returns for calls it could not run as written
+# (clover_cli/agent.py, Agent._format_problem); a trajectory record may also carry "format_error".
+FORMAT_ERROR_PREFIXES = ("Malformed tool call:", "Unknown tool ", "Invalid arguments for ")
+
+DECODER_KEYS = (
+    "decoder", "block_size", "threshold", "tasks", "resolved", "success_rate", "steps_mean", "turns",
+    "generated_tokens", "forwards", "forwards_per_token", "tokens_per_forward", "tok_per_s",
+    "median_seconds", "total_seconds", "malformed_tool_calls", "tool_calls", "exit_statuses",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Decoder:
+    block_size: int
+    threshold: float
+
+    @property
+    def key(self) -> str:  # file-name safe
+        return "ar-b1" if self.block_size == 1 else f"diffusion-b{self.block_size}-t{self.threshold:g}"
+
+    @property
+    def name(self) -> str:
+        return "B=1 (AR)" if self.block_size == 1 else f"B={self.block_size} τ={self.threshold:g}"
+
+    def describe(self) -> dict[str, Any]:
+        return {"decoder": self.name, "decoder_key": self.key, "block_size": self.block_size,
+                "threshold": self.threshold}  # fmt: skip
+
+
+def is_format_error(record: dict[str, Any]) -> bool:
+    if record.get("format_error"):
+        return True
+    return bool(record.get("is_error")) and str(record.get("output", "")).startswith(FORMAT_ERROR_PREFIXES)
+
+
+def trajectory_stats(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Sum one task's assistant turns. Decode time per turn is tokens / tok_per_s as the decoder
+    measured it (prefill excluded), so the aggregate tok/s is total tokens / total decode time."""
+    turns = [r for r in records if r.get("type") == "assistant"]
+    tools = [r for r in records if r.get("type") == "tool"]
+    tokens = forwards = 0.0
+    decode_s = prefill_s = 0.0
+    for t in turns:
+        n, st = float(t.get("completion_tokens") or 0), t.get("stats") or {}
+        tokens += n
+        forwards += float(st.get("forwards", 0.0))
+        prefill_s += float(st.get("prefill_seconds", 0.0))
+        rate = float(st.get("tok_per_s", 0.0))
+        decode_s += n / rate if rate > 0 else 0.0
+    return {
+        "steps": len(turns),
+        "turns": len(turns),
+        "generated_tokens": int(tokens),
+        "forwards": int(forwards),
+        "decode_seconds": decode_s,
+        "prefill_seconds": prefill_s,
+        "tool_calls": sum(len(t.get("tool_calls") or []) for t in turns),
+        "parse_errors": sum(1 for t in turns for c in t.get("tool_calls") or [] if c.get("error")),
+        "malformed_tool_calls": sum(1 for r in tools if is_format_error(r)),
+    }
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return a / b if b else None
+
+
+def aggregate(records: list[dict[str, Any]], decoder: Decoder) -> dict[str, Any]:
+    mine = [r for r in records if r["decoder_key"] == decoder.key]
+    tokens = sum(r["generated_tokens"] for r in mine)
+    forwards = sum(r["forwards"] for r in mine)
+    decode_s = sum(r["decode_seconds"] for r in mine)
+    resolved = sum(1 for r in mine if r["resolved"])
+    statuses: dict[str, int] = {}
+    for r in mine:
+        statuses[r["exit_status"]] = statuses.get(r["exit_status"], 0) + 1
+    return {
+        "decoder": decoder.name, "block_size": decoder.block_size, "threshold": decoder.threshold,
+        "tasks": len(mine), "resolved": resolved, "success_rate": _ratio(resolved, len(mine)) or 0.0,
+        "steps_mean": statistics.fmean(r["steps"] for r in mine) if mine else 0.0,
+        "turns": sum(r["turns"] for r in mine),
+        "generated_tokens": tokens, "forwards": forwards,
+        "forwards_per_token": _ratio(forwards, tokens), "tokens_per_forward": _ratio(tokens, forwards),
+        "tok_per_s": _ratio(tokens, decode_s),
+        "median_seconds": statistics.median(r["seconds"] for r in mine) if mine else 0.0,
+        "total_seconds": sum(r["seconds"] for r in mine),
+        "malformed_tool_calls": sum(r["malformed_tool_calls"] for r in mine),
+        "tool_calls": sum(r["tool_calls"] for r in mine), "exit_statuses": statuses,
+    }  # fmt: skip
+
+
+def summarize(records: list[dict[str, Any]], decoders: list[Decoder]) -> dict[str, Any]:
+    """Per-decoder aggregates and, for every B > 1, its ratios against the B = 1 baseline."""
+    rows = [aggregate(records, d) for d in decoders]
+    base = next((r for r in rows if r["block_size"] == 1), None)
+    ratios = []
+    for r in rows:
+        if base is None or r is base:
+            continue
+        ratios.append({
+            "decoder": r["decoder"], "baseline": base["decoder"],
+            "wall_clock_speedup": _ratio(base["median_seconds"], r["median_seconds"]),
+            "total_time_speedup": _ratio(base["total_seconds"], r["total_seconds"]),
+            "tok_per_s_speedup": _ratio(r["tok_per_s"] or 0.0, base["tok_per_s"] or 0.0),
+            "tokens_per_forward_ratio": _ratio(r["tokens_per_forward"] or 0.0, base["tokens_per_forward"] or 0.0),
+            "success_rate_delta": r["success_rate"] - base["success_rate"],
+        })  # fmt: skip
+    return {"decoders": rows, "ratios": ratios}
+
+
+def _fmt(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+TABLE = [  # (header, row -> cell)
+    ("decoder", lambda r: r["decoder"]),
+    ("resolved", lambda r: f"{r['resolved']}/{r['tasks']} ({100 * r['success_rate']:.0f}%)"),
+    ("fwd/token", lambda r: _fmt(r["forwards_per_token"], 3)),
+    ("tokens/fwd", lambda r: _fmt(r["tokens_per_forward"])),
+    ("tok/s", lambda r: _fmt(r["tok_per_s"], 1)),
+    ("median s/task", lambda r: _fmt(r["median_seconds"], 1)),
+    ("malformed calls", lambda r: f"{r['malformed_tool_calls']}/{r['tool_calls']}"),
+    ("steps (mean)", lambda r: _fmt(r["steps_mean"], 1)),
+    ("tokens", lambda r: str(r["generated_tokens"])),
+]
+
+
+def _x(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}x"
+
+
+def ratio_lines(summary: dict[str, Any]) -> list[str]:
+    return [
+        f"{q['decoder']} vs {q['baseline']}: wall-clock speed-up {_x(q['wall_clock_speedup'])} "
+        f"(median s/task; total {_x(q['total_time_speedup'])}), decode tok/s {_x(q['tok_per_s_speedup'])}, "
+        f"tokens per forward {_x(q['tokens_per_forward_ratio'])}, "
+        f"success rate {100 * q['success_rate_delta']:+.0f} points"
+        for q in summary["ratios"]
+    ]
+
+
+def write_markdown(summary: dict[str, Any], path: Path) -> None:
+    lines = ["| " + " | ".join(h for h, _ in TABLE) + " |", "|" + "---|" * len(TABLE)]
+    lines += ["| " + " | ".join(cell(r) for _, cell in TABLE) + " |" for r in summary["decoders"]]
+    lines += [""] + [f"- {line}" for line in ratio_lines(summary)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def print_report(summary: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="clover fix on SynthFix held-out: block diffusion vs AR")
+    for h, _ in TABLE:
+        table.add_column(h, justify="left" if h == "decoder" else "right")
+    for r in summary["decoders"]:
+        table.add_row(*(cell(r) for _, cell in TABLE))
+    console = Console(width=140)
+    console.print(table)
+    for line in ratio_lines(summary):
+        console.print(line)

@@ -1,0 +1,49 @@
+"""`clover bench`: block diffusion vs autoregressive decoding inside `clover fix`, on SynthFix held-out.
+
+The logic lives in benchmarks/agent_decode.py (imported only when the command runs: it needs the
+model). Register with `app.command("bench")(bench_command)`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def bench_command(
+    model: Annotated[str, typer.Option("--model", "-m", help="Checkpoint directory ('embedded': the shipped Clover).")] = "embedded",
+    count: Annotated[int, typer.Option("--count", "-n", help="Held-out SynthFix instances.")] = 20,
+    seed: Annotated[int, typer.Option("--seed", help="SynthFix seed.")] = 0,
+    block_size: Annotated[str, typer.Option("--block-size", help="Comma-separated block sizes; 1 is the AR baseline.")] = "32,1",
+    threshold: Annotated[float, typer.Option("--threshold", help="Confidence threshold τ of the diffusion decoder.")] = 0.9,
+    max_steps: Annotated[int, typer.Option("--max-steps", help="Agent step limit per task.")] = 12,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Generated tokens per assistant turn.")] = 4096,
+    time_limit: Annotated[float, typer.Option("--time-limit", help="Seconds per task.")] = 1800.0,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Per-task JSON, summary.json and summary.md go here.")] = Path("runs/bench"),
+    workers: Annotated[int, typer.Option("--workers", "-w", help="Parallel tasks (each worker loads the model).")] = 1,
+    device: Annotated[str | None, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = None,
+    think: Annotated[bool, typer.Option("--think/--no-think", help="Thinking mode.")] = True,
+    oracle: Annotated[str | None, typer.Option("--oracle", help="gold | empty: grade that patch instead of running the agent.")] = None,
+    keep_workspaces: Annotated[bool, typer.Option("--keep-workspaces", help="Keep the agents' work trees.")] = False,
+) -> None:
+    """Run `clover fix` on SynthFix held-out with block diffusion (B=32) and with B=1 (AR), side by side."""
+    from clover_cli.cli_common import fail
+
+    try:
+        from benchmarks.agent_decode import BenchConfig, model_error_types, parse_block_sizes, run_bench
+        from benchmarks.agent_stats import print_report
+    except ImportError as exc:  # the benchmarks package is missing from this install
+        fail(f"clover bench is not available in this build: {exc}")
+    try:
+        cfg = BenchConfig(
+            out=out, model=model, count=count, seed=seed, block_sizes=parse_block_sizes(block_size),
+            threshold=threshold, max_steps=max_steps, max_tokens=max_tokens, time_limit=time_limit,
+            workers=workers, device=device, think=think, mode=oracle or "agent", keep_workspaces=keep_workspaces,
+        )  # fmt: skip
+        summary = run_bench(cfg, log=lambda line: typer.echo(line, err=True))
+    except model_error_types() as exc:
+        text = str(exc).strip()
+        fail(text.splitlines()[0] if text else type(exc).__name__)
+    print_report(summary)
+    typer.echo(f"wrote {out / 'summary.json'} and {out / 'summary.md'}")

@@ -1,0 +1,162 @@
+"""`clover bench` / benchmarks/agent_decode.py: the real agent loop and tools on real SynthFix repos,
+graded with pytest. The tiny RANDOM checkpoint fails the tasks; the tests check the plumbing and that
+the success counting itself works (gold patch resolves, empty patch does not)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from benchmarks.agent_decode import BenchConfig, TaskRunner, grade, main, run_bench
+from benchmarks.agent_stats import DECODER_KEYS, Decoder, summarize
+from clover_cli.backends.scripted import ScriptedModel
+from clover_cli.bench import bench_command
+from evals.synthfix import generate
+
+RATIO_KEYS = {"wall_clock_speedup", "total_time_speedup", "tok_per_s_speedup", "tokens_per_forward_ratio"}
+
+
+def _summary(out: Path) -> dict:
+    return json.loads((out / "summary.json").read_text())
+
+
+def _task_files(out: Path) -> list[Path]:
+    return sorted(p for p in (out / "tasks").glob("*/*.json"))
+
+
+@pytest.mark.parametrize("oracle, count, blocks", [("gold", 2, "32,1"), ("empty", 1, "1")])
+def test_oracle_patches_prove_the_grading(tmp_path, capsys, oracle, count, blocks):
+    out = tmp_path / oracle
+    assert main(["--oracle", oracle, "--count", str(count), "--block-size", blocks, "--out", str(out)]) == 0
+    summary = _summary(out)
+    resolved = count if oracle == "gold" else 0
+    assert [d["resolved"] for d in summary["decoders"]] == [resolved] * len(blocks.split(","))
+    assert len(_task_files(out)) == count * len(blocks.split(","))
+    for path in _task_files(out):
+        rec = json.loads(path.read_text())
+        assert rec["grade"]["patch_applied"]
+        fail_to_pass = set(rec["grade"]["FAIL_TO_PASS"].values())
+        assert fail_to_pass == ({"PASSED"} if oracle == "gold" else {"FAILED"})
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def _new_file_patch(path: str, text: str) -> str:
+    lines = text.splitlines()
+    body = "".join(f"+{line}\n" for line in lines)
+    return f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n@@ -0,0 +1,{len(lines)} @@\n{body}"
+
+
+def test_grading_needs_every_pass_to_pass_test(tmp_path):
+    row = generate(tmp_path, "heldout", 1, 3)[0]
+    assert grade(row, row["patch"])["resolved"]
+    # The gold fix, plus a conftest that makes one PASS_TO_PASS test error: not resolved.
+    victim = json.loads(row["PASS_TO_PASS"])[-1]
+    hook = f"def pytest_runtest_setup(item):\n    if item.nodeid == {victim!r}:\n        raise RuntimeError('broken')\n"
+    report = grade(row, row["patch"] + _new_file_patch("tests/conftest.py", hook))
+    assert report["patch_applied"] and not report["resolved"]
+    assert report["PASS_TO_PASS"][victim] == "ERROR"
+    assert set(report["FAIL_TO_PASS"].values()) == {"PASSED"}
+    assert not grade(row, "not a patch\n")["patch_applied"]
+
+
+def test_scripted_agent_counts_malformed_calls_and_resolves(tmp_path):
+    out = tmp_path / "run"
+    row = generate(out / "instances", "heldout", 1, 0)[0]  # run_bench regenerates the same instance
+    turns = [
+        {"raw": "<tool_call>\n<function=view>\n</function>\n</tool_call>"},  # missing path
+        {"tool_calls": [{"name": "no_such_tool", "arguments": {}}]},
+        {"tool_calls": [{"name": "create", "arguments": {"path": "fix.diff", "file_text": row["patch"]}}]},
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "git apply fix.diff && rm fix.diff"}}]},
+        {"text": "Fixed."},
+    ]
+    cfg = BenchConfig(out=out, model="scripted:unused", count=1, max_steps=8)
+    summary = run_bench(cfg, model=ScriptedModel(turns), log=lambda line: None)
+    for d in summary["decoders"]:
+        assert (d["resolved"], d["tasks"], d["malformed_tool_calls"], d["tool_calls"]) == (1, 1, 2, 4)
+        assert d["steps_mean"] == 5 and d["exit_statuses"] == {"submitted": 1}
+    rec = json.loads(_task_files(out)[0].read_text())
+    assert rec["patch"].strip() and Path(rec["trajectory"]).is_file()
+
+
+def test_summary_ratios_are_against_the_ar_baseline():
+    def rec(key: str, seconds: float, tokens: int, forwards: int, ok: bool) -> dict:
+        return {"decoder_key": key, "resolved": ok, "steps": 3, "turns": 3, "generated_tokens": tokens,
+                "forwards": forwards, "decode_seconds": tokens / 100, "seconds": seconds,
+                "malformed_tool_calls": 1, "tool_calls": 2, "exit_status": "submitted"}  # fmt: skip
+
+    diff, ar = Decoder(32, 0.9), Decoder(1, 0.9)
+    records = [rec(diff.key, 2.0, 400, 100, True), rec(ar.key, 6.0, 300, 300, False)]
+    s = summarize(records, [diff, ar])
+    d, a = s["decoders"]
+    assert d["tokens_per_forward"] == 4.0 and a["forwards_per_token"] == 1.0 and d["success_rate"] == 1.0
+    (q,) = s["ratios"]
+    assert q["wall_clock_speedup"] == 3.0 and q["tokens_per_forward_ratio"] == 4.0
+    assert q["success_rate_delta"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--block-size", "32,x"], "--block-size"),
+        (["--block-size", "0"], "--block-size"),
+        (["--count", "0"], "--count"),
+        (["--threshold", "2"], "threshold"),
+        (["--model", "/nonexistent/ckpt"], "checkpoint directory"),
+    ],
+)
+def test_bad_options_are_one_line(tmp_path, capsys, argv, message):
+    assert main([*argv, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o" / "instances").exists()  # failed before generating anything
+
+
+def test_tiny_random_checkpoint_end_to_end(tmp_path, ckpt_dir):
+    """Two held-out tasks, both decoders, the real local model (it fails them: random weights)."""
+    app = typer.Typer()
+    app.command()(bench_command)
+    out = tmp_path / "bench"
+    result = CliRunner().invoke(app, ["--model", str(ckpt_dir), "--count", "2", "--max-steps", "2",
+                                      "--max-tokens", "24", "--block-size", "8,1", "--out", str(out)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.exception is None and "Traceback" not in result.output
+    summary = _summary(out)
+    assert [d["block_size"] for d in summary["decoders"]] == [8, 1]
+    for d in summary["decoders"]:
+        assert set(DECODER_KEYS) <= set(d)
+        assert d["tasks"] == 2 and 0 <= d["resolved"] <= 2
+        assert sum(d["exit_statuses"].values()) == 2
+        assert 1 <= d["steps_mean"] <= 2 and d["turns"] >= 2
+        assert d["forwards"] >= 1 and d["generated_tokens"] >= d["turns"]
+        assert d["tokens_per_forward"] == pytest.approx(d["generated_tokens"] / d["forwards"])
+        assert d["forwards_per_token"] == pytest.approx(1 / d["tokens_per_forward"])
+        assert d["tok_per_s"] > 0 and d["median_seconds"] > 0
+    # B = 1: one network pass per token, except each turn's first token (the prefill's logits give it)
+    assert d["generated_tokens"] - d["turns"] <= d["forwards"] <= d["generated_tokens"]
+    (ratio,) = summary["ratios"]
+    assert set(ratio) >= RATIO_KEYS and ratio["baseline"] == "B=1 (AR)"
+    files = _task_files(out)
+    assert len(files) == 4 and {p.parent.name for p in files} == {"diffusion-b8-t0.9", "ar-b1"}
+    for p in files:
+        rec = json.loads(p.read_text())
+        assert Path(rec["trajectory"]).is_file() and rec["steps"] == rec["turns"]
+    assert "| B=8 τ=0.9 |" in (out / "summary.md").read_text()
+    assert not (out / "work").exists()
+
+
+@pytest.fixture(scope="module")
+def ckpt_dir():
+    pytest.importorskip("torch")
+    from tests.tiny_checkpoint import tiny_checkpoint_dir
+
+    return tiny_checkpoint_dir()
+
+
+def test_task_runner_reuses_one_model_per_decoder(tmp_path):
+    runner = TaskRunner(BenchConfig(out=tmp_path, model="scripted:unused"), model=ScriptedModel([]))
+    a, b = runner.model_for(Decoder(32, 0.9)), runner.model_for(Decoder(1, 0.9))
+    assert a is runner.model_for(Decoder(32, 0.9)) and a is not b
