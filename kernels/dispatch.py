@@ -119,6 +119,14 @@ def chunk_gated_delta_rule(*args: Any, **kwargs: Any) -> Any:
             return _torch_chunk_varlen(*args, **kwargs)
         return impl(*args, **kwargs)
     kwargs.pop("cu_seqlens", None)
+    every = kwargs.pop("states_every", None)
+    if every is not None:
+        tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+        needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+        if get("chunk_gated_delta_rule", tensors[0].device, needs_grad) is _chunk:
+            kwargs["states_every"] = every
+        else:  # the Triton kernel returns per-chunk states at any chunk size natively
+            kwargs["chunk_size"] = every
     return _call("chunk_gated_delta_rule", args, kwargs)
 
 

@@ -114,3 +114,24 @@ def test_dispatch_env(monkeypatch):
     monkeypatch.setenv("CLOVER_KERNELS", "cuda-magic")
     with pytest.raises(ValueError, match="CLOVER_KERNELS"):
         dispatch.get("moe_experts")
+
+
+@pytest.mark.parametrize("every", [1, 2, 4, 8, 16, 32])
+def test_states_every_matches_chunk_equal_block(every):
+    """Block-start states from one 64-token-chunk pass equal those of chunk = block (odd length)."""
+    from kernels.reference.delta_rule import chunk_gated_delta_rule
+
+    torch.manual_seed(every)
+    n, t, hk, h, d = 2, 77, 2, 4, 8
+    q = torch.nn.functional.normalize(torch.randn(n, t, hk, d), dim=-1) * d**-0.5
+    k = torch.nn.functional.normalize(torch.randn(n, t, hk, d), dim=-1)
+    v, g, beta = torch.randn(n, t, h, d), -torch.rand(n, t, h), torch.rand(n, t, h)
+    s0 = torch.randn(n, h, d, d)
+    o1, f1, st1 = chunk_gated_delta_rule(q, k, v, g, beta, s0, chunk_size=every, return_chunk_states=True)
+    o2, f2, st2 = chunk_gated_delta_rule(
+        q, k, v, g, beta, s0, chunk_size=64, return_chunk_states=True, states_every=every
+    )
+    assert st1.shape == st2.shape
+    torch.testing.assert_close(st2, st1, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(o2, o1, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(f2, f1, atol=1e-5, rtol=1e-5)

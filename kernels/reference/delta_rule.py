@@ -52,6 +52,7 @@ def chunk_gated_delta_rule(
     initial_state: Tensor | None = None,
     chunk_size: int = 64,
     return_chunk_states: bool = False,
+    states_every: int | None = None,
 ) -> tuple[Tensor, Tensor] | tuple[Tensor, Tensor, Tensor]:
     """Chunk-parallel form, equal to `recurrent_gated_delta_rule`.
 
@@ -63,7 +64,13 @@ def chunk_gated_delta_rule(
 
     With return_chunk_states, also returns the state at the start of every chunk [N, T/C, H, dk, dv]
     (block diffusion training reads the committed state at each block start from it).
+    `states_every` = E (dividing chunk_size) returns the state every E tokens instead, still from
+    one chunk-sized pass: S at offset p inside a chunk is exp(G_{p-1}) S0 + sum_{l<p} exp(G_{p-1} - G_l)
+    k_l u_l^T. Training with small blocks needs this: chunk = block = 1 would loop over every token.
     """
+    every = states_every or chunk_size
+    if chunk_size % every:
+        raise ValueError(f"states_every={every} must divide chunk_size={chunk_size}")
     dtype = v.dtype
     q, k, v, g, beta, s = _prepare(q, k, v, g, beta, initial_state)
     n, t, h, dk = k.shape
@@ -88,15 +95,32 @@ def chunk_gated_delta_rule(
     qk = (q @ k.transpose(-1, -2)) * decay
     g_last = G[..., -1:]
 
+    if every != c:  # decay from each token l to each sub-start p (p = 0, E, 2E, ...), l < p only
+        sub = torch.arange(0, c, every, device=q.device)
+        g_before = torch.cat([torch.zeros_like(G[..., :1]), G], dim=-1)[..., sub]  # G_{p-1}, 0 at p = 0
+        before = torch.arange(c, device=q.device)[None, :] < sub[:, None]  # [P, C]
+        sub_decay = (g_before[..., :, None] - G[..., None, :]).masked_fill(~before, float("-inf")).exp()
+
     outs, starts = [], []
     for i in range(nc):
-        starts.append(s)
         u = u0[:, :, i] - w[:, :, i] @ s
+        if every == c:
+            starts.append(s)
+        else:  # [N, H, P, dk, dv]
+            kd_sub = sub_decay[:, :, i, :, :, None] * k[:, :, i, None]  # [N, H, P, C, dk]
+            starts.append(
+                g_before[:, :, i, :, None, None].exp() * s[:, :, None]
+                + kd_sub.transpose(-1, -2) @ u[:, :, None]
+            )
         o = (q[:, :, i] * G[:, :, i, :, None].exp()) @ s + qk[:, :, i] @ u
         outs.append(o)
         kd = k[:, :, i] * (g_last[:, :, i] - G[:, :, i]).exp()[..., None]
         s = s * g_last[:, :, i, :, None].exp() + kd.transpose(-1, -2) @ u
     o = torch.stack(outs, dim=2).reshape(n, h, nc * c, -1)[:, :, :t].transpose(1, 2).to(dtype)
     if return_chunk_states:
-        return o, s, torch.stack(starts, dim=1)
+        if every == c:
+            return o, s, torch.stack(starts, dim=1)
+        st = torch.stack(starts, dim=2)  # [N, H, nc, P, dk, dv] -> [N, T/E, H, dk, dv]
+        st = st.flatten(2, 3)[:, :, : -(-t // every)].transpose(1, 2)
+        return o, s, st
     return o, s

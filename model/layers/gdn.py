@@ -19,6 +19,8 @@ from model.config import CloverConfig
 from model.layers.context import ForwardContext
 from model.layers.norms import GatedRMSNorm
 
+TRAIN_CHUNK = 64  # delta-rule chunk of the clean stream in training
+
 
 def l2norm(x: Tensor, eps: float = 1e-6) -> Tensor:
     xf = x.float()
@@ -93,6 +95,11 @@ class GatedDeltaNet(nn.Module):
             u = torch.cat([tail, pre.transpose(1, 2)], dim=2)
             q, k, v, g, beta = self._heads(self._conv(u), clean, ctx.clean_valid)
             want_starts = noisy is not None and ctx.noisy_offset != ctx.clean_len
+            # Block starts come from one 64-token-chunk pass whatever the block size (B = 1 would
+            # otherwise be a loop over every token).
+            chunk, every = ctx.chunk_size, None
+            if want_starts and ctx.chunk_size < TRAIN_CHUNK and TRAIN_CHUNK % ctx.chunk_size == 0:
+                chunk, every = TRAIN_CHUNK, ctx.chunk_size
             res = dispatch.chunk_gated_delta_rule(
                 q * self.dk**-0.5,
                 k,
@@ -100,8 +107,9 @@ class GatedDeltaNet(nn.Module):
                 g,
                 beta,
                 state,
-                chunk_size=ctx.chunk_size,
+                chunk_size=chunk,
                 return_chunk_states=want_starts,
+                states_every=every,
             )
             o, state = res[0], res[1]
             starts = res[2] if want_starts else None
