@@ -135,3 +135,13 @@ def test_states_every_matches_chunk_equal_block(every):
     torch.testing.assert_close(st2, st1, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(o2, o1, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(f2, f1, atol=1e-5, rtol=1e-5)
+
+
+def test_empty_sequence_keeps_the_state():
+    from kernels.reference.delta_rule import chunk_gated_delta_rule
+
+    s0 = torch.randn(1, 4, 8, 8)
+    o, s = chunk_gated_delta_rule(torch.zeros(1, 0, 2, 8), torch.zeros(1, 0, 2, 8), torch.zeros(1, 0, 4, 8),
+                                  torch.zeros(1, 0, 4), torch.zeros(1, 0, 4), s0)
+    assert o.shape == (1, 0, 4, 8)
+    torch.testing.assert_close(s, s0)

@@ -75,6 +75,9 @@ def chunk_gated_delta_rule(
     q, k, v, g, beta, s = _prepare(q, k, v, g, beta, initial_state)
     n, t, h, dk = k.shape
     c = chunk_size
+    if t == 0:  # nothing to do; keep the output shapes
+        o = v.new_zeros(n, 0, h, v.shape[-1]).to(dtype)
+        return (o, s, s.new_zeros(n, 0, *s.shape[1:])) if return_chunk_states else (o, s)
     pad = (-t) % c
     if pad:  # zero k, beta and g leave the state untouched
         q, k, v = (F.pad(x, (0, 0, 0, 0, 0, pad)) for x in (q, k, v))
