@@ -58,10 +58,13 @@ class GatedAttention(nn.Module):
         if noisy is not None:
             n, nb, b, dim = noisy.shape
             q, gate, k, v = self._project(noisy.reshape(n, nb * b, dim), ctx.noisy_rope)
-            keys = k if keys is None else torch.cat([keys, k], dim=2)
-            values = v if values is None else torch.cat([values, v], dim=2)
-            o = self._out(dispatch.attention(q, keys, values, ctx.noisy_mask), gate)
-            noisy_out = o.view(n, nb, b, dim)
+            # The block reads the history and itself without a copy of the cache (Triton path);
+            # the sigmoid output gate is fused there too.
+            if keys is None:
+                o = dispatch.block_attention(q, k, v, ctx.noisy_mask, gate=gate)
+            else:
+                o = dispatch.block_attention(q, keys, values, ctx.noisy_mask, k_block=k, v_block=v, gate=gate)
+            noisy_out = self.o_proj(o.transpose(1, 2).reshape(n, nb * b, -1)).view(n, nb, b, dim)
         return clean_out, noisy_out
 
 
