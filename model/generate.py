@@ -9,6 +9,11 @@ Each block starts as mask tokens (plus fixed tokens) and is denoised in rounds: 
 all still-masked positions and the policy accepts some of them. A finished block is committed in
 the same forward as the next block's first round (commit fusion). With B = 1 and greedy decoding
 this is exactly autoregressive greedy decoding.
+
+A `constraint` (e.g. a tool-call grammar) sees the block after it is built and after every round;
+it may place tokens on open masked positions, re-mask open positions it did not get as fixed
+tokens, hold positions back for the round (`frozen`) and ban tokens per position. Its placements
+cost no forward.
 """
 
 from __future__ import annotations
@@ -56,6 +61,11 @@ class RoundEvent:
     block: int  # index of the generated block (0 = first)
     round: int  # denoising round within the block (0-based)
     tokens: list[list[int | None]]  # per sequence: the block's generated positions, None = masked
+
+
+# constraint(block_index, block [N, B], open_ [N, B], fixed [N, B]) -> (block, frozen [N, B] | None,
+# ban [N, B, V] | None). `open_`: generated positions; `fixed`: those given by the caller's `fixed`.
+BlockConstraint = Callable[[int, Tensor, Tensor, Tensor], tuple[Tensor, Tensor | None, Tensor | None]]
 
 
 @dataclass
@@ -127,9 +137,11 @@ def generate(
     fixed: Sequence[dict[int, int]] | None = None,
     allowed: Sequence[dict[int, Sequence[int]]] | None = None,
     on_round: Callable[[RoundEvent], None] | None = None,
+    constraint: BlockConstraint | None = None,
 ) -> GenerateResult:
     """Decode a batch of prompts. `fixed[i]` maps a generated-token offset of sequence i to a forced
-    token; `allowed[i]` maps an offset to the only token ids allowed there."""
+    token; `allowed[i]` maps an offset to the only token ids allowed there; `constraint` steers
+    each block as it is denoised (see the module docstring)."""
     s = settings or DecodeSettings()
     cfg = model.config
     if not prompts or any(len(p) == 0 for p in prompts):
@@ -165,6 +177,10 @@ def generate(
         block, open_, ban = _new_block(
             blk, b, tails, out, done, s, fixed, allowed, mask_id, filler, cfg.vocab_size, dev
         )
+        frozen = extra_ban = None
+        if constraint is not None:
+            given = open_ & (block != mask_id)  # the caller's fixed tokens
+            block, frozen, extra_ban = constraint(blk, block, open_, given)
         block, stop_at = _fill_after_stop(block, open_, stop_ids, mask_id)
         rnd = 0
         while (block == mask_id).any():
@@ -174,10 +190,13 @@ def generate(
                 pending = []
             else:
                 logits = model.denoise(block, cache)
-            tok, score = propose(logits.masked_fill(ban, float("-inf")), s, gen)
-            block, stop_at = _fill_after_stop(
-                torch.where(select(score, masked, s), tok, block), open_, stop_ids, mask_id
-            )
+            banned = ban if extra_ban is None else ban | extra_ban
+            tok, score = propose(logits.masked_fill(banned, float("-inf")), s, gen)
+            accept = select(score, masked if frozen is None else masked & ~frozen, s)
+            block = torch.where(accept, tok, block)
+            if constraint is not None:
+                block, frozen, extra_ban = constraint(blk, block, open_, given)
+            block, stop_at = _fill_after_stop(block, open_, stop_ids, mask_id)
             if on_round is not None:
                 shown = open_ & (torch.arange(b, device=dev)[None, :] <= stop_at[:, None])
                 on_round(RoundEvent(blk, rnd, _visible(block, shown, mask_id)))

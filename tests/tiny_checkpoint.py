@@ -1,6 +1,7 @@
 """A tiny RANDOM Clover checkpoint directory for tests and benchmarks: config.json,
 model.safetensors and a byte-level BPE tokenizer.json (~300 tokens, the chat format's special
-tokens included), trained here on a few strings. Built once per process and cached.
+tokens and the tool-call markup tokens included, as in the shipped tokenizer), trained here on a
+few strings. Built once per process and cached.
 
 Random weights decode gibberish; what the tests check is the plumbing, not the words.
 """
@@ -16,6 +17,9 @@ from typing import Any
 from model.chat import SPECIAL_TOKENS
 
 VOCAB = 300
+# The shipped tokenizer (model/tokenizer_build.py) has these as single tokens right after the chat
+# specials (ids 10..13); the tool-call grammar relies on them.
+MARKUP_TOKENS = ["<function=", "</function>", "<parameter=", "</parameter>"]
 
 # Enough text that the BPE learns a few merges over code, chat markup and tool calls.
 CORPUS = [
@@ -33,7 +37,8 @@ _cache: dict[str, Path] = {}
 
 
 def train_tokenizer(vocab_size: int = VOCAB):
-    """A byte-level BPE `tokenizers.Tokenizer` with SPECIAL_TOKENS first (ids 0..9)."""
+    """A byte-level BPE `tokenizers.Tokenizer` with SPECIAL_TOKENS first (ids 0..9), then the
+    tool-call markup tokens (ids 10..13)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())
@@ -41,7 +46,7 @@ def train_tokenizer(vocab_size: int = VOCAB):
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=list(SPECIAL_TOKENS),
+        special_tokens=[*SPECIAL_TOKENS, *MARKUP_TOKENS],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )

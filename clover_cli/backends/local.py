@@ -3,13 +3,17 @@ with the block-diffusion decoder (model/generate.py).
 
 Streaming: one "block_round" event per denoising round (the block's tokens, None = still masked);
 as each block finishes, its text goes through the chat StreamParser as "thinking"/"text" deltas.
-Tool calls are parsed from the final text (Qwen3-Coder XML or Hermes JSON).
+Tool calls are parsed from the final text (Qwen3-Coder XML or Hermes JSON). When tools are given,
+the decoder is steered by clover_cli/backends/tool_grammar.py, so a call the model starts is well
+formed by construction (scaffold forced, names limited to the tools and their schemas).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import ChainMap
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +76,8 @@ def _one_line(exc: BaseException) -> str:
 
 
 class LocalCloverModel:
+    constrain_tool_calls = True  # steer tool calls with the grammar (off: free decoding, parse only)
+
     def __init__(self, settings: Settings) -> None:
         from model.tokenizer import TokenizerError
 
@@ -140,9 +146,11 @@ class LocalCloverModel:
             stop_token_ids=self.stop_ids,
         )
         block = decode.block_size or 1
+        grammar = self._grammar(tools, opened, decode.max_new_tokens)
+        placed = grammar.placed[0] if grammar is not None else {}
         stream = _BlockStreamer(
             self.tokenizer, set(self.stop_ids), StreamParser(thinking=opened), emit,
-            forced or {}, len(ids) % block, block,
+            ChainMap(forced or {}, placed), len(ids) % block, block,
         )  # fmt: skip
 
         def on_round(ev) -> None:
@@ -152,8 +160,9 @@ class LocalCloverModel:
 
         try:
             result = generate(
-                self.net, [ids], decode, fixed=[forced] if forced else None, on_round=on_round
-            )
+                self.net, [ids], decode, fixed=[forced] if forced else None, on_round=on_round,
+                constraint=grammar,
+            )  # fmt: skip
         except (RuntimeError, ValueError) as exc:
             raise ModelError(f"local generation failed: {_one_line(exc)}") from None
         out = result.tokens[0]
@@ -167,9 +176,26 @@ class LocalCloverModel:
         st = result.stats
         turn.stats = {k: float(st[k]) for k in ("forwards", "tokens_per_forward", "tok_per_s", "rounds_per_block")}
         turn.stats["prefill_seconds"] = float(st.get("prefill_seconds", 0.0))
+        if grammar is not None:  # tokens the grammar placed without a forward, and ones it redid
+            turn.stats.update({k: float(v) for k, v in grammar.stats.items()})
         turn.finish_reason = "tool_calls" if turn.tool_calls else result.finish_reasons[0]
         emit(StreamEvent("usage", data={"prompt_tokens": len(ids), "completion_tokens": len(out), **turn.stats}))
         return turn
+
+
+    def _grammar(self, tools: list[ToolSpec], opened: bool, budget: int):
+        """The tool-call grammar for this turn, or None (no tools, switched off, or a vocabulary
+        without the markup tokens)."""
+        if not tools or not self.constrain_tool_calls:
+            return None
+        if self.chat_template is not None and "<function=" not in self.chat_template:
+            return None  # the checkpoint's own template asks for another call format
+        from clover_cli.backends.tool_grammar import ToolCallGrammar
+
+        return ToolCallGrammar.build(
+            self.tokenizer, tools, opened=opened, stop_ids=self.stop_ids, vocab_size=self.config.vocab_size,
+            mask_id=self.config.mask_token_id, budget=budget, device=self.device,
+        )  # fmt: skip
 
 
 def turn_from_text(text: str, tools: list[ToolSpec] | None, *, opened: bool) -> AssistantTurn:
@@ -182,11 +208,12 @@ def turn_from_text(text: str, tools: list[ToolSpec] | None, *, opened: bool) -> 
 class _BlockStreamer:
     """Turns the decoder's round events into block_round events and, once a block is complete,
     text deltas classified by the chat StreamParser. A block whose positions were all forced has
-    no rounds: its text is taken from `forced` when the next block starts (or at the end)."""
+    no rounds: its text is taken from `forced` (the caller's and the grammar's placements) when the
+    next block starts (or at the end)."""
 
     def __init__(
         self, tok: CloverTokenizer, stops: set[int], parser: StreamParser, emit: EventHandler,
-        forced: dict[int, int], first_offset: int, block_size: int,
+        forced: Mapping[int, int], first_offset: int, block_size: int,
     ) -> None:  # fmt: skip
         self.tok, self.stops, self.parser, self.emit = tok, stops, parser, emit
         self.forced, self.first_offset, self.block_size = forced, first_offset, block_size

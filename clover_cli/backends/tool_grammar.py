@@ -1,0 +1,389 @@
+"""Tool calls well formed by construction: a grammar over the block-diffusion decoder's tokens.
+
+Once the model writes `<tool_call>` in its answer, the rest of the call follows the Qwen3-Coder
+XML form: `\\n<function=NAME>\\n`, then `<parameter=P>\\nVALUE` ... `</parameter>\\n` for
+parameters of that tool, then `</function>\\n</tool_call>`. Names are limited to the declared
+tools, parameter names to the tool's schema (each once), and `</function>` is only allowed once
+every required parameter is given. Values and all text outside calls (thinking included) stay
+free, except for what the parser (model/chat_parse.py) could not read back: an open call cannot
+end the turn; the answer cannot hold a bare `<function=` (an unwrapped call) or a second
+`</think>` (the calls before it would become thinking); no second `<think>` (the first think
+block's text would come back into the answer). With a token budget, a call is only opened where
+it can still be closed, names and parameters are limited to those that fit, and a value that
+runs out of room is cut so the call closes on the last token.
+
+How it drives the decoder (`model.generate`'s `constraint` hook). A block is denoised out of
+order, but the grammar reads left to right, so after every round the block is walked from its
+start up to the first masked position (the frontier), in the grammar state carried from the
+previous block:
+- a position the grammar determines (one continuation only, e.g. `\\n<function=`) is placed at
+  once, without a forward;
+- a choice (tool name, parameter name, next parameter or end) is made by the model at the
+  frontier only: its allowed tokens are the tries' continuations, the later positions are held;
+- in free text the block decodes in parallel as usual; positions after a token that opens a
+  constrained part (`<tool_call>`, `</parameter>`) are held until the frontier reaches it, and
+  whatever was accepted after it under the free rules is masked again there.
+A token the caller fixed that breaks the grammar switches the grammar off for that sequence.
+Allowed sets are ban rows over the vocabulary (tensors, cached per trie node).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from model.chat import (
+    CALL_CLOSE,
+    CALL_OPEN,
+    FUNC_CLOSE,
+    FUNC_OPEN,
+    PARAM_CLOSE,
+    PARAM_OPEN,
+    THINK_CLOSE,
+    THINK_OPEN,
+    tool_schemas,
+)
+
+THINK, TEXT, CALL, VALUE, OFF = "think", "text", "call", "value", "off"
+
+
+class _Node:
+    """A trie over token sequences; `action` marks the end of one alternative."""
+
+    __slots__ = ("action", "ban", "children", "ways")
+
+    def __init__(self) -> None:
+        self.children: dict[int, _Node] = {}
+        self.action: tuple[str, str] | None = None
+        self.ban: Tensor | None = None  # cached: every token but the children banned
+        self.ways: dict[int, int] | None = None  # cached: child -> fewest tokens to close the call
+
+
+def _trie(alternatives: list[tuple[list[int], tuple[str, str]]]) -> _Node:
+    root = _Node()
+    for ids, action in alternatives:
+        node = root
+        for t in ids:
+            node = node.children.setdefault(t, _Node())
+        node.action = action
+    return root
+
+
+@dataclass(frozen=True)
+class _State:
+    mode: str
+    node: _Node | None = None  # CALL: where we are in the current trie
+    tool: str = ""
+    used: frozenset[str] = frozenset()  # parameters written (VALUE: the current one included)
+    thought: bool = False  # a think block was opened (a second one would confuse the parser)
+
+
+@dataclass
+class _Seq:
+    """Per sequence: the state and generated offset at the current block's start, and what the
+    latest walk of the block ended with."""
+
+    start: _State
+    base: int = 0
+    end: _State | None = None
+    opened_in_block: int = 0
+    frontier: int = 0  # the latest walk's frontier in this block: positions before it are checked
+    placed: dict[int, int] = field(default_factory=dict)
+
+
+class ToolCallGrammar:
+    """The decoder constraint (a callable for `generate(..., constraint=)`), one per turn.
+
+    `budget` (the decoder's max_new_tokens): a call is only opened where it can still be closed,
+    and one running out of room is closed with the fewest tokens (the value cut short)."""
+
+    def __init__(
+        self, tokenizer: Any, tools: list[dict[str, Any]], *, opened: bool, stop_ids: list[int],
+        vocab_size: int, mask_id: int, budget: int | None = None, device: Any = "cpu", batch_size: int = 1,
+    ) -> None:  # fmt: skip
+        self.tok, self.vocab, self.mask_id, self.budget = tokenizer, vocab_size, mask_id, budget
+        self.device = torch.device(device)
+        ids = {m: tokenizer.token_id(m) for m in (CALL_OPEN, PARAM_CLOSE, FUNC_OPEN, THINK_OPEN, THINK_CLOSE)}
+        if ids[CALL_OPEN] is None or ids[PARAM_CLOSE] is None:
+            raise ValueError(f"the tokenizer needs {CALL_OPEN} and {PARAM_CLOSE} as single tokens")
+        self.call_open, self.param_close = ids[CALL_OPEN], ids[PARAM_CLOSE]
+        self.think_open, self.think_close = ids[THINK_OPEN], ids[THINK_CLOSE]
+        # in the answer: a bare `<function=` starts an unwrapped call; a second `</think>` would
+        # turn everything before it (calls included) into thinking, a second `<think>` would
+        # bring the first think block's text back into the answer
+        text_banned = {i for i in (ids[FUNC_OPEN], self.think_close) if i is not None}
+        thought_banned = text_banned | ({self.think_open} if self.think_open is not None else set())
+        # an open call cannot end the turn, nor hide itself inside a think block
+        self.value_banned = set(stop_ids) | {i for i in (self.think_open, self.think_close) if i is not None}
+        self.text_banned = text_banned
+        self.schemas = tool_schemas(tools)
+        self.call_trie = _trie(
+            [(tokenizer.encode(f"\n{FUNC_OPEN}{name}>\n"), ("tool", name)) for name in self.schemas]
+        )
+        self._params_cache: dict[tuple[str, frozenset[str], bool], _Node] = {}
+        self._chains: dict[tuple[int, ...], _Node] = {}
+        self._closes: dict[tuple[str, frozenset[str]], list[int]] = {}
+        self.shortest_call = min(self._ways(_State(CALL, self.call_trie)).values())  # after `<tool_call>`
+        self._rows: dict[str, Tensor] = {
+            TEXT: self._ban_row(text_banned, ban_listed=True),
+            "thought": self._ban_row(thought_banned, ban_listed=True),
+            "late": self._ban_row(thought_banned | {self.call_open}, ban_listed=True),
+            THINK: self._ban_row(
+                {self.think_open} if self.think_open is not None else set(), ban_listed=True
+            ),
+            VALUE: self._ban_row(self.value_banned, ban_listed=True),
+        }
+        first = _State(THINK, thought=True) if opened else _State(TEXT)
+        self.seqs = [_Seq(first) for _ in range(batch_size)]
+        self.block_index = -1
+        self.stats = {"grammar_tokens": 0, "grammar_remasked": 0, "grammar_closed": 0}
+
+    @classmethod
+    def build(cls, tokenizer: Any, tools: list[dict[str, Any]] | None, **kw: Any) -> ToolCallGrammar | None:
+        """The grammar for these tools, or None: no tools, or a vocabulary without the markup tokens."""
+        if not tools or not tool_schemas(tools):
+            return None
+        try:
+            return cls(tokenizer, tools, **kw)
+        except ValueError:
+            return None
+
+    @property
+    def placed(self) -> list[dict[int, int]]:
+        """Per sequence: generated offset -> token the grammar placed there (no forward)."""
+        return [s.placed for s in self.seqs]
+
+    # ------------------------------------------------------------------ grammar
+
+    def _signature(self, tool: str) -> tuple[list[str], list[str]]:
+        """(parameter names, required names) of a tool's schema."""
+        schema = self.schemas.get(tool)
+        schema = schema if isinstance(schema, dict) else {}
+        props, required = schema.get("properties"), schema.get("required")
+        req = [r for r in (required if isinstance(required, list) else []) if isinstance(r, str)]
+        names = list(props) if isinstance(props, dict) else []
+        return names + [r for r in req if r not in names], req
+
+    def _params(self, tool: str, used: frozenset[str], after_value: bool) -> _Node:
+        """The trie of what may follow `>\n` of the name or `</parameter>`: another parameter not
+        yet written, or the end of the call once no required one is missing."""
+        key = (tool, used, after_value)
+        node = self._params_cache.get(key)
+        if node is None:
+            names, req = self._signature(tool)
+            lead = "\n" if after_value else ""
+            alts = [
+                (self.tok.encode(f"{lead}{PARAM_OPEN}{p}>\n"), ("param", p)) for p in names if p not in used
+            ]
+            if all(r in used for r in req):
+                alts.append((self.tok.encode(f"{lead}{FUNC_CLOSE}\n{CALL_CLOSE}"), ("end", "")))
+            node = self._params_cache[key] = _trie(alts)
+        return node
+
+    def _rest(self, tool: str, used: frozenset[str], after_value: bool) -> str:
+        """The shortest text that closes a call to `tool` here: missing required parameters empty."""
+        lead, out = ("\n" if after_value else ""), []
+        for r in self._signature(tool)[1]:
+            if r not in used:
+                out.append(f"{lead}{PARAM_OPEN}{r}>\n{PARAM_CLOSE}")
+                lead = "\n"
+        return "".join(out) + f"{lead}{FUNC_CLOSE}\n{CALL_CLOSE}"
+
+    def _close_value(self, st: _State) -> list[int]:
+        """The fewest tokens that complete the call from inside a value."""
+        key = (st.tool, st.used)
+        if key not in self._closes:
+            self._closes[key] = self.tok.encode(PARAM_CLOSE + self._rest(st.tool, st.used, True))
+        return self._closes[key]
+
+    def _ways(self, st: _State) -> dict[int, int]:
+        """For each next token at a CALL node: the fewest tokens, itself included, that close the
+        call through it. (A node belongs to one tool and set of written parameters, so caching
+        on the node is sound.)"""
+        node = st.node
+        assert node is not None
+        if node.ways is None:
+            ways = {}
+            for t, child in node.children.items():
+                if child.action is None:
+                    rest = min(self._ways(replace(st, node=child)).values())
+                elif child.action[0] == "tool":
+                    rest = len(self.tok.encode(self._rest(child.action[1], frozenset(), False)))
+                elif child.action[0] == "param":
+                    rest = len(self._close_value(replace(st, mode=VALUE, used=st.used | {child.action[1]})))
+                else:
+                    rest = 0
+                ways[t] = 1 + rest
+            node.ways = ways
+        return node.ways
+
+    def _choices(self, st: _State, left: int | None) -> list[int]:
+        """The tokens allowed next at a CALL node: those after which the call still fits."""
+        ways = self._ways(st)
+        fit = [t for t, n in ways.items() if left is None or n <= left]
+        return fit or list(ways)  # nothing fits (the caller forced it late): keep the grammar
+
+    def _chain(self, ids: list[int]) -> _Node:
+        key = tuple(ids)
+        if key not in self._chains:
+            self._chains[key] = _trie([(ids, ("end", ""))])
+        return self._chains[key]
+
+    def step(self, st: _State, t: int, left: int | None = None) -> _State | None:
+        """The state after token t, or None when t is not allowed there. `left`: output positions
+        left from t's on (None: no limit)."""
+        mode = st.mode
+        if mode == OFF:
+            return st
+        if mode == THINK:
+            if t == self.think_open:  # a nested `<think>` would split the thinking wrongly
+                return None
+            return replace(st, mode=TEXT) if t == self.think_close else st
+        if mode == TEXT:
+            if t == self.call_open:
+                late = left is not None and left - 1 < self.shortest_call
+                return None if late else replace(st, mode=CALL, node=self.call_trie)
+            if t == self.think_open and not st.thought:
+                return replace(st, mode=THINK, thought=True)
+            return None if t in self.text_banned or t == self.think_open else st
+        if mode == VALUE:
+            if t == self.param_close:
+                return replace(st, mode=CALL, node=self._params(st.tool, st.used, True))
+            return None if t in self.value_banned else st
+        child = st.node.children.get(t) if st.node is not None else None
+        if child is None or t not in self._choices(st, left):
+            return None
+        if child.action is None:
+            return replace(st, node=child)
+        kind, name = child.action
+        if kind == "tool":
+            return replace(st, node=self._params(name, frozenset(), False), tool=name, used=frozenset())
+        if kind == "param":
+            return replace(st, mode=VALUE, node=None, used=st.used | {name})
+        return _State(TEXT, thought=st.thought)  # the call is closed
+
+    def _opens(self, st: _State, t: int) -> bool:
+        """Does t leave free text for a constrained part (later positions are then redone)?"""
+        return (st.mode == TEXT and t == self.call_open) or (st.mode == VALUE and t == self.param_close)
+
+    def _ban_row(self, ids: set[int] | list[int], *, ban_listed: bool) -> Tensor:
+        row = torch.full((self.vocab,), not ban_listed, dtype=torch.bool, device=self.device)
+        if ids:
+            row[torch.tensor(sorted(ids), dtype=torch.long, device=self.device)] = ban_listed
+        return row
+
+    def _choice_ban(self, st: _State, choices: list[int]) -> Tensor:
+        node = st.node
+        assert node is not None
+        if len(choices) < len(node.children):  # cut down by the budget: rare, not cached
+            return self._ban_row(choices, ban_listed=False)
+        if node.ban is None:
+            node.ban = self._ban_row(choices, ban_listed=False)
+        return node.ban
+
+    # ------------------------------------------------------------------ the decoder hook
+
+    def __call__(
+        self, blk: int, block: Tensor, open_: Tensor, fixed: Tensor
+    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        if blk != self.block_index:  # a new block: the last walk covered the finished one
+            for s in self.seqs:
+                if self.block_index >= 0 and s.end is not None:
+                    s.start, s.base = s.end, s.base + s.opened_in_block
+                s.frontier = 0
+            self.block_index = blk
+        rows, opens, fixes = block.tolist(), open_.tolist(), fixed.tolist()
+        n, b = len(rows), len(rows[0])
+        frozen = [[False] * b for _ in range(n)]
+        bans: list[tuple[int, int, Tensor]] = []  # (sequence, from position, ban row)
+        changed = False
+        for i, s in enumerate(self.seqs):
+            s.opened_in_block = sum(opens[i])
+            f, st, left, ch = self._walk(s, rows[i], opens[i], fixes[i])
+            changed |= ch
+            s.end, s.frontier = st, f
+            if f >= b:
+                continue
+            if st.mode == CALL and st.node is not None:  # a choice: at the frontier only
+                frozen[i][f + 1 :] = [True] * (b - f - 1)
+                bans.append((i, f, self._choice_ban(st, self._choices(st, left))))
+            elif st.mode == THINK and self.think_open is not None:
+                bans.append((i, f, self._rows[THINK]))
+            elif st.mode in (TEXT, VALUE):
+                late = st.mode == TEXT and left is not None and left - 1 < self.shortest_call
+                kind = "late" if late else "thought" if st.mode == TEXT and st.thought else st.mode
+                bans.append((i, f, self._rows[kind]))
+                # hold what follows a switch the model already wrote further on
+                for j in range(f + 1, b):
+                    t = rows[i][j]
+                    if opens[i][j] and t != self.mask_id and self._opens(st, t):
+                        frozen[i][j + 1 :] = [True] * (b - j - 1)
+                        break
+        if changed:
+            block = torch.tensor(rows, dtype=block.dtype, device=block.device)
+        ban = None
+        if bans:
+            ban = torch.zeros(n, b, self.vocab, dtype=torch.bool, device=block.device)
+            for i, f, row in bans:
+                held = frozen[i].index(True) if True in frozen[i] else b
+                ban[i, f:held] = row
+        frozen_t = (
+            torch.tensor(frozen, dtype=torch.bool, device=block.device) if any(map(any, frozen)) else None
+        )
+        return block, frozen_t, ban
+
+    def _walk(
+        self, s: _Seq, row: list[int], open_: list[bool], fixed: list[bool]
+    ) -> tuple[int, _State, int | None, bool]:
+        """Walk the block from its start: place determined tokens, re-mask what the grammar rejects.
+        Returns (frontier position or B, state there, output positions left there, row changed)."""
+        st, changed, left = s.start, False, None
+        first = open_.index(True) if True in open_ else 0  # generated offset s.base sits here
+        for j in range(len(row)):
+            if not open_[j]:
+                continue
+            if self.budget is not None:
+                left = self.budget - (s.base + j - first)
+                if st.mode == VALUE and left <= len(close := self._close_value(st)):
+                    # just room left to close the call: the value ends here
+                    st = replace(st, mode=CALL, node=self._chain(close))
+                    self.stats["grammar_closed"] += j >= s.frontier
+            t = row[j]
+            nxt = self.step(st, t, left) if t != self.mask_id else None
+            if t != self.mask_id and nxt is None:
+                if fixed[j]:  # the caller's token wins: stop steering this sequence
+                    st = _State(OFF)
+                    continue
+                changed |= self._remask(s, row, open_, fixed, j, first)
+                t = self.mask_id
+            if t == self.mask_id:
+                choices = self._choices(st, left) if st.mode == CALL and st.node is not None else []
+                if len(choices) != 1:
+                    return j, st, left, changed
+                row[j] = t = choices[0]
+                s.placed[s.base + j - first] = t
+                self.stats["grammar_tokens"] += 1
+                changed = True
+                nxt = self.step(st, t, left)
+            if j >= s.frontier and self._opens(st, t):  # newly reached: what follows was free
+                changed |= self._remask(s, row, open_, fixed, j + 1, first)
+            st = nxt
+        return len(row), st, left, changed
+
+    def _remask(
+        self, s: _Seq, row: list[int], open_: list[bool], fixed: list[bool], start: int, first: int
+    ) -> bool:
+        changed = False
+        for j in range(start, len(row)):
+            if open_[j] and not fixed[j] and row[j] != self.mask_id:
+                row[j] = self.mask_id
+                s.placed.pop(s.base + j - first, None)
+                self.stats["grammar_remasked"] += 1
+                changed = True
+        return changed
+
+
+__all__ = ["ToolCallGrammar"]

@@ -1,0 +1,255 @@
+"""The tool-call grammar (clover_cli/backends/tool_grammar.py) steering the block-diffusion decoder
+on a tiny RANDOM Clover: random weights write garbage, so every well-formed call here is the
+grammar's doing (the same runs without it are shown to break)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from clover_cli.backends.local import LocalCloverModel  # noqa: E402
+from clover_cli.backends.tool_grammar import ToolCallGrammar  # noqa: E402
+from clover_cli.settings import Settings  # noqa: E402
+from model.chat import parse_assistant, tool_schemas  # noqa: E402
+from model.generate import DecodeSettings, generate  # noqa: E402
+from tests.tiny_checkpoint import tiny_checkpoint_dir  # noqa: E402
+
+
+def _tool(name: str, props: list[str], required: list[str]) -> dict:
+    schema = {"type": "object", "properties": {p: {"type": "string"} for p in props}, "required": required}
+    return {"type": "function", "function": {"name": name, "description": name, "parameters": schema}}
+
+
+TOOLS = [
+    _tool("view", ["path", "view_range"], ["path"]),
+    _tool("bash", ["command"], ["command"]),
+    _tool("str_replace", ["path", "old_str", "new_str"], ["path", "old_str", "new_str"]),
+]
+SCHEMAS = tool_schemas(TOOLS)
+USER = [{"role": "user", "content": "fix the bug in calc.py"}]
+
+
+@pytest.fixture(scope="module")
+def clover():
+    settings = Settings(
+        model=str(tiny_checkpoint_dir()), max_tokens=64, block_size=8, threshold=0.5, think=False
+    )
+    return LocalCloverModel(settings)
+
+
+def variant(model: LocalCloverModel, *, constrain: bool = True, net=None, **changes) -> LocalCloverModel:
+    """The same loaded network under other settings (no reload)."""
+    other = LocalCloverModel.__new__(LocalCloverModel)
+    other.__dict__.update(model.__dict__)
+    other.settings = dataclasses.replace(model.settings, **changes)
+    other.constrain_tool_calls = constrain
+    if net is not None:
+        other.net = net
+    return other
+
+
+class _Biased:
+    """The real network with a constant bias on some logits: the random model then opens calls,
+    ends values and closes thinking on its own, several times a turn."""
+
+    def __init__(self, net, bias) -> None:
+        self.net, self.bias = net, bias
+
+    def __getattr__(self, name):
+        return getattr(self.net, name)
+
+    def denoise(self, block, cache):
+        return self.net.denoise(block, cache) + self.bias
+
+    def commit_and_denoise(self, done, block, cache):
+        return self.net.commit_and_denoise(done, block, cache) + self.bias
+
+
+def biased(model: LocalCloverModel) -> _Biased:
+    bias = torch.zeros(model.config.vocab_size)
+    for marker in ("<tool_call>", "</parameter>", "</think>", "<think>", "<function="):
+        bias[model.tokenizer.token_id(marker)] = 3.0
+    return _Biased(model.net, bias)
+
+
+def problems(turn) -> list[str]:
+    """What is wrong with a turn's calls: parse errors, unknown tools or parameters, missing ones."""
+    out = []
+    for call in turn.tool_calls:
+        if call.error:
+            out.append(call.error)
+        elif call.name not in SCHEMAS:
+            out.append(f"unknown tool {call.name!r}")
+        else:
+            schema = SCHEMAS[call.name]
+            out += [
+                f"{call.name}: unknown parameter {p!r}"
+                for p in call.arguments
+                if p not in schema["properties"]
+            ]
+            out += [f"{call.name}: missing {r!r}" for r in schema["required"] if r not in call.arguments]
+    return out
+
+
+def sample(model: LocalCloverModel, n: int, forced: dict[int, int] | None = None, seed0: int = 0) -> list:
+    turns = []
+    for seed in range(seed0, seed0 + n):
+        torch.manual_seed(seed)  # temperature sampling draws from the global generator
+        turns.append(model.complete(USER, TOOLS, forced=forced))
+    return turns
+
+
+# --------------------------------------------------------------------------- through the backend
+
+
+@pytest.mark.parametrize("block", [1, 8])
+def test_forced_call_on_random_weights_is_well_formed(clover, block):
+    model = variant(clover, temperature=1.0, block_size=block)
+    turns = sample(model, 10, forced={0: clover.tokenizer.token_id("<tool_call>")})
+    for turn in turns:
+        assert turn.tool_calls and not problems(turn), problems(turn)
+        assert turn.finish_reason == "tool_calls"
+    assert (
+        len({(c.name, tuple(c.arguments.items())) for t in turns for c in t.tool_calls}) > 5
+    )  # really sampled
+    assert {c.name for t in turns for c in t.tool_calls} <= set(SCHEMAS)
+
+
+@pytest.mark.parametrize("think", [False, True])
+def test_calls_the_model_opens_itself_are_well_formed(clover, think):
+    net = biased(clover)
+    grammar_on = [variant(clover, temperature=1.0, block_size=b, think=think, net=net) for b in (4, 16)]
+    turns = [t for model in grammar_on for t in sample(model, 4)]
+    assert all(not problems(t) for t in turns), [problems(t) for t in turns]
+    calls = [len(t.tool_calls) for t in turns]
+    assert sum(calls) >= 8 and max(calls) >= 2  # several calls, several in one turn
+    # the very same sampling without the grammar: the garbage shows
+    free = [variant(m, constrain=False) for m in grammar_on]
+    assert any(problems(t) for model in free for t in sample(model, 4))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("think", [False, True])
+def test_twenty_samples_per_block_size_are_well_formed(clover, think):
+    net = biased(clover)
+    for block in (1, 4, 16, 32):
+        model = variant(clover, temperature=1.0, block_size=block, think=think, net=net, max_tokens=96)
+        turns = sample(model, 20, seed0=100)
+        assert all(not problems(t) for t in turns), [problems(t) for t in turns]
+        assert sum(len(t.tool_calls) for t in turns) >= 10
+
+
+def test_a_call_out_of_room_closes_on_the_last_token(clover):
+    model = variant(clover, temperature=1.0, max_tokens=30)
+    tc = clover.tokenizer.token_id("<tool_call>")
+    turns = sample(model, 6, forced={0: tc})
+    for turn in turns:
+        assert not problems(turn) and turn.tool_calls, problems(turn)
+        assert turn.completion_tokens <= 30
+    assert any(t.stats["grammar_closed"] for t in turns)
+    # a call forced too late to be closed is left to the caller (it cannot be well formed)
+    late = model.complete(USER, TOOLS, forced={25: tc})
+    assert late.completion_tokens <= 30
+
+
+def test_thinking_is_not_constrained(clover):
+    # B = 1 greedy: the argmax of each step is the same whether or not the grammar is on (its only
+    # rule inside thinking bans a nested `<think>`, which the parser could not read back)
+    on = variant(clover, think=True, max_tokens=40, block_size=1)
+    a, b = on.complete(USER, TOOLS), variant(on, constrain=False).complete(USER, TOOLS)
+    assert a.thinking and (a.thinking, a.text, a.completion_tokens) == (
+        b.thinking,
+        b.text,
+        b.completion_tokens,
+    )
+    assert a.stats["forwards"] == b.stats["forwards"] and a.stats["grammar_tokens"] == 0
+    # call markup inside thinking is left as the model wrote it
+    model = variant(clover, think=True, temperature=1.0, block_size=8, net=biased(clover))
+    thoughts = [t.thinking for t in sample(model, 5)]
+    assert any("<tool_call>" in t and "<tool_call>\n<function=" not in t for t in thoughts)
+
+
+def test_a_turn_without_calls_still_works(clover):
+    model = variant(clover, max_tokens=32, block_size=1)
+    turn = model.complete(USER, TOOLS)
+    plain = variant(model, constrain=False).complete(USER, TOOLS)
+    assert turn.tool_calls == [] and turn.finish_reason in ("stop", "length") and turn.completion_tokens > 0
+    assert (turn.text, turn.completion_tokens) == (plain.text, plain.completion_tokens)
+    no_tools = variant(clover).complete(USER, [])
+    assert "grammar_tokens" not in no_tools.stats and no_tools.completion_tokens > 0
+
+
+def test_stats_count_every_forward_and_the_stream_follows(clover):
+    model = variant(clover, temperature=1.0, max_tokens=64)
+    tc = clover.tokenizer.token_id("<tool_call>")
+    events = []
+    before = clover.net.forward_count
+    torch.manual_seed(3)
+    turn = model.complete(USER, TOOLS, events.append, forced={0: tc})
+    rounds = [e.data for e in events if e.kind == "block_round"]
+    assert turn.stats["forwards"] == len(rounds)  # one forward per round; placements cost none
+    assert clover.net.forward_count - before == turn.stats["forwards"] + 1  # + the prompt's prefill
+    assert turn.stats["grammar_tokens"] > 0
+    assert turn.stats["tokens_per_forward"] == pytest.approx(turn.completion_tokens / len(rounds))
+    # blocks the grammar filled alone have no round: their text still streams
+    streamed = "".join(e.text for e in events if e.kind == "text")
+    assert streamed.strip() == turn.text
+    assert [e.data["name"] for e in events if e.kind == "tool_call"] == [c.name for c in turn.tool_calls]
+
+
+# --------------------------------------------------------------------------- the grammar itself
+
+
+def test_names_parameters_and_the_end_follow_the_schema(clover):
+    tok = clover.tokenizer
+    g = ToolCallGrammar.build(
+        tok, TOOLS, opened=False, stop_ids=clover.stop_ids, vocab_size=clover.config.vocab_size,
+        mask_id=clover.config.mask_token_id,
+    )  # fmt: skip
+    assert g is not None
+
+    def run(text: str, st=None):
+        st = st or g.seqs[0].start
+        for t in tok.encode(text):
+            st = g.step(st, t)
+            if st is None:
+                return None
+        return st
+
+    call = "<tool_call>\n<function=str_replace>\n"
+    assert run(call) is not None and run("<tool_call>\n<function=rm>\n") is None  # unknown tool
+    assert run("<tool_call>\n<function=view>\n<parameter=color>\n") is None  # not in its schema
+    assert run(call + "</function>") is None  # required parameters missing
+    st = run(call + "<parameter=path>\na.py\n</parameter>\n")
+    assert run("<parameter=path>\n", st) is None  # no parameter twice
+    assert run("</function>", st) is None
+    st = run("<parameter=old_str>\n</function> </tool_call> anything\n</parameter>\n", st)  # values are free
+    done = run("<parameter=new_str>\nb\n</parameter>\n</function>\n</tool_call>", st)
+    assert done is not None and done.mode == "text"
+    assert run("<|im_end|>", run(call + "<parameter=path>\n")) is None  # no stop inside a call
+    assert run("<function=view>") is None  # no bare call in the answer
+    assert ToolCallGrammar.build(tok, [], opened=False, stop_ids=[], vocab_size=10, mask_id=3) is None
+
+
+def test_batched_decoding_with_the_grammar(clover):
+    tc = clover.tokenizer.token_id("<tool_call>")
+    prompts = [clover.prompt_ids(USER, TOOLS)[0], clover.prompt_ids(USER[:1] * 2, TOOLS)[0][:-5]]
+    g = ToolCallGrammar(
+        clover.tokenizer, TOOLS, opened=False, stop_ids=clover.stop_ids, vocab_size=clover.config.vocab_size,
+        mask_id=clover.config.mask_token_id, budget=64, batch_size=2,
+    )  # fmt: skip
+    s = DecodeSettings(
+        block_size=8,
+        threshold=0.5,
+        temperature=1.0,
+        seed=0,
+        max_new_tokens=64,
+        stop_token_ids=clover.stop_ids,
+    )
+    res = generate(clover.net, prompts, s, fixed=[{0: tc}, {3: tc}], constraint=g)
+    for out in res.tokens:
+        _, _, calls = parse_assistant(clover.tokenizer.decode(out), SCHEMAS)
+        assert calls and all(c.error is None and c.name in SCHEMAS for c in calls)
