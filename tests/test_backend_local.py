@@ -252,7 +252,6 @@ def _git_repo(path):
     return path
 
 
-@pytest.mark.slow
 def test_clover_fix_runs_end_to_end_on_random_weights(tmp_path, ckpt):
     repo = _git_repo(tmp_path / "repo")
     (tmp_path / "issue.md").write_text("add(2, 3) returns -1 instead of 5.")
@@ -266,7 +265,6 @@ def test_clover_fix_runs_end_to_end_on_random_weights(tmp_path, ckpt):
     assert records and records[-1]["type"] == "summary"
 
 
-@pytest.mark.slow
 def test_clover_fix_with_a_broken_checkpoint_is_one_line_exit_2(tmp_path, ckpt):
     repo = _git_repo(tmp_path / "repo")
     (tmp_path / "issue.md").write_text("add is wrong")
