@@ -64,7 +64,7 @@ def per_step_overhead(steps: int, checkpoints: bool) -> list[float]:
             from tools.checkpoints import Checkpoints
 
             store = Checkpoints(str(root), store=str(Path(tmp) / "ckpt"))
-        agent = Agent(model, env, default_tools(), system_prompt="bench", limits=Limits(max_steps=steps + 5),
+        agent = Agent(model, env, default_tools(), system_prompt="bench", limits=Limits(max_steps=steps + 5, token_limit=10**12),
                       trajectory=Trajectory(Path(tmp) / "t.jsonl"), gate=build_gate(settings, root),
                       before_step=(lambda s: store.snapshot(f"step {s}")) if store else None)
         agent.messages.append({"role": "user", "content": "bench"})
