@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from model.cache import CloverCache
+from model.cache import CacheSnapshot, CloverCache
 from model.modeling import CloverForCausalLM
 
 POLICIES = ("threshold", "margin", "entropy", "fixed-k")
@@ -74,6 +74,7 @@ class GenerateResult:
     finish_reasons: list[str]  # "stop" or "length"
     stats: dict[str, float] = field(default_factory=dict)
     cache: CloverCache | None = None  # complete up to the last block when settings.commit_last
+    prompt_snapshot: CacheSnapshot | None = None  # the cache right after the prompt's prefill
 
 
 # ---------------------------------------------------------------------- sampling and policies
@@ -138,10 +139,12 @@ def generate(
     allowed: Sequence[dict[int, Sequence[int]]] | None = None,
     on_round: Callable[[RoundEvent], None] | None = None,
     constraint: BlockConstraint | None = None,
+    cache: CloverCache | None = None,
 ) -> GenerateResult:
     """Decode a batch of prompts. `fixed[i]` maps a generated-token offset of sequence i to a forced
     token; `allowed[i]` maps an offset to the only token ids allowed there; `constraint` steers
-    each block as it is denoised (see the module docstring)."""
+    each block as it is denoised; `cache` (one prompt only) already holds the prompt's first
+    `cache.pos` tokens (see the module docstring)."""
     s = settings or DecodeSettings()
     cfg = model.config
     if not prompts or any(len(p) == 0 for p in prompts):
@@ -161,11 +164,22 @@ def generate(
     for i, p in enumerate(prompts):
         prefix[i, int(pad[i]) :] = torch.tensor(list(p[: whole[i] * b]), dtype=torch.long, device=dev)
     tails = [list(p[whole[i] * b :]) for i, p in enumerate(prompts)]
-    cache = model.new_cache(n)
-    model.prefill(prefix, cache, pad=pad)
+    prefill_forwards0, cached = model.forward_count, 0  # cached: prompt tokens already in `cache`
+    if cache is None:
+        cache = model.new_cache(n)
+        model.prefill(prefix, cache, pad=pad)
+    else:
+        if n != 1 or cache.batch_size != 1 or cache.has_padding:
+            raise ValueError("a given cache needs exactly one prompt (batch size 1, no padding)")
+        cached = cache.pos
+        if cached > prefix.shape[1]:
+            raise ValueError(f"the cache holds {cached} tokens, more than the prompt's {prefix.shape[1]} in whole blocks")
+        model.prefill(prefix[:, cached:], cache)
+    prompt_snapshot = cache.snapshot()
     t_prefill = time.perf_counter() - t0
 
     forwards0 = model.forward_count
+    prefill_forwards = forwards0 - prefill_forwards0
     stop_ids = torch.tensor(sorted(stops), dtype=torch.long, device=dev)
     out: list[list[int]] = [[] for _ in range(n)]
     reasons = ["length"] * n
@@ -231,8 +245,11 @@ def generate(
         "prefill_seconds": t_prefill,
         "seconds": seconds,
         "prompt_tokens": float(sum(len(p) for p in prompts)),
+        "prefill_tokens": float(sum(w * b for w in whole) - cached),  # run through the network now
+        "cached_prompt_tokens": float(cached),  # taken from the given cache
+        "prefill_forwards": float(prefill_forwards),
     }
-    return GenerateResult(out, reasons, stats, cache)
+    return GenerateResult(out, reasons, stats, cache, prompt_snapshot)
 
 
 def _new_block(blk, b, tails, out, done, s, fixed, allowed, mask_id, filler, vocab, dev):

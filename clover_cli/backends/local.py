@@ -77,6 +77,7 @@ def _one_line(exc: BaseException) -> str:
 
 class LocalCloverModel:
     constrain_tool_calls = True  # steer tool calls with the grammar (off: free decoding, parse only)
+    prefix_caching = True  # resume each turn from the previous turns' committed prompt prefix
 
     def __init__(self, settings: Settings) -> None:
         from model.tokenizer import TokenizerError
@@ -99,6 +100,9 @@ class LocalCloverModel:
         self.context_window = int(config.max_position_embeddings or DEFAULT_CONTEXT)
         self.stop_ids = sorted(set(config.eos_token_ids) | set(self.tokenizer.stop_ids()))
         self._cancel = threading.Event()
+        from clover_cli.backends.prefix_cache import PrefixCache
+
+        self.prefix_cache = PrefixCache()
 
     def cancel(self) -> None:
         """Stop the generation in flight (from another thread) at the next round: it raises
@@ -158,11 +162,13 @@ class LocalCloverModel:
                 raise KeyboardInterrupt
             stream.round(ev)
 
+        prefix = getattr(self, "prefix_cache", None) if self.prefix_caching else None
+        steer = {"fixed": [forced] if forced else None, "on_round": on_round, "constraint": grammar}
         try:
-            result = generate(
-                self.net, [ids], decode, fixed=[forced] if forced else None, on_round=on_round,
-                constraint=grammar,
-            )  # fmt: skip
+            if prefix is not None:  # resumes from the committed prefix of earlier turns
+                result = prefix.generate(self.net, ids, decode, **steer)
+            else:
+                result = generate(self.net, [ids], decode, **steer)
         except (RuntimeError, ValueError) as exc:
             raise ModelError(f"local generation failed: {_one_line(exc)}") from None
         out = result.tokens[0]
@@ -175,7 +181,8 @@ class LocalCloverModel:
         turn.seconds = time.perf_counter() - start
         st = result.stats
         turn.stats = {k: float(st[k]) for k in ("forwards", "tokens_per_forward", "tok_per_s", "rounds_per_block")}
-        turn.stats["prefill_seconds"] = float(st.get("prefill_seconds", 0.0))
+        for k in ("prefill_seconds", "prefill_tokens", "cached_prompt_tokens", "prefill_forwards"):
+            turn.stats[k] = float(st.get(k, 0.0))
         if grammar is not None:  # tokens the grammar placed without a forward, and ones it redid
             turn.stats.update({k: float(v) for k, v in grammar.stats.items()})
         turn.finish_reason = "tool_calls" if turn.tool_calls else result.finish_reasons[0]
