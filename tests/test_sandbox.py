@@ -95,3 +95,17 @@ def test_local_environment_hook_keeps_cwd_and_env(tmp_path):
     assert "Read-only file system" in first.output
     second = env.execute("pwd; echo $CLOVER_X; cat ../f")
     assert second.output.split() == [str(tmp_path / "sub"), "1", "hi"]
+
+
+@needs_bwrap
+def test_programs_under_tmp_stay_runnable_and_read_only(tmp_path):
+    """A private /tmp must not hide the program (a venv or checkout under /tmp, as in CI)."""
+    workspace, tools = tmp_path / "ws", tmp_path / "bin"
+    workspace.mkdir()
+    tools.mkdir()
+    program = tools / "hello.sh"
+    program.write_text("#!/bin/sh\necho hello from tmp\ntouch \"$(dirname \"$0\")/written\" 2>/dev/null || echo ro\n")
+    program.chmod(0o755)
+    proc = run(Sandbox(str(workspace)).wrap_command([str(program)]))
+    assert proc.stdout.split() == ["hello", "from", "tmp", "ro"], proc.stderr
+    assert not (tools / "written").exists()

@@ -11,6 +11,7 @@ import functools
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Sequence
 
 
@@ -58,6 +59,9 @@ class Sandbox:
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         if self.private_tmp:
             args += ["--tmpfs", "/tmp"]
+            # Tools that live under /tmp (a virtualenv, a checkout's PATH entries) stay usable, read-only.
+            for path in _tools_under_tmp(argv):
+                args += ["--ro-bind", path, path]
         for path in self.writable:  # after /tmp, so a workspace under /tmp stays visible
             if os.path.exists(path):
                 args += ["--bind", path, path]
@@ -68,6 +72,20 @@ class Sandbox:
         return args
 
     __call__ = wrap_command
+
+
+def _tools_under_tmp(argv: Sequence[str]) -> list[str]:
+    """Directories under /tmp the command may need to execute: this Python's prefixes, PATH entries
+    and the program itself; outermost first, without duplicates or nested repeats."""
+    candidates = [sys.prefix, sys.base_prefix, *os.environ.get("PATH", "").split(os.pathsep)]
+    if argv and os.path.isabs(argv[0]):
+        candidates.append(os.path.dirname(argv[0]))
+    found: list[str] = []
+    for path in sorted({os.path.realpath(c) for c in candidates if c}, key=len):
+        inside_tmp = path.startswith("/tmp/")
+        if inside_tmp and os.path.isdir(path) and not any(path.startswith(f + "/") for f in found):
+            found.append(path)
+    return found
 
 
 def make_wrapper(root: str, writable: Sequence[str] = (), network: bool = True
