@@ -192,3 +192,16 @@ def test_ctrl_c_twice_at_an_empty_prompt_exits(tmp_path: Path, home: Path) -> No
     assert text.count("Ctrl-C again or Ctrl-D to exit") == 2
     assert "hi" in text and "saved" in text
     assert [m["content"] for m in app.agent.messages if m["role"] == "user"] == ["hello"]
+
+
+def test_mode_change_keeps_asking_the_user(tmp_path: Path, home: Path) -> None:
+    """After /mode the new gate still asks the person (not a headless refusal)."""
+    repo = _repo(tmp_path)
+    first = {"tool_calls": [{"name": "bash", "arguments": {"command": "echo one"}}]}
+    second = {"tool_calls": [{"name": "bash", "arguments": {"command": "echo two"}}]}
+    app, out = _app(repo, [first, {"text": "a"}, second, {"text": "b"}], stdin="y\ny\n")
+    app.ask("first")
+    app.set_mode("auto-edit")  # shell still asks in auto-edit
+    app.ask("second")
+    assert out.getvalue().count("Allow?") == 2
+    assert "two\n" in out.getvalue()

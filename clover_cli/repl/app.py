@@ -277,7 +277,7 @@ class ChatApp:
             return
         self.settings = dataclasses.replace(self.settings, mode=mode)
         old = self.agent.gate.inner if isinstance(self.agent.gate, ObservedGate) else None
-        gate = build_gate(self.settings, self.approver)
+        gate = build_gate(self.settings, self.root, self.approver)
         if old is not None and hasattr(old, "remembered"):
             gate.remembered = list(old.remembered)  # "always" answers last the whole session
         self.agent.gate = ObservedGate(gate, self)
