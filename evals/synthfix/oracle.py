@@ -1,0 +1,372 @@
+"""Oracle agent: solves TRAINING-split SynthFix instances through the real tools, for training data.
+
+For one instance it clones the repo at `base_commit`, applies `test_patch`, and runs a scripted
+look -> reproduce -> view -> edit -> test -> answer sequence with the real `tools.registry` tools in
+a `LocalEnvironment`; the edit comes from the gold patch. The real tool outputs become the tool
+messages. The instance counts only when the final test run passes.
+
+`render_trajectory` turns the messages into training text (model.chat's ChatML) plus the
+character spans that are assistant output (the loss goes only there):
+
+    python -m evals.synthfix.oracle --instances DIR/instances.jsonl --out OUT.jsonl [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clover_cli.prompts import FIX
+from clover_cli.types import tool_spec
+from model.chat import render_assistant_content, text_messages
+from tools.environment import LocalEnvironment
+from tools.registry import default_tools, tools_by_name
+
+GIT_ENV = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+_HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+
+
+class OracleError(RuntimeError):
+    """The oracle could not solve an instance; the message says why (one line)."""
+
+
+@dataclass
+class Step:
+    thinking: str
+    tool: str | None = None  # None: the final answer
+    arguments: dict[str, Any] = field(default_factory=dict)
+    answer: str = ""
+
+
+# --------------------------------------------------------------------------- patch reading
+
+
+def parse_patch(patch: str) -> tuple[str, list[list[tuple[str, str]]]]:
+    """(path, hunks) of a one-file unified diff; a hunk is a list of (tag, line), tag in ' -+'."""
+    path, hunks = "", []
+    for line in patch.splitlines():
+        if line.startswith("+++ "):
+            path = line[4:].removeprefix("b/")
+        elif line.startswith("--- ") or line.startswith("diff ") or line.startswith("index "):
+            continue
+        elif _HUNK.match(line):
+            hunks.append([])
+        elif hunks and line[:1] in (" ", "-", "+"):
+            hunks[-1].append((line[0], line[1:]))
+        elif hunks and line == "":
+            hunks[-1].append((" ", ""))
+    if not path or not hunks:
+        raise OracleError("gold patch has no file or no hunk")
+    return path, hunks
+
+
+def edit_from_hunk(hunk: list[tuple[str, str]], source: str) -> tuple[str, str]:
+    """(old_str, new_str) for str_replace: the changed lines, widened by context until unique."""
+    changed = [i for i, (tag, _) in enumerate(hunk) if tag != " "]
+    lo, hi = changed[0], changed[-1]
+    while True:
+        part = hunk[lo : hi + 1]
+        old = "\n".join(t for tag, t in part if tag != "+")
+        new = "\n".join(t for tag, t in part if tag != "-")
+        if old.strip() and source.count(old) == 1:
+            return old, new
+        if lo == 0 and hi == len(hunk) - 1:
+            raise OracleError("cannot make the edit unique")
+        lo, hi = max(lo - 1, 0), min(hi + 1, len(hunk) - 1)
+
+
+def enclosing_def(source: str, line: int) -> tuple[str, int, int]:
+    """(name, first line, last line) of the innermost function/class containing `line` (1-based)."""
+    best: tuple[str, int, int] | None = None
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            end = node.end_lineno or node.lineno
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            if start <= line <= end and (best is None or start >= best[1]):
+                best = (node.name, start, end)
+    if best is None:
+        raise OracleError(f"no function around line {line}")
+    return best
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+# --------------------------------------------------------------------------- phrasing
+
+_LOOK = [
+    "The issue is about `{name}`. Let me find where it is defined.",
+    "I need to find `{name}` first.",
+    "Let me locate the definition of `{name}`.",
+    "The report mentions `{name}`. I'll search for it.",
+    "First, find the code for `{name}`.",
+]
+_REPRO = [
+    "`{name}` is in {path}. Let me run the tests for it to see the failure.",
+    "Found it in {path}. I'll reproduce the bug with the tests first.",
+    "It lives in {path}. Run the related tests to confirm the bug.",
+    "Before editing, let me see the failing tests for `{name}`.",
+]
+_VIEW = [
+    "The test fails as the issue says. Let me read `{name}`.",
+    "Reproduced. Now look at the code of `{name}` in {path}.",
+    "The failure is confirmed. I'll view lines {start}-{end} of {path}.",
+    "Let me look at the implementation.",
+]
+_EDIT = [
+    "The bug is on this line: `{old}` should be `{new}`.",
+    "Found it: `{old}` is wrong; it should read `{new}`.",
+    "`{old}` causes the wrong result. Change it to `{new}`.",
+    "The fix is to replace `{old}` with `{new}`.",
+]
+_EDIT_ADD = [
+    "The function is missing `{new}`. Add it.",
+    "`{new}` is missing here. I'll add it back.",
+]
+_TEST = [
+    "Now run the tests again.",
+    "Edit done. Let me run the test suite.",
+    "Verify the fix with the tests.",
+    "Run all the tests to check the fix.",
+]
+_DONE_THINK = [
+    "All tests pass. The fix is done.",
+    "The tests pass now.",
+    "Everything passes; I can summarise.",
+]
+_ANSWER = [
+    "Fixed `{name}` in {path}: changed `{old}` to `{new}`. The tests pass.",
+    "The bug was in `{name}` ({path}): `{old}` is now `{new}`, and all tests pass.",
+    "`{name}` in {path} used `{old}`; I changed it to `{new}`. Tests pass.",
+]
+_ANSWER_ADD = [
+    "Fixed `{name}` in {path}: added the missing `{new}`. The tests pass.",
+    "`{name}` in {path} lacked `{new}`; I added it and all tests pass.",
+]
+
+
+def _short(text: str, limit: int = 80) -> str:
+    lines = [t.strip() for t in text.splitlines() if t.strip()]
+    one = " / ".join(lines)
+    return one if len(one) <= limit else one[: limit - 3] + "..."
+
+
+# --------------------------------------------------------------------------- running
+
+
+def _git(cwd: Path, *args: str, stdin: str | None = None) -> None:
+    import os
+
+    proc = subprocess.run(
+        ["git", *args], cwd=cwd, input=stdin, capture_output=True, text=True, check=False,
+        env={**os.environ, **GIT_ENV},
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise OracleError(f"git {args[0]} failed: {proc.stderr.strip()[:200]}")
+
+
+def checkout(row: dict, work: Path) -> Path:
+    """A clean checkout of the instance repo at base_commit with test_patch applied."""
+    name = row["instance_id"].split("__", 1)[-1].rsplit("-", 2)[0] or "repo"
+    repo = work / name
+    _git(work, "clone", "-q", "--no-checkout", row["repo"], str(repo))
+    _git(repo, "checkout", "-q", row["base_commit"])
+    _git(repo, "apply", "-", stdin=row["test_patch"])
+    return repo
+
+
+def plan_steps(row: dict, repo: Path, rng: random.Random) -> list[Step]:
+    """The scripted steps before any tool output is seen (what the oracle knows from the gold data)."""
+    path, hunks = parse_patch(row["patch"])
+    source = (repo / path).read_text(encoding="utf-8")
+    first = hunks[0]
+    start_line = int(_HUNK.match(next(line for line in row["patch"].splitlines() if line.startswith("@@"))).group(1))
+    offset = next(i for i, (tag, _) in enumerate(first) if tag != " ")
+    old_side = [t for t in first[:offset] if t[0] != "+"]
+    bug_line = start_line + len(old_side)
+    name, def_start, def_end = enclosing_def(source, min(bug_line, len(source.splitlines())))
+    statement = row["problem_statement"]
+    # The issue names a function or Class.method; grep for what it actually talks about.
+    if f"{name}" not in statement:
+        raise OracleError(f"issue does not mention {name}")
+    edits = [edit_from_hunk(h, source) for h in hunks]
+    f2p = json.loads(row["FAIL_TO_PASS"])
+    keyword = _snake(name).strip("_")
+    fmt = {"name": name, "path": path, "start": def_start, "end": def_end}
+    look = rng.choice(["grep", "grep", "outline"])
+    if look == "grep":
+        kind = "class" if re.search(rf"^\s*class {re.escape(name)}\b", source, re.M) else "def"
+        look_step = Step(rng.choice(_LOOK).format(**fmt), "grep", {"pattern": f"{kind} {name}\\b"})
+    else:
+        look_step = Step(rng.choice(_LOOK).format(**fmt), "outline", {"symbol": name})
+    test_cmd = f"python -m pytest -q --tb=short -k {keyword}"
+    if not any(keyword in t.split("::")[-1] for t in f2p):
+        test_cmd = "python -m pytest -q --tb=short " + " ".join(f2p)
+    old, new = edits[0]
+    removed = "\n".join(t for tag, t in first if tag == "-")
+    added = "\n".join(t for tag, t in first if tag == "+")
+    efmt = {**fmt, "old": _short(removed), "new": _short(added)}
+    edit_think = rng.choice(_EDIT if removed.strip() else _EDIT_ADD).format(**efmt)
+    steps = [
+        look_step,
+        Step(rng.choice(_REPRO).format(**fmt), "bash", {"command": test_cmd}),
+        Step(rng.choice(_VIEW).format(**fmt), "view", {"path": path, "view_range": [def_start, def_end]}),
+        Step(edit_think, "str_replace", {"path": path, "old_str": old, "new_str": new}),
+    ]
+    for old, new in edits[1:]:
+        steps.append(Step("Also fix the next spot.", "str_replace", {"path": path, "old_str": old, "new_str": new}))
+    steps.append(Step(rng.choice(_TEST), "bash", {"command": "python -m pytest -q --tb=short"}))
+    answer = rng.choice(_ANSWER if removed.strip() else _ANSWER_ADD).format(**efmt)
+    steps.append(Step(rng.choice(_DONE_THINK), None, answer=answer))
+    return steps
+
+
+def solve(row: dict, seed: int = 0, work_root: str | None = None) -> dict[str, Any]:
+    """Run the oracle on one instance. Returns {"instance_id", "messages", "thinking", "tools",
+    "root", "seconds"}; raises OracleError when it does not end with passing tests."""
+    rng = random.Random(f"oracle:{seed}:{row['instance_id']}")
+    started = time.perf_counter()
+    work = Path(tempfile.mkdtemp(prefix="clover-", dir=work_root))
+    try:
+        repo = checkout(row, work)
+        steps = plan_steps(row, repo, rng)
+        env = LocalEnvironment(str(repo), timeout=60, output_limit=4000)
+        tools = tools_by_name()
+        root = env.root
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": FIX.format(root=root)},
+            {"role": "user", "content": row["problem_statement"].strip()},
+        ]
+        thinking: list[str] = []
+        last_output = ""
+        for i, step in enumerate(steps):
+            thinking.append(step.thinking)
+            if step.tool is None:
+                messages.append({"role": "assistant", "content": step.answer})
+                break
+            call_id = f"call_{i + 1}_0"
+            call = {"id": call_id, "type": "function",
+                    "function": {"name": step.tool, "arguments": json.dumps(step.arguments)}}  # fmt: skip
+            messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+            result = tools[step.tool].run(step.arguments, env)
+            if result.is_error and step.tool != "bash":
+                raise OracleError(f"{step.tool} failed: {result.output.splitlines()[0][:200]}")
+            messages.append({"role": "tool", "tool_call_id": call_id, "name": step.tool, "content": result.output})
+            last_output = result.output
+        if not re.search(r"\d+ passed", last_output) or re.search(r"\d+ (failed|error)", last_output):
+            raise OracleError(f"tests do not pass after the fix: {_short(last_output, 160)}")
+        return {
+            "instance_id": row["instance_id"],
+            "messages": messages,
+            "thinking": thinking,
+            "tools": [tool_spec(t) for t in default_tools()],
+            "root": root,
+            "seconds": round(time.perf_counter() - started, 2),
+        }
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def render_trajectory(traj: dict[str, Any], cut: int = 0) -> tuple[str, list[tuple[int, int]]]:
+    """(ChatML text, assistant character spans). Assistant turns before `cut` are rendered as the
+    agent's history shows them (no thinking, no loss); turns from `cut` on carry their thinking
+    after `<think>\\n` exactly as the generation prompt opens it, and are the loss spans (thinking,
+    answer, calls and the closing `<|im_end|>`)."""
+    msgs = text_messages(traj["messages"], traj["tools"])
+    thoughts = iter(traj["thinking"])
+    text, spans, turn = "", [], 0
+    for m in msgs:
+        if m["role"] != "assistant":
+            text += f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n"
+            continue
+        thought = next(thoughts, "")
+        if turn < cut:
+            text += f"<|im_start|>assistant\n{m['content']}<|im_end|>\n"
+        else:
+            text += "<|im_start|>assistant\n<think>\n"
+            start = len(text)
+            text += f"{thought}\n</think>\n\n{m['content']}<|im_end|>"
+            spans.append((start, len(text)))
+            text += "\n"
+        turn += 1
+    return text, spans
+
+
+def n_assistant_turns(traj: dict[str, Any]) -> int:
+    return sum(1 for m in traj["messages"] if m["role"] == "assistant")
+
+
+__all__ = ["OracleError", "checkout", "render_assistant_content", "render_trajectory", "solve"]
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _solve_line(args: tuple[str, int]) -> tuple[str | None, str]:
+    line, seed = args
+    row = json.loads(line)
+    try:
+        return json.dumps(solve(row, seed), ensure_ascii=False), ""
+    except OracleError as exc:
+        return None, f"{row['instance_id']}: {exc}"
+    except Exception as exc:  # one bad instance must not end a long data run
+        return None, f"{row['instance_id']}: {type(exc).__name__}: {exc}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m evals.synthfix.oracle", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--instances", type=Path, required=True, help="instances.jsonl (train split)")
+    parser.add_argument("--out", type=Path, required=True, help="trajectories JSONL to write")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=1)
+    args = parser.parse_args(argv)
+    if not args.instances.is_file():
+        parser.error(f"not a file: {args.instances}")
+    lines = [ln for ln in args.instances.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    if any(json.loads(ln).get("split") == "heldout" for ln in lines):
+        parser.error("the oracle is for training instances only, not the held-out split")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    ok = bad = 0
+    start = time.perf_counter()
+    jobs = [(ln, args.seed) for ln in lines]
+    with args.out.open("w", encoding="utf-8") as fh:
+        if args.workers > 1:
+            from multiprocessing import Pool
+
+            with Pool(args.workers) as pool:
+                results = pool.imap(_solve_line, jobs, chunksize=4)
+                for out, err in results:
+                    ok, bad = _write(fh, out, err, ok, bad)
+        else:
+            for job in jobs:
+                ok, bad = _write(fh, *_solve_line(job), ok, bad)
+    print(f"solved {ok}/{ok + bad} in {time.perf_counter() - start:.0f}s -> {args.out}")
+    return 0 if ok else 1
+
+
+def _write(fh, out: str | None, err: str, ok: int, bad: int) -> tuple[int, int]:
+    if out is None:
+        print(f"skip {err}", file=sys.stderr)
+        return ok, bad + 1
+    fh.write(out + "\n")
+    fh.flush()
+    return ok + 1, bad
+
+
+if __name__ == "__main__":
+    sys.exit(main())

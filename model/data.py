@@ -1,0 +1,229 @@
+"""Training data for the embedded Clover: tokenised, packed sequences with a loss mask.
+
+Two sources, packed into one stream of fixed-length rows:
+- oracle trajectories (evals/synthfix/oracle.py JSONL): ChatML text where only the assistant spans
+  are targets (thinking, calls, answers); system prompt, issue and tool outputs are context;
+- plain Python code from this machine's standard library (every token a target), for language
+  modelling.
+
+Documents are joined with `<|endoftext|>` and cut into rows of `seq_len` tokens. The result is one
+file, `packed.pt` = {"ids": int32 [N, L], "target": bool [N, L], "meta": {...}}:
+
+    python -m model.data --tokenizer tok.json --trajectories oracle.jsonl --out DIR [--seq 2048]
+
+model/ knows nothing of evals/: the trajectory renderer is passed in (or imported lazily by the
+CLI), and rendered records may also be given directly as {"text", "spans"} JSONL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+EOT = "<|endoftext|>"
+Doc = tuple[str, list[tuple[int, int]] | None]  # text, target char spans (None: every token)
+
+
+def encode_doc(tokenizer: Any, text: str, spans: list[tuple[int, int]] | None) -> tuple[list[int], list[bool]]:
+    """Token ids of `text` and, per token, whether it is a target (inside a span by its start)."""
+    enc = tokenizer.encode(text, add_special_tokens=False)
+    if spans is None:
+        return list(enc.ids), [True] * len(enc.ids)
+    target = [False] * len(enc.ids)
+    spans = sorted(spans)
+    j = 0
+    for i, (start, end) in enumerate(enc.offsets):
+        while j < len(spans) and spans[j][1] <= start:
+            j += 1
+        if j < len(spans) and spans[j][0] <= start < spans[j][1] and end > start:
+            target[i] = True
+    return list(enc.ids), target
+
+
+def pack(
+    docs: Iterable[tuple[list[int], list[bool]]], seq_len: int, eot_id: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Join documents with an `<|endoftext|>` (itself a target after a target doc: the model learns
+    to stop) and cut into [N, seq_len] rows; the ragged tail is dropped."""
+    ids: list[int] = []
+    target: list[bool] = []
+    for doc_ids, doc_target in docs:
+        ids.extend(doc_ids)
+        target.extend(doc_target)
+        ids.append(eot_id)
+        target.append(bool(doc_target and doc_target[-1]))
+    n = len(ids) // seq_len
+    if n == 0:
+        raise ValueError(f"not enough tokens ({len(ids)}) for one row of {seq_len}")
+    t_ids = torch.tensor(ids[: n * seq_len], dtype=torch.int32).view(n, seq_len)
+    t_tgt = torch.tensor(target[: n * seq_len], dtype=torch.bool).view(n, seq_len)
+    return t_ids, t_tgt
+
+
+def end_aligned(
+    docs: Iterable[tuple[list[int], list[bool]]], seq_len: int, pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One row per document: its last `seq_len` tokens (left-padded, padding not a target). An
+    agent trajectory puts its targets at the end, after a long constant system prompt, so the end
+    window keeps every target of the document and the issue and tool outputs they depend on."""
+    rows_ids, rows_tgt = [], []
+    for doc_ids, doc_target in docs:
+        ids, tgt = doc_ids[-seq_len:], doc_target[-seq_len:]
+        pad = seq_len - len(ids)
+        rows_ids.append([pad_id] * pad + ids)
+        rows_tgt.append([False] * pad + tgt)
+    if not rows_ids:
+        raise ValueError("no documents")
+    return torch.tensor(rows_ids, dtype=torch.int32), torch.tensor(rows_tgt, dtype=torch.bool)
+
+
+def read_trajectories(
+    paths: Iterable[Path], render: Callable[[dict, int], tuple[str, list[tuple[int, int]]]] | None, seed: int
+) -> Iterator[Doc]:
+    """Rendered training docs. A record with "text"/"spans" is used as is; an oracle trajectory is
+    rendered by `render(traj, cut)` with a seeded random history cut (see oracle.render_trajectory)."""
+    rng = random.Random(seed)
+    for path in paths:
+        with Path(path).open(encoding="utf-8") as fh:
+            for line in fh:
+                if not line.strip():
+                    continue
+                rec = json.loads(line)
+                if "text" in rec:
+                    yield rec["text"], [tuple(s) for s in rec.get("spans", [])]
+                    continue
+                if render is None:
+                    raise ValueError(f"{path}: trajectory records need a renderer")
+                turns = sum(1 for m in rec["messages"] if m["role"] == "assistant")
+                # Cut 0 (every turn with thinking) half the time, else a random point: the model
+                # then also sees histories whose earlier turns lack thinking, as at inference.
+                cut = 0 if rng.random() < 0.5 else rng.randrange(turns)
+                yield render(rec, cut)
+
+
+def stdlib_docs(max_chars: int, seed: int = 0) -> Iterator[Doc]:
+    """Python standard library sources (tests excluded), shuffled, up to `max_chars` in total."""
+    import sysconfig
+
+    root = Path(sysconfig.get_paths()["stdlib"])
+    skip = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
+    files = sorted(p for p in root.rglob("*.py") if not skip & set(p.relative_to(root).parts[:-1]))
+    random.Random(seed).shuffle(files)
+    total = 0
+    for path in files:
+        if total >= max_chars:
+            return
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        text = text[:20000]  # long modules: their head is enough, and more files give variety
+        total += len(text)
+        yield text, None
+
+
+def build(
+    tokenizer_path: Path,
+    trajectories: list[Path],
+    out_dir: Path,
+    *,
+    seq_len: int = 2048,
+    code_fraction: float = 0.25,
+    seed: int = 0,
+    render: Callable[[dict, int], tuple[str, list[tuple[int, int]]]] | None = None,
+    align: str = "pack",
+) -> dict[str, Any]:
+    """Write out_dir/packed.pt; returns its meta (rows, tokens, target tokens per source)."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tokenizer_path))
+    eot = tok.token_to_id(EOT)
+    if eot is None:
+        raise ValueError(f"{tokenizer_path}: no {EOT} token")
+    traj = [encode_doc(tok, text, spans) for text, spans in read_trajectories(trajectories, render, seed)]
+    traj_tokens = sum(len(i) for i, _ in traj)
+    # code tokens ~ code_fraction of the mix; ~3.5 characters per token for Python source
+    want_code = int(traj_tokens * code_fraction / max(1e-9, 1 - code_fraction)) if traj else 2_000_000
+    code = [encode_doc(tok, text, None) for text, _ in stdlib_docs(int(want_code * 3.5), seed)]
+    if align == "end" and traj:
+        # trajectories end-aligned (+ their closing <|endoftext|>), code packed
+        t_ids, t_tgt = end_aligned([(i + [eot], t + [True]) for i, t in traj], seq_len, eot)
+        parts = [(t_ids, t_tgt)] + ([pack(code, seq_len, eot)] if code else [])
+        ids, target = torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+        order = torch.randperm(ids.shape[0], generator=torch.Generator().manual_seed(seed))
+        ids, target = ids[order], target[order]
+    else:
+        docs = traj + code
+        random.Random(seed).shuffle(docs)
+        ids, target = pack(docs, seq_len, eot)
+    meta = {
+        "seq_len": seq_len,
+        "align": align,
+        "rows": int(ids.shape[0]),
+        "tokens": int(ids.numel()),
+        "target_tokens": int(target.sum()),
+        "trajectories": len(traj),
+        "trajectory_tokens": traj_tokens,
+        "trajectory_target_tokens": sum(sum(t) for _, t in traj),
+        "code_docs": len(code),
+        "code_tokens": sum(len(i) for i, _ in code),
+        "vocab_size": tok.get_vocab_size(with_added_tokens=True),
+        "tokenizer": str(Path(tokenizer_path).resolve()),
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    torch.save({"ids": ids, "target": target, "meta": meta}, out_dir / "packed.pt")
+    (out_dir / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    return meta
+
+
+def load_packed(data_dir: Path) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+    path = Path(data_dir) / "packed.pt"
+    if not path.is_file():
+        raise ValueError(f"no packed.pt in {data_dir} (build it with python -m model.data)")
+    blob = torch.load(path, weights_only=True)
+    return blob["ids"].long(), blob["target"], blob["meta"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m model.data", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tokenizer", type=Path, required=True)
+    parser.add_argument("--trajectories", type=Path, nargs="*", default=[])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--seq", type=int, default=2048)
+    parser.add_argument("--code-fraction", type=float, default=0.25)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--align", choices=["pack", "end"], default="pack",
+                        help="trajectories packed, or one end-aligned row each")
+    args = parser.parse_args(argv)
+    for p in [args.tokenizer, *args.trajectories]:
+        if not p.is_file():
+            parser.error(f"not a file: {p}")
+    if not 0 <= args.code_fraction < 1:
+        parser.error("--code-fraction must be in [0, 1)")
+    render = None
+    if args.trajectories:
+        try:  # the CLI may reach into evals/; the library functions above do not
+            from evals.synthfix.oracle import render_trajectory as render
+        except ImportError:
+            render = None
+    start = time.perf_counter()
+    try:
+        meta = build(args.tokenizer, args.trajectories, args.out, seq_len=args.seq,
+                     code_fraction=args.code_fraction, seed=args.seed, render=render, align=args.align)  # fmt: skip
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(meta), f"({time.perf_counter() - start:.0f}s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

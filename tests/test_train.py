@@ -1,0 +1,162 @@
+"""Training objective, loop, checkpoint/resume and data packing of model/train.py and model/data.py
+on a tiny config (CPU, seconds)."""
+
+from __future__ import annotations
+
+import torch
+
+from model.config import tiny
+from model.data import encode_doc, end_aligned, pack
+from model.modeling import CloverForCausalLM
+from model.train import (
+    TrainArgs,
+    Trainer,
+    add_noise,
+    diffusion_step_loss,
+    export,
+    selected_logits,
+    step_generator,
+)
+
+torch.set_num_threads(1)
+SEQ = 32
+
+
+def _data(rows: int = 4, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Learnable rows: a repeating pattern with random offsets; the second half is the target."""
+    g = torch.Generator().manual_seed(seed)
+    base = torch.arange(SEQ) % 7 + 10
+    ids = torch.stack([(base + int(torch.randint(0, 5, (1,), generator=g))) for _ in range(rows)])
+    target = torch.zeros(rows, SEQ, dtype=torch.bool)
+    target[:, SEQ // 2 :] = True
+    return ids, target
+
+
+def _args(**kw) -> TrainArgs:
+    base = dict(steps=30, batch=2, lr=1e-2, warmup=2, log_every=100, ckpt_minutes=1e9)
+    base.update(kw)
+    return TrainArgs(**base)
+
+
+def test_noise_masks_only_targets() -> None:
+    ids, target = _data()
+    x_t = add_noise(ids, target, 8, 127, torch.Generator().manual_seed(1))
+    masked = x_t == 127
+    assert masked.any()
+    assert not (masked & ~target).any()  # context never masked
+    assert torch.equal(x_t[~masked], ids[~masked])
+
+
+def test_loss_only_on_masked_targets() -> None:
+    """Changing a context token's label cannot change the loss; the count is the masked targets."""
+    torch.manual_seed(0)
+    model = CloverForCausalLM(tiny())
+    ids, target = _data()
+    loss, count = diffusion_step_loss(model, ids, target, 8, torch.Generator().manual_seed(3))
+    x_t = add_noise(ids, target, 8, model.config.mask_token_id, torch.Generator().manual_seed(3))
+    expect = ((x_t == model.config.mask_token_id) & target)
+    expect[:, 0] = False
+    assert count == int(expect.sum()) > 0
+    # a loss on no targets is zero (and still backpropagates)
+    zero, n = diffusion_step_loss(model, ids, torch.zeros_like(target), 8, torch.Generator().manual_seed(3))
+    assert n == 0 and float(zero.detach()) == 0.0
+    zero.backward()
+
+
+def test_selected_logits_match_forward_train() -> None:
+    torch.manual_seed(0)
+    model = CloverForCausalLM(tiny()).eval()
+    ids, target = _data()
+    x_t = add_noise(ids, target, 4, model.config.mask_token_id, torch.Generator().manual_seed(2))
+    use = (x_t == model.config.mask_token_id) & target
+    with torch.no_grad():
+        full = model.forward_train(x_t, ids, 4)[use]
+        fast = selected_logits(model, x_t, ids, 4, use)
+        ar_use = target.clone()
+        ar_use[:, 0] = False
+        ar_full = torch.cat([torch.zeros_like(model(ids)[:, :1]), model(ids)[:, :-1]], 1)[ar_use]
+        ar_fast = selected_logits(model, ids, ids, 1, ar_use)
+    torch.testing.assert_close(fast, full, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(ar_fast, ar_full, rtol=1e-4, atol=1e-4)
+
+
+def test_few_steps_reduce_loss_on_fixed_batch(tmp_path) -> None:
+    ids, target = _data()
+    trainer = Trainer(tiny(), ids, target, tmp_path, _args())
+
+    def fixed_loss() -> float:
+        with torch.no_grad():
+            return float(diffusion_step_loss(trainer.model, ids, target, 4, step_generator(99, 0))[0])
+
+    before = fixed_loss()
+    for _ in range(30):
+        trainer.train_step()
+    after = fixed_loss()
+    assert after < before * 0.7, (before, after)
+
+
+def test_checkpoint_resume_reproduces_next_step(tmp_path) -> None:
+    ids, target = _data()
+    a = Trainer(tiny(), ids, target, tmp_path / "a", _args())
+    for _ in range(3):
+        a.train_step()
+    a.save()
+    expected = a.train_step()
+
+    b = Trainer(tiny(), ids, target, tmp_path / "b", _args(seed=0))
+    b.load(tmp_path / "a" / "ckpt" / "last.pt")
+    assert b.step == 3
+    got = b.train_step()
+    assert got["block"] == expected["block"]
+    assert abs(got["loss"] - expected["loss"]) < 1e-6
+
+
+def test_run_loop_stops_and_exports(tmp_path) -> None:
+    ids, target = _data()
+    trainer = Trainer(tiny(), ids, target, tmp_path, _args(steps=4, log_every=2))
+    logged: list[dict] = []
+    trainer.run(logged.append)
+    assert [r["step"] for r in logged] == [2, 4]
+    assert (tmp_path / "ckpt" / "last.pt").is_file()
+    info = export(tmp_path, tmp_path / "weights")
+    assert info["step"] == 4
+    from model.load import load_checkpoint
+
+    loaded = load_checkpoint(tmp_path / "weights")
+    ref = trainer.model.state_dict()["lm_head.weight"]
+    got = loaded.model.state_dict()["lm_head.weight"]
+    torch.testing.assert_close(got, ref.to(torch.bfloat16).float())  # bf16 storage, fp32 compute
+
+
+def test_pack_and_end_align() -> None:
+    docs = [([5, 6, 7], [False, True, True]), ([8, 9], [True, True])]
+    ids, tgt = pack(docs, 4, 0)
+    assert ids.tolist() == [[5, 6, 7, 0], [8, 9, 0, 0]][:1] and tgt.tolist() == [[False, True, True, True]]
+    ids, tgt = end_aligned(docs, 3, 0)
+    assert ids.tolist() == [[5, 6, 7], [0, 8, 9]]
+    assert tgt.tolist() == [[False, True, True], [False, True, True]]
+
+
+def test_encode_doc_marks_span_tokens() -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel({"a": 0, "b": 1, "c": 2, "[UNK]": 3}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    ids, target = encode_doc(tok, "a b c a", [(2, 5)])
+    assert ids == [0, 1, 2, 0]
+    assert target == [False, True, True, False]
+
+
+def test_train_cmd_runs_and_exports(tmp_path) -> None:
+    """The CLI front end: build argv, train two steps from a packed dir, export, bad input -> code 2."""
+    from clover_cli.train_cmd import run_train, train_argv
+
+    ids, target = _data()
+    torch.save({"ids": ids.int(), "target": target, "meta": {"rows": 4}}, tmp_path / "packed.pt")
+    (tmp_path / "cfg.json").write_text(tiny().to_json())
+    assert train_argv(out=tmp_path, steps=2, resume=True)[-1] == "--resume"
+    code = run_train(out=tmp_path / "run", config=tmp_path / "cfg.json", data=tmp_path, steps=2, batch=1)
+    assert code == 0 and (tmp_path / "run" / "ckpt" / "last.pt").is_file()
+    assert run_train(out=tmp_path / "run", export_to=tmp_path / "w") == 0
+    assert (tmp_path / "w" / "model.safetensors").is_file()
+    assert run_train(out=tmp_path / "missing", config=tmp_path / "cfg.json", data=tmp_path / "nope") == 2
