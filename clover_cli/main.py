@@ -142,6 +142,31 @@ def serve(
     run_server(settings, host=host, port=port)
 
 
+@app.command()
+def train(
+    out: Annotated[Path, typer.Option("--out", help="Run directory (checkpoints, logs).")],
+    config: Annotated[Path | None, typer.Option("--config", help="Model config.json to train.")] = None,
+    data: Annotated[Path | None, typer.Option("--data", help="Packed data (python -m model.data).")] = None,
+    steps: Annotated[int | None, typer.Option("--steps")] = None,
+    batch: Annotated[int | None, typer.Option("--batch")] = None,
+    seq: Annotated[int | None, typer.Option("--seq")] = None,
+    lr: Annotated[float | None, typer.Option("--lr")] = None,
+    device: Annotated[str, typer.Option("--device", help="cpu | cuda")] = "cpu",
+    resume: Annotated[bool, typer.Option("--resume", help="Continue from the run's last checkpoint.")] = False,
+    time_limit: Annotated[float | None, typer.Option("--time-limit", help="Minutes.")] = None,
+    export_to: Annotated[
+        Path | None, typer.Option("--export-to", help="Export the run's checkpoint as a model directory.")
+    ] = None,
+    tokenizer: Annotated[Path | None, typer.Option("--tokenizer", help="tokenizer.json for --export-to.")] = None,
+) -> None:
+    """Train (or fine-tune) a Clover with the block-diffusion objective; see model/train.py."""
+    from clover_cli.train_cmd import run_train
+
+    raise typer.Exit(run_train(out=out, config=config, data=data, steps=steps, batch=batch, seq=seq, lr=lr,
+                               device=device, resume=resume, time_limit=time_limit, export_to=export_to,
+                               tokenizer=tokenizer))
+
+
 def _mount_bench() -> None:
     from clover_cli.bench import bench_command
 
