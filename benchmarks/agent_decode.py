@@ -62,6 +62,11 @@ class BenchConfig:
     split: str = "heldout"
     keep_workspaces: bool = False
 
+    def __post_init__(self) -> None:
+        # Work trees are cloned and graded with other working directories: a relative --out
+        # (the default, runs/bench) made every task a "harness error".
+        self.out = Path(self.out).absolute()
+
     def decoders(self) -> list[Decoder]:
         return [Decoder(b, self.threshold) for b in self.block_sizes]
 

@@ -40,11 +40,13 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
         fail(f"cannot read {opts.issue}: {exc.strerror}")
     if not task:
         fail(f"issue file is empty: {opts.issue}")
+    if opts.patch_out and not opts.patch_out.absolute().parent.is_dir():
+        fail(f"--patch-out: directory not found: {opts.patch_out.absolute().parent}")
     root = opts.repo.resolve()
     settings = settings_or_exit(root, flags, mode="ask")
     git = gitdiff.is_git_repo(root)
     if not git:
-        warn(f"{root} is not a git repository: no diff, and undo needs git")
+        warn(f"{root} is not a git repository: no diff and no --commit (clover undo still works)")
 
     from clover_cli.runner import build_environment, build_model, checkpointer, run_agent
     from tools.sandbox import SandboxUnavailable
@@ -59,31 +61,35 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
     printer = _stream_printer() if opts.output_format == "stream-json" else None
     result = run_agent(task, settings=settings, env=env, model=model, kind="fix",
                        trajectory_path=trajectory, on_event=printer,
-                       before_step=checkpointer(settings, root) if git else None)
+                       before_step=checkpointer(settings, root))
     if result.exit_status == ModelError.exit_status and result.steps <= 1:
         # The model never answered: nothing was done, so leave nothing behind.
         Path(trajectory).unlink(missing_ok=True)
         fail(result.error.removeprefix("model error: ModelError: "))
 
-    patch = gitdiff.diff_trees(root, before, gitdiff.worktree_tree(root)) if before else ""
+    after = gitdiff.worktree_tree(root) if before else None
+    patch = gitdiff.diff_trees(root, before, after) if before and after else ""
     if opts.patch_out:
-        opts.patch_out.write_text(patch, encoding="utf-8")
-    if opts.commit and patch:
-        _commit(root, result)
-    _report(opts.output_format, result, patch, trajectory)
+        try:
+            opts.patch_out.write_text(patch, encoding="utf-8")
+        except OSError as exc:  # the run's result is still reported below
+            warn(f"cannot write {opts.patch_out}: {exc.strerror or exc}")
+    if opts.commit and patch and before and after:
+        _commit(root, result, gitdiff.changed_paths(root, before, after))
+    _report(opts.output_format, result, patch, trajectory, git)
     return 0 if result.exit_status == "submitted" else 1
 
 
-def _commit(root: Path, result: RunResult) -> None:
-    import git
-
-    repo = git.Repo(root)
-    repo.git.add(A=True)
+def _commit(root: Path, result: RunResult, paths: list[str]) -> None:
+    """Commit only what the agent changed: the user's own uncommitted work stays uncommitted."""
     title = (result.final_text.strip().splitlines() or ["clover fix"])[0][:72]
-    repo.index.commit(f"{title}\n\nMade by clover fix ({result.steps} steps).")
+    try:
+        gitdiff.commit_paths(root, paths, f"{title}\n\nMade by clover fix ({result.steps} steps).")
+    except RuntimeError as exc:
+        warn(f"the fix was not committed: {exc}")
 
 
-def _report(fmt: str, result: RunResult, patch: str, trajectory: Path) -> None:
+def _report(fmt: str, result: RunResult, patch: str, trajectory: Path, git: bool = True) -> None:
     summary = {
         "status": result.exit_status,
         "patch": patch,
@@ -106,7 +112,7 @@ def _report(fmt: str, result: RunResult, patch: str, trajectory: Path) -> None:
         return
     if result.final_text:
         print(result.final_text.strip() + "\n")
-    print(patch if patch else "(no changes)")
+    print(patch if patch else "(no changes)" if git else "(no diff: not a git repository)")
     line = (
         f"[{result.exit_status}] {result.steps} steps, {result.tokens} tokens, "
         f"{result.seconds:.1f} s (model {result.model_seconds:.1f} s)"

@@ -40,3 +40,25 @@ def worktree_tree(root: str | Path) -> str:
 
 def diff_trees(root: str | Path, before: str, after: str) -> str:
     return _git(root, "diff", "--binary", "--no-color", before, after)
+
+
+def changed_paths(root: str | Path, before: str, after: str) -> list[str]:
+    """Paths (relative to the repository's top level) that differ between two trees."""
+    out = _git(root, "diff", "--name-only", "-z", "--no-renames", before, after)
+    return [p for p in out.split("\0") if p]
+
+
+def commit_paths(root: str | Path, paths: list[str], message: str) -> None:
+    """Commit exactly `paths` as they are in the work tree; the user's other changes, staged or
+    not, stay out of the commit and where they were. Raises RuntimeError (one line) on failure."""
+    if not paths:
+        return
+    top = _git(root, "rev-parse", "--show-toplevel").strip()
+    _git(top, "--literal-pathspecs", "add", "-A", "--", *paths)
+    proc = subprocess.run(
+        ["git", "--literal-pathspecs", "commit", "-q", "--no-verify", "-F", "-", "--only", "--", *paths],
+        cwd=top, input=message, capture_output=True, text=True, errors="replace",
+    )
+    if proc.returncode != 0:
+        lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("***")]
+        raise RuntimeError(f"git commit: {lines[0] if lines else 'failed'}")

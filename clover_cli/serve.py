@@ -4,7 +4,10 @@ practice), so Harbor sandboxes, other agents and editors can use it. FastAPI + u
 
 # No `from __future__ import annotations`: FastAPI resolves the endpoint annotations at run time.
 import asyncio
+import dataclasses
 import json
+import os
+import socket
 import threading
 import time
 import uuid
@@ -22,9 +25,19 @@ def create_app(model: Model):
     app = FastAPI(title="clover serve")
     lock = threading.Lock()  # one generation at a time: the local model is a single stream
 
-    def complete(messages: list[dict], tools: list[dict], on_event=None) -> AssistantTurn:
+    def complete(messages: list[dict], tools: list[dict], on_event=None, options=None) -> AssistantTurn:
         with lock:
-            return model.complete(messages, tools, on_event)
+            # Per-request sampling options go through the backend's settings (the local Clover
+            # reads max_tokens / temperature from there), restored after the request.
+            base = getattr(model, "settings", None)
+            swap = bool(options) and isinstance(base, Settings)
+            if swap:
+                model.settings = dataclasses.replace(base, **options)
+            try:
+                return model.complete(messages, tools, on_event)
+            finally:
+                if swap:
+                    model.settings = base
 
     def error(status: int, message: str, kind: str = "invalid_request_error"):
         return JSONResponse({"error": {"message": message, "type": kind}}, status_code=status)
@@ -43,13 +56,17 @@ def create_app(model: Model):
         if not isinstance(messages, list) or not messages:
             return error(400, "'messages' must be a non-empty list")
         messages = [_normalise(m) for m in messages]
+        options = _options(body)
+        if isinstance(options, str):
+            return error(400, options)
         rid, created = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time())
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            chunks = _stream(complete, messages, tools, rid, created, model.name, include_usage)
+            chunks = _stream(lambda *a: complete(*a, options=options), messages, tools, rid, created, model.name,
+                             include_usage)
             return StreamingResponse(chunks, media_type="text/event-stream")
         try:
-            turn = await asyncio.to_thread(complete, messages, tools)
+            turn = await asyncio.to_thread(complete, messages, tools, None, options)
         except ModelError as exc:
             return error(500, str(exc), "server_error")
         message: dict[str, Any] = {"role": "assistant", "content": turn.text or None}
@@ -67,6 +84,22 @@ def create_app(model: Model):
         }
 
     return app
+
+
+def _options(body: dict[str, Any]) -> dict[str, Any] | str:
+    """The request's max_tokens / temperature as Settings fields, or the 400 message."""
+    options: dict[str, Any] = {}
+    limit = body.get("max_completion_tokens", body.get("max_tokens"))
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            return f"'max_tokens' must be a positive integer, not {limit!r}"
+        options["max_tokens"] = limit
+    temperature = body.get("temperature")
+    if temperature is not None:
+        if isinstance(temperature, bool) or not isinstance(temperature, int | float) or not 0 <= temperature <= 2:
+            return f"'temperature' must be a number between 0 and 2, not {temperature!r}"
+        options["temperature"] = float(temperature)
+    return options
 
 
 def _normalise(message: dict[str, Any]) -> dict[str, Any]:
@@ -155,6 +188,13 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000) -> None
     from clover_cli.cli_common import fail
     from clover_cli.runner import build_model
 
+    if not 0 <= port <= 65535:
+        fail(f"--port must be between 0 and 65535, not {port}")
+    try:  # before loading the model (slow): a busy port is one line, not a uvicorn traceback
+        with socket.create_server((host, port)):
+            pass
+    except OSError as exc:
+        fail(f"cannot listen on {host}:{port}: {os.strerror(exc.errno) if (exc.errno or 0) > 0 else exc.strerror or exc}")
     try:
         model = build_model(settings)
     except ModelError as exc:

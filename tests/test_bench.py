@@ -44,6 +44,13 @@ def test_oracle_patches_prove_the_grading(tmp_path, capsys, oracle, count, block
     assert "Traceback" not in capsys.readouterr().err
 
 
+def test_relative_out_dir_works(tmp_path, monkeypatch):
+    # The default --out is relative (runs/bench): clones and grading used to fail on every task.
+    monkeypatch.chdir(tmp_path)
+    assert main(["--oracle", "gold", "--count", "1", "--block-size", "1", "--out", "rel/bench"]) == 0
+    assert [d["resolved"] for d in _summary(tmp_path / "rel" / "bench")["decoders"]] == [1]
+
+
 def _new_file_patch(path: str, text: str) -> str:
     lines = text.splitlines()
     body = "".join(f"+{line}\n" for line in lines)

@@ -75,6 +75,44 @@ def test_fix_commit(tmp_path):
     assert status == ""
 
 
+def test_fix_commit_keeps_the_users_own_changes_out(tmp_path):
+    # --commit used to `git add -A` and commit everything, the user's unrelated work included.
+    repo = make_repo(tmp_path / "repo")
+    (repo / "test_calc.py").write_text(TEST + "# my note\n")  # unstaged edit
+    (repo / "staged.txt").write_text("wip\n")
+    subprocess.run(["git", "add", "staged.txt"], cwd=repo, check=True)
+    (repo / "scratch.txt").write_text("untracked\n")
+    (tmp_path / "issue.md").write_text("add is wrong")
+    env = {**isolated_env(tmp_path), "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--model",
+                      f"scripted:{script_file(tmp_path)}", "--yes", "--commit", env=env)
+    assert proc.returncode == 0, proc.stderr
+    files = subprocess.run(["git", "show", "--name-only", "--format=", "HEAD"], cwd=repo, capture_output=True,
+                           text=True).stdout.split()
+    assert files == ["calc.py"]
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True).stdout
+    assert sorted(status.splitlines()) == [" M test_calc.py", "?? scratch.txt", "A  staged.txt"]
+
+
+def test_patch_out_problems_are_one_line_and_lose_nothing(tmp_path):
+    repo = make_repo(tmp_path / "repo")
+    (tmp_path / "issue.md").write_text("add is wrong")
+    env, model = isolated_env(tmp_path), f"scripted:{script_file(tmp_path)}"
+    # A missing directory is caught before the agent runs (it used to crash after the run).
+    proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--model", model, "--yes",
+                      "--patch-out", str(tmp_path / "no" / "fix.diff"), env=env)
+    assert proc.returncode == 2 and proc.stderr.strip().startswith("clover: --patch-out: directory not found")
+    assert (repo / "calc.py").read_text() == BUGGY
+    # A target that cannot be written is a warning; the diff and report still come out.
+    (tmp_path / "adir").mkdir()
+    proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--model", model, "--yes",
+                      "--patch-out", str(tmp_path / "adir"), env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "clover: warning: cannot write" in proc.stderr and "+    return a + b" in proc.stdout
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr
+
+
 def test_fix_in_ask_mode_without_yes_refuses_edits(tmp_path):
     repo = make_repo(tmp_path / "repo")
     (tmp_path / "issue.md").write_text("add is wrong")
@@ -107,5 +145,9 @@ def test_fix_outside_git_works_and_warns(tmp_path):
     proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--model",
                       f"scripted:{script_file(tmp_path)}", "--yes", env=isolated_env(tmp_path))
     assert proc.returncode == 0, proc.stderr
-    assert "not a git repository" in proc.stderr and "undo needs git" in proc.stderr
+    assert "not a git repository" in proc.stderr and "(no diff: not a git repository)" in proc.stdout
     assert "a + b" in (repo / "calc.py").read_text()
+    # Checkpoints live in a shadow repository, so undo works here too (it used to be switched off).
+    undo = run_clover("undo", "--repo", str(repo), env=isolated_env(tmp_path))
+    assert undo.returncode == 0, undo.stderr
+    assert (repo / "calc.py").read_text() == BUGGY

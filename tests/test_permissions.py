@@ -77,6 +77,14 @@ PROBES = [
     "# harmless\nrm -rf x",
     'env -S "rm -rf x"',
     "git push --force-with-lease",
+    # synonyms and extra flags (these used to run under a `rm -rf *` deny rule)
+    "rm -Rf x",
+    "rm -fR x",
+    "rm --recursive --force x",
+    "rm -r --force x",
+    "rm -rfv x",
+    "rm -v -r -f x",
+    "sudo rm -R -f -v x",
 ]
 
 
@@ -278,3 +286,10 @@ def test_asker_failure_is_a_refusal_not_a_crash():
 
     msg = PermissionGate(PermissionPolicy("ask"), broken).authorize(call("bash", command="ls"), BashTool())
     assert msg and "terminal gone" in msg
+
+
+def test_deny_flag_subsets_do_not_overreach():
+    # The deny rule `rm -rf *` covers any rm with both flags, not rm with only one of them.
+    policy = PermissionPolicy("yolo", deny=["bash(rm -rf *)"])
+    for command in ("rm -f x.pyc", "rm -r build", "rmdir -rf x", "echo rm -rf x", "ls -R"):
+        assert policy.decide("bash", {"command": command}, read_only=False)[0] == "allow", command

@@ -14,6 +14,7 @@ uvicorn = pytest.importorskip("uvicorn")
 openai = pytest.importorskip("openai")
 
 from clover_cli.serve import create_app  # noqa: E402
+from clover_cli.settings import Settings  # noqa: E402
 from clover_cli.types import AssistantTurn, StreamEvent, ToolCall  # noqa: E402
 
 
@@ -24,9 +25,12 @@ class EchoModel:
     name: str = "echo-model"
     context_window: int = 4096
     requests: list = field(default_factory=list)
+    settings: Settings = field(default_factory=Settings)  # as LocalCloverModel: decoding options
+    seen: list = field(default_factory=list)  # (max_tokens, temperature) each request ran with
 
     def complete(self, messages, tools, on_event=None):
         self.requests.append((messages, tools))
+        self.seen.append((self.settings.max_tokens, self.settings.temperature))
         last = messages[-1]["content"]
         if on_event:
             on_event(StreamEvent("thinking", "thinking about it"))
@@ -104,3 +108,38 @@ def test_bad_request_is_a_clear_error(server):
     client, _ = server
     with pytest.raises(openai.BadRequestError, match="messages"):
         client.chat.completions.create(model="x", messages=[])
+
+
+def test_request_max_tokens_and_temperature_reach_the_model(server):
+    # They used to be ignored: a 20-token request to the local Clover decoded up to 4096 tokens.
+    client, model = server
+    default = Settings().max_tokens
+    client.chat.completions.create(model="x", messages=[{"role": "user", "content": "a"}], max_tokens=5,
+                                   temperature=0.3)
+    assert model.seen[-1] == (5, 0.3)
+    stream = client.chat.completions.create(model="x", messages=[{"role": "user", "content": "b"}],
+                                            max_completion_tokens=7, stream=True)
+    list(stream)
+    assert model.seen[-1] == (7, None)
+    client.chat.completions.create(model="x", messages=[{"role": "user", "content": "c"}])
+    assert model.seen[-1] == (default, None) and model.settings.max_tokens == default
+    for bad in ({"max_tokens": -1}, {"max_tokens": "many"}, {"temperature": 9}):
+        with pytest.raises(openai.BadRequestError, match="must be"):
+            client.chat.completions.create(model="x", messages=[{"role": "user", "content": "d"}], **bad)
+
+
+def test_busy_or_invalid_port_is_one_line_before_loading(capsys):
+    from typer import Exit
+
+    from clover_cli.serve import serve
+
+    settings = Settings(model="scripted:/nonexistent.json")  # never loaded: the port is checked first
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        port = busy.getsockname()[1]
+        with pytest.raises(Exit) as exc:
+            serve(settings, port=port)
+    assert exc.value.exit_code == 2
+    assert capsys.readouterr().err.strip() == f"clover: cannot listen on 127.0.0.1:{port}: Address already in use"
+    with pytest.raises(Exit):
+        serve(settings, port=99999)
+    assert "--port must be between 0 and 65535" in capsys.readouterr().err

@@ -56,6 +56,16 @@ def test_a_patch_that_does_not_apply_and_a_wrong_fix(tmp_path):
     assert res["wrong"]["tests_status"]["PASS_TO_PASS"]["success"] == ["tests/test_core.py::test_double"]
 
 
+def test_relative_output_dir_grades_in_the_workspace_venv(tmp_path, monkeypatch):
+    # `-o runs/grade` used to leave the venv's bin and the patch file relative to the caller's cwd
+    # while commands ran in the work tree: every patch "failed to apply" and pip installed the
+    # graded repository into the caller's own environment.
+    inst = validate(make_instance(tmp_path), "fixture")
+    monkeypatch.chdir(tmp_path)
+    res = grade_instance(inst, {"gold": inst["patch"]}, GradeConfig(output_dir=Path("g"), online=False))
+    assert res["gold"]["patch_successfully_applied"] is True and res["gold"]["resolved"] is True
+
+
 def test_apply_chain_falls_back_to_fuzzy_patch(tmp_path):
     inst = validate(make_instance(tmp_path), "fixture")
     ws = make_workspace(inst, tmp_path / "ws", RepoCache(online=False))
@@ -103,6 +113,19 @@ def test_default_spec_and_helpers(tmp_path):
     assert find_python(None) == sys.executable
     with pytest.raises(SpecError, match="no Python 9.99"):
         find_python("9.99")
+
+
+def test_default_spec_runs_the_files_of_every_judged_test(tmp_path):
+    # SynthFix lists PASS_TO_PASS tests from the whole suite; running only the test patch's files
+    # reported them as failed, so even the gold patch of a SynthFix instance "did not resolve".
+    (tmp_path / "tests").mkdir()
+    for name in ("test_a.py", "test_b.py"):
+        (tmp_path / "tests" / name).write_text("def test_x():\n    pass\n")
+    patch = "diff --git a/tests/test_a.py b/tests/test_a.py\n--- a/tests/test_a.py\n+++ b/tests/test_a.py\n"
+    inst = {"test_patch": patch, "FAIL_TO_PASS": ["tests/test_a.py::test_new"],
+            "PASS_TO_PASS": ["tests/test_a.py::test_x", "tests/test_b.py::test_x", "gone.py::t", "test_y (m.C)"]}
+    cmd = default_spec(inst, tmp_path).test_cmd
+    assert cmd.endswith(" tests/test_a.py tests/test_b.py")
 
 
 def test_official_command_line():

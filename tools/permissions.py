@@ -222,7 +222,10 @@ class PermissionPolicy:
                 if any(rule.matches_text(s) for s in _pipeline_texts(parsed)):
                     return rule
                 continue
-            if any(rule.matches_text(f) for c in parsed.commands for f in c.deny_forms()):
+            forms = [f for c in parsed.commands for f in c.deny_forms()]
+            if kind == "deny":  # more flags are no safer: `rm -frv x` is denied by `rm -fr *`
+                forms += [n for f in forms if (n := _narrowed(f, rule))]
+            if any(rule.matches_text(f) for f in forms):
                 return rule
             if kind == "deny" and not parsed.ok and rule.matches_text(whole):
                 return rule
@@ -253,6 +256,23 @@ class PermissionPolicy:
         subject = self.subject(name, args, self.main_key(name, args, main_key))
         rule_name = "edit" if name in EDIT_TOOLS else name
         return [Rule(rule_name, literal=subject) if subject else Rule(rule_name)]
+
+
+_SHORT_CLUSTER = re.compile(r"^-[A-Za-z]+$")
+
+
+def _narrowed(form: str, rule: Rule) -> str | None:
+    """`prog -abc rest` spelled with the rule's flag cluster when that cluster is a subset of it."""
+    if not rule.canonical:
+        return None
+    want, have = rule.canonical.split(" "), form.split(" ")
+    if len(want) < 2 or len(have) < 2 or want[0] != have[0]:
+        return None
+    if not (_SHORT_CLUSTER.match(want[1]) and _SHORT_CLUSTER.match(have[1])) or want[1] == have[1]:
+        return None
+    if not set(want[1][1:]) <= set(have[1][1:]):
+        return None
+    return " ".join([have[0], want[1], *have[2:]])
 
 
 def _pipeline_texts(parsed: ParsedShell) -> list[str]:

@@ -50,6 +50,10 @@ _FIND_EXEC = {"-exec", "-execdir", "-ok", "-okdir"}
 _MAX_DEPTH = 8
 _MAX_LEN = 100_000
 _SHORT_FLAGS = re.compile(r"^-[A-Za-z]+$")
+# program -> (long options, short letters) that mean the same as one of its short flags
+_FLAG_SYNONYMS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
+    "rm": ({"--recursive": "r", "--force": "f", "--dir": "d", "--verbose": "v"}, {"R": "r"}),
+}
 
 
 @dataclass
@@ -104,12 +108,19 @@ class ParsedShell:
 
 
 def canonical_flags(words: list[str]) -> list[str]:
-    """Merge the short-flag clusters right after the program: `rm -r -f x` -> `rm -fr x`."""
+    """Merge the short-flag clusters right after the program: `rm -r -f x` -> `rm -fr x`, with the
+    program's known synonyms folded in (`rm -R --force x` -> `rm -fr x`)."""
     if not words:
         return words
+    long_names, letters_map = _FLAG_SYNONYMS.get(os.path.basename(words[0]), ({}, {}))
     i, letters = 1, []
-    while i < len(words) and _SHORT_FLAGS.match(words[i]):
-        letters.extend(words[i][1:])
+    while i < len(words):
+        if _SHORT_FLAGS.match(words[i]):
+            letters.extend(letters_map.get(c, c) for c in words[i][1:])
+        elif words[i] in long_names:
+            letters.append(long_names[words[i]])
+        else:
+            break
         i += 1
     if i == 1:
         return list(words)

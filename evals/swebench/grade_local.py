@@ -44,6 +44,13 @@ class GradeConfig:
     test_timeout: float = 1800.0
     setup_timeout: float = 1800.0
 
+    def __post_init__(self) -> None:
+        # Commands run with cwd = the work tree: a relative -o would put the venv on PATH and the
+        # patch file where they cannot be found (and pip would install into the caller's venv).
+        self.output_dir = Path(self.output_dir).absolute()
+        if self.work_dir:
+            self.work_dir = str(Path(self.work_dir).absolute())
+
 
 def _markers() -> tuple[str, str, list[str]]:
     from swebench.harness.constants import (

@@ -99,6 +99,13 @@ def resolve_spec(instance: Instance, workspace: Path) -> LocalSpec:
 def default_spec(instance: Instance, workspace: Path) -> LocalSpec:
     has_project = any((workspace / f).is_file() for f in ("setup.py", "pyproject.toml", "setup.cfg"))
     tests = [f for f in modified_files(instance["test_patch"]) if f.endswith(".py")]
+    # Also run every file the judged tests live in (`path.py::name`): a PASS_TO_PASS test outside
+    # the test patch's files (SynthFix lists the whole suite) would otherwise count as failed.
+    for key in ("FAIL_TO_PASS", "PASS_TO_PASS"):
+        for test_id in instance.get(key) or []:
+            path = str(test_id).split("::", 1)[0]
+            if "::" in str(test_id) and path.endswith(".py") and path not in tests and (workspace / path).is_file():
+                tests.append(path)
     return LocalSpec(
         python=None,
         install="python -m pip install -e ." if has_project else None,
