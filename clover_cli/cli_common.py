@@ -27,6 +27,8 @@ def settings_or_exit(repo: Path, flags: dict[str, Any], **defaults: Any) -> Sett
         settings = load_settings(repo, flags, **defaults)
     except SettingsError as exc:
         fail(str(exc))
+    for notice in settings.notices:
+        warn(notice)
     if settings.api_key:
         try:
             from tools.redact import register_secret

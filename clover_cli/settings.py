@@ -15,7 +15,15 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-MODES = ("plan", "ask", "auto-edit", "yolo")
+MODES = ("plan", "ask", "auto-edit", "yolo")  # strictest first
+
+# What a repository's own .clover/config.toml may set: a cloned repo must not loosen the user's
+# safety settings (mode, allow rules, extra dirs, sandbox) or point the model at its own server
+# (base_url, api_key) unless the user trusts repository configs (trust_repo_config = true).
+REPO_SAFE_KEYS = frozenset({
+    "model", "think", "temperature", "max_tokens", "block_size", "threshold", "max_steps", "time_limit",
+    "token_limit", "command_timeout", "output_limit", "tool_format", "deny", "ask", "live",
+})
 TOOL_FORMATS = ("auto", "native", "text")
 
 
@@ -55,8 +63,11 @@ class Settings:
     sandbox: bool = False
     network: bool = True
     checkpoints: bool = True
+    trust_repo_config: bool = False  # user-level: let <repo>/.clover/config.toml set anything
     # Interface.
     live: bool = True
+    # Notes for the user about ignored settings (not a setting itself).
+    notices: list[str] = field(default_factory=list, compare=False)
 
     def merged(self, values: dict[str, Any], source: str) -> Settings:
         """A copy with `values` applied (None values ignored), each checked and coerced."""
@@ -66,7 +77,7 @@ class Settings:
             name = key.replace("-", "_")
             if value is None:
                 continue
-            if name not in known:
+            if name not in known or name == "notices":
                 raise SettingsError(f"{source}: unknown setting {key!r}")
             updates[name] = _coerce(name, value, getattr(self, name), source)
         new = dataclasses.replace(self, **updates)
@@ -91,7 +102,8 @@ class Settings:
 def _coerce(name: str, value: Any, current: Any, source: str) -> Any:
     """Coerce strings (environment variables) and check types against the default's type."""
     try:
-        if isinstance(current, bool) or name in ("think", "sandbox", "network", "checkpoints", "live"):
+        if isinstance(current, bool) or name in ("think", "sandbox", "network", "checkpoints", "live",
+                                                 "trust_repo_config"):
             if isinstance(value, str):
                 low = value.strip().lower()
                 if low not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
@@ -150,13 +162,41 @@ def _env_values() -> dict[str, Any]:
     return values
 
 
+def _untrusted_repo_values(values: dict[str, Any], current: Settings) -> tuple[dict[str, Any], list[str]]:
+    """Keep what a repository may set on its own; a stricter mode, sandbox on, network off pass."""
+    kept, ignored = {}, []
+    for key, value in values.items():
+        name = key.replace("-", "_")
+        stricter = (
+            # an invalid mode is kept so that it fails as one clear error, like any bad value
+            (name == "mode" and (value not in MODES or MODES.index(value) <= MODES.index(current.mode)))
+            or (name == "sandbox" and value is True)
+            or (name == "network" and value is False)
+            or (name == "checkpoints" and value is True)
+        )
+        if name in REPO_SAFE_KEYS or stricter:
+            kept[key] = value
+        else:
+            ignored.append(key)
+    return kept, ignored
+
+
 def load_settings(repo: str | Path | None = None, flags: dict[str, Any] | None = None, **defaults: Any) -> Settings:
     """Layer every source in order. `defaults` are command-specific defaults (e.g. mode="yolo")."""
     settings = Settings().merged(defaults, "defaults")
     settings = settings.merged(_read_toml(user_config_path()), str(user_config_path()))
     if repo is not None:
         repo_cfg = Path(repo) / ".clover" / "config.toml"
-        settings = settings.merged(_read_toml(repo_cfg), str(repo_cfg))
+        values = _read_toml(repo_cfg)
+        if not settings.trust_repo_config:
+            values, ignored = _untrusted_repo_values(values, settings)
+            if ignored:
+                settings = dataclasses.replace(settings, notices=[
+                    *settings.notices,
+                    f"{repo_cfg}: ignored {', '.join(ignored)} (a repository may only tighten safety; "
+                    "set trust_repo_config = true in your own config to allow it)",
+                ])
+        settings = settings.merged(values, str(repo_cfg))
     settings = settings.merged(_env_values(), "environment")
     if settings.api_key is None:
         settings = dataclasses.replace(settings, api_key=os.environ.get("OPENAI_API_KEY"))
