@@ -80,6 +80,19 @@ def test_flood_is_cut_and_spilled(tmp_path: Path) -> None:
     assert flood.truncated and len(Path(flood.full_output_path).read_text()) == 200000
 
 
+def test_spilled_output_is_readable_not_writable(tmp_path: Path) -> None:
+    env = LocalEnvironment(str(tmp_path), output_limit=1000)  # default spill dir, outside the workspace
+    result = env.execute("seq 1 5000")
+    assert result.truncated and not result.full_output_path.startswith(str(tmp_path))
+    tools = {t.name: t for t in default_tools()}
+    assert not tools["view"].run({"path": result.full_output_path, "view_range": [1, 2]}, env).is_error
+    for name, args in (("create", {"content": "x"}), ("str_replace", {"old_str": "1\n", "new_str": "2\n"}),
+                       ("insert", {"insert_line": 0, "text": "x"})):
+        refused = tools[name].run({"path": result.full_output_path, **args}, env)
+        assert refused.is_error and "outside the workspace" in refused.output, (name, refused.output)
+    assert Path(result.full_output_path).read_text().startswith("1\n2\n")
+
+
 def test_timeout_kills_grandchildren(tmp_path: Path) -> None:
     env = LocalEnvironment(str(tmp_path))
     start = time.monotonic()

@@ -7,9 +7,11 @@ and the exported variables to an inherited file descriptor, and the next command
 
 from __future__ import annotations
 
+import atexit
 import codecs
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -143,9 +145,12 @@ class LocalEnvironment:
         self.root = os.path.realpath(root)
         self.timeout = timeout
         self.output_limit = output_limit
-        # Created on the first spill. It is an allowed root, so the file tools can read spilled output.
+        # Created on the first spill. A readable (not writable) root: file tools can read spilled output.
         self.spill_dir = spill_dir or os.path.join(tempfile.gettempdir(), f"clover-output-{uuid.uuid4().hex[:12]}")
-        self.allowed_roots = [*allowed_roots, self.spill_dir]
+        if spill_dir is None:  # ours: gone when the process ends
+            atexit.register(shutil.rmtree, self.spill_dir, ignore_errors=True)
+        self.allowed_roots = list(allowed_roots)
+        self.readable_roots = [self.spill_dir]
         self.wrap_command = wrap_command
         base = dict(os.environ if env is None else env)
         # Agents cannot answer pagers or credential prompts.

@@ -182,7 +182,7 @@ class CreateTool:
 
     def run(self, args: dict[str, Any], env: Environment) -> ToolResult:
         try:
-            full = resolve(env, args.get("path"))
+            full = resolve(env, args.get("path"), write=True)
             content = _text_arg(args, "file_text", "content")
         except (PathError, ValueError) as exc:
             return error(f"create: {exc}")
@@ -275,7 +275,7 @@ class StrReplaceTool:
 
     def run(self, args: dict[str, Any], env: Environment) -> ToolResult:
         try:
-            full = resolve(env, args.get("path"))
+            full = resolve(env, args.get("path"), write=True)
             old_str = _text_arg(args, "old_str")
             new_str = _text_arg(args, "new_str", default="")
             text = read_text(env, full)
@@ -327,7 +327,7 @@ class InsertTool:
 
     def run(self, args: dict[str, Any], env: Environment) -> ToolResult:
         try:
-            full = resolve(env, args.get("path"))
+            full = resolve(env, args.get("path"), write=True)
             line_no = arg_int(args, "insert_line")
             new = _text_arg(args, "text", "new_str").replace("\r\n", "\n")
             text = read_text(env, full)

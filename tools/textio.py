@@ -78,13 +78,17 @@ def display_path(env: Any, path: os.PathLike | str) -> str:
     return os.path.relpath(path, root) if path.startswith(root + os.sep) else path
 
 
-def resolve(env: Any, path: Any) -> str:
-    """Workspace-contained absolute path for a tool argument; raises PathError."""
+def resolve(env: Any, path: Any, write: bool = False) -> str:
+    """Workspace-contained absolute path for a tool argument; raises PathError. Reads may also
+    reach the environment's readable roots (spilled command output); writes may not."""
     if path is None:
         raise PathError("'path' is required")
     if not isinstance(path, str):
         raise PathError(f"path must be a string, got {type(path).__name__}")
-    return str(resolve_path(env.root, path, getattr(env, "allowed_roots", [])))
+    roots = list(getattr(env, "allowed_roots", []))
+    if not write:
+        roots += getattr(env, "readable_roots", [])
+    return str(resolve_path(env.root, path, roots))
 
 
 def error(message: str) -> ToolResult:
