@@ -1,0 +1,32 @@
+"""The shipped tiny Clover (model/weights/): loads, fits the size budget, and reproduces its
+recorded greedy output at B = 1 and B = 32 (re-record with `python -m tests.embedded_reference`)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.embedded_reference import RECORD, WEIGHTS, reference_tokens
+
+pytest.importorskip("torch")
+
+
+def test_weights_are_shipped_within_budget():
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "MODEL_CARD.md"):
+        assert (WEIGHTS / name).is_file(), name
+    total = sum(p.stat().st_size for p in WEIGHTS.iterdir() if p.is_file())
+    assert total <= 30 * 1024 * 1024
+
+
+def test_greedy_generation_matches_the_recording():
+    assert reference_tokens() == json.loads(RECORD.read_text())
+
+
+def test_embedded_is_the_default_model():
+    from clover_cli.backends import make_model
+    from clover_cli.settings import Settings
+
+    model = make_model(Settings(max_tokens=8))
+    turn = model.complete([{"role": "user", "content": "hi"}], [])
+    assert turn.completion_tokens > 0 and turn.stats["forwards"] >= 1
