@@ -77,6 +77,8 @@ PROBES = [
     "# harmless\nrm -rf x",
     'env -S "rm -rf x"',
     "git push --force-with-lease",
+    "git -C . push --force",
+    "git -c core.pager=cat --no-pager push -f origin main",
     # synonyms and extra flags (these used to run under a `rm -rf *` deny rule)
     "rm -Rf x",
     "rm -fR x",

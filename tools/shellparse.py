@@ -84,6 +84,9 @@ class SimpleCommand:
         if self.argv:
             base = [os.path.basename(self.argv[0]) or self.argv[0], *self.argv[1:]]
             forms += [" ".join(base), " ".join(canonical_flags(base))]
+            if base[0] == "git":  # `git -C dir -c k=v push --force` is still `git push --force`
+                plain = _strip_git_globals(base)
+                forms += [" ".join(plain), " ".join(canonical_flags(plain))]
             if self.writes:  # lets `bash(* > /etc/*)` style rules see redirect targets
                 forms.append(" ".join(base + [f"> {w}" for w in self.writes]))
         return list(dict.fromkeys(f for f in forms if f))
@@ -105,6 +108,17 @@ class ParsedShell:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+_GIT_GLOBAL_ARG = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path", "--config-env"}
+
+
+def _strip_git_globals(argv: list[str]) -> list[str]:
+    """`git [global options] CMD ...` -> `git CMD ...` (options before the subcommand only)."""
+    i = 1
+    while i < len(argv) and argv[i].startswith("-"):
+        i += 2 if argv[i] in _GIT_GLOBAL_ARG else 1
+    return [argv[0], *argv[i:]]
 
 
 def canonical_flags(words: list[str]) -> list[str]:
