@@ -43,17 +43,6 @@ TOOLS = [
 CALL = "<tool_call>\n<function=view>\n<parameter=path>\ncalc.py\n</parameter>\n<parameter=line>\n3\n</parameter>\n</function>\n</tool_call>"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny shapes: intra-op threads only add overhead (10x slower on a busy 2-core machine)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def ckpt():
     return tiny_checkpoint_dir()

@@ -10,15 +10,6 @@ from model.config import tiny
 from model.modeling import CloverForCausalLM, diffusion_loss
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors gain nothing from threads, and the test machine's cores are shared."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def model():
     torch.manual_seed(0)

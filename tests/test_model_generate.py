@@ -9,16 +9,6 @@ from model.config import tiny
 from model.generate import DecodeSettings, generate
 from model.modeling import CloverForCausalLM
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors gain nothing from threads, and the test machine's cores are shared."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 EOS = 1
 
 

@@ -15,15 +15,6 @@ from kernels.reference.delta_rule import chunk_gated_delta_rule, recurrent_gated
 from kernels.reference.moe import moe_experts
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors gain nothing from threads, and the test machine's cores are shared."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _inputs(n, t, hk, h, dk, dv, seed=0):
     g = torch.Generator().manual_seed(seed)
     q = F.normalize(torch.randn(n, t, hk, dk, generator=g), dim=-1) * dk**-0.5

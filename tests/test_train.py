@@ -18,7 +18,6 @@ from model.train import (
     step_generator,
 )
 
-torch.set_num_threads(1)
 SEQ = 32
 
 
