@@ -41,15 +41,19 @@ def _arguments_dict(arguments: Any) -> dict[str, Any] | None:
 
 def split_thinking(text: str, opened: bool = False) -> tuple[str, str]:
     """(thinking, rest). `opened`: the prompt already opened `<think>`, so text without any tag
-    is all thinking (unterminated). A lone `</think>` also means the prompt opened it."""
-    if THINK_OPEN in text:
-        before, _, after = text.partition(THINK_OPEN)
+    is all thinking (unterminated). A lone `</think>` also means the prompt opened it. Tags inside a
+    tool call (a parameter value that mentions `<think>`) are the call's, not thinking."""
+    call = text.find(CALL_OPEN)
+    open_at = text.find(THINK_OPEN)
+    if open_at >= 0 and (call < 0 or open_at < call):
+        before, after = text[:open_at], text[open_at + len(THINK_OPEN) :]
         if THINK_CLOSE in after:
             thinking, _, rest = after.partition(THINK_CLOSE)
             return thinking.strip(), (before + rest.lstrip("\n")).strip("\n")
         return after.strip(), before.strip("\n")
-    if THINK_CLOSE in text:
-        thinking, _, rest = text.partition(THINK_CLOSE)
+    close_at = text.find(THINK_CLOSE)
+    if close_at >= 0 and (opened or call < 0 or close_at < call):
+        thinking, rest = text[:close_at], text[close_at + len(THINK_CLOSE) :]
         return thinking.strip(), rest.lstrip("\n").rstrip("\n")
     if opened:
         return text.strip(), ""
