@@ -54,6 +54,9 @@ class CloverConfig:
     mask_token_id: int = 248319
     eos_token_ids: list[int] = field(default_factory=list)
     pad_token_id: int | None = None
+    # chat rendering: "compact" lists tools as name(params) lines, for small models whose context
+    # and capacity a full JSON-ish tool section would swamp
+    tool_prompt: str = "full"
 
     def __post_init__(self) -> None:
         if not self.layer_types:

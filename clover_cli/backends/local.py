@@ -114,7 +114,8 @@ class LocalCloverModel:
     def prompt_ids(self, messages: list[Message], tools: list[ToolSpec]) -> tuple[list[int], bool]:
         """(token ids of the rendered prompt, whether it opened a think block)."""
         try:
-            text = render_messages(messages, tools, think=self.settings.think, template=self.chat_template)
+            text = render_messages(messages, tools, think=self.settings.think, template=self.chat_template,
+                                   tool_prompt=self.config.tool_prompt)
         except Exception as exc:  # a checkpoint's jinja template that fails on these messages
             raise ModelError(f"the checkpoint's chat template failed: {_one_line(exc)}") from None
         return self.tokenizer.encode(text), text.rstrip().endswith(THINK_OPEN)
