@@ -177,20 +177,20 @@ def test_outline_symbol_lookup(code: LocalEnvironment) -> None:
     tool = OutlineTool()
     hits = tool.run({"symbol": "area"}, code).output.splitlines()
     assert hits == [
-        "java/Box.java:3: method area()  (in Box)",
-        "pkg/shapes.py:2: def area(self)  (in Shape)",
-        "rs/lib.rs:2: fn area(&self)  (in Area)",
-        "rs/lib.rs:4: fn area(&self)  (in Circle)",
-        "web/app.js:5: function area(w, h)",
-        "web/types.ts:1: method area()  (in Sized)",
-        "web/types.ts:4: method area()  (in Square)",
+        "java/Box.java:3-3: method area()  (in Box)",
+        "pkg/shapes.py:2-3: def area(self)  (in Shape)",
+        "rs/lib.rs:2-2: fn area(&self)  (in Area)",
+        "rs/lib.rs:4-4: fn area(&self)  (in Circle)",
+        "web/app.js:5-5: function area(w, h)",
+        "web/types.ts:1-1: method area()  (in Sized)",
+        "web/types.ts:4-4: method area()  (in Square)",
     ]  # ignored/area.py is gitignored; Go's `Area` differs in case
-    assert tool.run({"symbol": "Circle.area"}, code).output == "rs/lib.rs:4: fn area(&self)  (in Circle)"
-    assert tool.run({"symbol": "Rect.Area"}, code).output == "go/shape.go:7: func (r *Rect) Area()"
+    assert tool.run({"symbol": "Circle.area"}, code).output == "rs/lib.rs:4-4: fn area(&self)  (in Circle)"
+    assert tool.run({"symbol": "Rect.Area"}, code).output == "go/shape.go:7-7: func (r *Rect) Area()"
     assert len(tool.run({"symbol": "area", "path": "web"}, code).output.splitlines()) == 3
     assert tool.run({"symbol": "nowhere"}, code).output.startswith("no definition")
     remote = tool.run({"symbol": "Meta.describe"}, RemoteLike(code.root)).output
-    assert remote == "pkg/shapes.py:6: def describe(cls)  (in Shape.Meta)"
+    assert remote == "pkg/shapes.py:6-7: def describe(cls)  (in Shape.Meta)"
 
 
 def test_outline_errors(code: LocalEnvironment) -> None:

@@ -140,7 +140,7 @@ class OutlineTool:
     description: str = (
         "Code structure via tree-sitter (Python, JS, TS, Go, Rust, Java). With `path` of a file: its "
         "classes, functions and methods with line ranges. With `symbol` (e.g. 'parse' or 'Parser.parse'): "
-        "where it is defined across the repository (or under `path`)."
+        "where it is defined (file:first-last line) across the repository (or under `path`)."
     )
     parameters: dict[str, Any] = field(
         default_factory=lambda: {
@@ -219,7 +219,7 @@ class OutlineTool:
                     parents.append(receiver.group(1))
                 if qualifiers and parents[-len(qualifiers) :] != qualifiers:
                     continue
-                hits.append(f"{display_path(env, path)}:{s.start}: {s.label()}{where}")
+                hits.append(f"{display_path(env, path)}:{s.start}-{s.end}: {s.label()}{where}")
             if len(hits) >= MAX_RESULTS:
                 hits.append(f"[stopped after {MAX_RESULTS} definitions; give a path to narrow]")
                 break
