@@ -202,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--align", choices=["pack", "end"], default="pack",
                         help="trajectories packed, or one end-aligned row each")
+    parser.add_argument("--tool-prompt", choices=["full", "compact"], default="full",
+                        help="how the system prompt lists tools: the model config's tool_prompt")
     args = parser.parse_args(argv)
     for p in [args.tokenizer, *args.trajectories]:
         if not p.is_file():
@@ -211,7 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     render = None
     if args.trajectories:
         try:  # the CLI may reach into evals/; the library functions above do not
-            from evals.synthfix.oracle import render_trajectory as render
+            from functools import partial
+
+            from evals.synthfix.oracle import render_trajectory
+
+            render = partial(render_trajectory, tool_prompt=args.tool_prompt)
         except ImportError:
             render = None
     start = time.perf_counter()

@@ -7,7 +7,15 @@ import json
 
 import pytest
 
-from evals.synthfix.oracle import edit_from_hunk, main, parse_patch, render_trajectory, solve
+from evals.synthfix.oracle import (
+    OracleError,
+    edit_from_hunk,
+    main,
+    parse_patch,
+    render_trajectory,
+    repro_script,
+    solve,
+)
 from model.chat import render_messages
 
 PATCH = "\n".join(
@@ -55,15 +63,16 @@ def _traj() -> dict:
     }
 
 
-@pytest.mark.parametrize("cut", [0, 1])
-def test_render_matches_inference_prompt(cut: int) -> None:
+@pytest.mark.parametrize("cut, tool_prompt", [(0, "full"), (1, "full"), (0, "compact"), (1, "compact")])
+def test_render_matches_inference_prompt(cut: int, tool_prompt: str) -> None:
     traj = _traj()
-    text, spans = render_trajectory(traj, cut)
+    text, spans = render_trajectory(traj, cut, tool_prompt)
     assert len(spans) == 2 - cut
     # What precedes each loss span is exactly the prompt the agent would send at that step
     # (history without thinking for turns before the cut).
     k = 2 + 2 * cut  # messages before the assistant turn the first span belongs to
-    prompt = render_messages(traj["messages"][:k], traj["tools"], think=True)
+    prompt = render_messages(traj["messages"][:k], traj["tools"], think=True, tool_prompt=tool_prompt)
+    assert ("- bash(command?)" in text) == (tool_prompt == "compact")
     assert text[: spans[0][0]] == prompt
     for start, end in spans:
         assert text[start:end].endswith("<|im_end|>")
@@ -81,14 +90,28 @@ def test_oracle_solves_a_real_instance(tmp_path) -> None:
     traj = solve(rows[0], seed=0, work_root=str(tmp_path))
     msgs = traj["messages"]
     calls = [m["tool_calls"][0]["function"]["name"] for m in msgs if m.get("tool_calls")]
-    assert calls[0] in ("grep", "outline") and calls[1] == "bash" and "str_replace" in calls
+    assert calls == ["outline", "bash", "view", "str_replace", "bash", "bash"]
     tool_out = [m["content"] for m in msgs if m["role"] == "tool"]
-    assert "failed" in tool_out[1]  # the reproduction really fails before the edit
+    start, end = (int(x) for x in tool_out[0].split(":")[1].split("-"))
+    view_args = json.loads(msgs[6]["tool_calls"][0]["function"]["arguments"])
+    assert view_args["view_range"] == [start, end]  # the view reads the range the outline printed
+    assert tool_out[1] != tool_out[4]  # the issue's example gives another result after the edit
     assert "passed" in tool_out[-1] and "failed" not in tool_out[-1]
     assert msgs[-1]["role"] == "assistant" and not msgs[-1].get("tool_calls")
     assert len(traj["thinking"]) == sum(m["role"] == "assistant" for m in msgs)
     text, spans = render_trajectory(traj)
     assert len(spans) == len(traj["thinking"]) and "<tool_response>" in text
+
+
+def test_repro_script_from_the_issue_example() -> None:
+    plain = "Bug.\n\n```python\nfrom p.m import f\n\nresult = f(2)\nprint(result)  # 3\n```\n\nWant 4."
+    assert repro_script(plain) == "from p.m import f\n\nresult = f(2)\nprint(result)  # 3"
+    session = "```python\n>>> from p.m import Box\n>>> Box().put('a')\nTraceback (most recent call last):\nNameError: x\n```"
+    assert repro_script(session) == "from p.m import Box\nprint(Box().put('a'))"
+    printed = "```python\n>>> from p.m import f\n>>> print(f(1))\nNone\n```"
+    assert repro_script(printed) == "from p.m import f\nprint(f(1))"
+    with pytest.raises(OracleError):
+        repro_script("no example here")
 
 
 def test_cli_refuses_heldout(tmp_path, capsys) -> None:

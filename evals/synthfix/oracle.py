@@ -1,9 +1,11 @@
 """Oracle agent: solves TRAINING-split SynthFix instances through the real tools, for training data.
 
-For one instance it clones the repo at `base_commit`, applies `test_patch`, and runs a scripted
-look -> reproduce -> view -> edit -> test -> answer sequence with the real `tools.registry` tools in
-a `LocalEnvironment`; the edit comes from the gold patch. The real tool outputs become the tool
-messages. The instance counts only when the final test run passes.
+For one instance it clones the repo at `base_commit` (without `test_patch`: like a SWE-bench agent,
+it does not see the hidden tests) and runs a scripted outline -> reproduce (the issue's example) ->
+view -> edit -> reproduce again -> test -> answer sequence with the real `tools.registry` tools in a
+`LocalEnvironment`; the edit comes from the gold patch. The real tool outputs become the tool
+messages. The instance counts only when the repo's tests pass at the end and, with `test_patch`
+applied afterwards, every FAIL_TO_PASS and PASS_TO_PASS test passes.
 
 `render_trajectory` turns the messages into training text (model.chat's ChatML) plus the
 character spans that are assistant output (the loss goes only there):
@@ -100,10 +102,6 @@ def enclosing_def(source: str, line: int) -> tuple[str, int, int]:
     return best
 
 
-def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
-
-
 # --------------------------------------------------------------------------- phrasing
 
 _LOOK = [
@@ -114,15 +112,15 @@ _LOOK = [
     "First, find the code for `{name}`.",
 ]
 _REPRO = [
-    "`{name}` is in {path}. Let me run the tests for it to see the failure.",
-    "Found it in {path}. I'll reproduce the bug with the tests first.",
-    "It lives in {path}. Run the related tests to confirm the bug.",
-    "Before editing, let me see the failing tests for `{name}`.",
+    "`{name}` is in {path}. Let me run the example from the issue to see the bug.",
+    "Found it in {path}. I'll reproduce the bug with the issue's example first.",
+    "It lives in {path}. Run the reproduction from the issue.",
+    "Before editing, let me reproduce the problem.",
 ]
 _VIEW = [
-    "The test fails as the issue says. Let me read `{name}`.",
+    "Same wrong result as the issue says. Let me read `{name}`.",
     "Reproduced. Now look at the code of `{name}` in {path}.",
-    "The failure is confirmed. I'll view lines {start}-{end} of {path}.",
+    "The bug is confirmed. I'll view lines {start}-{end} of {path}.",
     "Let me look at the implementation.",
 ]
 _EDIT = [
@@ -134,6 +132,11 @@ _EDIT = [
 _EDIT_ADD = [
     "The function is missing `{new}`. Add it.",
     "`{new}` is missing here. I'll add it back.",
+]
+_RECHECK = [
+    "Run the example from the issue again.",
+    "Check the reproduction again.",
+    "Does the example give the expected result now?",
 ]
 _TEST = [
     "Now run the tests again.",
@@ -177,14 +180,38 @@ def _git(cwd: Path, *args: str, stdin: str | None = None) -> None:
         raise OracleError(f"git {args[0]} failed: {proc.stderr.strip()[:200]}")
 
 
-def checkout(row: dict, work: Path) -> Path:
-    """A clean checkout of the instance repo at base_commit with test_patch applied."""
+def checkout(row: dict, work: Path, with_tests: bool = False) -> Path:
+    """A clean checkout of the instance repo at base_commit (+ test_patch when `with_tests`)."""
     name = row["instance_id"].split("__", 1)[-1].rsplit("-", 2)[0] or "repo"
     repo = work / name
     _git(work, "clone", "-q", "--no-checkout", row["repo"], str(repo))
     _git(repo, "checkout", "-q", row["base_commit"])
-    _git(repo, "apply", "-", stdin=row["test_patch"])
+    if with_tests:
+        _git(repo, "apply", "-", stdin=row["test_patch"])
     return repo
+
+
+_CODE_BLOCK = re.compile(r"```python\n(.*?)```", re.S)
+
+
+def repro_script(statement: str) -> str:
+    """The issue's example as a script: a plain block as is; a `>>>` session as its statements, the
+    last expression printed (its shown output dropped)."""
+    found = _CODE_BLOCK.search(statement)
+    if found is None:
+        raise OracleError("the issue has no python example")
+    block = found.group(1).strip("\n")
+    if not block.startswith(">>> "):
+        return block
+    lines = [ln[4:] for ln in block.splitlines() if ln.startswith(">>> ")]
+    last = lines[-1]
+    if not last.startswith(("print(", "import ", "from ")) and "=" not in last.split("(")[0]:
+        lines[-1] = f"print({last})"
+    return "\n".join(lines)
+
+
+def repro_command(statement: str) -> str:
+    return f"python - <<'EOF'\n{repro_script(statement)}\nEOF"
 
 
 def plan_steps(row: dict, repo: Path, rng: random.Random) -> list[Step]:
@@ -198,22 +225,14 @@ def plan_steps(row: dict, repo: Path, rng: random.Random) -> list[Step]:
     bug_line = start_line + len(old_side)
     name, def_start, def_end = enclosing_def(source, min(bug_line, len(source.splitlines())))
     statement = row["problem_statement"]
-    # The issue names a function or Class.method; grep for what it actually talks about.
+    # The issue names a function or Class.method: the one the look step searches for.
     if f"{name}" not in statement:
         raise OracleError(f"issue does not mention {name}")
     edits = [edit_from_hunk(h, source) for h in hunks]
-    f2p = json.loads(row["FAIL_TO_PASS"])
-    keyword = _snake(name).strip("_")
     fmt = {"name": name, "path": path, "start": def_start, "end": def_end}
-    look = rng.choice(["grep", "grep", "outline"])
-    if look == "grep":
-        kind = "class" if re.search(rf"^\s*class {re.escape(name)}\b", source, re.M) else "def"
-        look_step = Step(rng.choice(_LOOK).format(**fmt), "grep", {"pattern": f"{kind} {name}\\b"})
-    else:
-        look_step = Step(rng.choice(_LOOK).format(**fmt), "outline", {"symbol": name})
-    test_cmd = f"python -m pytest -q --tb=short -k {keyword}"
-    if not any(keyword in t.split("::")[-1] for t in f2p):
-        test_cmd = "python -m pytest -q --tb=short " + " ".join(f2p)
+    # outline, not grep: its hit shows the definition's line range, which the view step then reads
+    look_step = Step(rng.choice(_LOOK).format(**fmt), "outline", {"symbol": name})
+    repro = repro_command(statement)
     old, new = edits[0]
     removed = "\n".join(t for tag, t in first if tag == "-")
     added = "\n".join(t for tag, t in first if tag == "+")
@@ -221,16 +240,29 @@ def plan_steps(row: dict, repo: Path, rng: random.Random) -> list[Step]:
     edit_think = rng.choice(_EDIT if removed.strip() else _EDIT_ADD).format(**efmt)
     steps = [
         look_step,
-        Step(rng.choice(_REPRO).format(**fmt), "bash", {"command": test_cmd}),
+        Step(rng.choice(_REPRO).format(**fmt), "bash", {"command": repro}),
         Step(rng.choice(_VIEW).format(**fmt), "view", {"path": path, "view_range": [def_start, def_end]}),
         Step(edit_think, "str_replace", {"path": path, "old_str": old, "new_str": new}),
     ]
     for old, new in edits[1:]:
         steps.append(Step("Also fix the next spot.", "str_replace", {"path": path, "old_str": old, "new_str": new}))
+    steps.append(Step(rng.choice(_RECHECK), "bash", {"command": repro}))
     steps.append(Step(rng.choice(_TEST), "bash", {"command": "python -m pytest -q --tb=short"}))
     answer = rng.choice(_ANSWER if removed.strip() else _ANSWER_ADD).format(**efmt)
     steps.append(Step(rng.choice(_DONE_THINK), None, answer=answer))
     return steps
+
+
+def _check_hidden_tests(row: dict, repo: Path) -> None:
+    """Grade the end state as the benchmark does: with test_patch, FAIL_TO_PASS and PASS_TO_PASS pass."""
+    from evals.synthfix.verify import run_pytest
+
+    _git(repo, "apply", "-", stdin=row["test_patch"])
+    results = run_pytest(repo)
+    wanted = json.loads(row["FAIL_TO_PASS"]) + json.loads(row["PASS_TO_PASS"])
+    bad = [t for t in wanted if results.get(t) != "PASSED"]
+    if bad:
+        raise OracleError(f"{len(bad)} graded tests do not pass after the fix, e.g. {bad[0]}")
 
 
 def solve(row: dict, seed: int = 0, work_root: str | None = None) -> dict[str, Any]:
@@ -267,6 +299,7 @@ def solve(row: dict, seed: int = 0, work_root: str | None = None) -> dict[str, A
             last_output = result.output
         if not re.search(r"\d+ passed", last_output) or re.search(r"\d+ (failed|error)", last_output):
             raise OracleError(f"tests do not pass after the fix: {_short(last_output, 160)}")
+        _check_hidden_tests(row, repo)
         return {
             "instance_id": row["instance_id"],
             "messages": messages,
@@ -282,12 +315,14 @@ def solve(row: dict, seed: int = 0, work_root: str | None = None) -> dict[str, A
 # --------------------------------------------------------------------------- rendering
 
 
-def render_trajectory(traj: dict[str, Any], cut: int = 0) -> tuple[str, list[tuple[int, int]]]:
+def render_trajectory(
+    traj: dict[str, Any], cut: int = 0, tool_prompt: str = "full"
+) -> tuple[str, list[tuple[int, int]]]:
     """(ChatML text, assistant character spans). Assistant turns before `cut` are rendered as the
     agent's history shows them (no thinking, no loss); turns from `cut` on carry their thinking
     after `<think>\\n` exactly as the generation prompt opens it, and are the loss spans (thinking,
-    answer, calls and the closing `<|im_end|>`)."""
-    msgs = text_messages(traj["messages"], traj["tools"])
+    answer, calls and the closing `<|im_end|>`). `tool_prompt` is the model config's tool_prompt."""
+    msgs = text_messages(traj["messages"], traj["tools"], tool_prompt)
     thoughts = iter(traj["thinking"])
     text, spans, turn = "", [], 0
     for m in msgs:
