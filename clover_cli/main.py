@@ -153,6 +153,9 @@ def train(
     lr: Annotated[float | None, typer.Option("--lr")] = None,
     device: Annotated[str, typer.Option("--device", help="cpu | cuda")] = "cpu",
     resume: Annotated[bool, typer.Option("--resume", help="Continue from the run's last checkpoint.")] = False,
+    init_from: Annotated[
+        str | None, typer.Option("--init-from", help="Fine-tune: start from this model directory ('embedded': the shipped one).")
+    ] = None,
     time_limit: Annotated[float | None, typer.Option("--time-limit", help="Minutes.")] = None,
     export_to: Annotated[
         Path | None, typer.Option("--export-to", help="Export the run's checkpoint as a model directory.")
@@ -163,8 +166,8 @@ def train(
     from clover_cli.train_cmd import run_train
 
     raise typer.Exit(run_train(out=out, config=config, data=data, steps=steps, batch=batch, seq=seq, lr=lr,
-                               device=device, resume=resume, time_limit=time_limit, export_to=export_to,
-                               tokenizer=tokenizer))
+                               device=device, resume=resume, init_from=init_from, time_limit=time_limit,
+                               export_to=export_to, tokenizer=tokenizer))
 
 
 def _mount_bench() -> None:

@@ -20,6 +20,7 @@ def train_argv(
     lr: float | None = None,
     device: str = "cpu",
     resume: bool = False,
+    init_from: str | Path | None = None,
     time_limit: float | None = None,
     export_to: Path | None = None,
     tokenizer: Path | None = None,
@@ -37,7 +38,15 @@ def train_argv(
             argv += [flag, str(value)]
     if resume:
         argv.append("--resume")
+    if init_from is not None:
+        argv += ["--init-from", str(_model_dir(init_from))]
     return argv
+
+
+def _model_dir(name: str | Path) -> Path:
+    from clover_cli.backends.local import EMBEDDED_DIR
+
+    return EMBEDDED_DIR if str(name) == "embedded" else Path(name)
 
 
 def run_train(**options) -> int:

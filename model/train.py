@@ -216,6 +216,16 @@ class Trainer:
         torch.set_rng_state(blob["rng"]["torch"])
         random.setstate(blob["rng"]["python"])
 
+    def init_weights(self, model_dir: Path) -> None:
+        """Fine-tuning: take the weights of an exported model directory (any storage dtype)."""
+        from safetensors.torch import load_file
+
+        state = load_file(str(Path(model_dir) / "model.safetensors"))
+        if self.config.tie_word_embeddings:
+            state.setdefault("lm_head.weight", state["model.embed_tokens.weight"])
+        own = self.model.state_dict()
+        self.model.load_state_dict({k: v.to(own[k].dtype) if k in own else v for k, v in state.items()})
+
     # ------------------------------------------------------------------ loop
 
     def run(self, log=print) -> None:
@@ -329,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", type=Path, help="directory with packed.pt (python -m model.data)")
     p.add_argument("--out", type=Path, required=True, help="run directory (checkpoints, metrics)")
     p.add_argument("--resume", action="store_true", help="continue from OUT/ckpt/last.pt")
+    p.add_argument("--init-from", type=Path, help="start from this model directory's weights (fine-tuning)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--threads", type=int, default=2, help="CPU threads; on a busy shared machine 1 beats 2 by 5-10x (OpenMP spin-waits)")
     p.add_argument("--export-to", type=Path, help="export OUT/ckpt/last.pt to this directory and exit")
@@ -366,6 +377,11 @@ def main(argv: list[str] | None = None) -> int:
         if not last.is_file():
             p.error(f"--resume: no checkpoint at {last}")
         trainer.load(last)
+    elif a.init_from:
+        try:
+            trainer.init_weights(a.init_from)
+        except (OSError, ValueError, RuntimeError) as exc:
+            p.error(f"--init-from {a.init_from}: {str(exc).splitlines()[0]}")
     counts = config.param_counts()
     print(f"params {counts['total'] / 1e6:.2f}M (active {counts['active'] / 1e6:.2f}M); data {meta.get('rows')} rows "
           f"x {trainer.seq}; target tokens {meta.get('target_tokens')}; from step {trainer.step}", flush=True)  # fmt: skip

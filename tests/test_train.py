@@ -159,3 +159,13 @@ def test_train_cmd_runs_and_exports(tmp_path) -> None:
     assert run_train(out=tmp_path / "run", export_to=tmp_path / "w") == 0
     assert (tmp_path / "w" / "model.safetensors").is_file()
     assert run_train(out=tmp_path / "missing", config=tmp_path / "cfg.json", data=tmp_path / "nope") == 2
+    # fine-tuning starts from the exported weights, not from a fresh init
+    assert run_train(out=tmp_path / "ft", config=tmp_path / "cfg.json", data=tmp_path, steps=1, batch=1,
+                     lr=1e-12, init_from=tmp_path / "w") == 0  # fmt: skip
+    export(tmp_path / "ft", tmp_path / "w2")
+    from safetensors.torch import load_file
+
+    before, after = load_file(str(tmp_path / "w" / "model.safetensors")), load_file(str(tmp_path / "w2" / "model.safetensors"))
+    torch.testing.assert_close(after["lm_head.weight"], before["lm_head.weight"])
+    assert run_train(out=tmp_path / "ft2", config=tmp_path / "cfg.json", data=tmp_path, steps=1,
+                     init_from=tmp_path / "nope") == 2  # fmt: skip
