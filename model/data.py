@@ -140,6 +140,7 @@ def build(
     seed: int = 0,
     render: Callable[[dict, int], tuple[str, list[tuple[int, int]]]] | None = None,
     align: str = "pack",
+    all_targets: bool = False,
 ) -> dict[str, Any]:
     """Write out_dir/packed.pt; returns its meta (rows, tokens, target tokens per source)."""
     from tokenizers import Tokenizer
@@ -148,7 +149,8 @@ def build(
     eot = tok.token_to_id(EOT)
     if eot is None:
         raise ValueError(f"{tokenizer_path}: no {EOT} token")
-    traj = [encode_doc(tok, text, spans) for text, spans in read_trajectories(trajectories, render, seed)]
+    traj = [encode_doc(tok, text, None if all_targets else spans)
+            for text, spans in read_trajectories(trajectories, render, seed)]  # fmt: skip
     traj_tokens = sum(len(i) for i, _ in traj)
     # code tokens ~ code_fraction of the mix; ~3.5 characters per token for Python source
     want_code = int(traj_tokens * code_fraction / max(1e-9, 1 - code_fraction)) if traj else 2_000_000
@@ -202,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--align", choices=["pack", "end"], default="pack",
                         help="trajectories packed, or one end-aligned row each")
+    parser.add_argument("--all-targets", action="store_true",
+                        help="loss on every trajectory token, not only the assistant's: far more signal per "
+                             "step for copying (names, code, outputs) when there is little data")
     parser.add_argument("--tool-prompt", choices=["full", "compact"], default="full",
                         help="how the system prompt lists tools: the model config's tool_prompt")
     args = parser.parse_args(argv)
@@ -223,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     try:
         meta = build(args.tokenizer, args.trajectories, args.out, seq_len=args.seq,
-                     code_fraction=args.code_fraction, seed=args.seed, render=render, align=args.align)  # fmt: skip
+                     code_fraction=args.code_fraction, seed=args.seed, render=render, align=args.align,
+                     all_targets=args.all_targets)  # fmt: skip
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

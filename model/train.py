@@ -55,6 +55,14 @@ class TrainArgs:
     time_limit: float = 0.0  # minutes; 0: none. Also drives the cosine when set.
     ckpt_minutes: float = 10.0
     log_every: int = 5
+    # weights of BLOCK_SIZES (1, 2, 4, 8, 16, 32); B = 1 is autoregressive and costs half a step
+    block_weights: str = ",".join(map(str, BLOCK_WEIGHTS))
+
+    def weights(self) -> list[float]:
+        values = [float(v) for v in self.block_weights.split(",")]
+        if len(values) != len(BLOCK_SIZES) or min(values) < 0 or sum(values) <= 0:
+            raise ValueError(f"--block-weights needs {len(BLOCK_SIZES)} weights >= 0 for block sizes {BLOCK_SIZES}")
+        return values
 
 
 # --------------------------------------------------------------------------- objective
@@ -64,9 +72,9 @@ def step_generator(seed: int, step: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed * 1_000_003 + step)
 
 
-def sample_block_size(gen: torch.Generator, seq_len: int) -> int:
-    sizes = [b for b in BLOCK_SIZES if seq_len % b == 0]
-    weights = torch.tensor([BLOCK_WEIGHTS[BLOCK_SIZES.index(b)] for b in sizes])
+def sample_block_size(gen: torch.Generator, seq_len: int, block_weights: tuple[float, ...] | list[float] = BLOCK_WEIGHTS) -> int:
+    sizes = [b for b in BLOCK_SIZES if seq_len % b == 0 and block_weights[BLOCK_SIZES.index(b)] > 0]
+    weights = torch.tensor([block_weights[BLOCK_SIZES.index(b)] for b in sizes])
     return sizes[int(torch.multinomial(weights, 1, generator=gen))]
 
 
@@ -136,6 +144,7 @@ class Trainer:
         seq = args.seq or ids.shape[1]
         if seq > ids.shape[1]:
             raise ValueError(f"--seq {seq} is longer than the packed rows ({ids.shape[1]})")
+        self.block_weights = args.weights()
         if seq % max(BLOCK_SIZES):
             raise ValueError(f"--seq must be a multiple of {max(BLOCK_SIZES)}")
         # rows with (almost) no target, e.g. a window inside a system prompt, teach nothing
@@ -165,7 +174,7 @@ class Trainer:
     def loss_at(self, step: int) -> tuple[torch.Tensor, int, int]:
         gen = step_generator(self.args.seed, step)
         x0, target = self.batch(gen)
-        block = sample_block_size(gen, self.seq)
+        block = sample_block_size(gen, self.seq, self.block_weights)
         loss, count = diffusion_step_loss(self.model, x0, target.bool(), block, gen)
         return loss, count, block
 

@@ -3,6 +3,8 @@ on a tiny config (CPU, seconds)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from model.config import tiny
@@ -14,6 +16,7 @@ from model.train import (
     add_noise,
     diffusion_step_loss,
     export,
+    sample_block_size,
     selected_logits,
     step_generator,
 )
@@ -127,6 +130,21 @@ def test_run_loop_stops_and_exports(tmp_path) -> None:
     torch.testing.assert_close(got, ref.to(torch.bfloat16).float())  # bf16 storage, fp32 compute
 
 
+def test_block_weights_choose_the_block_sizes() -> None:
+    gen = torch.Generator().manual_seed(0)
+    ar_only = TrainArgs(block_weights="1,0,0,0,0,0").weights()
+    assert {sample_block_size(gen, 64, ar_only) for _ in range(20)} == {1}
+    mixed = {sample_block_size(gen, 64, TrainArgs(block_weights="1,0,0,0,0,1").weights()) for _ in range(50)}
+    assert mixed == {1, 32}
+    for bad in ("1,2", "1,0,0,0,0,-1", "0,0,0,0,0,0"):
+        try:
+            TrainArgs(block_weights=bad).weights()
+        except ValueError as exc:
+            assert "--block-weights" in str(exc)
+        else:
+            raise AssertionError(f"accepted {bad!r}")
+
+
 def test_pack_and_end_align() -> None:
     docs = [([5, 6, 7], [False, True, True]), ([8, 9], [True, True])]
     ids, tgt = pack(docs, 4, 0)
@@ -169,3 +187,24 @@ def test_train_cmd_runs_and_exports(tmp_path) -> None:
     torch.testing.assert_close(after["lm_head.weight"], before["lm_head.weight"])
     assert run_train(out=tmp_path / "ft2", config=tmp_path / "cfg.json", data=tmp_path, steps=1,
                      init_from=tmp_path / "nope") == 2  # fmt: skip
+
+
+def test_build_marks_assistant_spans_or_every_token(tmp_path) -> None:
+    import json
+
+    from model.data import build, load_packed
+
+    text = "<|im_start|>user\nfix it<|im_end|>\n<|im_start|>assistant\nDone.<|im_end|>\n"
+    start = text.index("Done.")
+    (tmp_path / "t.jsonl").write_text(json.dumps({"text": text, "spans": [[start, len(text) - 1]]}) + "\n")
+    tok = Path(__file__).resolve().parents[1] / "model" / "weights" / "tokenizer.json"
+    counts = {}
+    for all_targets in (False, True):
+        out = tmp_path / f"p{all_targets}"
+        meta = build(tok, [tmp_path / "t.jsonl"], out, seq_len=64, code_fraction=0.0, align="end",
+                     all_targets=all_targets)  # fmt: skip
+        ids, target, _ = load_packed(out)
+        counts[all_targets] = int(target.sum())
+        assert meta["trajectories"] == 1 and ids.shape == (1, 64)
+    n_tokens = meta["trajectory_tokens"]
+    assert 2 <= counts[False] < counts[True] == n_tokens + 1  # + the closing <|endoftext|>
