@@ -86,10 +86,14 @@ def end_aligned(
 
 
 def read_trajectories(
-    paths: Iterable[Path], render: Callable[[dict, int], tuple[str, list[tuple[int, int]]]] | None, seed: int
+    paths: Iterable[Path],
+    render: Callable[[dict, int], tuple[str, list[tuple[int, int]]]] | None,
+    seed: int,
+    variants: Callable[[dict], list[dict]] | None = None,
 ) -> Iterator[Doc]:
     """Rendered training docs. A record with "text"/"spans" is used as is; an oracle trajectory is
-    rendered by `render(traj, cut)` with a seeded random history cut (see oracle.render_trajectory)."""
+    rendered by `render(traj, cut)` with a seeded random history cut (see oracle.render_trajectory),
+    each of `variants(traj)` (e.g. renamed copies) in its place when given."""
     rng = random.Random(seed)
     for path in paths:
         with Path(path).open(encoding="utf-8") as fh:
@@ -102,11 +106,12 @@ def read_trajectories(
                     continue
                 if render is None:
                     raise ValueError(f"{path}: trajectory records need a renderer")
-                turns = sum(1 for m in rec["messages"] if m["role"] == "assistant")
-                # Cut 0 (every turn with thinking) half the time, else a random point: the model
-                # then also sees histories whose earlier turns lack thinking, as at inference.
-                cut = 0 if rng.random() < 0.5 else rng.randrange(turns)
-                yield render(rec, cut)
+                for traj in variants(rec) if variants else [rec]:
+                    turns = sum(1 for m in traj["messages"] if m["role"] == "assistant")
+                    # Cut 0 (every turn with thinking) half the time, else a random point: the model
+                    # then also sees histories whose earlier turns lack thinking, as at inference.
+                    cut = 0 if rng.random() < 0.5 else rng.randrange(turns)
+                    yield render(traj, cut)
 
 
 def stdlib_docs(max_chars: int, seed: int = 0) -> Iterator[Doc]:
@@ -141,6 +146,7 @@ def build(
     render: Callable[[dict, int], tuple[str, list[tuple[int, int]]]] | None = None,
     align: str = "pack",
     all_targets: bool = False,
+    variants: Callable[[dict], list[dict]] | None = None,
 ) -> dict[str, Any]:
     """Write out_dir/packed.pt; returns its meta (rows, tokens, target tokens per source)."""
     from tokenizers import Tokenizer
@@ -150,7 +156,7 @@ def build(
     if eot is None:
         raise ValueError(f"{tokenizer_path}: no {EOT} token")
     traj = [encode_doc(tok, text, None if all_targets else spans)
-            for text, spans in read_trajectories(trajectories, render, seed)]  # fmt: skip
+            for text, spans in read_trajectories(trajectories, render, seed, variants)]  # fmt: skip
     traj_tokens = sum(len(i) for i, _ in traj)
     # code tokens ~ code_fraction of the mix; ~3.5 characters per token for Python source
     want_code = int(traj_tokens * code_fraction / max(1e-9, 1 - code_fraction)) if traj else 2_000_000
@@ -207,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all-targets", action="store_true",
                         help="loss on every trajectory token, not only the assistant's: far more signal per "
                              "step for copying (names, code, outputs) when there is little data")
+    parser.add_argument("--renamed-copies", type=int, default=0,
+                        help="SynthFix trajectories: this many copies each with fresh identifiers "
+                             "(evals/synthfix/augment.py) instead of the original")
     parser.add_argument("--tool-prompt", choices=["full", "compact"], default="full",
                         help="how the system prompt lists tools: the model config's tool_prompt")
     args = parser.parse_args(argv)
@@ -225,11 +234,18 @@ def main(argv: list[str] | None = None) -> int:
             render = partial(render_trajectory, tool_prompt=args.tool_prompt)
         except ImportError:
             render = None
+    variants = None
+    if args.renamed_copies > 0:
+        from evals.synthfix.augment import rename_trajectory
+
+        def variants(traj: dict) -> list[dict]:
+            return [rename_trajectory(traj, (args.seed, k)) for k in range(args.renamed_copies)]
+
     start = time.perf_counter()
     try:
         meta = build(args.tokenizer, args.trajectories, args.out, seq_len=args.seq,
                      code_fraction=args.code_fraction, seed=args.seed, render=render, align=args.align,
-                     all_targets=args.all_targets)  # fmt: skip
+                     all_targets=args.all_targets, variants=variants)  # fmt: skip
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
