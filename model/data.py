@@ -85,6 +85,26 @@ def end_aligned(
     return torch.tensor(rows_ids, dtype=torch.int32), torch.tensor(rows_tgt, dtype=torch.bool)
 
 
+def copy_rows(n: int, seq_len: int, first_id: int, vocab: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Synthetic copying rows: random token chunks (8-64 tokens), each repeated right after itself.
+    The second copy is the target: predicting it takes an induction mechanism (find the earlier
+    occurrence, read what followed), which a small model otherwise learns late or never from agent
+    traces alone, and without which it cannot carry a name from the issue into a tool call."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.empty(n, seq_len, dtype=torch.int32)
+    target = torch.zeros(n, seq_len, dtype=torch.bool)
+    for r in range(n):
+        at = 0
+        while at < seq_len:
+            size = int(torch.randint(8, 65, (1,), generator=g))
+            chunk = torch.randint(first_id, vocab, (size,), generator=g, dtype=torch.int32)
+            both = torch.cat([chunk, chunk])[: seq_len - at]
+            ids[r, at : at + len(both)] = both
+            target[r, at + size : at + len(both)] = True
+            at += len(both)
+    return ids, target
+
+
 def read_trajectories(
     paths: Iterable[Path],
     render: Callable[[dict, int], tuple[str, list[tuple[int, int]]]] | None,
@@ -147,6 +167,7 @@ def build(
     align: str = "pack",
     all_targets: bool = False,
     variants: Callable[[dict], list[dict]] | None = None,
+    copy_fraction: float = 0.0,
 ) -> dict[str, Any]:
     """Write out_dir/packed.pt; returns its meta (rows, tokens, target tokens per source)."""
     from tokenizers import Tokenizer
@@ -161,10 +182,19 @@ def build(
     # code tokens ~ code_fraction of the mix; ~3.5 characters per token for Python source
     want_code = int(traj_tokens * code_fraction / max(1e-9, 1 - code_fraction)) if traj else 2_000_000
     code = [encode_doc(tok, text, None) for text, _ in stdlib_docs(int(want_code * 3.5), seed)]
+    n_copy = 0
+    if copy_fraction and not (align == "end" and traj):
+        raise ValueError("copying rows need --align end and trajectories")
     if align == "end" and traj:
         # trajectories end-aligned (+ their closing <|endoftext|>), code packed
         t_ids, t_tgt = end_aligned([(i + [eot], t + [True]) for i, t in traj], seq_len, eot)
         parts = [(t_ids, t_tgt)] + ([pack(code, seq_len, eot)] if code else [])
+        if copy_fraction > 0:
+            from model.chat import SPECIAL_TOKENS
+
+            n_copy = int(t_ids.shape[0] * copy_fraction / (1 - copy_fraction))
+            # ordinary tokens only: ids past the special tokens
+            parts.append(copy_rows(n_copy, seq_len, len(SPECIAL_TOKENS), tok.get_vocab_size(), seed))
         ids, target = torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
         order = torch.randperm(ids.shape[0], generator=torch.Generator().manual_seed(seed))
         ids, target = ids[order], target[order]
@@ -181,6 +211,7 @@ def build(
         "trajectories": len(traj),
         "trajectory_tokens": traj_tokens,
         "trajectory_target_tokens": sum(sum(t) for _, t in traj),
+        "copy_rows": n_copy,
         "code_docs": len(code),
         "code_tokens": sum(len(i) for i, _ in code),
         "vocab_size": tok.get_vocab_size(with_added_tokens=True),
@@ -213,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all-targets", action="store_true",
                         help="loss on every trajectory token, not only the assistant's: far more signal per "
                              "step for copying (names, code, outputs) when there is little data")
+    parser.add_argument("--copy-fraction", type=float, default=0.0,
+                        help="share of synthetic copying rows (random chunks repeated), --align end only")
     parser.add_argument("--renamed-copies", type=int, default=0,
                         help="SynthFix trajectories: this many copies each with fresh identifiers "
                              "(evals/synthfix/augment.py) instead of the original")
@@ -245,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         meta = build(args.tokenizer, args.trajectories, args.out, seq_len=args.seq,
                      code_fraction=args.code_fraction, seed=args.seed, render=render, align=args.align,
-                     all_targets=args.all_targets, variants=variants)  # fmt: skip
+                     all_targets=args.all_targets, variants=variants, copy_fraction=args.copy_fraction)  # fmt: skip
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
