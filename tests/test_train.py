@@ -208,3 +208,18 @@ def test_build_marks_assistant_spans_or_every_token(tmp_path) -> None:
         assert meta["trajectories"] == 1 and ids.shape == (1, 64)
     n_tokens = meta["trajectory_tokens"]
     assert 2 <= counts[False] < counts[True] == n_tokens + 1  # + the closing <|endoftext|>
+
+
+def test_copy_rows_repeat_each_chunk_and_target_the_repeat() -> None:
+    from model.data import copy_rows
+
+    ids, target = copy_rows(3, 256, 10, 500, seed=0)
+    assert ids.shape == target.shape == (3, 256) and int(ids.min()) >= 10 and int(ids.max()) < 500
+    for row, tgt in zip(ids.tolist(), target.tolist(), strict=True):
+        at = 0
+        while at < len(row):  # chunks: a run of non-targets followed by its copy
+            size = next((i for i, t in enumerate(tgt[at:]) if t), len(row) - at)
+            copy = row[at + size : at + 2 * size]
+            assert copy == row[at : at + len(copy)] and all(tgt[at + size : at + size + len(copy)])
+            at += size + len(copy)
+    assert copy_rows(1, 64, 10, 500, seed=1)[0].tolist() != copy_rows(1, 64, 10, 500, seed=2)[0].tolist()
