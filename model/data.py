@@ -85,8 +85,11 @@ def end_aligned(
     return torch.tensor(rows_ids, dtype=torch.int32), torch.tensor(rows_tgt, dtype=torch.bool)
 
 
-def copy_rows(n: int, seq_len: int, first_id: int, vocab: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+def copy_rows(
+    n: int, seq_len: int, first_id: int, vocab: int, seed: int, probs: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Synthetic copying rows: random token chunks (8-64 tokens), each repeated right after itself.
+    Tokens are uniform over [first_id, vocab), or drawn from `probs` [vocab] when given.
     The second copy is the target: predicting it takes an induction mechanism (find the earlier
     occurrence, read what followed), which a small model otherwise learns late or never from agent
     traces alone, and without which it cannot carry a name from the issue into a tool call."""
@@ -97,7 +100,10 @@ def copy_rows(n: int, seq_len: int, first_id: int, vocab: int, seed: int) -> tup
         at = 0
         while at < seq_len:
             size = int(torch.randint(8, 65, (1,), generator=g))
-            chunk = torch.randint(first_id, vocab, (size,), generator=g, dtype=torch.int32)
+            if probs is None:
+                chunk = torch.randint(first_id, vocab, (size,), generator=g, dtype=torch.int32)
+            else:
+                chunk = torch.multinomial(probs, size, replacement=True, generator=g).int()
             both = torch.cat([chunk, chunk])[: seq_len - at]
             ids[r, at : at + len(both)] = both
             target[r, at + size : at + len(both)] = True
@@ -194,7 +200,12 @@ def build(
 
             n_copy = int(t_ids.shape[0] * copy_fraction / (1 - copy_fraction))
             # ordinary tokens only: ids past the special tokens
-            parts.append(copy_rows(n_copy, seq_len, len(SPECIAL_TOKENS), tok.get_vocab_size(), seed))
+            # tokens as the trajectories use them (sqrt-flattened): the copy-to-output map is learnt
+            # per token, and uniform draws over the whole vocabulary spend most rows on rare ones
+            counts = torch.bincount(torch.tensor([t for i, _ in traj for t in i]), minlength=tok.get_vocab_size())
+            counts[: len(SPECIAL_TOKENS)] = 0
+            probs = counts.float().sqrt()
+            parts.append(copy_rows(n_copy, seq_len, len(SPECIAL_TOKENS), tok.get_vocab_size(), seed, probs / probs.sum()))
         ids, target = torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
         order = torch.randperm(ids.shape[0], generator=torch.Generator().manual_seed(seed))
         ids, target = ids[order], target[order]
