@@ -111,6 +111,16 @@ def copy_rows(
     return ids, target
 
 
+def usage_probs(docs: list[tuple[list[int], list[bool]]], vocab: int, first_id: int) -> torch.Tensor:
+    """Token probabilities as `docs` use them, sqrt-flattened, special tokens (< first_id) excluded.
+    For copying rows: the copy-to-output map is learnt per token, and uniform draws over the whole
+    vocabulary would spend most rows on tokens the agent never writes."""
+    counts = torch.bincount(torch.tensor([t for ids, _ in docs for t in ids], dtype=torch.long), minlength=vocab)
+    counts[:first_id] = 0
+    probs = counts.float().sqrt()
+    return probs / probs.sum()
+
+
 def read_trajectories(
     paths: Iterable[Path],
     render: Callable[[dict, int], tuple[str, list[tuple[int, int]]]] | None,
@@ -199,13 +209,8 @@ def build(
             from model.chat import SPECIAL_TOKENS
 
             n_copy = int(t_ids.shape[0] * copy_fraction / (1 - copy_fraction))
-            # ordinary tokens only: ids past the special tokens
-            # tokens as the trajectories use them (sqrt-flattened): the copy-to-output map is learnt
-            # per token, and uniform draws over the whole vocabulary spend most rows on rare ones
-            counts = torch.bincount(torch.tensor([t for i, _ in traj for t in i]), minlength=tok.get_vocab_size())
-            counts[: len(SPECIAL_TOKENS)] = 0
-            probs = counts.float().sqrt()
-            parts.append(copy_rows(n_copy, seq_len, len(SPECIAL_TOKENS), tok.get_vocab_size(), seed, probs / probs.sum()))
+            vocab, first = tok.get_vocab_size(), len(SPECIAL_TOKENS)
+            parts.append(copy_rows(n_copy, seq_len, first, vocab, seed, usage_probs(traj, vocab, first)))
         ids, target = torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
         order = torch.randperm(ids.shape[0], generator=torch.Generator().manual_seed(seed))
         ids, target = ids[order], target[order]
@@ -268,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"not a file: {p}")
     if not 0 <= args.code_fraction < 1:
         parser.error("--code-fraction must be in [0, 1)")
+    if not 0 <= args.copy_fraction < 1:
+        parser.error("--copy-fraction must be in [0, 1)")
     render = None
     if args.trajectories:
         try:  # the CLI may reach into evals/; the library functions above do not

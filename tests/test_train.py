@@ -208,6 +208,14 @@ def test_build_marks_assistant_spans_or_every_token(tmp_path) -> None:
         assert meta["trajectories"] == 1 and ids.shape == (1, 64)
     n_tokens = meta["trajectory_tokens"]
     assert 2 <= counts[False] < counts[True] == n_tokens + 1  # + the closing <|endoftext|>
+    # copying rows: half the rows here, made of the (non-special) tokens the trajectory uses
+    meta = build(tok, [tmp_path / "t.jsonl"], tmp_path / "c", seq_len=64, code_fraction=0.0, align="end",
+                 copy_fraction=0.5)  # fmt: skip
+    ids, target, _ = load_packed(tmp_path / "c")
+    assert meta["copy_rows"] == 1 and ids.shape == (2, 64)
+    traj_row = int((ids == 1).any(1).int().argmax())  # the row with <|im_start|>
+    used = set(ids[traj_row].tolist()) - set(range(10))
+    assert set(ids[1 - traj_row].tolist()) <= used
 
 
 def test_copy_rows_repeat_each_chunk_and_target_the_repeat() -> None:
