@@ -180,14 +180,12 @@ def _git(cwd: Path, *args: str, stdin: str | None = None) -> None:
         raise OracleError(f"git {args[0]} failed: {proc.stderr.strip()[:200]}")
 
 
-def checkout(row: dict, work: Path, with_tests: bool = False) -> Path:
-    """A clean checkout of the instance repo at base_commit (+ test_patch when `with_tests`)."""
+def checkout(row: dict, work: Path) -> Path:
+    """A clean checkout of the instance repo at base_commit (the hidden tests not applied)."""
     name = row["instance_id"].split("__", 1)[-1].rsplit("-", 2)[0] or "repo"
     repo = work / name
     _git(work, "clone", "-q", "--no-checkout", row["repo"], str(repo))
     _git(repo, "checkout", "-q", row["base_commit"])
-    if with_tests:
-        _git(repo, "apply", "-", stdin=row["test_patch"])
     return repo
 
 
