@@ -5,6 +5,7 @@ grammar's doing (the same runs without it are shown to break)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -254,3 +255,57 @@ def test_batched_decoding_with_the_grammar(clover):
     for out in res.tokens:
         _, _, calls = parse_assistant(clover.tokenizer.decode(out), SCHEMAS)
         assert calls and all(c.error is None and c.name in SCHEMAS for c in calls)
+
+
+# --------------------------------------------------------------------------- typed values
+
+RANGE = {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2}
+TYPED = [
+    {"type": "function", "function": {"name": "view", "description": "view", "parameters": {
+        "type": "object", "properties": {"path": {"type": "string"}, "view_range": RANGE}, "required": ["path", "view_range"]}}},
+    {"type": "function", "function": {"name": "wait", "description": "wait", "parameters": {
+        "type": "object", "properties": {"seconds": {"type": "number"}, "loud": {"type": "boolean"}},
+        "required": ["seconds", "loud"]}}},
+]  # fmt: skip
+
+
+def test_typed_values_follow_their_schema_step_by_step(clover):
+    tok = clover.tokenizer
+    g = ToolCallGrammar(
+        tok, TYPED, opened=False, stop_ids=clover.stop_ids, vocab_size=clover.config.vocab_size,
+        mask_id=clover.config.mask_token_id,
+    )  # fmt: skip
+
+    def run(text: str):
+        st = g.seqs[0].start
+        for t in tok.encode(text):
+            st = g.step(st, t)
+            if st is None:
+                return None
+        return st
+
+    call = "<tool_call>\n<function=view>\n<parameter=path>\na.py\n</parameter>\n<parameter=view_range>\n"
+    assert run(call + "[4, 45]\n</parameter>\n</function>\n</tool_call>").mode == "text"
+    assert run(call + "[4,, 45]") is None and run(call + "[4]") is None and run(call + "[4, 5\n</parameter>") is None
+    wait = "<tool_call>\n<function=wait>\n<parameter=seconds>\n"
+    assert run(wait + "3O") is None and run(wait + "-</parameter>") is None and run(wait + "2.5\n</parameter>") is not None
+
+
+@pytest.mark.parametrize("block", [1, 8])
+def test_typed_values_on_random_weights_pass_the_schema_check(clover, block):
+    from clover_cli.schema import check_arguments
+
+    # values end soon (`</parameter>` favoured), so calls are not cut short by the token budget
+    model = variant(clover, temperature=1.0, block_size=block, max_tokens=96, net=biased(clover))
+    schemas = tool_schemas(TYPED)
+    calls = []
+    for seed in range(8):
+        torch.manual_seed(seed)
+        turn = model.complete(USER, TYPED, forced={0: clover.tokenizer.token_id("<tool_call>")})
+        if not turn.stats["grammar_closed"]:
+            calls += turn.tool_calls
+    assert len(calls) >= 6
+    for call in calls:
+        assert call.error is None and check_arguments(schemas[call.name], call.arguments) is None, call
+    values = {json.dumps(v) for c in calls for k, v in c.arguments.items() if k != "path"}
+    assert len(values) > 3  # really sampled, not one fixed answer

@@ -8,7 +8,8 @@ every required parameter is given. Values and all text outside calls (thinking i
 free, except for what the parser (model/chat_parse.py) could not read back: an open call cannot
 end the turn; the answer cannot hold a bare `<function=` (an unwrapped call) or a second
 `</think>` (the calls before it would become thinking); no second `<think>` (the first think
-block's text would come back into the answer). With a token budget, a call is only opened where
+block's text would come back into the answer), nor one after a call (the parser reads thinking
+before the first call only, so a call written inside it would count). With a token budget, a call is only opened where
 it can still be closed, names and parameters are limited to those that fit, and a value that
 runs out of room is cut so the call closes on the last token.
 
@@ -35,6 +36,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from clover_cli.backends.typed_values import TypedTokens, ValueShape, value_shape
 from model.chat import (
     CALL_CLOSE,
     CALL_OPEN,
@@ -78,6 +80,8 @@ class _State:
     node: _Node | None = None  # CALL: where we are in the current trie
     tool: str = ""
     used: frozenset[str] = frozenset()  # parameters written (VALUE: the current one included)
+    shape: ValueShape | None = None  # VALUE: the typed parameter's shape (None: free text)
+    value: str = ""  # VALUE of a typed parameter: its text so far
     thought: bool = False  # a think block was opened (a second one would confuse the parser)
 
 
@@ -126,6 +130,8 @@ class ToolCallGrammar:
         self._params_cache: dict[tuple[str, frozenset[str], bool], _Node] = {}
         self._chains: dict[tuple[int, ...], _Node] = {}
         self._closes: dict[tuple[str, frozenset[str]], list[int]] = {}
+        self.typed = TypedTokens(tokenizer, vocab_size, skip={mask_id})
+        self._typed_bans: dict[tuple[ValueShape, str], Tensor] = {}
         self.shortest_call = min(self._ways(_State(CALL, self.call_trie)).values())  # after `<tool_call>`
         self._rows: dict[str, Tensor] = {
             TEXT: self._ban_row(text_banned, ban_listed=True),
@@ -251,8 +257,15 @@ class ToolCallGrammar:
             return None if t in self.text_banned or t == self.think_open else st
         if mode == VALUE:
             if t == self.param_close:
-                return replace(st, mode=CALL, node=self._params(st.tool, st.used, True))
-            return None if t in self.value_banned else st
+                if st.shape is not None and not st.shape.complete(st.value):
+                    return None
+                return replace(st, mode=CALL, node=self._params(st.tool, st.used, True), shape=None, value="")
+            if t in self.value_banned:
+                return None
+            if st.shape is None:
+                return st
+            text = st.value + self.typed.text(t)
+            return replace(st, value=text) if st.shape.prefix_ok(text) else None
         child = st.node.children.get(t) if st.node is not None else None
         if child is None or t not in self._choices(st, left):
             return None
@@ -262,8 +275,8 @@ class ToolCallGrammar:
         if kind == "tool":
             return replace(st, node=self._params(name, frozenset(), False), tool=name, used=frozenset())
         if kind == "param":
-            return replace(st, mode=VALUE, node=None, used=st.used | {name})
-        return _State(TEXT, thought=st.thought)  # the call is closed
+            return replace(st, mode=VALUE, node=None, used=st.used | {name}, shape=self._shape(st.tool, name))
+        return _State(TEXT, thought=True)  # the call is closed; thinking after it would be read as answer
 
     def _opens(self, st: _State, t: int) -> bool:
         """Does t leave free text for a constrained part (later positions are then redone)?"""
@@ -283,6 +296,23 @@ class ToolCallGrammar:
         if node.ban is None:
             node.ban = self._ban_row(choices, ban_listed=False)
         return node.ban
+
+    # ------------------------------------------------------------------ typed values
+
+    def _shape(self, tool: str, param: str) -> ValueShape | None:
+        schema = self.schemas.get(tool)
+        props = schema.get("properties") if isinstance(schema, dict) else None
+        return value_shape(props.get(param)) if isinstance(props, dict) else None
+
+    def _typed_ban(self, st: _State) -> Tensor:
+        """Every token but those that keep the value a prefix of its shape (and `</parameter>`
+        once it is complete)."""
+        assert st.shape is not None
+        key = (st.shape, st.value)
+        if key not in self._typed_bans:
+            ok = self.typed.allowed(st.shape, st.value)
+            self._typed_bans[key] = self._ban_row(ok + [self.param_close] * st.shape.complete(st.value), ban_listed=False)
+        return self._typed_bans[key]
 
     # ------------------------------------------------------------------ the decoder hook
 
@@ -310,6 +340,9 @@ class ToolCallGrammar:
             if st.mode == CALL and st.node is not None:  # a choice: at the frontier only
                 frozen[i][f + 1 :] = [True] * (b - f - 1)
                 bans.append((i, f, self._choice_ban(st, self._choices(st, left))))
+            elif st.mode == VALUE and st.shape is not None:  # a typed value: a token at a time
+                frozen[i][f + 1 :] = [True] * (b - f - 1)
+                bans.append((i, f, self._typed_ban(st)))
             elif st.mode == THINK and self.think_open is not None:
                 bans.append((i, f, self._rows[THINK]))
             elif st.mode in (TEXT, VALUE):
