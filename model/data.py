@@ -91,8 +91,9 @@ def copy_rows(
     """Synthetic copying rows: random token chunks (8-64 tokens), each repeated right after itself.
     Tokens are uniform over [first_id, vocab), or drawn from `probs` [vocab] when given.
     The second copy is the target: predicting it takes an induction mechanism (find the earlier
-    occurrence, read what followed), which a small model otherwise learns late or never from agent
-    traces alone, and without which it cannot carry a name from the issue into a tool call."""
+    occurrence, read what followed), without which a model cannot carry a name from the issue into a
+    tool call. Mixed into agent data they keep the skill `model.copy_warmup` taught; they do not
+    teach it from scratch (see that module: tied embeddings and a phase of its own are needed)."""
     g = torch.Generator().manual_seed(seed)
     ids = torch.empty(n, seq_len, dtype=torch.int32)
     target = torch.zeros(n, seq_len, dtype=torch.bool)
