@@ -22,7 +22,7 @@ MODES = ("plan", "ask", "auto-edit", "yolo")  # strictest first
 # (base_url, api_key) unless the user trusts repository configs (trust_repo_config = true).
 REPO_SAFE_KEYS = frozenset({
     "model", "think", "temperature", "max_tokens", "block_size", "threshold", "max_steps", "time_limit",
-    "token_limit", "command_timeout", "output_limit", "tool_format", "deny", "ask", "live",
+    "token_limit", "command_timeout", "output_limit", "tool_format", "deny", "ask", "live", "threads",
 })
 TOOL_FORMATS = ("auto", "native", "text")
 
@@ -47,6 +47,7 @@ class Settings:
     block_size: int = 32
     threshold: float = 0.9
     device: str | None = None
+    threads: int = 0  # CPU threads for local decoding; 0: auto (1 for a small model, torch's default else)
     # Agent limits.
     max_steps: int = 50
     time_limit: float = 3600.0
@@ -95,6 +96,8 @@ class Settings:
         for name in ("time_limit", "command_timeout", "request_timeout"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{source}: {name} must be positive")
+        if self.threads < 0:
+            raise SettingsError(f"{source}: threads must be 0 (auto) or positive")
         if not 0.0 <= self.threshold <= 1.0:
             raise SettingsError(f"{source}: threshold must be between 0 and 1")
 

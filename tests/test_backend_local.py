@@ -16,11 +16,11 @@ import time
 
 import pytest
 
-pytest.importorskip("torch")
+torch = pytest.importorskip("torch")
 
 from clover_cli.backends import make_model  # noqa: E402
 from clover_cli.backends.local import EMBEDDED_DIR, LocalCloverModel, turn_from_text  # noqa: E402
-from clover_cli.settings import Settings  # noqa: E402
+from clover_cli.settings import Settings, SettingsError  # noqa: E402
 from clover_cli.types import Model, ModelError  # noqa: E402
 from tests.clihelp import isolated_env, run_clover  # noqa: E402
 from tests.tiny_checkpoint import tiny_checkpoint_dir  # noqa: E402
@@ -228,6 +228,28 @@ def test_checkpoint_chat_template_wins(ckpt, tmp_path):
 def test_cpu_device_and_unknown_device(ckpt):
     with pytest.raises(ModelError, match="device"):
         LocalCloverModel(Settings(model=str(ckpt), device="tpu9"))
+
+
+def test_cpu_threads_small_models_get_one_unless_asked(monkeypatch):
+    from clover_cli.backends.local import cpu_threads
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert cpu_threads(0, 9_000_000) == 1
+    assert cpu_threads(0, 3_000_000_000) is None  # a big model keeps torch's default
+    assert cpu_threads(6, 9_000_000) == 6
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    assert cpu_threads(0, 9_000_000) is None  # the user's environment wins
+    with pytest.raises(SettingsError, match="threads"):
+        Settings().merged({"threads": "-1"}, "CLOVER_THREADS")
+
+
+def test_the_threads_setting_reaches_torch(ckpt):
+    before = torch.get_num_threads()
+    try:
+        LocalCloverModel(Settings(model=str(ckpt), threads=2))
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
 
 
 # --------------------------------------------------------------------------- through the CLI

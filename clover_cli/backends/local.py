@@ -55,6 +55,23 @@ def pick_device(asked: str | None) -> str:
     return name
 
 
+SMALL_MODEL_PARAMS = 100_000_000
+
+
+def cpu_threads(asked: int, params: int) -> int | None:
+    """Torch threads for decoding on CPU, or None to keep torch's default. `asked` > 0 wins; else a
+    small model gets 1: its matrices are too small to split, and on a busy machine OpenMP threads
+    spin-wait for each other (the 9M embedded model decoded ~60x slower with 2 threads than with 1
+    on a 2-core machine running other work). OMP_NUM_THREADS, when set, is the user's choice."""
+    import os
+
+    if asked > 0:
+        return asked
+    if os.environ.get("OMP_NUM_THREADS") or params >= SMALL_MODEL_PARAMS:
+        return None
+    return 1
+
+
 def load_model(directory: Path, device: str):
     """(network, config, chat template or None) via model/load.py; errors as one-line ModelErrors."""
     import torch
@@ -91,6 +108,12 @@ class LocalCloverModel:
         self.device = pick_device(settings.device)
         net, config, template = _unpack(load_model(directory, self.device))
         self.net, self.config = net.eval(), config
+        if self.device == "cpu":
+            import torch
+
+            threads = cpu_threads(settings.threads, sum(p.numel() for p in net.parameters()))
+            if threads is not None:
+                torch.set_num_threads(threads)
         try:
             self.tokenizer = CloverTokenizer.from_dir(directory)
         except TokenizerError as exc:
