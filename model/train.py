@@ -320,9 +320,9 @@ def _logger(path: Path, total: int, start: int):
     if sys.stdout.isatty():
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-        bar = Progress(TextColumn("step {task.completed}/{task.total}"), BarColumn(),
+        bar = Progress(TextColumn("step {task.completed}"), BarColumn(),
                        TextColumn("{task.fields[info]}"), TimeElapsedColumn())  # fmt: skip
-        task = bar.add_task("train", total=total, completed=start, info="")
+        task = bar.add_task("train", total=total if total < UNTIL_TIME_IS_UP else None, completed=start, info="")
         bar.start()
 
     def log(rec: dict[str, Any]) -> None:
@@ -342,6 +342,17 @@ def _logger(path: Path, total: int, start: int):
     return log
 
 
+UNTIL_TIME_IS_UP = 10**9
+
+
+def resolve_steps(steps: int | None, time_limit: float) -> int:
+    """--steps when given; else a time-limited run goes on until its time is up (the cosine follows
+    the clock), and an untimed one takes TrainArgs' default."""
+    if steps is not None:
+        return steps
+    return UNTIL_TIME_IS_UP if time_limit > 0 else TrainArgs.steps
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m model.train", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", type=Path, help="CloverConfig JSON (config.json fields)")
@@ -355,8 +366,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tokenizer", type=Path, help="tokenizer.json to copy on export")
     defaults = TrainArgs()
     for name, value in defaults.__dict__.items():
-        p.add_argument("--" + name.replace("_", "-"), type=type(value), default=value)
+        p.add_argument("--" + name.replace("_", "-"), type=type(value), default=None if name == "steps" else value)
     a = p.parse_args(argv)
+    a.steps = resolve_steps(a.steps, a.time_limit)
     torch.set_num_threads(a.threads)
     if a.export_to:
         if not (a.out / "ckpt" / "last.pt").is_file():

@@ -231,3 +231,11 @@ def test_copy_rows_repeat_each_chunk_and_target_the_repeat() -> None:
             assert copy == row[at : at + len(copy)] and all(tgt[at + size : at + size + len(copy)])
             at += size + len(copy)
     assert copy_rows(1, 64, 10, 500, seed=1)[0].tolist() != copy_rows(1, 64, 10, 500, seed=2)[0].tolist()
+
+
+def test_a_time_limited_run_is_not_cut_at_the_default_step_count() -> None:
+    from model.train import TrainArgs, resolve_steps
+
+    assert resolve_steps(None, 0.0) == TrainArgs.steps
+    assert resolve_steps(None, 90.0) > 10**6  # the clock ends it, and drives the cosine
+    assert resolve_steps(500, 90.0) == 500
