@@ -1,6 +1,7 @@
 """Teach a small Clover to copy from its context before agent training: the induction phase.
 
-    python -m model.copy_warmup --init-from DIR --out DIR [--data PACKED] [--target 0.95] [--steps 3000]
+    python -m model.copy_warmup --init-from DIR|embedded --out DIR [--data PACKED] [--target 0.95]
+        [--steps 3000] [--tool-prompt compact]
 
 A coding agent copies all the time: a function name from the issue into a search, a path from the
 search into `view`, a line from `view` into `str_replace`. The 9M embedded model trained on agent
@@ -42,10 +43,16 @@ from model.modeling import CloverForCausalLM
 FIRST_ORDINARY_ID = 200  # below: special and single-byte tokens
 
 
-def tied_copy(directory: Path) -> CloverForCausalLM:
-    """The checkpoint in fp32 with tied embeddings (an untied one takes its input embeddings)."""
+EMBEDDED_DIR = Path(__file__).resolve().parent / "weights"
+
+
+def tied_copy(directory: Path, tool_prompt: str | None = None) -> CloverForCausalLM:
+    """The checkpoint in fp32 with tied embeddings (an untied one takes its input embeddings);
+    `tool_prompt` replaces the config's when given."""
     loaded = load_checkpoint(directory, dtype=torch.float32)
     config = dataclasses.replace(loaded.config, tie_word_embeddings=True, torch_dtype="float32")
+    if tool_prompt is not None:
+        config.tool_prompt = tool_prompt
     model = CloverForCausalLM(config)
     state = {k: v for k, v in loaded.model.state_dict().items() if k != "lm_head.weight"}
     model.load_state_dict(state, strict=False)
@@ -96,7 +103,7 @@ def warm_up(model: CloverForCausalLM, probs: torch.Tensor | None, *, steps: int,
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m model.copy_warmup", description=__doc__.split("\n\n")[0])
-    p.add_argument("--init-from", type=Path, required=True, help="model directory to start from")
+    p.add_argument("--init-from", required=True, help="model directory to start from ('embedded': the shipped one)")
     p.add_argument("--out", type=Path, required=True, help="model directory to write")
     p.add_argument("--data", type=Path, help="packed data (model.data) whose token use half the rows follow")
     p.add_argument("--steps", type=int, default=3000)
@@ -106,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lengths", default="16,48", help="chunk length range, drawn per batch")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--tool-prompt", choices=["full", "compact"], help="set the config's tool_prompt (as the data)")
     a = p.parse_args(argv)
     try:
         lo, hi = (int(x) for x in a.lengths.split(","))
@@ -117,16 +125,17 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--target must be in (0, 1]")
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
+    source = EMBEDDED_DIR if a.init_from == "embedded" else Path(a.init_from)
     try:
-        model = tied_copy(a.init_from)
+        model = tied_copy(source, a.tool_prompt)
         probs = usage_probs_from_packed(a.data, model.config.vocab_size) if a.data else None
     except (CheckpointError, OSError, KeyError) as exc:
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
     acc = warm_up(model, probs, steps=a.steps, target=a.target, lr=a.lr, batch=a.batch, lengths=(lo, hi), seed=a.seed)
     save_checkpoint(model, a.out)
-    if (a.init_from / "tokenizer.json").is_file():
-        shutil.copyfile(a.init_from / "tokenizer.json", a.out / "tokenizer.json")
+    if (source / "tokenizer.json").is_file():
+        shutil.copyfile(source / "tokenizer.json", a.out / "tokenizer.json")
     print(f"copy accuracy {acc:.3f}; wrote {a.out}")
     return 0
 

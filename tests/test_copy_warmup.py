@@ -36,10 +36,13 @@ def test_warm_up_trains_the_copy_targets():
 
 def test_cli_writes_a_tied_model_that_loads(tmp_path, capsys):
     out = tmp_path / "warm"
-    assert main(["--init-from", str(tiny_checkpoint_dir()), "--out", str(out), "--steps", "3", "--lengths", "4,8"]) == 0
+    argv = ["--init-from", str(tiny_checkpoint_dir()), "--out", str(out), "--steps", "3", "--lengths", "4,8",
+            "--tool-prompt", "compact"]  # fmt: skip
+    assert main(argv) == 0
     assert "copy accuracy" in capsys.readouterr().out
     loaded = load_checkpoint(out)
-    assert loaded.config.tie_word_embeddings and (out / "tokenizer.json").is_file()
+    assert loaded.config.tie_word_embeddings and loaded.config.tool_prompt == "compact"
+    assert (out / "tokenizer.json").is_file()
 
 
 @pytest.mark.parametrize("args,message", [
