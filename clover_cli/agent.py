@@ -1,5 +1,6 @@
 """The agent loop: messages -> Model.complete -> run each tool call -> append results -> repeat,
-until the model answers without a tool call or a limit ends the run."""
+until the model answers without a tool call or a limit ends the run. A reply with neither an answer
+nor a call (thinking cut off by the token limit) is not an answer: the model is asked to go on."""
 
 from __future__ import annotations
 
@@ -30,6 +31,11 @@ from clover_cli.types import (
     tool_spec,
 )
 
+EMPTY_REPLY = (
+    "Your reply had neither an answer nor a tool call. Continue: call a tool, or answer in a few lines "
+    "with what was wrong and what you changed."
+)
+
 
 class Gate(Protocol):
     def authorize(self, call: ToolCall, tool: Tool) -> str | None:
@@ -41,7 +47,7 @@ class Limits:
     max_steps: int = 50
     time_limit: float = 3600.0
     token_limit: int = 2_000_000
-    max_format_errors: int = 3  # in a row
+    max_format_errors: int = 3  # in a row: malformed calls, or replies with neither answer nor call
     max_repeats: int = 3  # the same call in a row: flagged at this count, the run stops after it
 
 
@@ -147,14 +153,23 @@ class Agent:
             }
         )
         if not turn.tool_calls:
-            raise Submitted(turn.text)
+            if turn.text.strip():
+                raise Submitted(turn.text)
+            self._count_format_error("replies in a row with neither an answer nor a tool call")
+            # e.g. thinking cut off by the token limit: not an answer, so ask again
+            self.messages.append({"role": "user", "content": EMPTY_REPLY})
+            self._record({"type": "user", "content": EMPTY_REPLY})
+            return
         results = [self._execute_guarded(call) for call in turn.tool_calls]
         if all(r.is_error and r.data.get("format_error") for r in results):
-            self.format_errors += 1
-            if self.format_errors >= self.limits.max_format_errors:
-                raise FormatError(f"{self.format_errors} malformed tool calls in a row; last: {results[-1].output}")
+            self._count_format_error(f"malformed tool calls in a row; last: {results[-1].output}")
         else:
             self.format_errors = 0
+
+    def _count_format_error(self, what: str) -> None:
+        self.format_errors += 1
+        if self.format_errors >= self.limits.max_format_errors:
+            raise FormatError(f"{self.format_errors} {what}")
 
     def _query(self) -> AssistantTurn:
         start = time.monotonic()

@@ -127,6 +127,21 @@ def test_a_good_call_resets_the_format_error_count():
     assert "parameter 'times' must be integer" in agent.messages[3]["content"]
 
 
+def test_a_reply_with_neither_answer_nor_call_is_not_a_submission():
+    # e.g. thinking cut off by the token limit: the model is asked to go on
+    turns = [AssistantTurn(thinking="hmm, the bug is in"), AssistantTurn(tool_calls=[call(text="a")]),
+             AssistantTurn(text="Fixed.")]  # fmt: skip
+    agent, model, tool = make_agent(turns)
+    result = agent.run("task")
+    assert (result.exit_status, result.final_text, result.steps, tool.calls) == ("submitted", "Fixed.", 3, 1)
+    nudge = model.seen[1][-1]
+    assert nudge["role"] == "user" and "neither an answer nor a tool call" in nudge["content"]
+    # three in a row end the run
+    agent, _, _ = make_agent([AssistantTurn(thinking="..."), AssistantTurn(text="  "), AssistantTurn(), AssistantTurn(text="late")])
+    result = agent.run("task")
+    assert result.exit_status == "format_error" and "3 replies in a row" in result.error
+
+
 def test_repeated_identical_calls_are_flagged_then_stop():
     turns = [AssistantTurn(tool_calls=[call(text="same")]) for _ in range(5)]
     agent, _, tool = make_agent(turns)
