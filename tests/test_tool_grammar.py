@@ -309,3 +309,22 @@ def test_typed_values_on_random_weights_pass_the_schema_check(clover, block):
         assert call.error is None and check_arguments(schemas[call.name], call.arguments) is None, call
     values = {json.dumps(v) for c in calls for k, v in c.arguments.items() if k != "path"}
     assert len(values) > 3  # really sampled, not one fixed answer
+
+
+def test_values_hold_no_markup_tokens(clover):
+    tok = clover.tokenizer
+    g = ToolCallGrammar(
+        tok, TOOLS, opened=False, stop_ids=clover.stop_ids, vocab_size=clover.config.vocab_size,
+        mask_id=clover.config.mask_token_id,
+    )  # fmt: skip
+    st = g.seqs[0].start
+    for t in tok.encode("<tool_call>\n<function=bash>\n<parameter=command>\nls "):
+        st = g.step(st, t)
+    for marker in ("</tool_call>", "<tool_call>", "<|im_start|>", "<tool_response>", "<function=", "<parameter="):
+        assert g.step(st, tok.token_id(marker)) is None, marker
+    assert g.step(st, tok.token_id("</parameter>")).mode == "call"
+    # the same text spelt with ordinary tokens is a value like any other
+    spelt = [t for ch in "</tool_call>" for t in tok.encode(ch)]
+    for t in spelt:
+        st = g.step(st, t)
+        assert st is not None and st.mode == "value"

@@ -1,17 +1,19 @@
 """Tool calls well formed by construction: a grammar over the block-diffusion decoder's tokens.
 
-Once the model writes `<tool_call>` in its answer, the rest of the call follows the Qwen3-Coder
-XML form: `\\n<function=NAME>\\n`, then `<parameter=P>\\nVALUE` ... `</parameter>\\n` for
-parameters of that tool, then `</function>\\n</tool_call>`. Names are limited to the declared
-tools, parameter names to the tool's schema (each once), and `</function>` is only allowed once
-every required parameter is given. Values and all text outside calls (thinking included) stay
-free, except for what the parser (model/chat_parse.py) could not read back: an open call cannot
-end the turn; the answer cannot hold a bare `<function=` (an unwrapped call) or a second
-`</think>` (the calls before it would become thinking); no second `<think>` (the first think
-block's text would come back into the answer), nor one after a call (the parser reads thinking
-before the first call only, so a call written inside it would count). With a token budget, a call is only opened where
-it can still be closed, names and parameters are limited to those that fit, and a value that
-runs out of room is cut so the call closes on the last token.
+Once the model writes `<tool_call>` in its answer, the rest of the call follows the Qwen3-Coder XML
+form: `\\n<function=NAME>\\n`, then `<parameter=P>\\nVALUE` ... `</parameter>\\n` for parameters of
+that tool, then `</function>\\n</tool_call>`. Names are limited to the declared tools, parameter
+names to the tool's schema (each once), and `</function>` is only allowed once every required
+parameter is given. Values hold no markup token (`</tool_call>` inside a value is a small model's
+slip; such text is spelt with ordinary tokens), and typed values follow their schema
+(typed_values.py). All text outside calls (thinking included) stays free, except for what the
+parser (model/chat_parse.py) could not read back: an open call cannot end the turn; the answer
+cannot hold a bare `<function=` (an unwrapped call) or a second `</think>` (the calls before it
+would become thinking); no second `<think>` (the first think block's text would come back into the
+answer), nor one after a call (the parser reads thinking before the first call only, so a call
+written inside it would count). With a token budget, a call is only opened where it can still be
+closed, names and parameters are limited to those that fit, and a value that runs out of room is
+cut so the call closes on the last token.
 
 How it drives the decoder (`model.generate`'s `constraint` hook). A block is denoised out of
 order, but the grammar reads left to right, so after every round the block is walked from its
@@ -44,6 +46,7 @@ from model.chat import (
     FUNC_OPEN,
     PARAM_CLOSE,
     PARAM_OPEN,
+    SPECIAL_TOKENS,
     THINK_CLOSE,
     THINK_OPEN,
     tool_schemas,
@@ -120,8 +123,10 @@ class ToolCallGrammar:
         # bring the first think block's text back into the answer
         text_banned = {i for i in (ids[FUNC_OPEN], self.think_close) if i is not None}
         thought_banned = text_banned | ({self.think_open} if self.think_open is not None else set())
-        # an open call cannot end the turn, nor hide itself inside a think block
-        self.value_banned = set(stop_ids) | {i for i in (self.think_open, self.think_close) if i is not None}
+        # an open call cannot end the turn, nor hide itself inside a think block; a value holds no
+        # chat or call markup token (text that looks like markup is spelt with ordinary tokens)
+        markup = [*SPECIAL_TOKENS, FUNC_OPEN, FUNC_CLOSE, PARAM_OPEN]
+        self.value_banned = set(stop_ids) | {i for m in markup if (i := tokenizer.token_id(m)) is not None}
         self.text_banned = text_banned
         self.schemas = tool_schemas(tools)
         self.call_trie = _trie(
