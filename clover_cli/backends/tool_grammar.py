@@ -118,15 +118,18 @@ class ToolCallGrammar:
             raise ValueError(f"the tokenizer needs {CALL_OPEN} and {PARAM_CLOSE} as single tokens")
         self.call_open, self.param_close = ids[CALL_OPEN], ids[PARAM_CLOSE]
         self.think_open, self.think_close = ids[THINK_OPEN], ids[THINK_CLOSE]
-        # in the answer: a bare `<function=` starts an unwrapped call; a second `</think>` would
+        # Stray markup is banned where the model never learnt it and the parser would misread it.
+        # In the answer: a bare `<function=` starts an unwrapped call; a second `</think>` would
         # turn everything before it (calls included) into thinking, a second `<think>` would
-        # bring the first think block's text back into the answer
-        text_banned = {i for i in (ids[FUNC_OPEN], self.think_close) if i is not None}
+        # bring the first think block's text back into the answer. In thinking: a call or a turn
+        # marker would be swallowed by the think block. An open call cannot end the turn, nor hide
+        # itself inside a think block. Text that looks like markup is spelt with ordinary tokens.
+        names = [*SPECIAL_TOKENS, FUNC_OPEN, FUNC_CLOSE, PARAM_OPEN, PARAM_CLOSE]
+        markup = {i for m in names if (i := tokenizer.token_id(m)) is not None} - set(stop_ids)
+        text_banned = markup - {self.call_open, self.think_open}
         thought_banned = text_banned | ({self.think_open} if self.think_open is not None else set())
-        # an open call cannot end the turn, nor hide itself inside a think block; a value holds no
-        # chat or call markup token (text that looks like markup is spelt with ordinary tokens)
-        markup = [*SPECIAL_TOKENS, FUNC_OPEN, FUNC_CLOSE, PARAM_OPEN]
-        self.value_banned = set(stop_ids) | {i for m in markup if (i := tokenizer.token_id(m)) is not None}
+        self.think_banned = markup - {self.think_close}
+        self.value_banned = set(stop_ids) | (markup - {self.param_close})
         self.text_banned = text_banned
         self.schemas = tool_schemas(tools)
         self.call_trie = _trie(
@@ -142,9 +145,7 @@ class ToolCallGrammar:
             TEXT: self._ban_row(text_banned, ban_listed=True),
             "thought": self._ban_row(thought_banned, ban_listed=True),
             "late": self._ban_row(thought_banned | {self.call_open}, ban_listed=True),
-            THINK: self._ban_row(
-                {self.think_open} if self.think_open is not None else set(), ban_listed=True
-            ),
+            THINK: self._ban_row(self.think_banned, ban_listed=True),
             VALUE: self._ban_row(self.value_banned, ban_listed=True),
         }
         first = _State(THINK, thought=True) if opened else _State(TEXT)
@@ -250,7 +251,7 @@ class ToolCallGrammar:
         if mode == OFF:
             return st
         if mode == THINK:
-            if t == self.think_open:  # a nested `<think>` would split the thinking wrongly
+            if t in self.think_banned:  # e.g. a nested `<think>` would split the thinking wrongly
                 return None
             return replace(st, mode=TEXT) if t == self.think_close else st
         if mode == TEXT:
@@ -348,7 +349,7 @@ class ToolCallGrammar:
             elif st.mode == VALUE and st.shape is not None:  # a typed value: a token at a time
                 frozen[i][f + 1 :] = [True] * (b - f - 1)
                 bans.append((i, f, self._typed_ban(st)))
-            elif st.mode == THINK and self.think_open is not None:
+            elif st.mode == THINK:
                 bans.append((i, f, self._rows[THINK]))
             elif st.mode in (TEXT, VALUE):
                 late = st.mode == TEXT and left is not None and left - 1 < self.shortest_call
