@@ -259,8 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--align", choices=["pack", "end"], default="pack",
                         help="trajectories packed, or one end-aligned row each")
     parser.add_argument("--all-targets", action="store_true",
-                        help="loss on every trajectory token, not only the assistant's: far more signal per "
-                             "step for copying (names, code, outputs) when there is little data")
+                        help="loss on every trajectory token, not only the assistant's: more signal per step, "
+                             "but a small agent model then over-copies (keeps copying past a name); the "
+                             "embedded model's last phase is assistant-only")
     parser.add_argument("--copy-fraction", type=float, default=0.0,
                         help="share of synthetic copying rows (random chunks repeated), --align end only")
     parser.add_argument("--renamed-copies", type=int, default=0,
