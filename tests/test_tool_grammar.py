@@ -209,13 +209,14 @@ def test_stats_count_every_forward_and_the_stream_follows(clover):
 # --------------------------------------------------------------------------- the grammar itself
 
 
-def test_names_parameters_and_the_end_follow_the_schema(clover):
+def grammar_runner(clover, tools):
+    """(grammar, run): run(text, state=None) steps the grammar through text's tokens; None once one
+    is refused."""
     tok = clover.tokenizer
-    g = ToolCallGrammar.build(
-        tok, TOOLS, opened=False, stop_ids=clover.stop_ids, vocab_size=clover.config.vocab_size,
+    g = ToolCallGrammar(
+        tok, tools, opened=False, stop_ids=clover.stop_ids, vocab_size=clover.config.vocab_size,
         mask_id=clover.config.mask_token_id,
     )  # fmt: skip
-    assert g is not None
 
     def run(text: str, st=None):
         st = st or g.seqs[0].start
@@ -224,6 +225,17 @@ def test_names_parameters_and_the_end_follow_the_schema(clover):
             if st is None:
                 return None
         return st
+
+    return g, run
+
+
+def test_names_parameters_and_the_end_follow_the_schema(clover):
+    tok = clover.tokenizer
+    assert ToolCallGrammar.build(
+        tok, TOOLS, opened=False, stop_ids=clover.stop_ids, vocab_size=clover.config.vocab_size,
+        mask_id=clover.config.mask_token_id,
+    ) is not None  # fmt: skip
+    _, run = grammar_runner(clover, TOOLS)
 
     call = "<tool_call>\n<function=str_replace>\n"
     assert run(call) is not None and run("<tool_call>\n<function=rm>\n") is None  # unknown tool
@@ -274,19 +286,7 @@ TYPED = [
 
 
 def test_typed_values_follow_their_schema_step_by_step(clover):
-    tok = clover.tokenizer
-    g = ToolCallGrammar(
-        tok, TYPED, opened=False, stop_ids=clover.stop_ids, vocab_size=clover.config.vocab_size,
-        mask_id=clover.config.mask_token_id,
-    )  # fmt: skip
-
-    def run(text: str):
-        st = g.seqs[0].start
-        for t in tok.encode(text):
-            st = g.step(st, t)
-            if st is None:
-                return None
-        return st
+    _, run = grammar_runner(clover, TYPED)
 
     call = "<tool_call>\n<function=view>\n<parameter=path>\na.py\n</parameter>\n<parameter=view_range>\n"
     assert run(call + "[4, 45]\n</parameter>\n</function>\n</tool_call>").mode == "text"
@@ -317,13 +317,8 @@ def test_typed_values_on_random_weights_pass_the_schema_check(clover, block):
 
 def test_values_hold_no_markup_tokens(clover):
     tok = clover.tokenizer
-    g = ToolCallGrammar(
-        tok, TOOLS, opened=False, stop_ids=clover.stop_ids, vocab_size=clover.config.vocab_size,
-        mask_id=clover.config.mask_token_id,
-    )  # fmt: skip
-    st = g.seqs[0].start
-    for t in tok.encode("<tool_call>\n<function=bash>\n<parameter=command>\nls "):
-        st = g.step(st, t)
+    g, run = grammar_runner(clover, TOOLS)
+    st = run("<tool_call>\n<function=bash>\n<parameter=command>\nls ")
     for marker in ("</tool_call>", "<tool_call>", "<|im_start|>", "<tool_response>", "<function=", "<parameter="):
         assert g.step(st, tok.token_id(marker)) is None, marker
     assert g.step(st, tok.token_id("</parameter>")).mode == "call"
