@@ -80,3 +80,10 @@ def test_complete_values_pass_the_schema_check():
 def test_free_text_parameters_have_no_shape():
     for spec in ({"type": "string"}, {"type": ["integer", "null"]}, {"type": "object"}, {}, None, {"type": "array"}):
         assert value_shape(spec) is None
+
+
+def test_whitespace_cannot_flood_a_value():
+    shape = value_shape(RANGE)
+    assert shape.prefix_ok("[20, ") and shape.complete("[20, 4]\n")
+    assert not shape.prefix_ok("[20   , 4") and not shape.prefix_ok("[20, 4\n\n\n")
+    assert not shape.prefix_ok("[-  ") and not shape.prefix_ok("[20, -\n")  # no blank inside a number

@@ -17,13 +17,14 @@ from model.chat_parse import _coerce, _types_of
 # JSON numbers (no leading zeros: `json.loads` refuses them), whole and while being written
 _INT, _INT_PART = r"-?(?:0|[1-9]\d*)", r"-?(?:0|[1-9]\d*)?"
 _NUM, _NUM_PART = rf"{_INT}(?:\.\d+)?", r"-?(?:(?:0|[1-9]\d*)(?:\.\d*)?)?"
-# a value sits on its own line(s): `<parameter=p>\nVALUE\n</parameter>`
-_WS = r"[ \t\n]*"
+# a value sits on its own line: `<parameter=p>\nVALUE\n</parameter>`. Whitespace runs are short:
+# unbounded, a diffusion decoder can fill a block with blanks until the token budget cuts the value.
+_WS = r"[ \t\n]{0,2}"
 
 
 def _array(item: str, part: str) -> tuple[str, str]:
     """(prefix, complete) patterns of a JSON array of `item`s."""
-    open_ = rf"\[{_WS}(?:{item}{_WS},{_WS})*(?:{part}{_WS})?"
+    open_ = rf"\[{_WS}(?:{item}{_WS},{_WS})*(?:{part}|{item}{_WS})?"  # blanks only after a whole item
     done = rf"\[{_WS}(?:{item}(?:{_WS},{_WS}{item})*)?{_WS}\]"
     return rf"{_WS}(?:{open_}|{done}{_WS})?", rf"{_WS}{done}{_WS}"
 
