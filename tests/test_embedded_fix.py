@@ -2,7 +2,7 @@
 a fresh clone, graded as `clover bench` grades (the hidden tests applied afterwards; FAIL_TO_PASS
 and PASS_TO_PASS must pass). One instance, as a smoke test; `clover bench` gives the rate over the
 held-out split (model/weights/MODEL_CARD.md). It runs with the B = 1 (autoregressive) decoder on
-the shipped weights: the only decoder that fixes held-out bugs yet (2/40 at B = 1, 0/40 at B = 32)."""
+the shipped weights: the only decoder that fixes held-out bugs yet (5/100 at B = 1, 0/100 at B = 32)."""
 
 from __future__ import annotations
 
