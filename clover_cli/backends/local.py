@@ -10,6 +10,7 @@ formed by construction (scaffold forced, names limited to the tools and their sc
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import ChainMap
@@ -63,8 +64,6 @@ def cpu_threads(asked: int, params: int) -> int | None:
     small model gets 1: its matrices are too small to split, and on a busy machine OpenMP threads
     spin-wait for each other (the 9M embedded model decoded ~60x slower with 2 threads than with 1
     on a 2-core machine running other work). OMP_NUM_THREADS, when set, is the user's choice."""
-    import os
-
     if asked > 0:
         return asked
     if os.environ.get("OMP_NUM_THREADS") or params >= SMALL_MODEL_PARAMS:

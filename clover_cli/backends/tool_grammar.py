@@ -317,9 +317,9 @@ class ToolCallGrammar:
         key = (st.shape, st.value)
         if key not in self._typed_bans:
             ok = self.typed.allowed(st.shape, st.value)
-            if not ok and not st.shape.complete(st.value):  # a dead end (not expected): close, never ban all
-                ok = [self.param_close]
-            self._typed_bans[key] = self._ban_row(ok + [self.param_close] * st.shape.complete(st.value), ban_listed=False)
+            if not ok or st.shape.complete(st.value):  # a dead end (not expected) closes too: never ban all
+                ok.append(self.param_close)
+            self._typed_bans[key] = self._ban_row(ok, ban_listed=False)
         return self._typed_bans[key]
 
     # ------------------------------------------------------------------ the decoder hook

@@ -8,6 +8,7 @@ types not listed here stay free text."""
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,14 +74,10 @@ class ValueShape:
         return _SHAPES[self.key][1]
 
 
-_CACHE: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {}
-
-
+@functools.cache
 def _compiled(key: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
-    if key not in _CACHE:
-        prefix, done = _SHAPES[key][0]
-        _CACHE[key] = (re.compile(prefix), re.compile(done))
-    return _CACHE[key]
+    prefix, done = _SHAPES[key][0]
+    return re.compile(prefix), re.compile(done)
 
 
 def value_shape(spec: Any) -> ValueShape | None:
