@@ -72,7 +72,7 @@ class BenchConfig:
 
     def settings(self, decoder: Decoder):
         """The agent's settings for one decoder: `clover fix --yes` with this block size."""
-        from clover_cli.settings import Settings, SettingsError
+        from clover.settings import Settings, SettingsError
 
         values = {
             "model": self.model, "mode": "yolo", "max_steps": self.max_steps, "max_tokens": self.max_tokens,
@@ -140,7 +140,7 @@ def apply_patch(ws: Path, patch: str) -> bool:
 
 def grade(row: dict, patch: str, timeout: float = 120.0) -> dict[str, Any]:
     """Apply `patch`, then the instance's test_patch, in a fresh clone and run pytest."""
-    from evals.synthfix.verify import run_pytest
+    from clover.evals.synthfix.verify import run_pytest
 
     f2p, p2p = json.loads(row["FAIL_TO_PASS"]), json.loads(row["PASS_TO_PASS"])
     report: dict[str, Any] = {"resolved": False, "patch_applied": False, "FAIL_TO_PASS": {}, "PASS_TO_PASS": {}}
@@ -185,7 +185,7 @@ class TaskRunner:
         if decoder.key not in self._models:
             settings = self.cfg.settings(decoder)
             if self._base is None:
-                from clover_cli.runner import build_model
+                from clover.runner import build_model
 
                 self._base = build_model(settings)
             model = copy.copy(self._base)
@@ -227,9 +227,9 @@ class TaskRunner:
         return record
 
     def _agent(self, row: dict, decoder: Decoder, model: Any, ws: Path, traj: Path) -> dict[str, Any]:
-        from clover_cli import gitdiff
-        from clover_cli.runner import build_environment, run_agent
-        from clover_cli.trajectory import Trajectory
+        from clover import gitdiff
+        from clover.runner import build_environment, run_agent
+        from clover.trajectory import Trajectory
 
         settings = self.cfg.settings(decoder)
         before = gitdiff.worktree_tree(ws)
@@ -270,7 +270,7 @@ def schedule(rows: list[dict], decoders: list[Decoder]) -> list[tuple[dict, Deco
 
 def run_bench(cfg: BenchConfig, model: Any = None, log=print) -> dict[str, Any]:
     """Generate the instances, run every job, write the per-task files and the summary; returns it."""
-    from evals.synthfix import generate, write_jsonl
+    from clover.evals.synthfix import generate, write_jsonl
 
     cfg.validate()
     started = time.perf_counter()
@@ -280,7 +280,7 @@ def run_bench(cfg: BenchConfig, model: Any = None, log=print) -> dict[str, Any]:
         if in_process:
             runner.model_for(cfg.decoders()[0])
         elif not cfg.model.startswith("scripted:"):
-            from clover_cli.backends.local import checkpoint_dir
+            from clover.backends.local import checkpoint_dir
 
             checkpoint_dir(cfg.model)
     cfg.out.mkdir(parents=True, exist_ok=True)
@@ -323,7 +323,7 @@ def parse_block_sizes(text: str) -> list[int]:
 
 
 def model_error_types() -> tuple[type[BaseException], ...]:
-    from clover_cli.types import ModelError
+    from clover.core.protocols import ModelError
 
     return (BenchError, ModelError, OSError, RuntimeError)
 

@@ -15,13 +15,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from clover_cli.agent import Agent, Limits
-from clover_cli.backends.scripted import ScriptedModel
-from clover_cli.runner import build_gate
-from clover_cli.settings import Settings
-from clover_cli.trajectory import Trajectory
-from tools.environment import LocalEnvironment
-from tools.registry import default_tools
+from clover.agent import Agent, Limits
+from clover.backends.scripted import ScriptedModel
+from clover.runner import build_gate
+from clover.settings import Settings
+from clover.tools.environment import LocalEnvironment
+from clover.tools.registry import default_tools
+from clover.trajectory import Trajectory
 
 
 def make_repo(root: Path) -> None:
@@ -61,7 +61,7 @@ def per_step_overhead(steps: int, checkpoints: bool) -> list[float]:
         durations: list[float] = []
         store = None
         if checkpoints:
-            from tools.checkpoints import Checkpoints
+            from clover.tools.checkpoints import Checkpoints
 
             store = Checkpoints(str(root), store=str(Path(tmp) / "ckpt"))
         agent = Agent(model, env, default_tools(), system_prompt="bench", limits=Limits(max_steps=steps + 5, token_limit=10**12),

@@ -37,9 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=10)
     p.add_argument("--threads", type=int, default=1)
     a = p.parse_args(argv)
-    from clover_cli.backends.local import EMBEDDED_DIR
-    from model.chat import SPECIAL_TOKENS
-    from model.load import CheckpointError, load_checkpoint
+    from clover.backends.local import EMBEDDED_DIR
+    from clover.model.chat import SPECIAL_TOKENS
+    from clover.model.load import CheckpointError, load_checkpoint
 
     torch.set_num_threads(a.threads)
     try:

@@ -20,9 +20,9 @@ from typing import Any
 
 import torch
 
-from model.config import CloverConfig, tiny
-from model.generate import DecodeSettings, generate
-from model.modeling import CloverForCausalLM
+from clover.model.config import CloverConfig, tiny
+from clover.model.generate import DecodeSettings, generate
+from clover.model.modeling import CloverForCausalLM
 
 PROMPT_TEXT = (
     "def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n\n"
@@ -33,7 +33,7 @@ PROMPT_TEXT = (
 def prompt_ids(directory: Path, config: CloverConfig, n: int, seed: int = 0) -> list[int]:
     """n prompt tokens: the checkpoint's tokenizer on a code prompt (repeated), else random ids."""
     if (directory / "tokenizer.json").is_file():
-        from model.tokenizer import CloverTokenizer
+        from clover.model.tokenizer import CloverTokenizer
 
         tok = CloverTokenizer.from_dir(directory)
         ids = tok.encode(PROMPT_TEXT)
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    from model.load import CheckpointError, load_checkpoint
+    from clover.model.load import CheckpointError, load_checkpoint
 
     dtype = torch.bfloat16 if args.device.startswith("cuda") else torch.float32
     try:

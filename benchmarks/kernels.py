@@ -22,7 +22,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from kernels.reference.delta_rule import chunk_gated_delta_rule, recurrent_gated_delta_rule
+from clover.kernels.reference.delta_rule import chunk_gated_delta_rule, recurrent_gated_delta_rule
 
 DEV = "cuda"  # --smoke runs the GPU sections on CPU (Triton interpreter, tiny shapes)
 SMOKE = False
@@ -125,7 +125,7 @@ def _row(name: str, sec: float, nbytes: float, bw: float, **extra: Any) -> dict[
 
 
 def gpu_delta_rule(bw: float, lengths: list[int]) -> list[dict[str, Any]]:
-    from kernels.triton.delta_rule import chunk_gated_delta_rule as tri
+    from clover.kernels.triton.delta_rule import chunk_gated_delta_rule as tri
 
     try:
         from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fla
@@ -164,8 +164,8 @@ def gpu_delta_rule(bw: float, lengths: list[int]) -> list[dict[str, Any]]:
 
 
 def gpu_block_gdn(bw: float) -> list[dict[str, Any]]:
-    from kernels.reference.block_gdn import block_gdn_attention as ref
-    from kernels.triton.gdn_block_attention import block_gdn_attention as tri
+    from clover.kernels.reference.block_gdn import block_gdn_attention as ref
+    from clover.kernels.triton.gdn_block_attention import block_gdn_attention as tri
 
     h, d, b = (2, 16, 8) if SMOKE else (32, 128, 32)
     print(f"GPU GDN block mode, decode shape (one block of {b}, {h} heads, dk=dv={d})")
@@ -186,8 +186,8 @@ def gpu_block_gdn(bw: float) -> list[dict[str, Any]]:
 
 
 def gpu_block_attention(bw: float, contexts: list[int]) -> list[dict[str, Any]]:
-    from kernels.reference.attention import attention as ref
-    from kernels.triton.block_attention import attention as tri
+    from clover.kernels.reference.attention import attention as ref
+    from clover.kernels.triton.block_attention import attention as tri
 
     hq, hkv, d, b = (4, 2, 16, 8) if SMOKE else (16, 2, 256, 32)
     print(f"GPU block attention, decode shape ({b} queries, {hq} q / {hkv} kv heads, d={d}, bf16)")
@@ -219,9 +219,9 @@ def _cat_attention(ref, q, kc, vc, kb, vb, mask):
 
 
 def gpu_moe(bw: float) -> list[dict[str, Any]]:
-    from kernels.reference.moe import moe_experts as ref
-    from kernels.triton.moe import moe_experts as tri
-    from kernels.triton.moe import moe_experts_grouped_mm
+    from clover.kernels.reference.moe import moe_experts as ref
+    from clover.kernels.triton.moe import moe_experts as tri
+    from clover.kernels.triton.moe import moe_experts_grouped_mm
 
     e, k, hid, inter = (8, 2, 32, 16) if SMOKE else (256, 8, 2048, 512)
     gate_up = torch.randn(e, 2 * inter, hid, device=DEV, dtype=torch.bfloat16) * hid**-0.5
@@ -260,8 +260,8 @@ def gpu_moe(bw: float) -> list[dict[str, Any]]:
 def gpu_model_round(bw: float, layers: int, context: int) -> list[dict[str, Any]]:
     """A 35B-shaped Clover with `layers` layers (random bf16 weights): one 32-token denoising round
     after `context` committed tokens, per backend, against weight bytes / bandwidth."""
-    from model.config import CloverConfig, clover_35b_a3b, tiny
-    from model.modeling import CloverForCausalLM
+    from clover.model.config import CloverConfig, clover_35b_a3b, tiny
+    from clover.model.modeling import CloverForCausalLM
 
     base = (tiny() if SMOKE else clover_35b_a3b()).to_dict()
     base.update(num_hidden_layers=layers, layer_types=[], block_size=4 if SMOKE else 32)

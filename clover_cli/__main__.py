@@ -1,3 +1,3 @@
-from clover_cli.main import main
+from clover.main import main
 
 main()

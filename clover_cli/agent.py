@@ -10,9 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from clover_cli.schema import check_arguments
-from clover_cli.trajectory import Trajectory
-from clover_cli.types import (
+from clover.core.protocols import (
     AgentStop,
     AssistantTurn,
     Environment,
@@ -30,6 +28,8 @@ from clover_cli.types import (
     ToolResult,
     tool_spec,
 )
+from clover.schema import check_arguments
+from clover.trajectory import Trajectory
 
 EMPTY_REPLY = (
     "Your reply had neither an answer nor a tool call. Continue: call a tool, or answer in a few lines "

@@ -28,7 +28,7 @@ def bench_command(
     keep_workspaces: Annotated[bool, typer.Option("--keep-workspaces", help="Keep the agents' work trees.")] = False,
 ) -> None:
     """Run `clover fix` on SynthFix held-out with block diffusion (B=32) and with B=1 (AR), side by side."""
-    from clover_cli.cli_common import fail
+    from clover.cli_common import fail
 
     try:
         from benchmarks.agent_decode import BenchConfig, model_error_types, parse_block_sizes, run_bench

@@ -9,7 +9,7 @@ from typing import Any, NoReturn
 
 import typer
 
-from clover_cli.settings import Settings, SettingsError, load_settings
+from clover.settings import Settings, SettingsError, load_settings
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -31,7 +31,7 @@ def settings_or_exit(repo: Path, flags: dict[str, Any], **defaults: Any) -> Sett
         warn(notice)
     if settings.api_key:
         try:
-            from tools.redact import register_secret
+            from clover.tools.redact import register_secret
 
             register_secret(settings.api_key)
         except ImportError:  # pragma: no cover

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clover_cli import gitdiff
-from clover_cli.agent import RunResult
-from clover_cli.cli_common import fail, settings_or_exit, state_dir, warn
-from clover_cli.types import ModelError, StreamEvent
+from clover import gitdiff
+from clover.agent import RunResult
+from clover.cli_common import fail, settings_or_exit, state_dir, warn
+from clover.core.protocols import ModelError, StreamEvent
 
 
 @dataclass
@@ -48,8 +48,8 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
     if not git:
         warn(f"{root} is not a git repository: no diff and no --commit (clover undo still works)")
 
-    from clover_cli.runner import build_environment, build_model, checkpointer, run_agent
-    from tools.sandbox import SandboxUnavailable
+    from clover.runner import build_environment, build_model, checkpointer, run_agent
+    from clover.tools.sandbox import SandboxUnavailable
 
     try:
         model = build_model(settings)

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from clover_cli import __version__
+from clover import __version__
 
 app = typer.Typer(
     name="clover",
@@ -69,7 +69,7 @@ def fix(
     trajectory: Annotated[Path | None, typer.Option("--trajectory", help="Write the JSONL trajectory here.")] = None,
 ) -> None:
     """Fix ISSUE headless: explore, reproduce, edit, test; print the diff and a report."""
-    from clover_cli.fix import FixOptions, run_fix
+    from clover.fix import FixOptions, run_fix
 
     flags = {
         "model": model, "base_url": base_url, "api_key": api_key, "tool_format": tool_format, "think": think,
@@ -96,7 +96,7 @@ def chat(
     live: Annotated[bool, typer.Option("--live/--no-live", help="Live diffusion view.")] = True,
 ) -> None:
     """Work with the agent interactively in this repository."""
-    from clover_cli.cli_common import fail, settings_or_exit
+    from clover.cli_common import fail, settings_or_exit
 
     flags = {
         "model": model, "base_url": base_url, "api_key": api_key, "tool_format": tool_format, "think": think,
@@ -105,7 +105,7 @@ def chat(
     if not repo.is_dir():
         fail(f"not a directory: {repo}")
     settings = settings_or_exit(repo, flags)
-    from clover_cli.repl.app import run_chat
+    from clover.repl.app import run_chat
 
     raise typer.Exit(run_chat(settings, repo.resolve(), resume=resume, live=live))
 
@@ -116,8 +116,8 @@ def undo(
     redo: Annotated[bool, typer.Option("--redo", help="Re-apply what the last undo reverted.")] = False,
 ) -> None:
     """Restore the work tree to the checkpoint before the agent's last step (or redo it)."""
-    from clover_cli.cli_common import fail
-    from tools.checkpoints import CheckpointError, Checkpoints
+    from clover.cli_common import fail
+    from clover.tools.checkpoints import CheckpointError, Checkpoints
 
     try:
         store = Checkpoints(str(repo.resolve()))
@@ -134,10 +134,10 @@ def serve(
     port: Annotated[int, typer.Option("--port")] = 8000,
 ) -> None:
     """Serve a local Clover as an OpenAI-compatible chat-completions API."""
-    from clover_cli.cli_common import settings_or_exit
+    from clover.cli_common import settings_or_exit
 
     settings = settings_or_exit(Path("."), {"model": model})
-    from clover_cli.serve import serve as run_server
+    from clover.serve import serve as run_server
 
     run_server(settings, host=host, port=port)
 
@@ -146,7 +146,7 @@ def serve(
 def train(
     out: Annotated[Path, typer.Option("--out", help="Run directory (checkpoints, logs).")],
     config: Annotated[Path | None, typer.Option("--config", help="Model config.json to train.")] = None,
-    data: Annotated[Path | None, typer.Option("--data", help="Packed data (python -m model.data).")] = None,
+    data: Annotated[Path | None, typer.Option("--data", help="Packed data (python -m clover.model.data).")] = None,
     steps: Annotated[int | None, typer.Option("--steps")] = None,
     batch: Annotated[int | None, typer.Option("--batch")] = None,
     seq: Annotated[int | None, typer.Option("--seq")] = None,
@@ -163,7 +163,7 @@ def train(
     tokenizer: Annotated[Path | None, typer.Option("--tokenizer", help="tokenizer.json for --export-to.")] = None,
 ) -> None:
     """Train (or fine-tune) a Clover with the block-diffusion objective; see model/train.py."""
-    from clover_cli.train_cmd import run_train
+    from clover.train_cmd import run_train
 
     raise typer.Exit(run_train(out=out, config=config, data=data, steps=steps, batch=batch, seq=seq, lr=lr,
                                device=device, resume=resume, init_from=init_from, time_limit=time_limit,
@@ -171,7 +171,7 @@ def train(
 
 
 def _mount_bench() -> None:
-    from clover_cli.bench import bench_command
+    from clover.bench import bench_command
 
     app.command("bench", help="Held-out SynthFix end to end: block diffusion vs autoregressive on the same weights.")(
         bench_command
@@ -183,8 +183,8 @@ _mount_bench()
 
 def _mount_eval_apps() -> None:
     # The eval sub-apps import nothing heavy at module level.
-    from evals.swebench.cli import swebench_app
-    from evals.terminalbench.cli import terminalbench_app
+    from clover.evals.swebench.cli import swebench_app
+    from clover.evals.terminalbench.cli import terminalbench_app
 
     eval_app.add_typer(swebench_app, name="swebench")
     eval_app.add_typer(terminalbench_app, name="terminalbench")
@@ -203,7 +203,7 @@ def main() -> None:
     except Exception as exc:  # last resort; expected errors are handled where they happen
         import traceback
 
-        from clover_cli.cli_common import state_dir
+        from clover.cli_common import state_dir
 
         log = state_dir() / "crash.log"
         try:

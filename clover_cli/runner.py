@@ -6,26 +6,26 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from clover_cli.agent import Agent, Limits, RunResult
-from clover_cli.prompts import system_prompt
-from clover_cli.settings import Settings
-from clover_cli.trajectory import Trajectory
-from clover_cli.types import Environment, EventHandler, Model, Tool, ToolCall, ToolResult
+from clover.agent import Agent, Limits, RunResult
+from clover.core.protocols import Environment, EventHandler, Model, Tool, ToolCall, ToolResult
+from clover.prompts import system_prompt
+from clover.settings import Settings
+from clover.trajectory import Trajectory
 
 
 def build_model(settings: Settings) -> Model:
-    from clover_cli.backends import make_model
+    from clover.backends import make_model
 
     return make_model(settings)
 
 
 def build_environment(settings: Settings, root: str | Path) -> Environment:
     """Raises SandboxUnavailable (one line) when --sandbox is asked for and bwrap cannot run."""
-    from tools.environment import LocalEnvironment
+    from clover.tools.environment import LocalEnvironment
 
     wrap = None
     if settings.sandbox:
-        from tools.sandbox import make_wrapper
+        from clover.tools.sandbox import make_wrapper
 
         wrap = make_wrapper(str(root), writable=settings.add_dirs, network=settings.network)
     return LocalEnvironment(
@@ -40,7 +40,7 @@ def build_environment(settings: Settings, root: str | Path) -> Environment:
 def build_gate(
     settings: Settings, root: str | Path, ask_user: Callable[[ToolCall, Tool, str], str] | None = None
 ):
-    from tools.permissions import PermissionGate, PermissionPolicy
+    from clover.tools.permissions import PermissionGate, PermissionPolicy
 
     policy = PermissionPolicy(
         settings.mode, allow=settings.allow, ask=settings.ask, deny=settings.deny, root=str(root)
@@ -66,7 +66,7 @@ def build_agent(
     on_tool_result: Callable[[ToolCall, ToolResult], None] | None = None,
     prompt: str | None = None,
 ) -> Agent:
-    from tools.registry import default_tools
+    from clover.tools.registry import default_tools
 
     return Agent(
         model if model is not None else build_model(settings),
@@ -86,7 +86,7 @@ def checkpointer(settings: Settings, root: str | Path) -> Callable[[int], None] 
     """A before-step hook snapshotting the work tree (shell changes included) for undo."""
     if not settings.checkpoints:
         return None
-    from tools.checkpoints import Checkpoints
+    from clover.tools.checkpoints import Checkpoints
 
     store = Checkpoints(str(root))
     return lambda step: store.snapshot(f"before step {step}")

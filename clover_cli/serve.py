@@ -14,8 +14,8 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from clover_cli.settings import Settings
-from clover_cli.types import AssistantTurn, Model, ModelError, StreamEvent
+from clover.core.protocols import AssistantTurn, Model, ModelError, StreamEvent
+from clover.settings import Settings
 
 
 def create_app(model: Model):
@@ -185,8 +185,8 @@ async def _stream(complete, messages, tools, rid, created, name, include_usage) 
 def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000) -> None:
     import uvicorn
 
-    from clover_cli.cli_common import fail
-    from clover_cli.runner import build_model
+    from clover.cli_common import fail
+    from clover.runner import build_model
 
     if not 0 <= port <= 65535:
         fail(f"--port must be between 0 and 65535, not {port}")

@@ -25,7 +25,7 @@ def train_argv(
     export_to: Path | None = None,
     tokenizer: Path | None = None,
 ) -> list[str]:
-    """The `python -m model.train` arguments for these options (None: the script's default)."""
+    """The `python -m clover.model.train` arguments for these options (None: the script's default)."""
     argv = ["--out", str(out), "--device", device]
     if export_to is not None:
         argv += ["--export-to", str(export_to)]
@@ -44,14 +44,14 @@ def train_argv(
 
 
 def _model_dir(name: str | Path) -> Path:
-    from clover_cli.backends.local import EMBEDDED_DIR
+    from clover.backends.local import EMBEDDED_DIR
 
     return EMBEDDED_DIR if str(name) == "embedded" else Path(name)
 
 
 def run_train(**options) -> int:
     """Train (or export with `export_to=`) a Clover checkpoint; see model/train.py for the options."""
-    from model.train import main
+    from clover.model.train import main
 
     try:
         return main(train_argv(**options))
@@ -60,8 +60,8 @@ def run_train(**options) -> int:
 
 
 def build_data(tokenizer: Path, trajectories: list[Path], out: Path, seq: int = 1024, align: str = "end") -> int:
-    """Tokenise and pack training data (python -m model.data)."""
-    from model.data import main
+    """Tokenise and pack training data (python -m clover.model.data)."""
+    from clover.model.data import main
 
     argv = ["--tokenizer", str(tokenizer), "--out", str(out), "--seq", str(seq), "--align", align]
     if trajectories:

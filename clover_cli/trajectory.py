@@ -10,7 +10,7 @@ from typing import Any
 
 def _redact(obj: Any) -> Any:
     try:  # the safety module may register secrets (the configured API key) at run time
-        from tools.redact import redact_obj
+        from clover.tools.redact import redact_obj
     except ImportError:  # pragma: no cover - redaction lives in tools/, optional for foreign envs
         return obj
     return redact_obj(obj)

@@ -18,11 +18,11 @@ from typing import Any
 
 import torch
 
-from kernels.reference.attention import attention as _attention
-from kernels.reference.block_gdn import block_gdn_attention as _block_gdn
-from kernels.reference.delta_rule import chunk_gated_delta_rule as _chunk
-from kernels.reference.delta_rule import recurrent_gated_delta_rule as _recurrent
-from kernels.reference.moe import moe_experts as _moe
+from clover.kernels.reference.attention import attention as _attention
+from clover.kernels.reference.block_gdn import block_gdn_attention as _block_gdn
+from clover.kernels.reference.delta_rule import chunk_gated_delta_rule as _chunk
+from clover.kernels.reference.delta_rule import recurrent_gated_delta_rule as _recurrent
+from clover.kernels.reference.moe import moe_experts as _moe
 
 BACKENDS = ("torch", "triton", "auto")
 
@@ -59,7 +59,7 @@ def _triton(op: str) -> Callable[..., Any]:
         raise RuntimeError(
             "CLOVER_KERNELS=triton but triton is not installed (pip install 'clover-cli[triton]')"
         )
-    return getattr(importlib.import_module(f"kernels.triton.{_TRITON[op]}"), op)
+    return getattr(importlib.import_module(f"clover.kernels.triton.{_TRITON[op]}"), op)
 
 
 def get(op: str, device: torch.device | None = None, needs_grad: bool = False) -> Callable[..., Any]:

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from model.layers.attention import KVCache
-from model.layers.gdn import GatedDeltaNet, GDNCache
+from clover.model.layers.attention import KVCache
+from clover.model.layers.gdn import GatedDeltaNet, GDNCache
 
 
 @dataclass

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from model.chat_parse import (
+from clover.model.chat_parse import (
     CALL_CLOSE,
     CALL_OPEN,
     END_TOKENS,

@@ -1,6 +1,6 @@
 """Teach a small Clover to copy from its context before agent training: the induction phase.
 
-    python -m model.copy_warmup --init-from DIR|embedded --out DIR [--data PACKED] [--target 0.95]
+    python -m clover.model.copy_warmup --init-from DIR|embedded --out DIR [--data PACKED] [--target 0.95]
         [--steps 3000] [--tool-prompt compact]
 
 A coding agent copies all the time: a function name from the issue into a search, a path from the
@@ -37,8 +37,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from model.load import CheckpointError, load_checkpoint, save_checkpoint
-from model.modeling import CloverForCausalLM
+from clover.model.load import CheckpointError, load_checkpoint, save_checkpoint
+from clover.model.modeling import CloverForCausalLM
 
 FIRST_ORDINARY_ID = 200  # below: special and single-byte tokens
 
@@ -102,7 +102,7 @@ def warm_up(model: CloverForCausalLM, probs: torch.Tensor | None, *, steps: int,
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m model.copy_warmup", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m clover.model.copy_warmup", description=__doc__.split("\n\n")[0])
     p.add_argument("--init-from", required=True, help="model directory to start from ('embedded': the shipped one)")
     p.add_argument("--out", type=Path, required=True, help="model directory to write")
     p.add_argument("--data", type=Path, help="packed data (model.data) whose token use half the rows follow")

@@ -9,7 +9,7 @@ Two sources, packed into one stream of fixed-length rows:
 Documents are joined with `<|endoftext|>` and cut into rows of `seq_len` tokens. The result is one
 file, `packed.pt` = {"ids": int32 [N, L], "target": bool [N, L], "meta": {...}}:
 
-    python -m model.data --tokenizer tok.json --trajectories oracle.jsonl --out DIR [--seq 2048]
+    python -m clover.model.data --tokenizer tok.json --trajectories oracle.jsonl --out DIR [--seq 2048]
 
 model/ knows nothing of evals/: the trajectory renderer is passed in (or imported lazily by the
 CLI), and rendered records may also be given directly as {"text", "spans"} JSONL.
@@ -207,7 +207,7 @@ def build(
         t_ids, t_tgt = end_aligned([(i + [eot], t + [True]) for i, t in traj], seq_len, eot)
         parts = [(t_ids, t_tgt)] + ([pack(code, seq_len, eot)] if code else [])
         if copy_fraction > 0:
-            from model.chat import SPECIAL_TOKENS
+            from clover.model.chat import SPECIAL_TOKENS
 
             n_copy = int(t_ids.shape[0] * copy_fraction / (1 - copy_fraction))
             vocab, first = tok.get_vocab_size(), len(SPECIAL_TOKENS)
@@ -243,13 +243,13 @@ def build(
 def load_packed(data_dir: Path) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
     path = Path(data_dir) / "packed.pt"
     if not path.is_file():
-        raise ValueError(f"no packed.pt in {data_dir} (build it with python -m model.data)")
+        raise ValueError(f"no packed.pt in {data_dir} (build it with python -m clover.model.data)")
     blob = torch.load(path, weights_only=True)
     return blob["ids"].long(), blob["target"], blob["meta"]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m model.data", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m clover.model.data", description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokenizer", type=Path, required=True)
     parser.add_argument("--trajectories", type=Path, nargs="*", default=[])
     parser.add_argument("--out", type=Path, required=True)
@@ -282,14 +282,14 @@ def main(argv: list[str] | None = None) -> int:
         try:  # the CLI may reach into evals/; the library functions above do not
             from functools import partial
 
-            from evals.synthfix.oracle import render_trajectory
+            from clover.evals.synthfix.oracle import render_trajectory
 
             render = partial(render_trajectory, tool_prompt=args.tool_prompt)
         except ImportError:
             render = None
     variants = None
     if args.renamed_copies > 0:
-        from evals.synthfix.augment import rename_trajectory
+        from clover.evals.synthfix.augment import rename_trajectory
 
         def variants(traj: dict) -> list[dict]:
             return [rename_trajectory(traj, (args.seed, k)) for k in range(args.renamed_copies)]

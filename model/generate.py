@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from model.cache import CacheSnapshot, CloverCache
-from model.modeling import CloverForCausalLM
+from clover.model.cache import CacheSnapshot, CloverCache
+from clover.model.modeling import CloverForCausalLM
 
 POLICIES = ("threshold", "margin", "entropy", "fixed-k")
 

@@ -18,9 +18,9 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from model.config import CloverConfig
-from model.layers.rope import RotaryEmbedding
-from model.modeling import CloverForCausalLM
+from clover.model.config import CloverConfig
+from clover.model.layers.rope import RotaryEmbedding
+from clover.model.modeling import CloverForCausalLM
 
 BLOCK_PARAMS = ("block_logit_scale", "memory_logit", "block_size_calibration")
 _EXPERT = re.compile(r"^(.*\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
@@ -136,7 +136,7 @@ def load_checkpoint(
     if config.tie_word_embeddings:
         model.lm_head.weight = model.model.embed_tokens.weight
     model.model.rotary_emb = RotaryEmbedding(config.rotary_dim, config.rope_theta).to(device)
-    from model.tokenizer import read_chat_template
+    from clover.model.tokenizer import read_chat_template
 
     try:
         template = read_chat_template(d)

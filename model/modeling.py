@@ -22,14 +22,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from model.cache import CloverCache
-from model.config import FULL_ATTENTION, CloverConfig
-from model.layers.attention import GatedAttention, build_masks
-from model.layers.context import ForwardContext
-from model.layers.gdn import GatedDeltaNet
-from model.layers.moe import SparseMoE
-from model.layers.norms import RMSNorm
-from model.layers.rope import RotaryEmbedding
+from clover.model.cache import CloverCache
+from clover.model.config import FULL_ATTENTION, CloverConfig
+from clover.model.layers.attention import GatedAttention, build_masks
+from clover.model.layers.context import ForwardContext
+from clover.model.layers.gdn import GatedDeltaNet
+from clover.model.layers.moe import SparseMoE
+from clover.model.layers.norms import RMSNorm
+from clover.model.layers.rope import RotaryEmbedding
 
 DELTA_CHUNK = 64  # chunk of the delta rule when committing / prefilling
 PREFILL_CHUNK = 2048  # tokens per prefill forward (bounds activation memory)

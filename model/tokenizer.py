@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from model.chat import SPECIAL_TOKENS
+from clover.model.chat import SPECIAL_TOKENS
 
 TOKENIZER_FILE = "tokenizer.json"
 

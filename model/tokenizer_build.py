@@ -5,7 +5,7 @@ one by one, words with their leading space, punctuation runs, newline runs), eac
 to bytes, and BPE merges are learnt on top. The chat and tool-call markers are added tokens with
 fixed ids 0..13, so they are always single tokens and never merged with their neighbours.
 
-    python -m model.tokenizer_build --out model/weights/tokenizer.json [--vocab-size 8192] [FILES...]
+    python -m clover.model.tokenizer_build --out model/weights/tokenizer.json [--vocab-size 8192] [FILES...]
 
 The default corpus is this machine's Python standard library sources (`sysconfig`'s stdlib path),
 shuffled with `--seed` and capped at `--max-mb`; extra text files are appended.
@@ -110,7 +110,7 @@ def read_texts(paths: Iterable[Path]) -> Iterator[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m model.tokenizer_build", description=__doc__.split("\n\n")[0]
+        prog="python -m clover.model.tokenizer_build", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("files", nargs="*", type=Path, help="extra text files for the corpus")
     parser.add_argument("--out", type=Path, required=True, help="where to write tokenizer.json")

@@ -1,8 +1,8 @@
 """Train Clover with the block-diffusion objective (BD3-LM's x_t ⊕ x_0 layout), on CPU or GPU.
 
-    python -m model.train --config tiny.json --data DIR --out DIR [--resume] [--steps N]
+    python -m clover.model.train --config tiny.json --data DIR --out DIR [--resume] [--steps N]
         [--batch B] [--seq L] [--lr LR] [--device cpu|cuda] [--time-limit MIN]
-    python -m model.train --out DIR --export-to model/weights [--tokenizer tok.json]
+    python -m clover.model.train --out DIR --export-to model/weights [--tokenizer tok.json]
 
 Per step: one block size B for the batch from BLOCK_SIZES (weighted toward 32 and 1); per block a
 mask rate t ~ U(0, 1]; every target position of the block (assistant output, or code) is replaced
@@ -34,8 +34,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from model.config import CloverConfig
-from model.modeling import CloverForCausalLM
+from clover.model.config import CloverConfig
+from clover.model.modeling import CloverForCausalLM
 
 BLOCK_SIZES = (1, 2, 4, 8, 16, 32)
 BLOCK_WEIGHTS = (0.3, 0.04, 0.08, 0.12, 0.16, 0.3)
@@ -354,9 +354,9 @@ def resolve_steps(steps: int | None, time_limit: float) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m model.train", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m clover.model.train", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", type=Path, help="CloverConfig JSON (config.json fields)")
-    p.add_argument("--data", type=Path, help="directory with packed.pt (python -m model.data)")
+    p.add_argument("--data", type=Path, help="directory with packed.pt (python -m clover.model.data)")
     p.add_argument("--out", type=Path, required=True, help="run directory (checkpoints, metrics)")
     p.add_argument("--resume", action="store_true", help="continue from OUT/ckpt/last.pt")
     p.add_argument("--init-from", type=Path, help="start from this model directory's weights (fine-tuning)")
@@ -379,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--config and --data are required for training")
     if a.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda: no CUDA device here")
-    from model.data import load_packed
+    from clover.model.data import load_packed
 
     try:
         config = CloverConfig.load(a.config)

@@ -19,10 +19,10 @@ NEW_TOKENS = 24
 def reference_tokens() -> dict[str, list[int]]:
     import torch
 
-    from model.chat import render_messages
-    from model.generate import DecodeSettings, generate
-    from model.load import load_checkpoint
-    from model.tokenizer import CloverTokenizer
+    from clover.model.chat import render_messages
+    from clover.model.generate import DecodeSettings, generate
+    from clover.model.load import load_checkpoint
+    from clover.model.tokenizer import CloverTokenizer
 
     torch.manual_seed(0)
     loaded = load_checkpoint(WEIGHTS, device="cpu", dtype=torch.float32)

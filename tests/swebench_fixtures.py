@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clover_cli.types import AssistantTurn, EventHandler, Message, ModelError, ToolCall, ToolSpec
+from clover.core.protocols import AssistantTurn, EventHandler, Message, ModelError, ToolCall, ToolSpec
 
 SOURCE = '''"""Tiny calculator."""
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from clover_cli.agent import Agent, Limits
-from clover_cli.trajectory import Trajectory
-from clover_cli.types import AssistantTurn, ToolCall, ToolResult
+from clover.agent import Agent, Limits
+from clover.core.protocols import AssistantTurn, ToolCall, ToolResult
+from clover.trajectory import Trajectory
 
 
 @dataclass
@@ -166,7 +166,7 @@ def test_limits_end_the_run(limits, status):
 
 def test_time_limit(monkeypatch):
     clock = iter(range(0, 1000, 100))
-    monkeypatch.setattr("clover_cli.agent.time.monotonic", lambda: float(next(clock)))
+    monkeypatch.setattr("clover.agent.time.monotonic", lambda: float(next(clock)))
     turns = [AssistantTurn(tool_calls=[call(text=str(i))]) for i in range(10)]
     agent, _, _ = make_agent(turns, time_limit=250)
     result = agent.run("task")

@@ -18,10 +18,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from clover_cli.backends import make_model  # noqa: E402
-from clover_cli.backends.local import EMBEDDED_DIR, LocalCloverModel, turn_from_text  # noqa: E402
-from clover_cli.settings import Settings, SettingsError  # noqa: E402
-from clover_cli.types import Model, ModelError  # noqa: E402
+from clover.backends import make_model  # noqa: E402
+from clover.backends.local import EMBEDDED_DIR, LocalCloverModel, turn_from_text  # noqa: E402
+from clover.core.protocols import Model, ModelError  # noqa: E402
+from clover.settings import Settings, SettingsError  # noqa: E402
 from tests.clihelp import isolated_env, run_clover  # noqa: E402
 from tests.tiny_checkpoint import tiny_checkpoint_dir  # noqa: E402
 
@@ -67,8 +67,8 @@ def forced(model: LocalCloverModel, text: str) -> dict[int, int]:
 
 
 def test_tokenizer_round_trip_specials_and_incremental_text(ckpt):
-    from model.chat import SPECIAL_TOKENS, render_messages
-    from model.tokenizer import CloverTokenizer, IncrementalDecoder
+    from clover.model.chat import SPECIAL_TOKENS, render_messages
+    from clover.model.tokenizer import CloverTokenizer, IncrementalDecoder
 
     tok = CloverTokenizer.from_dir(ckpt)
     assert list(tok.special_ids()) == SPECIAL_TOKENS and tok.stop_ids() == [2, 0]
@@ -231,7 +231,7 @@ def test_cpu_device_and_unknown_device(ckpt):
 
 
 def test_cpu_threads_small_models_get_one_unless_asked(monkeypatch):
-    from clover_cli.backends.local import cpu_threads
+    from clover.backends.local import cpu_threads
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     assert cpu_threads(0, 9_000_000) == 1
@@ -295,7 +295,7 @@ def server(clover):
     pytest.importorskip("fastapi")
     uvicorn = pytest.importorskip("uvicorn")
     openai = pytest.importorskip("openai")
-    from clover_cli.serve import create_app
+    from clover.serve import create_app
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

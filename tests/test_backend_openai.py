@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from clover_cli.agent import Agent
-from clover_cli.backends.openai_compat import OpenAICompatModel
-from clover_cli.settings import Settings
-from clover_cli.types import ModelError
+from clover.agent import Agent
+from clover.backends.openai_compat import OpenAICompatModel
+from clover.core.protocols import ModelError
+from clover.settings import Settings
 from tests.fakeserver import FakeChatServer, FakeReply
 
 TOOLS = [{"type": "function", "function": {"name": "view", "description": "Show a file.", "parameters": {
@@ -210,8 +210,8 @@ def _replies(text_calls: bool) -> list[FakeReply]:
 
 @pytest.mark.parametrize("text_calls", [False, True], ids=["native", "text"])
 def test_agent_fixes_a_bug_through_the_fake_server(tmp_path, text_calls):
-    from tools.environment import LocalEnvironment
-    from tools.registry import tools_by_name
+    from clover.tools.environment import LocalEnvironment
+    from clover.tools.registry import tools_by_name
 
     repo = _repo(tmp_path / "repo")
     tools = tools_by_name()

@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from clover_cli.backends import make_model
-from clover_cli.backends.scripted import ScriptedModel
-from clover_cli.settings import Settings
-from clover_cli.types import Model, ModelError
+from clover.backends import make_model
+from clover.backends.scripted import ScriptedModel
+from clover.core.protocols import Model, ModelError
+from clover.settings import Settings
 
 TOOLS = [{"type": "function", "function": {"name": "view", "description": "", "parameters": {
     "type": "object", "properties": {"path": {"type": "string"}, "line": {"type": "integer"}}}}}]
@@ -75,12 +75,12 @@ def test_bad_scripts_give_one_line_errors(tmp_path):
 def test_make_model_choices(tmp_path):
     with pytest.raises(ModelError, match="--base-url"):
         make_model(Settings(model="gpt-4o-mini"))
-    from clover_cli.backends.openai_compat import OpenAICompatModel
+    from clover.backends.openai_compat import OpenAICompatModel
 
     model = make_model(Settings(model="some-model", base_url="http://127.0.0.1:9/v1"))
     assert isinstance(model, OpenAICompatModel) and model.name == "some-model"
     try:  # the local backend arrives separately; until then its absence is a clear error
-        import clover_cli.backends.local  # noqa: F401
+        import clover.backends.local  # noqa: F401
     except ImportError:
         with pytest.raises(ModelError, match="local Clover model"):
             make_model(Settings(model=str(tmp_path)))

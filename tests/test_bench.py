@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from benchmarks.agent_decode import BenchConfig, TaskRunner, grade, main, run_bench
 from benchmarks.agent_stats import DECODER_KEYS, Decoder, summarize
-from clover_cli.backends.scripted import ScriptedModel
-from clover_cli.bench import bench_command
-from evals.synthfix import generate
+from clover.backends.scripted import ScriptedModel
+from clover.bench import bench_command
+from clover.evals.synthfix import generate
 
 RATIO_KEYS = {"wall_clock_speedup", "total_time_speedup", "tok_per_s_speedup", "tokens_per_forward_ratio"}
 

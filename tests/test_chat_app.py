@@ -15,10 +15,10 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from clover_cli.backends.scripted import ScriptedModel
-from clover_cli.repl.app import ChatApp, run_chat
-from clover_cli.repl.sessions import SessionStore
-from clover_cli.settings import Settings
+from clover.backends.scripted import ScriptedModel
+from clover.repl.app import ChatApp, run_chat
+from clover.repl.sessions import SessionStore
+from clover.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 EDIT = {"tool_calls": [{"name": "str_replace", "arguments": {
@@ -48,7 +48,7 @@ def _piped(repo: Path, home: Path, script: Path, stdin: str, *extra: str) -> sub
            "FORCE_COLOR": ""}
     env.pop("FORCE_COLOR")
     return subprocess.run(
-        [sys.executable, "-m", "clover_cli.repl", "--repo", str(repo), "--model", f"scripted:{script}",
+        [sys.executable, "-m", "clover.repl", "--repo", str(repo), "--model", f"scripted:{script}",
          "--mode", "ask", *extra],
         input=stdin, capture_output=True, text=True, env=env, cwd=ROOT, timeout=60,
     )
@@ -130,7 +130,7 @@ def test_always_answer_lasts_for_the_session(tmp_path: Path, home: Path) -> None
 
 
 def test_session_files_are_redacted(tmp_path: Path, home: Path) -> None:
-    redact = pytest.importorskip("tools.redact")
+    redact = pytest.importorskip("clover.tools.redact")
     repo = _repo(tmp_path)
     secret = "sk-test-" + "a1b2c3d4" * 4
     redact.register_secret(secret)

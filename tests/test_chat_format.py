@@ -9,7 +9,7 @@ import sys
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from model.chat import (
+from clover.model.chat import (
     SPECIAL_TOKENS,
     StreamParser,
     parse_assistant,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.chat import (
+from clover.model.chat import (
     ParsedCall,
     StreamParser,
     parse_assistant,

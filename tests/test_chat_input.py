@@ -11,9 +11,9 @@ from prompt_toolkit.document import Document
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
-from clover_cli.repl.completion import ChatCompleter, expand_mentions
-from clover_cli.repl.input import ChatInput
-from clover_cli.repl.slash import help_texts
+from clover.repl.completion import ChatCompleter, expand_mentions
+from clover.repl.input import ChatInput
+from clover.repl.slash import help_texts
 
 
 def _completer(root: Path) -> ChatCompleter:

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from clover_cli.repl.approvals import Approver, edit_preview
-from clover_cli.repl.diffusion_view import DiffusionView
-from clover_cli.repl.render import Renderer, describe_call, make_console
-from clover_cli.types import AssistantTurn, StreamEvent, ToolCall, ToolResult
-from tools.environment import LocalEnvironment
-from tools.files import CreateTool, InsertTool, StrReplaceTool
+from clover.core.protocols import AssistantTurn, StreamEvent, ToolCall, ToolResult
+from clover.repl.approvals import Approver, edit_preview
+from clover.repl.diffusion_view import DiffusionView
+from clover.repl.render import Renderer, describe_call, make_console
+from clover.tools.environment import LocalEnvironment
+from clover.tools.files import CreateTool, InsertTool, StrReplaceTool
 
 
 def _renderer(terminal: bool, live: bool = False) -> tuple[Renderer, io.StringIO]:

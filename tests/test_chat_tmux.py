@@ -75,7 +75,7 @@ def test_chat_in_a_real_terminal(tmp_path: Path) -> None:
     script.write_text("\n".join(json.dumps(t) for t in turns) + "\n")
     env = {"CLOVER_HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": str(tmp_path / "cache"),
            "XDG_CONFIG_HOME": str(tmp_path / "config"), "PYTHONPATH": str(ROOT), "TERM": "xterm-256color"}
-    argv = [sys.executable, "-m", "clover_cli.repl", "--repo", str(repo),
+    argv = [sys.executable, "-m", "clover.repl", "--repo", str(repo),
             "--model", f"scripted:{script}", "--mode", "ask"]
     # tmux started without a terminal hands its panes COLUMNS=80 / LINES=24: drop them.
     command = "env -u COLUMNS -u LINES " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + shlex.join(argv)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.checkpoints import CheckpointError, Checkpoints, default_store
+from clover.tools.checkpoints import CheckpointError, Checkpoints, default_store
 
 
 def sh(cmd: str, cwd: Path) -> str:

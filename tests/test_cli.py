@@ -26,7 +26,7 @@ def test_help_never_imports_torch():
         "import sys\n"
         "from clover_cli.main import app\n"
         "try:\n    app(['--help'])\nexcept SystemExit:\n    pass\n"
-        "heavy = [m for m in ('torch', 'openai', 'model.modeling', 'prompt_toolkit') if m in sys.modules]\n"
+        "heavy = [m for m in ('torch', 'openai', 'clover.model.modeling', 'prompt_toolkit') if m in sys.modules]\n"
         "print('HEAVY=' + ','.join(heavy))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)

@@ -7,8 +7,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from model.copy_warmup import main, tied_copy, warm_up  # noqa: E402
-from model.load import load_checkpoint  # noqa: E402
+from clover.model.copy_warmup import main, tied_copy, warm_up  # noqa: E402
+from clover.model.load import load_checkpoint  # noqa: E402
 from tests.tiny_checkpoint import tiny_checkpoint_dir  # noqa: E402
 
 

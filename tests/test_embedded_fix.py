@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.agent_decode import fresh_clone, grade
-from evals.synthfix.generator import build_instance
+from clover.evals.synthfix.generator import build_instance
 from tests.clihelp import isolated_env, run_clover
 
 pytest.importorskip("torch")

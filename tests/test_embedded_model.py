@@ -24,8 +24,8 @@ def test_greedy_generation_matches_the_recording():
 
 
 def test_embedded_is_the_default_model():
-    from clover_cli.backends import make_model
-    from clover_cli.settings import Settings
+    from clover.backends import make_model
+    from clover.settings import Settings
 
     model = make_model(Settings(max_tokens=8))
     turn = model.complete([{"role": "user", "content": "hi"}], [])

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from clover_cli.types import Environment
-from tools.environment import LocalEnvironment
-from tools.registry import default_tools
+from clover.core.protocols import Environment
+from clover.tools.environment import LocalEnvironment
+from clover.tools.registry import default_tools
 
 
 def _gone(pid: int) -> bool:

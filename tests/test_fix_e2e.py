@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-from clover_cli.trajectory import Trajectory
+from clover.trajectory import Trajectory
 from tests.clihelp import isolated_env, run_clover
 
 BUGGY = "def add(a, b):\n    return a - b\n"

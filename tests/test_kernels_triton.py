@@ -16,16 +16,16 @@ pytest.importorskip("triton")
 
 import torch.nn.functional as F  # noqa: E402
 
-from kernels import dispatch  # noqa: E402
-from kernels.reference.attention import attention as attention_ref  # noqa: E402
-from kernels.reference.block_gdn import block_gdn_attention as block_gdn_ref  # noqa: E402
-from kernels.reference.delta_rule import chunk_gated_delta_rule as chunk_ref  # noqa: E402
-from kernels.reference.delta_rule import recurrent_gated_delta_rule as recurrent_ref  # noqa: E402
-from kernels.reference.moe import moe_experts as moe_ref  # noqa: E402
-from kernels.triton.block_attention import attention as attention_tri  # noqa: E402
-from kernels.triton.delta_rule import chunk_gated_delta_rule as chunk_tri  # noqa: E402
-from kernels.triton.gdn_block_attention import block_gdn_attention as block_gdn_tri  # noqa: E402
-from kernels.triton.moe import moe_experts as moe_tri  # noqa: E402
+from clover.kernels import dispatch  # noqa: E402
+from clover.kernels.reference.attention import attention as attention_ref  # noqa: E402
+from clover.kernels.reference.block_gdn import block_gdn_attention as block_gdn_ref  # noqa: E402
+from clover.kernels.reference.delta_rule import chunk_gated_delta_rule as chunk_ref  # noqa: E402
+from clover.kernels.reference.delta_rule import recurrent_gated_delta_rule as recurrent_ref  # noqa: E402
+from clover.kernels.reference.moe import moe_experts as moe_ref  # noqa: E402
+from clover.kernels.triton.block_attention import attention as attention_tri  # noqa: E402
+from clover.kernels.triton.delta_rule import chunk_gated_delta_rule as chunk_tri  # noqa: E402
+from clover.kernels.triton.gdn_block_attention import block_gdn_attention as block_gdn_tri  # noqa: E402
+from clover.kernels.triton.moe import moe_experts as moe_tri  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 if DEV == "cpu" and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
@@ -216,10 +216,10 @@ def test_dispatch_block_attention_torch_and_triton_agree(monkeypatch):
 
 
 def test_tiny_model_same_logits_with_triton(monkeypatch):
-    """The model reaches every Triton op through kernels.dispatch: the committed forward and one
+    """The model reaches every Triton op through clover.kernels.dispatch: the committed forward and one
     denoising round give the torch backend's logits."""
-    from model.config import tiny
-    from model.modeling import CloverForCausalLM
+    from clover.model.config import tiny
+    from clover.model.modeling import CloverForCausalLM
 
     torch.manual_seed(0)
     model = CloverForCausalLM(tiny()).eval().to(DEV)
@@ -243,7 +243,7 @@ def test_kernels_compile_for_sm90():
     env["TRITON_DEFAULT_FP_FUSION"] = "1"
     root = Path(__file__).resolve().parents[1]
     res = subprocess.run(
-        [sys.executable, "-m", "kernels.triton.compile_check", "90"],
+        [sys.executable, "-m", "clover.kernels.triton.compile_check", "90"],
         cwd=root,
         env=env,
         capture_output=True,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from model.config import FULL_ATTENTION, LINEAR_ATTENTION, CloverConfig, clover_35b_a3b, preset, tiny
+from clover.model.config import FULL_ATTENTION, LINEAR_ATTENTION, CloverConfig, clover_35b_a3b, preset, tiny
 
 
 def test_round_trip(tmp_path):
@@ -88,7 +88,7 @@ def test_bad_config_is_one_line_error(tmp_path):
 
 def test_35b_param_counts_on_meta_device():
     torch = pytest.importorskip("torch")
-    from model.modeling import CloverForCausalLM
+    from clover.model.modeling import CloverForCausalLM
 
     cfg = clover_35b_a3b()
     with torch.device("meta"):

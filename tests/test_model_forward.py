@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from model.config import tiny
-from model.modeling import CloverForCausalLM, diffusion_loss
+from clover.model.config import tiny
+from clover.model.modeling import CloverForCausalLM, diffusion_loss
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from model.config import tiny
-from model.generate import DecodeSettings, generate
-from model.modeling import CloverForCausalLM
+from clover.model.config import tiny
+from clover.model.generate import DecodeSettings, generate
+from clover.model.modeling import CloverForCausalLM
 
 EOS = 1
 

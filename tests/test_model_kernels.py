@@ -9,10 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kernels import dispatch
-from kernels.reference.block_gdn import block_gdn_attention
-from kernels.reference.delta_rule import chunk_gated_delta_rule, recurrent_gated_delta_rule
-from kernels.reference.moe import moe_experts
+from clover.kernels import dispatch
+from clover.kernels.reference.block_gdn import block_gdn_attention
+from clover.kernels.reference.delta_rule import chunk_gated_delta_rule, recurrent_gated_delta_rule
+from clover.kernels.reference.moe import moe_experts
 
 
 def _inputs(n, t, hk, h, dk, dv, seed=0):
@@ -110,7 +110,7 @@ def test_dispatch_env(monkeypatch):
 @pytest.mark.parametrize("every", [1, 2, 4, 8, 16, 32])
 def test_states_every_matches_chunk_equal_block(every):
     """Block-start states from one 64-token-chunk pass equal those of chunk = block (odd length)."""
-    from kernels.reference.delta_rule import chunk_gated_delta_rule
+    from clover.kernels.reference.delta_rule import chunk_gated_delta_rule
 
     torch.manual_seed(every)
     n, t, hk, h, d = 2, 77, 2, 4, 8
@@ -129,7 +129,7 @@ def test_states_every_matches_chunk_equal_block(every):
 
 
 def test_empty_sequence_keeps_the_state():
-    from kernels.reference.delta_rule import chunk_gated_delta_rule
+    from clover.kernels.reference.delta_rule import chunk_gated_delta_rule
 
     s0 = torch.randn(1, 4, 8, 8)
     o, s = chunk_gated_delta_rule(torch.zeros(1, 0, 2, 8), torch.zeros(1, 0, 2, 8), torch.zeros(1, 0, 4, 8),

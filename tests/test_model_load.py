@@ -9,9 +9,9 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from model.config import tiny
-from model.load import CheckpointError, load_checkpoint, save_checkpoint
-from model.modeling import CloverForCausalLM
+from clover.model.config import tiny
+from clover.model.load import CheckpointError, load_checkpoint, save_checkpoint
+from clover.model.modeling import CloverForCausalLM
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from evals.synthfix.oracle import (
+from clover.evals.synthfix.oracle import (
     OracleError,
     edit_from_hunk,
     main,
@@ -16,7 +16,7 @@ from evals.synthfix.oracle import (
     repro_script,
     solve,
 )
-from model.chat import render_messages
+from clover.model.chat import render_messages
 
 PATCH = "\n".join(
     [
@@ -84,7 +84,7 @@ def test_render_matches_inference_prompt(cut: int, tool_prompt: str) -> None:
 
 @pytest.mark.slow
 def test_oracle_solves_a_real_instance(tmp_path) -> None:
-    from evals.synthfix import generate
+    from clover.evals.synthfix import generate
 
     rows = generate(tmp_path / "sf", "train", 2, seed=7)
     traj = solve(rows[0], seed=0, work_root=str(tmp_path))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.paths import PathError, resolve_path
+from clover.tools.paths import PathError, resolve_path
 
 
 @pytest.fixture

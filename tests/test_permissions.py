@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from clover_cli.types import ToolCall
-from tools.files import CreateTool, StrReplaceTool, ViewTool
-from tools.git_tools import GitTool
-from tools.permissions import SUGGESTED_DENY, PermissionGate, PermissionPolicy, Rule
-from tools.search import GrepTool
-from tools.shell import BashTool
+from clover.core.protocols import ToolCall
+from clover.tools.files import CreateTool, StrReplaceTool, ViewTool
+from clover.tools.git_tools import GitTool
+from clover.tools.permissions import SUGGESTED_DENY, PermissionGate, PermissionPolicy, Rule
+from clover.tools.search import GrepTool
+from clover.tools.shell import BashTool
 
 DENY = ["bash(rm -rf *)", "bash(curl *|*sh)", "bash(wget *|*sh)", "bash(git push *--force*)",
         "bash(git push -f*)", "bash(git push * -f*)"]

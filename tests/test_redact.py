@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tools.redact import MARK, clear_registered, redact, redact_obj, register_secret
+from clover.tools.redact import MARK, clear_registered, redact, redact_obj, register_secret
 
 PLANTED = {
     "openai": "sk-proj-Ab3dEf6hIj9kLmN0pQrStUvWxYz12345",

@@ -13,7 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from tools.sandbox import Sandbox, SandboxUnavailable, bwrap_available, make_wrapper, unavailable_reason
+from clover.tools.sandbox import (
+    Sandbox,
+    SandboxUnavailable,
+    bwrap_available,
+    make_wrapper,
+    unavailable_reason,
+)
 
 needs_bwrap = pytest.mark.skipif(not bwrap_available(), reason=f"no usable bwrap: {unavailable_reason()}")
 
@@ -87,7 +93,7 @@ def test_network_off_on_request(tmp_path):
 
 @needs_bwrap
 def test_local_environment_hook_keeps_cwd_and_env(tmp_path):
-    from tools.environment import LocalEnvironment
+    from clover.tools.environment import LocalEnvironment
 
     (tmp_path / "sub").mkdir()
     env = LocalEnvironment(str(tmp_path), wrap_command=make_wrapper(str(tmp_path), network=False))

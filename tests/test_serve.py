@@ -13,9 +13,9 @@ pytest.importorskip("fastapi")
 uvicorn = pytest.importorskip("uvicorn")
 openai = pytest.importorskip("openai")
 
-from clover_cli.serve import create_app  # noqa: E402
-from clover_cli.settings import Settings  # noqa: E402
-from clover_cli.types import AssistantTurn, StreamEvent, ToolCall  # noqa: E402
+from clover.core.protocols import AssistantTurn, StreamEvent, ToolCall  # noqa: E402
+from clover.serve import create_app  # noqa: E402
+from clover.settings import Settings  # noqa: E402
 
 
 @dataclass
@@ -131,7 +131,7 @@ def test_request_max_tokens_and_temperature_reach_the_model(server):
 def test_busy_or_invalid_port_is_one_line_before_loading(capsys):
     from typer import Exit
 
-    from clover_cli.serve import serve
+    from clover.serve import serve
 
     settings = Settings(model="scripted:/nonexistent.json")  # never loaded: the port is checked first
     with socket.create_server(("127.0.0.1", 0)) as busy:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from clover_cli.settings import SettingsError, load_settings
+from clover.settings import SettingsError, load_settings
 
 
 @pytest.fixture

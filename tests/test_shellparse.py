@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tools.shellparse import ParsedShell, canonical_flags, parse_shell
+from clover.tools.shellparse import ParsedShell, canonical_flags, parse_shell
 
 
 def argvs(cmd: str) -> list[list[str]]:

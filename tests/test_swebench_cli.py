@@ -7,8 +7,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from evals.swebench.cli import swebench_app
-from evals.swebench.report import collect
+from clover.evals.swebench.cli import swebench_app
+from clover.evals.swebench.report import collect
 from tests.swebench_fixtures import fix_script, write_dataset
 
 runner = CliRunner()

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from evals.swebench.dataset import DatasetError, load_instances, load_predictions, parse_slice, select
-from evals.swebench.workspace import (
+from clover.evals.swebench.dataset import DatasetError, load_instances, load_predictions, parse_slice, select
+from clover.evals.swebench.workspace import (
     RepoCache,
     WorkspaceError,
     docker_problem,
@@ -73,7 +73,7 @@ def test_missing_file_and_duplicate_ids(tmp_path):
 
 def test_hub_dataset_offline_is_one_line():
     pytest.importorskip("datasets")
-    code = ("from evals.swebench.dataset import load_instances, DatasetError\n"
+    code = ("from clover.evals.swebench.dataset import load_instances, DatasetError\n"
             "try:\n    load_instances('verified')\nexcept DatasetError as e:\n    print('ERR', e)")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,

@@ -12,8 +12,8 @@ import pytest
 
 pytest.importorskip("swebench")
 
-from evals.swebench.dataset import load_instances, validate  # noqa: E402
-from evals.swebench.grade_local import (  # noqa: E402
+from clover.evals.swebench.dataset import load_instances, validate  # noqa: E402
+from clover.evals.swebench.grade_local import (  # noqa: E402
     GradeConfig,
     _Shell,
     apply_patch,
@@ -21,9 +21,9 @@ from evals.swebench.grade_local import (  # noqa: E402
     grade_batch,
     grade_instance,
 )
-from evals.swebench.grade_official import OfficialGraderError, official_command, run_official  # noqa: E402
-from evals.swebench.local_spec import SpecError, conda_to_pip, default_spec, find_python, resolve_spec  # noqa: E402
-from evals.swebench.workspace import RepoCache, make_workspace  # noqa: E402
+from clover.evals.swebench.grade_official import OfficialGraderError, official_command, run_official  # noqa: E402
+from clover.evals.swebench.local_spec import SpecError, conda_to_pip, default_spec, find_python, resolve_spec  # noqa: E402
+from clover.evals.swebench.workspace import RepoCache, make_workspace  # noqa: E402
 from tests.swebench_fixtures import make_instance, write_dataset  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "swebench-verified.jsonl"

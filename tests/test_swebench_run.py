@@ -7,11 +7,11 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from clover_cli.backends.scripted import ScriptedModel
-from clover_cli.settings import Settings
-from evals.swebench.dataset import load_instances, load_predictions
-from evals.swebench.grade_local import GradeConfig, grade_batch
-from evals.swebench.runner import RunConfig, run_batch
+from clover.backends.scripted import ScriptedModel
+from clover.evals.swebench.dataset import load_instances, load_predictions
+from clover.evals.swebench.grade_local import GradeConfig, grade_batch
+from clover.evals.swebench.runner import RunConfig, run_batch
+from clover.settings import Settings
 from tests.swebench_fixtures import FixtureModel, fix_script, write_dataset
 
 

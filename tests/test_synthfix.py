@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from evals.synthfix import families
-from evals.synthfix.generator import generate, pick_module, valid_bugs
-from evals.synthfix.repo import LAYOUTS, PACKAGES
-from evals.synthfix.templates import all_templates
-from evals.synthfix.verify import verify_instance
+from clover.evals.synthfix import families
+from clover.evals.synthfix.generator import generate, pick_module, valid_bugs
+from clover.evals.synthfix.repo import LAYOUTS, PACKAGES
+from clover.evals.synthfix.templates import all_templates
+from clover.evals.synthfix.verify import verify_instance
 
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = {
@@ -187,14 +187,14 @@ def test_unknown_family_is_a_clear_error():
 def test_cli_writes_instances_jsonl(tmp_path):
     out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, "-m", "evals.synthfix", "--split", "heldout", "--count", "2", "--out", str(out)],
+        [sys.executable, "-m", "clover.evals.synthfix", "--split", "heldout", "--count", "2", "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in (out / "instances.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and all(r["split"] == "heldout" for r in rows)
     bad = subprocess.run(
-        [sys.executable, "-m", "evals.synthfix", "--split", "dev", "--out", str(out)],
+        [sys.executable, "-m", "clover.evals.synthfix", "--split", "dev", "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "invalid choice" in bad.stderr

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from evals.synthfix.augment import fresh_word, rename_trajectory, renames
+from clover.evals.synthfix.augment import fresh_word, rename_trajectory, renames
 
 
 def _call(name: str, args: dict, i: int) -> dict:

@@ -3,7 +3,7 @@
 Harbor needs Python >= 3.12, so this test keeps a py3.12 virtual environment (default
 ~/.cache/clover/harbor-venv, or $CLOVER_HARBOR_VENV) with `pip install -e <repo>[harbor]` (which
 must not pull torch) and runs `harbor run` there as a subprocess:
-`-a evals.terminalbench.harbor_agent:CloverAgent -e evals.terminalbench.harbor_sandbox:BwrapEnvironment`
+`-a clover.evals.terminalbench.harbor_agent:CloverAgent -e clover.evals.terminalbench.harbor_sandbox:BwrapEnvironment`
 on one of tests/tbench_tasks, once with a scripted model that fixes the task and once with one
 that does nothing. Cold cache: about a minute (venv + pip); warm: about 15 s (Harbor imports litellm).
 """
@@ -71,7 +71,7 @@ def harbor_venv() -> Path:
 
 
 def test_harbor_extra_installs_without_torch(harbor_venv):
-    probe = ("import importlib.util, harbor, evals.terminalbench.harbor_agent as a; "
+    probe = ("import importlib.util, harbor, clover.evals.terminalbench.harbor_agent as a; "
              "print(importlib.util.find_spec('torch') is None, a.CloverAgent.name())")
     out = subprocess.run([str(harbor_venv / "bin" / "python"), "-c", probe], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -89,10 +89,10 @@ def test_clover_agent_runs_a_task_through_harbor_trials(harbor_venv, tmp_path):
     ])
     command = [
         str(harbor_venv / "bin" / "harbor"), "run", "-p", str(TASKS / "fix-script"),
-        "-a", "evals.terminalbench.harbor_agent:CloverAgent",
+        "-a", "clover.evals.terminalbench.harbor_agent:CloverAgent",
         "-m", f"scripted:{scripts / 'fix-script.json'}", "-m", f"scripted:{scripts / 'nothing.json'}",
         "-m", "openai/fake-model", "--ak", f"api_base={server.url}",
-        "-e", "evals.terminalbench.harbor_sandbox:BwrapEnvironment",
+        "-e", "clover.evals.terminalbench.harbor_sandbox:BwrapEnvironment",
         "-o", str(tmp_path), "--job-name", "job", "-n", "3", "-y", "-q",
     ]
     # No fetch of litellm's price list; any key will do for the fake server.

@@ -17,9 +17,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from clover_cli.types import ExecResult
-from evals.terminalbench.harbor_env import HarborEnvironment, SandboxGone, WrongThread, cut_output
-from tools.shell import BashTool
+from clover.core.protocols import ExecResult
+from clover.evals.terminalbench.harbor_env import HarborEnvironment, SandboxGone, WrongThread, cut_output
+from clover.tools.shell import BashTool
 
 
 class DirEnvironment:

@@ -7,12 +7,12 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from clover_cli.backends.scripted import ScriptedModel
-from clover_cli.settings import Settings
-from clover_cli.trajectory import Trajectory
-from evals.terminalbench.cli import terminalbench_app
-from evals.terminalbench.local_runner import run_tasks, summarize
-from evals.terminalbench.tasks import find_tasks
+from clover.backends.scripted import ScriptedModel
+from clover.evals.terminalbench.cli import terminalbench_app
+from clover.evals.terminalbench.local_runner import run_tasks, summarize
+from clover.evals.terminalbench.tasks import find_tasks
+from clover.settings import Settings
+from clover.trajectory import Trajectory
 
 TASKS = Path(__file__).parent / "tbench_tasks"
 SCRIPTS = TASKS / "_scripts"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from evals.terminalbench.tasks import (
+from clover.evals.terminalbench.tasks import (
     TaskError,
     find_tasks,
     load_task,

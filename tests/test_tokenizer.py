@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from model.tokenizer_build import (
+from clover.model.tokenizer_build import (
     ALL_ADDED,
     MARKUP_TOKENS,
     SPECIAL_TOKENS,
@@ -98,7 +98,7 @@ def test_bad_input_is_a_clear_error(tmp_path, capsys):
 
 
 def test_ids_agree_with_the_chat_format():
-    from model.chat import SPECIAL_TOKENS as CHAT_TOKENS
+    from clover.model.chat import SPECIAL_TOKENS as CHAT_TOKENS
 
     # model/chat.py's token list maps to ids 0..n-1 in a tokenizer built here.
     assert list(ALL_ADDED[: len(CHAT_TOKENS)]) == list(CHAT_TOKENS)

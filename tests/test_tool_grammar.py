@@ -11,11 +11,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from clover_cli.backends.local import LocalCloverModel  # noqa: E402
-from clover_cli.backends.tool_grammar import ToolCallGrammar  # noqa: E402
-from clover_cli.settings import Settings  # noqa: E402
-from model.chat import parse_assistant, tool_schemas  # noqa: E402
-from model.generate import DecodeSettings, generate  # noqa: E402
+from clover.backends.local import LocalCloverModel  # noqa: E402
+from clover.backends.tool_grammar import ToolCallGrammar  # noqa: E402
+from clover.model.chat import parse_assistant, tool_schemas  # noqa: E402
+from clover.model.generate import DecodeSettings, generate  # noqa: E402
+from clover.settings import Settings  # noqa: E402
 from tests.tiny_checkpoint import tiny_checkpoint_dir  # noqa: E402
 
 
@@ -297,7 +297,7 @@ def test_typed_values_follow_their_schema_step_by_step(clover):
 
 @pytest.mark.parametrize("block", [1, 8])
 def test_typed_values_on_random_weights_pass_the_schema_check(clover, block):
-    from clover_cli.schema import check_arguments
+    from clover.schema import check_arguments
 
     # values end soon (`</parameter>` favoured), so calls are not cut short by the token budget
     model = variant(clover, temperature=1.0, block_size=block, max_tokens=96, net=biased(clover))

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.environment import LocalEnvironment
-from tools.files import CreateTool, InsertTool, StrReplaceTool, ViewTool
+from clover.tools.environment import LocalEnvironment
+from clover.tools.files import CreateTool, InsertTool, StrReplaceTool, ViewTool
 
 SOURCE = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(1, 11))
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tools.environment import LocalEnvironment
-from tools.git_tools import GitTool
-from tools.outline import OutlineTool
+from clover.tools.environment import LocalEnvironment
+from clover.tools.git_tools import GitTool
+from clover.tools.outline import OutlineTool
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "T",
            "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}

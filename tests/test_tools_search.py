@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-import tools.search as search
-from tools.environment import LocalEnvironment
-from tools.search import GlobTool, GrepTool, glob_regex
+import clover.tools.search as search
+from clover.tools.environment import LocalEnvironment
+from clover.tools.search import GlobTool, GrepTool, glob_regex
 
 FILES = {
     "src/app.py": "import os\n\ndef main():\n    return os.getcwd()  # TODO: tidy\n",

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import torch
 
-from model.config import tiny
-from model.data import encode_doc, end_aligned, pack
-from model.modeling import CloverForCausalLM
-from model.train import (
+from clover.model.config import tiny
+from clover.model.data import encode_doc, end_aligned, pack
+from clover.model.modeling import CloverForCausalLM
+from clover.model.train import (
     TrainArgs,
     Trainer,
     add_noise,
@@ -122,7 +122,7 @@ def test_run_loop_stops_and_exports(tmp_path) -> None:
     assert (tmp_path / "ckpt" / "last.pt").is_file()
     info = export(tmp_path, tmp_path / "weights")
     assert info["step"] == 4
-    from model.load import load_checkpoint
+    from clover.model.load import load_checkpoint
 
     loaded = load_checkpoint(tmp_path / "weights")
     ref = trainer.model.state_dict()["lm_head.weight"]
@@ -166,7 +166,7 @@ def test_encode_doc_marks_span_tokens() -> None:
 
 def test_train_cmd_runs_and_exports(tmp_path) -> None:
     """The CLI front end: build argv, train two steps from a packed dir, export, bad input -> code 2."""
-    from clover_cli.train_cmd import run_train, train_argv
+    from clover.train_cmd import run_train, train_argv
 
     ids, target = _data()
     torch.save({"ids": ids.int(), "target": target, "meta": {"rows": 4}}, tmp_path / "packed.pt")
@@ -192,7 +192,7 @@ def test_train_cmd_runs_and_exports(tmp_path) -> None:
 def test_build_marks_assistant_spans_or_every_token(tmp_path) -> None:
     import json
 
-    from model.data import build, load_packed
+    from clover.model.data import build, load_packed
 
     text = "<|im_start|>user\nfix it<|im_end|>\n<|im_start|>assistant\nDone.<|im_end|>\n"
     start = text.index("Done.")
@@ -219,7 +219,7 @@ def test_build_marks_assistant_spans_or_every_token(tmp_path) -> None:
 
 
 def test_copy_rows_repeat_each_chunk_and_target_the_repeat() -> None:
-    from model.data import copy_rows
+    from clover.model.data import copy_rows
 
     ids, target = copy_rows(3, 256, 10, 500, seed=0)
     assert ids.shape == target.shape == (3, 256) and int(ids.min()) >= 10 and int(ids.max()) < 500
@@ -234,7 +234,7 @@ def test_copy_rows_repeat_each_chunk_and_target_the_repeat() -> None:
 
 
 def test_a_time_limited_run_is_not_cut_at_the_default_step_count() -> None:
-    from model.train import TrainArgs, resolve_steps
+    from clover.model.train import TrainArgs, resolve_steps
 
     assert resolve_steps(None, 0.0) == TrainArgs.steps
     assert resolve_steps(None, 90.0) > 10**6  # the clock ends it, and drives the cosine

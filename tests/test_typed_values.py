@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clover_cli.backends.typed_values import value_shape
-from clover_cli.schema import check_arguments
-from model.chat_parse import _coerce
+from clover.backends.typed_values import value_shape
+from clover.model.chat_parse import _coerce
+from clover.schema import check_arguments
 
 RANGE = {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2}
 SHAPES = {

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from model.chat import SPECIAL_TOKENS
+from clover.model.chat import SPECIAL_TOKENS
 
 VOCAB = 300
 # The shipped tokenizer (model/tokenizer_build.py) has these as single tokens right after the chat
@@ -55,7 +55,7 @@ def train_tokenizer(vocab_size: int = VOCAB):
 
 
 def config_for(tokenizer, **overrides: Any):
-    from model.config import tiny
+    from clover.model.config import tiny
 
     ids = {t: tokenizer.token_to_id(t) for t in SPECIAL_TOKENS}
     base: dict[str, Any] = dict(
@@ -74,8 +74,8 @@ def build_tiny_checkpoint(directory: str | Path, seed: int = 0, **overrides: Any
     """Write a tiny random checkpoint into `directory` (created) and return it."""
     import torch
 
-    from model.load import save_checkpoint
-    from model.modeling import CloverForCausalLM
+    from clover.model.load import save_checkpoint
+    from clover.model.modeling import CloverForCausalLM
 
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)

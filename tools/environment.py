@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-from clover_cli.types import ExecResult
+from clover.core.protocols import ExecResult
 
 SPILL_CAP = 64 * 1024 * 1024  # characters written to a spill file at most
 _DROP_VARS = {"SHLVL", "_", "PWD"}  # bash sets these itself; carrying them over only confuses it

@@ -14,10 +14,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from clover_cli.types import Environment, ToolResult
-from tools.paths import PathError
-from tools.search import NOISE_DIRS, list_files
-from tools.textio import (
+from clover.core.protocols import Environment, ToolResult
+from clover.tools.paths import PathError
+from clover.tools.search import NOISE_DIRS, list_files
+from clover.tools.textio import (
     arg_int,
     display_path,
     encode,

@@ -8,9 +8,9 @@ from typing import Any
 
 import git
 
-from clover_cli.types import Environment, ToolResult
-from tools.paths import PathError
-from tools.textio import arg_bool, arg_int, error, printable, resolve
+from clover.core.protocols import Environment, ToolResult
+from clover.tools.paths import PathError
+from clover.tools.textio import arg_bool, arg_int, error, printable, resolve
 
 SUBCOMMANDS = ("status", "diff", "log", "show", "commit")
 READ_ONLY_SUBCOMMANDS = frozenset({"status", "diff", "log", "show"})

@@ -8,10 +8,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from clover_cli.types import Environment, ToolResult
-from tools.paths import PathError
-from tools.search import list_files
-from tools.textio import display_path, error, is_binary, resolve
+from clover.core.protocols import Environment, ToolResult
+from clover.tools.paths import PathError
+from clover.tools.search import list_files
+from clover.tools.textio import display_path, error, is_binary, resolve
 
 LANGUAGES = {
     ".py": "python", ".pyi": "python",

@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
-from clover_cli.types import Tool, ToolCall
-from tools.shellparse import ParsedShell, canonical_flags, parse_shell
+from clover.core.protocols import Tool, ToolCall
+from clover.tools.shellparse import ParsedShell, canonical_flags, parse_shell
 
 Decision = Literal["allow", "ask", "deny"]
 Answer = Literal["yes", "no", "always"]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from clover_cli.types import Tool
-from tools.files import CreateTool, InsertTool, StrReplaceTool, ViewTool
-from tools.git_tools import GitTool
-from tools.outline import OutlineTool
-from tools.search import GlobTool, GrepTool
-from tools.shell import BashTool
+from clover.core.protocols import Tool
+from clover.tools.files import CreateTool, InsertTool, StrReplaceTool, ViewTool
+from clover.tools.git_tools import GitTool
+from clover.tools.outline import OutlineTool
+from clover.tools.search import GlobTool, GrepTool
+from clover.tools.shell import BashTool
 
 # Tools that never change files or run commands (plan mode allows them). `git` is read-only per
 # call: ask `GitTool.is_read_only(args)`.

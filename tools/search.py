@@ -15,9 +15,9 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
-from clover_cli.types import Environment, ToolResult
-from tools.paths import PathError
-from tools.textio import (
+from clover.core.protocols import Environment, ToolResult
+from clover.tools.paths import PathError
+from clover.tools.textio import (
     arg_bool,
     arg_int,
     decode,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from clover_cli.types import Environment, ToolResult
-from tools.textio import error
+from clover.core.protocols import Environment, ToolResult
+from clover.tools.textio import error
 
 MAX_TIMEOUT = 3600.0
 

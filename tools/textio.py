@@ -6,8 +6,8 @@ import difflib
 import os
 from typing import Any
 
-from clover_cli.types import ToolResult
-from tools.paths import PathError, resolve_path
+from clover.core.protocols import ToolResult
+from clover.tools.paths import PathError, resolve_path
 
 SNIFF_BYTES = 8192
 MAX_LINE_CHARS = 2000  # longer lines are cut when shown

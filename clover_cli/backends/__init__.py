@@ -7,24 +7,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clover_cli.settings import Settings
-from clover_cli.types import Model, ModelError
+from clover.core.protocols import Model, ModelError
+from clover.settings import Settings
 
 
 def make_model(settings: Settings) -> Model:
     """The backend `settings.model` / `settings.base_url` ask for; a ModelError says what is wrong."""
     spec = settings.model
     if spec.startswith("scripted:"):
-        from clover_cli.backends.scripted import ScriptedModel
+        from clover.backends.scripted import ScriptedModel
 
         return ScriptedModel(spec[len("scripted:") :])
     if settings.base_url:
-        from clover_cli.backends.openai_compat import OpenAICompatModel
+        from clover.backends.openai_compat import OpenAICompatModel
 
         return OpenAICompatModel(settings)
     if spec == "embedded" or Path(spec).expanduser().is_dir():
         try:
-            from clover_cli.backends.local import LocalCloverModel
+            from clover.backends.local import LocalCloverModel
         except ImportError as exc:
             missing = getattr(exc, "name", None) or ""
             if missing.split(".")[0] in ("torch", "numpy"):

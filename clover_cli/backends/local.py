@@ -18,14 +18,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import model.chat
-from clover_cli.settings import Settings
-from clover_cli.types import AssistantTurn, EventHandler, Message, ModelError, StreamEvent, ToolCall, ToolSpec
-from model.chat import THINK_OPEN, StreamParser, parse_assistant, render_messages, tool_schemas
-from model.tokenizer import CloverTokenizer, IncrementalDecoder
+import clover.model.chat
+from clover.core.protocols import (
+    AssistantTurn,
+    EventHandler,
+    Message,
+    ModelError,
+    StreamEvent,
+    ToolCall,
+    ToolSpec,
+)
+from clover.model.chat import THINK_OPEN, StreamParser, parse_assistant, render_messages, tool_schemas
+from clover.model.tokenizer import CloverTokenizer, IncrementalDecoder
+from clover.settings import Settings
 
 DEFAULT_CONTEXT = 32768
-EMBEDDED_DIR = Path(model.chat.__file__).resolve().parent / "weights"  # shipped inside the package
+EMBEDDED_DIR = Path(clover.model.chat.__file__).resolve().parent / "weights"  # shipped inside the package
 NOT_SHIPPED = "the embedded Clover is not shipped in this build yet: use --model DIR or --base-url URL"
 
 
@@ -76,7 +84,7 @@ def load_model(directory: Path, device: str):
     import torch
 
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-    from model.load import CheckpointError, load_checkpoint
+    from clover.model.load import CheckpointError, load_checkpoint
 
     try:
         return load_checkpoint(directory, device=device, dtype=dtype)
@@ -96,7 +104,7 @@ class LocalCloverModel:
     prefix_caching = True  # resume each turn from the previous turns' committed prompt prefix
 
     def __init__(self, settings: Settings) -> None:
-        from model.tokenizer import TokenizerError
+        from clover.model.tokenizer import TokenizerError
 
         self.settings = settings
         directory = checkpoint_dir(settings.model)
@@ -122,7 +130,7 @@ class LocalCloverModel:
         self.context_window = int(config.max_position_embeddings or DEFAULT_CONTEXT)
         self.stop_ids = sorted(set(config.eos_token_ids) | set(self.tokenizer.stop_ids()))
         self._cancel = threading.Event()
-        from clover_cli.backends.prefix_cache import PrefixCache
+        from clover.backends.prefix_cache import PrefixCache
 
         self.prefix_cache = PrefixCache()
 
@@ -152,7 +160,7 @@ class LocalCloverModel:
     ) -> AssistantTurn:
         """One assistant turn. `forced` maps generated-token offsets to token ids the decoder must
         place there (a scaffold, e.g. the opening of a tool call)."""
-        from model.generate import DecodeSettings, generate
+        from clover.model.generate import DecodeSettings, generate
 
         start = time.perf_counter()
         self._cancel.clear()
@@ -220,7 +228,7 @@ class LocalCloverModel:
             return None
         if self.chat_template is not None and "<function=" not in self.chat_template:
             return None  # the checkpoint's own template asks for another call format
-        from clover_cli.backends.tool_grammar import ToolCallGrammar
+        from clover.backends.tool_grammar import ToolCallGrammar
 
         return ToolCallGrammar.build(
             self.tokenizer, tools, opened=opened, stop_ids=self.stop_ids, vocab_size=self.config.vocab_size,

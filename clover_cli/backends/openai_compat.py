@@ -14,9 +14,17 @@ from typing import Any
 
 import openai
 
-from clover_cli.settings import Settings
-from clover_cli.types import AssistantTurn, EventHandler, Message, ModelError, StreamEvent, ToolCall, ToolSpec
-from model.chat import StreamParser, parse_assistant, split_thinking, text_messages, tool_schemas
+from clover.core.protocols import (
+    AssistantTurn,
+    EventHandler,
+    Message,
+    ModelError,
+    StreamEvent,
+    ToolCall,
+    ToolSpec,
+)
+from clover.model.chat import StreamParser, parse_assistant, split_thinking, text_messages, tool_schemas
+from clover.settings import Settings
 
 TEXT_CALL_MARKERS = ("<tool_call>", "<function=")
 

@@ -13,8 +13,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from clover_cli.types import AssistantTurn, EventHandler, Message, ModelError, StreamEvent, ToolCall, ToolSpec
-from model.chat import parse_assistant, tool_schemas
+from clover.core.protocols import (
+    AssistantTurn,
+    EventHandler,
+    Message,
+    ModelError,
+    StreamEvent,
+    ToolCall,
+    ToolSpec,
+)
+from clover.model.chat import parse_assistant, tool_schemas
 
 
 def load_turns(path: str | Path) -> list[dict[str, Any]]:

@@ -38,8 +38,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from clover_cli.backends.typed_values import TypedTokens, ValueShape, value_shape
-from model.chat import (
+from clover.backends.typed_values import TypedTokens, ValueShape, value_shape
+from clover.model.chat import (
     CALL_CLOSE,
     CALL_OPEN,
     FUNC_CLOSE,

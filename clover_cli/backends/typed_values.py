@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from model.chat_parse import _coerce, _types_of
+from clover.model.chat_parse import _coerce, _types_of
 
 # JSON numbers (no leading zeros: `json.loads` refuses them), whole and while being written
 _INT, _INT_PART = r"-?(?:0|[1-9]\d*)", r"-?(?:0|[1-9]\d*)?"

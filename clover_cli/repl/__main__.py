@@ -1,4 +1,4 @@
-"""`python -m clover_cli.repl`: the chat without the typer CLI (tests drive it in tmux)."""
+"""`python -m clover.repl`: the chat without the typer CLI (tests drive it in tmux)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from clover_cli.settings import SettingsError, load_settings
+from clover.settings import SettingsError, load_settings
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m clover_cli.repl", description="Clover chat")
+    parser = argparse.ArgumentParser(prog="python -m clover.repl", description="Clover chat")
     parser.add_argument("--repo", default=".", help="repository to work in")
     parser.add_argument("--model")
     parser.add_argument("--base-url")
@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"clover: {exc}", file=sys.stderr)
         return 2
-    from clover_cli.repl.app import run_chat
+    from clover.repl.app import run_chat
 
     return run_chat(settings, repo.resolve(), resume=args.resume, live=not args.no_live)
 

@@ -11,19 +11,19 @@ from typing import IO, Any
 
 from rich.console import Console
 
-from clover_cli.agent import Agent, RunResult
-from clover_cli.cli_common import state_dir
-from clover_cli.prompts import system_prompt
-from clover_cli.repl import compaction
-from clover_cli.repl.approvals import Approver
-from clover_cli.repl.completion import ChatCompleter, expand_mentions
-from clover_cli.repl.input import ChatInput
-from clover_cli.repl.render import Renderer, make_console
-from clover_cli.repl.sessions import Session, SessionError, SessionStore, new_session_id
-from clover_cli.repl.slash import dispatch, help_texts
-from clover_cli.runner import build_agent, build_environment, build_gate, build_model
-from clover_cli.settings import MODES, Settings
-from clover_cli.types import AssistantTurn, Message, Model, ModelError, Tool, ToolCall, ToolResult
+from clover.agent import Agent, RunResult
+from clover.cli_common import state_dir
+from clover.core.protocols import AssistantTurn, Message, Model, ModelError, Tool, ToolCall, ToolResult
+from clover.prompts import system_prompt
+from clover.repl import compaction
+from clover.repl.approvals import Approver
+from clover.repl.completion import ChatCompleter, expand_mentions
+from clover.repl.input import ChatInput
+from clover.repl.render import Renderer, make_console
+from clover.repl.sessions import Session, SessionError, SessionStore, new_session_id
+from clover.repl.slash import dispatch, help_texts
+from clover.runner import build_agent, build_environment, build_gate, build_model
+from clover.settings import MODES, Settings
 
 
 class ObservedModel:
@@ -122,14 +122,14 @@ class ChatApp:
         if not self.settings.checkpoints:
             return None
         try:
-            from tools.checkpoints import Checkpoints
+            from clover.tools.checkpoints import Checkpoints
 
             return Checkpoints(str(self.root))
         except Exception:  # not a git repo, or the module is missing: /undo says so
             return None
 
     def _worktree(self) -> str | None:
-        from clover_cli.gitdiff import is_git_repo, worktree_tree
+        from clover.gitdiff import is_git_repo, worktree_tree
 
         try:
             return worktree_tree(self.root) if is_git_repo(self.root) else None
@@ -340,7 +340,7 @@ class ChatApp:
         self.renderer.note(f"↶ {what}: files restored to checkpoint {target[:8]} ({label})")
 
     def show_diff(self) -> None:
-        from clover_cli.gitdiff import diff_trees
+        from clover.gitdiff import diff_trees
 
         if self.baseline is None:
             self.renderer.error("/diff needs a git repository")

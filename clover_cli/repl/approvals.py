@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.syntax import Syntax
 from rich.text import Text
 
-from clover_cli.types import Tool, ToolCall
+from clover.core.protocols import Tool, ToolCall
 
 ANSWERS = {"y": "yes", "yes": "yes", "n": "no", "no": "no", "a": "always", "always": "always"}
 QUESTION = "Allow? [y]es / [n]o / [a]lways this session: "

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from clover_cli.types import Message, Model
+from clover.core.protocols import Message, Model
 
 TRIGGER = 0.8  # compact when the context is this full
 KEEP = 0.25  # keep recent messages up to this share of the window verbatim

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from clover_cli.types import StreamEvent
+from clover.core.protocols import StreamEvent
 
 MASK = "░"
 

@@ -17,8 +17,8 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.text import Text
 
-from clover_cli.repl.diffusion_view import DiffusionView
-from clover_cli.types import AssistantTurn, StreamEvent, ToolCall, ToolResult
+from clover.core.protocols import AssistantTurn, StreamEvent, ToolCall, ToolResult
+from clover.repl.diffusion_view import DiffusionView
 
 KEY_ARGS = ("command", "path", "file_path", "pattern", "query", "url", "glob")
 RESULT_LINES = 6

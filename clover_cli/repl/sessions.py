@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clover_cli.types import Message
+from clover.core.protocols import Message
 
 
 def _redact(obj: Any) -> Any:
     try:
-        from tools.redact import redact_obj
+        from clover.tools.redact import redact_obj
     except ImportError:  # pragma: no cover - redaction is optional for foreign environments
         return obj
     return redact_obj(obj)

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
-from clover_cli.settings import MODES
+from clover.settings import MODES
 
 if TYPE_CHECKING:
-    from clover_cli.repl.app import ChatApp
+    from clover.repl.app import ChatApp
 
 Handler = Callable[["ChatApp", str], bool]
 COMMANDS: dict[str, tuple[str, Handler]] = {}

@@ -19,12 +19,12 @@ def _fail(msg: str) -> None:
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
-    from clover_cli.settings import SettingsError
-    from evals.swebench.dataset import DatasetError
-    from evals.swebench.grade_official import OfficialGraderError
-    from evals.swebench.local_spec import SpecError
-    from evals.swebench.report import ReportError
-    from evals.swebench.workspace import WorkspaceError
+    from clover.evals.swebench.dataset import DatasetError
+    from clover.evals.swebench.grade_official import OfficialGraderError
+    from clover.evals.swebench.local_spec import SpecError
+    from clover.evals.swebench.report import ReportError
+    from clover.evals.swebench.workspace import WorkspaceError
+    from clover.settings import SettingsError
 
     return (DatasetError, WorkspaceError, SettingsError, OfficialGraderError, ReportError, SpecError)
 
@@ -34,11 +34,11 @@ def _ids(values: list[str] | None) -> list[str]:
 
 
 def _instances(dataset: str, split: str, instances: list[str] | None, slice_: str | None, filter_: str | None):
-    from evals.swebench.dataset import load_instances, select
+    from clover.evals.swebench.dataset import load_instances, select
 
     chosen = select(load_instances(dataset, split), _ids(instances), slice_, filter_)
     if not chosen:
-        from evals.swebench.dataset import DatasetError
+        from clover.evals.swebench.dataset import DatasetError
 
         raise DatasetError("no instances selected")
     return chosen
@@ -68,9 +68,9 @@ def run_cmd(
     progress: bool = typer.Option(True, "--progress/--no-progress"),
 ) -> None:
     """Run the agent on each instance; writes preds.json, trajectories and run.json to -o DIR."""
-    from clover_cli.settings import load_settings
-    from evals.swebench.runner import RunConfig, run_batch
-    from evals.swebench.workspace import docker_problem, parse_repo_map
+    from clover.evals.swebench.runner import RunConfig, run_batch
+    from clover.evals.swebench.workspace import docker_problem, parse_repo_map
+    from clover.settings import load_settings
 
     try:
         if env not in ("local", "docker"):
@@ -117,7 +117,7 @@ def grade_cmd(
     progress: bool = typer.Option(True, "--progress/--no-progress"),
 ) -> None:
     """Grade predictions with the official harness or the local, UNOFFICIAL grader."""
-    from evals.swebench.dataset import load_predictions
+    from clover.evals.swebench.dataset import load_predictions
 
     try:
         if grader not in ("swebench", "local"):
@@ -133,8 +133,8 @@ def grade_cmd(
         if grader == "swebench":
             report = _grade_official(predictions, preds, dataset, split, chosen, out, workers, run_id, modal, timeout)
         else:
-            from evals.swebench.grade_local import GradeConfig, grade_batch
-            from evals.swebench.workspace import parse_repo_map
+            from clover.evals.swebench.grade_local import GradeConfig, grade_batch
+            from clover.evals.swebench.workspace import parse_repo_map
 
             config = GradeConfig(output_dir=out, cache_dir=str(repo_cache) if repo_cache else None,
                                  repo_map=parse_repo_map(repo_map), online=not offline, keep=keep,
@@ -160,7 +160,7 @@ def _run_dataset(pred_dir: Path | None) -> str | None:
 
 
 def _grade_official(predictions, preds, dataset, split, chosen, out, workers, run_id, modal, timeout):
-    from evals.swebench.grade_official import (
+    from clover.evals.swebench.grade_official import (
         OfficialGraderError,
         official_command,
         run_official,
@@ -185,7 +185,7 @@ def report_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the numbers as JSON."),
 ) -> None:
     """Resolved rate, runtime, steps and tokens of a run."""
-    from evals.swebench.report import collect, render
+    from clover.evals.swebench.report import collect, render
 
     try:
         data = collect(run_dir, grades)

@@ -8,8 +8,8 @@ import shlex
 import subprocess
 import time
 
-from clover_cli.types import ExecResult
-from evals.swebench.workspace import WorkspaceError, docker_run_command
+from clover.core.protocols import ExecResult
+from clover.evals.swebench.workspace import WorkspaceError, docker_run_command
 
 
 class DockerEnvironment:

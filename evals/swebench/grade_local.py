@@ -19,10 +19,17 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from evals.swebench.dataset import Instance, modified_files
-from evals.swebench.local_spec import SYSTEM_COMMAND, LocalSpec, SpecError, make_venv, resolve_spec, venv_env
-from evals.swebench.runner import write_json_atomic, write_text_atomic
-from evals.swebench.workspace import RepoCache, git, make_workspace
+from clover.evals.swebench.dataset import Instance, modified_files
+from clover.evals.swebench.local_spec import (
+    SYSTEM_COMMAND,
+    LocalSpec,
+    SpecError,
+    make_venv,
+    resolve_spec,
+    venv_env,
+)
+from clover.evals.swebench.runner import write_json_atomic, write_text_atomic
+from clover.evals.swebench.workspace import RepoCache, git, make_workspace
 
 # The official harness tries git apply, then --reject, then patch --fuzz; --3way sits between.
 APPLY_CHAIN = [

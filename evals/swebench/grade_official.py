@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evals.swebench.dataset import hub_name
-from evals.swebench.workspace import docker_problem
+from clover.evals.swebench.dataset import hub_name
+from clover.evals.swebench.workspace import docker_problem
 
 
 class OfficialGraderError(RuntimeError):

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evals.swebench.dataset import Instance, modified_files
-from evals.swebench.workspace import WorkspaceError, git
+from clover.evals.swebench.dataset import Instance, modified_files
+from clover.evals.swebench.workspace import WorkspaceError, git
 
 Parser = Callable[[str, Any], dict[str, str]]
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evals.swebench.runner import RETRY_STATUSES, load_results
+from clover.evals.swebench.runner import RETRY_STATUSES, load_results
 
 
 class ReportError(ValueError):

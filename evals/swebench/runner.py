@@ -22,10 +22,10 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from clover_cli.settings import Settings
-from clover_cli.types import Model
-from evals.swebench.dataset import Instance
-from evals.swebench.workspace import RepoCache, extract_patch, files_of_test_patch, make_workspace
+from clover.core.protocols import Model
+from clover.evals.swebench.dataset import Instance
+from clover.evals.swebench.workspace import RepoCache, extract_patch, files_of_test_patch, make_workspace
+from clover.settings import Settings
 
 # Exit statuses that mean the harness or the model server failed, not the agent: redone on resume.
 RETRY_STATUSES = {"error", "model_error", "interrupted"}
@@ -96,7 +96,7 @@ def is_finished(result: dict[str, Any] | None) -> bool:
 
 def run_instance(instance: Instance, config: RunConfig) -> dict[str, Any]:
     """Run the agent on one instance; always returns (and writes) a result, errors included."""
-    from clover_cli.runner import build_environment, run_agent
+    from clover.runner import build_environment, run_agent
 
     iid = instance["instance_id"]
     inst_dir = config.output_dir / iid
@@ -110,7 +110,7 @@ def run_instance(instance: Instance, config: RunConfig) -> dict[str, Any]:
     env: Any = None
     try:
         if config.env == "docker":
-            from evals.swebench.docker_env import DockerEnvironment
+            from clover.evals.swebench.docker_env import DockerEnvironment
 
             env = DockerEnvironment(iid, f"clover-{iid.replace('__', '-')}-{os.getpid()}",
                                     timeout=config.settings.command_timeout,
@@ -154,7 +154,7 @@ def run_instance(instance: Instance, config: RunConfig) -> dict[str, Any]:
 
 
 def write_trajectory_json(inst_dir: Path, iid: str, traj_jsonl: Path, result: dict[str, Any]) -> None:
-    from clover_cli.trajectory import Trajectory
+    from clover.trajectory import Trajectory
 
     try:
         records = Trajectory.read(traj_jsonl) if traj_jsonl.is_file() else []

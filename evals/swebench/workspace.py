@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from evals.swebench.dataset import Instance, modified_files
+from clover.evals.swebench.dataset import Instance, modified_files
 
 
 class WorkspaceError(RuntimeError):

@@ -1,5 +1,5 @@
 """Synthetic bug-fix tasks in SWE-bench format: small real git repos with one injected bug each."""
 
-from evals.synthfix.generator import generate, write_jsonl
+from clover.evals.synthfix.generator import generate, write_jsonl
 
 __all__ = ["generate", "write_jsonl"]

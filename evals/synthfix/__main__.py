@@ -1,4 +1,4 @@
-"""`python -m evals.synthfix --split heldout --count 50 --out DIR` writes DIR/instances.jsonl."""
+"""`python -m clover.evals.synthfix --split heldout --count 50 --out DIR` writes DIR/instances.jsonl."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import sys
 import time
 from pathlib import Path
 
-from evals.synthfix.generator import SPLITS, generate, write_jsonl
+from clover.evals.synthfix.generator import SPLITS, generate, write_jsonl
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evals.synthfix", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m clover.evals.synthfix", description=__doc__)
     parser.add_argument("--split", choices=SPLITS, default="train")
     parser.add_argument("--count", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {len(rows)} {args.split} instances to {path} in {seconds:.1f}s")
     if not args.verify:
         return 0
-    from evals.synthfix.verify import verify_instance
+    from clover.evals.synthfix.verify import verify_instance
 
     bad = 0
     for row in rows:

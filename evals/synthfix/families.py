@@ -12,7 +12,7 @@ import builtins
 import re
 from collections.abc import Callable
 
-from evals.synthfix.source_edit import Mutation, Source, apply, gap_token, plus_text
+from clover.evals.synthfix.source_edit import Mutation, Source, apply, gap_token, plus_text
 
 __all__ = ["FAMILIES", "Mutation", "apply", "candidates"]
 

@@ -21,10 +21,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
-from evals.synthfix import families
-from evals.synthfix.issues import Outcome, format_traceback, problem_statement
-from evals.synthfix.repo import AUTHORS, GITIGNORE, LAYOUTS, PACKAGES, GitRepo, Layout, pyproject
-from evals.synthfix.templates import ModuleTemplate, all_templates
+from clover.evals.synthfix import families
+from clover.evals.synthfix.issues import Outcome, format_traceback, problem_statement
+from clover.evals.synthfix.repo import AUTHORS, GITIGNORE, LAYOUTS, PACKAGES, GitRepo, Layout, pyproject
+from clover.evals.synthfix.templates import ModuleTemplate, all_templates
 
 Split = Literal["train", "heldout"]
 SPLITS: tuple[str, ...] = ("train", "heldout")

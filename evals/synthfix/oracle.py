@@ -10,7 +10,7 @@ applied afterwards, every FAIL_TO_PASS and PASS_TO_PASS test passes.
 `render_trajectory` turns the messages into training text (model.chat's ChatML) plus the
 character spans that are assistant output (the loss goes only there):
 
-    python -m evals.synthfix.oracle --instances DIR/instances.jsonl --out OUT.jsonl [--workers 2]
+    python -m clover.evals.synthfix.oracle --instances DIR/instances.jsonl --out OUT.jsonl [--workers 2]
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clover_cli.prompts import FIX
-from clover_cli.types import tool_spec
-from model.chat import render_assistant_content, text_messages
-from tools.environment import LocalEnvironment
-from tools.registry import default_tools, tools_by_name
+from clover.core.protocols import tool_spec
+from clover.model.chat import render_assistant_content, text_messages
+from clover.prompts import FIX
+from clover.tools.environment import LocalEnvironment
+from clover.tools.registry import default_tools, tools_by_name
 
 GIT_ENV = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
 _HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
@@ -253,7 +253,7 @@ def plan_steps(row: dict, repo: Path, rng: random.Random) -> list[Step]:
 
 def _check_hidden_tests(row: dict, repo: Path) -> None:
     """Grade the end state as the benchmark does: with test_patch, FAIL_TO_PASS and PASS_TO_PASS pass."""
-    from evals.synthfix.verify import run_pytest
+    from clover.evals.synthfix.verify import run_pytest
 
     _git(repo, "apply", "-", stdin=row["test_patch"])
     results = run_pytest(repo)
@@ -362,7 +362,7 @@ def _solve_line(args: tuple[str, int]) -> tuple[str | None, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evals.synthfix.oracle", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m clover.evals.synthfix.oracle", description=__doc__.split("\n\n")[0])
     parser.add_argument("--instances", type=Path, required=True, help="instances.jsonl (train split)")
     parser.add_argument("--out", type=Path, required=True, help="trajectories JSONL to write")
     parser.add_argument("--seed", type=int, default=0)

@@ -1,7 +1,7 @@
 """`clover eval terminalbench`: run Terminal-Bench task directories on this machine (no Docker).
 
 For Harbor itself (Docker or cloud sandboxes, the published datasets) see README.md beside this
-file: `harbor run -a evals.terminalbench.harbor_agent:CloverAgent ...`.
+file: `harbor run -a clover.evals.terminalbench.harbor_agent:CloverAgent ...`.
 """
 
 from __future__ import annotations
@@ -26,15 +26,15 @@ def _fail(message: str) -> None:
 
 def model_factory_for(settings):
     """One fresh model per task. `scripted:DIR` replays DIR/<task id>.json for each task."""
-    from clover_cli.runner import build_model
-    from clover_cli.settings import Settings
+    from clover.runner import build_model
+    from clover.settings import Settings
 
     spec = settings.model
     if spec.startswith("scripted:") and Path(spec[len("scripted:") :]).expanduser().is_dir():
         directory = Path(spec[len("scripted:") :]).expanduser()
 
         def per_task(task):
-            from clover_cli.backends.scripted import ScriptedModel
+            from clover.backends.scripted import ScriptedModel
 
             return ScriptedModel(directory / f"{task.id}.json")
 
@@ -61,11 +61,11 @@ def run(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from clover_cli.cli_common import settings_or_exit
-    from clover_cli.settings import SettingsError
-    from clover_cli.types import ModelError
-    from evals.terminalbench.local_runner import run_tasks, summarize
-    from evals.terminalbench.tasks import TaskError, find_tasks
+    from clover.cli_common import settings_or_exit
+    from clover.core.protocols import ModelError
+    from clover.evals.terminalbench.local_runner import run_tasks, summarize
+    from clover.evals.terminalbench.tasks import TaskError, find_tasks
+    from clover.settings import SettingsError
 
     try:
         tasks = find_tasks(tasks_dir, [i for v in task_ids or [] for i in v.replace(",", " ").split()])

@@ -1,6 +1,6 @@
 """Clover as a Harbor agent: the agent loop runs on the host, its tools inside the task's sandbox.
 
-    harbor run -d terminal-bench@2.0 -a evals.terminalbench.harbor_agent:CloverAgent \\
+    harbor run -d terminal-bench@2.0 -a clover.evals.terminalbench.harbor_agent:CloverAgent \\
         -m openai/<served-model> --ak api_base=http://127.0.0.1:8000/v1 -e docker -n 4
 
 `-m` names the model: `scripted:FILE` replays a script, `openai/NAME` or `hosted_vllm/NAME` asks
@@ -25,10 +25,10 @@ from harbor.agents.base import BaseAgent
 from harbor.environments.base import BaseEnvironment
 from harbor.models.agent.context import AgentContext
 
-from clover_cli import __version__
-from clover_cli.types import Interrupted
-from evals.terminalbench.harbor_env import HarborEnvironment
-from evals.terminalbench.local_runner import TASK_PROMPT
+from clover import __version__
+from clover.core.protocols import Interrupted
+from clover.evals.terminalbench.harbor_env import HarborEnvironment
+from clover.evals.terminalbench.local_runner import TASK_PROMPT
 
 _SERVER_PREFIXES = ("openai/", "hosted_vllm/", "openai_compatible/")
 _OPTIONS = ("max_steps", "temperature", "think", "tool_format", "max_tokens", "command_timeout",
@@ -63,7 +63,7 @@ class CloverAgent(BaseAgent):
         return __version__
 
     def _settings(self):
-        from clover_cli.settings import load_settings
+        from clover.settings import load_settings
 
         flags: dict[str, Any] = dict(self._options)
         model = server_model_name(self.model_name)
@@ -84,7 +84,7 @@ class CloverAgent(BaseAgent):
             self._workdir = (result.stdout or "").strip().splitlines()[-1]
 
     async def run(self, instruction: str, environment: BaseEnvironment, context: AgentContext) -> None:
-        from clover_cli.runner import build_agent, build_model
+        from clover.runner import build_agent, build_model
 
         settings = self._settings()
         model = build_model(settings)  # a ModelError (bad model/server) fails the trial with its message

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Coroutine
 from typing import Any
 
-from clover_cli.types import ExecResult
+from clover.core.protocols import ExecResult
 
 _MARK = "__CLOVER_CWD__"
 

@@ -1,6 +1,6 @@
 """A Harbor environment without Docker: each command runs in a bubblewrap (bwrap) sandbox.
 
-`harbor run ... -e evals.terminalbench.harbor_sandbox:BwrapEnvironment` runs shell-only tasks on
+`harbor run ... -e clover.evals.terminalbench.harbor_sandbox:BwrapEnvironment` runs shell-only tasks on
 this machine. The sandbox sees the host's /usr, /bin, /lib*, /etc and /opt read-only, fresh /proc
 and /dev, and its own writable top-level directories (the WORKDIR's, /tmp, /root, /logs, /tests,
 /solution and any that COPY or an upload creates), kept in a host directory for the trial's
@@ -25,7 +25,7 @@ from harbor.environments.base import BaseEnvironment, ExecResult, SandboxBuildFa
 from harbor.environments.capabilities import EnvironmentCapabilities
 from harbor.models.task.config import NetworkMode, NetworkPolicy
 
-from evals.terminalbench.tasks import parse_dockerfile
+from clover.evals.terminalbench.tasks import parse_dockerfile
 
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
 _BASE_DIRS = ("tmp", "root", "logs", "tests", "solution")

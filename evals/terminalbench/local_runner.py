@@ -25,9 +25,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from clover_cli.settings import Settings
-from clover_cli.types import Model
-from evals.terminalbench.tasks import Task, map_paths, mapping_problem, sandbox_paths
+from clover.core.protocols import Model
+from clover.evals.terminalbench.tasks import Task, map_paths, mapping_problem, sandbox_paths
+from clover.settings import Settings
 
 TASK_PROMPT = """You are Clover, solving a task in a Linux terminal. The working directory is {root}.
 Use the tools to inspect files, run shell commands and edit files; check your work by running it.
@@ -240,8 +240,8 @@ def run_task(
 
 
 def _run_agent(task: Task, ws: Workspace, settings: Settings, model: Model, task_out: Path, result: TaskResult) -> None:
-    from clover_cli.runner import build_agent
-    from tools.environment import LocalEnvironment
+    from clover.runner import build_agent
+    from clover.tools.environment import LocalEnvironment
 
     env = LocalEnvironment(str(ws.workdir), timeout=settings.command_timeout, output_limit=settings.output_limit,
                            env=ws.env)

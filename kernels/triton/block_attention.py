@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from kernels.triton._common import dot_f32, interpreting, pow2
+from clover.kernels.triton._common import dot_f32, interpreting, pow2
 
 
 @triton.jit

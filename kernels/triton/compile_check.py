@@ -1,6 +1,6 @@
 """Compile every kernel for a real GPU target (default sm_90) at the 35B model's shapes, no GPU needed:
 catches what the interpreter forgives (tile sizes, types, layouts) and prints shared memory per
-kernel. Run without TRITON_INTERPRET: `python -m kernels.triton.compile_check [arch]`."""
+kernel. Run without TRITON_INTERPRET: `python -m clover.kernels.triton.compile_check [arch]`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from kernels.triton import block_attention, delta_rule, gdn_block_attention, moe
+from clover.kernels.triton import block_attention, delta_rule, gdn_block_attention, moe
 
 STAGES = {"delta_rule._state": delta_rule.STATE_STAGES}
 

@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from kernels.triton._common import pow2
+from clover.kernels.triton._common import pow2
 
 STATE_BV = 32  # N * H * dv / 32 programs: 128 for one 35B-shaped sequence on a 132-SM H200
 STATE_STAGES = 2  # 3 stages would need ~197 KB of shared memory at dk = dv = 128 (A100 has 163 KB)

@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from kernels.triton._common import dot_f32, pow2
+from clover.kernels.triton._common import dot_f32, pow2
 
 
 @triton.jit

@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from kernels.triton._common import dot_f32, interpreting
+from clover.kernels.triton._common import dot_f32, interpreting
 
 
 def align(topk_ids: Tensor, num_experts: int, bm: int) -> tuple[Tensor, Tensor, Tensor]:

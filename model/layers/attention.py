@@ -7,11 +7,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from kernels import dispatch
-from model.config import CloverConfig
-from model.layers.context import ForwardContext
-from model.layers.norms import RMSNorm
-from model.layers.rope import apply_rotary
+from clover.kernels import dispatch
+from clover.model.config import CloverConfig
+from clover.model.layers.context import ForwardContext
+from clover.model.layers.norms import RMSNorm
+from clover.model.layers.rope import apply_rotary
 
 
 class GatedAttention(nn.Module):

@@ -14,10 +14,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from kernels import dispatch
-from model.config import CloverConfig
-from model.layers.context import ForwardContext
-from model.layers.norms import GatedRMSNorm
+from clover.kernels import dispatch
+from clover.model.config import CloverConfig
+from clover.model.layers.context import ForwardContext
+from clover.model.layers.norms import GatedRMSNorm
 
 TRAIN_CHUNK = 64  # delta-rule chunk of the clean stream in training
 

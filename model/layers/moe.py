@@ -7,8 +7,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from kernels import dispatch
-from model.config import CloverConfig
+from clover.kernels import dispatch
+from clover.model.config import CloverConfig
 
 
 class MLP(nn.Module):

@@ -34,6 +34,6 @@ class ModuleTemplate:
 
 
 def all_templates() -> tuple[ModuleTemplate, ...]:
-    from evals.synthfix.templates import basics, domain, formats
+    from clover.evals.synthfix.templates import basics, domain, formats
 
     return (*basics.TEMPLATES, *domain.TEMPLATES, *formats.TEMPLATES)

@@ -1,6 +1,6 @@
 """General-purpose helpers: strings, numbers, lists, word statistics."""
 
-from evals.synthfix.templates import ModuleTemplate
+from clover.evals.synthfix.templates import ModuleTemplate
 
 TEXT = ModuleTemplate(
     key="text",

@@ -1,6 +1,6 @@
 """Business-flavoured modules: shopping cart, inventory, grades, unit conversion."""
 
-from evals.synthfix.templates import ModuleTemplate
+from clover.evals.synthfix.templates import ModuleTemplate
 
 CART = ModuleTemplate(
     key="cart",

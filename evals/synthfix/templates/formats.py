@@ -1,6 +1,6 @@
 """Modules around dates, small text formats and plane geometry."""
 
-from evals.synthfix.templates import ModuleTemplate
+from clover.evals.synthfix.templates import ModuleTemplate
 
 DATES = ModuleTemplate(
     key="dates",
