@@ -67,8 +67,8 @@ def test_tool_results_are_cut_and_shown_whole_on_request() -> None:
     renderer.tool_call(call)
     number = renderer.tool_result(call, ToolResult("\n".join(str(i) for i in range(1, 51))))
     text = out.getvalue()
-    assert number == 1 and "⏺ bash(seq 1 50)" in text and "… 44 more lines (/show 1)" in text
-    assert "\n    7\n" not in text
+    assert number == 1 and "⏺ bash(seq 1 50)" in text and "… 42 more lines (/show 1)" in text
+    assert "\n    7\n" not in text and "\n    50\n" in text  # head and tail
     renderer.show(1)
     assert "\n50\n" in out.getvalue()
     renderer.tool_result(ToolCall("view", {"path": "missing.py"}), ToolResult("no such file", is_error=True))

@@ -60,6 +60,8 @@ class ObservedGate:
 
     def authorize(self, call: ToolCall, tool: Tool) -> str | None:
         self.app.renderer.tool_call(call)
+        # Call ids repeat across requests (the step counter restarts): only this approval counts.
+        self.app.approver.previewed.discard(call.id)
         refusal = self.inner.authorize(call, tool) if self.inner is not None else None
         if refusal is not None:
             self.app.renderer.tool_denied(call, refusal)
@@ -204,7 +206,9 @@ class ChatApp:
         return result
 
     def _tool_result(self, call: ToolCall, result: ToolResult) -> None:
-        self.renderer.tool_result(call, result, diff_shown=call.id in self.approver.previewed)
+        shown = call.id in self.approver.previewed
+        self.approver.previewed.discard(call.id)
+        self.renderer.tool_result(call, result, diff_shown=shown)
 
     def _before_step(self, step: int) -> None:
         self.save()

@@ -19,9 +19,11 @@ from rich.text import Text
 
 from clover.core.protocols import AssistantTurn, StreamEvent, ToolCall, ToolResult
 from clover.repl.diffusion_view import DiffusionView
+from clover.repl.toolview import clean, edit_summary, head_tail, split_exit
 
 KEY_ARGS = ("command", "path", "file_path", "pattern", "query", "url", "glob")
-RESULT_LINES = 6
+RESULT_HEAD = 4  # a tool's output on screen: its first lines and its last (a test summary is last)
+RESULT_TAIL = 4
 DIFF_LINES = 40
 SPIN = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
@@ -153,7 +155,7 @@ class Renderer:
             parts.append(self.diffusion.render(self.console.width - 2))
         phase = "writing" if self.text else "thinking" if self.thinking else "working"
         spin = SPIN[int(elapsed * 10) % len(SPIN)]
-        counts = f"{self.events} tok"
+        counts = f"~{(len(self.text) + len(self.thinking) + 3) // 4} tok"  # stream chunks are not tokens
         if self.diffusion.active:
             tokens = self.diffusion.filled
             rate = tokens / elapsed if elapsed > 0 else 0.0
@@ -173,13 +175,12 @@ class Renderer:
         self.stop_live()
         self.results.append(Shown(call, result))
         number = len(self.results)
-        lines = result.output.splitlines()
-        style = "red" if result.is_error else "dim"
+        data = result.data if isinstance(result.data, dict) else {}
         mark = "✗" if result.is_error else "✓"
-        summary = f"  ⎿ {mark} {len(lines)} line{'s' if len(lines) != 1 else ''}  [{number}]"
-        self.console.print(Text(summary, style="red" if result.is_error else "green"))
-        diff = result.data.get("diff") if isinstance(result.data, dict) else None
+        diff = data.get("diff")
         if isinstance(diff, str) and diff.strip():
+            path = str(data.get("path") or call.arguments.get("path") or "?")
+            self.console.print(Text(f"  ⎿ {mark} {edit_summary(path, diff)}  [{number}]", style="green"))
             if diff_shown:  # the approval showed it a moment ago
                 return number
             diff_lines = diff.splitlines()
@@ -187,14 +188,27 @@ class Renderer:
             if len(diff_lines) > DIFF_LINES:
                 self._more(len(diff_lines) - DIFF_LINES, number)
             return number
-        for line in lines[:RESULT_LINES]:
+        body, code = split_exit(result.output)
+        body = clean(body).rstrip("\n")
+        lines = body.split("\n") if body.strip() else []
+        what = f"{len(lines)} line{'s' if len(lines) != 1 else ''}"
+        failed = result.is_error or bool(code)
+        if code is not None:
+            what += f" · exit {code}"
+        style = "red" if failed else "dim"
+        self.console.print(Text(f"  ⎿ {'✗' if failed else mark} {what}  [{number}]",
+                                style="red" if failed else "green"))
+        head, cut, tail = head_tail(lines, RESULT_HEAD, RESULT_TAIL)
+        for line in head:
             self.console.print(Text("    " + line, style=style), overflow="ellipsis", no_wrap=True)
-        if len(lines) > RESULT_LINES:
-            self._more(len(lines) - RESULT_LINES, number)
+        if cut:
+            self._more(cut, number)
+        for line in tail:
+            self.console.print(Text("    " + line, style=style), overflow="ellipsis", no_wrap=True)
         return number
 
     def _more(self, count: int, number: int) -> None:
-        self.console.print(Text(f"    … {count} more lines (/show {number})", style="dim"))
+        self.console.print(Text(f"    … {count} more line{'s' if count != 1 else ''} (/show {number})", style="dim"))
 
     def show(self, number: int | None) -> None:
         if not self.results:
@@ -207,7 +221,7 @@ class Renderer:
             return
         shown = self.results[number - 1]
         self.console.rule(f"[{number}] {escape(describe_call(shown.call))}")
-        self.console.print(Text(shown.result.output), soft_wrap=True)
+        self.console.print(Text(clean(shown.result.output)), soft_wrap=True)
         diff = shown.result.data.get("diff") if isinstance(shown.result.data, dict) else None
         if isinstance(diff, str) and diff.strip():
             self._syntax(diff, "diff")
