@@ -1,7 +1,7 @@
 """`clover bench`: block diffusion vs autoregressive decoding inside `clover fix`, on SynthFix held-out.
 
-The logic lives in benchmarks/agent_decode.py (imported only when the command runs: it needs the
-model). Register with `app.command("bench")(bench_command)`."""
+The engine lives in evals/bench/ (imported only when the command runs: it needs the model).
+Register with `app.command("bench")(bench_command)`."""
 
 from __future__ import annotations
 
@@ -29,12 +29,9 @@ def bench_command(
 ) -> None:
     """Run `clover fix` on SynthFix held-out with block diffusion (B=32) and with B=1 (AR), side by side."""
     from clover.cli_common import fail
+    from clover.evals.bench.run import BenchConfig, model_error_types, parse_block_sizes, run_bench
+    from clover.evals.bench.stats import print_report
 
-    try:
-        from benchmarks.agent_decode import BenchConfig, model_error_types, parse_block_sizes, run_bench
-        from benchmarks.agent_stats import print_report
-    except ImportError as exc:  # the benchmarks package is missing from this install
-        fail(f"clover bench is not available in this build: {exc}")
     try:
         cfg = BenchConfig(
             out=out, model=model, count=count, seed=seed, block_sizes=parse_block_sizes(block_size),

@@ -1,4 +1,4 @@
-"""`clover bench` / benchmarks/agent_decode.py: the real agent loop and tools on real SynthFix repos,
+"""`clover bench` / clover.evals.bench: the real agent loop and tools on real SynthFix repos,
 graded with pytest. The tiny RANDOM checkpoint fails the tasks; the tests check the plumbing and that
 the success counting itself works (gold patch resolves, empty patch does not)."""
 
@@ -11,10 +11,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from benchmarks.agent_decode import BenchConfig, TaskRunner, grade, main, run_bench
-from benchmarks.agent_stats import DECODER_KEYS, Decoder, summarize
 from clover.backends.scripted import ScriptedModel
 from clover.bench import bench_command
+from clover.evals.bench.run import BenchConfig, TaskRunner, grade, main, run_bench
+from clover.evals.bench.stats import DECODER_KEYS, Decoder, summarize
 from clover.evals.synthfix import generate
 
 RATIO_KEYS = {"wall_clock_speedup", "total_time_speedup", "tok_per_s_speedup", "tokens_per_forward_ratio"}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.agent_decode import fresh_clone, grade
+from clover.evals.bench.run import fresh_clone, grade
 from clover.evals.synthfix.generator import build_instance
 from tests.clihelp import isolated_env, run_clover
 

@@ -1,6 +1,6 @@
 """Block diffusion vs autoregressive decoding inside the real agent: `clover fix` on SynthFix held-out.
 
-    python -m benchmarks.agent_decode [--model DIR] [--count 20] [--block-size 32,1] [--out DIR]
+    clover bench [--model DIR] [--count 20] [--block-size 32,1] [--out DIR]
 
 For each held-out instance and each decoder (B = 32 with threshold τ, and B = 1, the AR baseline, on
 the same weights) the agent runs headless (yolo) in a fresh clone of the instance repo at
@@ -32,7 +32,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from benchmarks.agent_stats import Decoder, print_report, summarize, trajectory_stats, write_markdown
+from clover.evals.bench.stats import Decoder, print_report, summarize, trajectory_stats, write_markdown
 
 MODES = ("agent", "gold", "empty")
 GIT_ENV = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
@@ -329,7 +329,7 @@ def model_error_types() -> tuple[type[BaseException], ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.agent_decode", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m clover.evals.bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="embedded", help="checkpoint directory (default: the embedded Clover)")
     p.add_argument("--count", type=int, default=20, help="held-out instances")
     p.add_argument("--seed", type=int, default=0)

@@ -1,5 +1,5 @@
 """Per-task decode counters from an agent trajectory, per-decoder aggregates, and the report
-(rich table, markdown) for benchmarks/agent_decode.py. Torch-free."""
+(rich table, markdown) for evals/bench/run.py (`clover bench`). Torch-free."""
 
 from __future__ import annotations
 

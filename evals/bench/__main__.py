@@ -1,0 +1,5 @@
+import sys
+
+from clover.evals.bench.run import main
+
+sys.exit(main())
