@@ -20,11 +20,20 @@ from types import SimpleNamespace
 from typing import Any
 
 from clover.evals.swebench.dataset import Instance, modified_files
+from clover.evals.swebench.judge import (
+    InstallError,
+    cannot_judge,
+    error_kind,
+    failure_messages,
+    grade_on_subset,
+    pip_error,
+    unrunnable_tests,
+)
 from clover.evals.swebench.local_spec import (
     SYSTEM_COMMAND,
     LocalSpec,
-    SpecError,
     make_venv,
+    requirement_problems,
     resolve_spec,
     venv_env,
 )
@@ -102,39 +111,52 @@ def setup_environment(spec: LocalSpec, ws: Path, venv: Path, log: Path, timeout:
     sh = _Shell(ws, venv, log, spec.env)
     for note in spec.notes:
         sh.log.open("a").write(f"# {note}\n")
-    pip = "python -m pip install"
-    steps: list[str] = []
-    if spec.official:
-        steps.append(f"{pip} -q setuptools wheel")
-    if spec.requirements:
-        steps.append(f"{pip} " + " ".join(_quote(r) for r in spec.requirements))
-    if spec.pip_packages:
-        steps.append(f"{pip} " + " ".join(_quote(p) for p in spec.pip_packages))
-    for step in steps:
-        rc, _ = sh.run(step, timeout)
+    for step in install_steps(spec, venv.parent / "requirements.txt", sh.log):
+        rc, out = sh.run(step, timeout)
         if rc != 0:
-            raise SpecError(f"dependency install failed: {step[:120]}")
+            raise InstallError(f"dependency install failed ({step}): {_last_error(out)}", pip_error(out))
     for cmd in spec.pre_install:
         if SYSTEM_COMMAND.search(cmd):
             sh.log.open("a").write(f"# skipped (changes the machine): {cmd}\n")
             continue
         sh.run(cmd, timeout)
     if spec.install:
-        rc, _ = sh.run(spec.install, timeout)
+        rc, out = sh.run(spec.install, timeout)
         if rc != 0 and "pip install" in spec.install:  # setup.py that imports its own package
-            rc, _ = sh.run(spec.install + " --no-build-isolation", timeout)
+            rc, out = sh.run(spec.install + " --no-build-isolation", timeout)
         if rc != 0:
-            raise SpecError(f"install failed: {spec.install}")
+            raise InstallError(f"install failed ({spec.install}): {_last_error(out)}", pip_error(out))
     # Like the official image: commit what setup changed so resets return to this state.
     git("add", "-A", cwd=ws)
     git("commit", "--quiet", "--allow-empty", "--no-verify", "-m", "grader setup", cwd=ws)
     return sh
 
 
-def _quote(arg: str) -> str:
+def install_steps(spec: LocalSpec, requirements_file: Path, log: Path) -> list[str]:
+    """The pip commands before the install. Requirement lines go to a file for `pip install -r`:
+    pip's own parser then handles comments, `-e URL`, `--hash` and markers, as swebench's image does."""
     import shlex
 
-    return shlex.quote(arg)
+    pip = "python -m pip install"
+    steps: list[str] = []
+    if spec.official:
+        steps.append(f"{pip} -q setuptools wheel")
+    if spec.requirements:
+        requirements_file.write_text("\n".join(spec.requirements) + "\n", encoding="utf-8")
+        with log.open("a", encoding="utf-8") as fh:
+            fh.write(f"# {requirements_file.name}:\n" + "".join(f"#   {r}\n" for r in spec.requirements))
+            for problem in requirement_problems(spec.requirements):
+                fh.write(f"# pip will reject the requirement {problem.splitlines()[0]}\n")
+        steps.append(f"{pip} -r {shlex.quote(str(requirements_file))}")
+    if spec.pip_packages:
+        steps.append(f"{pip} " + " ".join(shlex.quote(p) for p in spec.pip_packages))
+    return steps
+
+
+def _last_error(output: str) -> str:
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith(("ERROR:", "error:"))]
+    return (errors or lines or ["(no output)"])[-1]
 
 
 def apply_patch(sh: _Shell, ws: Path, patch: str, timeout: float = 300) -> bool:
@@ -209,6 +231,9 @@ def evaluate_log(log_text: str, instance: Instance, spec: LocalSpec, patch: str)
     tests = get_eval_tests_report(status_map, gold, eval_type=eval_type)
     report["resolved"] = get_resolution_status(tests) == ResolvedStatus.FULL.value
     report["tests_status"] = tests
+    body = log_text.split(start)[1].split(end)[0]
+    excluded = unrunnable_tests(body, [*gold[FAIL_TO_PASS], *gold[PASS_TO_PASS]], status_map)
+    grade_on_subset(report, excluded, gold, status_map, eval_type)
     return report
 
 
@@ -237,13 +262,13 @@ def grade_instance(instance: Instance, preds: dict[str, str], config: GradeConfi
             results[name] = evaluate_log(log.read_text(encoding="utf-8", errors="replace"), instance, spec, patch or "")
             results[name]["empty_patch"] = not (patch or "").strip()
     except Exception as exc:  # any failure is this instance's error, not the batch's
-        msg = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        failure = describe_failure(exc)
         with setup_log.open("a") as fh:
-            fh.write(f"ERROR {msg}\n")
+            fh.write(f"ERROR ({failure['error_kind']}) {failure['error']}\n{failure.get('error_detail', '')}\n")
         for name, patch in preds.items():
             results.setdefault(name, {"patch_is_None": False, "patch_exists": bool((patch or "").strip()),
                                       "patch_successfully_applied": False, "resolved": False,
-                                      "empty_patch": not (patch or "").strip(), "error": msg})
+                                      "empty_patch": not (patch or "").strip(), **failure})
     finally:
         if not config.keep:
             shutil.rmtree(work / iid, ignore_errors=True)
@@ -255,19 +280,49 @@ def grade_instance(instance: Instance, preds: dict[str, str], config: GradeConfi
     return results
 
 
+def describe_failure(exc: BaseException) -> dict[str, str]:
+    """An instance's error for its report: one line, its kind, and the whole detail (pip's full
+    message, or the traceback of a grader bug)."""
+    import traceback
+
+    text = str(exc).strip()
+    failure = {"error": f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}", "error_kind": error_kind(exc)}
+    if isinstance(exc, InstallError):
+        failure["error_detail"] = exc.detail
+    elif failure["error_kind"] == "grader":
+        failure["error_detail"] = traceback.format_exc(limit=12)
+    return failure
+
+
 # --------------------------------------------------------------------------- the batch
 
 
-def _why_not_judgeable(gold: dict[str, Any], empty: dict[str, Any]) -> str:
-    if gold.get("error") or empty.get("error"):
-        return f"environment error: {gold.get('error') or empty.get('error')}"
+def _why_not_judgeable(gold: dict[str, Any], empty: dict[str, Any], gold_log: str = "") -> str:
+    for report in (gold, empty):
+        if reason := cannot_judge(report):
+            return reason
     if not gold.get("resolved"):
         tests = gold.get("tests_status", {})
         failing = [t for k in ("FAIL_TO_PASS", "PASS_TO_PASS") for t in tests.get(k, {}).get("failure", [])]
-        return "gold patch does not resolve here" + (f" (failing: {', '.join(failing[:5])})" if failing else "")
+        messages = failure_messages(gold_log)
+        shown = [f"{t} ({messages[t][:80]})" if t in messages else t for t in failing[:5]]
+        return "gold patch does not resolve here" + (f"; failing: {', '.join(shown)}" if failing else "")
     if empty.get("resolved"):
         return "empty patch also resolves (the tests do not catch the bug here)"
     return ""
+
+
+def _gold_log(config: GradeConfig, iid: str) -> str:
+    path = config.output_dir / iid / "test_output.gold.txt"
+    return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+
+
+def judge_notes(reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Per instance: why it cannot be judged here, and which tests the verdict leaves out."""
+    return {
+        "cannot_judge": {i: r for i in sorted(reports) if (r := cannot_judge(reports[i]))},
+        "excluded_tests": {i: reports[i]["excluded_tests"] for i in sorted(reports) if reports[i].get("excluded_tests")},
+    }
 
 
 def summarize(reports: dict[str, dict[str, Any]], total: int, label: str) -> dict[str, Any]:
@@ -320,13 +375,18 @@ def grade_batch(instances: list[Instance], predictions: dict[str, dict[str, Any]
                     if bar:
                         bar.advance(task)
     if predictions is not None:
-        summary = summarize({i: r[label] for i, r in results.items()}, len(instances), label)
+        graded = {i: r[label] for i, r in results.items()}
+        summary = {**summarize(graded, len(instances), label), **judge_notes(graded)}
     else:
         gold = {i: r["gold"] for i, r in results.items()}
         empty = {i: r["empty"] for i, r in results.items()}
+        why = {i: _why_not_judgeable(gold[i], empty[i], _gold_log(config, i)) for i in results}
         calib = {i: {"gold_resolved": gold[i].get("resolved", False), "empty_resolved": empty[i].get("resolved", False),
-                     "judgeable": not _why_not_judgeable(gold[i], empty[i]), "why_not": _why_not_judgeable(gold[i], empty[i])}
+                     "judgeable": not why[i], "why_not": why[i]}
                  for i in sorted(results)}
+        for i, c in calib.items():
+            if gold[i].get("excluded_tests") or empty[i].get("excluded_tests"):
+                c["excluded_tests"] = {**empty[i].get("excluded_tests", {}), **gold[i].get("excluded_tests", {})}
         summary = {
             **summarize(gold, len(instances), "calibrate"),
             "judgeable_ids": [i for i, c in calib.items() if c["judgeable"]],

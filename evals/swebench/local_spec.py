@@ -150,14 +150,50 @@ def requirements_from_mirror(instance: Instance, workspace: Path) -> list[str]:
     lines: list[str] = []
     req_dir = os.path.dirname(req_path)
     for line in text.splitlines():
-        if line.strip().startswith("-r"):
-            extra = _show(workspace, commit, os.path.normpath(os.path.join(req_dir, line.strip()[2:].strip())))
+        included = re.match(r"^\s*(?:-r|--requirement)[\s=]*(\S+)", _COMMENT.sub("", line))
+        if included:  # one level, as swebench does
+            extra = _show(workspace, commit, os.path.normpath(os.path.join(req_dir, included.group(1))))
             lines.extend((extra or "").splitlines())
         else:
             lines.append(line)
-    cleaned = clean_requirements("\n".join(lines))
-    skip = ("-e .", "#", ".[test", "-r")
-    return [ln.strip() for ln in cleaned.splitlines() if ln.strip() and not ln.strip().startswith(skip)]
+    return requirement_lines(clean_requirements("\n".join(lines)))
+
+
+# Options that are the project itself (installed by the install command) or that pip reads from a
+# requirements file only; the others pass through to pip unchanged.
+_SELF_INSTALL = re.compile(r"^(-e|--editable)\s*\.(\[[^\]]*\])?/?$|^\.(\[[^\]]*\])?/?$")
+_COMMENT = re.compile(r"(^|\s+)#.*$")  # pip's rule: '#' at the start or after whitespace (keeps #egg=)
+
+
+def requirement_lines(text: str) -> list[str]:
+    """The logical lines of a requirements file as pip reads them: continuations joined, comments
+    (also inline: `astroid==2.6.5  # Pinned`) removed, the project's own `-e .` / `.[test]`
+    dropped. Options (`-e URL`, `--hash`, `--pre`) and environment markers stay: the lines are
+    given to `pip install -r`, which understands them, never as command-line arguments."""
+    out: list[str] = []
+    for line in text.replace("\\\n", "").splitlines():
+        line = _COMMENT.sub("", line).strip()
+        if not line or line.startswith(("-r ", "--requirement")) or _SELF_INSTALL.match(line):
+            continue
+        out.append(line)
+    return out
+
+
+def requirement_problems(lines: list[str]) -> list[str]:
+    """Lines that are neither an option nor a valid PEP 508 requirement (packaging's parser);
+    they would make pip fail, so the grader says which before it runs."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    problems = []
+    for line in lines:
+        if line.startswith("-") or "://" in line or line.startswith((".", "/")):
+            continue
+        spec = re.split(r"\s+--?[a-z]", line, maxsplit=1)[0]  # per-requirement options: --hash=...
+        try:
+            Requirement(spec)
+        except InvalidRequirement as exc:
+            problems.append(f"{line!r}: {exc}")
+    return problems
 
 
 def environment_yml_from_mirror(instance: Instance, workspace: Path) -> list[str]:

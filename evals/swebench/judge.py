@@ -1,0 +1,135 @@
+"""What the local grader can and cannot judge on this machine, and why.
+
+Some tests cannot run here: they reach the network (httpbin.org, redirects, DNS), or they skip
+themselves (too few CPUs, a missing optional tool). swebench's rule counts a judged test that is
+skipped or absent from the log as failing, so such an instance would look unresolved for a reason
+that has nothing to do with the patch. Here those tests are found in the pytest summary (`-rA`),
+excluded from the verdict and listed with the reason, never silently; an instance whose every
+FAIL_TO_PASS test is excluded cannot be judged. Setup failures are told apart the same way:
+install (with pip's full message), environment, or a bug in the grader itself.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from typing import Any
+
+# A failure message that says the test needed the network.
+NETWORK = re.compile(
+    r"ConnectionError|ConnectTimeout|NewConnectionError|Max retries exceeded|Failed to establish a new connection|"
+    r"Name or service not known|Temporary failure in name resolution|nodename nor servname|getaddrinfo failed|"
+    r"Network is unreachable|No route to host|urlopen error|ProxyError|gaierror|Could not resolve host",
+    re.IGNORECASE,
+)
+CPU = re.compile(r"\bcpus?\b|cpu_count|\bcores?\b|processors|multiprocessing|parallel", re.IGNORECASE)
+_SKIP_LINE = re.compile(r"^SKIPPED \[\d+\] (?P<where>\S+?)(?::\d+)?:? (?P<reason>.*)$")
+_FAIL_LINE = re.compile(r"^(?:FAILED|ERROR) (?P<test>\S+) - (?P<message>.*)$")
+
+
+class InstallError(RuntimeError):
+    """A dependency or install step failed; `detail` is pip's whole error message."""
+
+    def __init__(self, message: str, detail: str) -> None:
+        super().__init__(message)
+        self.detail = detail
+
+
+def pip_error(output: str) -> str:
+    """pip's error message in full: from its first error line to the end (else the last 40 lines)."""
+    lines = output.rstrip().splitlines()
+    for i, line in enumerate(lines):
+        if re.match(r"^\s*(ERROR:|error:|× |╰─>|Traceback)", line):
+            return "\n".join(lines[i:])
+    return "\n".join(lines[-40:])
+
+
+def error_kind(exc: BaseException) -> str:
+    """install | environment (the machine or the data) | grader (a bug in this code)."""
+    from clover.evals.swebench.local_spec import SpecError
+    from clover.evals.swebench.workspace import WorkspaceError
+
+    if isinstance(exc, InstallError):
+        return "install"
+    if isinstance(exc, (SpecError, WorkspaceError, subprocess.SubprocessError, TimeoutError, OSError)):
+        return "environment"
+    return "grader"
+
+
+def failure_messages(log: str) -> dict[str, str]:
+    """{test id: message} from pytest's short summary (`FAILED id - message`)."""
+    out: dict[str, str] = {}
+    for line in log.splitlines():
+        m = _FAIL_LINE.match(line)
+        if m:
+            out[m.group("test")] = m.group("message").strip()
+    return out
+
+
+def skip_reasons(log: str) -> list[tuple[str, str]]:
+    """(where, reason) per `SKIPPED [n] path:line: reason` line; `where` is a file or a test id."""
+    return [(m.group("where"), m.group("reason").strip()) for line in log.splitlines()
+            if (m := _SKIP_LINE.match(line))]
+
+
+def why_excluded(reason: str, *, network: bool) -> str:
+    if network:
+        return f"needs the network: {reason[:200]}"
+    kind = "too few CPUs here" if CPU.search(reason) else "skipped here"
+    return f"{kind}: {reason[:200]}"
+
+
+def unrunnable_tests(log: str, judged: list[str], status_map: dict[str, str]) -> dict[str, str]:
+    """The judged tests that did not run for a reason of this machine: {test id: reason}.
+
+    - skipped (by id, or absent from the log while its file reports a skip),
+    - failed with a network error in the summary message."""
+    failures = failure_messages(log)
+    skips = skip_reasons(log)
+    out: dict[str, str] = {}
+    for test in judged:
+        status = status_map.get(test)
+        if status in ("FAILED", "ERROR") and NETWORK.search(failures.get(test, "")):
+            out[test] = why_excluded(failures[test], network=True)
+            continue
+        if status == "SKIPPED" or status is None:
+            path = test.split("::", 1)[0]
+            reasons = [r for where, r in skips if where in (test, path)]
+            if reasons:
+                out[test] = why_excluded(reasons[0], network=bool(NETWORK.search(reasons[0])))
+    return out
+
+
+def grade_on_subset(report: dict[str, Any], excluded: dict[str, str], gold: dict[str, Any],
+                    status_map: dict[str, str], eval_type: Any) -> None:
+    """Re-grade `report` without the excluded tests, saying so in the report."""
+    from swebench.harness.constants import FAIL_TO_PASS, PASS_TO_PASS, ResolvedStatus
+    from swebench.harness.grading import get_eval_tests_report, get_resolution_status
+
+    if not excluded:
+        return
+    kept = {**gold, FAIL_TO_PASS: [t for t in gold[FAIL_TO_PASS] if t not in excluded],
+            PASS_TO_PASS: [t for t in gold[PASS_TO_PASS] if t not in excluded]}
+    report["excluded_tests"] = dict(sorted(excluded.items()))
+    report["graded_on_subset"] = True
+    if not kept[FAIL_TO_PASS]:
+        report["resolved"] = False
+        report["cannot_judge"] = "every FAIL_TO_PASS test cannot run here: " + next(iter(excluded.values()))
+        report["cannot_judge_kind"] = _kind_of(next(iter(excluded.values())))
+        return
+    tests = get_eval_tests_report(status_map, kept, eval_type=eval_type)
+    report["tests_status"] = tests
+    report["resolved"] = get_resolution_status(tests) == ResolvedStatus.FULL.value
+
+
+def _kind_of(reason: str) -> str:
+    return "network" if reason.startswith("needs the network") else "cpu" if reason.startswith("too few CPUs") else "skipped"
+
+
+def cannot_judge(report: dict[str, Any]) -> str:
+    """Why this one report cannot be trusted as a verdict here ('' when it can)."""
+    if report.get("error"):
+        kind = report.get("error_kind", "environment")
+        label = {"install": "install failed", "grader": "grader bug", "environment": "environment error"}[kind]
+        return f"{label}: {report['error']}"
+    return str(report.get("cannot_judge", ""))
