@@ -1,18 +1,20 @@
 """Training data for the embedded Clover: tokenised, packed sequences with a loss mask.
 
 Two sources, packed into one stream of fixed-length rows:
-- oracle trajectories (evals/synthfix/oracle.py JSONL): ChatML text where only the assistant spans
-  are targets (thinking, calls, answers); system prompt, issue and tool outputs are context;
+- rendered trajectories ({"text", "spans"} JSONL, or oracle trajectories with a renderer passed in):
+  ChatML text where only the assistant spans are targets (thinking, calls, answers); system prompt,
+  issue and tool outputs are context;
 - plain Python code from this machine's standard library (every token a target), for language
   modelling.
 
 Documents are joined with `<|endoftext|>` and cut into rows of `seq_len` tokens. The result is one
 file, `packed.pt` = {"ids": int32 [N, L], "target": bool [N, L], "meta": {...}}:
 
-    python -m clover.model.data --tokenizer tok.json --trajectories oracle.jsonl --out DIR [--seq 2048]
+    python -m clover.evals.synthfix.dataset --tokenizer tok.json --trajectories oracle.jsonl --out DIR
+    python -m clover.model.data --tokenizer tok.json --trajectories rendered.jsonl --out DIR [--seq 2048]
 
-model/ knows nothing of evals/: the trajectory renderer is passed in (or imported lazily by the
-CLI), and rendered records may also be given directly as {"text", "spans"} JSONL.
+model/ knows nothing of evals/: the trajectory renderer is passed in; evals/synthfix/dataset.py is the
+entry point that renders SynthFix oracle trajectories.
 """
 
 from __future__ import annotations
@@ -248,8 +250,9 @@ def load_packed(data_dir: Path) -> tuple[torch.Tensor, torch.Tensor, dict[str, A
     return blob["ids"].long(), blob["target"], blob["meta"]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m clover.model.data", description=__doc__.split("\n\n")[0])
+def make_parser(prog: str = "python -m clover.model.data") -> argparse.ArgumentParser:
+    """The packing options; evals/synthfix/dataset.py adds its rendering options to the same parser."""
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokenizer", type=Path, required=True)
     parser.add_argument("--trajectories", type=Path, nargs="*", default=[])
     parser.add_argument("--out", type=Path, required=True)
@@ -264,11 +267,10 @@ def main(argv: list[str] | None = None) -> int:
                              "embedded model's last phase is assistant-only")
     parser.add_argument("--copy-fraction", type=float, default=0.0,
                         help="share of synthetic copying rows (random chunks repeated), --align end only")
-    parser.add_argument("--renamed-copies", type=int, default=0,
-                        help="SynthFix trajectories: this many copies each with fresh identifiers "
-                             "(evals/synthfix/augment.py) instead of the original")
-    parser.add_argument("--tool-prompt", choices=["full", "compact"], default="full",
-                        help="how the system prompt lists tools: the model config's tool_prompt")
+    return parser
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     for p in [args.tokenizer, *args.trajectories]:
         if not p.is_file():
@@ -277,23 +279,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--code-fraction must be in [0, 1)")
     if not 0 <= args.copy_fraction < 1:
         parser.error("--copy-fraction must be in [0, 1)")
-    render = None
-    if args.trajectories:
-        try:  # the CLI may reach into evals/; the library functions above do not
-            from functools import partial
+    return args
 
-            from clover.evals.synthfix.oracle import render_trajectory
 
-            render = partial(render_trajectory, tool_prompt=args.tool_prompt)
-        except ImportError:
-            render = None
-    variants = None
-    if args.renamed_copies > 0:
-        from clover.evals.synthfix.augment import rename_trajectory
-
-        def variants(traj: dict) -> list[dict]:
-            return [rename_trajectory(traj, (args.seed, k)) for k in range(args.renamed_copies)]
-
+def run(
+    args: argparse.Namespace,
+    render: Callable[[dict, int], tuple[str, list[tuple[int, int]]]] | None = None,
+    variants: Callable[[dict], list[dict]] | None = None,
+) -> int:
+    """Build the packed data for parsed options; prints the meta. Exit code 1 on bad data."""
     start = time.perf_counter()
     try:
         meta = build(args.tokenizer, args.trajectories, args.out, seq_len=args.seq,
@@ -304,6 +298,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(json.dumps(meta), f"({time.perf_counter() - start:.0f}s)")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Pre-rendered {"text", "spans"} records only; SynthFix oracle trajectories go through
+    `python -m clover.evals.synthfix.dataset` (same options, plus the rendering ones)."""
+    return run(parse_args(make_parser(), argv))
 
 
 if __name__ == "__main__":

@@ -120,3 +120,22 @@ def test_cli_refuses_heldout(tmp_path, capsys) -> None:
     with pytest.raises(SystemExit):
         main(["--instances", str(path), "--out", str(tmp_path / "o.jsonl")])
     assert "held-out" in capsys.readouterr().err
+
+
+def test_dataset_entry_renders_trajectories_and_model_data_refuses_them(tmp_path, capsys) -> None:
+    # model/ knows nothing of evals/: raw oracle trajectories need the SynthFix entry point's renderer.
+    from pathlib import Path
+
+    from clover.evals.synthfix import dataset
+    from clover.model import data
+
+    traj = tmp_path / "oracle.jsonl"
+    traj.write_text(json.dumps({**_traj(), "instance_id": "x-1"}) + "\n")
+    tok = Path(__file__).resolve().parents[1] / "model" / "weights" / "tokenizer.json"
+    common = ["--tokenizer", str(tok), "--trajectories", str(traj), "--seq", "512", "--code-fraction", "0",
+              "--align", "end"]  # fmt: skip
+    assert data.main([*common, "--out", str(tmp_path / "raw")]) == 1
+    assert "need a renderer" in capsys.readouterr().err
+    assert dataset.main([*common, "--out", str(tmp_path / "p"), "--renamed-copies", "2"]) == 0
+    meta = json.loads((tmp_path / "p" / "meta.json").read_text())
+    assert meta["trajectories"] == 2 and meta["trajectory_target_tokens"] > 0
