@@ -106,7 +106,7 @@ def test_dangerous_probes_are_denied_in_every_mode(mode, command):
 
 @pytest.mark.parametrize("command", ["git status", "ls -la", "pytest -q", "git status && ls -la", "ls 2>&1",
                                      "pytest -q 2>/dev/null",
-                                     "timeout 60 pytest -q", "cd_missing=1 ls", "ls | cat", "pytest -q; ls"])
+                                     "timeout 60 pytest -q", "LANG=C ls", "ls | cat", "pytest -q; ls"])
 def test_allowed_commands_stay_allowed(command):
     policy = PermissionPolicy("ask", allow=ALLOW, deny=DENY)
     assert policy.decide("bash", {"command": command}, False)[0] == "allow", command
@@ -115,7 +115,8 @@ def test_allowed_commands_stay_allowed(command):
 @pytest.mark.parametrize("command", ["ls; rm x", "git status && git push", "echo $(whoami)", "sudo ls",
                                      "ls $(rm x)", "$CMD", "curl x | sh -s", "git push origin main",
                                      "bash -c 'ls; rm x'", "cat f | python", "ls > listing.txt",
-                                     "echo hi >> ~/.bashrc", "git status &> out"])
+                                     "echo hi >> ~/.bashrc", "git status &> out",
+                                     "cd_missing=1 ls"])  # an env prefix is part of the command
 def test_partly_allowed_commands_ask(command):
     policy = PermissionPolicy("ask", allow=ALLOW, deny=DENY)
     decision, _ = policy.decide("bash", {"command": command}, False)
@@ -135,14 +136,16 @@ def test_dynamic_code_is_never_allowed_by_rules():
     assert policy.decide("bash", {"command": "$X ls"}, False)[0] == "ask"
 
 
-@pytest.mark.parametrize("command", ["echo 'unterminated", "case $x in a) ls;; esac", "ls $((1+1))"])
+@pytest.mark.parametrize("command", ["echo 'unterminated", "case $x in a) ls;; esac", "ls $((i+1))"])
 def test_unparsable_falls_back_to_ask(command):
     decision, reason = PermissionPolicy("ask", allow=["bash(*)"]).decide("bash", {"command": command}, False)
     assert decision == "ask" and "parse" in reason
     assert PermissionPolicy("auto-edit", allow=ALLOW).decide("bash", {"command": command}, False)[0] == "ask"
     assert PermissionPolicy("plan").decide("bash", {"command": command}, False)[0] == "deny"
-    # yolo means everything runs that no deny rule catches, parsed or not
-    assert PermissionPolicy("yolo", deny=DENY).decide("bash", {"command": command}, False)[0] == "allow"
+    # yolo runs what no deny rule can match: without deny rules that is everything, parsed or not;
+    # with deny rules a line that cannot be checked is refused (issue 14)
+    assert PermissionPolicy("yolo").decide("bash", {"command": command}, False)[0] == "allow"
+    assert PermissionPolicy("yolo", deny=DENY).decide("bash", {"command": command}, False)[0] == "deny"
 
 
 def test_modes_for_each_kind_of_tool():

@@ -71,7 +71,7 @@ def test_unparsable_input_sets_error_and_still_splits():
     assert any(c.argv[:2] == ["rm", "-rf"] for c in r.commands)
     r = parse_shell("echo 'unterminated; rm -rf y")
     assert not r.ok
-    r = parse_shell("echo $((1+2)) && rm -rf y")
+    r = parse_shell("echo $((i+2)) && rm -rf y")  # a name in arithmetic can run code
     assert not r.ok and ["rm", "-rf", "y"] in [c.argv for c in r.commands]
 
 

@@ -21,7 +21,8 @@ from fnmatch import fnmatchcase
 from typing import Any, Literal
 
 from clover.core.protocols import Tool, ToolCall
-from clover.tools.shellparse import ParsedShell, canonical_flags, parse_shell
+from clover.tools.shellnorm import canonical_argv, glob_prefix_feasible
+from clover.tools.shellparse import ParsedShell, parse_shell
 
 Decision = Literal["allow", "ask", "deny"]
 Answer = Literal["yes", "no", "always"]
@@ -32,6 +33,7 @@ _MODE_ALIASES = {"auto_edit": "auto-edit", "autoedit": "auto-edit", "accept-edit
                  "default": "ask", "bypass": "yolo"}
 SHELL_TOOLS = {"bash", "shell"}
 EDIT_TOOLS = {"create", "str_replace", "insert"}
+READ_TOOLS = {"view", "grep", "glob", "outline"}  # what `read(...)` rules cover (their `path`)
 _RULE = re.compile(r"^\s*([A-Za-z_][\w.-]*)\s*(?:\((.*)\))?\s*$", re.S)
 _MAIN_ARG_KEYS = ("command", "subcommand", "pattern", "query", "url", "path", "file", "name")
 _PATH_KEYS = ("path", "file", "file_path", "filename")
@@ -63,13 +65,16 @@ class Rule:
         self.pipe = self.pattern is not None and "|" in self.pattern and self.tool in SHELL_TOOLS
         if self.pipe:
             self.pattern = re.sub(r"\s*\|\s*", " | ", self.pattern)
-        self.canonical = " ".join(canonical_flags(self.pattern.split(" "))) if self.pattern else None
+        shell = self.pattern is not None and self.tool in SHELL_TOOLS
+        self.canonical = " ".join(canonical_argv(self.pattern.split(" "))) if shell else self.pattern
 
     def applies_to(self, tool_name: str) -> bool:
         if self.tool == tool_name:
             return True
         if self.tool == "edit":
             return tool_name in EDIT_TOOLS
+        if self.tool == "read":
+            return tool_name in READ_TOOLS
         return self.tool in SHELL_TOOLS and tool_name in SHELL_TOOLS
 
     def matches_text(self, text: str, path_like: bool = False, fold: bool = False) -> bool:
@@ -127,28 +132,55 @@ class PermissionPolicy:
                                       remembered)
         key = self.main_key(name, args, main_key)
         subject = self.subject(name, args, key)
-        path_like = key in _PATH_KEYS
         label = f"{name}({subject})" if subject else name
 
-        def hit(rules: list[Rule], fold: bool = False) -> Rule | None:
-            return next((r for r in rules if r.applies_to(name) and r.matches_text(subject, path_like, fold)),
-                        None)
+        def hit(rules: list[Rule], every: bool = False) -> Rule | None:
+            """A path rule sees the path as given and resolved (links followed): deny and ask rules
+            need one to match, allow rules both, so an alias of a protected file stays protected."""
+            for rule in rules:
+                if not rule.applies_to(name):
+                    continue
+                subjects, path_like = self._subjects(rule, name, args, key)
+                # deny rules on paths ignore case: `EDIT(.ENV)` is `.env` on macOS and Windows
+                fold = path_like and rules is self.deny
+                found = [rule.matches_text(sub, path_like, fold) for sub in subjects]
+                if all(found) if every else any(found):
+                    return rule
+            return None
 
-        # deny rules on paths ignore case: `EDIT(.ENV)` is `.env` on macOS and Windows
-        if rule := hit(self.deny, fold=path_like):
+        if rule := hit(self.deny):
             return "deny", f"{label} is denied by rule {rule.text}"
-        if hit(remembered):
+        if self.mode == "plan" and not read_only:  # ask and allow rules never open plan mode
+            return "deny", f"plan mode: {label} would change files or run commands; only read-only tools run"
+        if hit(remembered, every=True):
             return "allow", f"{label} was approved earlier in this session"
         if rule := hit(self.ask):
             return "ask", f"{label} needs approval (rule {rule.text})"
         if read_only:
             return "allow", f"{label} is read-only"
-        if rule := hit(self.allow):
-            if self.mode == "plan":
-                return "deny", f"plan mode: {label} would change files; only read-only tools run"
+        if rule := hit(self.allow, every=True):
             return "allow", f"{label} is allowed by rule {rule.text}"
         is_edit = name in EDIT_TOOLS or name == "git"
         return self._by_mode(label, "edit" if is_edit else "action")
+
+    def _subjects(self, rule: Rule, name: str, args: dict[str, Any], key: str | None) -> tuple[list[str], bool]:
+        """What `rule` is matched against: for `edit(...)`/`read(...)` rules and path arguments, the
+        path as given and resolved; else the main argument."""
+        if rule.tool in ("edit", "read") and rule.tool != name:
+            raw = args.get("path")
+            raw = raw if isinstance(raw, str) and raw else ("." if name in READ_TOOLS else "")
+            return self._path_forms(raw), True
+        if key in _PATH_KEYS:
+            return self._path_forms(str(args.get(key) or "")), True
+        return [self.subject(name, args, key)], False
+
+    def _path_forms(self, path: str) -> list[str]:
+        forms = [self._norm_path(path)]
+        if path and self.root:
+            real = os.path.realpath(os.path.join(self.root, os.path.expanduser(path)))
+            inside = real == self.root or real.startswith(self.root + os.sep)
+            forms.append(os.path.relpath(real, self.root) if inside else real)
+        return list(dict.fromkeys(forms))
 
     @staticmethod
     def main_key(name: str, args: dict[str, Any], hint: str | None = None) -> str | None:
@@ -189,27 +221,55 @@ class PermissionPolicy:
     # ----------------------------------------------------------------------- shell
 
     def _decide_shell(self, name: str, command: str, remembered: list[Rule]) -> tuple[Decision, str]:
+        """Deny rules first, on every spelling; then, where deny rules exist and the line cannot be
+        proven not to match one (see `_undecided`), yolo refuses and the other modes ask."""
         parsed = parse_shell(command)
         shown = _squash(command)
         label = f"bash({shown[:200]})"
         if rule := self._shell_hit(self.deny, name, parsed, shown, "deny"):
             return "deny", f"{label} is denied by rule {rule.text}"
+        if self.mode == "plan":  # ask and allow rules never open plan mode
+            return "deny", f"plan mode: {label} would run a command; only read-only tools run"
         exact = any(r.applies_to(name) and r.matches_text(shown) for r in remembered if r.pattern)
-        if exact or (parsed.ok and self._all_match(remembered, name, parsed)):
+        if exact:
+            return "allow", f"{label} was approved earlier in this session"
+        if why := self._undecided(self.deny, name, parsed):
+            if self.mode == "yolo":
+                return "deny", (f"{label} cannot be checked against the deny rules: {why}. Write the "
+                                "command out literally (no variables or aliases as commands)")
+            return "ask", f"{label} cannot be checked against the deny rules ({why}); needs approval"
+        if parsed.ok and self._all_match(remembered, name, parsed):
             return "allow", f"{label} was approved earlier in this session"
         if rule := self._shell_hit(self.ask, name, parsed, shown, "ask"):
             return "ask", f"{label} needs approval (rule {rule.text})"
-        if not parsed.ok:
+        if why := self._undecided(self.ask, name, parsed):
+            return "ask", f"{label} may match an ask rule ({why}); needs approval"
+        if why := parsed.undecidable():
             if self.mode == "yolo":
-                return "allow", f"yolo mode allows {label} (not fully parsed: {parsed.error})"
-            if self.mode == "plan":
-                return "deny", f"plan mode: {label} would run a command; only read-only tools run"
-            return "ask", f"{label}: {parsed.error}; needs approval"
+                return "allow", f"yolo mode allows {label} (not fully checked: {why})"
+            return "ask", f"{label}: {why}; needs approval"
         if self._all_match(self.allow, name, parsed):
-            if self.mode == "plan":
-                return "deny", f"plan mode: {label} would run a command; only read-only tools run"
             return "allow", f"{label} is allowed by the allow rules"
         return self._by_mode(label, "action")
+
+    def _undecided(self, rules: list[Rule], name: str, parsed: ParsedShell) -> str | None:
+        """Why some rule in `rules` might match what the line runs although no spelling of it
+        does: the line is unparsed or opaque, or a command's arguments are partly unknown and a
+        rule names its program. None when every rule is proven not to match."""
+        rules = [r for r in rules if r.applies_to(name)]
+        if not rules:
+            return None
+        if why := parsed.undecidable():
+            return why
+        for cmd in parsed.commands:
+            prog = cmd.program()
+            if not cmd.open_tail or prog is None:
+                continue
+            for rule in rules:
+                pats = [p for p in (rule.pattern, rule.canonical) if p]
+                if rule.pattern is None or any(glob_prefix_feasible(prog + " ", p) for p in pats):
+                    return f"`{cmd.text[:80]}` has arguments only known when it runs, and rule {rule.text} names {prog}"
+        return None
 
     def _shell_hit(self, rules: list[Rule], name: str, parsed: ParsedShell, whole: str,
                    kind: str) -> Rule | None:
@@ -236,7 +296,7 @@ class PermissionPolicy:
         if not rules:
             return False
         judged = [c for c in parsed.commands if not c.carrier]
-        if not judged or any(c.dynamic for c in parsed.commands):
+        if not judged or parsed.opaque or any(c.dynamic or c.opaque for c in parsed.commands):
             return False
         if any(c.writes for c in parsed.commands):
             return False  # `cmd > file` writes a file: rules about `cmd` alone do not cover that
@@ -262,17 +322,19 @@ _SHORT_CLUSTER = re.compile(r"^-[A-Za-z]+$")
 
 
 def _narrowed(form: str, rule: Rule) -> str | None:
-    """`prog -abc rest` spelled with the rule's flag cluster when that cluster is a subset of it."""
+    """`prog -abc rest` spelled with the rule's flag cluster when that cluster is a subset of it
+    (the cluster follows the program: `rm -fr`, `git push -f`)."""
     if not rule.canonical:
         return None
     want, have = rule.canonical.split(" "), form.split(" ")
-    if len(want) < 2 or len(have) < 2 or want[0] != have[0]:
+    at = next((i for i, w in enumerate(want) if _SHORT_CLUSTER.match(w)), None)
+    if at is None or at == 0 or len(have) <= at or want[:at] != have[:at]:
         return None
-    if not (_SHORT_CLUSTER.match(want[1]) and _SHORT_CLUSTER.match(have[1])) or want[1] == have[1]:
+    if not _SHORT_CLUSTER.match(have[at]) or want[at] == have[at]:
         return None
-    if not set(want[1][1:]) <= set(have[1][1:]):
+    if not set(want[at][1:]) <= set(have[at][1:]):
         return None
-    return " ".join([have[0], want[1], *have[2:]])
+    return " ".join([*have[:at], want[at], *have[at + 1:]])
 
 
 def _pipeline_texts(parsed: ParsedShell) -> list[str]:

@@ -6,6 +6,15 @@ in `$(...)`, backticks, `<(...)`, subshells, loops, functions, `bash -c` / `sh -
 just run their argument (`env`, `sudo`, `nohup`, `timeout`, `command`, `nice`, ...) are peeled off so
 a rule about `rm` also sees `sudo rm`. When bashlex cannot parse the line, `error` is set and
 `commands` holds a crude best-effort split, good enough for deny rules but never for allowing.
+
+What cannot be decided from the text is recorded, never guessed: a program name that comes from an
+expansion (`$X`, `$'rm'`, a glob or brace in the name), alias/function/trap/hash/enable definitions,
+`shopt -s expand_aliases`, a risky environment name set as a prefix or exported (PATH, BASH_ENV,
+LD_PRELOAD, GIT_*, ... see tools/shellnorm.py), `git -c` (aliases, pagers) and git subcommands that
+are not git's own (aliases). Such a command has `opaque` set (or the line has `ParsedShell.opaque`);
+a command whose arguments are only partly known (`rm $F`, `xargs rm`) has `open_tail` set. Code in
+files (scripts, `source`, `make`, `python -c`) is not looked into: deny rules cannot see inside it.
+Here-document bodies are scanned for `$(...)` and backticks whether or not the delimiter is quoted.
 """
 
 from __future__ import annotations
@@ -16,6 +25,18 @@ import shlex
 from dataclasses import dataclass, field
 
 import bashlex
+
+from clover.tools.shellnorm import (
+    GIT_COMMANDS,
+    GIT_GLOBAL_ARG,
+    canonical_argv,
+    env_name,
+    expand_braces,
+    harmless_env,
+    has_glob,
+    program_key,
+    risky_env,
+)
 
 SHELLS = {"sh", "bash", "zsh", "dash", "ksh", "ash", "mksh", "fish"}
 PRIVILEGED = {"sudo", "doas", "su", "pkexec", "run0"}
@@ -45,7 +66,16 @@ _WRAPPER_ARGOPTS: dict[str, set[str]] = {
 }
 # wrappers followed by one positional argument before the command (duration, priority, cpu mask)
 _WRAPPER_POSITIONAL = {"timeout": 1, "chrt": 1, "taskset": 1}
-_WRITE_REDIRECTS = {">", ">>", ">|", "&>", "&>>", ">&"}
+_WRITE_REDIRECTS = {">", ">>", ">|", "&>", "&>>", ">&", "<>"}
+# builtins that change how later words are run: their effect cannot be followed statically
+_OPAQUE_BUILTINS = {"alias": "defines an alias", "hash": "sets a command hash", "enable": "loads builtins",
+                    "trap": "sets a trap"}
+# builtins that assign variables (checked for risky names such as PATH or GIT_CONFIG_*)
+_ASSIGNING = {"export", "declare", "typeset", "local", "readonly", "read", "mapfile", "readarray", "getopts",
+              "let"}
+# `git -c KEY=VALUE` keys that cannot run code or rename commands
+_SAFE_GIT_CONFIG = re.compile(r"(?i)^(user\.\w+|color\.[\w.]+|advice\.\w+|init\.defaultbranch|commit\.gpgsign"
+                              r"|tag\.gpgsign|core\.quotepath|core\.autocrlf|log\.\w+|pull\.rebase|gc\.auto)=")
 _FIND_EXEC = {"-exec", "-execdir", "-ok", "-okdir"}
 _MAX_DEPTH = 8
 _MAX_LEN = 100_000
@@ -72,7 +102,10 @@ class SimpleCommand:
     carrier: bool = False
     dynamic: bool = False
     heredoc: str | None = field(default=None, repr=False)  # text fed on stdin by <<EOF / <<<
-    writes: list[str] = field(default_factory=list)  # files written by `>`, `>>`, `&>` redirects
+    writes: list[str] = field(default_factory=list)  # files written by `>`, `>>`, `&>`, `<>` redirects
+    assigns: list[str] = field(default_factory=list)  # `VAR=value` prefixes (also `env VAR=value`)
+    opaque: str | None = None  # why what runs cannot be known from the text (see the module doc)
+    open_tail: bool = False  # some arguments are unknown (`rm $F`, `xargs rm`): only the program is
 
     @property
     def text(self) -> str:
@@ -87,15 +120,25 @@ class SimpleCommand:
             if base[0] == "git":  # `git -C dir -c k=v push --force` is still `git push --force`
                 plain = _strip_git_globals(base)
                 forms += [" ".join(plain), " ".join(canonical_flags(plain))]
+            expanded = [e for w in base for e in expand_braces(w)]
+            forms += [" ".join(expanded), " ".join(canonical_argv(base)), " ".join(canonical_argv(expanded))]
             if self.writes:  # lets `bash(* > /etc/*)` style rules see redirect targets
                 forms.append(" ".join(base + [f"> {w}" for w in self.writes]))
+            if self.assigns:  # `bash(GIT_CONFIG* *)` style rules see the prefixes
+                forms.append(" ".join([*self.assigns, *base]))
         return list(dict.fromkeys(f for f in forms if f))
 
+    def program(self) -> str | None:
+        """`rm`, `git push`: what a rule must name to match this command whatever its unknown tail."""
+        return program_key(self.argv)[0] if self.argv and not self.dynamic else None
+
     def allow_forms(self) -> list[str]:
-        """Spellings an allow rule may match: as written, or with harmless wrappers removed."""
-        forms = [" ".join(self.words)]
+        """Spellings an allow rule may match: as written, or with harmless wrappers removed.
+        Environment prefixes stay visible unless harmless (LANG, TZ, ...; see tools/shellnorm.py)."""
+        shown = [a for a in self.assigns if not harmless_env(env_name(a))]
+        forms = [" ".join([*shown, *self.words])]
         if not PRIVILEGED.intersection(self.wrappers):
-            forms.append(" ".join(self.argv))
+            forms.append(" ".join([*shown, *self.argv]))
         return list(dict.fromkeys(f for f in forms if f))
 
 
@@ -104,20 +147,28 @@ class ParsedShell:
     commands: list[SimpleCommand] = field(default_factory=list)
     pipelines: list[list[SimpleCommand]] = field(default_factory=list)  # two or more commands
     error: str | None = None  # set when the line could not be parsed; commands are then a guess
+    opaque: list[str] = field(default_factory=list)  # line-level reasons what runs is unknowable
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
+    def undecidable(self) -> str | None:
+        """Why this line cannot be fully checked (unparsed, opaque), or None."""
+        if self.error:
+            return f"it could not be parsed ({self.error})"
+        if self.opaque:
+            return self.opaque[0]
+        return next((f"`{c.text[:80]}` {c.opaque}" for c in self.commands if c.opaque), None)
 
-_GIT_GLOBAL_ARG = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path", "--config-env"}
+
 
 
 def _strip_git_globals(argv: list[str]) -> list[str]:
     """`git [global options] CMD ...` -> `git CMD ...` (options before the subcommand only)."""
     i = 1
     while i < len(argv) and argv[i].startswith("-"):
-        i += 2 if argv[i] in _GIT_GLOBAL_ARG else 1
+        i += 2 if argv[i] in GIT_GLOBAL_ARG else 1
     return [argv[0], *argv[i:]]
 
 
@@ -183,7 +234,11 @@ def _parse_into(text: str, out: ParsedShell, depth: int) -> None:
 
 
 def _prepare(text: str) -> str:
-    """Rewrite two common forms bashlex lacks into equivalents it reads (analysis only)."""
+    """Rewrite forms bashlex lacks into equivalents it reads (analysis only): `[[ ]]`, `time`,
+    quoted here-doc delimiters (bodies are scanned either way), arithmetic on plain numbers."""
+    text = re.sub(r"<<(-?)[ \t]*(['\"])([\w.-]+)\2", r"<<\1\3", text)
+    text = re.sub(r"<<(-?)[ \t]*\\([\w.-]+)", r"<<\1\2", text)
+    text = re.sub(r"\$\(\(([\d\s+\-*/%<>=!&|^~?:]*)\)\)", "0", text)
     text = re.sub(r"(?<![^\s;&|(])\[\[(?=\s)", "[", text)
     text = re.sub(r"(?<=\s)\]\](?=$|[\s;&|)])", "]", text)
     return re.sub(r"(^|[;&|(]\s*|\n\s*)time\s+(?:-p\s+)?", r"\1", text)
@@ -194,6 +249,11 @@ def _walk(node, out: ParsedShell, depth: int) -> None:
     if kind == "command":
         _command_node(node, out, depth)
         return
+    if kind == "parameter":  # `${X:-$(cmd)}`: bashlex leaves the inner substitution as text
+        _scan_into(getattr(node, "value", "") or "", out, depth)
+        return
+    if kind == "function":
+        out.opaque.append("it defines a shell function (it can stand in for any command)")
     if kind == "pipeline":
         members: list[SimpleCommand] = []
         prev_literal: str | None = None
@@ -221,6 +281,7 @@ def _command_node(node, out: ParsedShell, depth: int, stdin_text: str | None = N
                   piped: bool = False) -> SimpleCommand | None:
     words: list[str] = []
     dynamic: list[bool] = []
+    assigns: list[str] = []
     stdin_script: str | None = None
     has_stdin_redirect = False
     writes: list[str] = []
@@ -229,10 +290,13 @@ def _command_node(node, out: ParsedShell, depth: int, stdin_text: str | None = N
         if pk == "word":
             words.append(part.word)
             dynamic.append(_is_dynamic(part))
+        elif pk == "assignment" and not words:
+            assigns.append(part.word)
         elif pk == "redirect":
             rtype = getattr(part, "type", "")
             if rtype in ("<<", "<<-") and getattr(part, "heredoc", None) is not None:
                 stdin_script = _heredoc_body(part.heredoc.value, getattr(part.output, "word", ""))
+                _scan_into(stdin_script, out, depth)  # `$(...)` in a body runs when the line runs
             elif rtype == "<<<":
                 stdin_script = getattr(part.output, "word", "")
             elif rtype == "<":
@@ -246,14 +310,66 @@ def _command_node(node, out: ParsedShell, depth: int, stdin_text: str | None = N
                 if child is not None and hasattr(child, "kind"):
                     _walk(child, out, depth)
     if not words:
+        risky = [env_name(a) for a in assigns if risky_env(env_name(a))]
+        if risky:
+            out.opaque.append(f"it sets {risky[0]}, which changes what later commands run")
         return None
     if stdin_script is None and piped and not has_stdin_redirect:
         stdin_script = stdin_text if stdin_text is not None else ""  # "" = unseen piped code
-    cmd = _add_command(words, dynamic, out, depth, stdin_script)
+    cmd = _add_command(words, dynamic, out, depth, stdin_script, assigns)
     cmd.writes = writes
     if stdin_script is not None and not piped:
         cmd.heredoc = stdin_script
     return cmd
+
+
+def _scan_into(text: str, out: ParsedShell, depth: int) -> None:
+    """Parse the `$(...)`, backtick and `<(...)` bodies inside text bashlex keeps opaque."""
+    scripts, ok = _substitutions(text)
+    if not ok:
+        out.opaque.append("it has an unbalanced substitution inside an expansion or here-document")
+    for script in scripts:
+        _parse_into(script, out, depth + 1)
+
+
+def _substitutions(text: str) -> tuple[list[str], bool]:
+    """Bodies of `$(...)`, `<(...)`, `>(...)` and `...` in text; quotes are not honoured (over-
+    approximating is safe). False when one is left open."""
+    found: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "`":
+            end = text.find("`", i + 1)
+            if end == -1:
+                return found, False
+            found.append(text[i + 1:end])
+            i = end + 1
+            continue
+        if ch in "$<>" and text.startswith("(", i + 1):
+            depth, j = 0, i + 1
+            while j < len(text):
+                if text[j] == "(":
+                    depth += 1
+                elif text[j] == ")":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                j += 1
+            if j >= len(text):
+                return found, False
+            body = text[i + 2:j]
+            if not (ch == "$" and body.startswith("(")):  # `$((...))` arithmetic: scan inside it
+                found.append(body)
+                i = j + 1
+                continue
+            i += 3
+            continue
+        i += 1
+    return found, True
 
 
 def _is_dynamic(word_node) -> bool:
@@ -285,12 +401,15 @@ def _literal_output(cmd: SimpleCommand | None) -> str | None:
 
 
 def _add_command(words: list[str], dynamic: list[bool], out: ParsedShell, depth: int,
-                 stdin_script: str | None = None) -> SimpleCommand:
-    argv, dyn, wrappers = _peel(words, dynamic)
-    cmd = SimpleCommand(words=list(words), argv=argv, wrappers=wrappers, dynamic=bool(dyn and dyn[0]))
+                 stdin_script: str | None = None, assigns: list[str] | None = None) -> SimpleCommand:
+    env_assigns: list[str] = []
+    argv, dyn, wrappers = _peel(words, dynamic, env_assigns)
+    cmd = SimpleCommand(words=list(words), argv=argv, wrappers=wrappers, dynamic=bool(dyn and dyn[0]),
+                        assigns=[*(assigns or []), *env_assigns])
     out.commands.append(cmd)
     if not argv:
         return cmd
+    _judge(cmd, dyn)
     prog = os.path.basename(argv[0])
     nested: list[str] = []
     if prog in SHELLS:
@@ -309,6 +428,10 @@ def _add_command(words: list[str], dynamic: list[bool], out: ParsedShell, depth:
     elif prog == "eval":
         nested.append(" ".join(argv[1:]))
         cmd.carrier = True
+    elif prog == "trap" and len(argv) > 1 and not argv[1].startswith("-"):  # its code runs later
+        nested.append(argv[1])
+    elif prog == "alias":  # so is an alias's
+        nested += [a.split("=", 1)[1] for a in argv[1:] if "=" in a]
     elif prog in ("su", "flock", "watch"):
         script = _dash_c_value(argv) if prog != "watch" else " ".join(_skip_opts(argv[1:], {"-n", "-d"}))
         if script:
@@ -321,8 +444,54 @@ def _add_command(words: list[str], dynamic: list[bool], out: ParsedShell, depth:
     return cmd
 
 
-def _peel(words: list[str], dynamic: list[bool]) -> tuple[list[str], list[bool], list[str]]:
-    """Strip wrappers (`sudo -u x`, `env A=1`, `timeout 5`, `xargs -0`, a leading `\\`)."""
+def _judge(cmd: SimpleCommand, dyn: list[bool]) -> None:
+    """Set `opaque` / `open_tail` (see the module doc)."""
+    argv = cmd.argv
+    prog = os.path.basename(argv[0])
+    risky = [env_name(a) for a in cmd.assigns if risky_env(env_name(a))]
+    if cmd.dynamic:
+        cmd.opaque = "takes its program name from an expansion"
+    elif has_glob(argv[0]) or expand_braces(argv[0]) != [argv[0]]:
+        cmd.opaque = "takes its program name from a glob or brace expansion"
+        cmd.dynamic = True
+    elif risky:
+        cmd.opaque = f"sets {risky[0]}, which changes what the command runs"
+    elif prog in _OPAQUE_BUILTINS:
+        cmd.opaque = f"{_OPAQUE_BUILTINS[prog]} (it can stand in for any command)"
+    elif prog == "shopt" and "expand_aliases" in argv:
+        cmd.opaque = "turns on aliases (they can stand in for any command)"
+    elif prog in _ASSIGNING or (prog == "printf" and "-v" in argv):
+        names = [env_name(a) for a in argv[1:] if not a.startswith("-")]
+        if bad := next((n for n in names if risky_env(n)), None):
+            cmd.opaque = f"sets {bad}, which changes what later commands run"
+    elif prog == "git":
+        cmd.opaque = _git_opaque(argv, dyn)
+    unknown = any(d or (w.startswith("-") and has_glob(w)) for w, d in zip(argv, dyn, strict=False))
+    cmd.open_tail = unknown or "xargs" in cmd.wrappers
+
+
+def _git_opaque(argv: list[str], dyn: list[bool]) -> str | None:
+    i = 1
+    while i < len(argv) and argv[i].startswith("-"):
+        opt = argv[i]
+        value = argv[i + 1] if i + 1 < len(argv) else ""
+        if opt == "-c" and not _SAFE_GIT_CONFIG.match(value):
+            return f"sets git configuration `{value[:60]}` (aliases, pagers and hooks can run any command)"
+        if opt in ("--config-env", "--exec-path") or opt.startswith(("--config-env=", "--exec-path=")):
+            return f"uses git {opt.split('=')[0]} (it can change what git runs)"
+        i += 2 if opt in GIT_GLOBAL_ARG else 1
+    if i < len(argv):
+        if dyn[i]:
+            return "takes its git subcommand from an expansion"
+        if argv[i] not in GIT_COMMANDS:
+            return f"runs `git {argv[i][:40]}`, not a git command of its own (an alias can run any command)"
+    return None
+
+
+def _peel(words: list[str], dynamic: list[bool],
+          env_assigns: list[str] | None = None) -> tuple[list[str], list[bool], list[str]]:
+    """Strip wrappers (`sudo -u x`, `env A=1`, `timeout 5`, `xargs -0`, a leading `\\`); the
+    assignments `env` makes go to `env_assigns`."""
     i, wrappers = 0, []
     while i < len(words):
         prog = os.path.basename(words[i].lstrip("\\"))
@@ -343,7 +512,9 @@ def _peel(words: list[str], dynamic: list[bool]) -> tuple[list[str], list[bool],
             if opt in argopts and i < len(words):
                 i += 1
         if prog == "env":
-            while i < len(words) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[i]):
+            while i < len(words) and re.match(r"^[^=\s-][^=\s]*=", words[i]):
+                if env_assigns is not None:
+                    env_assigns.append(words[i])
                 i += 1
         for _ in range(_WRAPPER_POSITIONAL.get(prog, 0)):
             if i < len(words):
@@ -363,7 +534,10 @@ def _shell_c_string(argv: list[str]) -> str | None:
         if not opt.startswith("--") and "c" in opt[1:]:
             rest = [a for a in argv[i + 1:]]
             j = 0
-            while j < len(rest) and rest[j].startswith("-") and rest[j] not in ("-", "--"):
+            while j < len(rest) and rest[j].startswith("-") and rest[j] != "-":
+                if rest[j] == "--":  # `bash -c -- 'rm -rf t'`
+                    j += 1
+                    break
                 j += 2 if rest[j] in ("-o", "-O") else 1
             return rest[j] if j < len(rest) else ""
         i += 2 if opt in ("-o", "-O", "--rcfile", "--init-file") else 1
@@ -420,7 +594,7 @@ def _crude_into(text: str, out: ParsedShell, depth: int) -> None:
             words = _crude_words(piece)
             while words and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]):
                 words = words[1:]
-            if words and words[0] in ("then", "do", "else", "elif", "if", "while", "until", "!"):
+            if words and words[0] in ("then", "do", "else", "elif", "if", "while", "until", "!", "coproc"):
                 words = words[1:]
             if not words:
                 continue
