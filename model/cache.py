@@ -36,12 +36,11 @@ class CloverCache:
         self.layers: list[KVCache | GDNCache] = []
         for layer in model.model.layers:
             mixer = layer.mixer
+            dev = layer.input_layernorm.weight.device  # beside its layer (a model split over devices)
             if isinstance(mixer, GatedDeltaNet):
-                self.layers.append(GDNCache(batch_size, mixer, param.dtype, param.device))
+                self.layers.append(GDNCache(batch_size, mixer, param.dtype, dev))
             else:
-                self.layers.append(
-                    KVCache(batch_size, mixer.num_kv_heads, mixer.head_dim, param.dtype, param.device)
-                )
+                self.layers.append(KVCache(batch_size, mixer.num_kv_heads, mixer.head_dim, param.dtype, dev))
         self.pos = 0
         self.pad = torch.zeros(batch_size, dtype=torch.long, device=param.device)
         self.next_logits: Tensor | None = None

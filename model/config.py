@@ -4,6 +4,15 @@
 `text_config`, `layer_types` or `full_attention_interval`, `rope_theta` at top level or inside
 `rope_parameters`. Such an autoregressive checkpoint runs as Clover with block_size 1; its block-mode
 GDN parameters are absent and keep their neutral defaults (see model/layers/gdn.py).
+
+Precedence with a nested `text_config`: the text config describes the network, so its values win for
+every architecture key; the outer config describes the saved checkpoint as a whole, so its
+CHECKPOINT_KEYS (dtype, tied embeddings) win when it sets them (transformers reads them there too).
+
+RoPE: only the default (unscaled) rotary embedding is implemented. `rope_type`/`type` other than
+"default", or a scaling `factor`, is refused with one clear line rather than silently ignored (YaRN
+and friends would change every position's angle). M-RoPE sections (`mrope_section`) are accepted:
+for text the three position streams are equal, which is exactly 1-D RoPE.
 """
 
 from __future__ import annotations
@@ -16,6 +25,9 @@ from typing import Any
 
 FULL_ATTENTION = "full_attention"
 LINEAR_ATTENTION = "linear_attention"
+# keys that describe the whole saved checkpoint: the outer config wins over its text_config
+CHECKPOINT_KEYS = ("torch_dtype", "dtype", "tie_word_embeddings")
+ROPE_TYPES = ("default",)
 
 
 @dataclass
@@ -140,13 +152,18 @@ class CloverConfig:
         outer = d
         if isinstance(d.get("text_config"), dict):
             d = {**{k: v for k, v in outer.items() if k != "text_config"}, **d["text_config"]}
+            d.update({k: outer[k] for k in CHECKPOINT_KEYS if outer.get(k) is not None})
+            outer_dtype = outer.get("dtype") or outer.get("torch_dtype")
+            if isinstance(outer_dtype, str):
+                d["torch_dtype"] = outer_dtype
         d = dict(d)
         is_clover = outer.get("model_type") == "clover"
-        rope = d.get("rope_parameters") or d.get("rope_scaling") or {}
-        if isinstance(rope, dict):
-            for key in ("rope_theta", "partial_rotary_factor"):
-                if key not in d and key in rope:
-                    d[key] = rope[key]
+        _check_supported(d)
+        for rope in (d.get("rope_parameters"), d.get("rope_scaling")):
+            if isinstance(rope, dict):
+                for key in ("rope_theta", "partial_rotary_factor"):
+                    if key not in d and key in rope:
+                        d[key] = rope[key]
         if "eos_token_ids" not in d and "eos_token_id" in d:
             eos = d["eos_token_id"]
             d["eos_token_ids"] = [eos] if isinstance(eos, int) else list(eos or [])
@@ -185,6 +202,29 @@ class CloverConfig:
         except json.JSONDecodeError as e:
             raise ValueError(f"{p} is not valid JSON: {e}") from None
         return cls.from_dict(data)
+
+
+def _check_supported(d: dict[str, Any]) -> None:
+    """Refuse, in one line each, what this implementation would otherwise get silently wrong."""
+    for key in ("rope_parameters", "rope_scaling"):
+        rope = d.get(key)
+        if rope is None:
+            continue
+        if not isinstance(rope, dict):
+            raise ValueError(f"{key} must be an object, got {rope!r}")
+        kind = rope.get("rope_type", rope.get("type", "default"))
+        if kind not in ROPE_TYPES:
+            raise ValueError(f"{key}: rope type {kind!r} is not supported (only default RoPE)")
+        factor = rope.get("factor")
+        if factor not in (None, 1, 1.0):
+            raise ValueError(f"{key}: RoPE scaling factor {factor} is not supported (only unscaled RoPE)")
+    # Qwen3-Next can make some layers dense MLPs; every Clover layer is MoE.
+    if d.get("mlp_only_layers") or d.get("decoder_sparse_step", 1) != 1:
+        raise ValueError("dense MLP layers (mlp_only_layers / decoder_sparse_step) are not supported")
+    if d.get("attention_bias"):
+        raise ValueError("attention_bias=true is not supported (Clover's projections have no bias)")
+    if d.get("hidden_act", "silu") != "silu":
+        raise ValueError(f"hidden_act {d['hidden_act']!r} is not supported (only silu)")
 
 
 # ---------------------------------------------------------------------- presets

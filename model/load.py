@@ -3,28 +3,41 @@ shards with model.safetensors.index.json), plus the chat template when there is 
 
 Accepted names: Clover's own (fused experts `mlp.experts.gate_up_proj` [E, 2I, H] and
 `mlp.experts.down_proj` [E, H, I]) and Qwen3.5 / 3.6 ones: the `model.language_model.` prefix,
-per-expert `mlp.experts.{i}.gate_proj|up_proj|down_proj.weight` (fused here), `mtp.*` and vision
+per-expert `mlp.experts.{i}.gate_proj|up_proj|down_proj.weight` (fused here), Qwen3-Next's fused
+GDN projections `in_proj_qkvz` / `in_proj_ba` (split here, see `split_qkvz`), `mtp.*` and vision
 weights skipped. A checkpoint without the block-mode GDN parameters (an autoregressive base) keeps
-their neutral defaults.
+their neutral defaults. Any other tensor is an error, not silently dropped.
+
+Streaming: the model is built on the meta device (no random init, no second copy); the shards are
+opened lazily (safetensors mmap) and every tensor is cast and moved to its device as it is read; the
+fused expert tensors are allocated once on their device and each expert's slice copied in. All
+names and shapes are checked from the shards' headers before any weight is read. Peak host memory is
+the model's own bytes on CPU (nothing on a GPU) plus about one tensor in flight.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from clover.model.config import CloverConfig
 from clover.model.layers.rope import RotaryEmbedding
 from clover.model.modeling import CloverForCausalLM
+from clover.model.placement import DeviceMap, attach_device_hooks, auto_device_map, device_for
 
 BLOCK_PARAMS = ("block_logit_scale", "memory_logit", "block_size_calibration")
 _EXPERT = re.compile(r"^(.*\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
+_FUSED_GDN = re.compile(r"^(.*\.linear_attn)\.(in_proj_qkvz|in_proj_ba)\.weight$")
 _SKIP = ("mtp.", "model.visual.", "visual.", "model.vision_tower.")
+# On CPU a model of up to this many parameters loads in fp32 (4 GB of weights); a larger one in bf16,
+# which halves its memory (a 35B model: 70 GB instead of 139 GB).
+CPU_FP32_MAX_PARAMS = 1_000_000_000
 
 
 class CheckpointError(ValueError):
@@ -37,69 +50,212 @@ class Loaded(NamedTuple):
     chat_template: str | None
 
 
-def _read_tensors(directory: Path) -> dict[str, Tensor]:
-    from safetensors.torch import load_file
+def default_dtype(config: CloverConfig, device: str | torch.device) -> torch.dtype:
+    """bf16 on an accelerator; on CPU fp32 for a small model (<= CPU_FP32_MAX_PARAMS), else bf16."""
+    if torch.device(device).type != "cpu":
+        return torch.bfloat16
+    return torch.float32 if config.param_counts()["total"] <= CPU_FP32_MAX_PARAMS else torch.bfloat16
 
+
+def shard_files(directory: Path) -> list[Path]:
     index = directory / "model.safetensors.index.json"
     if index.is_file():
         try:
-            files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        except (json.JSONDecodeError, KeyError) as e:
+            names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
             raise CheckpointError(f"{index}: bad index ({e})") from None
     else:
-        files = sorted(p.name for p in directory.glob("*.safetensors"))
-    if not files:
+        names = sorted(p.name for p in directory.glob("*.safetensors"))
+    if not names:
         raise CheckpointError(f"no *.safetensors in {directory}")
-    tensors: dict[str, Tensor] = {}
-    for name in files:
-        path = directory / name
+    files = [directory / n for n in names]
+    for path in files:
         if not path.is_file():
             raise CheckpointError(f"missing weight shard {path}")
+    return files
+
+
+def canonical_name(name: str) -> str | None:
+    """A checkpoint name in this model's spelling, or None for a tensor that is skipped."""
+    if name.startswith("model.language_model."):
+        name = "model." + name[len("model.language_model.") :]
+    elif name.startswith("language_model."):
+        name = name[len("language_model.") :]
+    return None if name.startswith(_SKIP) else name
+
+
+def split_qkvz(qkvz: Tensor, config: CloverConfig) -> tuple[Tensor, Tensor]:
+    """Qwen3-Next's in_proj_qkvz rows -> (in_proj_qkv, in_proj_z) rows. Qwen3-Next groups the rows
+    per key head g: [q_g (dk), k_g (dk), v_g (r*dv), z_g (r*dv)] with r = value heads per key head
+    (transformers' `fix_query_key_value_ordering`); ours are [all q | all k | all v] and [all z], value
+    head g*r+j in both."""
+    nk, dk, dv = config.linear_num_key_heads, config.linear_key_head_dim, config.linear_value_head_dim
+    rv = config.linear_num_value_heads // nk * dv
+    q, k, v, z = qkvz.view(nk, 2 * dk + 2 * rv, -1).split([dk, dk, rv, rv], dim=1)
+    qkv = torch.cat([q.reshape(nk * dk, -1), k.reshape(nk * dk, -1), v.reshape(nk * rv, -1)])
+    return qkv, z.reshape(nk * rv, -1)
+
+
+def split_ba(ba: Tensor, config: CloverConfig) -> tuple[Tensor, Tensor]:
+    """Qwen3-Next's in_proj_ba rows [b_g (r), a_g (r)] per key head g -> (in_proj_b, in_proj_a)."""
+    nk = config.linear_num_key_heads
+    r = config.linear_num_value_heads // nk
+    b, a = ba.view(nk, 2 * r, -1).split([r, r], dim=1)
+    return b.reshape(nk * r, -1), a.reshape(nk * r, -1)
+
+
+class _Source(NamedTuple):
+    path: Path
+    key: str  # the name in the file
+
+
+def _index(files: list[Path]) -> dict[str, tuple[_Source, tuple[int, ...]]]:
+    """Every tensor's file and shape, read from the headers only."""
+    from safetensors import safe_open
+
+    found: dict[str, tuple[_Source, tuple[int, ...]]] = {}
+    for path in files:
         try:
-            tensors.update(load_file(str(path)))
+            with safe_open(str(path), framework="pt", device="cpu") as f:
+                for key in f.keys():  # noqa: SIM118 - safe_open is not a mapping
+                    found[key] = (_Source(path, key), tuple(f.get_slice(key).get_shape()))
         except Exception as e:  # safetensors raises its own error types for truncated/corrupt files
-            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise CheckpointError(f"{path}: unreadable safetensors file ({reason})") from None
-    return tensors
+            raise CheckpointError(f"{path}: unreadable safetensors file ({_first_line(e)})") from None
+    return found
 
 
-def convert_state_dict(tensors: dict[str, Tensor], config: CloverConfig) -> dict[str, Tensor]:
-    """Checkpoint names -> this model's names (prefixes, skipped heads, fused experts)."""
-    out: dict[str, Tensor] = {}
-    experts: dict[str, dict[int, dict[str, Tensor]]] = {}
-    for name, t in tensors.items():
-        if name.startswith("model.language_model."):
-            name = "model." + name[len("model.language_model.") :]
-        elif name.startswith("language_model."):
-            name = name[len("language_model.") :]
-        if name.startswith(_SKIP):
+def _first_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return lines[0] if lines else type(e).__name__
+
+
+class _Plan(NamedTuple):
+    whole: dict[str, _Source]  # target name -> source tensor
+    experts: dict[str, dict[tuple[int, str], _Source]]  # '...mlp.experts' -> (i, part) -> source
+    fused_gdn: dict[str, _Source]  # '...linear_attn.in_proj_qkvz|in_proj_ba' -> source
+
+
+def _plan(tensors: dict[str, tuple[_Source, tuple[int, ...]]], expected: dict[str, torch.Size], config) -> _Plan:
+    """Route every checkpoint tensor to the parameter(s) it fills; check names and shapes."""
+    plan = _Plan({}, {}, {})
+    shapes: dict[str, tuple[int, ...]] = {}
+    unknown: list[str] = []
+    for raw, (src, shape) in tensors.items():
+        name = canonical_name(raw)
+        if name is None or (name == "lm_head.weight" and config.tie_word_embeddings):
             continue
-        m = _EXPERT.match(name)
-        if m:
-            experts.setdefault(m[1], {}).setdefault(int(m[2]), {})[m[3]] = t
+        if m := _EXPERT.match(name):
+            plan.experts.setdefault(m[1], {})[(int(m[2]), m[3])] = src
+            inter, hidden = config.moe_intermediate_size, config.hidden_size
+            want = (hidden, inter) if m[3] == "down_proj" else (inter, hidden)
+            if shape != want:
+                raise CheckpointError(f"{raw}: shape {shape} in the checkpoint, {want} expected")
             continue
-        out[name] = t
-    for prefix, per in experts.items():
-        if sorted(per) != list(range(config.num_experts)):
-            raise CheckpointError(f"{prefix}: found {len(per)} experts, config says {config.num_experts}")
-        try:
-            gate_up = [torch.cat([per[i]["gate_proj"], per[i]["up_proj"]], dim=0) for i in range(len(per))]
-            down = [per[i]["down_proj"] for i in range(len(per))]
-        except KeyError as e:
-            raise CheckpointError(f"{prefix}: an expert lacks {e}") from None
-        out[prefix + ".gate_up_proj"] = torch.stack(gate_up)
-        out[prefix + ".down_proj"] = torch.stack(down)
-    if any(".in_proj_qkvz." in n for n in out):
+        if m := _FUSED_GDN.match(name):
+            plan.fused_gdn[name] = src
+            parts = ("in_proj_qkv", "in_proj_z") if m[2] == "in_proj_qkvz" else ("in_proj_b", "in_proj_a")
+            targets = [f"{m[1]}.{p}.weight" for p in parts]
+            if not all(t in expected for t in targets):
+                unknown.append(raw)
+                continue
+            want = (sum(expected[t][0] for t in targets), expected[targets[0]][1])
+            if shape != want:
+                raise CheckpointError(f"{raw}: shape {shape} in the checkpoint, {want} expected")
+            for t in targets:
+                shapes[t] = tuple(expected[t])
+            continue
+        if name not in expected:
+            unknown.append(raw)
+            continue
+        if shape != tuple(expected[name]):
+            raise CheckpointError(f"{name}: shape {shape} in the checkpoint, {tuple(expected[name])} expected")
+        plan.whole[name] = src
+        shapes[name] = shape
+    if unknown:
         raise CheckpointError(
-            "Qwen3-Next fused in_proj_qkvz / in_proj_ba weights are not supported; use Qwen3.5 names"
+            f"{len(unknown)} tensor(s) this model does not know, e.g. {', '.join(sorted(unknown)[:3])}"
         )
-    return out
+    for prefix, pieces in plan.experts.items():
+        ids = {i for i, _ in pieces}
+        if ids != set(range(config.num_experts)):
+            raise CheckpointError(f"{prefix}: found {len(ids)} experts, config says {config.num_experts}")
+        for i in range(config.num_experts):
+            for part in ("gate_proj", "up_proj", "down_proj"):
+                if (i, part) not in pieces:
+                    raise CheckpointError(f"{prefix}: expert {i} lacks {part}")
+        for leaf in ("gate_up_proj", "down_proj"):
+            if f"{prefix}.{leaf}" in plan.whole:
+                raise CheckpointError(f"{prefix}: both per-expert and fused {leaf} weights")
+            shapes[f"{prefix}.{leaf}"] = tuple(expected[f"{prefix}.{leaf}"])
+    missing = sorted(
+        n for n in expected if n not in shapes and not n.endswith(BLOCK_PARAMS)
+        and not (n == "lm_head.weight" and config.tie_word_embeddings)
+    )  # fmt: skip
+    if missing:
+        raise CheckpointError(f"weights do not match the config: {len(missing)} missing (e.g. {missing[:3]})")
+    return plan
+
+
+def _stream(plan: _Plan, config: CloverConfig, place) -> Iterator[tuple[str, Tensor]]:
+    """(parameter name, tensor on its device in its dtype), reading each shard once, in file order.
+    `place(name, tensor)` casts and moves one tensor."""
+    from safetensors import safe_open
+
+    by_file: dict[Path, list[tuple[str, str, object]]] = {}
+    for name, src in plan.whole.items():
+        by_file.setdefault(src.path, []).append((src.key, "whole", name))
+    for name, src in plan.fused_gdn.items():
+        by_file.setdefault(src.path, []).append((src.key, "fused", name))
+    for prefix, pieces in plan.experts.items():
+        for (i, part), src in pieces.items():
+            by_file.setdefault(src.path, []).append((src.key, "expert", (prefix, i, part)))
+    inter = config.moe_intermediate_size
+    buffers: dict[str, Tensor] = {}  # fused expert tensors being filled
+    left: dict[str, int] = {}
+    for path, items in by_file.items():
+        with safe_open(str(path), framework="pt", device="cpu") as f:
+            for key, kind, target in items:
+                t = f.get_tensor(key)
+                if kind == "whole":
+                    yield target, place(target, t)
+                elif kind == "fused":
+                    base = target.rsplit(".", 2)[0]
+                    split = split_qkvz if target.endswith("in_proj_qkvz.weight") else split_ba
+                    parts = ("in_proj_qkv", "in_proj_z") if split is split_qkvz else ("in_proj_b", "in_proj_a")
+                    for part, piece in zip(parts, split(t, config), strict=True):
+                        yield f"{base}.{part}.weight", place(f"{base}.{part}.weight", piece.contiguous())
+                else:
+                    prefix, i, part = target
+                    leaf = "down_proj" if part == "down_proj" else "gate_up_proj"
+                    name = f"{prefix}.{leaf}"
+                    if name not in buffers:
+                        shape = (config.num_experts, *((config.hidden_size, inter) if leaf == "down_proj"
+                                 else (2 * inter, config.hidden_size)))  # fmt: skip
+                        buffers[name] = place(name, None, shape)
+                        left[name] = config.num_experts * (1 if leaf == "down_proj" else 2)
+                    row = {"gate_proj": slice(0, inter), "up_proj": slice(inter, 2 * inter)}.get(part, slice(None))
+                    buffers[name][i, row].copy_(t)
+                    left[name] -= 1
+                    if not left[name]:
+                        yield name, buffers.pop(name)
+                del t
+
+
+def _set_param(model: nn.Module, name: str, value: Tensor) -> None:
+    module_name, _, leaf = name.rpartition(".")
+    module = model.get_submodule(module_name)
+    module._parameters[leaf] = nn.Parameter(value, requires_grad=module._parameters[leaf].requires_grad)
 
 
 def load_checkpoint(
-    directory: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype | None = None
+    directory: str | Path,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype | None = None,
+    device_map: DeviceMap | str | None = None,
 ) -> Loaded:
-    """(model in eval mode, config, chat template or None)."""
+    """(model in eval mode, config, chat template or None). `dtype` None: `default_dtype` for the
+    device. `device_map`: {module prefix: device} (see model/placement.py) or "auto" (every visible
+    GPU, layers split by size); it overrides `device`."""
     d = Path(directory)
     if not d.is_dir():
         raise CheckpointError(f"checkpoint directory {d} does not exist")
@@ -107,35 +263,45 @@ def load_checkpoint(
         config = CloverConfig.load(d)
     except ValueError as e:
         raise CheckpointError(str(e)) from None
-    dtype = dtype or getattr(torch, config.torch_dtype, torch.float32)
-    sd = convert_state_dict(_read_tensors(d), config)
-
+    files = shard_files(d)
     with torch.device("meta"):
         model = CloverForCausalLM(config)
-    expected = model.state_dict()
-    if config.tie_word_embeddings:
-        sd.pop("lm_head.weight", None)
-        expected.pop("lm_head.weight", None)
-    for name, ref in expected.items():  # absent block-mode parameters: neutral defaults
-        if name not in sd and name.endswith(BLOCK_PARAMS):
-            sd[name] = torch.full(ref.shape, 1.0 if name.endswith("block_size_calibration") else 0.0)
-    missing = sorted(set(expected) - set(sd))
-    unexpected = sorted(set(sd) - set(expected))
-    if missing or unexpected:
-        raise CheckpointError(
-            f"weights do not match the config: {len(missing)} missing (e.g. {missing[:3]}), "
-            f"{len(unexpected)} unexpected (e.g. {unexpected[:3]})"
-        )
-    for name, t in sd.items():
-        if tuple(t.shape) != tuple(expected[name].shape):
-            raise CheckpointError(
-                f"{name}: shape {tuple(t.shape)} in the checkpoint, {tuple(expected[name].shape)} expected"
-            )
-    sd = {k: v.to(device=device, dtype=dtype) for k, v in sd.items()}
-    model.load_state_dict(sd, strict=not config.tie_word_embeddings, assign=True)
+    if device_map == "auto":
+        device_map = auto_device_map(model)
+    elif isinstance(device_map, str):
+        raise CheckpointError(f"device_map must be a mapping or 'auto', not {device_map!r}")
+    default = str(device)
+    dtype = dtype or default_dtype(config, device_map.get("lm_head", default) if device_map else default)
+    expected = {n: p.shape for n, p in model.named_parameters(remove_duplicate=False)}
+    plan = _plan(_index(files), expected, config)
+
+    def dev_of(name: str) -> str:
+        return device_for(name, device_map, default) if device_map else default
+
+    def place(name: str, t: Tensor | None, shape: tuple[int, ...] | None = None) -> Tensor:
+        dev = dev_of(name)
+        if t is None:
+            return torch.empty(shape, dtype=dtype, device=dev)
+        return t.to(device=dev, dtype=dtype)
+
+    try:
+        for name, t in _stream(plan, config, place):
+            _set_param(model, name, t)
+    except Exception as e:  # a shard that lies about its contents past the header
+        raise CheckpointError(f"cannot read the weights in {d}: {_first_line(e)}") from None
+    for name, p in list(model.named_parameters()):  # absent block-mode parameters: neutral defaults
+        if p.is_meta and name.endswith(BLOCK_PARAMS):
+            fill = 1.0 if name.endswith("block_size_calibration") else 0.0
+            _set_param(model, name, torch.full(p.shape, fill, dtype=dtype, device=dev_of(name)))
     if config.tie_word_embeddings:
         model.lm_head.weight = model.model.embed_tokens.weight
-    model.model.rotary_emb = RotaryEmbedding(config.rotary_dim, config.rope_theta).to(device)
+    still = [n for n, p in model.named_parameters() if p.is_meta]
+    if still:  # pragma: no cover - _plan guarantees every parameter a source
+        raise CheckpointError(f"weights left unloaded: {still[:3]}")
+    rope_dev = model.model.layers[0].input_layernorm.weight.device
+    model.model.rotary_emb = RotaryEmbedding(config.rotary_dim, config.rope_theta).to(rope_dev)
+    if device_map:
+        attach_device_hooks(model)
     from clover.model.tokenizer import read_chat_template
 
     try:
