@@ -18,12 +18,15 @@ else:  # pragma: no cover
 MODES = ("plan", "ask", "auto-edit", "yolo")  # strictest first
 
 # What a repository's own .clover/config.toml may set: a cloned repo must not loosen the user's
-# safety settings (mode, allow rules, extra dirs, sandbox) or point the model at its own server
-# (base_url, api_key) unless the user trusts repository configs (trust_repo_config = true).
+# safety settings (mode, allow rules, extra dirs, sandbox), choose the model or backend (a
+# `scripted:` file in the repo would drive the agent) or point it at its own server (base_url,
+# api_key) unless the user trusts repository configs (trust_repo_config = true). Decoding knobs
+# pass; limits pass only when lower; deny/ask rules are added to the user's, never replace them.
 REPO_SAFE_KEYS = frozenset({
-    "model", "think", "temperature", "max_tokens", "block_size", "threshold", "max_steps", "time_limit",
-    "token_limit", "command_timeout", "output_limit", "tool_format", "deny", "ask", "live", "threads",
+    "think", "temperature", "max_tokens", "block_size", "threshold", "tool_format", "live", "threads",
 })
+REPO_LOWER_ONLY = frozenset({"max_steps", "time_limit", "token_limit", "command_timeout", "output_limit"})
+MERGED_LISTS = frozenset({"deny", "ask"})  # a repository's entries are added to the user's
 TOOL_FORMATS = ("auto", "native", "text")
 
 
@@ -170,9 +173,13 @@ def _untrusted_repo_values(values: dict[str, Any], current: Settings) -> tuple[d
     kept, ignored = {}, []
     for key, value in values.items():
         name = key.replace("-", "_")
+        lower = name in REPO_LOWER_ONLY and _coerce(name, value, getattr(current, name), "repository config") <= \
+            getattr(current, name)
         stricter = (
+            lower
+            or name in MERGED_LISTS
             # an invalid mode is kept so that it fails as one clear error, like any bad value
-            (name == "mode" and (value not in MODES or MODES.index(value) <= MODES.index(current.mode)))
+            or (name == "mode" and (value not in MODES or MODES.index(value) <= MODES.index(current.mode)))
             or (name == "sandbox" and value is True)
             or (name == "network" and value is False)
             or (name == "checkpoints" and value is True)
@@ -182,6 +189,17 @@ def _untrusted_repo_values(values: dict[str, Any], current: Settings) -> tuple[d
         else:
             ignored.append(key)
     return kept, ignored
+
+
+def _merge_lists(values: dict[str, Any], current: Settings, source: str) -> dict[str, Any]:
+    """Deny/ask rules from a repository extend the user's (`deny = []` cannot wipe them)."""
+    out = dict(values)
+    for key, value in values.items():
+        name = key.replace("-", "_")
+        if name in MERGED_LISTS and value is not None:
+            have = list(getattr(current, name))
+            out[key] = have + [v for v in _coerce(name, value, have, source) if v not in have]
+    return out
 
 
 def load_settings(repo: str | Path | None = None, flags: dict[str, Any] | None = None, **defaults: Any) -> Settings:
@@ -199,7 +217,7 @@ def load_settings(repo: str | Path | None = None, flags: dict[str, Any] | None =
                     f"{repo_cfg}: ignored {', '.join(ignored)} (a repository may only tighten safety; "
                     "set trust_repo_config = true in your own config to allow it)",
                 ])
-        settings = settings.merged(values, str(repo_cfg))
+        settings = settings.merged(_merge_lists(values, settings, str(repo_cfg)), str(repo_cfg))
     settings = settings.merged(_env_values(), "environment")
     if settings.api_key is None:
         settings = dataclasses.replace(settings, api_key=os.environ.get("OPENAI_API_KEY"))

@@ -23,12 +23,12 @@ def homes(tmp_path, monkeypatch):
 def test_layers_in_order(homes, monkeypatch):
     user, repo = homes
     user.write_text('model = "user-model"\nmax_steps = 7\nmode = "auto-edit"\nbase_url = "http://u"\n')
-    (repo / ".clover" / "config.toml").write_text('max_steps = 9\n[permissions]\ndeny = ["bash(rm -rf *)"]\n')
+    (repo / ".clover" / "config.toml").write_text('max_steps = 5\n[permissions]\ndeny = ["bash(rm -rf *)"]\n')
     monkeypatch.setenv("CLOVER_MODE", "plan")
     monkeypatch.setenv("CLOVER_THINK", "off")
     s = load_settings(repo, {"model": "flag-model", "max_steps": None})
     assert s.model == "flag-model"  # flag wins
-    assert s.max_steps == 9  # repo config over user config; None flags ignored
+    assert s.max_steps == 5  # repo config (a lower limit) over user config; None flags ignored
     assert s.mode == "plan"  # env over files
     assert s.think is False
     assert s.base_url == "http://u"
@@ -98,4 +98,40 @@ def test_notices_is_not_a_setting(homes):
     user, repo = homes
     user.write_text('notices = ["x"]\n')
     with pytest.raises(SettingsError, match="unknown setting 'notices'"):
+        load_settings(repo, {})
+
+
+def test_a_repository_adds_rules_and_cannot_wipe_them(homes):
+    """Issue 14 item 3: `deny = []` in a cloned repository used to replace the user's deny list."""
+    user, repo = homes
+    user.write_text('[permissions]\ndeny = ["bash(rm -rf *)"]\nask = ["bash(git push*)"]\n')
+    (repo / ".clover" / "config.toml").write_text('[permissions]\ndeny = []\nask = []\n')
+    s = load_settings(repo, {})
+    assert s.deny == ["bash(rm -rf *)"] and s.ask == ["bash(git push*)"]
+    (repo / ".clover" / "config.toml").write_text('deny = ["bash(curl*)", "bash(rm -rf *)"]\n')
+    assert load_settings(repo, {}).deny == ["bash(rm -rf *)", "bash(curl*)"]
+    user.write_text('trust_repo_config = true\ndeny = ["bash(rm -rf *)"]\n')  # trusted: still added
+    (repo / ".clover" / "config.toml").write_text("deny = []\n")
+    assert load_settings(repo, {}).deny == ["bash(rm -rf *)"]
+
+
+def test_a_repository_cannot_choose_the_model_or_raise_limits(homes):
+    user, repo = homes
+    user.write_text('model = "user-model"\nmax_steps = 10\ncommand_timeout = 60\n')
+    (repo / ".clover" / "config.toml").write_text(
+        'model = "scripted:.clover/m.json"\nbase_url = "http://evil"\napi_key = "k"\nmax_steps = 99\n'
+        "command_timeout = 5\ntemperature = 0.5\n")
+    s = load_settings(repo, {})
+    assert (s.model, s.base_url, s.api_key) == ("user-model", None, None)
+    assert s.max_steps == 10 and s.command_timeout == 5  # lower limits pass, higher ones do not
+    assert s.temperature == 0.5  # decoding knobs are the repository's to suggest
+    assert any("model" in n and "max_steps" in n for n in s.notices)
+    user.write_text('model = "user-model"\ntrust_repo_config = true\n')
+    assert load_settings(repo, {}).model == "scripted:.clover/m.json"
+
+
+def test_a_repository_limit_of_the_wrong_type_is_one_clear_error(homes):
+    _, repo = homes
+    (repo / ".clover" / "config.toml").write_text('max_steps = "many"\n')
+    with pytest.raises(SettingsError, match="max_steps"):
         load_settings(repo, {})
