@@ -20,13 +20,13 @@ def build_model(settings: Settings) -> Model:
 
 
 def build_environment(settings: Settings, root: str | Path) -> Environment:
-    """Raises SandboxUnavailable (one line) when --sandbox is asked for and bwrap cannot run."""
+    """Raises SandboxUnavailable (one line) when `sandbox = true` is asked for and bwrap cannot run.
+    The default (`sandbox` unset) is the sandbox wherever bubblewrap works, none where it does not."""
     from clover.tools.environment import LocalEnvironment
+    from clover.tools.sandbox import bwrap_available, make_wrapper
 
     wrap = None
-    if settings.sandbox:
-        from clover.tools.sandbox import make_wrapper
-
+    if settings.sandbox or (settings.sandbox is None and bwrap_available()):
         wrap = make_wrapper(str(root), writable=settings.add_dirs, network=settings.network)
     return LocalEnvironment(
         str(root),

@@ -64,8 +64,8 @@ class Settings:
     ask: list[str] = field(default_factory=list)
     deny: list[str] = field(default_factory=list)
     add_dirs: list[str] = field(default_factory=list)
-    sandbox: bool = False
-    network: bool = True
+    sandbox: bool | None = None  # None: on wherever bubblewrap works (tools/sandbox.py)
+    network: bool = False  # inside the sandbox; commands outside it always have the network
     checkpoints: bool = True
     trust_repo_config: bool = False  # user-level: let <repo>/.clover/config.toml set anything
     # Interface.

@@ -101,19 +101,58 @@ class ExecResult:
     interrupted: bool = False
 
 
+@dataclass
+class RunResult:
+    """A program run through `Environment.run`: stdout apart (bytes, uncut), stderr as text."""
+
+    returncode: int  # 127: the program is not installed there
+    stdout: bytes = b""
+    stderr: str = ""
+    timed_out: bool = False
+
+
+FileKind = Literal["file", "dir", "other"]  # other: FIFO, socket, device: never opened by the tools
+
+
+@dataclass
+class FileStat:
+    kind: FileKind
+    size: int = 0
+
+
 @runtime_checkable
 class Environment(Protocol):
-    """Where commands run and files live. Paths are absolute or relative to `root`."""
+    """Where commands run and files live; everything a tool needs from it is declared here, so no
+    tool asks what kind of environment it has. Paths are absolute or relative to `root`.
+
+    `allowed_roots`: further directories the tools may write (--add-dir); `readable_roots`:
+    directories they may only read (spilled command output). `read_file` / `write_file` never
+    follow a symlink or open a non-regular file (OSError); a write replaces the file (a new
+    inode: a hard link to it elsewhere keeps its old content). `run` starts one program, no shell
+    and no session state, confined exactly as `execute`'s commands are (the same sandbox or
+    container), so git and rg see only what the agent's shell sees."""
 
     root: str
+    allowed_roots: list[str]
+    readable_roots: list[str]
 
     def execute(self, command: str, cwd: str | None = None, timeout: float | None = None) -> ExecResult: ...
+
+    def run(self, argv: list[str], cwd: str | None = None, timeout: float | None = None) -> RunResult: ...
 
     def read_file(self, path: str) -> bytes: ...
 
     def write_file(self, path: str, data: bytes) -> None: ...
 
     def list(self, path: str) -> list[str]: ...
+
+    def list_files(self, base: str) -> list[str]:
+        """Files under directory `base`, relative to it, sorted, .gitignore honoured."""
+        ...
+
+    def stat(self, path: str) -> FileStat | None:
+        """What `path` is (symlinks followed), or None when nothing is there."""
+        ...
 
 
 # --------------------------------------------------------------------------- tools

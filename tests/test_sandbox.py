@@ -74,7 +74,7 @@ def test_extra_writable_dirs(tmp_path):
 
 
 @needs_bwrap
-def test_network_off_on_request(tmp_path):
+def test_network_off_by_default_on_when_allowed(tmp_path):
     server = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
     port = server.server_address[1]
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -82,8 +82,8 @@ def test_network_off_on_request(tmp_path):
              f"try:\n socket.create_connection(('127.0.0.1', {port}), timeout=3).close(); print('connected')\n"
              "except OSError as e:\n print('blocked', e)\n")
     try:
-        online = run(Sandbox(str(tmp_path)).wrap_command([sys.executable, "-c", probe]))
-        offline = run(Sandbox(str(tmp_path), network=False).wrap_command([sys.executable, "-c", probe]))
+        online = run(Sandbox(str(tmp_path), network=True).wrap_command([sys.executable, "-c", probe]))
+        offline = run(Sandbox(str(tmp_path)).wrap_command([sys.executable, "-c", probe]))  # the default
     finally:
         server.shutdown()
         server.server_close()

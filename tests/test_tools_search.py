@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -38,14 +39,12 @@ def env(request: pytest.FixtureRequest, tmp_path: Path) -> LocalEnvironment:
     return _tree(tmp_path, request.param == "git")
 
 
-@pytest.fixture(params=["python", "rg"])
+@pytest.fixture(params=["python", "git", "rg"])
 def grep_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Run grep tests with the Python scan, and with ripgrep where it is installed."""
-    if request.param == "rg":
-        if not shutil.which("rg"):
-            pytest.skip("ripgrep not installed")
-    else:
-        monkeypatch.setattr(search.shutil, "which", lambda name: None)
+    """Run grep tests with each backend alone: the Python scan, git grep, ripgrep (if installed)."""
+    if request.param == "rg" and not shutil.which("rg"):
+        pytest.skip("ripgrep not installed")
+    monkeypatch.setattr(search, "BACKENDS", (request.param, "python"))
     return request.param
 
 
@@ -97,15 +96,14 @@ def test_grep_caps_output(tmp_path: Path, grep_backend: str) -> None:
     assert len(out) == search.MAX_GREP_MATCHES + 1 and "output cut" in out[-1]
 
 
-class RemoteLike(LocalEnvironment):
-    """Not `local`: glob and grep must work through execute/read_file only (as in a sandbox)."""
-
-    local = False
-
-
-def test_remote_style_environment_uses_execute(tmp_path: Path) -> None:
+def test_without_rg_git_grep_answers(tmp_path: Path) -> None:
     _tree(tmp_path, git=True)
-    env = RemoteLike(str(tmp_path), env={"PATH": "/usr/local/bin:/usr/bin:/bin"})  # git grep, not rg
+    empty = tmp_path / "bin-none"
+    empty.mkdir()
+    git = shutil.which("git")
+    assert git
+    os.symlink(git, empty / "git")  # a PATH where only git exists: rg is "not installed"
+    env = LocalEnvironment(str(tmp_path), env={"PATH": str(empty)})
     assert GlobTool().run({"pattern": "**/*.py"}, env).output.splitlines() == ["src/app.py", "src/util/helpers.py"]
     out = GrepTool().run({"pattern": "TODO", "glob": "*.py"}, env).output.splitlines()
     assert out == ["src/app.py:4:    return os.getcwd()  # TODO: tidy"]

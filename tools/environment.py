@@ -13,16 +13,19 @@ import contextlib
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import IO
 
-from clover.core.protocols import ExecResult
+from clover.core.protocols import ExecResult, FileStat, RunResult
+from clover.tools import safeio
+from clover.tools.listing import MAX_FILES, git_listing, walk_plain
+from clover.tools.redact import scrub_env
 
 SPILL_CAP = 64 * 1024 * 1024  # characters written to a spill file at most
 _DROP_VARS = {"SHLVL", "_", "PWD"}  # bash sets these itself; carrying them over only confuses it
@@ -129,8 +132,6 @@ def _kill_group(proc: subprocess.Popen) -> None:
 class LocalEnvironment:
     """The Environment protocol on this machine."""
 
-    local = True  # tools may use the local filesystem and subprocesses directly
-
     def __init__(
         self,
         root: str,
@@ -152,7 +153,8 @@ class LocalEnvironment:
         self.allowed_roots = list(allowed_roots)
         self.readable_roots = [self.spill_dir]
         self.wrap_command = wrap_command
-        base = dict(os.environ if env is None else env)
+        # Inherited credentials stay out of commands (a model could print `env`): tools/redact.py.
+        base = scrub_env(os.environ) if env is None else dict(env)
         # Agents cannot answer pagers or credential prompts.
         for key, value in (("PAGER", "cat"), ("GIT_PAGER", "cat"), ("GIT_TERMINAL_PROMPT", "0")):
             base.setdefault(key, value)
@@ -231,8 +233,11 @@ class LocalEnvironment:
         except KeyboardInterrupt:
             _kill_group(proc)
             raise
-        # Background jobs may hold the pipe open: give them a moment to finish, not more.
+        # Background jobs may hold the pipe open: give them a moment to finish, not more; then
+        # they go with the command (a job that escaped the group with setsid is left to the
+        # sandbox's PID namespace, which ends with the command).
         reader.join(timeout=2.0 if timed_out else 0.5)
+        _kill_group(proc)
         output, truncated, spill_path = sink.render()
         seconds = time.monotonic() - start
         if timed_out:
@@ -248,13 +253,53 @@ class LocalEnvironment:
         path = os.path.expanduser(path)
         return path if os.path.isabs(path) else os.path.join(self.root, path)
 
+    def _bases(self) -> list[str]:
+        """Trusted starting points for no-follow opens: the roots, resolved once."""
+        return [self.root, *(os.path.realpath(r) for r in (*self.allowed_roots, *self.readable_roots))]
+
     def read_file(self, path: str) -> bytes:
-        return Path(self._abs(path)).read_bytes()
+        return safeio.read_bytes(os.path.abspath(self._abs(path)), self._bases())
 
     def write_file(self, path: str, data: bytes) -> None:
-        target = Path(self._abs(path))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+        safeio.write_bytes(os.path.abspath(self._abs(path)), data, self._bases())
+
+    def stat(self, path: str) -> FileStat | None:
+        try:
+            info = os.stat(self._abs(path))
+        except (OSError, ValueError):
+            return None
+        kind = "dir" if stat.S_ISDIR(info.st_mode) else "file" if stat.S_ISREG(info.st_mode) else "other"
+        return FileStat(kind, info.st_size)  # type: ignore[arg-type]
+
+    def list_files(self, base: str) -> list[str]:
+        base = self._abs(base)
+        listed = git_listing(self.run, base)
+        if listed is None:
+            return walk_plain(base)[:MAX_FILES]
+        # --cached still lists files deleted from the work tree; submodules show up as directories.
+        return [n for n in listed if os.path.isfile(os.path.join(base, n))][:MAX_FILES]
+
+    def run(self, argv: list[str], cwd: str | None = None, timeout: float | None = None) -> RunResult:
+        """One program, wrapped like every command (the sandbox applies), its group killed after."""
+        if shutil.which(argv[0], path=self.base_env.get("PATH", os.defpath)) is None:
+            return RunResult(127, b"", f"{argv[0]}: command not found")
+        wrapped = self.wrap_command(list(argv)) if self.wrap_command is not None else list(argv)
+        timeout = self.timeout if timeout is None else timeout
+        try:
+            proc = subprocess.Popen(wrapped, cwd=self._abs(cwd) if cwd else self.root, env=self.base_env,
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True)
+        except OSError as exc:
+            return RunResult(127, b"", f"{argv[0]}: {exc.strerror or exc}")
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            out, err = proc.communicate()
+            return RunResult(-9, out, err.decode("utf-8", "replace"), timed_out=True)
+        finally:
+            _kill_group(proc)
+        return RunResult(proc.returncode, out, err.decode("utf-8", "replace"))
 
     def list(self, path: str) -> list[str]:
         """Entry names of a directory, sorted; directories end with '/'."""

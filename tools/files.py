@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import bisect
 import difflib
-import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from clover.core.protocols import Environment, ToolResult
+from clover.tools.listing import NOISE_DIRS
 from clover.tools.paths import PathError
-from clover.tools.search import NOISE_DIRS, list_files
 from clover.tools.textio import (
     arg_int,
     display_path,
@@ -84,7 +83,8 @@ class ViewTool:
         except PathError as exc:
             return error(str(exc))
         rel = display_path(env, full)
-        if getattr(env, "local", False) and os.path.isdir(full):
+        info = env.stat(full)
+        if info is not None and info.kind == "dir":
             return ToolResult(_listing(env, full), data={"path": rel})
         try:
             text = read_text(env, full)
@@ -138,7 +138,7 @@ def _parse_range(value: Any, total: int) -> tuple[int, int]:
 
 def _listing(env: Environment, directory: str) -> str:
     counts: dict[str, int] = {}
-    for rel in list_files(env, directory):
+    for rel in env.list_files(directory):
         parts = rel.split("/")
         if any(p in NOISE_DIRS for p in parts[:-1]):
             continue
@@ -187,7 +187,8 @@ class CreateTool:
         except (PathError, ValueError) as exc:
             return error(f"create: {exc}")
         rel = display_path(env, full)
-        if getattr(env, "local", False) and os.path.isdir(full):
+        info = env.stat(full)
+        if info is not None and info.kind == "dir":
             return error(f"create: {rel} is a directory")
         try:
             old = read_text(env, full)

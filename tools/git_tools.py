@@ -1,16 +1,15 @@
-"""The `git` tool: status, diff, log, show (read-only) and commit, via gitpython."""
+"""The `git` tool: status, diff, log, show (read-only) and commit, run through the environment
+(so inside its sandbox) with hardened git (tools/gitsafe.py)."""
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-import git
-
 from clover.core.protocols import Environment, ToolResult
+from clover.tools.gitsafe import git_argv
 from clover.tools.paths import PathError
-from clover.tools.textio import arg_bool, arg_int, error, printable, resolve
+from clover.tools.textio import arg_bool, arg_int, decode, error, printable, resolve
 
 SUBCOMMANDS = ("status", "diff", "log", "show", "commit")
 READ_ONLY_SUBCOMMANDS = frozenset({"status", "diff", "log", "show"})
@@ -93,25 +92,19 @@ class GitTool:
 
     @staticmethod
     def _git(env: Environment, argv: list[str]) -> str:
-        if getattr(env, "local", False):
-            try:
-                repo = git.Repo(env.root, search_parent_directories=True)
-                return repo.git.execute(["git", *argv], strip_newline_in_stdout=False)
-            except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-                raise _GitFailed(f"{env.root} is not inside a git repository") from None
-            except git.GitCommandError as exc:
-                raise _GitFailed(_stderr(exc)) from None
-        result = env.execute(shlex.join(["git", "-C", env.root, *argv]), timeout=60)
+        # Through the environment (inside its sandbox), and hardened: a hook or fsmonitor planted
+        # in .git/config by a command never runs because the git tool looked at the repository.
+        result = env.run(git_argv(argv), cwd=env.root, timeout=60)
+        if result.returncode == 127:
+            raise _GitFailed("git is not installed")
+        if result.returncode != 0 and "not a git repository" in result.stderr:
+            raise _GitFailed(f"{env.root} is not inside a git repository")
         if result.returncode != 0:
-            raise _GitFailed(result.output.strip()[-1000:])
-        return result.output
+            lines = [ln for ln in result.stderr.strip().splitlines() if ln.strip()]
+            raise _GitFailed(next((ln for ln in lines if ln.startswith("fatal:")), lines[-1] if lines else
+                                  f"git exited with status {result.returncode}")[-1000:])
+        return decode(result.stdout)
 
 
 class _GitFailed(Exception):
     pass
-
-
-def _stderr(exc: git.GitCommandError) -> str:
-    text = exc.stderr if isinstance(exc.stderr, str) else str(exc)
-    text = text.strip().removeprefix("stderr:").strip().strip("'").strip()
-    return text or (exc.stdout or "").strip() or f"git exited with status {exc.status}"

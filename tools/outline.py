@@ -10,7 +10,6 @@ from typing import Any
 
 from clover.core.protocols import Environment, ToolResult
 from clover.tools.paths import PathError
-from clover.tools.search import list_files
 from clover.tools.textio import display_path, error, is_binary, resolve
 
 LANGUAGES = {
@@ -189,11 +188,11 @@ class OutlineTool:
         *qualifiers, name = symbol.split(".")
         if not name:
             return error(f"outline: invalid symbol {symbol!r}")
-        local = getattr(env, "local", False)
-        if local and os.path.isfile(full):
+        info = env.stat(full)
+        if info is not None and info.kind == "file":
             base, files = os.path.dirname(full), [os.path.basename(full)]
         else:
-            base, files = full, list_files(env, full)
+            base, files = full, env.list_files(full)
         hits: list[str] = []
         needle = name.encode()
         for rel in files:
@@ -201,11 +200,13 @@ class OutlineTool:
             if language is None:
                 continue
             path = os.path.join(base, rel)
-            try:
-                if local and os.path.getsize(path) > MAX_FILE_BYTES:
+            try:  # a listed file may be a symlink: contained like every file-tool path
+                real = resolve(env, path)
+                stat = env.stat(real)
+                if stat is None or stat.kind != "file" or stat.size > MAX_FILE_BYTES:
                     continue
-                data = env.read_file(path)
-            except OSError:
+                data = env.read_file(real)
+            except (OSError, PathError):
                 continue
             if needle not in data or is_binary(data):
                 continue

@@ -1,8 +1,12 @@
-"""Optional OS sandbox for shell commands, using bubblewrap (bwrap) where it is installed.
+"""OS sandbox for shell commands and the programs tools run (git, rg), using bubblewrap (bwrap).
 
 Inside: the whole file system read-only, the workspace (and any --add-dir) writable, a private
-/tmp, fresh /dev and /proc, and optionally no network (a new network namespace with only a down
-loopback). `Sandbox(root).wrap_command` fits LocalEnvironment's `wrap_command(argv) -> argv` hook.
+/tmp, fresh /dev, its own PID namespace with a fresh /proc (no /proc/<pid>/root of a host process
+to write through; every process in it dies with the command: bwrap is its init and
+--die-with-parent ties that to Clover), a new session (no TIOCSTI into the terminal), no network
+unless allowed (a new network namespace with only a down loopback), and the host's well-known
+service sockets (Docker, the user's session bus and agents under /run/user) hidden.
+`Sandbox(root).wrap_command` fits LocalEnvironment's `wrap_command(argv) -> argv` hook.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ def _probe() -> str | None:
     if exe is None:
         return "bubblewrap (bwrap) is not installed"
     try:
-        proc = subprocess.run([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+        proc = subprocess.run([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--proc", "/proc",
                                "--unshare-net", "--", "true"], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bwrap failed to start: {exc}"
@@ -44,7 +48,7 @@ def unavailable_reason() -> str | None:
 
 
 class Sandbox:
-    def __init__(self, root: str, writable: Sequence[str] = (), network: bool = True,
+    def __init__(self, root: str, writable: Sequence[str] = (), network: bool = False,
                  private_tmp: bool = True):
         reason = _probe()
         if reason is not None:
@@ -56,7 +60,11 @@ class Sandbox:
         self.private_tmp = private_tmp
 
     def wrap_command(self, argv: Sequence[str]) -> list[str]:
-        args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--unshare-ipc",
+                "--proc", "/proc"]
+        for sock in sorted({os.path.realpath(s) for s in _HOST_SOCKETS if os.path.exists(s)}):
+            # read-only does not stop connect(): hide them
+                args += ["--tmpfs", sock] if os.path.isdir(sock) else ["--ro-bind", "/dev/null", sock]
         if self.private_tmp:
             args += ["--tmpfs", "/tmp"]
             # Tools that live under /tmp (a virtualenv, a checkout's PATH entries) stay usable, read-only.
@@ -74,6 +82,10 @@ class Sandbox:
     __call__ = wrap_command
 
 
+_HOST_SOCKETS = ("/run/user", "/var/run/docker.sock", "/run/docker.sock", "/run/containerd",
+                 "/run/podman", "/var/run/dbus", "/run/dbus")
+
+
 def _tools_under_tmp(argv: Sequence[str]) -> list[str]:
     """Directories under /tmp the command may need to execute: this Python's prefixes, PATH entries
     and the program itself; outermost first, without duplicates or nested repeats."""
@@ -88,7 +100,7 @@ def _tools_under_tmp(argv: Sequence[str]) -> list[str]:
     return found
 
 
-def make_wrapper(root: str, writable: Sequence[str] = (), network: bool = True
+def make_wrapper(root: str, writable: Sequence[str] = (), network: bool = False
                  ) -> Callable[[Sequence[str]], list[str]]:
     """The hook for LocalEnvironment(wrap_command=...); raises SandboxUnavailable if bwrap cannot run."""
     return Sandbox(root, writable, network).wrap_command

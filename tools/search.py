@@ -1,21 +1,22 @@
 """Finding files and text: `glob` and `grep`, both honouring .gitignore.
 
-File lists come from `git ls-files --cached --others --exclude-standard` inside a repository and
-from a small .gitignore-aware walk outside one. `grep` uses ripgrep when it is installed and a
-Python scan otherwise; both print `path:line:text`.
+File lists come from the environment (`Environment.list_files`). `grep` runs ripgrep through the
+environment (inside its sandbox or container); where rg is missing, `git grep -P` in a repository;
+a Python scan where neither can run or the pattern is Python-only (a lookahead rg rejects). The
+scan reads each file through the same containment as the file tools, so a symlink in the
+repository to a file outside is skipped, never read. All print `path:line:text`.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shlex
-import shutil
-import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
 from clover.core.protocols import Environment, ToolResult
+from clover.tools.gitsafe import git_argv
+from clover.tools.listing import NOISE_DIRS, glob_matcher, glob_regex  # noqa: F401 - re-exported
 from clover.tools.paths import PathError
 from clover.tools.textio import (
     arg_bool,
@@ -28,179 +29,11 @@ from clover.tools.textio import (
     resolve,
 )
 
-MAX_FILES = 200_000  # a walk stops here
 MAX_GLOB_RESULTS = 200
 MAX_GREP_MATCHES = 200
 MAX_GREP_CHARS = 16_000
 MAX_GREP_FILE_BYTES = 8 * 1024 * 1024
-# Skipped by the walk outside git, where no .gitignore may name them.
-NOISE_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", ".mypy_cache",
-              ".pytest_cache", ".ruff_cache", ".tox", ".idea", ".DS_Store"}
-
-
-# --------------------------------------------------------------------------- patterns
-
-
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """A glob as a regex over '/'-separated paths: `**` crosses directories, `*` and `?` do not,
-    `[abc]` classes and `{a,b}` alternatives work."""
-    out, i, n = [], 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-            continue
-        if pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-            continue
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            j = i + 1
-            j += pattern[j : j + 1] in ("!", "^")
-            j += pattern[j : j + 1] == "]"
-            end = pattern.find("]", j)
-            if end == -1:
-                out.append(re.escape(c))
-            else:
-                body = pattern[i + 1 : end]
-                if body[:1] in ("!", "^"):
-                    body = "^" + body[1:]
-                out.append("[" + body.replace("\\", "\\\\") + "]")
-                i = end
-        elif c == "{" and "}" in pattern[i:]:
-            end = pattern.index("}", i)
-            alts = pattern[i + 1 : end].split(",")
-            out.append("(?:" + "|".join(glob_regex(a).pattern[:-2] for a in alts) + ")")
-            i = end
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return re.compile("".join(out) + r"\Z")
-
-
-def glob_matcher(pattern: str):
-    """Predicate on base-relative paths; a pattern without '/' matches names at any depth."""
-    pattern = pattern.removeprefix("./")
-    rx = glob_regex(pattern)
-    if "/" in pattern:
-        return lambda rel: rx.match(rel) is not None
-    return lambda rel: rx.match(rel.rsplit("/", 1)[-1]) is not None
-
-
-# --------------------------------------------------------------------------- file lists
-
-
-@dataclass
-class _Rule:
-    where: str  # directory (base-relative) holding the .gitignore
-    rx: re.Pattern[str]
-    negate: bool
-    dir_only: bool
-    anchored: bool
-
-
-def _read_gitignore(dir_abs: str, rel: str) -> list[_Rule]:
-    try:
-        with open(os.path.join(dir_abs, ".gitignore"), encoding="utf-8", errors="replace") as fh:
-            lines = fh.read().splitlines()
-    except OSError:
-        return []
-    rules = []
-    for line in lines:
-        line = line.rstrip()
-        if not line or line.startswith("#"):
-            continue
-        negate = line.startswith("!")
-        line = line[1:] if negate else line
-        dir_only = line.endswith("/")
-        line = line.rstrip("/")
-        anchored = "/" in line
-        rules.append(_Rule(rel, glob_regex(line.lstrip("/")), negate, dir_only, anchored))
-    return rules
-
-
-def _ignored(rel: str, is_dir: bool, rules: list[_Rule]) -> bool:
-    ignored = False
-    for rule in rules:
-        if rule.dir_only and not is_dir:
-            continue
-        sub = rel[len(rule.where) + 1 :] if rule.where else rel
-        target = sub if rule.anchored else sub.rsplit("/", 1)[-1]
-        if rule.rx.match(target):
-            ignored = not rule.negate
-    return ignored
-
-
-def _walk_plain(base: str) -> list[str]:
-    out: list[str] = []
-
-    def walk(dir_abs: str, rel: str, rules: list[_Rule]) -> None:
-        rules = rules + _read_gitignore(dir_abs, rel)
-        try:
-            entries = sorted(os.scandir(dir_abs), key=lambda e: e.name)
-        except OSError:
-            return
-        for entry in entries:
-            if len(out) >= MAX_FILES:
-                return
-            if entry.name in NOISE_DIRS:
-                continue
-            path = f"{rel}/{entry.name}" if rel else entry.name
-            is_dir = entry.is_dir(follow_symlinks=False)
-            if _ignored(path, is_dir, rules):
-                continue
-            if is_dir:
-                walk(entry.path, path, rules)
-            elif entry.is_file():
-                out.append(path)
-
-    walk(base, "", [])
-    return out
-
-
-def _git_files(base: str) -> list[str] | None:
-    try:
-        proc = subprocess.run(
-            ["git", "-C", base, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            capture_output=True,
-            timeout=60,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if proc.returncode != 0:
-        return None
-    names = {os.fsdecode(n) for n in proc.stdout.split(b"\0") if n}
-    # --cached still lists files deleted from the work tree; submodules show up as directories.
-    return [n for n in names if os.path.isfile(os.path.join(base, n))]
-
-
-def _remote_files(env: Environment, base: str) -> list[str]:
-    q = shlex.quote(base)
-    cmd = (
-        f"git -C {q} ls-files -z --cached --others --exclude-standard 2>/dev/null "
-        f"|| (cd {q} && find . -name .git -prune -o -type f -print0)"
-    )
-    result = env.execute(cmd, timeout=60)
-    text = result.output
-    if result.truncated and result.full_output_path:
-        text = decode(env.read_file(result.full_output_path))
-    return [n.removeprefix("./") for n in text.split("\0") if n.strip("\n")]
-
-
-def list_files(env: Environment, base: str) -> list[str]:
-    """Files under the directory `base` (absolute), relative to it, sorted, .gitignore honoured."""
-    if getattr(env, "local", False):
-        files = _git_files(base)
-        if files is None:
-            files = _walk_plain(base)
-    else:
-        files = _remote_files(env, base)
-    return sorted(files)[:MAX_FILES]
+BACKENDS = ("rg", "git", "python")  # tried in this order (tests narrow it)
 
 
 # --------------------------------------------------------------------------- glob
@@ -239,10 +72,11 @@ class GlobTool:
             base = resolve(env, path)
         except PathError as exc:
             return error(str(exc))
-        if not os.path.isdir(base) and getattr(env, "local", False):
+        info = env.stat(base)
+        if info is None or info.kind != "dir":
             return error(f"glob: {path}: not a directory")
         match = glob_matcher(pattern)
-        found = [rel for rel in list_files(env, base) if match(rel)]
+        found = [rel for rel in env.list_files(base) if match(rel)]
         if not found:
             return ToolResult(f"no files match {pattern!r} under {display_path(env, base)}")
         shown = [display_path(env, os.path.join(base, rel)) for rel in found[:MAX_GLOB_RESULTS]]
@@ -262,12 +96,13 @@ def _python_grep(
     out: list[str] = []
     count = 0
     for rel in files:
-        full = os.path.join(base, rel) if rel else base
-        try:
-            if os.path.getsize(full) > MAX_GREP_FILE_BYTES:
+        try:  # listed files may be symlinks: the same containment as the file tools
+            full = resolve(env, os.path.join(base, rel) if rel else base)
+            info = env.stat(full)
+            if info is None or info.kind != "file" or info.size > MAX_GREP_FILE_BYTES:
                 continue
             data = env.read_file(full)
-        except OSError:
+        except (OSError, PathError):
             continue
         if is_binary(data):
             continue
@@ -278,7 +113,7 @@ def _python_grep(
         hit_set = set(hits)
         if not hits:
             continue
-        shown = display_path(env, full)
+        shown = display_path(env, os.path.join(base, rel) if rel else base)
         last = -2
         for i in hits:
             lo, hi = max(i - context, 0), min(i + context, len(lines) - 1)
@@ -342,29 +177,30 @@ class GrepTool:
         except re.error as exc:
             return error(f"grep: invalid regular expression {pattern!r}: {exc}")
         glob = args.get("glob") or None
-        local = getattr(env, "local", False)
-        if local and not os.path.exists(base):
+        info = env.stat(base)
+        if info is None:
             return error(f"grep: {args.get('path')}: no such file or directory")
+        flags = self._flags(glob, icase, context)
         lines: list[str] | None = None
-        if local and shutil.which("rg"):
-            # None when rg fails (e.g. a Python-only regex feature such as lookahead): scan in Python.
-            lines, count = self._rg(env, base, pattern, glob, icase, context)
-        if local and lines is None:
-            if os.path.isdir(base):
-                files = list_files(env, base)
-                if glob:
-                    match = glob_matcher(glob)
-                    files = [f for f in files if match(f)]
+        for backend in BACKENDS:
+            if backend == "rg":
+                lines = self._run(env, _rg_command(flags, pattern, display_path(env, base)))
+            elif backend == "git":
+                lines = self._run(env, self._git_grep(env, base, pattern, glob, icase, context))
             else:
                 files = [""]
-            lines, count = _python_grep(env, base, files, rx, context)
-        elif not local:
-            lines, count, problem = self._remote(env, base, pattern, glob, icase, context)
-            if problem:
-                return error(problem)
+                if info.kind == "dir":
+                    files = env.list_files(base)
+                    if glob:
+                        match = glob_matcher(glob)
+                        files = [f for f in files if match(f)]
+                lines, _ = _python_grep(env, base, files, rx, context)
+            if lines is not None:
+                break
         if not lines:
             return ToolResult(f"no matches for {pattern!r} in {display_path(env, base)}")
-        return ToolResult(self._cap(lines, count), data={"count": count})
+        return ToolResult(self._cap(lines, sum(map(_is_match_line, lines))),
+                          data={"count": sum(map(_is_match_line, lines))})
 
     @staticmethod
     def _flags(glob: str | None, icase: bool, context: int) -> list[str]:
@@ -375,39 +211,25 @@ class GrepTool:
             flags += ["--glob", glob]
         return flags
 
-    def _rg(
-        self, env: Environment, base: str, pattern: str, glob: str | None, icase: bool, context: int
-    ) -> tuple[list[str] | None, int]:
-        target = display_path(env, base)
-        cmd = _rg_command(self._flags(glob, icase, context), pattern, target)
-        try:
-            proc = subprocess.run(cmd, cwd=env.root, capture_output=True, timeout=60)
-        except (OSError, subprocess.TimeoutExpired):
-            return None, 0
-        if proc.returncode == 2 and not proc.stdout:
-            return None, 0
-        lines = printable(decode(proc.stdout)).splitlines()
-        return lines, sum(map(_is_match_line, lines))
+    @staticmethod
+    def _run(env: Environment, argv: list[str]) -> list[str] | None:
+        """Output lines, or None when the program is missing or rejected the pattern or the
+        place (exit status above 1 with nothing printed): the next backend then tries."""
+        result = env.run(argv, cwd=env.root, timeout=60)
+        if result.returncode > 1 and not result.stdout:
+            return None
+        return [line.removeprefix("./") for line in printable(decode(result.stdout)).splitlines()]
 
-    def _remote(self, env: Environment, base: str, pattern: str, glob: str | None, icase: bool, context: int):
-        """Through env.execute: rg if the environment has it, else `git grep` in a repository (it
-        honours .gitignore), else plain `grep -r`."""
+    @staticmethod
+    def _git_grep(env: Environment, base: str, pattern: str, glob: str | None, icase: bool,
+                  context: int) -> list[str]:
+        """`git grep -P` (Perl regexes: the nearest to Python's); fails outside a repository."""
         target = display_path(env, base)
-        common = (["-i"] if icase else []) + ([f"-C{context}"] if context else [])
-        rg = shlex.join(_rg_command(self._flags(glob, icase, context), pattern, target))
         spec = target  # git grep ORs pathspecs, so the glob is folded into the one path
         if glob:
             spec = ":(glob)" + ("" if target == "." else target + "/") + ("" if "/" in glob else "**/") + glob
-        git_grep = ["git", "grep", "-nIE", "--untracked", "--no-color", *common, "-e", pattern, "--", spec]
-        grep = ["grep", "-rnIE", "--exclude-dir=.git", *common, *([f"--include={glob}"] if glob else [])]
-        cmd = (f"if command -v rg >/dev/null 2>&1; then {rg}; "
-               f"elif git rev-parse --is-inside-work-tree >/dev/null 2>&1; then {shlex.join(git_grep)}; "
-               f"else {shlex.join([*grep, '-e', pattern, '--', target])}; fi")
-        result = env.execute(cmd, cwd=env.root, timeout=60)
-        if result.returncode not in (0, 1):
-            return [], 0, "grep: " + result.output.strip()[-500:]
-        lines = [line.removeprefix("./") for line in result.output.splitlines()]
-        return lines, sum(map(_is_match_line, lines)), None
+        common = (["-i"] if icase else []) + ([f"-C{context}"] if context else [])
+        return git_argv(["grep", "-nIP", "--untracked", "--no-color", *common, "-e", pattern, "--", spec])
 
     @staticmethod
     def _cap(lines: list[str], count: int) -> str:

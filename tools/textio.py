@@ -6,7 +6,7 @@ import difflib
 import os
 from typing import Any
 
-from clover.core.protocols import ToolResult
+from clover.core.protocols import Environment, ToolResult
 from clover.tools.paths import PathError, resolve_path
 
 SNIFF_BYTES = 8192
@@ -69,7 +69,7 @@ def unified_diff(old: str, new: str, rel: str) -> str:
     return printable("".join(diff))
 
 
-def display_path(env: Any, path: os.PathLike | str) -> str:
+def display_path(env: Environment, path: os.PathLike | str) -> str:
     """`path` relative to the workspace root when it lies inside it, else absolute."""
     root = os.path.realpath(env.root)
     path = str(path)
@@ -78,16 +78,16 @@ def display_path(env: Any, path: os.PathLike | str) -> str:
     return os.path.relpath(path, root) if path.startswith(root + os.sep) else path
 
 
-def resolve(env: Any, path: Any, write: bool = False) -> str:
+def resolve(env: Environment, path: Any, write: bool = False) -> str:
     """Workspace-contained absolute path for a tool argument; raises PathError. Reads may also
     reach the environment's readable roots (spilled command output); writes may not."""
     if path is None:
         raise PathError("'path' is required")
     if not isinstance(path, str):
         raise PathError(f"path must be a string, got {type(path).__name__}")
-    roots = list(getattr(env, "allowed_roots", []))
+    roots = list(env.allowed_roots)
     if not write:
-        roots += getattr(env, "readable_roots", [])
+        roots += env.readable_roots
     return str(resolve_path(env.root, path, roots))
 
 
@@ -95,7 +95,7 @@ def error(message: str) -> ToolResult:
     return ToolResult(output=message, is_error=True)
 
 
-def read_text(env: Any, path: str) -> str:
+def read_text(env: Environment, path: str) -> str:
     """A text file's content, byte-exact; raises ValueError with a clear message otherwise."""
     try:
         data = env.read_file(path)

@@ -8,14 +8,17 @@ import shlex
 import subprocess
 import time
 
-from clover.core.protocols import ExecResult
+from clover.core.protocols import ExecResult, RunResult
 from clover.evals.swebench.workspace import WorkspaceError, docker_run_command
+from clover.tools.listing import RunBackedFiles
 
 
-class DockerEnvironment:
+class DockerEnvironment(RunBackedFiles):
     def __init__(self, instance_id: str, container: str, *, timeout: float = 120.0, output_limit: int = 16_000,
                  image: str | None = None) -> None:
         self.root = "/testbed"
+        self.allowed_roots: list[str] = []
+        self.readable_roots: list[str] = []
         self.container, self.timeout, self.output_limit = container, timeout, output_limit
         proc = subprocess.run(docker_run_command(instance_id, container, image), capture_output=True, text=True)
         if proc.returncode != 0:
@@ -49,7 +52,21 @@ class DockerEnvironment:
         return ExecResult(output=out, returncode=proc.returncode, timed_out=proc.returncode == 124,
                           truncated=truncated, seconds=time.monotonic() - start)
 
+    def run(self, argv: list[str], cwd: str | None = None, timeout: float | None = None) -> RunResult:
+        """One program in the container (`docker exec` of the argv itself: no shell)."""
+        limit = timeout or self.timeout
+        try:
+            proc = subprocess.run(["docker", "exec", "-w", self._abs(cwd or self.root), self.container, *argv],
+                                  capture_output=True, timeout=limit + 30)
+        except subprocess.TimeoutExpired:
+            return RunResult(-9, b"", f"timed out after {limit:g}s", timed_out=True)
+        # docker exec says 126/127 itself when the program cannot start, as a shell would
+        return RunResult(proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace"))
+
     def read_file(self, path: str) -> bytes:
+        kind = self.stat(path)
+        if kind is not None and kind.kind == "other":  # a FIFO would block `cat` forever
+            raise OSError(22, "not a regular file; not opened", path)
         proc = self._exec(["cat", self._abs(path)])
         if proc.returncode != 0:
             raise FileNotFoundError(path)

@@ -23,7 +23,8 @@ import uuid
 from collections.abc import Coroutine
 from typing import Any
 
-from clover.core.protocols import ExecResult
+from clover.core.protocols import ExecResult, RunResult
+from clover.tools.listing import RunBackedFiles
 
 _MARK = "__CLOVER_CWD__"
 
@@ -45,8 +46,8 @@ def cut_output(text: str, limit: int) -> tuple[str, bool]:
     return f"{text[:half]}\n[... {dropped} characters cut ...]\n{text[-half:]}", True
 
 
-class HarborEnvironment:
-    local = False  # tools must go through execute/read_file/write_file, never the host disk
+class HarborEnvironment(RunBackedFiles):
+    """Tools reach the sandbox only through these methods (list_files and stat run programs in it)."""
 
     def __init__(
         self,
@@ -61,6 +62,7 @@ class HarborEnvironment:
         self.harbor_env, self.loop = harbor_env, loop
         self.root = root.rstrip("/") or "/"
         self.allowed_roots = ["/"]  # the whole sandbox is the agent's to change
+        self.readable_roots: list[str] = []
         self.timeout, self.output_limit = timeout, output_limit
         self.stop = stop or threading.Event()
         self.cwd = self.root
@@ -146,6 +148,18 @@ class HarborEnvironment:
         output, truncated = cut_output(output, self.output_limit)
         return ExecResult(output, int(result.return_code), truncated=truncated, seconds=time.monotonic() - start)
 
+    def run(self, argv: list[str], cwd: str | None = None, timeout: float | None = None) -> RunResult:
+        """One program in the sandbox, no session state; stdout kept apart from stderr."""
+        timeout = self.timeout if timeout is None else timeout
+        script = f"cd {shlex.quote(self._abs(cwd or self.root))} && exec {shlex.join(argv)}"
+        try:
+            result = self._call(self.harbor_env.exec(script, timeout_sec=max(1, math.ceil(timeout))),
+                                timeout + 60)
+        except TimeoutError:
+            return RunResult(-9, b"", f"timed out after {timeout:g}s", timed_out=True)
+        stdout = (result.stdout or "").encode("utf-8", "surrogateescape")
+        return RunResult(int(result.return_code), stdout, result.stderr or "")
+
     # ------------------------------------------------------------------ files
 
     def _kind(self, path: str) -> str:
@@ -161,6 +175,8 @@ class HarborEnvironment:
             raise FileNotFoundError(2, "No such file or directory", full)
         if kind == "D":
             raise IsADirectoryError(21, "Is a directory", full)
+        if kind == "O":  # a FIFO or device: downloading it could block or never end
+            raise OSError(22, "not a regular file; not opened", full)
         with tempfile.TemporaryDirectory(prefix="clover-harbor-") as tmp:
             local = os.path.join(tmp, "file")
             self._call(self.harbor_env.download_file(full, local), 600)

@@ -1,0 +1,100 @@
+"""Git that runs no code from the repository: every git command Clover starts is built here.
+
+A repository's `.git/config` and `.git/hooks` are writable by whatever runs in the workspace (the
+agent's shell, a sandboxed one included), and git runs programs named there: hooks, core.fsmonitor,
+diff.external and diff drivers, filter drivers, the pager, editors, credential helpers, ssh. A
+sandboxed command could plant one and wait for Clover to run git on the host (`clover fix`'s final
+diff, checkpoints, the git tool). So every invocation:
+
+- overrides each code-running setting on the command line (`-c` beats every config file), and
+  blanks every filter driver the repository's config defines (found by reading the config, which
+  runs nothing; an empty filter command means "no filter");
+- passes `--no-ext-diff --no-textconv` to the commands that render diffs;
+- runs with a scrubbed environment: no inherited GIT_* (GIT_CONFIG_PARAMETERS, GIT_EXTERNAL_DIFF,
+  GIT_SSH_COMMAND ...), no system config, no terminal prompts, no pager.
+Aliases never apply: Clover only runs built-in subcommands. What `include.path` pulls in is covered
+because the config is read with includes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+
+# Settings whose value is a program git may run, or that make git run one; each forced harmless.
+HARDENING: tuple[tuple[str, str], ...] = (
+    ("core.hooksPath", "/dev/null"),
+    ("core.fsmonitor", "false"),
+    ("core.untrackedCache", "false"),
+    ("core.pager", "cat"),
+    ("core.editor", "true"),
+    ("sequence.editor", "true"),
+    ("core.askPass", ""),
+    ("core.sshCommand", "false"),
+    ("core.gitProxy", ""),
+    ("credential.helper", ""),
+    ("diff.external", ""),
+    ("gpg.program", "false"),
+    ("commit.gpgSign", "false"),
+    ("tag.gpgSign", "false"),
+    ("protocol.allow", "never"),
+    ("uploadpack.packObjectsHook", ""),
+    ("pager.diff", "false"), ("pager.log", "false"), ("pager.show", "false"), ("pager.status", "false"),
+)
+# Subcommands that render patches, where diff drivers (external, textconv) would run.
+_DIFF_COMMANDS = {"diff", "show", "log", "diff-tree", "diff-index", "diff-files", "format-patch"}
+_FILTER_KEYS = (".clean", ".smudge", ".process")
+
+
+def safe_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`base` (default: this process's environment) without GIT_* and with git's own config and
+    prompts switched off. The user's global config stays (it is theirs, not the repository's)."""
+    env = {k: v for k, v in (os.environ if base is None else base).items() if not k.startswith("GIT_")}
+    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_TERMINAL_PROMPT="0", GIT_PAGER="cat", PAGER="cat",
+               GIT_OPTIONAL_LOCKS="0", GIT_NO_REPLACE_OBJECTS="1", GIT_PROTOCOL_FROM_USER="0")
+    return env
+
+
+def _config_args(pairs: Sequence[tuple[str, str]]) -> list[str]:
+    out: list[str] = []
+    for key, value in pairs:
+        out += ["-c", f"{key}={value}"]
+    return out
+
+
+def filter_overrides(config_listing: str) -> list[tuple[str, str]]:
+    """Blank every filter driver named in a `git config --list -z` listing."""
+    found = []
+    for item in config_listing.split("\0"):
+        key = item.split("\n", 1)[0].lower()
+        if key.startswith("filter.") and key.endswith(_FILTER_KEYS):
+            found.append((item.split("\n", 1)[0], ""))
+    return found
+
+
+def git_argv(args: Sequence[str], extra_config: Sequence[tuple[str, str]] = ()) -> list[str]:
+    """`git <hardening> <args>`; diff-rendering subcommands also get --no-ext-diff --no-textconv."""
+    args = list(args)
+    if args and args[0] in _DIFF_COMMANDS:
+        args = [args[0], "--no-ext-diff", "--no-textconv", *args[1:]]
+    return ["git", "--no-pager", *_config_args([*HARDENING, *extra_config]), *args]
+
+
+def read_filters(cwd: str, env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+    """The filter overrides for the repository at `cwd` (reading config runs no program)."""
+    try:
+        proc = subprocess.run(["git", "config", "--list", "--includes", "-z"], cwd=cwd,
+                              env=dict(env) if env is not None else safe_env(), capture_output=True,
+                              timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return filter_overrides(proc.stdout.decode("utf-8", "surrogateescape"))
+
+
+def run_git(args: Sequence[str], cwd: str, *, env: Mapping[str, str] | None = None,
+            input: bytes | None = None, timeout: float = 600) -> subprocess.CompletedProcess[bytes]:
+    """Run hardened git on this machine; raises OSError / TimeoutExpired like subprocess.run."""
+    env = safe_env() if env is None else safe_env(env)
+    argv = git_argv(args, read_filters(cwd, env))
+    return subprocess.run(argv, cwd=cwd, env=env, input=input, capture_output=True, timeout=timeout)
