@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -30,12 +29,9 @@ def settings_or_exit(repo: Path, flags: dict[str, Any], **defaults: Any) -> Sett
     for notice in settings.notices:
         warn(notice)
     if settings.api_key:
-        try:
-            from clover.tools.redact import register_secret
+        from clover.tools.redact import register_secret
 
-            register_secret(settings.api_key)
-        except ImportError:  # pragma: no cover
-            pass
+        register_secret(settings.api_key)
     return settings
 
 
@@ -46,7 +42,3 @@ def state_dir() -> Path:
         return Path(base)
     xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(xdg) / "clover"
-
-
-def stdout_is_tty() -> bool:
-    return sys.stdout.isatty()

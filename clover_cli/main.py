@@ -28,13 +28,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
-def _root(
-    version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
-    ] = False,
-) -> None:
-    pass
 
 
 ModelOpt = Annotated[
@@ -47,6 +40,57 @@ ToolFormatOpt = Annotated[str | None, typer.Option("--tool-format", help="native
 ThinkOpt = Annotated[bool | None, typer.Option("--think/--no-think", help="Thinking mode.", show_default=False)]
 ModeOpt = Annotated[str | None, typer.Option("--mode", help="Permission mode: plan | ask | auto-edit | yolo.")]
 AddDirOpt = Annotated[list[str] | None, typer.Option("--add-dir", help="Also allow file tools in this directory.")]
+PrintOpt = Annotated[
+    str | None,
+    typer.Option("--print", "-p", help="One-shot: answer PROMPT and exit ('-': the prompt is stdin; piped stdin is appended).",
+                 show_default=False),
+]
+OutputFormatOpt = Annotated[str, typer.Option("--output-format", help="With -p: text | json | stream-json")]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Allow every tool call (yolo mode).")]
+
+
+@app.callback(invoke_without_command=True)
+def _root(
+    ctx: typer.Context,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+    ] = False,
+    print_: PrintOpt = None,
+    output_format: OutputFormatOpt = "text",
+    repo: Annotated[Path, typer.Option("--repo", help="With -p: the repository to work in.")] = Path("."),
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key: ApiKeyOpt = None,
+    mode: ModeOpt = None,
+    yes: YesOpt = False,
+    think: ThinkOpt = None,
+) -> None:
+    if ctx.invoked_subcommand is not None:
+        if print_ is not None:
+            from clover.cli_common import fail
+
+            fail(f"-p goes after the command: clover {ctx.invoked_subcommand} -p ..., or clover -p ... alone")
+        return
+    if print_ is None:
+        typer.echo(ctx.get_help())
+        raise typer.Exit(0)
+    flags = {"model": model, "base_url": base_url, "api_key": api_key, "think": think,
+             "mode": "yolo" if yes else mode}
+    raise typer.Exit(_one_shot(repo, flags, print_, output_format))
+
+
+def _one_shot(repo: Path, flags: dict, prompt: str | None, output_format: str) -> int:
+    """`clover -p`, `clover chat -p` and `... | clover chat`: one request, headless."""
+    import sys
+
+    from clover.cli_common import fail, settings_or_exit
+
+    if not repo.is_dir():
+        fail(f"not a directory: {repo}")
+    settings = settings_or_exit(repo, flags)
+    from clover.repl.headless import read_prompt, run_print
+
+    return run_print(settings, repo.resolve(), read_prompt(prompt, sys.stdin), output_format)
 
 
 @app.command()
@@ -94,14 +138,21 @@ def chat(
     mode: ModeOpt = None,
     add_dir: AddDirOpt = None,
     live: Annotated[bool, typer.Option("--live/--no-live", help="Live diffusion view.")] = True,
+    print_: PrintOpt = None,
+    output_format: OutputFormatOpt = "text",
+    yes: YesOpt = False,
 ) -> None:
-    """Work with the agent interactively in this repository."""
+    """Work with the agent interactively in this repository (piped stdin: one request, headless)."""
+    import sys
+
     from clover.cli_common import fail, settings_or_exit
 
     flags = {
         "model": model, "base_url": base_url, "api_key": api_key, "tool_format": tool_format, "think": think,
-        "mode": mode, "add_dirs": add_dir or None, "live": live,
+        "mode": "yolo" if yes else mode, "add_dirs": add_dir or None, "live": live,
     }
+    if print_ is not None or (resume is None and not sys.stdin.isatty()):
+        raise typer.Exit(_one_shot(repo, flags, print_, output_format))
     if not repo.is_dir():
         fail(f"not a directory: {repo}")
     settings = settings_or_exit(repo, flags)

@@ -1,4 +1,4 @@
-"""`clover train`: a thin front end to model/train.py (and model/data.py) for the CLI.
+"""`clover train`: a thin front end to model/train.py for the CLI.
 
 The lead wires `run_train` into the typer app; torch is imported only when it runs, so
 `clover --help` stays light. Returns a process exit code (0 ok, 2 usage error).
@@ -56,17 +56,4 @@ def run_train(**options) -> int:
     try:
         return main(train_argv(**options))
     except SystemExit as exc:  # argparse's usage errors: already printed as one line
-        return int(exc.code or 0)
-
-
-def build_data(tokenizer: Path, trajectories: list[Path], out: Path, seq: int = 1024, align: str = "end") -> int:
-    """Tokenise and pack training data (python -m clover.model.data)."""
-    from clover.model.data import main
-
-    argv = ["--tokenizer", str(tokenizer), "--out", str(out), "--seq", str(seq), "--align", align]
-    if trajectories:
-        argv += ["--trajectories", *map(str, trajectories)]
-    try:
-        return main(argv)
-    except SystemExit as exc:
         return int(exc.code or 0)

@@ -9,10 +9,8 @@ from typing import Any
 
 
 def _redact(obj: Any) -> Any:
-    try:  # the safety module may register secrets (the configured API key) at run time
-        from clover.tools.redact import redact_obj
-    except ImportError:  # pragma: no cover - redaction lives in tools/, optional for foreign envs
-        return obj
+    from clover.tools.redact import redact_obj  # the secrets are registered at run time (the API key)
+
     return redact_obj(obj)
 
 

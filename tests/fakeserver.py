@@ -29,6 +29,8 @@ class FakeReply:
     status: int = 200  # anything else: an OpenAI-style error body with `error`
     error: str = ""
     chunk_size: int = 4  # characters per streamed delta: small, so tags split across deltas
+    finish_reason: str | None = None  # default: "tool_calls" with calls, else "stop"; "length": cut off
+    drop_after: int | None = None  # streaming: close the connection after this many content deltas
 
 
 class FakeChatServer:
@@ -40,8 +42,13 @@ class FakeChatServer:
         models: list[str] | None = None,
         reject_stream_options: bool = False,
         reject_tools: bool = False,
+        max_model_len: int | None = None,
+        context_limit: int | None = None,
     ) -> None:
+        """`max_model_len`: listed per model by GET /v1/models (as vLLM does). `context_limit`: a request
+        whose messages exceed this many tokens (4 characters a token) gets vLLM's HTTP 400."""
         self.replies = list(replies or [])
+        self.max_model_len, self.context_limit = max_model_len, context_limit
         self.requests: list[dict[str, Any]] = []  # request bodies, in order
         self.api_key, self.models = api_key, models
         self.reject_stream_options, self.reject_tools = reject_stream_options, reject_tools
@@ -82,6 +89,14 @@ class FakeChatServer:
                 return 400, _error("tools are not supported by this server")
             if self.models is not None and body.get("model") not in self.models:
                 return 404, _error(f"The model `{body.get('model')}` does not exist.", "model_not_found")
+            if self.context_limit is not None:
+                size = len(json.dumps(body.get("messages", []))) // 4
+                if size > self.context_limit:
+                    return 400, _error(
+                        f"This model's maximum context length is {self.context_limit} tokens. However, you "
+                        f"requested {size + int(body.get('max_tokens') or 0)} tokens ({size} in the messages, "
+                        f"{body.get('max_tokens')} in the completion). Please reduce the length of the messages "
+                        "or completion.", None)
             if not self.replies:
                 return 500, _error("fake server: no more replies queued")
             reply = self.replies.pop(0)
@@ -112,6 +127,13 @@ def _calls(reply: FakeReply) -> list[dict[str, Any]]:
     return out
 
 
+_DROP: dict[str, Any] = {"drop": True}  # a marker in a chunk list: close the connection here
+
+
+def _finish(reply: FakeReply) -> str:
+    return reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
+
+
 def _usage(reply: FakeReply) -> dict[str, int]:
     return {
         "prompt_tokens": reply.prompt_tokens,
@@ -131,7 +153,7 @@ def _completion(reply: FakeReply, model: str) -> dict[str, Any]:
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
+        "choices": [{"index": 0, "message": message, "finish_reason": _finish(reply)}],
         "usage": _usage(reply),
     }
 
@@ -152,12 +174,15 @@ def _chunks(reply: FakeReply, model: str, usage: bool) -> list[dict[str, Any]]:
 
     out = [chunk({"role": "assistant", "content": ""})]
     out += [chunk({reply.reasoning_field: p}) for p in pieces(reply.reasoning)]
-    out += [chunk({"content": p}) for p in pieces(reply.text)]
+    content = [chunk({"content": p}) for p in pieces(reply.text)]
+    if reply.drop_after is not None:  # the connection breaks: no finish, no usage, no [DONE]
+        return [*out, *content[: reply.drop_after], _DROP]
+    out += content
     for i, call in enumerate(_calls(reply)):
         head = {"index": i, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}
         out.append(chunk({"tool_calls": [head]}))
         out += [chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]}) for p in pieces(call["function"]["arguments"])]
-    out.append(chunk({}, "tool_calls" if reply.tool_calls else "stop"))
+    out.append(chunk({}, _finish(reply)))
     if usage:
         out.append({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": model, "choices": [], "usage": _usage(reply)})
     return out
@@ -178,7 +203,9 @@ def _handler(server: FakeChatServer) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             if self.path.rstrip("/") == "/v1/models":
-                self._json(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in server.models or []]})
+                extra = {"max_model_len": server.max_model_len} if server.max_model_len else {}
+                self._json(200, {"object": "list",
+                                 "data": [{"id": m, "object": "model", **extra} for m in server.models or []]})
             else:
                 self._json(404, _error(f"no route {self.path}"))
 
@@ -203,6 +230,9 @@ def _handler(server: FakeChatServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Cache-Control", "no-cache")
             self.end_headers()  # HTTP/1.0: the stream ends when the connection closes
             for item in answer:
+                if item is _DROP:
+                    self.close_connection = True
+                    return
                 self.wfile.write(f"data: {json.dumps(item)}\n\n".encode())
                 self.wfile.flush()
             self.wfile.write(b"data: [DONE]\n\n")

@@ -19,7 +19,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from clover.backends import make_model  # noqa: E402
-from clover.backends.local import EMBEDDED_DIR, LocalCloverModel, turn_from_text  # noqa: E402
+from clover.backends.local import LocalCloverModel, turn_from_text  # noqa: E402
 from clover.core.protocols import Model, ModelError  # noqa: E402
 from clover.settings import Settings, SettingsError  # noqa: E402
 from tests.clihelp import isolated_env, run_clover  # noqa: E402
@@ -174,13 +174,6 @@ def test_prompt_longer_than_the_context_is_a_model_error(clover):
     small.context_window = 10
     with pytest.raises(ModelError, match="context"):
         small.complete(USER, [])
-
-
-def test_embedded_not_shipped():
-    if (EMBEDDED_DIR / "model.safetensors").is_file():
-        pytest.skip("this build ships the embedded weights")
-    with pytest.raises(ModelError, match="not shipped in this build"):
-        make_model(Settings(model="embedded"))
 
 
 def _broken(ckpt, tmp_path, how: str):

@@ -138,11 +138,6 @@ class Checkpoints:
     def label(self, checkpoint_id: str) -> str:
         return self._meta(checkpoint_id)[checkpoint_id][0]
 
-    def changed_files(self, a: str, b: str) -> list[str]:
-        """Paths that differ between two checkpoints (for showing what an undo did)."""
-        out = self._git("diff-tree", "-r", "--name-only", "-z", "--no-renames", a, b)
-        return [p for p in out.split("\0") if p]
-
     # ----------------------------------------------------------------------- git plumbing
 
     def _env(self) -> dict[str, str]:

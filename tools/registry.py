@@ -9,10 +9,6 @@ from clover.tools.outline import OutlineTool
 from clover.tools.search import GlobTool, GrepTool
 from clover.tools.shell import BashTool
 
-# Tools that never change files or run commands (plan mode allows them). `git` is read-only per
-# call: ask `GitTool.is_read_only(args)`.
-READ_ONLY_TOOLS = frozenset({"view", "glob", "grep", "outline"})
-
 
 def default_tools() -> list[Tool]:
     return [ViewTool(), CreateTool(), StrReplaceTool(), InsertTool(), GlobTool(), GrepTool(), BashTool(),

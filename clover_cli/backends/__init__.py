@@ -25,16 +25,11 @@ def make_model(settings: Settings) -> Model:
     if spec == "embedded" or Path(spec).expanduser().is_dir():
         try:
             from clover.backends.local import LocalCloverModel
-        except ImportError as exc:
+        except ImportError as exc:  # the optional [local] extra; our own modules are always there
             missing = getattr(exc, "name", None) or ""
-            if missing.split(".")[0] in ("torch", "numpy"):
-                raise ModelError(
-                    f"the local Clover model needs {missing}: pip install 'clover-cli[local]'"
-                ) from None
-            raise ModelError(
-                f"the local Clover model is not available in this build ({exc}); "
-                "use --base-url URL --model NAME for an OpenAI-compatible server"
-            ) from None
+            if missing.split(".")[0] not in ("torch", "numpy"):
+                raise
+            raise ModelError(f"the local Clover model needs {missing}: pip install 'clover-cli[local]'") from None
         return LocalCloverModel(settings)
     raise ModelError(
         f"model {spec!r} is not a checkpoint directory; for a model on an OpenAI-compatible server "

@@ -34,15 +34,12 @@ from clover.settings import Settings
 
 DEFAULT_CONTEXT = 32768
 EMBEDDED_DIR = Path(clover.model.chat.__file__).resolve().parent / "weights"  # shipped inside the package
-NOT_SHIPPED = "the embedded Clover is not shipped in this build yet: use --model DIR or --base-url URL"
 
 
 def checkpoint_dir(spec: str) -> Path:
     """settings.model -> the checkpoint directory ("embedded": the shipped weights)."""
     if spec == "embedded":
-        if not (EMBEDDED_DIR / "model.safetensors").is_file():
-            raise ModelError(NOT_SHIPPED)
-        return EMBEDDED_DIR
+        return EMBEDDED_DIR  # shipped inside the package (package-data)
     d = Path(spec).expanduser()
     if not d.is_dir():
         raise ModelError(f"checkpoint directory not found: {d}")
@@ -80,7 +77,7 @@ def cpu_threads(asked: int, params: int) -> int | None:
 
 
 def load_model(directory: Path, device: str):
-    """(network, config, chat template or None) via model/load.py; errors as one-line ModelErrors."""
+    """load_checkpoint's (network, config, chat template or None); errors as one-line ModelErrors."""
     import torch
 
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
@@ -113,7 +110,7 @@ class LocalCloverModel:
         except ImportError:
             raise ModelError("the local Clover model needs torch: pip install 'clover-cli[local]'") from None
         self.device = pick_device(settings.device)
-        net, config, template = _unpack(load_model(directory, self.device))
+        net, config, template = load_model(directory, self.device)
         self.net, self.config = net.eval(), config
         if self.device == "cpu":
             import torch
@@ -289,18 +286,6 @@ class _BlockStreamer:
         if delta:
             self._pieces(self.parser.feed(delta))
         self._pieces(self.parser.finish())
-
-
-def _unpack(loaded: Any) -> tuple[Any, Any, str | None]:
-    """load_checkpoint's result as (network, config, chat template): a tuple or an object."""
-    if isinstance(loaded, tuple):
-        net, config = loaded[0], loaded[1]
-        template = loaded[2] if len(loaded) > 2 and isinstance(loaded[2], str) else None
-        return net, config, template
-    net = getattr(loaded, "model", loaded)
-    config = getattr(loaded, "config", None) or net.config
-    template = getattr(loaded, "chat_template", None)
-    return net, config, template if isinstance(template, str) else None
 
 
 __all__ = ["LocalCloverModel", "checkpoint_dir", "pick_device", "turn_from_text"]

@@ -8,6 +8,7 @@ rest of the session when the server answers with calls written as text, or rejec
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,13 @@ from clover.model.chat import StreamParser, parse_assistant, split_thinking, tex
 from clover.settings import Settings
 
 TEXT_CALL_MARKERS = ("<tool_call>", "<function=")
+DEFAULT_WINDOW = 131072  # when neither the settings nor the server say
+# What servers call a model's context in GET /v1/models (vLLM, OpenRouter / LM Studio, others).
+WINDOW_FIELDS = ("max_model_len", "context_length", "context_window", "max_context_length", "n_ctx")
+_OVERFLOW = re.compile(
+    r"context length|context window|context_length_exceeded|maximum context|too many tokens|prompt is too long"
+    r"|exceeds? the (?:model'?s? )?(?:context|max)", re.I)
+_LIMIT = re.compile(r"(?:maximum context length|context (?:length|window)) (?:is|of) (\d+)", re.I)
 
 
 @dataclass
@@ -59,12 +67,13 @@ class OpenAICompatModel:
         *,
         stream: bool = True,
         max_retries: int = 2,
-        context_window: int = 131072,
+        context_window: int | None = None,
     ) -> None:
         self.settings = settings
         self.name = settings.model
         self.base_url = (settings.base_url or "").rstrip("/")
-        self.context_window = context_window
+        # Explicit, else the setting, else what the server lists (fetched when first needed).
+        self._window = context_window or int(getattr(settings, "context_window", 0) or 0) or None
         self.tool_format = settings.tool_format  # becomes "text" when auto switches
         self.stream = stream
         # Optional request fields, dropped for good when a server rejects them (HTTP 400).
@@ -76,6 +85,42 @@ class OpenAICompatModel:
             timeout=settings.request_timeout,
             max_retries=max_retries,
         )
+
+    # ------------------------------------------------------------------ the server's models
+
+    @property
+    def context_window(self) -> int:
+        if self._window is None:
+            self._window = self._server_window() or DEFAULT_WINDOW
+        return self._window
+
+    @context_window.setter
+    def context_window(self, tokens: int) -> None:
+        self._window = tokens
+
+    def _listed(self) -> list[Any] | None:
+        """The server's GET /v1/models entries, or None when it does not answer (quickly)."""
+        try:
+            page = self.client.with_options(timeout=5.0, max_retries=0).models.list()
+            return list(page.data)
+        except Exception:  # a server without the route, or down: the chat request will say so
+            return None
+
+    def served_models(self) -> list[str] | None:
+        listed = self._listed()
+        return None if listed is None else [str(getattr(m, "id", "")) for m in listed]
+
+    def _server_window(self) -> int | None:
+        listed = self._listed() or []
+        mine = [m for m in listed if getattr(m, "id", None) == self.name] or (listed if len(listed) == 1 else [])
+        for entry in mine:
+            extra = {**(getattr(entry, "model_extra", None) or {})}
+            extra.update((extra.get("meta") or {}) if isinstance(extra.get("meta"), dict) else {})
+            for name in (*WINDOW_FIELDS, "n_ctx_train"):
+                value = extra.get(name)
+                if isinstance(value, int) and value > 0:
+                    return value
+        return None
 
     # ------------------------------------------------------------------ request
 
@@ -164,6 +209,8 @@ class OpenAICompatModel:
                         reply.finish_reason = choice.finish_reason
         finally:
             stream.close()
+        if not reply.finish_reason:  # the stream stopped without saying the reply was complete
+            reply.finish_reason = "incomplete"
         self._emit_parsed(parser.finish(), emit)
         reply.content, reply.reasoning = "".join(content), "".join(reasoning)
         reply.calls = [slots[i] for i in sorted(slots)]
@@ -276,7 +323,13 @@ class OpenAICompatModel:
                 f"model {self.name!r} not found at {url} (HTTP 404: {detail}); check --model and that --base-url ends in /v1"
             )
         if status is not None:
-            return ModelError(f"the model server at {url} answered HTTP {status}: {detail}")
+            error = ModelError(f"the model server at {url} answered HTTP {status}: {detail}")
+            if status in (400, 413, 422) and _OVERFLOW.search(detail):
+                limit = _LIMIT.search(detail)
+                error.context_overflow = True  # type: ignore[attr-defined]  # the chat compacts and retries
+                if limit:
+                    self._window = int(limit.group(1))
+            return error
         return ModelError(f"model server error at {url}: {detail}")
 
     @staticmethod

@@ -4,6 +4,7 @@ the session saved, repeat. Slash commands live in slash.py, rendering in render.
 from __future__ import annotations
 
 import dataclasses
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,10 +15,11 @@ from rich.console import Console
 from clover.agent import Agent, RunResult
 from clover.cli_common import state_dir
 from clover.core.protocols import AssistantTurn, Message, Model, ModelError, Tool, ToolCall, ToolResult
-from clover.prompts import system_prompt
+from clover.prompts import project_instructions, system_prompt
 from clover.repl import compaction
 from clover.repl.approvals import Approver
 from clover.repl.completion import ChatCompleter, expand_mentions
+from clover.repl.guard import guarded_complete, truncation
 from clover.repl.input import ChatInput
 from clover.repl.render import Renderer, make_console
 from clover.repl.sessions import Session, SessionError, SessionStore, new_session_id
@@ -41,15 +43,36 @@ class ObservedModel:
         return int(getattr(self.inner, "context_window", 0) or 0)
 
     def complete(self, messages: list[Message], tools: list[Any], on_event: Any = None) -> AssistantTurn:
+        try:
+            return self._complete(messages, tools)
+        except ModelError as exc:
+            if not _overflow(exc):
+                raise
+            # The server's context is smaller than we knew: compact (in place) and ask once more.
+            self.app.renderer.note(f"the conversation is too long for {self.name}'s context: compacting and retrying")
+            if not self.app.compact(forced=True):
+                raise
+            return self._complete(messages, tools)
+
+    def _complete(self, messages: list[Message], tools: list[Any]) -> AssistantTurn:
         renderer = self.app.renderer
         renderer.begin_turn()
         turn: AssistantTurn | None = None
         try:
-            turn = self.inner.complete(messages, tools, renderer.on_event)
+            turn = guarded_complete(self.inner, messages, tools, renderer.on_event)
             self.app.context_tokens = turn.prompt_tokens + turn.completion_tokens
             return turn
         finally:
             renderer.end_turn(turn)
+            cut = truncation(turn)
+            if cut:
+                renderer.warn(f"⚠ truncated: {cut}")
+
+
+def _overflow(exc: Exception) -> bool:
+    """A context-length refusal: flagged by the OpenAI backend, or the local model's own wording."""
+    return bool(getattr(exc, "context_overflow", False)) or bool(
+        re.search(r"-token context of|maximum context length", str(exc)))
 
 
 class ObservedGate:
@@ -296,29 +319,38 @@ class ChatApp:
         if compaction.should_compact(self.used_tokens(), self.model.context_window):
             self.compact(forced=False)
 
-    def compact(self, forced: bool) -> None:
+    def compact(self, forced: bool) -> bool:
+        """Summarise the older turns; True when the conversation got smaller."""
         window = self.model.context_window
-        self.renderer.info("compacting the conversation…")
         changed = _git_status(self.root)
         state = compaction.task_state(self.current_request, changed)
+        self.renderer.begin_progress("compacting: the model summarises the older turns")
         try:
             done = compaction.compact(
                 self.agent.messages, self.model.inner, system_prompt=system_prompt(self.root, "chat"),
                 task_state=state, window=window, keep_tokens=0 if forced else None,
+                on_event=self.renderer.on_event,
             )
         except KeyboardInterrupt:
+            self.renderer.stop_live()
             self.renderer.note("compaction interrupted; the conversation is unchanged")
-            return
+            return False
+        finally:
+            self.renderer.stop_live()
         if done is None:
             self.renderer.info("nothing to compact yet")
-            return
+            return False
+        sizes = f"~{done.before_tokens:,} → ~{done.after_tokens:,} tokens"
+        if not done.applied:
+            self.renderer.warn(f"compaction would not shrink the conversation ({sizes}); it is unchanged")
+            return False
         self.context_tokens = 0
         how = "a summary by the model" if done.by_model else "a list of the earlier requests"
-        self.renderer.note(
-            f"⟳ context compacted: {done.removed} older messages → {how} "
-            f"(~{done.before_tokens:,} → ~{done.after_tokens:,} tokens; AGENTS.md and the task re-injected)"
-        )
+        instructions = re.search(r"# Project instructions \((\S+)\)", project_instructions(self.root))
+        kept = f"{instructions.group(1)} and the task" if instructions else "the task"
+        self.renderer.note(f"⟳ context compacted: {done.removed} older messages → {how} ({sizes}; {kept} re-injected)")
         self.save()
+        return True
 
     # ------------------------------------------------------------------ files
 

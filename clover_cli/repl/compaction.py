@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from clover.core.protocols import Message, Model
+from clover.core.protocols import EventHandler, Message, Model
 
 TRIGGER = 0.8  # compact when the context is this full
 KEEP = 0.25  # keep recent messages up to this share of the window verbatim
@@ -82,6 +82,7 @@ class Compaction:
     after_tokens: int
     summary: str
     by_model: bool
+    applied: bool = True  # False: the compacted form was no smaller, so the messages were kept
 
 
 def compact(
@@ -92,8 +93,11 @@ def compact(
     task_state: str,
     window: int,
     keep_tokens: int | None = None,
+    on_event: EventHandler | None = None,
 ) -> Compaction | None:
-    """Rewrite `messages` in place. Returns None when there is nothing old enough to compact."""
+    """Rewrite `messages` in place. Returns None when there is nothing old enough to compact, and
+    `applied=False` (messages untouched) when the summary would not make the conversation smaller.
+    `on_event` sees the summary as the model writes it."""
     window = window or 32_000
     cut = split_point(messages, keep_tokens if keep_tokens is not None else int(KEEP * window))
     if cut is None:
@@ -107,7 +111,7 @@ def compact(
     ]
     summary, by_model = "", True
     try:
-        summary = model.complete(request, [], None).text.strip()
+        summary = model.complete(request, [], on_event).text.strip()
     except KeyboardInterrupt:
         raise
     except Exception:  # the summary is a nicety; a mechanical one keeps the session going
@@ -122,8 +126,11 @@ def compact(
     ]
     if tail and tail[0].get("role") == "user":
         injected.append({"role": "assistant", "content": ACK})
+    after = estimate_tokens(injected + tail)
+    if after >= before:
+        return Compaction(len(old), before, after, summary, by_model, applied=False)
     messages[:] = injected + tail
-    return Compaction(len(old), before, estimate_tokens(messages), summary, by_model)
+    return Compaction(len(old), before, after, summary, by_model)
 
 
 def task_state(current_request: str, changed: str) -> str:

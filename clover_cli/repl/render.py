@@ -97,6 +97,23 @@ class Renderer:
 
         self._start_live(view)
 
+    def begin_progress(self, label: str) -> None:
+        """A transient spinner with what is streamed meanwhile (e.g. a summary being written)."""
+        self._reset()
+        started = self.started
+
+        def view() -> RenderableType:
+            elapsed = time.monotonic() - started
+            spin = SPIN[int(elapsed * 10) % len(SPIN)]
+            streamed = (self.text or self.thinking).splitlines()[-2:]
+            line = Text(f"{spin} {label} · {elapsed:.1f}s · ~{(len(self.text) + len(self.thinking)) // 4} tok"
+                        "  (Ctrl-C stops)", style="dim")
+            return Group(Text("\n".join(streamed)[-300:], style="dim italic"), line) if streamed else line
+
+        self._start_live(view)
+        if not self.live_enabled:
+            self.info(f"{label}…")
+
     def _start_live(self, view: Callable[[], RenderableType]) -> None:
         self.stop_live()
         if self.live_enabled:
@@ -242,6 +259,9 @@ class Renderer:
 
     def note(self, message: str) -> None:
         self.console.print(Text(message, style="cyan"))
+
+    def warn(self, message: str) -> None:
+        self.console.print(Text(message, style="bold yellow"))
 
     def error(self, message: str) -> None:
         self.console.print(Text(message, style="bold red"))

@@ -16,10 +16,8 @@ from clover.core.protocols import Message
 
 
 def _redact(obj: Any) -> Any:
-    try:
-        from clover.tools.redact import redact_obj
-    except ImportError:  # pragma: no cover - redaction is optional for foreign environments
-        return obj
+    from clover.tools.redact import redact_obj
+
     return redact_obj(obj)
 
 

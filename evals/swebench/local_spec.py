@@ -45,14 +45,6 @@ class LocalSpec:
     notes: list[str] = field(default_factory=list)
 
 
-def swebench_available() -> bool:
-    try:
-        import swebench.harness.constants  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def _default_parser() -> Parser:
     try:
         from swebench.harness.log_parsers.python import parse_log_pytest

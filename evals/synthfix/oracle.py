@@ -340,10 +340,6 @@ def render_trajectory(
     return text, spans
 
 
-def n_assistant_turns(traj: dict[str, Any]) -> int:
-    return sum(1 for m in traj["messages"] if m["role"] == "assistant")
-
-
 __all__ = ["OracleError", "checkout", "render_assistant_content", "render_trajectory", "solve"]
 
 
