@@ -168,13 +168,13 @@ def undo(
 ) -> None:
     """Restore the work tree to the checkpoint before the agent's last step (or redo it)."""
     from clover.cli_common import fail
-    from clover.tools.checkpoints import CheckpointError, Checkpoints
+    from clover.tools.checkpoints import Checkpoints, SnapshotError
 
     try:
         store = Checkpoints(str(repo.resolve()))
         restored = store.redo() if redo else store.undo()
         typer.echo(f"{'redone' if redo else 'restored'}: {store.label(restored)}")
-    except CheckpointError as exc:
+    except SnapshotError as exc:
         fail(str(exc), code=1)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from clover.tools.checkpoints import CheckpointError, Checkpoints, default_store
+from clover.tools.checkpoints import Checkpoints, SnapshotError, default_store
 
 
 def sh(cmd: str, cwd: Path) -> str:
@@ -114,18 +114,18 @@ def test_multi_step_history_and_redo_cleared_by_new_work(repo, tmp_path):
     assert state(repo) == states[1]
     cp.undo()
     assert state(repo) == states[0]
-    with pytest.raises(CheckpointError, match="nothing to undo"):
+    with pytest.raises(SnapshotError, match="nothing to undo"):
         cp.undo()
     cp.redo()
     cp.redo()
     cp.redo()
     assert state(repo) == final
-    with pytest.raises(CheckpointError, match="nothing to redo"):
+    with pytest.raises(SnapshotError, match="nothing to redo"):
         cp.redo()
     cp.undo()
     (repo / "other.txt").write_text("new direction\n")
     assert cp.snapshot("new work") is not None
-    with pytest.raises(CheckpointError, match="nothing to redo"):
+    with pytest.raises(SnapshotError, match="nothing to redo"):
         cp.redo()
     labels = [c.label for c in cp.list()]
     assert labels[:3] == ["before step 0", "before step 1", "before step 2"] and labels[-1] == "new work"
@@ -219,11 +219,11 @@ def test_store_location_and_errors(tmp_path, monkeypatch):
     assert default_store(str(root)) == store and default_store(str(tmp_path)) != store
     cp = Checkpoints(str(root))
     assert cp.store == os.path.realpath(store)
-    with pytest.raises(CheckpointError, match="nothing to undo"):
+    with pytest.raises(SnapshotError, match="nothing to undo"):
         cp.undo()
-    with pytest.raises(CheckpointError, match="outside the workspace"):
+    with pytest.raises(SnapshotError, match="outside the workspace"):
         Checkpoints(str(root), store=str(root / ".clover"))
-    with pytest.raises(CheckpointError, match="not a directory"):
+    with pytest.raises(SnapshotError, match="not a directory"):
         Checkpoints(str(tmp_path / "missing"))
 
 

@@ -47,7 +47,7 @@ def _glob_escape(path: str) -> str:
     return "".join("\\" + c if c in "*?[]\\!# " else c for c in path)
 
 
-class CheckpointError(Exception):
+class SnapshotError(Exception):  # not model.load.CheckpointError (weights)
     """Nothing to undo/redo, git missing, or git failed; the message is one line for the user."""
 
 
@@ -69,13 +69,13 @@ class Checkpoints:
     def __init__(self, root: str, store: str | None = None):
         self.root = os.path.realpath(root)
         if not os.path.isdir(self.root):
-            raise CheckpointError(f"checkpoints: {root} is not a directory")
+            raise SnapshotError(f"checkpoints: {root} is not a directory")
         self.store = os.path.realpath(store or default_store(self.root))
         self.git_dir = os.path.join(self.store, "git")
         self.state_path = os.path.join(self.store, "state.json")
         if self.store == self.root or self.store.startswith(self.root + os.sep):
             # a store inside the tree would snapshot itself
-            raise CheckpointError("checkpoints: the store must lie outside the workspace")
+            raise SnapshotError("checkpoints: the store must lie outside the workspace")
         os.makedirs(self.store, exist_ok=True)
         with self._locked():
             self._init_repo()
@@ -105,7 +105,7 @@ class Checkpoints:
             elif len(state["undo"]) >= 2:
                 current = state["undo"].pop()
             else:
-                raise CheckpointError("nothing to undo")
+                raise SnapshotError("nothing to undo")
             target = state["undo"][-1]
             self._restore(target)
             state["redo"].append(current)
@@ -117,7 +117,7 @@ class Checkpoints:
         with self._locked():
             state = self._load()
             if not state["redo"]:
-                raise CheckpointError("nothing to redo")
+                raise SnapshotError("nothing to redo")
             tree = self._write_tree()
             if state["undo"] and self._tree_of(state["undo"][-1]) != tree:
                 # edits made after the undo stay reachable by a later undo
@@ -154,13 +154,13 @@ class Checkpoints:
                                   capture_output=True, encoding="utf-8", errors="surrogateescape",
                                   timeout=600)
         except FileNotFoundError as exc:
-            raise CheckpointError("checkpoints need git, which is not installed") from exc
+            raise SnapshotError("checkpoints need git, which is not installed") from exc
         except subprocess.TimeoutExpired as exc:
-            raise CheckpointError(f"git {args[0]} timed out") from exc
+            raise SnapshotError(f"git {args[0]} timed out") from exc
         if proc.returncode != 0:
             lines = proc.stderr.strip().splitlines() or ["failed"]
             msg = next((ln for ln in lines if ln.startswith(("fatal:", "error:"))), lines[-1])
-            raise CheckpointError(f"git {args[0]}: {msg}")
+            raise SnapshotError(f"git {args[0]}: {msg}")
         return proc.stdout
 
     def _init_repo(self) -> None:
@@ -171,7 +171,7 @@ class Checkpoints:
         proc = subprocess.run(["git", "init", "-q", "--bare", self.git_dir], env=env,
                               capture_output=True, text=True)
         if proc.returncode != 0:
-            raise CheckpointError(f"git init: {proc.stderr.strip() or 'failed'}")
+            raise SnapshotError(f"git init: {proc.stderr.strip() or 'failed'}")
         for key, value in _CONFIG.items():
             self._git("config", key, value)
         info = Path(self.git_dir, "info")
