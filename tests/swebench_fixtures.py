@@ -141,5 +141,6 @@ class FixtureModel:
             time.sleep(self.delay)
             call = ToolCall("bash", {"command": FIX_COMMAND})
             return AssistantTurn(tool_calls=[call], prompt_tokens=100, completion_tokens=20,
-                                 stats={"forwards": 5.0})
-        return AssistantTurn(text="fixed", prompt_tokens=150, completion_tokens=10, stats={"forwards": 10.0})
+                                 stats={"forwards": 5.0, "tokens_per_forward": 4.0})
+        return AssistantTurn(text="fixed", prompt_tokens=150, completion_tokens=10,
+                             stats={"forwards": 10.0, "tokens_per_forward": 1.0})

@@ -69,3 +69,49 @@ def test_docker_env_without_docker_is_one_line(tmp_path, monkeypatch):
     res = runner.invoke(swebench_app, ["run", "--dataset", str(dataset), "-o", str(tmp_path / "o"), "--env", "docker"])
     assert res.exit_code == 2 and res.output.startswith("error: --env docker needs Docker")
     assert res.output.count("\n") == 1
+
+
+def test_grade_exits_nonzero_and_warns_when_instances_error(tmp_path):
+    pytest.importorskip("swebench")
+    dataset, rows = write_dataset(tmp_path, 2)
+    rows[1]["repo"] = "nobody/nothing"  # no mirror, --offline: this instance cannot be graded
+    dataset.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = runner.invoke(swebench_app, ["grade", "--predictions", "gold", "--dataset", str(dataset), "--offline",
+                                       "--no-progress", "-o", str(tmp_path / "g")])
+    assert res.exit_code == 1, res.output
+    assert "resolved 1/2" in res.output and "errors 1" in res.output
+    assert "warning: 1 instance(s) cannot be judged here:" in res.output
+    assert "fixture__calc-2: environment error: WorkspaceError: no mirror of nobody/nothing" in res.output
+    report = json.loads((tmp_path / "g" / "report.json").read_text())
+    assert list(report["cannot_judge"]) == ["fixture__calc-2"]
+
+
+def test_official_grader_writes_no_predictions_before_the_docker_check(tmp_path, monkeypatch):
+    pytest.importorskip("swebench")
+    dataset, rows = write_dataset(tmp_path, 1)
+    preds = tmp_path / "run" / "preds.json"
+    preds.parent.mkdir()
+    preds.write_text(json.dumps({rows[0]["instance_id"]: {"instance_id": rows[0]["instance_id"],
+                                                          "model_name_or_path": "m", "model_patch": ""}}))
+    monkeypatch.setenv("PATH", "/nonexistent")
+    res = runner.invoke(swebench_app, ["grade", "--predictions", str(preds), "--grader", "swebench",
+                                       "--dataset", str(dataset)])
+    assert res.exit_code == 2 and "Docker" in res.output and res.output.count("\n") == 1
+    assert not list((tmp_path / "run").rglob("predictions.json"))
+
+
+def test_modal_credentials_are_checked_not_only_the_import(tmp_path):
+    from clover.evals.swebench.grade_official import modal_credentials_problem
+
+    home = {"HOME": str(tmp_path)}
+    assert "run modal setup" in modal_credentials_problem(home)
+    assert modal_credentials_problem({**home, "MODAL_TOKEN_ID": "ak-1", "MODAL_TOKEN_SECRET": "as-1"}) is None
+    assert "both be set" in modal_credentials_problem({**home, "MODAL_TOKEN_ID": "ak-1"})
+    config = tmp_path / ".modal.toml"
+    config.write_text('[default]\ntoken_id = "ak-1"\n')
+    assert "lacks token_secret" in modal_credentials_problem(home)
+    config.write_text('[a]\ntoken_id = "x"\ntoken_secret = "y"\n[b]\ntoken_id = "ak-1"\ntoken_secret = "as-1"\nactive = true\n')
+    assert modal_credentials_problem(home) is None
+    assert "no active profile named 'c'" in modal_credentials_problem({**home, "MODAL_PROFILE": "c"})
+    config.write_text("[a\n")
+    assert modal_credentials_problem(home).startswith(str(config))

@@ -10,6 +10,7 @@ from pathlib import Path
 from clover.backends.scripted import ScriptedModel
 from clover.evals.swebench.dataset import load_instances, load_predictions
 from clover.evals.swebench.grade_local import GradeConfig, grade_batch
+from clover.evals.swebench.report import collect
 from clover.evals.swebench.runner import RunConfig, run_batch
 from clover.settings import Settings
 from tests.swebench_fixtures import FixtureModel, fix_script, write_dataset
@@ -60,6 +61,8 @@ def test_two_workers_and_tokens_per_forward(tmp_path):
     for r in results.values():
         assert r["exit_status"] == "submitted" and r["model_patch"]
         assert (r["steps"], r["tokens"], r["tokens_per_forward"]) == (2, 280, 2.0)  # 30 tokens / 15 forwards
+        assert r["stats"] == {"forwards": 15.0}  # the per-turn ratios (4.0 + 1.0 summed) are not a second figure
+    assert collect(out)["totals"]["tokens_per_forward"] == 2.0  # 90 tokens / 45 forwards
     pids = {line.split()[2] for line in (tmp_path / "calls.log").read_text().splitlines()}
     assert len(pids) == 2  # both worker processes took instances
     assert json.loads((out / "run.json").read_text())["totals"]["tokens"] == 840
@@ -96,3 +99,67 @@ def test_kill_and_resume_loses_and_repeats_nothing(tmp_path):
 
     again = run_batch(insts, _config(out, second), progress=False)
     assert (again.skipped, again.done) == (3, 0) and "nothing to do" in again.message
+
+
+DRIVER = """
+import sys
+from pathlib import Path
+from clover.evals.swebench.dataset import load_instances
+from clover.evals.swebench.runner import RunConfig, run_batch
+from clover.settings import Settings
+from tests.swebench_fixtures import FixtureModel
+
+dataset, out, log, delay = sys.argv[1:5]
+model = FixtureModel(calls_log=log, delay=float(delay))
+config = RunConfig(output_dir=Path(out), settings=Settings(max_steps=5), workers=2, model=model, online=False)
+summary = run_batch(load_instances(dataset), config, progress=False)
+print("unfinished", sorted(summary.unfinished), summary.message, flush=True)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in state  # a zombie has finished
+
+
+def test_sigterm_stops_the_workers_and_the_run_resumes(tmp_path):
+    """`kill PID` on a real run: no worker outlives it, interrupted instances get no prediction,
+    and the same command again finishes every instance."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    dataset, _ = write_dataset(tmp_path, 2)
+    out, log, driver = tmp_path / "run", tmp_path / "calls.log", tmp_path / "driver.py"
+    driver.write_text(DRIVER)
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    first = subprocess.Popen([sys.executable, str(driver), str(dataset), str(out), str(log), "120"], cwd=root,
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not log.exists() or len(log.read_text().splitlines()) < 2):
+        time.sleep(0.2)
+    workers = {int(line.split()[2]) for line in log.read_text().splitlines()}
+    assert len(workers) == 2  # both workers are inside an instance (sleeping in the model)
+    first.send_signal(signal.SIGTERM)
+    output, _ = first.communicate(timeout=60)
+    assert "interrupted: run the same command again to resume" in output, output
+    time.sleep(0.5)
+    assert not [pid for pid in workers if _alive(pid)]  # no orphan keeps running
+    results = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/result.json")}
+    assert sorted(results) == ["fixture__calc-1", "fixture__calc-2"]
+    assert all(r["exit_status"] == "interrupted" for r in results.values())
+    assert json.loads((out / "preds.json").read_text()) == {}  # no empty-patch predictions
+    assert not any((out / ".work").glob("fixture__calc-*"))  # work trees cleaned up
+
+    second = subprocess.run([sys.executable, str(driver), str(dataset), str(out), str(log), "0"], cwd=root, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert second.returncode == 0 and "unfinished []" in second.stdout, second.stdout + second.stderr
+    preds = json.loads((out / "preds.json").read_text())
+    assert sorted(preds) == ["fixture__calc-1", "fixture__calc-2"]
+    assert all("+    return a + b" in p["model_patch"] for p in preds.values())

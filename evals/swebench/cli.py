@@ -148,6 +148,26 @@ def grade_cmd(
     if "judgeable_ids" in report:
         typer.echo(f"judgeable here (gold resolves, empty does not): {len(report['judgeable_ids'])}/"
                    f"{len(report['calibration'])}")
+    _warn_unjudged(report)
+    if report.get("error_instances"):
+        raise typer.Exit(1)
+
+
+def _warn_unjudged(report: dict) -> None:
+    """Instances this grader cannot judge here, and verdicts given without some tests: on stderr."""
+    unjudged = report.get("cannot_judge") or {i: c["why_not"] for i, c in report.get("calibration", {}).items()
+                                             if c.get("why_not")}
+    if unjudged:
+        typer.echo(f"warning: {len(unjudged)} instance(s) cannot be judged here:", err=True)
+        for iid, why in unjudged.items():
+            typer.echo(f"  {iid}: {why}", err=True)
+    excluded = report.get("excluded_tests") or {i: c["excluded_tests"] for i, c in report.get("calibration", {}).items()
+                                                if c.get("excluded_tests")}
+    if excluded:
+        typer.echo(f"warning: {len(excluded)} instance(s) graded without tests that cannot run here:", err=True)
+        for iid, tests in excluded.items():
+            for test, why in tests.items():
+                typer.echo(f"  {iid}: {test} ({why})", err=True)
 
 
 def _run_dataset(pred_dir: Path | None) -> str | None:
@@ -162,6 +182,7 @@ def _run_dataset(pred_dir: Path | None) -> str | None:
 def _grade_official(predictions, preds, dataset, split, chosen, out, workers, run_id, modal, timeout):
     from clover.evals.swebench.grade_official import (
         OfficialGraderError,
+        check_backend,
         official_command,
         run_official,
         write_predictions,
@@ -169,6 +190,7 @@ def _grade_official(predictions, preds, dataset, split, chosen, out, workers, ru
 
     if predictions == "calibrate":
         raise OfficialGraderError("calibrate is for the local grader; the official harness is calibrated already")
+    check_backend(modal)  # before anything is written: no predictions.json for a run that cannot start
     ids = {i["instance_id"] for i in chosen}
     path = "gold" if predictions == "gold" else str(
         write_predictions({k: v for k, v in preds.items() if k in ids}, out / "predictions.json"))

@@ -5,8 +5,8 @@ output directory and collect the report it writes there."""
 from __future__ import annotations
 
 import json
+import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -63,17 +63,7 @@ def write_predictions(preds: dict[str, dict[str, Any]], path: Path) -> Path:
 
 def run_official(cmd: list[str], output_dir: Path, modal: bool) -> dict[str, Any]:
     """Run the harness in `output_dir`; return its run report (the newest *.<run_id>.json there)."""
-    try:
-        import swebench.harness.run_evaluation  # noqa: F401
-    except ImportError:
-        raise OfficialGraderError("--grader swebench needs the swebench package: pip install 'clover-cli[swebench]'") from None
-    if not modal:
-        problem = docker_problem()
-        if problem:
-            raise OfficialGraderError(problem.replace("--env docker", "--grader swebench").replace(
-                "use --env local", "use --grader local, or --modal"))
-    elif shutil.which("modal") is None and not _modal_importable():
-        raise OfficialGraderError("--modal needs the modal client configured (pip install modal; modal setup)")
+    check_backend(modal)
     output_dir.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(cmd, cwd=output_dir)
     if proc.returncode != 0:
@@ -88,9 +78,61 @@ def run_official(cmd: list[str], output_dir: Path, modal: bool) -> dict[str, Any
     return report
 
 
+def check_backend(modal: bool) -> None:
+    """The harness can start here: swebench, and Docker or (with --modal) a configured Modal."""
+    try:
+        import swebench.harness.run_evaluation  # noqa: F401
+    except ImportError:
+        raise OfficialGraderError("--grader swebench needs the swebench package: pip install 'clover-cli[swebench]'") from None
+    if not modal:
+        problem = docker_problem()
+        if problem:
+            raise OfficialGraderError(problem.replace("--env docker", "--grader swebench").replace(
+                "use --env local", "use --grader local, or --modal"))
+        return
+    if not _modal_importable():
+        raise OfficialGraderError("--modal needs the modal client: pip install modal, then modal setup")
+    problem = modal_credentials_problem()
+    if problem:
+        raise OfficialGraderError(f"--modal: {problem}")
+
+
 def _modal_importable() -> bool:
     try:
         import modal  # noqa: F401
     except ImportError:
         return False
     return True
+
+
+def modal_credentials_problem(environ: dict[str, str] | None = None) -> str | None:
+    """Why Modal would refuse to authenticate, or None. Modal reads MODAL_TOKEN_ID and
+    MODAL_TOKEN_SECRET, else the active profile of ~/.modal.toml (MODAL_CONFIG_PATH moves it;
+    MODAL_PROFILE picks the profile, else the one marked `active`, else the only one)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+
+    env = os.environ if environ is None else environ
+    if env.get("MODAL_TOKEN_ID") and env.get("MODAL_TOKEN_SECRET"):
+        return None
+    if env.get("MODAL_TOKEN_ID") or env.get("MODAL_TOKEN_SECRET"):
+        return "MODAL_TOKEN_ID and MODAL_TOKEN_SECRET must both be set"
+    path = Path(env.get("MODAL_CONFIG_PATH") or Path(env.get("HOME", str(Path.home()))) / ".modal.toml")
+    if not path.is_file():
+        return f"no Modal credentials (MODAL_TOKEN_ID/MODAL_TOKEN_SECRET unset, {path} missing): run modal setup"
+    try:
+        config = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        return f"{path}: {exc}"
+    profiles = {k: v for k, v in config.items() if isinstance(v, dict)}
+    name = env.get("MODAL_PROFILE") or next((k for k, v in profiles.items() if v.get("active")), None)
+    if name is None and len(profiles) == 1:
+        name = next(iter(profiles))
+    if name is None or name not in profiles:
+        return f"{path}: no active profile" + (f" named {name!r}" if name else "") + ": run modal setup"
+    missing = [k for k in ("token_id", "token_secret") if not profiles[name].get(k)]
+    if missing:
+        return f"{path}: profile {name!r} lacks {' and '.join(missing)}: run modal setup"
+    return None

@@ -61,12 +61,19 @@ def collect(run_dir: Path, grade_report: Path | None = None) -> dict[str, Any]:
         "runtime_mean": _mean([row["runtime"] for row in ran]),
         "steps_mean": _mean([row["steps"] for row in ran]),
         "tokens_total": sum(row["tokens"] or 0 for row in ran),
-        "tokens_per_forward_mean": _mean([row["tokens_per_forward"] for row in ran]),
+        # One figure, as each row's: generated tokens / forwards over the whole run (a mean of
+        # per-instance ratios would weigh a 3-token answer like a 3000-token one).
+        "tokens_per_forward": _ratio(sum(r.get("completion_tokens") or 0 for r in results.values()),
+                                     sum((r.get("stats") or {}).get("forwards") or 0 for r in results.values())),
     }
     if "judgeable_ids" in grade:
         totals["judgeable"] = len(grade["judgeable_ids"])
     return {"rows": rows, "totals": totals, "grade_report": str(grade_path) if grade_path else None,
             "grader": grade.get("grader"), "official": grade.get("official")}
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return round(num / den, 3) if den else None
 
 
 def _mean(values: list[Any]) -> float | None:
@@ -101,7 +108,7 @@ def render(data: dict[str, Any], console: Any = None, max_rows: int = 200) -> No
     rate = f"{t['resolved']}/{t['graded']} ({100 * t['resolved_rate']:.1f}%)" if t["resolved_rate"] is not None else "not graded"
     table.add_section()
     table.add_row(f"total ({t['instances']})", f"errors {t['errors']}", rate, _fmt(t["runtime_mean"], ".1f"),
-                  _fmt(t["steps_mean"], ".1f"), _fmt(t["tokens_total"]), _fmt(t["tokens_per_forward_mean"], ".2f"))
+                  _fmt(t["steps_mean"], ".1f"), _fmt(t["tokens_total"]), _fmt(t["tokens_per_forward"], ".2f"))
     console.print(table)
     console.print(f"resolved {rate} · errors {t['errors']} · mean runtime {_fmt(t['runtime_mean'], '.1f')} s · "
                   f"mean steps {_fmt(t['steps_mean'], '.1f')} · tokens {t['tokens_total']}", soft_wrap=True)

@@ -9,12 +9,16 @@ Output directory:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import shutil
+import signal
+import threading
 import time
 import traceback
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -29,6 +33,10 @@ from clover.settings import Settings
 
 # Exit statuses that mean the harness or the model server failed, not the agent: redone on resume.
 RETRY_STATUSES = {"error", "model_error", "interrupted"}
+# Backend stats that are ratios per turn (not summable across a run).
+RATIO_STATS = ("tokens_per_forward", "tok_per_s", "rounds_per_block")
+# Seconds workers get to record "interrupted" and clean up after SIGTERM/Ctrl-C before SIGKILL.
+STOP_GRACE = 30.0
 
 TASK = """Resolve the following issue in the repository at {root}.
 Change the source so that the issue is fixed; do not modify the existing tests.
@@ -125,6 +133,9 @@ def run_instance(instance: Instance, config: RunConfig) -> dict[str, Any]:
         exclude = files_of_test_patch(instance)
         patch = env.diff(exclude) if config.env == "docker" else extract_patch(workspace, instance["base_commit"], exclude)
         forwards = run.stats.get("forwards", 0.0)
+        # The agent sums each turn's stats: a per-turn ratio summed is meaningless, so only the
+        # additive counters stay and tokens_per_forward is the one figure (this run's tokens / forwards).
+        stats = {k: v for k, v in run.stats.items() if k not in RATIO_STATS}
         result.update(
             exit_status=run.exit_status,
             error=run.error,
@@ -135,7 +146,7 @@ def run_instance(instance: Instance, config: RunConfig) -> dict[str, Any]:
             tokens=run.tokens,
             tokens_per_forward=round(run.completion_tokens / forwards, 3) if forwards else None,
             model_seconds=round(run.model_seconds, 3),
-            stats=run.stats,
+            stats=stats,
         )
     except Exception as exc:  # one instance's failure must not end the batch: record it, redo on resume
         lines = str(exc).strip().splitlines()
@@ -195,8 +206,10 @@ def run_batch(instances: list[Instance], config: RunConfig, *, progress: bool = 
     bar = _Bar(len(todo), config.workers, enabled=progress)
     pending: dict[Future, str] = {}
     queue = list(todo)  # submitted one per free worker: nothing sits queued when Ctrl-C comes
-    pool = ProcessPoolExecutor(max_workers=config.workers, mp_context=get_context("spawn"))
+    pool = ProcessPoolExecutor(max_workers=config.workers, mp_context=get_context("spawn"),
+                               initializer=_worker_signals)
     broken = False
+    restore = _sigterm_interrupts()
 
     def submit_next() -> None:
         nonlocal broken
@@ -232,11 +245,14 @@ def run_batch(instances: list[Instance], config: RunConfig, *, progress: bool = 
                 write_outputs(out, config, started)
         pool.shutdown(wait=True)
     except KeyboardInterrupt:
-        # Running instances see the same Ctrl-C and record "interrupted"; queued ones never start.
-        pool.shutdown(wait=True, cancel_futures=True)
+        # Ctrl-C reaches the workers too; SIGTERM reaches only this process, so it is passed on.
+        # Running instances record "interrupted" and remove their work trees; queued ones never
+        # start; a worker that does not stop within STOP_GRACE is killed: none outlives the run.
+        _stop_workers(pool)
         summary.unfinished.extend(pending.values())
         summary.message = "interrupted: run the same command again to resume"
     finally:
+        restore()
         summary.unfinished.extend(i["instance_id"] for i in queue)
         write_outputs(out, config, started)
     if summary.unfinished and not summary.message:
@@ -245,13 +261,64 @@ def run_batch(instances: list[Instance], config: RunConfig, *, progress: bool = 
     return summary
 
 
+def _worker_signals() -> None:
+    """In each worker: SIGTERM acts like Ctrl-C (the agent records "interrupted", finally blocks
+    clean up) instead of killing the process mid-write; after the first of either signal both are
+    ignored, so Ctrl-C followed by the parent's SIGTERM does not cut the clean-up short."""
+    signal.signal(signal.SIGTERM, _interrupt_once)
+    signal.signal(signal.SIGINT, _interrupt_once)
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
+
+
+def _exit_with_parent(parent: int) -> None:
+    """A worker whose parent died (even by SIGKILL) interrupts its instance and exits: no orphan."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    with contextlib.suppress(OSError):
+        os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(STOP_GRACE)
+    os._exit(1)
+
+
+def _interrupt_once(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def _sigterm_interrupts() -> Callable[[], None]:
+    """SIGTERM on the main process raises KeyboardInterrupt (so `kill PID` stops the workers too);
+    returns the function that restores the previous handler. Only the main thread can do this."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    return lambda: signal.signal(signal.SIGTERM, previous)
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for proc in processes:
+        with contextlib.suppress(OSError, ValueError):
+            proc.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)  # idle workers exit once their instance is recorded
+    deadline = time.monotonic() + STOP_GRACE
+    for proc in processes:
+        with contextlib.suppress(OSError, ValueError):
+            proc.join(max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join(5)
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
 def write_outputs(out: Path, config: RunConfig, started: str) -> None:
-    """preds.json / preds.jsonl / run.json from the per-instance result files on disk."""
+    """preds.json / preds.jsonl / run.json from the per-instance result files on disk. An
+    interrupted instance has no prediction (its patch is whatever the agent had half done)."""
     results = load_results(out)
     preds = {
         iid: {"instance_id": iid, "model_name_or_path": r.get("model_name_or_path", config.model_name),
               "model_patch": r.get("model_patch", "")}
-        for iid, r in results.items()
+        for iid, r in results.items() if r.get("exit_status") != "interrupted"
     }
     write_json_atomic(out / "preds.json", preds)
     write_text_atomic(out / "preds.jsonl", "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in preds.values()))
