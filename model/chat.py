@@ -30,6 +30,8 @@ from clover.model.chat_parse import (
     tool_schemas,
 )
 
+# The reserved ids 0..9: the control tokens (tokenizer_build.CONTROL_TOKENS, dropped on decode), then
+# the thinking and call markup (kept on decode).
 SPECIAL_TOKENS = [
     "<|endoftext|>",
     "<|im_start|>",

@@ -25,7 +25,7 @@ from pathlib import Path
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
 # Control tokens: dropped by decode(skip_special_tokens=True).
-SPECIAL_TOKENS: tuple[str, ...] = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|mask|>")
+CONTROL_TOKENS: tuple[str, ...] = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|mask|>")
 # Markup the model writes as text (thinking, Qwen3-Coder tool calls): single tokens, kept on decode.
 MARKUP_TOKENS: tuple[str, ...] = (
     "<think>",
@@ -39,7 +39,7 @@ MARKUP_TOKENS: tuple[str, ...] = (
     "<parameter=",
     "</parameter>",
 )
-ALL_ADDED: tuple[str, ...] = SPECIAL_TOKENS + MARKUP_TOKENS
+ALL_ADDED: tuple[str, ...] = CONTROL_TOKENS + MARKUP_TOKENS
 
 # Qwen2-style split: contractions, letter runs with one leading non-letter, single digits,
 # punctuation runs with their newlines, newline runs, other whitespace.
@@ -79,7 +79,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 8192, min_frequency:
     # The trainer marks every reserved token special; the markup must survive skip_special_tokens.
     data = json.loads(tok.to_str())
     for entry in data["added_tokens"]:
-        entry["special"] = entry["content"] in SPECIAL_TOKENS
+        entry["special"] = entry["content"] in CONTROL_TOKENS
     return Tokenizer.from_str(json.dumps(data, ensure_ascii=False))
 
 

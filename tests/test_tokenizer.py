@@ -9,8 +9,8 @@ from tokenizers import Tokenizer
 
 from clover.model.tokenizer_build import (
     ALL_ADDED,
+    CONTROL_TOKENS,
     MARKUP_TOKENS,
-    SPECIAL_TOKENS,
     main,
     read_texts,
     stdlib_sources,
@@ -44,9 +44,9 @@ def test_added_tokens_are_single_ids_in_context(tok):
 def test_control_tokens_are_skippable_markup_is_not(tok):
     text = "<|im_start|>assistant\n<think>\nok</think>\ndone<|im_end|><|mask|><|endoftext|>"
     decoded = tok.decode(tok.encode(text).ids, skip_special_tokens=True)
-    assert all(t not in decoded for t in SPECIAL_TOKENS)
+    assert all(t not in decoded for t in CONTROL_TOKENS)
     assert "<think>" in decoded and "</think>" in decoded
-    assert all(t not in SPECIAL_TOKENS for t in MARKUP_TOKENS)
+    assert all(t not in CONTROL_TOKENS for t in MARKUP_TOKENS)
 
 
 def test_merges_compress_python(tok):
@@ -98,7 +98,7 @@ def test_bad_input_is_a_clear_error(tmp_path, capsys):
 
 
 def test_ids_agree_with_the_chat_format():
-    from clover.model.chat import SPECIAL_TOKENS as CHAT_TOKENS
+    from clover.model.chat import SPECIAL_TOKENS as CHAT_TOKENS  # ids 0..9
 
     # model/chat.py's token list maps to ids 0..n-1 in a tokenizer built here.
     assert list(ALL_ADDED[: len(CHAT_TOKENS)]) == list(CHAT_TOKENS)
