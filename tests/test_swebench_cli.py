@@ -21,7 +21,7 @@ def test_run_grade_report(tmp_path):
     script.write_text(json.dumps(fix_script()))
     out = tmp_path / "run"
     res = runner.invoke(swebench_app, ["run", "--dataset", str(dataset), "-o", str(out), "--model",
-                                       f"scripted:{script}", "--step-limit", "5", "--offline", "--no-progress"])
+                                       f"scripted:{script}", "--max-steps", "5", "--offline", "--no-progress"])
     assert res.exit_code == 0, res.output
     assert "1 run, 0 already done, 0 errors" in res.output
     run = json.loads((out / "run.json").read_text())

@@ -58,7 +58,7 @@ def run_cmd(
     workers: int = typer.Option(1, "-w", "--workers", min=1),
     model: Optional[str] = typer.Option(None, "--model"),
     base_url: Optional[str] = typer.Option(None, "--base-url"),
-    step_limit: Optional[int] = typer.Option(None, "--step-limit"),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Agent step limit per instance."),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Seconds per instance."),
     env: str = typer.Option("local", "--env", help="local | docker"),
     repo_cache: Optional[Path] = typer.Option(None, "--repo-cache", help="Directory of repository mirrors."),
@@ -78,7 +78,7 @@ def run_cmd(
         if env == "docker" and (problem := docker_problem()):
             _fail(problem)
         chosen = _instances(dataset, split, instances, slice_, filter_)
-        settings = load_settings(None, {"model": model, "base_url": base_url, "max_steps": step_limit,
+        settings = load_settings(None, {"model": model, "base_url": base_url, "max_steps": max_steps,
                                         "time_limit": time_limit}, mode="yolo")
         config = RunConfig(output_dir=output, settings=settings, workers=workers, env=env,
                            cache_dir=str(repo_cache) if repo_cache else None, repo_map=parse_repo_map(repo_map),
