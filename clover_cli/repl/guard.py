@@ -27,7 +27,8 @@ class Runaway(Exception):
 
 
 def loop_start(text: str) -> int | None:
-    """Where a repetition at the end of `text` begins (keeping KEEP_COPIES copies), or None."""
+    """Where a repetition at the end of `text` begins (keeping KEEP_COPIES copies), or None. Only
+    the end of the text is searched; the loop is then followed back as far as it goes."""
     n = len(text)
     for period in range(1, min(MAX_PERIOD, n // MIN_REPEATS) + 1):
         need = max(MIN_SPAN, MIN_REPEATS * period)
@@ -62,10 +63,9 @@ class RepetitionGuard:
         if len(buf) - self._checked[kind] < CHECK_EVERY:
             return
         self._checked[kind] = len(buf)
-        window = buf[-(MAX_PERIOD * MIN_REPEATS + MIN_SPAN + MAX_PERIOD) :]
-        start = loop_start(window)
+        start = loop_start(buf)
         if start is not None:
-            self.cut_at[kind] = len(buf) - len(window) + start
+            self.cut_at[kind] = start
             raise Runaway(kind)
 
     def cut(self, kind: str) -> str:
