@@ -165,7 +165,7 @@ def gpu_delta_rule(bw: float, lengths: list[int]) -> list[dict[str, Any]]:
 
 def gpu_block_gdn(bw: float) -> list[dict[str, Any]]:
     from clover.kernels.reference.block_gdn import block_gdn_attention as ref
-    from clover.kernels.triton.gdn_block_attention import block_gdn_attention as tri
+    from clover.kernels.triton.block_gdn import block_gdn_attention as tri
 
     h, d, b = (2, 16, 8) if SMOKE else (32, 128, 32)
     print(f"GPU GDN block mode, decode shape (one block of {b}, {h} heads, dk=dv={d})")
@@ -187,7 +187,7 @@ def gpu_block_gdn(bw: float) -> list[dict[str, Any]]:
 
 def gpu_block_attention(bw: float, contexts: list[int]) -> list[dict[str, Any]]:
     from clover.kernels.reference.attention import attention as ref
-    from clover.kernels.triton.block_attention import attention as tri
+    from clover.kernels.triton.attention import attention as tri
 
     hq, hkv, d, b = (4, 2, 16, 8) if SMOKE else (16, 2, 256, 32)
     print(f"GPU block attention, decode shape ({b} queries, {hq} q / {hkv} kv heads, d={d}, bf16)")

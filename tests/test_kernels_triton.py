@@ -22,9 +22,9 @@ from clover.kernels.reference.block_gdn import block_gdn_attention as block_gdn_
 from clover.kernels.reference.delta_rule import chunk_gated_delta_rule as chunk_ref  # noqa: E402
 from clover.kernels.reference.delta_rule import recurrent_gated_delta_rule as recurrent_ref  # noqa: E402
 from clover.kernels.reference.moe import moe_experts as moe_ref  # noqa: E402
-from clover.kernels.triton.block_attention import attention as attention_tri  # noqa: E402
+from clover.kernels.triton.attention import attention as attention_tri  # noqa: E402
+from clover.kernels.triton.block_gdn import block_gdn_attention as block_gdn_tri  # noqa: E402
 from clover.kernels.triton.delta_rule import chunk_gated_delta_rule as chunk_tri  # noqa: E402
-from clover.kernels.triton.gdn_block_attention import block_gdn_attention as block_gdn_tri  # noqa: E402
 from clover.kernels.triton.moe import moe_experts as moe_tri  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
@@ -94,9 +94,7 @@ def test_delta_rule_varlen_matches_per_sequence():
     cu = torch.tensor([0, 7, 27, 28, 41], dtype=torch.int32)
     o, s, starts = chunk_tri(q, k, v, g, beta, s0, chunk_size=8, return_chunk_states=True, cu_seqlens=cu)
     assert starts.shape[0] == 1 + 3 + 1 + 2
-    with_torch = dispatch._torch_chunk_varlen(
-        q, k, v, g, beta, s0, chunk_size=8, return_chunk_states=True, cu_seqlens=cu
-    )
+    with_torch = chunk_ref(q, k, v, g, beta, s0, chunk_size=8, return_chunk_states=True, cu_seqlens=cu)
     for i, (a, b) in enumerate(zip(cu[:-1].tolist(), cu[1:].tolist(), strict=True)):
         piece = [x[:, a:b] for x in (q, k, v, g, beta)]
         o_i, s_i = recurrent_ref(*piece, s0[i : i + 1])
@@ -187,6 +185,23 @@ def test_moe_matches_reference(t, hid, inter, e, topk, dtype):
 # -------------------------------------------------------------------------------- dispatcher
 
 
+@pytest.mark.parametrize("op", sorted(dispatch.TRITON_OPS))
+def test_reference_and_triton_take_identical_arguments(op):
+    import inspect
+
+    ref = dispatch._impl("reference", op)
+    tri = dispatch._impl("triton", op)
+    assert inspect.signature(ref) == inspect.signature(tri)
+
+
+def test_delta_rule_states_every_matches_reference():
+    q, k, v, g, beta, s0 = _dr_inputs(1, 21, 1, 2, 8, 8, seed=3)
+    mine = chunk_tri(q, k, v, g, beta, s0, chunk_size=8, return_chunk_states=True, states_every=4)
+    ref = chunk_ref(q, k, v, g, beta, s0, chunk_size=8, return_chunk_states=True, states_every=4)
+    for a, b in zip(mine, ref, strict=True):
+        _close(a, b, torch.float32)
+
+
 def test_dispatch_routes(monkeypatch):
     cpu = torch.device("cpu")
     monkeypatch.setenv("CLOVER_KERNELS", "auto")
@@ -203,7 +218,7 @@ def test_dispatch_routes(monkeypatch):
     assert dispatch.get("chunk_gated_delta_rule", torch.device("cuda")) is chunk_ref
 
 
-def test_dispatch_block_attention_torch_and_triton_agree(monkeypatch):
+def test_dispatch_attention_with_block_keys_torch_and_triton_agree(monkeypatch):
     g = _gen(7)
     q = torch.randn(1, 4, 6, 16, generator=g).to(DEV)
     k, v, kb, vb = (torch.randn(1, 2, t, 16, generator=g).to(DEV) for t in (9, 9, 6, 6))
@@ -211,7 +226,7 @@ def test_dispatch_block_attention_torch_and_triton_agree(monkeypatch):
     outs = []
     for name in ("torch", "triton"):
         monkeypatch.setenv("CLOVER_KERNELS", name)
-        outs.append(dispatch.block_attention(q, k, v, k_block=kb, v_block=vb, gate=gate))
+        outs.append(dispatch.attention(q, k, v, k_block=kb, v_block=vb, gate=gate))
     _close(outs[1], outs[0], torch.float32)
 
 

@@ -53,6 +53,7 @@ def chunk_gated_delta_rule(
     chunk_size: int = 64,
     return_chunk_states: bool = False,
     states_every: int | None = None,
+    cu_seqlens: Tensor | None = None,
 ) -> tuple[Tensor, Tensor] | tuple[Tensor, Tensor, Tensor]:
     """Chunk-parallel form, equal to `recurrent_gated_delta_rule`.
 
@@ -67,7 +68,13 @@ def chunk_gated_delta_rule(
     `states_every` = E (dividing chunk_size) returns the state every E tokens instead, still from
     one chunk-sized pass: S at offset p inside a chunk is exp(G_{p-1}) S0 + sum_{l<p} exp(G_{p-1} - G_l)
     k_l u_l^T. Training with small blocks needs this: chunk = block = 1 would loop over every token.
+
+    With `cu_seqlens` ([S+1] int, N must be 1) the S sequences packed along T run independently (one
+    after the other here): initial_state and the final state are [S, H, dk, dv] and the start states
+    [total sub-chunks, H, dk, dv], each sequence's in order (as the Triton kernel returns them).
     """
+    if cu_seqlens is not None:
+        return _varlen(q, k, v, g, beta, initial_state, chunk_size, return_chunk_states, states_every, cu_seqlens)
     every = states_every or chunk_size
     if chunk_size % every:
         raise ValueError(f"states_every={every} must divide chunk_size={chunk_size}")
@@ -127,3 +134,20 @@ def chunk_gated_delta_rule(
         st = st.flatten(2, 3)[:, :, : -(-t // every)].transpose(1, 2)
         return o, s, st
     return o, s
+
+
+def _varlen(q, k, v, g, beta, h0, chunk_size, return_chunk_states, states_every, cu_seqlens):
+    if v.shape[0] != 1:
+        raise ValueError("cu_seqlens needs packed inputs with N = 1")
+    bounds = cu_seqlens.tolist()
+    outs, finals, starts = [], [], []
+    for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+        o, s, st = chunk_gated_delta_rule(
+            *(x[:, a:b] for x in (q, k, v, g, beta)), None if h0 is None else h0[i : i + 1],
+            chunk_size, True, states_every,
+        )  # fmt: skip
+        outs.append(o)
+        finals.append(s)
+        starts.append(st[0])
+    o, final = torch.cat(outs, dim=1), torch.cat(finals)
+    return (o, final, torch.cat(starts)) if return_chunk_states else (o, final)

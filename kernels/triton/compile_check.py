@@ -11,7 +11,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from clover.kernels.triton import block_attention, delta_rule, gdn_block_attention, moe
+from clover.kernels.triton import attention, block_gdn, delta_rule, moe
 
 STAGES = {"delta_rule._state": delta_rule.STATE_STAGES}
 
@@ -43,13 +43,13 @@ def cases() -> list[tuple[str, object, dict[str, str], dict[str, object], int]]:
          {"k_ptr": bf, "cu_ptr": "*i32", "coff_ptr": "*i32"}, {**dr, "BV": delta_rule.STATE_BV, "HAS_H0": True}, 4),
         ("delta_rule._output", delta_rule._output,
          {"q_ptr": bf, "k_ptr": bf, "o_ptr": bf, "cu_ptr": "*i32", "cidx_ptr": "*i32"}, dr, 4),
-        ("gdn_block._block_gdn", gdn_block_attention._block_gdn,
+        ("block_gdn._block_gdn", block_gdn._block_gdn,
          {"v_ptr": bf, "o_ptr": bf, "ln_b": "fp32", "q_scale": "fp32"},
          dict(H=32, B=32, DK=128, DV=128, BB=32, BK=128, BV=64, F32=False), 4),
-        ("block_attention._attn split", block_attention._attn,
+        ("attention._attn split", attention._attn,
          {"q_ptr": bf, "k_ptr": bf, "v_ptr": bf, "k2_ptr": bf, "v2_ptr": bf, "m_ptr": "*u8", "g_ptr": bf,
           "scale": "fp32", "skn": "i64", "svn": "i64"}, {**attn, "SPLIT": True}, 8),
-        ("block_attention._attn", block_attention._attn,
+        ("attention._attn", attention._attn,
          {"q_ptr": bf, "k_ptr": bf, "v_ptr": bf, "k2_ptr": bf, "v2_ptr": bf, "m_ptr": "*u8", "g_ptr": bf,
           "o_ptr": bf, "scale": "fp32", "skn": "i64", "svn": "i64"}, {**attn, "SPLIT": False}, 8),
         ("moe._gate_up", moe._gate_up, {"x_ptr": bf, "w_ptr": bf, "act_ptr": bf, "ids_ptr": "*i32",

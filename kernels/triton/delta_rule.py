@@ -151,12 +151,18 @@ def chunk_gated_delta_rule(
     initial_state: Tensor | None = None,
     chunk_size: int = 64,
     return_chunk_states: bool = False,
+    states_every: int | None = None,
     cu_seqlens: Tensor | None = None,
 ) -> tuple[Tensor, Tensor] | tuple[Tensor, Tensor, Tensor]:
     """Same arguments and results as the torch reference. With `cu_seqlens` ([S+1] int, N must be 1)
     the S sequences packed along T run independently: initial_state and the final state are
     [S, H, dk, dv] and the chunk start states [total chunks, H, dk, dv] (each sequence's chunks in
-    order; a sequence of length L has ceil(L / chunk_size))."""
+    order; a sequence of length L has ceil(L / chunk_size)). `states_every` = E: the kernel runs
+    with chunks of E tokens, so the start states come every E tokens (same results)."""
+    if states_every is not None:
+        if chunk_size % states_every:
+            raise ValueError(f"states_every={states_every} must divide chunk_size={chunk_size}")
+        chunk_size = states_every
     n, t, h, dv = v.shape
     hk, dk = k.shape[2], k.shape[3]
     if h % hk:

@@ -61,9 +61,9 @@ class GatedAttention(nn.Module):
             # The block reads the history and itself without a copy of the cache (Triton path);
             # the sigmoid output gate is fused there too.
             if keys is None:
-                o = dispatch.block_attention(q, k, v, ctx.noisy_mask, gate=gate)
+                o = dispatch.attention(q, k, v, ctx.noisy_mask, gate=gate)
             else:
-                o = dispatch.block_attention(q, keys, values, ctx.noisy_mask, k_block=k, v_block=v, gate=gate)
+                o = dispatch.attention(q, keys, values, ctx.noisy_mask, k_block=k, v_block=v, gate=gate)
             noisy_out = self.o_proj(o.transpose(1, 2).reshape(n, nb * b, -1)).view(n, nb, b, dim)
         return clean_out, noisy_out
 
