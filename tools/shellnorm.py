@@ -240,3 +240,71 @@ def _in_set(ch: str, spec: str) -> bool:
             hit = hit or spec[i] == ch
             i += 1
     return hit != negate
+
+
+_ANSI_C = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f",
+           "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
+
+
+def unquote(raw: str) -> str | None:
+    """Bash quote removal of one word as written (`'it'\\''s'` -> `it's`, `$'r\\x6d'` -> `rm`,
+    `"a\\$b"` -> `a$b`); expansions are left as text. None when a quote is left open."""
+    out: list[str] = []
+    i, n = 0, len(raw)
+    while i < n:
+        ch = raw[i]
+        if ch == "\\":
+            if i + 1 < n and raw[i + 1] != "\n":
+                out.append(raw[i + 1])
+            i += 2
+        elif ch == "'":
+            end = raw.find("'", i + 1)
+            if end == -1:
+                return None
+            out.append(raw[i + 1:end])
+            i = end + 1
+        elif ch == "$" and raw.startswith("'", i + 1):
+            text, i = _ansi_c(raw, i + 2)
+            if text is None:
+                return None
+            out.append(text)
+        elif ch == '"':
+            i += 1
+            while i < n and raw[i] != '"':
+                if raw[i] == "\\" and i + 1 < n and raw[i + 1] in '$`"\\\n':
+                    if raw[i + 1] != "\n":
+                        out.append(raw[i + 1])
+                    i += 2
+                else:
+                    out.append(raw[i])
+                    i += 1
+            if i >= n:
+                return None
+            i += 1
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def _ansi_c(raw: str, i: int) -> tuple[str | None, int]:
+    out: list[str] = []
+    while i < len(raw):
+        ch = raw[i]
+        if ch == "'":
+            return "".join(out), i + 1
+        if ch == "\\" and i + 1 < len(raw):
+            nxt = raw[i + 1]
+            m = re.match(r"x([0-9A-Fa-f]{1,2})|([0-7]{1,3})|u([0-9A-Fa-f]{1,4})|U([0-9A-Fa-f]{1,8})", raw[i + 1:])
+            if m:
+                hexa = m.group(1) or m.group(3) or m.group(4)
+                code = int(hexa, 16) if hexa else int(m.group(2), 8)
+                out.append(chr(code) if code < 0x110000 else "?")
+                i += 1 + m.end()
+                continue
+            out.append(_ANSI_C.get(nxt, "\\" + nxt))
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    return None, i

@@ -36,6 +36,7 @@ from clover.tools.shellnorm import (
     has_glob,
     program_key,
     risky_env,
+    unquote,
 )
 
 SHELLS = {"sh", "bash", "zsh", "dash", "ksh", "ash", "mksh", "fish"}
@@ -78,6 +79,7 @@ _SAFE_GIT_CONFIG = re.compile(r"(?i)^(user\.\w+|color\.[\w.]+|advice\.\w+|init\.
                               r"|tag\.gpgsign|core\.quotepath|core\.autocrlf|log\.\w+|pull\.rebase|gc\.auto)=")
 _FIND_EXEC = {"-exec", "-execdir", "-ok", "-okdir"}
 _MAX_DEPTH = 8
+_SUBST = re.compile(r"\$\(|`|[<>]\(")
 _MAX_LEN = 100_000
 _SHORT_FLAGS = re.compile(r"^-[A-Za-z]+$")
 # program -> (long options, short letters) that mean the same as one of its short flags
@@ -148,6 +150,7 @@ class ParsedShell:
     pipelines: list[list[SimpleCommand]] = field(default_factory=list)  # two or more commands
     error: str | None = None  # set when the line could not be parsed; commands are then a guess
     opaque: list[str] = field(default_factory=list)  # line-level reasons what runs is unknowable
+    _src: list[str] = field(default_factory=list, repr=False, compare=False)  # texts being walked
 
     @property
     def ok(self) -> bool:
@@ -215,8 +218,9 @@ def _parse_into(text: str, out: ParsedShell, depth: int) -> None:
         out.error = out.error or "command too long to check"
         _crude_into(text, out, depth)
         return
+    prepared = _prepare(text)
     try:
-        trees = bashlex.parse(_prepare(text))
+        trees = bashlex.parse(prepared)
     except RecursionError:
         trees, err = None, "command nested too deeply to parse"
     except Exception as exc:  # bashlex raises many types (ParsingError, NotImplementedError, ...)
@@ -225,12 +229,15 @@ def _parse_into(text: str, out: ParsedShell, depth: int) -> None:
         out.error = out.error or err
         _crude_into(text, out, depth)
         return
+    out._src.append(prepared)
     try:
         for tree in trees:
             _walk(tree, out, depth)
     except RecursionError:
         out.error = out.error or "command nested too deeply to parse"
         _crude_into(text, out, depth)
+    finally:
+        out._src.pop()
 
 
 def _prepare(text: str) -> str:
@@ -287,13 +294,20 @@ def _command_node(node, out: ParsedShell, depth: int, stdin_text: str | None = N
     writes: list[str] = []
     for part in node.parts:
         pk = getattr(part, "kind", None)
+        if pk in ("word", "assignment") and _SUBST.search(raw := _word(part, out)[1]):
+            _scan_into(raw, out, depth, quotes=True)
         if pk == "word":
-            words.append(part.word)
-            dynamic.append(_is_dynamic(part))
+            word, raw = _word(part, out)
+            words.append(word)
+            # `$'rm'` is quoting, not an expansion
+            dynamic.append(_is_dynamic(part) and bool(re.search(r"\$(?!')|`", raw)))
         elif pk == "assignment" and not words:
-            assigns.append(part.word)
+            assigns.append(_word(part, out)[0])
         elif pk == "redirect":
             rtype = getattr(part, "type", "")
+            target = getattr(part, "output", None)
+            if getattr(target, "kind", None) == "word" and _SUBST.search(raw := _word(target, out)[1]):
+                _scan_into(raw, out, depth, quotes=True)
             if rtype in ("<<", "<<-") and getattr(part, "heredoc", None) is not None:
                 stdin_script = _heredoc_body(part.heredoc.value, getattr(part.output, "word", ""))
                 _scan_into(stdin_script, out, depth)  # `$(...)` in a body runs when the line runs
@@ -323,24 +337,34 @@ def _command_node(node, out: ParsedShell, depth: int, stdin_text: str | None = N
     return cmd
 
 
-def _scan_into(text: str, out: ParsedShell, depth: int) -> None:
-    """Parse the `$(...)`, backtick and `<(...)` bodies inside text bashlex keeps opaque."""
-    scripts, ok = _substitutions(text)
+def _scan_into(text: str, out: ParsedShell, depth: int, quotes: bool = False) -> None:
+    """Parse the `$(...)`, backtick and `<(...)` bodies in text bashlex keeps opaque or misreads
+    (it stops a substitution at its first newline). `quotes`: single quotes make text literal
+    (a word as written); without, every substitution counts (here-document bodies, `${...}`)."""
+    scripts, ok = _substitutions(text, quotes)
     if not ok:
         out.opaque.append("it has an unbalanced substitution inside an expansion or here-document")
     for script in scripts:
         _parse_into(script, out, depth + 1)
 
 
-def _substitutions(text: str) -> tuple[list[str], bool]:
-    """Bodies of `$(...)`, `<(...)`, `>(...)` and `...` in text; quotes are not honoured (over-
-    approximating is safe). False when one is left open."""
+def _substitutions(text: str, quotes: bool = False) -> tuple[list[str], bool]:
+    """Bodies of `$(...)`, `<(...)`, `>(...)` and `...` in text; quotes inside a body are not
+    honoured (over-approximating is safe). False when one is left open."""
     found: list[str] = []
-    i = 0
+    i, in_double = 0, False
     while i < len(text):
         ch = text[i]
         if ch == "\\":
             i += 2
+            continue
+        if quotes and ch == '"':
+            in_double = not in_double
+        elif quotes and ch == "'" and not in_double:
+            end = text.find("'", i + 1)
+            if end == -1:
+                return found, False
+            i = end + 1
             continue
         if ch == "`":
             end = text.find("`", i + 1)
@@ -370,6 +394,16 @@ def _substitutions(text: str) -> tuple[list[str], bool]:
             continue
         i += 1
     return found, True
+
+
+def _word(node, out: ParsedShell) -> tuple[str, str]:
+    """(value, raw text) of a word: bash's quote removal on the text as written (bashlex keeps
+    quotes in `'it'\\''s'` and `'a'"'"'b'`, the forms shlex.quote makes), bashlex's value otherwise."""
+    pos = getattr(node, "pos", None)
+    src = out._src[-1] if out._src else ""
+    raw = src[pos[0]:pos[1]] if pos and src and pos[1] <= len(src) else node.word
+    value = unquote(raw)
+    return (node.word if value is None else value), raw
 
 
 def _is_dynamic(word_node) -> bool:
@@ -511,14 +545,14 @@ def _peel(words: list[str], dynamic: list[bool],
                 return split, [dynamic[i]] * len(split), wrappers
             if opt in argopts and i < len(words):
                 i += 1
-        if prog == "env":
-            while i < len(words) and re.match(r"^[^=\s-][^=\s]*=", words[i]):
-                if env_assigns is not None:
-                    env_assigns.append(words[i])
-                i += 1
         for _ in range(_WRAPPER_POSITIONAL.get(prog, 0)):
             if i < len(words):
                 i += 1
+        # `env A=1 cmd`, `sudo A=1 cmd` (other wrappers would fail on it; assume they do not)
+        while i < len(words) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[i]):
+            if env_assigns is not None:
+                env_assigns.append(words[i])
+            i += 1
         if prog == "xargs" and i >= len(words):
             return ["echo"], [False], wrappers
     argv = list(words[i:])
