@@ -27,6 +27,7 @@ from torch import Tensor
 
 from clover.model.cache import CacheSnapshot, CloverCache
 from clover.model.modeling import CloverForCausalLM
+from clover.model.repetition import RepetitionStop, is_runaway
 
 POLICIES = ("threshold", "margin", "entropy", "fixed-k")
 
@@ -46,6 +47,7 @@ class DecodeSettings:
     stop_token_ids: Sequence[int] | None = None  # None: the config's eos_token_ids
     seed: int | None = None
     commit_last: bool = False  # also commit the final block (keeps the cache complete)
+    repetition: RepetitionStop | None = RepetitionStop()  # runaway n-gram -> finish "repetition"; None: off
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -71,7 +73,7 @@ BlockConstraint = Callable[[int, Tensor, Tensor, Tensor], tuple[Tensor, Tensor |
 @dataclass
 class GenerateResult:
     tokens: list[list[int]]  # per sequence, up to and including the stop token
-    finish_reasons: list[str]  # "stop" or "length"
+    finish_reasons: list[str]  # "stop", "length" or "repetition"
     stats: dict[str, float] = field(default_factory=dict)
     cache: CloverCache | None = None  # complete up to the last block when settings.commit_last
     prompt_snapshot: CacheSnapshot | None = None  # the cache right after the prompt's prefill
@@ -224,6 +226,8 @@ def generate(
             out[i].extend(block[i][keep[i]].tolist())
             if int(stop_at[i]) < b:
                 done[i], reasons[i] = True, "stop"
+            elif is_runaway(out[i], s.repetition):
+                done[i], reasons[i] = True, "repetition"
             elif len(out[i]) >= s.max_new_tokens:
                 done[i] = True
         pending.append(block)

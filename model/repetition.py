@@ -1,0 +1,50 @@
+"""Runaway-repetition stop for the decoder: the same n-gram over and over ends the generation.
+
+A small model that has lost the thread tends to loop (`= = = = =`, `pathpathpath...`) until the token
+budget runs out, which costs the user the whole budget and shows them garbage. `generate` checks each
+sequence's output after every block and stops it with finish reason "repetition" when its tail is
+periodic: one n-gram (period 1 to `max_period` tokens) repeated at least `min_repeats` times, over at
+least `min_tokens` tokens. The thresholds keep real output safe: code repeats short patterns (`0, 0,`
+or a row of `-`), but rarely 64 tokens of one pattern in a row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RepetitionStop:
+    min_tokens: int = 64  # the periodic tail must be at least this long
+    min_repeats: int = 4  # and hold the n-gram at least this many times
+    max_period: int = 32  # longest n-gram (in tokens) looked for
+
+    def __post_init__(self) -> None:
+        if self.min_tokens < 2 or self.min_repeats < 2 or self.max_period < 1:
+            raise ValueError("need min_tokens >= 2, min_repeats >= 2, max_period >= 1")
+
+
+def repeated_tail(tokens: Sequence[int], rule: RepetitionStop = RepetitionStop()) -> tuple[int, int] | None:
+    """(period, length) of the longest-running periodic tail of `tokens` that breaks `rule`, or None.
+    `length` counts every token of the tail, the first occurrence of the n-gram included."""
+    n = len(tokens)
+    window = max(rule.min_tokens, rule.min_repeats * rule.max_period) + rule.max_period
+    tail = list(tokens[-window:]) if n > window else list(tokens)
+    m = len(tail)
+    best: tuple[int, int] | None = None
+    for p in range(1, min(rule.max_period, m // rule.min_repeats) + 1):
+        run = 0  # trailing positions i with tail[i] == tail[i - p]
+        i = m - 1
+        while i >= p and tail[i] == tail[i - p]:
+            run += 1
+            i -= 1
+        length = run + p
+        if length >= rule.min_tokens and length >= rule.min_repeats * p and (best is None or length > best[1]):
+            best = (p, length)
+    return best
+
+
+def is_runaway(tokens: Sequence[int], rule: RepetitionStop | None = RepetitionStop()) -> bool:
+    """Whether generation should stop for repetition (`rule` None: never)."""
+    return rule is not None and repeated_tail(tokens, rule) is not None

@@ -1,0 +1,64 @@
+"""The decoder's runaway-repetition stop (model/repetition.py) on a tiny Clover."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from clover.model.config import tiny
+from clover.model.generate import DecodeSettings, generate
+from clover.model.modeling import CloverForCausalLM
+from clover.model.repetition import RepetitionStop, is_runaway, repeated_tail
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    return CloverForCausalLM(tiny(eos_token_ids=[1])).eval()
+
+
+def _forced(pattern: list[int], n: int) -> dict[int, int]:
+    """Generated-token offset -> token: the pattern repeated over the first n offsets."""
+    return {k: pattern[k % len(pattern)] for k in range(n)}
+
+
+@pytest.mark.parametrize("block_size", [1, 8])
+def test_a_looping_generation_stops_with_reason_repetition(model, block_size):
+    # The same 3-gram forced over and over: the decoder must stop long before the budget.
+    s = DecodeSettings(block_size=block_size, max_new_tokens=400, stop_token_ids=[])
+    res = generate(model, [[5, 6, 7, 8]], s, fixed=[_forced([40, 41, 42], 400)])
+    assert res.finish_reasons == ["repetition"]
+    assert 64 <= len(res.tokens[0]) < 64 + block_size + 1
+    assert repeated_tail(res.tokens[0]) == (3, len(res.tokens[0]))
+
+
+def test_switched_off_it_runs_to_the_budget(model):
+    s = DecodeSettings(block_size=8, max_new_tokens=120, stop_token_ids=[], repetition=None)
+    res = generate(model, [[5, 6, 7, 8]], s, fixed=[_forced([40, 41, 42], 120)])
+    assert res.finish_reasons == ["length"] and len(res.tokens[0]) == 120
+
+
+def test_a_loop_after_free_text_is_cut_and_only_the_looping_row_stops(model):
+    # Row 0 loops after 40 free tokens; row 1 is never forced and runs to the budget.
+    s = DecodeSettings(block_size=4, max_new_tokens=160, stop_token_ids=[])
+    loop = {k: v for k, v in _forced([50, 51], 160).items() if k >= 40}
+    res = generate(model, [[5, 6, 7, 8], [9, 10, 11]], s, fixed=[loop, {}])
+    assert res.finish_reasons[0] == "repetition" and 40 + 64 <= len(res.tokens[0]) <= 40 + 64 + 4
+    assert res.tokens[0][:40] == generate(model, [[5, 6, 7, 8]], s).tokens[0][:40]
+    assert res.finish_reasons[1] == "length" and len(res.tokens[1]) == 160
+
+
+def test_thresholds():
+    rule = RepetitionStop(min_tokens=64, min_repeats=4, max_period=32)
+    rng = random.Random(0)
+    assert repeated_tail([rng.randrange(1000) for _ in range(500)], rule) is None
+    assert repeated_tail([7] * 63, rule) is None  # one token short
+    assert repeated_tail([1, 2, 3] + [7] * 64, rule) == (1, 64)
+    unit = list(range(100, 130))  # a 30-token line, 3 times: 90 tokens but too few repeats
+    assert not is_runaway(unit * 3, rule) and is_runaway(unit * 4, rule)
+    assert not is_runaway(list(range(40)) * 5, rule)  # period 40 > max_period
+    assert not is_runaway([7] * 200, None)
+    with pytest.raises(ValueError):
+        RepetitionStop(min_repeats=1)
