@@ -22,6 +22,7 @@ from clover.core.protocols import (
     Model,
     ModelError,
     RepeatedCalls,
+    StreamEvent,
     Submitted,
     Tool,
     ToolCall,
@@ -29,6 +30,7 @@ from clover.core.protocols import (
     tool_spec,
 )
 from clover.schema import check_arguments
+from clover.tools.redact import redact
 from clover.trajectory import Trajectory
 
 EMPTY_REPLY = (
@@ -136,7 +138,7 @@ class Agent:
         self._check_limits()
         self.steps += 1
         if self.before_step:
-            self.before_step(self.steps)
+            self._before_step()
         turn = self._query()
         self.messages.append(turn.to_message())
         self._record(
@@ -165,6 +167,19 @@ class Agent:
             self._count_format_error(f"malformed tool calls in a row; last: {results[-1].output}")
         else:
             self.format_errors = 0
+
+    def _before_step(self) -> None:
+        """The hook (a checkpoint) failing must not end the run: the step goes ahead without it,
+        recorded, and `on_event` gets one warning line (the hook itself says what it lost)."""
+        try:
+            self.before_step(self.steps)
+        except (AgentStop, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            message = f"before step {self.steps}: {type(exc).__name__}: {exc}"
+            self._record({"type": "warning", "step": self.steps, "message": message})
+            if self.on_event is not None:
+                self.on_event(StreamEvent("status", message, {"warning": message}))
 
     def _count_format_error(self, what: str) -> None:
         self.format_errors += 1
@@ -250,9 +265,9 @@ class Agent:
         return f"{name} takes: {params}."
 
     def _add_tool_message(self, call: ToolCall, result: ToolResult) -> None:
-        self.messages.append(
-            {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": result.output}
-        )
+        # Secrets in tool output (a printed .env, `env`) never reach the model, not only the log.
+        content = redact(result.output)
+        self.messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content})
         self._record(
             {
                 "type": "tool",
@@ -260,7 +275,7 @@ class Agent:
                 "tool_call_id": call.id,
                 "name": call.name,
                 "arguments": call.arguments,
-                "output": result.output,
+                "output": content,
                 "is_error": result.is_error,
             }
         )

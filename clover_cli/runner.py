@@ -86,10 +86,27 @@ def checkpointer(settings: Settings, root: str | Path) -> Callable[[int], None] 
     """A before-step hook snapshotting the work tree (shell changes included) for undo."""
     if not settings.checkpoints:
         return None
-    from clover.tools.checkpoints import Checkpoints
+    import sys
 
-    store = Checkpoints(str(root))
-    return lambda step: store.snapshot(f"before step {step}")
+    from clover.tools.checkpoints import Checkpoints, SnapshotError
+
+    # A checkpoint that cannot be taken does not stop the run: the step goes ahead unprotected and
+    # one line says so (the fault is in Clover's own store, e.g. a full disk; the user's files are
+    # untouched, and refusing every step would end the run for it).
+    try:
+        store = Checkpoints(str(root))
+    except (SnapshotError, OSError) as exc:
+        print(f"clover: warning: checkpoints unavailable ({exc}); this run cannot be undone", file=sys.stderr)
+        return None
+
+    def snapshot(step: int) -> None:
+        try:
+            store.snapshot(f"before step {step}")
+        except (SnapshotError, OSError) as exc:
+            print(f"clover: warning: checkpoint before step {step} failed ({exc}); that step cannot be undone",
+                  file=sys.stderr)
+
+    return snapshot
 
 
 def run_agent(

@@ -10,12 +10,13 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from clover.core.protocols import MODES
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-MODES = ("plan", "ask", "auto-edit", "yolo")  # strictest first
 
 # What a repository's own .clover/config.toml may set: a cloned repo must not loosen the user's
 # safety settings (mode, allow rules, extra dirs, sandbox), choose the model or backend (a

@@ -183,6 +183,10 @@ def tool_spec(tool: Tool) -> ToolSpec:
     }
 
 
+# Permission modes, strictest first (tools/permissions.py enforces them; the settings choose one).
+MODES = ("plan", "ask", "auto-edit", "yolo")
+
+
 # --------------------------------------------------------------------------- control flow
 
 

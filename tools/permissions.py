@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
-from clover.core.protocols import Tool, ToolCall
+from clover.core.protocols import MODES, Tool, ToolCall
 from clover.tools.shellnorm import canonical_argv, glob_prefix_feasible
 from clover.tools.shellparse import ParsedShell, parse_shell
 
@@ -28,7 +28,6 @@ Decision = Literal["allow", "ask", "deny"]
 Answer = Literal["yes", "no", "always"]
 AskUser = Callable[[ToolCall, Tool, str], Answer]
 
-MODES = ("plan", "ask", "auto-edit", "yolo")
 _MODE_ALIASES = {"auto_edit": "auto-edit", "autoedit": "auto-edit", "accept-edits": "auto-edit",
                  "default": "ask", "bypass": "yolo"}
 SHELL_TOOLS = {"bash", "shell"}

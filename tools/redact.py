@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 MARK = "[REDACTED]"
@@ -105,3 +106,29 @@ def _harmless(value: str) -> bool:
     """Values under secret-looking keys that are clearly not secrets (placeholders, env refs)."""
     v = value.strip()
     return v in (MARK, "", "none", "null", "EMPTY", "dummy") or v.startswith("$") or v.startswith("${")
+
+
+# Environment variables that hold credentials: the model's own API key and the usual token names.
+# Commands the agent runs never see them (a model could print `env`); pass one on purpose by
+# giving LocalEnvironment an explicit `env`.
+_SECRET_ENV = re.compile(
+    r"(?i)^(CLOVER_API_KEY|OPENAI_\w+|ANTHROPIC_\w+|AZURE_OPENAI_\w+|HF_TOKEN|HUGGING_FACE_HUB_TOKEN"
+    r"|\w*_API_?KEY|\w*_TOKEN|\w*_SECRET|\w*_SECRET_KEY|\w*_SECRET_ACCESS_KEY|\w*_PASSWORD|\w*_PASSWD"
+    r"|\w*_CREDENTIALS?|\w*_PRIVATE_KEY)$"
+)
+_PUBLIC_ENV = frozenset({"OPENAI_BASE_URL", "OPENAI_API_BASE", "GIT_TERMINAL_PROMPT"})
+
+
+def is_secret_env(name: str, value: str = "") -> bool:
+    """A credential by its name, or by its value (a registered secret such as the API key)."""
+    if name in _PUBLIC_ENV:
+        return False
+    if _SECRET_ENV.match(name):
+        return True
+    with _lock:
+        return bool(value) and value.strip() in _registered
+
+
+def scrub_env(env: Mapping[str, str]) -> dict[str, str]:
+    """A copy of `env` without credentials (see `is_secret_env`)."""
+    return {k: v for k, v in env.items() if not is_secret_env(k, v)}
