@@ -7,8 +7,9 @@ sandboxed command could plant one and wait for Clover to run git on the host (`c
 diff, checkpoints, the git tool). So every invocation:
 
 - overrides each code-running setting on the command line (`-c` beats every config file), and
-  blanks every filter driver the repository's config defines (found by reading the config, which
-  runs nothing; an empty filter command means "no filter");
+  blanks every filter driver the repository's own config defines (found by reading the config,
+  which runs nothing; an empty filter command means "no filter"; the user's global drivers, such
+  as git-lfs, stay);
 - passes `--no-ext-diff --no-textconv` to the commands that render diffs;
 - runs with a scrubbed environment: no inherited GIT_* (GIT_CONFIG_PARAMETERS, GIT_EXTERNAL_DIFF,
   GIT_SSH_COMMAND ...), no system config, no terminal prompts, no pager.
@@ -45,12 +46,17 @@ HARDENING: tuple[tuple[str, str], ...] = (
 # Subcommands that render patches, where diff drivers (external, textconv) would run.
 _DIFF_COMMANDS = {"diff", "show", "log", "diff-tree", "diff-index", "diff-files", "format-patch"}
 _FILTER_KEYS = (".clean", ".smudge", ".process")
+# Kept from the caller's environment: where the repository and index are (a throwaway index, a
+# shadow repository), which global config is the user's, and who commits. No other GIT_* survives.
+_KEPT_VARS = {"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_CEILING_DIRECTORIES", "GIT_CONFIG_GLOBAL"}
 
 
 def safe_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """`base` (default: this process's environment) without GIT_* and with git's own config and
-    prompts switched off. The user's global config stays (it is theirs, not the repository's)."""
-    env = {k: v for k, v in (os.environ if base is None else base).items() if not k.startswith("GIT_")}
+    """`base` (default: this process's environment) without the GIT_* that run code or add config
+    (only location, identity and GIT_CONFIG_GLOBAL stay) and with system config, prompts and
+    pagers switched off. The user's global config stays (it is theirs, not the repository's)."""
+    env = {k: v for k, v in (os.environ if base is None else base).items()
+           if not k.startswith("GIT_") or k in _KEPT_VARS or k.startswith(("GIT_AUTHOR_", "GIT_COMMITTER_"))}
     env.update(GIT_CONFIG_NOSYSTEM="1", GIT_TERMINAL_PROMPT="0", GIT_PAGER="cat", PAGER="cat",
                GIT_OPTIONAL_LOCKS="0", GIT_NO_REPLACE_OBJECTS="1", GIT_PROTOCOL_FROM_USER="0")
     return env
@@ -82,14 +88,18 @@ def git_argv(args: Sequence[str], extra_config: Sequence[tuple[str, str]] = ()) 
 
 
 def read_filters(cwd: str, env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
-    """The filter overrides for the repository at `cwd` (reading config runs no program)."""
-    try:
-        proc = subprocess.run(["git", "config", "--list", "--includes", "-z"], cwd=cwd,
-                              env=dict(env) if env is not None else safe_env(), capture_output=True,
-                              timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return filter_overrides(proc.stdout.decode("utf-8", "surrogateescape"))
+    """The filter overrides for the repository at `cwd`: drivers its own config (and what that
+    includes) defines; the user's global ones (git-lfs) stay. Reading config runs no program."""
+    found: list[tuple[str, str]] = []
+    for scope in ("--local", "--worktree"):
+        try:
+            proc = subprocess.run(["git", "config", scope, "--list", "--includes", "-z"], cwd=cwd,
+                                  env=dict(env) if env is not None else safe_env(), capture_output=True,
+                                  timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        found += filter_overrides(proc.stdout.decode("utf-8", "surrogateescape"))
+    return list(dict.fromkeys(found))
 
 
 def run_git(args: Sequence[str], cwd: str, *, env: Mapping[str, str] | None = None,

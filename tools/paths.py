@@ -63,7 +63,10 @@ def resolve_path(root: str, path: str, extra_roots: Sequence[str] = ()) -> Path:
     _check_parts(path, path)
     raw = Path(os.path.expanduser(path))
     candidate = raw if raw.is_absolute() else Path(root) / raw
-    resolved = Path(os.path.realpath(candidate))
+    try:
+        resolved = Path(os.path.realpath(candidate))
+    except OSError as exc:  # a component changed while being resolved (a swap in progress)
+        raise PathError(f"{path}: cannot resolve: {exc.strerror or exc}") from None
     if os.path.islink(resolved):  # realpath stops on a symlink loop
         raise PathError(f"{path}: symlink loop")
     roots = [Path(os.path.realpath(r)) for r in (root, *extra_roots)]
