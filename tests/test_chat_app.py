@@ -79,7 +79,8 @@ def test_piped_chat_prints_plain_text_and_resumes(tmp_path: Path, home: Path) ->
     script.write_text(json.dumps([{"text": "You asked me to change hello.py."}]))
     second = _piped(repo, home, script, "what did I ask?\n", "--resume")
     assert second.returncode == 0, second.stderr
-    assert f"resumed session {session_id} (1 requests)" in second.stdout
+    assert f"resumed session {session_id} (1 request)\n› change hello\n⏺ str_replace(hello.py)" in second.stdout
+    assert "Clover chat ·" not in second.stdout  # the banner is for terminals
     assert "You asked me to change hello.py." in second.stdout
     again = store.load(session_id)
     assert [m["content"] for m in again.messages if m["role"] == "user"] == ["change hello", "what did I ask?"]

@@ -4,15 +4,18 @@ the session saved, repeat. Slash commands live in slash.py, rendering in render.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import IO, Any
 
 from rich.console import Console
+from rich.text import Text
 
-from clover.agent import Agent, RunResult
+from clover.agent import EMPTY_REPLY, Agent, RunResult
 from clover.cli_common import state_dir
 from clover.core.protocols import AssistantTurn, Message, Model, ModelError, Tool, ToolCall, ToolResult
 from clover.prompts import project_instructions, system_prompt
@@ -21,6 +24,7 @@ from clover.repl.approvals import Approver
 from clover.repl.completion import ChatCompleter, expand_mentions
 from clover.repl.guard import guarded_complete, truncation
 from clover.repl.input import ChatInput
+from clover.repl.permissions_view import always_rules, rule_label
 from clover.repl.render import Renderer, make_console
 from clover.repl.sessions import Session, SessionError, SessionStore, new_session_id
 from clover.repl.slash import dispatch, help_texts
@@ -41,6 +45,10 @@ class ObservedModel:
     @property
     def context_window(self) -> int:
         return int(getattr(self.inner, "context_window", 0) or 0)
+
+    @property
+    def bind_workspace(self) -> Any:  # runner.build_agent grounds a local decoder in the workspace
+        return getattr(self.inner, "bind_workspace", None)
 
     def complete(self, messages: list[Message], tools: list[Any], on_event: Any = None) -> AssistantTurn:
         try:
@@ -83,9 +91,16 @@ class ObservedGate:
 
     def authorize(self, call: ToolCall, tool: Tool) -> str | None:
         self.app.renderer.tool_call(call)
+        approver = self.app.approver
         # Call ids repeat across requests (the step counter restarts): only this approval counts.
-        self.app.approver.previewed.discard(call.id)
+        approver.previewed.discard(call.id)
+        approver.feedback.pop(call.id, None)
+        labels = list(dict.fromkeys(rule_label(r) for r in always_rules(self.inner, call.name, call.arguments or {}, tool)))
+        approver.always_hint = ", ".join(labels[:3]) + (" …" if len(labels) > 3 else "")
         refusal = self.inner.authorize(call, tool) if self.inner is not None else None
+        feedback = approver.feedback.pop(call.id, None)
+        if refusal is not None and feedback:
+            refusal = f"The user declined this tool call and said: {feedback}\nDo that instead."
         if refusal is not None:
             self.app.renderer.tool_denied(call, refusal)
         else:
@@ -132,7 +147,11 @@ class ChatApp:
         self.approver.before_ask = self.renderer.stop_live
         self.env = build_environment(settings, self.root)
         self.default_model = model is None and settings.model == "embedded" and not settings.base_url
-        self.model = ObservedModel(model if model is not None else build_model(settings), self)
+        self.totals = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0,
+                       "model_seconds": 0.0, "forwards": 0.0}
+        if self.tty:  # at once, before a local model's weights load (seconds of a blank screen)
+            self.banner(_display_name(settings) if model is None else str(getattr(model, "name", "")))
+        self.model = ObservedModel(model if model is not None else self._load(settings), self)
         self.agent: Agent = build_agent(
             settings, self.env, kind="chat", model=self.model, ask_user=self.approver,
             before_step=self._before_step, on_tool_result=self._tool_result,
@@ -164,17 +183,29 @@ class ChatApp:
     def model_name(self) -> str:
         return self.model.name
 
+    def _load(self, settings: Settings) -> Model:
+        """Build the model; a local one loads under a spinner that says so."""
+        local = not settings.base_url and not settings.model.startswith("scripted:")
+        if not (local and self.tty):
+            return build_model(settings)
+        started = time.monotonic()
+        with self.console.status(f"loading {_display_name(settings)}…", spinner="dots"):
+            model = build_model(settings)
+        self.renderer.info(f"model loaded in {time.monotonic() - started:.1f}s")
+        return model
+
     # ------------------------------------------------------------------ the loop
 
-    def banner(self) -> None:
-        name = self.model_name()
+    def banner(self, name: str) -> None:
         if self.default_model:
             name += " (the built-in tiny Clover; --model / --base-url pick another)"
         self.renderer.note(f"Clover chat · model {name} · mode {self.settings.mode} · {self.root}")
         self.renderer.info("/help for commands · Enter sends · Alt-Enter adds a line · Ctrl-D exits")
 
-    def run(self) -> int:
-        self.banner()
+    def run(self, resume: str | None = None) -> int:
+        """The prompt loop; `resume` (an id, '' or 'last') continues a saved session first."""
+        if resume is not None and not self.resume(resume):
+            return 2
         armed = False  # a first Ctrl-C at an empty prompt arms the exit
         while True:
             try:
@@ -219,14 +250,22 @@ class ChatApp:
             self.renderer.stop_live()
             _repair(self.agent.messages)
             self.save()
+        self._count(result)
         if result.exit_status == "interrupted":
-            if self.tty:
-                self.console.print()  # past the ^C the terminal echoed
             self.renderer.note("⏹ interrupted: back at the prompt, the conversation is kept")
         elif result.exit_status != "submitted":
             self.renderer.error(f"{result.exit_status}: {result.error}")
         self.print_status(result=result)
         return result
+
+    def _count(self, result: RunResult) -> None:
+        totals = self.totals
+        totals["requests"] += 1
+        totals["prompt_tokens"] += result.prompt_tokens
+        totals["completion_tokens"] += result.completion_tokens
+        totals["seconds"] += result.seconds
+        totals["model_seconds"] += result.model_seconds
+        totals["forwards"] += result.stats.get("forwards", 0.0)
 
     def _tool_result(self, call: ToolCall, result: ToolResult) -> None:
         shown = call.id in self.approver.previewed
@@ -240,6 +279,9 @@ class ChatApp:
     # ------------------------------------------------------------------ state
 
     def save(self) -> Path:
+        """Write the session; one with no request yet is not written (it would be `--resume last`)."""
+        if not any(m.get("role") == "user" for m in self.agent.messages):
+            return self.store.path(self.session.id)
         self.session.messages = self.agent.messages
         self.session.model, self.session.mode = self.model_name(), self.settings.mode
         try:
@@ -259,13 +301,9 @@ class ChatApp:
             messages = messages[1:]  # the system prompt is rebuilt: AGENTS.md may have changed
         self.agent.messages[:] = [{"role": "system", "content": system_prompt(self.root, "chat")}, *messages]
         self.session = session
-        requests = [m for m in messages if m.get("role") == "user"]
-        self.renderer.note(f"resumed session {session.id} ({len(requests)} requests)")
-        last = next((m for m in reversed(messages) if m.get("role") == "assistant" and m.get("content")), None)
-        if requests:
-            self.renderer.info(f"last request: {str(requests[-1].get('content', ''))[:200]}")
-        if last:
-            self.renderer.info(f"last answer: {str(last['content'])[:200]}")
+        requests = [m for m in messages if _is_request(m)]
+        self.renderer.note(f"resumed session {session.id} ({len(requests)} request{'s' if len(requests) != 1 else ''})")
+        replay(self.renderer, messages)
         return True
 
     def clear(self) -> None:
@@ -279,6 +317,11 @@ class ChatApp:
 
     def switch_model(self, name: str) -> None:
         settings = dataclasses.replace(self.settings, model=name)
+        served = self._served_models(settings)
+        if served and name not in served:
+            shown = ", ".join(served[:8]) + (", …" if len(served) > 8 else "")
+            self.renderer.error(f"cannot switch to {name}: the server at {settings.base_url} serves {shown}")
+            return
         try:
             self.model.inner = build_model(settings)
         except (ModelError, Exception) as exc:  # a bad name must not end the chat
@@ -286,6 +329,13 @@ class ChatApp:
             return
         self.settings = settings
         self.renderer.note(f"model: {self.model_name()}")
+
+    def _served_models(self, settings: Settings) -> list[str] | None:
+        """What the OpenAI-compatible server lists (None: no server, or it does not say)."""
+        if not settings.base_url:
+            return None
+        lister = getattr(self.model.inner, "served_models", None)
+        return (lister() or None) if lister is not None else None
 
     def set_think(self, on: bool) -> None:
         self.settings = dataclasses.replace(self.settings, think=on)
@@ -405,6 +455,56 @@ class ChatApp:
         if full:
             parts += [f"think {'on' if self.settings.think else 'off'}", f"session {self.session.id}"]
         self.renderer.status(" · ".join(parts))
+        if full:
+            t = self.totals
+            line = (f"session totals: {t['requests']:.0f} request{'s' if t['requests'] != 1 else ''} · "
+                    f"{t['prompt_tokens'] + t['completion_tokens']:,.0f} tok ({t['prompt_tokens']:,.0f} in, "
+                    f"{t['completion_tokens']:,.0f} out) · {t['seconds']:.1f}s (model {t['model_seconds']:.1f}s)")
+            if t["forwards"]:
+                line += f" · {t['forwards']:,.0f} fwd · {t['completion_tokens'] / t['forwards']:.2f} tok/fwd"
+            self.renderer.status(line)
+
+
+def _display_name(settings: Settings) -> str:
+    if settings.model.startswith("scripted:"):
+        return "scripted:" + Path(settings.model[len("scripted:") :]).name
+    return settings.model
+
+
+def _is_request(message: Message) -> bool:
+    """A user message the person typed (not a compaction summary or the agent's own nudge)."""
+    content = str(message.get("content") or "")
+    return message.get("role") == "user" and not content.startswith(compaction.MARKER) and content != EMPTY_REPLY
+
+
+REPLAY_MESSAGES = 40
+
+
+def replay(renderer: Renderer, messages: list[Message]) -> None:
+    """The saved conversation on screen, compactly: requests, tool calls, answers."""
+    if len(messages) > REPLAY_MESSAGES:
+        renderer.info(f"… {len(messages) - REPLAY_MESSAGES} earlier messages")
+        messages = messages[-REPLAY_MESSAGES:]
+    for m in messages:
+        role, content = m.get("role"), str(m.get("content") or "")
+        if role == "user" and content.startswith(compaction.MARKER):
+            renderer.info("⟳ (earlier conversation compacted)")
+        elif role == "user" and content != EMPTY_REPLY:
+            lines = content.strip().splitlines() or [""]
+            renderer.console.print(Text("› " + lines[0] + (" …" if len(lines) > 1 else ""), style="bold"))
+        elif role == "assistant":
+            for call in m.get("tool_calls") or []:
+                fn = call.get("function", {})
+                try:
+                    args = json.loads(fn.get("arguments") or "{}")
+                except (TypeError, ValueError):
+                    args = {}
+                renderer.tool_call(ToolCall(str(fn.get("name", "")), args if isinstance(args, dict) else {}))
+            if content.strip() and content != compaction.ACK:
+                renderer.answer(content)
+        elif role == "tool":
+            count = len(content.splitlines())
+            renderer.info(f"  ⎿ {count} line{'s' if count != 1 else ''}")
 
 
 def _repair(messages: list[Message]) -> None:
@@ -436,6 +536,4 @@ def run_chat(settings: Settings, root: Path, resume: str | None = None, live: bo
     except (ModelError, ValueError, OSError) as exc:  # bad model, permission rule or directory
         print(f"clover: {exc}", file=sys.stderr)
         return 2
-    if resume is not None and not app.resume(resume):
-        return 2
-    return app.run()
+    return app.run(resume=resume)

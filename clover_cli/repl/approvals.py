@@ -5,6 +5,7 @@ content and the call's arguments, so the user sees exactly what the tool is abou
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,22 @@ from rich.text import Text
 from clover.core.protocols import Tool, ToolCall
 
 ANSWERS = {"y": "yes", "yes": "yes", "n": "no", "no": "no", "a": "always", "always": "always"}
-QUESTION = "Allow? [y]es / [n]o / [a]lways this session: "
+QUESTION = "Allow? [y]es / [n]o / [a]lways this session, or say what to do instead: "
+_NO_WITH_REASON = re.compile(r"^no?\b[\s,.:;!-]+(?P<rest>\S.*)$", re.I | re.S)
+
+
+def parse_answer(text: str) -> tuple[str, str] | None:
+    """("yes" | "no" | "always", feedback): `n, use pytest -x` and `run only the fast tests` are a no
+    with feedback for the model. None: not an answer (ask again)."""
+    answer = text.strip()
+    if answer.lower() in ANSWERS:
+        return ANSWERS[answer.lower()], ""
+    m = _NO_WITH_REASON.match(answer)
+    if m:
+        return "no", m.group("rest").strip()
+    if len(answer.split()) >= 2:  # a sentence, not a mistyped letter
+        return "no", answer
+    return None
 
 
 def _first(args: dict[str, Any], *names: str) -> Any:
@@ -84,7 +100,10 @@ class Approver:
     def __init__(self, console: Console, root: str | Path, ask: Callable[[str], str]) -> None:
         self.console, self.root, self.ask = console, Path(root), ask
         self.before_ask: Callable[[], None] | None = None  # e.g. stop a live display
+        self.after_ask: Callable[[], None] | None = None
         self.previewed: set[str] = set()  # ids of calls whose diff the user already saw
+        self.always_hint = ""  # what an "always" answer to the coming question would remember
+        self.feedback: dict[str, str] = {}  # call id -> what the user said instead of yes
 
     def show(self, call: ToolCall, preview: str) -> None:
         diff = edit_preview(call.name, call.arguments, self.root)
@@ -106,15 +125,29 @@ class Approver:
     def __call__(self, call: ToolCall, tool: Tool, preview: str = "") -> str:
         if self.before_ask:
             self.before_ask()
+        try:
+            return self._ask(call, preview)
+        finally:
+            if self.after_ask:
+                self.after_ask()
+
+    def _ask(self, call: ToolCall, preview: str) -> str:
         self.show(call, preview)
+        if self.always_hint:
+            self.console.print(Text(f"  [a]lways allows {self.always_hint} for the rest of this session", style="dim"))
         while True:
             try:
-                answer = self.ask(QUESTION).strip().lower()
+                text = self.ask(QUESTION)
             except EOFError:
                 self.console.print("no answer (input closed): refused", style="yellow")
                 return "no"
-            if answer in ANSWERS:
-                return ANSWERS[answer]
-            if answer == "":
+            if not text.strip():
                 continue
-            self.console.print("please answer y, n or a", style="yellow")
+            parsed = parse_answer(text)
+            if parsed is None:
+                self.console.print("please answer y, n or a, or say what to do instead", style="yellow")
+                continue
+            answer, feedback = parsed
+            if feedback:
+                self.feedback[call.id] = feedback
+            return answer

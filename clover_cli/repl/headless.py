@@ -35,6 +35,7 @@ class _Recording:
         self.last: AssistantTurn | None = None
         self.name = getattr(inner, "name", "")
         self.context_window = getattr(inner, "context_window", 0)
+        self.bind_workspace = getattr(inner, "bind_workspace", None)
 
     def complete(self, messages: list[Message], tools: list[Any], on_event: Any = None) -> AssistantTurn:
         self.last = guarded_complete(self.inner, messages, tools, on_event)

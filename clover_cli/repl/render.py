@@ -154,10 +154,13 @@ class Renderer:
                 self.console.print(Text(self.text, style="dim"))
             return
         if turn.text.strip():
-            self.console.print(Markdown(turn.text) if self.console.is_terminal else Text(turn.text))
+            self.answer(turn.text)
         for call in turn.tool_calls:
             if call.error:
                 self.error(f"malformed tool call {call.name or '?'}: {call.error}")
+
+    def answer(self, text: str) -> None:
+        self.console.print(Markdown(text) if self.console.is_terminal else Text(text))
 
     def _live_view(self) -> RenderableType:
         parts: list[RenderableType] = []
@@ -186,7 +189,10 @@ class Renderer:
         self.console.print(Text.assemble(("⏺ ", "cyan"), (describe_call(call), "bold")))
 
     def tool_denied(self, call: ToolCall, reason: str) -> None:
-        self.console.print(Text(f"  ⎿ not run: {reason.splitlines()[0] if reason else 'refused'}", style="yellow"))
+        first = reason.splitlines()[0] if reason else "refused"
+        if reason.startswith("The user declined this tool call and said: "):
+            first = "you said: " + first.removeprefix("The user declined this tool call and said: ")
+        self.console.print(Text(f"  ⎿ not run: {first}", style="yellow"))
 
     def tool_result(self, call: ToolCall, result: ToolResult, diff_shown: bool = False) -> int:
         self.stop_live()

@@ -100,7 +100,8 @@ class SessionStore:
         return out
 
     def latest(self, root: str | None = None) -> Session | None:
-        sessions = self.sessions(root)
+        """The last session with a request in it (an opened-and-closed chat is nothing to resume)."""
+        sessions = [s for s in self.sessions(root) if any(m.get("role") == "user" for m in s.messages)]
         return sessions[-1] if sessions else None
 
     def resolve(self, ref: str | None, root: str) -> Session:

@@ -32,7 +32,10 @@ def dispatch(app: ChatApp, line: str) -> bool:
     name, _, arg = line.strip()[1:].partition(" ")
     entry = COMMANDS.get(name.lower())
     if entry is None:
-        close = [c for c in COMMANDS if c.startswith(name.lower())]
+        close = [c for c in COMMANDS if c.startswith(name.lower())] if name else []
+        if len(close) > 1:
+            app.renderer.error(f"/{name} is ambiguous: {', '.join('/' + c for c in close)}")
+            return False
         hint = f" (did you mean /{close[0]}?)" if len(close) == 1 else "; /help lists them"
         app.renderer.error(f"unknown command /{name}{hint}")
         return False
@@ -130,7 +133,21 @@ def _thinking(app: ChatApp, arg: str) -> bool:
     return False
 
 
-@command("status", "model, mode, tokens, context and session")
+@command("permissions", "remembered approvals and rules: /permissions, /permissions remove N")
+def _permissions(app: ChatApp, arg: str) -> bool:
+    from clover.repl.permissions_view import forget, show
+
+    verb, _, rest = arg.partition(" ")
+    if not arg:
+        show(app)
+    elif verb in ("remove", "rm", "forget") and rest.strip().isdigit():
+        forget(app, int(rest.strip()))
+    else:
+        app.renderer.error("usage: /permissions, or /permissions remove N (N from the list)")
+    return False
+
+
+@command("status", "model, mode, tokens, context and session totals")
 def _status(app: ChatApp, arg: str) -> bool:
     app.print_status(full=True)
     return False
