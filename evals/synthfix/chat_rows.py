@@ -1,0 +1,145 @@
+"""Chat-coherence training rows: for a general question, a greeting or a feature request outside what
+the embedded model can do, answer briefly and say what it can do, instead of degenerating.
+
+    python -m clover.evals.synthfix.chat_rows --out run/chat.jsonl [--count 200 --seed 0 --tool-prompt compact]
+
+Each row is a rendered {"text", "spans"} record (model/data.py uses it as is): the `clover chat` system
+prompt (clover_cli/prompts.py BASE) with the real tool list, one user prompt, and a one-turn answer
+without a tool call. Only the answer (with its short thinking) is a target. Prompts and answers are
+templated from the lists below, so the set is small and varied, not a general chat corpus.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+from clover.core.protocols import tool_spec
+from clover.evals.synthfix.oracle import render_trajectory
+from clover.prompts import BASE
+from clover.tools.registry import default_tools
+
+# (kind, prompt); kinds pick the opening of the answer
+PROMPTS: list[tuple[str, str]] = [
+    ("greet", "hi"), ("greet", "hello"), ("greet", "Hello!"), ("greet", "hey there"), ("greet", "good morning"),
+    ("who", "who are you?"), ("who", "What are you?"), ("who", "what model is this"),
+    ("can", "what can you do?"), ("can", "help"), ("can", "What can you help me with?"),
+    ("can", "how do I use you?"),
+    ("thanks", "thanks!"), ("thanks", "thank you"), ("thanks", "great, thanks"),
+    ("general", "What is the capital of France?"), ("general", "Explain quantum computing in simple terms."),
+    ("general", "Write a poem about the sea."), ("general", "What's the weather like today?"),
+    ("general", "Tell me a joke."), ("general", "Who won the world cup in 2018?"),
+    ("general", "Summarize the plot of Hamlet."), ("general", "What is the meaning of life?"),
+    ("general", "Translate 'good night' into German."), ("general", "How do I cook rice?"),
+    ("general", "What's 17 times 23?"), ("general", "Recommend a good book."),
+    ("general", "Explain how neural networks work."), ("general", "What is the difference between TCP and UDP?"),
+    ("general", "Can you explain what a monad is?"), ("general", "Which programming language should I learn first?"),
+    ("feature", "Add a login page with OAuth to this app."), ("feature", "Rewrite this project in Rust."),
+    ("feature", "Set up CI with GitHub Actions for this repo."), ("feature", "Build me a REST API for a todo list."),
+    ("feature", "Add a dark mode to the web UI."), ("feature", "Migrate the database layer to SQLAlchemy."),
+    ("feature", "Write a full test suite for this repository."), ("feature", "Make this program 10x faster."),
+    ("feature", "Add type hints to every file in the project."), ("feature", "Design a microservice architecture for us."),
+    ("feature", "Implement a chess engine."), ("feature", "Create a Dockerfile and deploy this to Kubernetes."),
+]
+
+OPENINGS = {
+    "greet": ["Hello! I'm Clover, a small coding model running on your machine.",
+              "Hi! I'm Clover, a small local coding model."],
+    "who": ["I'm Clover, a small coding model that runs locally.",
+            "I'm Clover, a tiny coding assistant running on your machine, not a general chatbot."],
+    "can": ["I'm a small local model, so my skills are narrow.",
+            "I can do a few things well and not much else."],
+    "thanks": ["You're welcome.", "Glad to help."],
+    "general": ["I can't answer general questions well: I'm a small model trained only to fix small bugs in code.",
+                "That's outside what I can do. I'm a small local model trained to fix small bugs in Python code.",
+                "I'm not able to answer that reliably; I'm a small coding model, not a general assistant."],
+    "feature": ["That is too big a change for me: I'm a small model that can fix small, well-described bugs.",
+                "I can't build that. I'm a small local model, and I can only fix small bugs in existing code.",
+                "That is beyond what I can do well; I handle small one-line bug fixes, not new features."],
+}
+
+CAN_DO = [
+    "I can find code (grep, outline), view files, make a small edit with str_replace and run the tests.",
+    "I can look up a function, read its lines, fix a small bug with str_replace and run the tests.",
+    "I can search the repository, show a file, fix a one-line bug and run pytest to check it.",
+]
+
+ASKS = [
+    "Describe a bug: what you ran, what you expected and what you got.",
+    "Tell me about a bug, e.g. \"`f(2)` returns 5 but should return 4\", and I'll try to fix it.",
+    "Point me at a failing test or an issue, and I'll look.",
+    "For a bigger task, a larger model (`clover chat --model ...`) will do better.",
+]
+
+THOUGHTS = {
+    "greet": "A greeting. Say briefly who I am and what I can do.",
+    "who": "The user asks who I am. Answer briefly.",
+    "can": "The user asks what I can do. Answer briefly and concretely.",
+    "thanks": "The user says thanks. Answer briefly.",
+    "general": "This is a general question, outside what I can do. Answer briefly and say what I can do.",
+    "feature": "This is a large feature request, beyond what I can do. Say so briefly and say what I can do.",
+}
+
+ROOT_NAMES = ["project", "app", "myrepo", "src", "work", "toolkit", "service", "lib", "demo", "api"]
+
+
+def chat_trajectory(kind: str, prompt: str, rng: random.Random, tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """One oracle-format trajectory (messages, thinking, tools): system, user prompt, a tool-free answer."""
+    root = rng.choice([f"/home/{rng.choice(['ana', 'dev', 'sam', 'user'])}/{rng.choice(ROOT_NAMES)}",
+                       f"/tmp/clover-{rng.getrandbits(32):08x}/{rng.choice(ROOT_NAMES)}"])  # fmt: skip
+    parts = [rng.choice(OPENINGS[kind])]
+    if kind != "thanks" or rng.random() < 0.5:
+        parts.append(rng.choice(CAN_DO))
+    if kind != "thanks":
+        parts.append(rng.choice(ASKS[:3]))
+    if kind == "feature" and rng.random() < 0.5:
+        parts.append(ASKS[3])
+    return {
+        "instance_id": f"chat-{kind}",
+        "messages": [
+            {"role": "system", "content": BASE.format(root=root)},
+            {"role": "user", "content": prompt},
+            {"role": "assistant", "content": " ".join(parts)},
+        ],
+        "thinking": [THOUGHTS[kind]],
+        "tools": tools,
+    }
+
+
+def generate(count: int, seed: int, tool_prompt: str = "compact") -> list[dict[str, Any]]:
+    """`count` rendered {"text", "spans"} records, cycling through PROMPTS in a seeded order."""
+    rng = random.Random(seed)
+    tools = [tool_spec(t) for t in default_tools()]
+    order = list(PROMPTS)
+    out = []
+    for i in range(count):
+        if i % len(order) == 0:
+            rng.shuffle(order)
+        kind, prompt = order[i % len(order)]
+        text, spans = render_trajectory(chat_trajectory(kind, prompt, rng, tools), 0, tool_prompt)
+        out.append({"text": text, "spans": spans})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m clover.evals.synthfix.chat_rows", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="JSONL of rendered rows to write")
+    parser.add_argument("--count", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tool-prompt", choices=["full", "compact"], default="compact")
+    args = parser.parse_args(argv)
+    if args.count < 1:
+        parser.error("--count must be >= 1")
+    rows = generate(args.count, args.seed, args.tool_prompt)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    print(f"wrote {len(rows)} chat rows to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
