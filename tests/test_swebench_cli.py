@@ -45,14 +45,14 @@ def test_run_grade_report(tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["run", "--dataset", "missing.jsonl", "-o", "x"], "error: dataset 'missing.jsonl': no such file"),
-        (["run", "--dataset", "{ds}", "-o", "x", "--env", "podman"], "error: --env must be local or docker"),
-        (["run", "--dataset", "{ds}", "-o", "x", "--slice", "a:b"], "error: --slice 'a:b'"),
-        (["run", "--dataset", "{ds}", "-o", "x", "--instances", "nope"], "error: unknown instance id(s): nope"),
-        (["grade", "--predictions", "gold", "--grader", "sb"], "error: --grader must be swebench or local"),
-        (["grade", "--predictions", "nope.json", "--dataset", "{ds}"], "error: predictions 'nope.json': no such file"),
-        (["grade", "--predictions", "calibrate", "--grader", "swebench", "--dataset", "{ds}"], "error: calibrate is for"),
-        (["report", "{tmp}"], "error: "),
+        (["run", "--dataset", "missing.jsonl", "-o", "x"], "clover: dataset 'missing.jsonl': no such file"),
+        (["run", "--dataset", "{ds}", "-o", "x", "--env", "podman"], "clover: --env must be local or docker"),
+        (["run", "--dataset", "{ds}", "-o", "x", "--slice", "a:b"], "clover: --slice 'a:b'"),
+        (["run", "--dataset", "{ds}", "-o", "x", "--instances", "nope"], "clover: unknown instance id(s): nope"),
+        (["grade", "--predictions", "gold", "--grader", "sb"], "clover: --grader must be swebench or local"),
+        (["grade", "--predictions", "nope.json", "--dataset", "{ds}"], "clover: predictions 'nope.json': no such file"),
+        (["grade", "--predictions", "calibrate", "--grader", "swebench", "--dataset", "{ds}"], "clover: calibrate is for"),
+        (["report", "{tmp}"], "clover: "),
     ],
 )
 def test_bad_input_is_one_line(tmp_path, args, message):
@@ -67,7 +67,7 @@ def test_docker_env_without_docker_is_one_line(tmp_path, monkeypatch):
     dataset, _ = write_dataset(tmp_path, 1)
     monkeypatch.setenv("PATH", "/nonexistent")
     res = runner.invoke(swebench_app, ["run", "--dataset", str(dataset), "-o", str(tmp_path / "o"), "--env", "docker"])
-    assert res.exit_code == 2 and res.output.startswith("error: --env docker needs Docker")
+    assert res.exit_code == 2 and res.output.startswith("clover: --env docker needs Docker")
     assert res.output.count("\n") == 1
 
 

@@ -354,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
         summary = run_bench(cfg)
     except model_error_types() as exc:
-        print(f"error: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}", file=sys.stderr)
+        print(f"clover: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}", file=sys.stderr)
         return 2
     print_report(summary)
     print(f"wrote {cfg.out / 'summary.json'} and {cfg.out / 'summary.md'}")

@@ -9,13 +9,10 @@ from typing import Optional
 
 import typer
 
+from clover.cli_common import fail
+
 swebench_app = typer.Typer(help="SWE-bench: run the agent on instances, grade predictions, report.",
                            no_args_is_help=True)
-
-
-def _fail(msg: str) -> None:
-    typer.echo(f"error: {msg}", err=True)
-    raise typer.Exit(2)
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
@@ -74,9 +71,9 @@ def run_cmd(
 
     try:
         if env not in ("local", "docker"):
-            _fail(f"--env must be local or docker, not {env!r}")
+            fail(f"--env must be local or docker, not {env!r}")
         if env == "docker" and (problem := docker_problem()):
-            _fail(problem)
+            fail(problem)
         chosen = _instances(dataset, split, instances, slice_, filter_)
         settings = load_settings(None, {"model": model, "base_url": base_url, "max_steps": max_steps,
                                         "time_limit": time_limit}, mode="yolo")
@@ -85,7 +82,7 @@ def run_cmd(
                            online=not offline, keep_workspaces=keep_workspaces, dataset=dataset)
         summary = run_batch(chosen, config, progress=progress)
     except _user_errors() as exc:
-        _fail(str(exc))
+        fail(str(exc))
     typer.echo(f"{summary.done} run, {summary.skipped} already done, {summary.errors} errors "
                f"-> {output / 'preds.json'}")
     if summary.first_error:
@@ -121,7 +118,7 @@ def grade_cmd(
 
     try:
         if grader not in ("swebench", "local"):
-            _fail(f"--grader must be swebench or local, not {grader!r}")
+            fail(f"--grader must be swebench or local, not {grader!r}")
         special = predictions in ("gold", "empty", "calibrate")
         pred_dir = None if special else (Path(predictions) if Path(predictions).is_dir() else Path(predictions).parent)
         if dataset is None:
@@ -141,7 +138,7 @@ def grade_cmd(
                                  test_timeout=float(timeout or 1800))
             report = grade_batch(chosen, preds, config, workers=workers, label=label, progress=progress)
     except _user_errors() as exc:
-        _fail(str(exc))
+        fail(str(exc))
     tag = "" if report.get("official") else " (UNOFFICIAL local grader)"
     typer.echo(f"resolved {report.get('resolved_instances', 0)}/{report.get('submitted_instances', 0)}{tag}; "
                f"errors {report.get('error_instances', 0)} -> {out / 'report.json'}")
@@ -212,7 +209,7 @@ def report_cmd(
     try:
         data = collect(run_dir, grades)
     except _user_errors() as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if as_json:
         typer.echo(json.dumps(data, indent=2))
     else:

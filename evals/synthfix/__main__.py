@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rows = generate(args.out, args.split, args.count, args.seed)
     except (OSError, RuntimeError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"clover: {err}", file=sys.stderr)
         return 1
     path = write_jsonl(rows, args.out / "instances.jsonl")
     seconds = time.perf_counter() - start

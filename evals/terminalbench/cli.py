@@ -13,15 +13,12 @@ from typing import Optional
 
 import typer
 
+from clover.cli_common import fail
+
 terminalbench_app = typer.Typer(
     help="Terminal-Bench task directories (Harbor or TB1 format), run locally without Docker.",
     invoke_without_command=True,
 )
-
-
-def _fail(message: str) -> None:
-    typer.echo(f"clover: {message}", err=True)
-    raise typer.Exit(2)
 
 
 def model_factory_for(settings):
@@ -74,7 +71,7 @@ def run(
         settings = dataclasses.replace(settings, mode="yolo", sandbox=False, live=False, checkpoints=False)
         factory = None if oracle else model_factory_for(settings)
     except (TaskError, SettingsError, ModelError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     out = output or Path("clover-terminalbench") / time.strftime("%Y%m%d-%H%M%S")
     console = Console(stderr=True)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
