@@ -111,7 +111,7 @@ def test_long_output_is_cut_and_timeouts_are_reported(bridge):
 
     long, slow = bridge.run(run)
     assert long.truncated and long.output.startswith("1\n2\n") and long.output.rstrip().endswith("5000")
-    assert "characters cut" in long.output and len(long.output) < 600
+    assert "lines) cut" in long.output and len(long.output) < 600
     assert slow.timed_out and slow.returncode == -9 and "timed out" in slow.output
 
 
@@ -136,7 +136,14 @@ def test_calls_on_the_loop_thread_or_after_a_stop_fail_fast(bridge):
 def test_cut_output():
     assert cut_output("short", 100) == ("short", False)
     text, cut = cut_output("x" * 1000, 300)
-    assert cut and text.count("x") == 300 and "700 characters cut" in text
+    assert cut and text.count("x") == 300 and "700 characters (0 lines) cut" in text
+    lines = [f"line {i:03d}" for i in range(100)]
+    text, cut = cut_output("\n".join(lines), 300)
+    head, marker, tail = text.split("\n")[:-1], text.split("[... ")[1].split(" ...]")[0], text.split("]\n")[1]
+    assert cut and text.startswith("line 000\n") and tail.startswith("line ") and tail.endswith("line 099")
+    shown = [x for x in text.split("\n") if x.startswith("line ")]
+    assert shown == lines[: len(shown) - len(tail.split("\n"))] + lines[-len(tail.split("\n")) :]
+    assert marker.endswith(f"({100 - len(shown)} lines) cut") and head
     assert isinstance(ExecResult("a", 0), ExecResult)
 
 

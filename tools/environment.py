@@ -25,6 +25,7 @@ from typing import IO
 from clover.core.protocols import ExecResult, FileStat, RunResult
 from clover.tools import safeio
 from clover.tools.listing import MAX_FILES, git_listing, walk_plain
+from clover.tools.outputcut import join_head_tail
 from clover.tools.redact import scrub_env
 
 SPILL_CAP = 64 * 1024 * 1024  # characters written to a spill file at most
@@ -90,22 +91,9 @@ class _OutputSink:
             if self.spill is None:
                 return self.head, False, None
             self.spill.close()  # type: ignore[attr-defined]
-            half = self.limit // 2
-            head, tail = self.head[:half], self.tail[-half:]
-            # Cut on line boundaries when one is near, so no half lines are shown.
-            nl = head.rfind("\n")
-            if nl >= half * 0.8:
-                head = head[: nl + 1]
-            nl = tail.find("\n")
-            if 0 <= nl <= half * 0.2:
-                tail = tail[nl + 1 :]
-            cut = self.total - len(head) - len(tail)
-            cut_lines = max(self.newlines - head.count("\n") - tail.count("\n"), 0)
-            marker = (
-                f"\n[... {cut} characters ({cut_lines} lines) cut; the full output "
-                f"({self.total} characters) is in {self.spill_path}; view it with view_range or grep ...]\n"
-            )
-            return head + marker + tail, True, self.spill_path
+            where = (f"; the full output ({self.total} characters) is in {self.spill_path}; "
+                     "view it with view_range or grep")  # fmt: skip
+            return join_head_tail(self.head, self.tail, self.total, self.newlines, self.limit, where), True, self.spill_path
 
 
 def _pump(fd: int, sink: _OutputSink) -> None:

@@ -11,6 +11,7 @@ import time
 from clover.core.protocols import ExecResult, RunResult
 from clover.evals.swebench.workspace import WorkspaceError, docker_run_command
 from clover.tools.listing import RunBackedFiles
+from clover.tools.outputcut import cut_output
 
 
 class DockerEnvironment(RunBackedFiles):
@@ -45,10 +46,7 @@ class DockerEnvironment(RunBackedFiles):
             return ExecResult(output=f"command timed out after {limit:.0f} s", returncode=124, timed_out=True,
                               seconds=time.monotonic() - start)
         out = proc.stdout.decode("utf-8", "replace")
-        truncated = len(out) > self.output_limit
-        if truncated:  # keep the head and the tail: errors usually sit at the end
-            half = self.output_limit // 2
-            out = out[:half] + f"\n[... {len(out) - 2 * half} characters cut ...]\n" + out[-half:]
+        out, truncated = cut_output(out, self.output_limit)
         return ExecResult(output=out, returncode=proc.returncode, timed_out=proc.returncode == 124,
                           truncated=truncated, seconds=time.monotonic() - start)
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from clover.core.protocols import ExecResult, RunResult
 from clover.tools.listing import RunBackedFiles
+from clover.tools.outputcut import cut_output
 
 _MARK = "__CLOVER_CWD__"
 
@@ -35,15 +36,6 @@ class SandboxGone(RuntimeError):
 
 class WrongThread(RuntimeError):
     """A call made on Harbor's event loop thread, where waiting for the loop would deadlock."""
-
-
-def cut_output(text: str, limit: int) -> tuple[str, bool]:
-    """Head and tail of `text` within about `limit` characters."""
-    if len(text) <= limit:
-        return text, False
-    half = max(limit // 2, 100)
-    dropped = len(text) - 2 * half
-    return f"{text[:half]}\n[... {dropped} characters cut ...]\n{text[-half:]}", True
 
 
 class HarborEnvironment(RunBackedFiles):
