@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clover.core.protocols import Environment, ToolResult
-from clover.tools.gitsafe import git_argv
+from clover.tools.gitsafe import CONFIG_SCOPES, filter_overrides, git_argv
 from clover.tools.paths import PathError
 from clover.tools.textio import arg_bool, arg_int, decode, error, printable, resolve
 
@@ -94,7 +94,12 @@ class GitTool:
     def _git(env: Environment, argv: list[str]) -> str:
         # Through the environment (inside its sandbox), and hardened: a hook or fsmonitor planted
         # in .git/config by a command never runs because the git tool looked at the repository.
-        result = env.run(git_argv(argv), cwd=env.root, timeout=60)
+        filters: list[tuple[str, str]] = []
+        for scope in CONFIG_SCOPES:  # status, diff and add run the repository's filter drivers
+            listing = env.run(scope, cwd=env.root, timeout=30)
+            if listing.returncode == 0:
+                filters += filter_overrides(decode(listing.stdout))
+        result = env.run(git_argv(argv, filters), cwd=env.root, timeout=60)
         if result.returncode == 127:
             raise _GitFailed("git is not installed")
         if result.returncode != 0 and "not a git repository" in result.stderr:

@@ -87,15 +87,20 @@ def git_argv(args: Sequence[str], extra_config: Sequence[tuple[str, str]] = ()) 
     return ["git", "--no-pager", *_config_args([*HARDENING, *extra_config]), *args]
 
 
+# Reads the repository's own config (and what it includes); reading config runs no program.
+CONFIG_SCOPES = (["git", "config", "--local", "--list", "--includes", "-z"],
+                 ["git", "config", "--worktree", "--list", "--includes", "-z"])
+
+
 def read_filters(cwd: str, env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
-    """The filter overrides for the repository at `cwd`: drivers its own config (and what that
-    includes) defines; the user's global ones (git-lfs) stay. Reading config runs no program."""
+    """The filter overrides for the repository at `cwd`: drivers its own config defines; the
+    user's global ones (git-lfs) stay. Other environments run CONFIG_SCOPES through their own
+    `run` and pass the output to `filter_overrides`."""
     found: list[tuple[str, str]] = []
-    for scope in ("--local", "--worktree"):
+    for argv in CONFIG_SCOPES:
         try:
-            proc = subprocess.run(["git", "config", scope, "--list", "--includes", "-z"], cwd=cwd,
-                                  env=dict(env) if env is not None else safe_env(), capture_output=True,
-                                  timeout=30)
+            proc = subprocess.run(argv, cwd=cwd, env=dict(env) if env is not None else safe_env(),
+                                  capture_output=True, timeout=30)
         except (OSError, subprocess.TimeoutExpired):
             continue
         found += filter_overrides(proc.stdout.decode("utf-8", "surrogateescape"))
