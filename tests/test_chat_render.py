@@ -97,17 +97,29 @@ def test_diffs_are_highlighted_on_a_terminal() -> None:
         (InsertTool(), {"path": "m.py", "insert_line": 3, "text": "at the end\n"}),
     ],
 )
-def test_preview_diff_matches_what_the_tool_does(tmp_path: Path, tool: object, args: dict) -> None:
+def test_preview_diff_is_what_the_tool_does(tmp_path: Path, tool: object, args: dict) -> None:
     (tmp_path / "m.py").write_text("a = 1\nb = 2\nd = 5\n")
-    preview = edit_preview(tool.name, args, tmp_path)  # type: ignore[attr-defined]
+    env = LocalEnvironment(str(tmp_path))
+    preview = edit_preview(tool, args, env)  # type: ignore[arg-type]
     assert preview is not None
-    result = tool.run(args, LocalEnvironment(str(tmp_path)))  # type: ignore[attr-defined]
+    result = tool.run(args, env)  # type: ignore[attr-defined]
     assert not result.is_error, result.output
+    assert preview == result.data["diff"]
 
-    def body(diff: str) -> list[str]:
-        return [ln for ln in diff.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
 
-    assert body(preview) == body(result.data["diff"])
+def test_preview_shows_nothing_for_an_edit_the_tool_refuses(tmp_path: Path) -> None:
+    # old_str occurs twice: the tool refuses, so no diff is offered for approval (one used to be).
+    (tmp_path / "m.py").write_text("x = 1\nx = 1\n")
+    env = LocalEnvironment(str(tmp_path))
+    args = {"path": "m.py", "old_str": "x = 1\n", "new_str": "x = 2\n"}
+    assert edit_preview(StrReplaceTool(), args, env) is None
+    assert StrReplaceTool().run(args, env).is_error
+    assert edit_preview(None, {"path": "m.py"}, env) is None  # a tool without a dry run
+    out = io.StringIO()
+    approver = Approver(make_console(False, out), tmp_path, lambda q: "y")
+    ok = {"path": "m.py", "old_str": "x = 1\nx = 1\n", "new_str": "y = 2\n"}
+    assert approver(ToolCall("str_replace", ok, id="c1"), StrReplaceTool(), "") == "yes"
+    assert "+y = 2" in out.getvalue() and "c1" in approver.previewed
 
 
 def test_approver_shows_the_command_and_maps_answers(tmp_path: Path) -> None:

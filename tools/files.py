@@ -3,6 +3,9 @@
 Edits are byte-exact outside the edited region: files are decoded with surrogateescape (invalid
 UTF-8 survives), CRLF files are matched with '\\n' and the new text is written back with CRLF,
 and binary files are refused.
+
+Each edit tool has a dry run, `plan(args, env) -> EditPlan` (the file's text before and after, or
+an EditError saying why not); `run` writes exactly that plan, and the approval preview shows its diff.
 """
 
 from __future__ import annotations
@@ -41,6 +44,36 @@ def _schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
 
 
 _PATH = {"type": "string", "description": "file path, relative to the workspace root or absolute"}
+
+
+class EditError(ValueError):
+    """Why an edit cannot be made as asked; the message is the tool's error output."""
+
+
+@dataclass
+class EditPlan:
+    """An edit's exact change: `path` (absolute) goes from `old` to `new`; lines first-last of `new`
+    are the edited region (for the tool's message)."""
+
+    path: str
+    rel: str
+    old: str
+    new: str
+    existed: bool = True
+    first: int = 1
+    last: int = 1
+
+    def diff(self) -> str:
+        return unified_diff(self.old, self.new, self.rel)
+
+
+def _write(tool: str, env: Environment, plan: EditPlan) -> str | None:
+    """Write the plan's new text; an error message on failure."""
+    try:
+        env.write_file(plan.path, encode(plan.new))
+    except OSError as exc:
+        return f"{tool}: cannot write {plan.rel}: {exc.strerror or exc}"
+    return None
 
 
 def _text_arg(args: dict[str, Any], *names: str, default: str | None = None) -> str:
@@ -180,30 +213,33 @@ class CreateTool:
     )
     read_only: bool = False
 
-    def run(self, args: dict[str, Any], env: Environment) -> ToolResult:
+    def plan(self, args: dict[str, Any], env: Environment) -> EditPlan:
         try:
             full = resolve(env, args.get("path"), write=True)
             content = _text_arg(args, "file_text", "content")
         except (PathError, ValueError) as exc:
-            return error(f"create: {exc}")
+            raise EditError(f"create: {exc}") from None
         rel = display_path(env, full)
         info = env.stat(full)
         if info is not None and info.kind == "dir":
-            return error(f"create: {rel} is a directory")
+            raise EditError(f"create: {rel} is a directory")
         try:
             old = read_text(env, full)
             existed = True
         except ValueError:
             old, existed = "", False
+        return EditPlan(full, rel, old, content, existed)
+
+    def run(self, args: dict[str, Any], env: Environment) -> ToolResult:
         try:
-            env.write_file(full, encode(content))
-        except OSError as exc:
-            return error(f"create: cannot write {rel}: {exc.strerror or exc}")
-        verb = "Overwrote" if existed else "Created"
-        return ToolResult(
-            f"{verb} {rel} ({len(lines_of(content))} lines)",
-            data={"path": rel, "diff": unified_diff(old, content, rel)},
-        )
+            plan = self.plan(args, env)
+        except EditError as exc:
+            return error(str(exc))
+        if failed := _write("create", env, plan):
+            return error(failed)
+        verb = "Overwrote" if plan.existed else "Created"
+        return ToolResult(f"{verb} {plan.rel} ({len(lines_of(plan.new))} lines)",
+                          data={"path": plan.rel, "diff": plan.diff()})  # fmt: skip
 
 
 # --------------------------------------------------------------------------- str_replace
@@ -274,40 +310,45 @@ class StrReplaceTool:
     )
     read_only: bool = False
 
-    def run(self, args: dict[str, Any], env: Environment) -> ToolResult:
+    def plan(self, args: dict[str, Any], env: Environment) -> EditPlan:
         try:
             full = resolve(env, args.get("path"), write=True)
             old_str = _text_arg(args, "old_str")
             new_str = _text_arg(args, "new_str", default="")
             text = read_text(env, full)
         except (PathError, ValueError) as exc:
-            return error(f"str_replace: {exc}")
+            raise EditError(f"str_replace: {exc}") from None
         rel = display_path(env, full)
         old_str, new_str = old_str.replace("\r\n", "\n"), new_str.replace("\r\n", "\n")
         if not old_str:
-            return error("str_replace: old_str is empty; use insert or create to add text")
+            raise EditError("str_replace: old_str is empty; use insert or create to add text")
         if old_str == new_str:
-            return error("str_replace: old_str and new_str are identical; nothing to change")
+            raise EditError("str_replace: old_str and new_str are identical; nothing to change")
         norm, removed = _normalise(text)
         hits = _occurrences(norm, old_str)
         if not hits:
-            return error(_closest(norm, old_str, rel))
+            raise EditError(_closest(norm, old_str, rel))
         if len(hits) > 1:
             starts = ", ".join(str(norm.count("\n", 0, h) + 1) for h in hits[:20])
-            return error(f"str_replace: old_str occurs {len(hits)} times in {rel} (starting at lines "
-                         f"{starts}); include more surrounding lines so it matches exactly one place.")
+            raise EditError(f"str_replace: old_str occurs {len(hits)} times in {rel} (starting at lines "
+                            f"{starts}); include more surrounding lines so it matches exactly one place.")
         begin, end = _original(hits[0], removed), _original(hits[0] + len(old_str), removed)
         replacement = new_str.replace("\n", "\r\n") if uses_crlf(text) else new_str
-        new_text = text[:begin] + replacement + text[end:]
-        try:
-            env.write_file(full, encode(new_text))
-        except OSError as exc:
-            return error(f"str_replace: cannot write {rel}: {exc.strerror or exc}")
         first = norm.count("\n", 0, hits[0]) + 1
-        last = first + new_str.count("\n")
+        return EditPlan(full, rel, text, text[:begin] + replacement + text[end:], True, first,
+                        first + new_str.count("\n"))  # fmt: skip
+
+    def run(self, args: dict[str, Any], env: Environment) -> ToolResult:
+        try:
+            plan = self.plan(args, env)
+        except EditError as exc:
+            return error(str(exc))
+        if failed := _write("str_replace", env, plan):
+            return error(failed)
         return ToolResult(
-            f"Edited {rel}. {_span(first, last)} now read (with context):\n{snippet(new_text, first, last)}",
-            data={"path": rel, "diff": unified_diff(text, new_text, rel)},
+            f"Edited {plan.rel}. {_span(plan.first, plan.last)} now read (with context):\n"
+            f"{snippet(plan.new, plan.first, plan.last)}",
+            data={"path": plan.rel, "diff": plan.diff()},
         )
 
 
@@ -326,18 +367,18 @@ class InsertTool:
     )
     read_only: bool = False
 
-    def run(self, args: dict[str, Any], env: Environment) -> ToolResult:
+    def plan(self, args: dict[str, Any], env: Environment) -> EditPlan:
         try:
             full = resolve(env, args.get("path"), write=True)
             line_no = arg_int(args, "insert_line")
             new = _text_arg(args, "text", "new_str").replace("\r\n", "\n")
             text = read_text(env, full)
         except (PathError, ValueError) as exc:
-            return error(f"insert: {exc}")
+            raise EditError(f"insert: {exc}") from None
         rel = display_path(env, full)
         total = len(lines_of(text))
         if line_no is None or not 0 <= line_no <= total:
-            return error(f"insert: insert_line must be between 0 and {total} (the file has {total} lines)")
+            raise EditError(f"insert: insert_line must be between 0 and {total} (the file has {total} lines)")
         nl = "\r\n" if uses_crlf(text) else "\n"
         if not new.endswith("\n"):
             new += "\n"
@@ -346,14 +387,18 @@ class InsertTool:
         offset = starts[line_no] if line_no < len(starts) else len(text)
         if offset == len(text) and text and not text.endswith("\n"):
             new = nl + new  # the last line had no newline; end it before appending
-        new_text = text[:offset] + new + text[offset:]
+        return EditPlan(full, rel, text, text[:offset] + new + text[offset:], True, line_no + 1,
+                        line_no + new.strip("\r\n").count("\n") + 1)  # fmt: skip
+
+    def run(self, args: dict[str, Any], env: Environment) -> ToolResult:
         try:
-            env.write_file(full, encode(new_text))
-        except OSError as exc:
-            return error(f"insert: cannot write {rel}: {exc.strerror or exc}")
-        first, last = line_no + 1, line_no + new.strip("\r\n").count("\n") + 1
+            plan = self.plan(args, env)
+        except EditError as exc:
+            return error(str(exc))
+        if failed := _write("insert", env, plan):
+            return error(failed)
         return ToolResult(
-            f"Inserted {_span(first, last).lower()} into {rel} (after line {line_no}):\n"
-            f"{snippet(new_text, first, last)}",
-            data={"path": rel, "diff": unified_diff(text, new_text, rel)},
+            f"Inserted {_span(plan.first, plan.last).lower()} into {plan.rel} (after line {plan.first - 1}):\n"
+            f"{snippet(plan.new, plan.first, plan.last)}",
+            data={"path": plan.rel, "diff": plan.diff()},
         )

@@ -146,6 +146,7 @@ class ChatApp:
         self.approver = Approver(self.console, self.root, self.input.ask)
         self.approver.before_ask = self.renderer.stop_live
         self.env = build_environment(settings, self.root)
+        self.approver.env = self.env  # edit previews are planned where the edits run
         self.default_model = model is None and settings.model == "embedded" and not settings.base_url
         self.totals = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0,
                        "model_seconds": 0.0, "forwards": 0.0}
