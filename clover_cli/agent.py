@@ -239,6 +239,9 @@ class Agent:
             raise
         except Exception as exc:  # tools return errors as results; this is the safety net
             result = ToolResult(f"{call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+        screen = getattr(self.gate, "screen", None)
+        if screen is not None:  # e.g. search results from files that read rules deny
+            result.output = screen(call, result.output)
         if self.on_tool_result:
             self.on_tool_result(call, result)
         return result

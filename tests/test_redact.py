@@ -100,3 +100,29 @@ def test_idempotent_and_never_raises(text):
 @given(st.text(max_size=40), st.sampled_from(sorted(PLANTED.values())), st.text(max_size=40))
 def test_planted_key_never_survives_surroundings(before, key, after):
     assert key not in redact(before + " " + key + " " + after)
+
+
+def test_scrub_env_drops_credentials_and_keeps_the_rest():
+    from clover.tools.redact import scrub_env
+
+    env = {"PATH": "/bin", "HOME": "/h", "OPENAI_API_KEY": "sk-x", "OPENAI_BASE_URL": "http://b",
+           "CLOVER_API_KEY": "k", "ANTHROPIC_API_KEY": "a", "GITHUB_TOKEN": "g", "AWS_SECRET_ACCESS_KEY": "s",
+           "DB_PASSWORD": "p", "HF_TOKEN": "h", "MY_SERVICE_API_KEY": "m", "TOKENIZERS_PARALLELISM": "false",
+           "OTHER": "plain-but-registered-value"}
+    register_secret("plain-but-registered-value")
+    kept = scrub_env(env)
+    assert set(kept) == {"PATH", "HOME", "OPENAI_BASE_URL", "TOKENIZERS_PARALLELISM"}
+
+
+def test_the_shell_inherits_no_credentials(monkeypatch, tmp_path):
+    """Issue 14 item 8: `env` printed OPENAI_API_KEY; now the variable is not there to print."""
+    from clover.tools.environment import LocalEnvironment
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-live-abcdefabcdef123456")
+    monkeypatch.setenv("CI_DEPLOY_TOKEN", "tok-abcdef")
+    monkeypatch.setenv("CLOVER_SAFE_MARKER", "visible")
+    out = LocalEnvironment(str(tmp_path)).execute("env").output
+    assert "CLOVER_SAFE_MARKER=visible" in out
+    assert "OPENAI_API_KEY" not in out and "CI_DEPLOY_TOKEN" not in out
+    explicit = LocalEnvironment(str(tmp_path), env={"PATH": "/usr/bin:/bin", "MY_TOKEN": "given"})
+    assert "MY_TOKEN=given" in explicit.execute("env").output  # passed on purpose: kept

@@ -174,15 +174,22 @@ def test_edits_through_a_link_to_a_protected_file_are_refused(tmp_path):
     os.symlink("protected.txt", repo / "alias.txt")
     (repo / ".env").write_text("DB_PASSWORD=hunter2hunter2\n")
     os.symlink(".env", repo / "settings.txt")
+    (repo / "secrets").mkdir()
+    (repo / "secrets" / "db.txt").write_text("DB_PASSWORD=hunter2hunter2\n")
     turns = [{"tool_calls": [{"name": "str_replace", "arguments": {
                  "path": "alias.txt", "old_str": "original", "new_str": "changed"}}]},
              {"tool_calls": [{"name": "view", "arguments": {"path": "settings.txt"}}]},
              {"tool_calls": [{"name": "grep", "arguments": {"pattern": "hunter", "path": ".env"}}]},
+             {"tool_calls": [{"name": "grep", "arguments": {"pattern": "hunter|original"}}]},
+             {"tool_calls": [{"name": "glob", "arguments": {"pattern": "**/*"}}]},
              {"text": "done"}]
-    settings = Settings(mode="yolo", deny=["edit(protected.txt)", "read(.env)"], sandbox=False, checkpoints=False)
+    settings = Settings(mode="yolo", deny=["edit(protected.txt)", "read(.env)", "read(secrets/*)"], sandbox=False, checkpoints=False)
     env = build_environment(settings, repo)
     run_agent("go", settings=settings, env=env, model=ScriptedModel(turns), trajectory_path=tmp_path / "traj.jsonl")
     assert (repo / "protected.txt").read_text() == "original\n"
     outputs = tool_outputs(tmp_path)
-    assert all(o.startswith("Permission denied") for o in outputs), outputs
+    assert all(o.startswith("Permission denied") for o in outputs[:3]), outputs
     assert not any("hunter2" in o for o in outputs)
+    # searches over the whole tree leave out the lines of files the read rules deny
+    assert "protected.txt:1:original" in outputs[3] and "left out" in outputs[3], outputs[3]
+    assert "protected.txt" in outputs[4] and "secrets/db.txt" not in outputs[4] and "left out" in outputs[4]

@@ -8,7 +8,10 @@ Patterns are shell-style globs (`*` also matches `/` and spaces). Deny beats ask
   (`/bin/rm`, `sudo rm`, `rm -r -f` = `rm -fr`); allow rules need every sub-command to match and
   never apply to a line that did not parse or runs code we cannot see (`$CMD`, `curl | sh`).
 - `edit(...)` matches the path of `create`, `str_replace` and `insert` (and a pattern without `/`
-  also matches the file name at any depth, as in .gitignore).
+  also matches the file name at any depth, as in .gitignore); `read(...)` the path of `view`,
+  `grep`, `glob` and `outline`, and lines from a denied file are left out of their results. Both
+  see the path as given and resolved (a symlink to a protected file is protected). Read rules do
+  not reach the shell (`cat .env`): deny that with a `bash(...)` rule or the sandbox.
 - Any other tool matches `tool(...)` against its main argument (the first required string).
 """
 
@@ -173,6 +176,11 @@ class PermissionPolicy:
             return self._path_forms(str(args.get(key) or "")), True
         return [self.subject(name, args, key)], False
 
+    def read_denied(self, path: str, rules: list[Rule] | None = None) -> bool:
+        rules = [r for r in self.deny if r.tool == "read"] if rules is None else rules
+        forms = self._path_forms(path)
+        return any(r.matches_text(f, True, True) for r in rules for f in forms)
+
     def _path_forms(self, path: str) -> list[str]:
         forms = [self._norm_path(path)]
         if path and self.root:
@@ -318,6 +326,8 @@ class PermissionPolicy:
 
 
 _SHORT_CLUSTER = re.compile(r"^-[A-Za-z]+$")
+# `path:12:text` / `path-12-text` (grep), `path:3-9: def f` (outline); a glob result is the line
+_RESULT_PATH = re.compile(r"^(.+?)[:-]\d+(?:-\d+)?[:-]")
 
 
 def _narrowed(form: str, rule: Rule) -> str | None:
@@ -355,6 +365,26 @@ class PermissionGate:
         self.policy = policy
         self.ask_user = ask_user
         self.remembered: list[Rule] = []
+
+    def screen(self, call: ToolCall, output: str) -> str:
+        """A search's output without the lines from files `read(...)` rules deny: `grep` over the
+        whole tree must not show what `view` of the file may not."""
+        if (call.name or "").lower() not in READ_TOOLS or not output:
+            return output
+        rules = [r for r in self.policy.deny if r.tool == "read"]
+        if not rules:
+            return output
+        kept, dropped = [], 0
+        for line in output.split("\n"):
+            m = _RESULT_PATH.match(line)
+            path = m.group(1) if m else line.strip()
+            if path and self.policy.read_denied(path, rules):
+                dropped += 1
+            else:
+                kept.append(line)
+        if dropped:
+            kept.append(f"[{dropped} line(s) from files denied by read rules left out]")
+        return "\n".join(kept)
 
     def authorize(self, call: ToolCall, tool: Tool) -> str | None:
         args = call.arguments if isinstance(call.arguments, dict) else {}
