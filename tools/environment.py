@@ -49,11 +49,15 @@ class _OutputSink:
         self.spilled_chars = 0
         self.closed = False
         self.lock = threading.Lock()
+        self.listener: Callable[[str], None] | None = None  # sees the text as it arrives
 
     def feed(self, data: bytes, final: bool = False) -> None:
         text = self.decoder.decode(data, final)
         if not text:
             return
+        if self.listener is not None:
+            with contextlib.suppress(Exception):  # a display problem must not lose output
+                self.listener(text)
         with self.lock:
             if self.closed:
                 return
@@ -149,6 +153,7 @@ class LocalEnvironment:
         self.base_env = base
         self.cwd = self.root
         self._saved_env: dict[str, str] | None = None
+        self.on_output: Callable[[str], None] | None = None  # a running command's output, live (the chat's tail)
 
     # ------------------------------------------------------------------ commands
 
@@ -191,6 +196,7 @@ class LocalEnvironment:
             argv = self.wrap_command(argv)
         env = dict(self.base_env if self._saved_env is None else self._saved_env)
         sink = _OutputSink(self.output_limit, self.spill_dir)
+        sink.listener = self.on_output
         read_fd, write_fd = os.pipe()
         start = time.monotonic()
         try:

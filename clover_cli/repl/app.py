@@ -24,6 +24,7 @@ from clover.repl.approvals import Approver
 from clover.repl.completion import ChatCompleter, expand_mentions
 from clover.repl.guard import guarded_complete, truncation
 from clover.repl.input import ChatInput
+from clover.repl.keys import EscWatch
 from clover.repl.permissions_view import always_rules, rule_label
 from clover.repl.render import Renderer, make_console
 from clover.repl.sessions import Session, SessionError, SessionStore, new_session_id
@@ -144,9 +145,14 @@ class ChatApp:
             echo=None if self.tty else self.console.file, session_kwargs=input_kwargs,
         )
         self.approver = Approver(self.console, self.root, self.input.ask)
-        self.approver.before_ask = self.renderer.stop_live
+        self.approver.before_ask, self.approver.after_ask = self._before_question, self._after_question
+        # Esc interrupts like Ctrl-C while the agent works (a real terminal only, not a test's pipe).
+        self.keys = EscWatch() if self.tty and input_kwargs is None else None
+        self._working = False
         self.env = build_environment(settings, self.root)
         self.approver.env = self.env  # edit previews are planned where the edits run
+        if hasattr(self.env, "on_output"):
+            self.env.on_output = self.renderer.tool_output  # a running command's tail under its spinner
         self.default_model = model is None and settings.model == "embedded" and not settings.base_url
         self.totals = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0,
                        "model_seconds": 0.0, "forwards": 0.0}
@@ -242,12 +248,19 @@ class ChatApp:
             self.renderer.info(f"added @{rel} to the context")
         self._snapshot(text)
         self.current_request = text
-        self.maybe_compact()
+        self._working = True
         try:
+            if self.keys is not None:
+                self.keys.start()
+            self.maybe_compact()
             result = self.agent.run(message)
         except KeyboardInterrupt:  # landed outside the agent's own handler
             result = RunResult("interrupted", error="interrupted by the user")
         finally:
+            self._working = False
+            if self.keys is not None:
+                self.keys.stop()
+                self.input.type_ahead(self.keys.take_typed())
             self.renderer.stop_live()
             _repair(self.agent.messages)
             self.save()
@@ -258,6 +271,16 @@ class ChatApp:
             self.renderer.error(f"{result.exit_status}: {result.error}")
         self.print_status(result=result)
         return result
+
+    def _before_question(self) -> None:
+        self.renderer.stop_live()
+        if self.keys is not None:
+            self.keys.stop()  # the question reads the terminal itself
+            self.input.type_ahead(self.keys.take_typed())
+
+    def _after_question(self) -> None:
+        if self.keys is not None and self._working:
+            self.keys.start()
 
     def _count(self, result: RunResult) -> None:
         totals = self.totals

@@ -9,7 +9,7 @@ from html import escape
 from pathlib import Path
 from typing import IO, Any
 
-from prompt_toolkit import PromptSession
+from prompt_toolkit import PromptSession, print_formatted_text
 from prompt_toolkit.completion import Completer
 from prompt_toolkit.formatted_text import HTML
 from prompt_toolkit.history import FileHistory
@@ -34,6 +34,7 @@ class ChatInput:
         self.stdin = stdin or sys.stdin
         self.echo = echo
         self.interrupted_empty = False
+        self.pending = ""  # typed ahead while the agent worked: whole lines are sent, the rest pre-filled
         self.session: PromptSession[str] | None = None
         self.session_kwargs = session_kwargs or {}
         if tty or session_kwargs:
@@ -62,10 +63,20 @@ class ChatInput:
 
         return kb
 
+    def type_ahead(self, text: str) -> None:
+        self.pending += text
+
     def read(self, prompt: str = "› ") -> str:
         if self.session is not None:
             self.interrupted_empty = False
-            return self.session.prompt(HTML(f"<b><ansicyan>{escape(prompt)}</ansicyan></b>"))
+            if "\n" in self.pending:  # a line typed ahead and ended with Enter: send it as typed
+                line, _, self.pending = self.pending.partition("\n")
+                print_formatted_text(HTML(f"<b><ansicyan>{escape(prompt)}</ansicyan></b>{escape(line)}"),
+                                     output=self.session.output)
+                self.session.history.append_string(line)
+                return line
+            default, self.pending = self.pending, ""
+            return self.session.prompt(HTML(f"<b><ansicyan>{escape(prompt)}</ansicyan></b>"), default=default)
         line = self.stdin.readline()
         if not line:
             raise EOFError

@@ -19,12 +19,14 @@ from rich.text import Text
 
 from clover.core.protocols import AssistantTurn, StreamEvent, ToolCall, ToolResult
 from clover.repl.diffusion_view import DiffusionView
-from clover.repl.toolview import clean, edit_summary, head_tail, split_exit
+from clover.repl.toolview import clean, edit_summary, head_tail, split_exit, tail_lines
 
 KEY_ARGS = ("command", "path", "file_path", "pattern", "query", "url", "glob")
 RESULT_HEAD = 4  # a tool's output on screen: its first lines and its last (a test summary is last)
 RESULT_TAIL = 4
 DIFF_LINES = 40
+TAIL_LINES = 5  # a running command's last lines under its spinner
+STOP_KEYS = "Esc or Ctrl-C"
 SPIN = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 
@@ -67,6 +69,7 @@ class Renderer:
     def __init__(self, console: Console, live: bool) -> None:
         self.console = console
         self.live_enabled = live and console.is_terminal
+        self.running = ""
         self.results: list[Shown] = []
         self.last_thinking = ""
         self._live: Live | None = None
@@ -87,15 +90,22 @@ class Renderer:
         self._start_live(self._live_view)
 
     def begin_tool(self, call: ToolCall) -> None:
-        """A transient spinner while a tool runs (a long command shows it is alive)."""
+        """A transient spinner while a tool runs, with the last lines of a command's output."""
         started, label = time.monotonic(), describe_call(call, 60)
+        self.running = ""
 
         def view() -> RenderableType:
             elapsed = time.monotonic() - started
             spin = SPIN[int(elapsed * 10) % len(SPIN)]
-            return Text(f"{spin} running {label} · {elapsed:.1f}s  (Ctrl-C stops)", style="dim")
+            line = Text(f"{spin} running {label} · {elapsed:.1f}s  ({STOP_KEYS} stops)", style="dim")
+            tail = tail_lines(self.running, TAIL_LINES, self.console.width - 6)
+            return Group(*(Text("    " + t, style="dim") for t in tail), line) if tail else line
 
         self._start_live(view)
+
+    def tool_output(self, text: str) -> None:
+        """Output of the running command as it arrives (from the environment's reader thread)."""
+        self.running = (self.running + text)[-8000:]
 
     def begin_progress(self, label: str) -> None:
         """A transient spinner with what is streamed meanwhile (e.g. a summary being written)."""
@@ -107,7 +117,7 @@ class Renderer:
             spin = SPIN[int(elapsed * 10) % len(SPIN)]
             streamed = (self.text or self.thinking).splitlines()[-2:]
             line = Text(f"{spin} {label} · {elapsed:.1f}s · ~{(len(self.text) + len(self.thinking)) // 4} tok"
-                        "  (Ctrl-C stops)", style="dim")
+                        f"  ({STOP_KEYS} stops)", style="dim")
             return Group(Text("\n".join(streamed)[-300:], style="dim italic"), line) if streamed else line
 
         self._start_live(view)
@@ -180,7 +190,7 @@ class Renderer:
             tokens = self.diffusion.filled
             rate = tokens / elapsed if elapsed > 0 else 0.0
             counts = f"{tokens} tok · {self.diffusion.rounds} rounds · {rate:.1f} tok/s"
-        parts.append(Text(f"{spin} {phase} · {elapsed:.1f}s · {counts}  (Ctrl-C stops)", style="dim"))
+        parts.append(Text(f"{spin} {phase} · {elapsed:.1f}s · {counts}  ({STOP_KEYS} stops)", style="dim"))
         return Group(*parts)
 
     # ------------------------------------------------------------------ tools

@@ -50,7 +50,7 @@ def _help(app: ChatApp, arg: str) -> bool:
     app.console.print(table)
     app.renderer.info(
         "Enter sends · Alt-Enter or Esc Enter adds a line · @path adds a file · "
-        "Ctrl-C stops the current step · Ctrl-C twice or Ctrl-D exits"
+        "Esc or Ctrl-C stops the current step · Ctrl-C twice or Ctrl-D exits"
     )
     return False
 

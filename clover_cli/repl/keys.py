@@ -1,0 +1,99 @@
+"""Esc interrupts, as in Claude Code and Codex. While the agent works the terminal is in cbreak mode
+without echo (a typed ^C no longer lands in the output) and a thread watches stdin: a lone Esc byte
+(not the start of an arrow key's sequence) sends SIGINT to this process, so Esc takes the same path
+as Ctrl-C. Paused around approval questions, which read the terminal themselves. Anything else typed
+meanwhile is kept (`take_typed`) for the next prompt: type-ahead is not lost."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import select
+import signal
+import sys
+import threading
+from typing import Any
+
+ESC = b"\x1b"
+_SEQUENCE = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|O.|.)?", re.S)  # arrows, function keys, Alt-x
+
+
+class EscWatch:
+    def __init__(self, fd: int | None = None) -> None:
+        self.fd = sys.stdin.fileno() if fd is None else fd
+        self._saved: list[Any] | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._typed = bytearray()
+
+    @property
+    def active(self) -> bool:
+        return self._thread is not None
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        try:
+            import termios
+
+            if not os.isatty(self.fd):
+                return
+            self._saved = termios.tcgetattr(self.fd)
+            mode = termios.tcgetattr(self.fd)
+            mode[3] &= ~(termios.ICANON | termios.ECHO)  # lflag: keys one by one, not echoed; ISIG stays
+            mode[6][termios.VMIN], mode[6][termios.VTIME] = 1, 0
+            termios.tcsetattr(self.fd, termios.TCSANOW, mode)
+        except (ImportError, OSError, ValueError):  # not a POSIX terminal: Ctrl-C still works
+            self._saved = None
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._watch, name="clover-esc", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            self._stop.set()
+            thread.join(timeout=1.0)
+        if self._saved is not None:
+            import termios
+
+            with contextlib.suppress(OSError, ValueError):
+                termios.tcsetattr(self.fd, termios.TCSADRAIN, self._saved)
+            self._saved = None
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            try:
+                ready, _, _ = select.select([self.fd], [], [], 0.05)
+                if not ready:
+                    continue
+                data = os.read(self.fd, 64)
+            except (OSError, ValueError):
+                return
+            if not data:
+                return
+            if data == ESC:  # Esc alone; an escape sequence (arrows, function keys) comes in one read
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            self._typed += _SEQUENCE.sub(b"", data)
+
+    def take_typed(self) -> str:
+        """What was typed while the agent worked (escape sequences dropped, backspaces applied)."""
+        raw, self._typed = bytes(self._typed), bytearray()
+        out: list[str] = []
+        for ch in raw.decode("utf-8", errors="ignore"):
+            if ch in "\x7f\b":
+                if out:
+                    out.pop()
+            elif ch in "\r\n" or ch == "\t" or ch >= " ":
+                out.append("\n" if ch == "\r" else ch)
+        return "".join(out)
+
+    def __enter__(self) -> EscWatch:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
