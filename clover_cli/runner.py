@@ -68,8 +68,12 @@ def build_agent(
 ) -> Agent:
     from clover.tools.registry import default_tools
 
+    model = model if model is not None else build_model(settings)
+    bind = getattr(model, "bind_workspace", None)
+    if bind is not None:  # a local decoder grounds paths and edits in this workspace's files
+        bind(env)
     return Agent(
-        model if model is not None else build_model(settings),
+        model,
         env,
         tools if tools is not None else default_tools(),
         system_prompt=prompt if prompt is not None else system_prompt(env.root, kind),

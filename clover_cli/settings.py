@@ -52,6 +52,7 @@ class Settings:
     threshold: float = 0.9
     device: str | None = None
     threads: int = 0  # CPU threads for local decoding; 0: auto (1 for a small model, torch's default else)
+    grounded: bool = True  # local decoding: paths, old_str and symbols limited to the workspace's own
     # Agent limits.
     max_steps: int = 50
     time_limit: float = 3600.0

@@ -130,6 +130,14 @@ class LocalCloverModel:
         from clover.backends.prefix_cache import PrefixCache
 
         self.prefix_cache = PrefixCache()
+        self.workspace: Any = None  # grounding.Workspace, once bound to the agent's environment
+        self._vocab: Any = None
+
+    def bind_workspace(self, env: Any) -> None:
+        """Ground tool values in this environment's files (the `grounded` setting)."""
+        from clover.backends.grounding import Workspace
+
+        self.workspace = Workspace(env)
 
     def cancel(self) -> None:
         """Stop the generation in flight (from another thread) at the next round: it raises
@@ -229,8 +237,18 @@ class LocalCloverModel:
 
         return ToolCallGrammar.build(
             self.tokenizer, tools, opened=opened, stop_ids=self.stop_ids, vocab_size=self.config.vocab_size,
-            mask_id=self.config.mask_token_id, budget=budget, device=self.device,
+            mask_id=self.config.mask_token_id, budget=budget, device=self.device, grounding=self._grounding(),
         )  # fmt: skip
+
+    def _grounding(self):
+        """This turn's workspace grounding, or None (off, or no workspace bound)."""
+        if not getattr(self.settings, "grounded", True) or getattr(self, "workspace", None) is None:
+            return None
+        from clover.backends.grounding import Grounding, Vocab
+
+        if getattr(self, "_vocab", None) is None:
+            self._vocab = Vocab(self.tokenizer, self.config.vocab_size)
+        return Grounding(self.workspace, self._vocab)
 
 
 def turn_from_text(text: str, tools: list[ToolSpec] | None, *, opened: bool) -> AssistantTurn:

@@ -38,6 +38,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from clover.backends.grounding import CLOSE, LINE_BOUNDED, Grounding, Node
 from clover.backends.typed_values import TypedTokens, ValueShape, value_shape
 from clover.model.chat import (
     CALL_CLOSE,
@@ -86,6 +87,9 @@ class _State:
     shape: ValueShape | None = None  # VALUE: the typed parameter's shape (None: free text)
     value: str = ""  # VALUE of a typed parameter: its text so far
     thought: bool = False  # a think block was opened (a second one would confuse the parser)
+    ground: Node | None = None  # VALUE grounded in the workspace (grounding.py): the value so far
+    param: str = ""  # VALUE: the parameter being written
+    path: str = ""  # CALL/VALUE: the call's grounded path, once written
 
 
 @dataclass
@@ -110,8 +114,10 @@ class ToolCallGrammar:
     def __init__(
         self, tokenizer: Any, tools: list[dict[str, Any]], *, opened: bool, stop_ids: list[int],
         vocab_size: int, mask_id: int, budget: int | None = None, device: Any = "cpu", batch_size: int = 1,
+        grounding: Grounding | None = None,
     ) -> None:  # fmt: skip
         self.tok, self.vocab, self.mask_id, self.budget = tokenizer, vocab_size, mask_id, budget
+        self.grounding = grounding
         self.device = torch.device(device)
         ids = {m: tokenizer.token_id(m) for m in (CALL_OPEN, PARAM_CLOSE, FUNC_OPEN, THINK_OPEN, THINK_CLOSE)}
         if ids[CALL_OPEN] is None or ids[PARAM_CLOSE] is None:
@@ -151,7 +157,9 @@ class ToolCallGrammar:
         first = _State(THINK, thought=True) if opened else _State(TEXT)
         self.seqs = [_Seq(first) for _ in range(batch_size)]
         self.block_index = -1
-        self.stats = {"grammar_tokens": 0, "grammar_remasked": 0, "grammar_closed": 0}
+        # grammar_tokens: placed without a forward (scaffold and grounded values); grounded_tokens:
+        # those inside grounded values
+        self.stats = {"grammar_tokens": 0, "grammar_remasked": 0, "grammar_closed": 0, "grounded_tokens": 0}
 
     @classmethod
     def build(cls, tokenizer: Any, tools: list[dict[str, Any]] | None, **kw: Any) -> ToolCallGrammar | None:
@@ -187,9 +195,11 @@ class ToolCallGrammar:
         if node is None:
             names, req = self._signature(tool)
             lead = "\n" if after_value else ""
+            g = self.grounding  # a value grounded in the call's file comes after its path
             alts = [
-                (self.tok.encode(f"{lead}{PARAM_OPEN}{p}>\n"), ("param", p)) for p in names if p not in used
-            ]
+                (self.tok.encode(f"{lead}{PARAM_OPEN}{p}>\n"), ("param", p)) for p in names
+                if p not in used and not (g is not None and g.needs_path(tool, p) and "path" not in used)
+            ]  # fmt: skip
             if all(r in used for r in req):
                 alts.append((self.tok.encode(f"{lead}{FUNC_CLOSE}\n{CALL_CLOSE}"), ("end", "")))
             node = self._params_cache[key] = _trie(alts)
@@ -262,6 +272,8 @@ class ToolCallGrammar:
                 return replace(st, mode=THINK, thought=True)
             return None if t in self.text_banned or t == self.think_open else st
         if mode == VALUE:
+            if st.ground is not None:
+                return self._step_grounded(st, t)
             if t == self.param_close:
                 if st.shape is not None and not st.shape.complete(st.value):
                     return None
@@ -281,8 +293,30 @@ class ToolCallGrammar:
         if kind == "tool":
             return replace(st, node=self._params(name, frozenset(), False), tool=name, used=frozenset())
         if kind == "param":
-            return replace(st, mode=VALUE, node=None, used=st.used | {name}, shape=self._shape(st.tool, name))
+            shape, ground = self._shape(st.tool, name), None
+            if self.grounding is not None:
+                ground = self.grounding.node(st.tool, name, st.path)
+                lines = self.grounding.lines(st.path) if (st.tool, name) in LINE_BOUNDED else None
+                shape = replace(shape, lines=lines) if shape is not None and lines else shape
+            return replace(st, mode=VALUE, node=None, used=st.used | {name}, shape=shape, ground=ground, param=name)
         return _State(TEXT, thought=True)  # the call is closed; thinking after it would be read as answer
+
+    def _step_grounded(self, st: _State, t: int) -> _State | None:
+        assert st.ground is not None
+        if t == self.param_close:
+            if CLOSE not in st.ground.options():
+                return None
+            path = st.ground.text() if st.param == "path" else st.path
+            node = self._params(st.tool, st.used, True)
+            return replace(st, mode=CALL, node=node, shape=None, value="", ground=None, param="", path=path)
+        nxt = st.ground.next(t)
+        return None if nxt is None else replace(st, ground=nxt)
+
+    def _ground_ban(self, node: Node) -> Tensor:
+        """Every token but the grounded value's next ones (and `</parameter>` where it may end)."""
+        if node.ban is None or node.ban.shape[0] != self.vocab or node.ban.device != self.device:
+            node.ban = self._ban_row([self.param_close if t == CLOSE else t for t in node.options()], ban_listed=False)
+        return node.ban
 
     def _opens(self, st: _State, t: int) -> bool:
         """Does t leave free text for a constrained part (later positions are then redone)?"""
@@ -337,6 +371,7 @@ class ToolCallGrammar:
         n, b = len(rows), len(rows[0])
         frozen = [[False] * b for _ in range(n)]
         bans: list[tuple[int, int, Tensor]] = []  # (sequence, from position, ban row)
+        firsts: list[tuple[int, int, Tensor]] = []  # (sequence, frontier, ban row there only)
         changed = False
         for i, s in enumerate(self.seqs):
             s.opened_in_block = sum(opens[i])
@@ -357,6 +392,8 @@ class ToolCallGrammar:
                 late = st.mode == TEXT and left is not None and left - 1 < self.shortest_call
                 kind = "late" if late else "thought" if st.mode == TEXT and st.thought else st.mode
                 bans.append((i, f, self._rows[kind]))
+                if st.ground is not None:  # the frontier is grounded; later positions are checked on arrival
+                    firsts.append((i, f, self._ground_ban(st.ground)))
                 # hold what follows a switch the model already wrote further on
                 for j in range(f + 1, b):
                     t = rows[i][j]
@@ -371,6 +408,8 @@ class ToolCallGrammar:
             for i, f, row in bans:
                 held = frozen[i].index(True) if True in frozen[i] else b
                 ban[i, f:held] = row
+            for i, f, row in firsts:
+                ban[i, f] = row
         frozen_t = (
             torch.tensor(frozen, dtype=torch.bool, device=block.device) if any(map(any, frozen)) else None
         )
@@ -402,6 +441,9 @@ class ToolCallGrammar:
                 t = self.mask_id
             if t == self.mask_id:
                 choices = self._choices(st, left) if st.mode == CALL and st.node is not None else []
+                if st.mode == VALUE and st.ground is not None and (one := st.ground.forced()) is not None:
+                    choices = [self.param_close if one == CLOSE else one]
+                    self.stats["grounded_tokens"] += 1
                 if len(choices) != 1:
                     return j, st, left, changed
                 row[j] = t = choices[0]

@@ -52,12 +52,17 @@ class ValueShape:
     least: int = 0  # arrays: minItems
     most: int | None = None  # arrays: maxItems
     spec: Any = field(default=None, compare=False)  # the schema, for the parser's own coercion
+    # grounding: line numbers of a file with this many lines (an integer: 0..lines, insert after a
+    # line; an array: a view_range [start, end], 1 <= start <= end <= lines or end = -1)
+    lines: int | None = None
 
     def prefix_ok(self, text: str) -> bool:
         if _compiled(self.key)[0].fullmatch(text) is None:
             return False
         if "]" in text:  # the array is closed: only what may stand as the whole value
             return self.complete(text)
+        if self.lines is not None and not self._in_file(text, partial=True):
+            return False
         return self.most is None or text.count(",") < self.most  # no item past maxItems is started
 
     def complete(self, text: str) -> bool:
@@ -66,12 +71,46 @@ class ValueShape:
         value = _coerce(text, self.spec)  # what the parser will hand the tool
         if isinstance(value, str):
             return False
+        if self.lines is not None and not self._in_file(text, partial=False):
+            return False
         n = len(value) if isinstance(value, list) else None
         return n is None or (n >= self.least and (self.most is None or n <= self.most))
+
+    def _in_file(self, text: str, *, partial: bool) -> bool:
+        """Every number written so far is (or can still grow into) a line number of the file."""
+        assert self.lines is not None
+        items = re.findall(r"-?\d*", text)
+        items = [i for i in items if i]
+        last_open = partial and bool(items) and bool(re.search(r"[-\d]$", text))
+        for k, item in enumerate(items):
+            lo, minus_one = 0, False  # insert_line: after line 0 (the top) .. the last line
+            if self.key.startswith("array"):  # view_range: a start line, then an end at or after it
+                start = int(items[0]) if items[0].lstrip("-").isdigit() else 1
+                lo, minus_one = (1, False) if k == 0 else (max(start, 1), True)
+            if not _line_ok(item, lo, self.lines, minus_one, growing=last_open and k == len(items) - 1):
+                return False
+        return True
 
     @property
     def alphabet(self) -> str:
         return _SHAPES[self.key][1]
+
+
+def _line_ok(item: str, lo: int, hi: int, minus_one: bool, *, growing: bool) -> bool:
+    """Is the number `item` in [lo, hi] (or -1 where allowed); `growing`: can it still get there
+    with more digits?"""
+    if item.startswith("-"):
+        return minus_one and (item == "-1" or (growing and item == "-"))
+    value = int(item)
+    if not growing or value == 0:
+        return lo <= value <= hi
+    for k in range(len(str(hi)) + 1):
+        first, last = value * 10**k, (value + 1) * 10**k - 1
+        if first > hi:
+            return False
+        if last >= lo:
+            return True
+    return False
 
 
 @functools.cache

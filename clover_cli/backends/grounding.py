@@ -1,0 +1,449 @@
+"""Grounded tool values: the workspace is the grammar (issue 15).
+
+The tool grammar (tool_grammar.py) asks this module what a value may be, token by token:
+- a `path` is one of the workspace's files (tracked and untracked, .gitignore honoured; directories
+  too where the tool takes one); `create` may also name a new file in an existing directory. Only
+  relative paths inside the workspace are decodable (the permission layer stays the authority);
+- `str_replace`'s `old_str` is a run of whole lines of the named file's current text (it starts at
+  a line's start or after its indentation, and ends at a line's end), and may close only where it
+  occurs exactly once;
+- `outline`'s `symbol` is a name the repository defines (tree-sitter definitions, as `outline`
+  reads them), bare or qualified (`Class.method`).
+
+Values are written as the chat format renders them: the value's text, then `\\n</parameter>`, so a
+value is complete once its text plus that newline is written. Token-level rule: a token is allowed
+iff its bytes extend the value to a prefix of some candidate (a byte-level BPE token may span a
+line end, e.g. `:\\n`). Where the value is already determined (one candidate path left, one place in
+the file matched) its rest is placed as the tokenizer itself would write it, one token at a time,
+and those tokens cost no forward (the grammar's `forced`).
+
+Nodes are built lazily and cached with their transitions; a file's index is kept while its bytes
+are unchanged and rebuilt when they change, so the grammar follows the agent's own edits.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from typing import Any
+
+CLOSE = -1  # the value may close here (the grammar's `</parameter>`)
+NL = b"\n"
+MAX_SYMBOL_FILES = 2000
+NAME_CHARS = re.compile(rb"[A-Za-z0-9._+@=,-]+")  # a new file's name: ordinary characters only
+MAX_INDEX_BYTES = 4 * 1024 * 1024  # larger files are not grounded (old_str stays free text)
+
+
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2's byte-level alphabet, reversed: the character a byte is written as -> the byte."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs, strict=True)}
+
+
+class Vocab:
+    """A byte-level BPE vocabulary as bytes, with a byte trie to find the tokens that spell a prefix
+    of some text. Added (special) tokens are left out: they never appear inside a value."""
+
+    def __init__(self, tokenizer: Any, vocab_size: int) -> None:
+        self.tok = tokenizer
+        raw = tokenizer._tok  # tokenizers.Tokenizer
+        added = set(raw.get_added_tokens_decoder()) if hasattr(raw, "get_added_tokens_decoder") else set()
+        dec = _byte_decoder()
+        self.bytes: dict[int, bytes] = {}
+        self.root: list = [{}, []]  # node: [children by byte, ids ending here]
+        for piece, i in raw.get_vocab().items():
+            if i in added or i >= vocab_size or not piece or any(c not in dec for c in piece):
+                continue
+            b = bytes(dec[c] for c in piece)
+            self.bytes[i] = b
+            node = self.root
+            for byte in b:
+                node = node[0].setdefault(byte, [{}, []])
+            node[1].append(i)
+        self.longest = max((len(b) for b in self.bytes.values()), default=1)
+        self._runs: dict[bytes, tuple[int, ...]] = {}
+
+    def prefixes(self, text: bytes, start: int = 0) -> list[int]:
+        """The tokens whose bytes are a prefix of text[start:]."""
+        out, node = [], self.root
+        for byte in text[start : start + self.longest]:
+            node = node[0].get(byte)
+            if node is None:
+                break
+            out.extend(node[1])
+        return out
+
+    def run(self, text: bytes) -> tuple[int, ...]:
+        """How the tokenizer writes `text` on its own (the canonical continuation)."""
+        if text not in self._runs:
+            ids = self.tok.encode(text.decode("utf-8", "replace"))
+            ok = b"".join(self.bytes.get(i, b"\0") for i in ids) == text
+            self._runs[text] = tuple(ids) if ok else ()  # () : not spellable canonically, stay free
+        return self._runs[text]
+
+
+# --------------------------------------------------------------------------- nodes
+
+
+class Node:
+    """A value written so far. `options()`: the allowed next tokens (CLOSE: the value may end);
+    `next(t)`: the node after token t, or None. Both cached."""
+
+    __slots__ = ("_next", "_options", "ban")
+
+    def __init__(self) -> None:
+        self._next: dict[int, Node | None] = {}
+        self._options: list[int] | None = None
+        self.ban: Any = None  # the grammar's cached ban row
+
+    def options(self) -> list[int]:
+        if self._options is None:
+            self._options = self._compute()
+        return self._options
+
+    def next(self, t: int) -> Node | None:
+        if t not in self._next:
+            self._next[t] = self._step(t) if t in set(self.options()) else None
+        return self._next[t]
+
+    def forced(self) -> int | None:
+        opts = self.options()
+        return opts[0] if len(opts) == 1 else None
+
+    def text(self) -> str:
+        raise NotImplementedError
+
+    def _compute(self) -> list[int]:
+        raise NotImplementedError
+
+    def _step(self, t: int) -> Node | None:
+        raise NotImplementedError
+
+
+class _Run(Node):
+    """The determined rest of a value, as the tokenizer writes it; then `after` takes over."""
+
+    __slots__ = ("after", "ids", "prev")
+
+    def __init__(self, prev: Node, ids: tuple[int, ...], after: Any) -> None:
+        super().__init__()
+        self.prev, self.ids, self.after = prev, ids, after
+
+    def _compute(self) -> list[int]:
+        return [self.ids[0]]
+
+    def _step(self, t: int) -> Node | None:
+        return _Run(self, self.ids[1:], self.after) if len(self.ids) > 1 else self.after()
+
+    def text(self) -> str:  # only asked of complete values, never of a run in progress
+        return self.prev.text()
+
+
+class SetNode(Node):
+    """A value that must be one of a sorted list of candidates (each ending with b"\\n").
+    `extra`: for `create`, a new file name in an existing directory is also allowed."""
+
+    __slots__ = ("lo", "hi", "space", "value")
+
+    def __init__(self, space: CandidateSet, value: bytes, lo: int, hi: int) -> None:
+        super().__init__()
+        self.space, self.value, self.lo, self.hi = space, value, lo, hi
+
+    def text(self) -> str:
+        return self.value.decode("utf-8", "replace").removesuffix("\n")
+
+    def _compute(self) -> list[int]:
+        sp, v = self.space, self.value
+        if v.endswith(NL):
+            return [CLOSE]  # complete (candidates hold no inner newline)
+        if self.hi - self.lo == 1 and not sp.new_names:  # one candidate left: its rest is determined
+            rest = sp.items[self.lo][len(v) :]
+            run = sp.vocab.run(rest)
+            if run:
+                return [run[0]]
+        found: set[int] = set()
+        for c in sp.items[self.lo : self.hi]:
+            found.update(sp.vocab.prefixes(c, len(v)))
+        if sp.new_names and sp.new_name_ok(v, partial=True):  # a new name goes on (or ends)
+            found.update(sp.name_tokens)
+            if sp.new_name_ok(v + NL, partial=False):
+                found.update(sp.newlines)
+        return sorted(found)
+
+    def _step(self, t: int) -> Node | None:
+        sp, v = self.space, self.value
+        if t == CLOSE:
+            return None
+        if self.hi - self.lo == 1 and not sp.new_names:
+            rest = sp.items[self.lo][len(v) :]
+            run = sp.vocab.run(rest)
+            if run and run[0] == t:
+                final = sp.node(v + rest)
+                return _Run(self, run[1:], lambda: final) if len(run) > 1 else final
+        return sp.node(v + sp.vocab.bytes[t])
+
+
+class CandidateSet:
+    """The values a string parameter may take: sorted candidates, each + b"\\n"."""
+
+    def __init__(self, vocab: Vocab, names: list[str], *, new_dirs: list[str] | None = None) -> None:
+        self.vocab = vocab
+        self.items = sorted({n.encode("utf-8", "surrogateescape") + NL for n in names if n and "\n" not in n})
+        self.new_names = new_dirs is not None  # create: any new name in one of these directories
+        self.dirs = {d.encode() for d in new_dirs or []}
+        self.name_tokens = [t for t, b in vocab.bytes.items() if NAME_CHARS.fullmatch(b)]
+        self.newlines = [t for t, b in vocab.bytes.items() if b == NL]
+        self._nodes: dict[bytes, SetNode | None] = {}
+
+    def new_name_ok(self, value: bytes, *, partial: bool) -> bool:
+        """`value` (maybe ending with the closing newline) is a new name under an existing directory."""
+        head, sep, name = value.rpartition(b"/")
+        if sep and head not in self.dirs:
+            return False
+        done = name.endswith(NL)
+        name = name.removesuffix(NL)
+        if (name and not NAME_CHARS.fullmatch(name)) or (done and name in (b"", b".", b"..")):
+            return False
+        return partial or done
+
+    def node(self, value: bytes) -> SetNode | None:
+        if value not in self._nodes:
+            lo = bisect.bisect_left(self.items, value)
+            hi = bisect.bisect_left(self.items, value + b"\xff\xff\xff\xff")
+            ok = lo < hi or (self.new_names and self.new_name_ok(value, partial=True))
+            self._nodes[value] = SetNode(self, value, lo, hi) if ok else None
+        return self._nodes[value]
+
+    def root(self) -> SetNode | None:
+        return self.node(b"")
+
+
+class LinesNode(Node):
+    """old_str so far: `ends` are where its occurrences end in the file (None: not started)."""
+
+    __slots__ = ("ends", "index", "value")
+
+    def __init__(self, index: FileIndex, value: bytes, ends: tuple[int, ...] | None) -> None:
+        super().__init__()
+        self.index, self.value, self.ends = index, value, ends
+
+    def text(self) -> str:
+        return self.value.decode("utf-8", "surrogateescape").removesuffix("\n")
+
+    def _compute(self) -> list[int]:
+        ix, v = self.index, self.value
+        if self.ends is None:
+            return ix.first_tokens()
+        close = [CLOSE] if v.endswith(NL) and len(v) > 1 and ix.unique(v[:-1]) else []
+        if len(self.ends) == 1:  # one place: the rest of its line is determined
+            e = self.ends[0]
+            if e >= len(ix.text):
+                return close
+            run = ix.line_run(e)
+            if run:
+                return [*close, run[0]]
+        windows = {ix.text[e : e + ix.vocab.longest] for e in self.ends}
+        found: set[int] = set()
+        for w in windows:
+            found.update(ix.vocab.prefixes(w))
+        return [*close, *sorted(found)]
+
+    def _step(self, t: int) -> Node | None:
+        ix = self.index
+        if t == CLOSE:
+            return None
+        e = self.ends[0] if self.ends is not None and len(self.ends) == 1 else len(ix.text)
+        run = ix.line_run(e) if e < len(ix.text) else ()
+        if run and t == run[0]:  # the line's rest as the tokenizer writes it
+            line_end = ix.text.index(NL, e) + 1
+            final = LinesNode(ix, self.value + ix.text[e:line_end], (line_end,))
+            return _Run(self, run[1:], lambda: final) if len(run) > 1 else final
+        b = ix.vocab.bytes[t]
+        if self.ends is None:
+            ends = tuple(s + len(b) for s in ix.starts if ix.text.startswith(b, s))
+        else:
+            ends = tuple(e + len(b) for e in self.ends if ix.text.startswith(b, e))
+        return LinesNode(ix, self.value + b, ends) if ends else None
+
+
+class FileIndex:
+    """One version of a file, for old_str: its text (CRLF read as LF, as str_replace matches it,
+    with a final newline), where lines start (and where their text starts after the indentation),
+    the first tokens that can start a line, and the tokenizer's spelling of each line's rest."""
+
+    def __init__(self, vocab: Vocab, data: bytes) -> None:
+        text = data.replace(b"\r\n", b"\n")
+        self.real = text  # what str_replace searches
+        self.text = text if text.endswith(NL) or not text else text + NL
+        self.vocab = vocab
+        starts = [0] + [m.end() for m in re.finditer(b"\n", self.text)][:-1] if self.text else []
+        indented = [m.end() for m in re.finditer(rb"(?m)^[ \t]+(?=[^ \t\n])", self.text)]
+        self.starts = sorted(set(starts) | set(indented))
+        self.lines = self.text.count(NL)
+        self.root = LinesNode(self, b"", None)
+        self._first: list[int] | None = None
+        self._runs: dict[int, tuple[int, ...]] = {}
+
+    def first_tokens(self) -> list[int]:
+        if self._first is None:
+            found: set[int] = set()
+            for w in {self.text[s : s + self.vocab.longest] for s in self.starts}:
+                found.update(self.vocab.prefixes(w))
+            self._first = sorted(found)
+        return self._first
+
+    def line_run(self, e: int) -> tuple[int, ...]:
+        """The tokens of the text from `e` to its line's end, newline included."""
+        if e not in self._runs:
+            end = self.text.index(NL, e) + 1
+            self._runs[e] = self.vocab.run(self.text[e:end])
+        return self._runs[e]
+
+    def unique(self, value: bytes) -> bool:
+        first = self.real.find(value)
+        return first != -1 and self.real.find(value, first + 1) == -1
+
+
+# --------------------------------------------------------------------------- the workspace
+
+PATH_KINDS = {
+    ("view", "path"): "any", ("outline", "path"): "any", ("grep", "path"): "any", ("glob", "path"): "dir",
+    ("str_replace", "path"): "file", ("insert", "path"): "file", ("create", "path"): "new",
+}  # fmt: skip
+OLD_STR = ("str_replace", "old_str")
+SYMBOL = ("outline", "symbol")
+LINE_BOUNDED = {("view", "view_range"), ("insert", "insert_line")}
+NEEDS_PATH = {OLD_STR, *LINE_BOUNDED}  # decoded after the call's path, which grounds them
+
+
+class Workspace:
+    """What a turn's values may be, read through the agent's Environment. One per agent; the file
+    list is read again every turn, file indexes and symbols are kept while the bytes match."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self._files: dict[str, tuple[bytes, FileIndex]] = {}
+        self._symbols: dict[str, tuple[bytes, list[str]]] = {}
+
+    def listing(self) -> tuple[list[str], list[str]]:
+        """(files, directories) relative to the root; the root itself is '.'."""
+        try:
+            lister = getattr(self.env, "list_files", None)  # tracked and untracked, .gitignore honoured
+            if lister is not None:
+                files = list(lister(self.env.root))
+            else:  # an environment without its own listing
+                from clover.tools import search
+
+                files = search.list_files(self.env, self.env.root)
+        except (OSError, ValueError):
+            files = []
+        dirs = {"."}
+        for f in files:
+            parts = f.split("/")[:-1]
+            dirs.update("/".join(parts[: i + 1]) for i in range(len(parts)))
+        return files, sorted(dirs)
+
+    def read(self, rel: str) -> bytes | None:
+        import os
+
+        try:
+            data = self.env.read_file(os.path.join(self.env.root, rel))
+        except (OSError, ValueError):
+            return None
+        return data if len(data) <= MAX_INDEX_BYTES and b"\0" not in data[:8192] else None
+
+    def file_index(self, vocab: Vocab, rel: str) -> FileIndex | None:
+        data = self.read(rel)
+        if data is None:
+            return None
+        cached = self._files.get(rel)
+        if cached is None or cached[0] != data or cached[1].vocab is not vocab:
+            cached = self._files[rel] = (data, FileIndex(vocab, data))
+        return cached[1]
+
+    def symbols(self, files: list[str]) -> list[str]:
+        """Names the repository defines: bare and qualified by their enclosing definitions."""
+        from clover.tools.outline import _short_name, language_of, symbols
+
+        names: set[str] = set()
+        for rel in [f for f in files if language_of(f)][:MAX_SYMBOL_FILES]:
+            data = self.read(rel)
+            if data is None:
+                continue
+            cached = self._symbols.get(rel)
+            if cached is None or cached[0] != data:
+                found = []
+                try:
+                    for s in symbols(data, language_of(rel)):
+                        short = _short_name(s.name)
+                        found += [short, ".".join([*(_short_name(p) for p in s.parents), short])]
+                except Exception:  # a grammar that fails on this file: no names from it
+                    found = []
+                cached = self._symbols[rel] = (data, found)
+            names.update(n for n in cached[1] if n.isprintable())
+        return sorted(names)
+
+
+class Grounding:
+    """One turn's grounded values, for the tool grammar: `node(tool, param, path)` is the root node
+    of a grounded value (None: free text), `lines(path)` the named file's line count."""
+
+    def __init__(self, workspace: Workspace, vocab: Vocab) -> None:
+        self.ws, self.vocab = workspace, vocab
+        self.files, self.dirs = workspace.listing()
+        self._sets: dict[str, CandidateSet] = {}
+        self._roots: dict[tuple[str, str, str], Node | None] = {}
+        self._lines: dict[str, int | None] = {}
+
+    def _set(self, kind: str) -> CandidateSet:
+        if kind not in self._sets:
+            subdirs = [d for d in self.dirs if d != "."]
+            if kind == "file":
+                s = CandidateSet(self.vocab, self.files)
+            elif kind == "dir":
+                s = CandidateSet(self.vocab, [*self.dirs, *(d + "/" for d in subdirs)])
+            elif kind == "any":
+                s = CandidateSet(self.vocab, [*self.files, *self.dirs, *(d + "/" for d in subdirs)])
+            elif kind == "new":
+                s = CandidateSet(self.vocab, self.files, new_dirs=subdirs)
+            else:  # symbols
+                s = CandidateSet(self.vocab, self.ws.symbols(self.files))
+            self._sets[kind] = s
+        return self._sets[kind]
+
+    def needs_path(self, tool: str, param: str) -> bool:
+        return (tool, param) in NEEDS_PATH and (tool, "path") in PATH_KINDS
+
+    def node(self, tool: str, param: str, path: str) -> Node | None:
+        if (tool, param, path) not in self._roots:  # the grammar asks again every round
+            self._roots[(tool, param, path)] = self._node(tool, param, path)
+        return self._roots[(tool, param, path)]
+
+    def _node(self, tool: str, param: str, path: str) -> Node | None:
+        key = (tool, param)
+        root: Node | None = None
+        if key in PATH_KINDS:
+            root = self._set(PATH_KINDS[key]).root()
+        elif key == SYMBOL:
+            root = self._set("symbol").root()
+        elif key == OLD_STR and path:
+            index = self.ws.file_index(self.vocab, path)
+            root = index.root if index is not None and index.lines else None
+        if root is not None and not root.options():
+            return None  # nothing to choose from (an empty workspace): leave the value free
+        return root
+
+    def lines(self, path: str) -> int | None:
+        if path not in self._lines:
+            index = self.ws.file_index(self.vocab, path) if path else None
+            self._lines[path] = index.lines if index is not None else None
+        return self._lines[path]
+
+
+__all__ = ["CLOSE", "FileIndex", "Grounding", "Node", "Vocab", "Workspace"]

@@ -1,0 +1,206 @@
+"""Grounded decoding (clover_cli/backends/grounding.py through the tool grammar): paths, old_str
+and symbols come from the workspace. A tiny RANDOM Clover writes garbage, so every existing path
+and unique old_str here is the grammar's doing."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from clover.backends.grounding import CLOSE, Grounding, Vocab, Workspace  # noqa: E402
+from clover.core.protocols import tool_spec  # noqa: E402
+from clover.tools.environment import LocalEnvironment  # noqa: E402
+from clover.tools.files import StrReplaceTool  # noqa: E402
+from clover.tools.registry import default_tools  # noqa: E402
+from tests.test_tool_grammar import _Biased, variant  # noqa: E402
+from tests.test_tool_grammar import clover as clover  # noqa: E402,F401 - the module fixture
+
+USER = [{"role": "user", "content": "fix the bug"}]
+CALC = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
+
+
+def tools(*names: str) -> list[dict]:
+    return [tool_spec(t) for t in default_tools() if t.name in names]
+
+
+def workspace(root: Path, files: dict[str, str], ignore: str | None = "build/\n") -> LocalEnvironment:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    if ignore is not None:
+        (root / ".gitignore").write_text(ignore)
+    return LocalEnvironment(str(root))
+
+
+def steered(clover, env, **changes):
+    """The tiny model, bound to `env`, sampling, with `</parameter>` favoured so free values end."""
+    bias = torch.zeros(clover.config.vocab_size)
+    bias[clover.tokenizer.token_id("</parameter>")] = 2.0
+    model = variant(clover, temperature=1.0, threshold=0.5, think=False, net=_Biased(clover.net, bias), **changes)
+    model.bind_workspace(env)
+    return model
+
+
+def calls(model, names, n, seed0=0):
+    out = []
+    tc = model.tokenizer.token_id("<tool_call>")
+    for seed in range(seed0, seed0 + n):
+        torch.manual_seed(seed)
+        turn = model.complete(USER, tools(*names), forced={0: tc})
+        if not turn.stats.get("grammar_closed"):  # a value cut by the token budget is not checked
+            out += turn.tool_calls
+    return out
+
+
+# --------------------------------------------------------------------------- the index alone
+
+
+@pytest.fixture(scope="module")
+def vocab(clover):
+    return Vocab(clover.tokenizer, clover.config.vocab_size)
+
+
+def _spell(node, text: bytes, vocab):
+    """Walk `text` through a grounded node with the tokenizer's own spelling; None if refused."""
+    for t in vocab.tok.encode(text.decode()):
+        node = node.next(t)
+        if node is None:
+            return None
+    return node
+
+
+def test_paths_are_the_workspace_files(clover, vocab, tmp_path):
+    env = workspace(tmp_path, {"pkg/calc.py": CALC, "README.md": "hi\n", "build/out.txt": "x\n"})
+    g = Grounding(Workspace(env), vocab)
+    node = g.node("str_replace", "path", "")
+    assert _spell(node, b"pkg/calc.py\n", vocab) is not None
+    assert CLOSE in _spell(node, b"pkg/calc.py\n", vocab).options()
+    for outside in (b"build/out.txt", b"../etc/passwd", b"/etc/passwd", b"pkg/calx.py"):
+        assert _spell(node, outside, vocab) is None, outside
+    assert CLOSE not in _spell(node, b"pkg/calc.py", vocab).options()  # the newline comes first
+    # create: a new name in an existing directory, not in a new one
+    new = g.node("create", "path", "")
+    assert CLOSE in _spell(new, b"pkg/new_mod.py\n", vocab).options()
+    assert _spell(new, b"nodir/new.py\n", vocab) is None
+    # view takes directories too
+    assert CLOSE in _spell(g.node("view", "path", ""), b"pkg\n", vocab).options()
+
+
+def test_old_str_is_whole_lines_and_closes_only_when_unique(clover, vocab, tmp_path):
+    env = workspace(tmp_path, {"pkg/calc.py": CALC})
+    g = Grounding(Workspace(env), vocab)
+    root = g.node("str_replace", "old_str", "pkg/calc.py")
+    twice = _spell(root, b"    return a - b\n", vocab)
+    assert twice is not None and CLOSE not in twice.options()  # occurs twice: must go on
+    once = _spell(root, b"def sub(a, b):\n", vocab)
+    assert once is not None and CLOSE in once.options()
+    assert _spell(root, b"    return a + b\n", vocab) is None  # not in the file
+    # unique: the rest of the line is determined, one token at a time
+    node = _spell(root, b"def su", vocab)
+    assert node is not None and node.forced() is not None
+    # view_range / insert_line are bounded by the file's 6 lines
+    assert g.lines("pkg/calc.py") == 6
+
+
+def test_the_index_follows_edits(clover, vocab, tmp_path):
+    env = workspace(tmp_path, {"pkg/calc.py": CALC})
+    ws = Workspace(env)  # one per agent, kept across turns
+    before = Grounding(ws, vocab).node("str_replace", "old_str", "pkg/calc.py")
+    assert _spell(before, b"def add(a, b):\n", vocab) is not None
+    out = StrReplaceTool().run({"path": "pkg/calc.py", "old_str": "def add(a, b):\n    return a - b",
+                                "new_str": "def plus(a, b):\n    return a + b"}, env)  # fmt: skip
+    assert not out.is_error, out.output
+    after = Grounding(ws, vocab).node("str_replace", "old_str", "pkg/calc.py")
+    assert _spell(after, b"def add(a, b):\n", vocab) is None
+    node = _spell(after, b"    return a + b\n", vocab)
+    assert node is not None and CLOSE in node.options()  # unique in the new text
+
+
+# --------------------------------------------------------------------------- through the decoder
+
+
+LINES = st.lists(st.sampled_from(["x = 1", "    return x", "def f():", "", "y = x + 2", "# note"]),
+                 min_size=1, max_size=6)  # fmt: skip
+
+
+@pytest.mark.slow
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate])
+@given(lines=LINES, block=st.integers(1, 32), seed=st.integers(0, 10_000))
+def test_random_model_writes_only_grounded_values(clover, tmp_path_factory, lines, block, seed):
+    root = tmp_path_factory.mktemp("ws")
+    text = "\n".join(lines) + "\n"
+    env = workspace(root, {"src/mod.py": text, "notes.txt": "a\nb\n"})
+    model = steered(clover, env, block_size=block, max_tokens=160)
+    for call in calls(model, ("str_replace", "view"), 2, seed0=seed):
+        path = call.arguments.get("path")
+        assert (root / path).exists() and not path.startswith(("/", "..", "build")), call
+        assert call.name == "view" or (root / path).is_file(), call
+        if call.name == "str_replace" and "old_str" in call.arguments:
+            content = (root / path).read_text()
+            old = call.arguments["old_str"]
+            assert old and content.count(old) == 1, (old, content)
+        if call.name == "view" and "view_range" in call.arguments and (root / path).is_file():
+            start, end = call.arguments["view_range"]
+            n = len((root / path).read_text().splitlines())
+            assert 1 <= start <= n and (end == -1 or start <= end <= n), (call.arguments, n)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block", [1, 2, 4, 8, 16, 32])
+def test_many_samples_per_block_size(clover, tmp_path, block):
+    env = workspace(tmp_path, {"src/mod.py": CALC, "src/util.py": "x = 1\nx = 1\ny = 2\n", "README.md": "r\n"})
+    model = steered(clover, env, block_size=block, max_tokens=200)
+    found = calls(model, ("str_replace", "view", "insert"), 12)
+    assert found
+    for call in found:
+        path = call.arguments.get("path")
+        assert (tmp_path / path).exists(), call
+        if call.name == "str_replace" and "old_str" in call.arguments:
+            assert (tmp_path / path).read_text().count(call.arguments["old_str"]) == 1, call
+        if call.name == "insert" and "insert_line" in call.arguments:
+            assert 0 <= call.arguments["insert_line"] <= len((tmp_path / path).read_text().splitlines())
+
+
+def test_sampled_calls_are_grounded(clover, tmp_path):
+    env = workspace(tmp_path, {"src/mod.py": CALC, "notes.txt": "a\nb\n"})
+    found = calls(steered(clover, env, block_size=4, max_tokens=128), ("str_replace",), 3)
+    assert found
+    for call in found:
+        assert call.arguments["path"] in ("src/mod.py", "notes.txt", ".gitignore"), call
+        if "old_str" in call.arguments:
+            assert (tmp_path / call.arguments["path"]).read_text().count(call.arguments["old_str"]) == 1
+
+
+def test_a_forced_run_costs_no_forward(clover, tmp_path):
+    # one long path: after its first token the rest is determined, and placed without a forward
+    long = "averyveryverylongdirectoryname/anotherlongsubdirectory/module_with_a_long_name.py"
+    env = workspace(tmp_path, {long: CALC}, ignore=None)
+    for block in (1, 8):
+        model = steered(clover, env, block_size=block, max_tokens=160)
+        before = clover.net.forward_count
+        torch.manual_seed(0)
+        turn = model.complete(USER, tools("str_replace"), forced={0: model.tokenizer.token_id("<tool_call>")})
+        assert turn.tool_calls and turn.tool_calls[0].arguments["path"] == long
+        st_ = turn.stats
+        assert st_["grounded_tokens"] >= len(model.tokenizer.encode(long)) - 1
+        model_tokens = turn.completion_tokens - st_["grammar_tokens"] - 1  # and the caller's <tool_call>
+        # every forward decodes at least one token itself (or redoes one the grammar re-masked)
+        assert st_["forwards"] <= model_tokens + st_["grammar_remasked"]
+        if block == 1:
+            assert st_["forwards"] == model_tokens  # AR: exactly one forward per token not placed
+        assert clover.net.forward_count - before == st_["forwards"] + st_["prefill_forwards"]
+
+
+def test_grounding_off_leaves_values_free(clover, tmp_path):
+    env = workspace(tmp_path, {"pkg/calc.py": CALC})
+    off = steered(clover, env, block_size=8, max_tokens=96, grounded=False)
+    paths = [c.arguments.get("path") for c in calls(off, ("view",), 4)]
+    assert any(p not in (None, "pkg/calc.py", "pkg", ".", "pkg/") for p in paths), paths
