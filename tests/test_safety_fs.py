@@ -42,9 +42,11 @@ def ws(tmp_path: Path) -> Path:
 
 # Swaps a directory and a symlink to the outside under one name, as fast as it can, in its own
 # process (a thread would only run between the tool's bytecodes, under the GIL).
-FLIP = """import os, sys
-d, spare, target = sys.argv[1:4]
-while True:
+# It stops by itself when the test's process goes away or after two minutes, whatever happens.
+FLIP = """import os, sys, time
+d, spare, target, parent = *sys.argv[1:4], os.getppid()
+end = time.monotonic() + 120
+while os.getppid() == parent and time.monotonic() < end:
     try:
         os.rename(d, spare)
         os.symlink(target, d)
