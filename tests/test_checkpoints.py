@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from clover.tools import checkpoints
 from clover.tools.checkpoints import Checkpoints, SnapshotError, default_store
 
 
@@ -142,21 +143,90 @@ def test_history_persists_across_instances(repo, tmp_path):
     assert [c.undone for c in listed] == [False, True]
 
 
-def test_ignored_and_dotgit_are_not_snapshotted(repo, tmp_path):
+def shadow_files(store: Path, commit: str) -> list[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    return subprocess.run(["git", "--git-dir", str(store / "git"), "ls-tree", "-r", "--name-only", commit],
+                          capture_output=True, text=True, check=True, env=env).stdout.split()
+
+
+def test_ignored_files_are_snapshotted_caches_big_files_and_dotgit_are_not(repo, tmp_path, monkeypatch):
+    monkeypatch.setattr(checkpoints, "MAX_IGNORED_BYTES", 1000)
+    (repo / "weights.log").write_bytes(b"w" * 2000)  # ignored and over the cap
     store = tmp_path / "store"
     cp = Checkpoints(str(repo), store=str(store))
-    sid = cp.snapshot("s")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    files = subprocess.run(["git", "--git-dir", str(store / "git"), "ls-tree", "-r", "--name-only", sid],
-                           capture_output=True, text=True, check=True, env=env).stdout.split()
-    assert "a.txt" in files and ".gitignore" in files
-    assert not any(f.startswith((".git/", "node_modules")) or f.endswith(".log") for f in files)
-    (repo / "node_modules" / "huge.js").write_text("changed, still ignored\n")
+    files = shadow_files(store, cp.snapshot("s"))
+    work = [f.removeprefix("work/") for f in files if f.startswith("work/")]
+    assert "a.txt" in work and ".gitignore" in work and "debug.log" in work
+    assert not any(f.startswith((".git/", "node_modules")) or f == "weights.log" for f in work)
+    (repo / "node_modules" / "huge.js").write_text("changed, still a cache\n")
+    (repo / "weights.log").write_bytes(b"v" * 2000)
     (repo / "a.txt").write_text("edit\n")
+    (repo / "debug.log").unlink()  # the agent deletes an ignored file: undo must bring it back
     cp.undo()
     assert (repo / "a.txt").read_text() == "alpha\n"
-    assert (repo / "node_modules" / "huge.js").read_text() == "changed, still ignored\n"
-    assert (repo / "debug.log").exists()
+    assert (repo / "debug.log").read_text() == "ignored log\n"
+    assert (repo / "node_modules" / "huge.js").read_text() == "changed, still a cache\n"
+    assert (repo / "weights.log").read_bytes() == b"v" * 2000  # never snapshotted, never touched
+
+
+def test_modes_symlinks_empty_dirs_and_ignored_files_round_trip_byte_exact(repo, tmp_path):
+    (repo / "secret.env").write_text("KEY=1\n")
+    (repo / ".gitignore").write_text("node_modules/\n*.log\n*.env\n")
+    (repo / "secret.env").chmod(0o600)
+    (repo / "ro.txt").write_text("read only\n")
+    (repo / "ro.txt").chmod(0o444)
+    (repo / "tool").write_text("#!/bin/sh\n")
+    (repo / "tool").chmod(0o750)
+    (repo / "empty" / "nested").mkdir(parents=True)
+    (repo / "keep_empty").mkdir()
+    os.symlink("missing-target", repo / "dangling")
+    os.symlink("pkg", repo / "dirlink")
+    cp = Checkpoints(str(repo), store=str(tmp_path / "store"))
+    cp.snapshot("before")
+    before, dirs_before = state(repo), empty_dirs(repo)
+    sh("chmod 644 secret.env ro.txt && chmod 755 tool && chmod 700 run.sh && rm secret.env debug.log && "
+       "rmdir empty/nested keep_empty && mkdir -p fresh/empty other && ln -sfn a.txt dangling && "
+       "rm dirlink && ln -s keep.txt newlink && echo noise > new.log", repo)
+    after, dirs_after = state(repo), empty_dirs(repo)
+    assert after != before and dirs_after != dirs_before
+    cp.undo()
+    assert state(repo) == before and empty_dirs(repo) == dirs_before
+    cp.redo()
+    assert state(repo) == after and empty_dirs(repo) == dirs_after
+    cp.undo()
+    assert state(repo) == before and empty_dirs(repo) == dirs_before
+
+
+def empty_dirs(root: Path) -> list[str]:
+    return sorted(os.path.relpath(d, root) for d, sub, files in os.walk(root)
+                  if ".git" not in Path(d).relative_to(root).parts and not sub and not files and Path(d) != root)
+
+
+def dotgit_state(root: Path) -> tuple:
+    """What the agent can change with git: HEAD, every ref, config, hooks, the index."""
+    probe = ("git symbolic-ref -q HEAD; git rev-parse HEAD; git for-each-ref; git config --local --list; "
+             "ls -l .git/hooks | tail -n +2 | awk '{print $1, $NF}'; git ls-files -s; git status --porcelain")
+    return sh(probe, root), (root / ".git" / "config").read_bytes()
+
+
+def test_agent_changes_to_dotgit_are_undone_and_redone(repo, tmp_path):
+    sh("git add -A && git commit -qm init && echo staged >> a.txt && git add a.txt", repo)
+    cp = Checkpoints(str(repo), store=str(tmp_path / "store"))
+    cp.snapshot("before")
+    before, files_before = dotgit_state(repo), state(repo)
+    sh("git commit -qam agent && git checkout -qb agent-branch && git config user.name agent && "
+       "git tag v9 && printf '#!/bin/sh\\necho planted\\n' > .git/hooks/post-commit && "
+       "chmod +x .git/hooks/post-commit && echo more >> keep.txt && git add keep.txt && git pack-refs --all",
+       repo)
+    after = dotgit_state(repo)
+    assert after != before
+    cp.undo()
+    assert dotgit_state(repo) == before and state(repo) == files_before
+    assert not (repo / ".git" / "hooks" / "post-commit").exists()
+    cp.redo()
+    assert dotgit_state(repo) == after
+    cp.undo()
+    assert dotgit_state(repo) == before
 
 
 def test_user_index_branches_stash_hooks_untouched(repo, tmp_path):
@@ -189,7 +259,8 @@ def test_user_index_branches_stash_hooks_untouched(repo, tmp_path):
     shadow = subprocess.run(
         ["git", "--git-dir", str(tmp_path / "store" / "git"), "ls-tree", "-r", "--name-only", cp.list()[0].id],
         capture_output=True, text=True, check=True, env={"PATH": os.environ["PATH"]}).stdout.split()
-    assert "a.txt" in shadow and "secret_notes.txt" not in shadow  # the user's info/exclude is honoured
+    # excluded by the user's info/exclude, so ignored: snapshotted like every ignored file
+    assert "work/a.txt" in shadow and "work/secret_notes.txt" in shadow
 
 
 def test_works_outside_git_and_with_eol_attributes(tmp_path):

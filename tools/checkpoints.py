@@ -1,13 +1,21 @@
 """Undo / redo for the work tree with a shadow git repository that lives outside the user's .git.
 
 The store (default `~/.cache/clover/checkpoints/<hash of root>`) holds its own object database,
-index and state file; git runs with GIT_DIR / GIT_WORK_TREE / GIT_INDEX_FILE pointing there and
-with system and global config switched off, so the user's repository (index, refs, stash, hooks,
-config) is never read for writing and never touched. A snapshot is `git add -A` into the shadow
-index (the work tree's .gitignore files apply, `.git` is always skipped) plus a commit; a restore
-is `git read-tree --reset -u`, which rewrites changed files byte for byte (mode and symlinks too)
-and deletes files the target does not have. Attribute-driven conversions (eol, filters) are
-switched off in the shadow repository's info/attributes so bytes round-trip exactly.
+index and state file; git runs with GIT_DIR / GIT_WORK_TREE / GIT_INDEX_FILE pointing there,
+hardened (tools/gitsafe.py) and with system and global config switched off. A snapshot is one
+tree of three parts:
+- `work`: the work tree, `git add -A` into the shadow index. Ignored files are in it too (an undo
+  brings back a deleted .env), except regenerable caches (node_modules, .venv, __pycache__ ...),
+  nested repositories, and ignored files over MAX_IGNORED_BYTES; `.git` is always skipped.
+- `manifest`: permission bits git cannot store (anything but 0644/0755) and empty directories.
+- `git`: the user's repository state the agent can change with git commands: HEAD, config,
+  refs, packed-refs, hooks, info, and the index as a `ls-files -s` listing. Never objects (only
+  ever added to), logs or lock files.
+A restore is `git read-tree --reset -u` of `work` (changed files rewritten byte for byte, symlinks
+too, files the target lacks deleted), then the manifest, then the repository state where it
+differs: the agent's commits, branch switches, config and hooks are undone; nothing under .git is
+written when it did not change. Attribute-driven conversions (eol, filters) are switched off in the
+shadow repository's info/attributes so bytes round-trip exactly.
 
 History is two stacks: `undo` holds the snapshots up to the current state, `redo` what undo
 replaced. A new snapshot that differs from the top clears `redo`, as in any editor.
@@ -25,6 +33,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from clover.tools import snapshot_meta
+from clover.tools.gitsafe import git_argv, safe_env
+
 _ATTRIBUTES = "* -text !eol -filter -ident !working-tree-encoding -diff -merge\n"
 _CONFIG = {
     "core.bare": "false", "core.autocrlf": "false", "core.safecrlf": "false", "core.filemode": "true",
@@ -32,6 +43,14 @@ _CONFIG = {
     "core.untrackedCache": "false", "gc.auto": "0", "commit.gpgsign": "false",
     "user.name": "clover", "user.email": "clover@localhost", "advice.addEmbeddedRepo": "false",
 }
+
+
+# Regenerable directories never snapshotted (big, and rebuilt by their tools).
+CACHE_DIRS = {"node_modules", ".venv", "venv", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache",
+              ".tox", ".nox"}
+MAX_IGNORED_BYTES = 16 * 1024 * 1024  # ignored files above this are left out (logs, weights, data)
+# What git commands change under .git, restored on undo (objects are only ever added).
+_DOTGIT_NAMES = ("HEAD", "config", "config.worktree", "packed-refs", "refs", "hooks", "info")
 
 
 def _write_if_changed(path: Path, text: str) -> None:
@@ -61,7 +80,8 @@ class Checkpoint:
 
 def default_store(root: str) -> str:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    digest = hashlib.sha256(os.path.realpath(root).encode()).hexdigest()[:16]
+    # "v2:": snapshots are work/manifest/git trees since the store layout changed
+    digest = hashlib.sha256(("v2:" + os.path.realpath(root)).encode()).hexdigest()[:16]
     return os.path.join(base, "clover", "checkpoints", digest)
 
 
@@ -73,6 +93,7 @@ class Checkpoints:
         self.store = os.path.realpath(store or default_store(self.root))
         self.git_dir = os.path.join(self.store, "git")
         self.state_path = os.path.join(self.store, "state.json")
+        self._nested: set[str] = set()
         if self.store == self.root or self.store.startswith(self.root + os.sep):
             # a store inside the tree would snapshot itself
             raise SnapshotError("checkpoints: the store must lie outside the workspace")
@@ -140,17 +161,17 @@ class Checkpoints:
 
     # ----------------------------------------------------------------------- git plumbing
 
-    def _env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    def _env(self, **where: str) -> dict[str, str]:
+        env = safe_env({k: v for k, v in os.environ.items() if not k.startswith("GIT_")})
         env.update(GIT_DIR=self.git_dir, GIT_WORK_TREE=self.root,
-                   GIT_INDEX_FILE=os.path.join(self.store, "index"), GIT_CONFIG_NOSYSTEM="1",
-                   GIT_CONFIG_GLOBAL=os.devnull, GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0",
-                   LC_ALL="C")
+                   GIT_INDEX_FILE=os.path.join(self.store, "index"), GIT_CONFIG_GLOBAL=os.devnull, LC_ALL="C")
+        env.update(where)
         return env
 
-    def _git(self, *args: str, input_text: str | None = None) -> str:
+    def _git(self, *args: str, input_text: str | None = None, **where: str) -> str:
+        """Shadow-repository git; `where` overrides GIT_DIR / GIT_WORK_TREE / GIT_INDEX_FILE."""
         try:
-            proc = subprocess.run(["git", *args], cwd=self.root, env=self._env(), input=input_text,
+            proc = subprocess.run(git_argv(args), cwd=self.root, env=self._env(**where), input=input_text,
                                   capture_output=True, encoding="utf-8", errors="surrogateescape",
                                   timeout=600)
         except FileNotFoundError as exc:
@@ -183,33 +204,127 @@ class Checkpoints:
                 f.unlink()
         marker.write_text("1\n")
 
-    def _sync_excludes(self) -> None:
-        """Honour the user's .git/info/exclude (read only; copied into the shadow repo) and leave
-        nested repositories (vendored clones, submodules) out: git can only store them as links."""
-        user = Path(self.root, ".git", "info", "exclude")
-        try:
-            text = user.read_text(errors="replace") if user.is_file() else ""
-        except OSError:
-            text = ""
-        user_copy = Path(self.store, "user-exclude")
-        _write_if_changed(user_copy, text)
-        # listed with the user's rules only, so last time's nested-repo lines do not hide them
-        untracked = self._git("ls-files", "-o", "-z", "--exclude-per-directory=.gitignore",
-                              f"--exclude-from={user_copy}").split("\0")
+    def _sync_excludes(self) -> set[str]:
+        """Leave caches and nested repositories (vendored clones, submodules; git can only store
+        them as links) out; return the nested ones."""
+        caches = Path(self.store, "cache-exclude")
+        _write_if_changed(caches, "".join(f"{_glob_escape(d)}/\n" for d in sorted(CACHE_DIRS)))
+        # listed without the work tree's ignore rules: a repository inside an ignored directory counts
+        untracked = self._git("ls-files", "-o", "-z", f"--exclude-from={caches}").split("\0")
         nested = [p for p in untracked if p.endswith("/")]
         links = [line.split("\t", 1)[1] for line in self._git("ls-files", "-s", "-z").split("\0")
                  if line.startswith("160000 ")]
         if links:
             self._git("rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", *links)
-        if nested or links:
-            text += "\n# nested repositories\n" + "".join("/" + _glob_escape(p.rstrip("/")) + "/\n"
-                                                          for p in nested + links)
+        text = caches.read_text() + "# nested repositories\n" + "".join(
+            "/" + _glob_escape(p.rstrip("/")) + "/\n" for p in nested + links)
         _write_if_changed(Path(self.git_dir, "info", "exclude"), text)
+        self._nested = {p.rstrip("/") for p in nested + links}  # _restore leaves them alone too
+        return self._nested
+
+    def _ignored_files(self, nested: set[str]) -> list[str]:
+        """Untracked files the work tree's ignore rules (and .git/info/exclude) hide, but an undo
+        must bring back: not in caches or nested repositories, not larger than the cap."""
+        user = Path(self.root, ".git", "info", "exclude")
+        user_copy = Path(self.store, "user-exclude")
+        try:
+            _write_if_changed(user_copy, user.read_text(errors="replace") if user.is_file() else "")
+        except OSError:
+            _write_if_changed(user_copy, "")
+        listed = self._git("ls-files", "-o", "-i", "-z", "--exclude-per-directory=.gitignore",
+                           f"--exclude-from={user_copy}").split("\0")
+        keep = []
+        for rel in listed:
+            parts = rel.split("/")
+            if not rel or rel.endswith("/") or CACHE_DIRS.intersection(parts[:-1]):
+                continue
+            if any(rel.startswith(n + "/") for n in nested):
+                continue
+            try:
+                info = os.lstat(os.path.join(self.root, rel))
+            except OSError:
+                continue
+            if info.st_size <= MAX_IGNORED_BYTES:
+                keep.append(rel)
+        return keep
 
     def _write_tree(self) -> str:
-        self._sync_excludes()
+        nested = self._sync_excludes()
         self._git("add", "-A", "--ignore-errors", "--", ".")
-        return self._git("write-tree").strip()
+        ignored = self._ignored_files(nested)
+        if ignored:
+            self._git("--literal-pathspecs", "add", "-f", "--ignore-errors", "--pathspec-from-file=-",
+                      "--pathspec-file-nul", input_text="\0".join(ignored))
+        work = self._git("write-tree").strip()
+        entries = self._entries()
+        text = snapshot_meta.manifest(self.root, entries, CACHE_DIRS | {".git"}, nested)
+        rows = [f"040000 tree {work}\twork", f"100644 blob {self._blob(text)}\tmanifest"]
+        dotgit = self._dotgit_tree()
+        if dotgit:
+            rows.append(f"040000 tree {dotgit}\tgit")
+        return self._git("mktree", input_text="\n".join(rows) + "\n").strip()
+
+    def _entries(self) -> list[tuple[str, str]]:
+        """(git mode, path) of every entry in the shadow index."""
+        out = []
+        for line in self._git("ls-files", "-s", "-z").split("\0"):
+            if "\t" in line:
+                meta, path = line.split("\t", 1)
+                out.append((meta.split(" ", 1)[0], path))
+        return out
+
+    def _blob(self, text: str) -> str:
+        return self._git("hash-object", "-w", "--stdin", input_text=text).strip()
+
+    # ----------------------------------------------------------------------- the user's .git
+
+    def _dotgit(self) -> dict[str, str] | None:
+        gd = os.path.join(self.root, ".git")
+        if os.path.islink(gd) or not os.path.isdir(gd):
+            return None  # no repository, or a linked worktree's .git file: not covered
+        return {"GIT_WORK_TREE": gd, "GIT_INDEX_FILE": os.path.join(self.store, "index-dotgit")}
+
+    def _user_index(self) -> str:
+        """The user's index as `ls-files -s` (no stat data, so a refresh is not a change)."""
+        where = {"GIT_DIR": os.path.join(self.root, ".git"), "GIT_WORK_TREE": self.root,
+                 "GIT_INDEX_FILE": os.path.join(self.root, ".git", "index")}
+        return self._git("ls-files", "-s", "-z", **where)
+
+    def _dotgit_tree(self) -> str | None:
+        where = self._dotgit()
+        if where is None:
+            return None
+        gd = where["GIT_WORK_TREE"]
+        tracked = {p.split("/", 1)[0] for p in self._git("ls-files", "-z", **where).split("\0") if p}
+        names = [n for n in _DOTGIT_NAMES if os.path.lexists(os.path.join(gd, n)) or n in tracked]
+        if names:
+            self._git("add", "-A", "-f", "--ignore-errors", "--", *names, ":(exclude,glob)**/*.lock", **where)
+        state = self._git("write-tree", **where).strip()
+        rows = [f"040000 tree {state}\tstate", f"100644 blob {self._blob(self._user_index())}\tindex"]
+        return self._git("mktree", input_text="\n".join(rows) + "\n").strip()
+
+    def _restore_dotgit(self, commit: str) -> None:
+        where = self._dotgit()
+        if where is None or not self._has(f"{commit}:git"):
+            return
+        self._git("read-tree", "--reset", "-u", f"{commit}:git/state", **where)
+        listing = self._git("cat-file", "blob", f"{commit}:git/index")
+        if listing == self._user_index():
+            return
+        gd = where["GIT_WORK_TREE"]
+        tmp = os.path.join(gd, "index.clover-undo")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        self._git("update-index", "-z", "--index-info", input_text=listing,
+                  GIT_DIR=gd, GIT_WORK_TREE=self.root, GIT_INDEX_FILE=tmp)
+        os.replace(tmp, os.path.join(gd, "index"))
+
+    def _has(self, spec: str) -> bool:
+        try:
+            self._git("cat-file", "-e", spec)
+            return True
+        except SnapshotError:
+            return False
 
     def _commit(self, tree: str, label: str, state: dict) -> str:
         # every commit chains onto the last one made, so one ref keeps all of them reachable
@@ -242,7 +357,10 @@ class Checkpoints:
 
     def _restore(self, commit: str) -> None:
         # index == work tree after _write_tree, so --reset -u changes exactly what differs
-        self._git("read-tree", "--reset", "-u", commit)
+        self._git("read-tree", "--reset", "-u", f"{commit}:work")
+        snapshot_meta.apply(self.root, self._git("cat-file", "blob", f"{commit}:manifest"), self._entries(),
+                            CACHE_DIRS | {".git"}, self._nested)
+        self._restore_dotgit(commit)
 
     # ----------------------------------------------------------------------- state
 
