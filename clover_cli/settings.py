@@ -47,6 +47,7 @@ class Settings:
     temperature: float | None = None
     max_tokens: int = 4096  # per assistant turn
     request_timeout: float = 600.0
+    context_window: int = 0  # tokens, for an OpenAI-compatible server; 0: what its /v1/models says
     # Local Clover decoding.
     block_size: int = 32
     threshold: float = 0.9

@@ -42,6 +42,8 @@ def test_context_window_comes_from_the_server(home: Path) -> None:
         assert OpenAICompatModel(Settings(model="m", base_url=server.url), context_window=999).context_window == 999
     with FakeChatServer(models=["m"]) as server:  # listed without a length: the default
         assert OpenAICompatModel(Settings(model="m", base_url=server.url)).context_window == DEFAULT_WINDOW
+        # the setting, for servers that do not say
+        assert OpenAICompatModel(Settings(model="m", base_url=server.url, context_window=8192)).context_window == 8192
 
 
 def test_context_length_error_compacts_and_retries(tmp_path: Path, home: Path) -> None:

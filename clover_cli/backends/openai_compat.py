@@ -73,7 +73,7 @@ class OpenAICompatModel:
         self.name = settings.model
         self.base_url = (settings.base_url or "").rstrip("/")
         # Explicit, else the setting, else what the server lists (fetched when first needed).
-        self._window = context_window or int(getattr(settings, "context_window", 0) or 0) or None
+        self._window = context_window or max(int(getattr(settings, "context_window", 0) or 0), 0) or None
         self.tool_format = settings.tool_format  # becomes "text" when auto switches
         self.stream = stream
         # Optional request fields, dropped for good when a server rejects them (HTTP 400).
