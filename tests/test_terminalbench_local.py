@@ -1,14 +1,17 @@
-"""The local Terminal-Bench runner and `clover eval terminalbench`: oracle, scripted agent, no-op agent."""
+"""The local Terminal-Bench runner and `clover eval terminalbench`: oracle, scripted agent, no-op agent,
+each task in its own container (an overlay of the host's system, the task's real paths)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from clover.backends.scripted import ScriptedModel
 from clover.evals.terminalbench.cli import terminalbench_app
+from clover.evals.terminalbench.container import container_problem
 from clover.evals.terminalbench.local_runner import run_tasks, summarize
 from clover.evals.terminalbench.tasks import find_tasks
 from clover.settings import Settings
@@ -17,35 +20,62 @@ from clover.trajectory import Trajectory
 TASKS = Path(__file__).parent / "tbench_tasks"
 SCRIPTS = TASKS / "_scripts"
 SETTINGS = Settings(mode="yolo", checkpoints=False, live=False, command_timeout=30)
+SCRIPTED = ["count-lines", "fix-script", "hello-file", "sort-scores"]
+ALL = ["count-lines", "fix-script", "generator", "hello-file", "hidden-solution", "install-package", "odd-text",
+       "sort-scores", "two-workdirs"]
+
+pytestmark = pytest.mark.skipif(container_problem() is not None, reason=f"no local container: {container_problem()}")
 
 
 def test_every_task_passes_with_the_oracle(tmp_path):
     results = run_tasks(find_tasks(TASKS), settings=SETTINGS, model_factory=None, out_dir=tmp_path, workers=2)
-    assert [(r.id, r.status, r.reward) for r in results] == [
-        (t, "passed", 1.0) for t in ("count-lines", "fix-script", "hello-file", "sort-scores")
-    ]
+    assert [(r.id, r.status, r.reward, r.reason) for r in results] == [(t, "passed", 1.0, "") for t in ALL]
     saved = json.loads((tmp_path / "results.json").read_text())
-    assert saved["summary"]["pass_rate"] == 1.0 and len(saved["tasks"]) == 4
+    assert saved["summary"]["pass_rate"] == 1.0 and len(saved["tasks"]) == len(ALL)
     assert (tmp_path / "hello-file" / "logs" / "verifier" / "reward.txt").read_text().strip() == "1"
+    assert not list(tmp_path.glob("*/container"))  # each container's state is removed
+
+
+def test_nothing_lands_on_the_host(tmp_path):
+    """The Dockerfile's package install, the generator's files under /app and in /usr, the COPY
+    into /opt: all inside the task's container, none on this machine."""
+    run_tasks(find_tasks(TASKS, ["install-package", "generator"]), settings=SETTINGS, model_factory=None,
+              out_dir=tmp_path)
+    for path in ("/app/logs", "/usr/local/share/clover-generated", "/opt/clover-gen", "/usr/local/bin/clover-greet"):
+        assert not Path(path).exists(), path
+    dpkg = Path("/var/lib/dpkg/status")
+    assert not dpkg.exists() or "clover-greet" not in dpkg.read_text(errors="replace")
+
+
+def test_the_agent_cannot_read_the_solution_or_keep_its_own_tests(tmp_path):
+    [task] = find_tasks(TASKS, ["hidden-solution"])
+    [result] = run_tasks([task], settings=SETTINGS, model_factory=lambda t: ScriptedModel(SCRIPTS / f"{t.id}.json"),
+                         out_dir=tmp_path)
+    records = Trajectory.read(tmp_path / "hidden-solution" / "trajectory.jsonl")
+    seen = "\n".join(str(r.get("content", "")) + str(r.get("output", "")) for r in records)
+    assert "searched" in seen  # the agent did look
+    assert "SECRET-7d1f" not in seen and "No such file or directory" in seen
+    # It overwrote /tests/test.sh and the reward: the real tests are copied in after it and fail it.
+    assert (result.status, result.reward) == ("failed", 0.0)
 
 
 def test_a_scripted_model_that_does_the_work_passes(tmp_path):
-    tasks = find_tasks(TASKS)
+    tasks = find_tasks(TASKS, SCRIPTED)
     results = run_tasks(tasks, settings=SETTINGS, model_factory=lambda t: ScriptedModel(SCRIPTS / f"{t.id}.json"),
                         out_dir=tmp_path, workers=2)
     assert all(r.status == "passed" and r.exit_status == "submitted" for r in results), results
     assert {r.id: r.steps for r in results} == {"count-lines": 2, "fix-script": 4, "hello-file": 3, "sort-scores": 2}
     assert all(r.tokens > 0 and r.agent_seconds > 0 for r in results)
     records = Trajectory.read(tmp_path / "fix-script" / "trajectory.jsonl")
-    # The instruction's /app was mapped to the task's temporary working directory.
-    assert "/app/" not in records[0]["content"] and "workdir/sum.sh" in records[0]["content"]
+    # The task's paths are its own: nothing is rewritten.
+    assert "/app/sum.sh" in records[0]["content"]
     edits = [r for r in records if r["type"] == "tool" and r["name"] == "str_replace"]
     assert edits and not edits[0]["is_error"]
 
 
 def test_a_model_that_does_nothing_fails(tmp_path):
-    results = run_tasks(find_tasks(TASKS), settings=SETTINGS, model_factory=lambda t: ScriptedModel(SCRIPTS / "nothing.json"),
-                        out_dir=tmp_path)
+    results = run_tasks(find_tasks(TASKS, SCRIPTED), settings=SETTINGS,
+                        model_factory=lambda t: ScriptedModel(SCRIPTS / "nothing.json"), out_dir=tmp_path)
     assert [(r.status, r.reward, r.steps) for r in results] == [("failed", 0.0, 1)] * 4
     assert summarize(results)["pass_rate"] == 0.0
 
@@ -61,21 +91,23 @@ def _task(root: Path, dockerfile: str, test: str, solve: str = "#!/bin/bash\ntru
     return root
 
 
-def test_tasks_that_need_their_container_are_skipped_with_the_reason(tmp_path):
+def test_build_steps_run_in_the_container_and_failures_show_their_output(tmp_path):
     ok = "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n"
-    _task(tmp_path / "a-apt", "FROM ubuntu\nWORKDIR /app\nRUN apt-get install -y jq\n", ok)
-    _task(tmp_path / "b-root", "FROM ubuntu\nWORKDIR /app\n", "#!/bin/bash\ncat /data/x > /logs/verifier/reward.txt\n")
-    _task(tmp_path / "c-uv", "FROM ubuntu\nWORKDIR /app\n", "#!/bin/bash\ncurl -LsSf https://astral.sh/uv/install.sh | sh\n")
+    _task(tmp_path / "a-root", "FROM ubuntu\nWORKDIR /app\nRUN mkdir -p /data && echo 1 > /data/x\n",
+          "#!/bin/bash\ncat /data/x > /logs/verifier/reward.txt\n")
     _task(tmp_path / "d-noreward", "FROM ubuntu\nWORKDIR /app\n", "#!/bin/bash\nexit 0\n")
-    _task(tmp_path / "e-badbuild", "FROM ubuntu\nWORKDIR /app\nRUN false\n", ok)
+    _task(tmp_path / "e-badbuild", "FROM ubuntu\nWORKDIR /app\nRUN echo to-stdout; echo no-such-tool >&2; exit 127\n", ok)
+    _task(tmp_path / "f-multistage", "FROM a AS b\nFROM c\nCOPY --from=b /x /y\n", ok)
     results = {r.id: r for r in run_tasks(find_tasks(tmp_path), settings=SETTINGS, model_factory=None,
                                           out_dir=tmp_path / "out")}
-    assert results["a-apt"].status == "skipped" and "(apt-get)" in results["a-apt"].reason
-    assert results["b-root"].status == "skipped" and "root path /data/x" in results["b-root"].reason
-    assert results["c-uv"].status == "skipped" and "(curl)" in results["c-uv"].reason
+    assert (results["a-root"].status, results["a-root"].reward) == ("passed", 1.0)  # /data is the task's own
     assert (results["d-noreward"].status, results["d-noreward"].reason) == ("failed", "the tests wrote no reward")
-    assert results["e-badbuild"].status == "error" and "environment build failed" in results["e-badbuild"].reason
-    assert summarize(list(results.values()))["skipped"] == 3
+    bad = results["e-badbuild"]
+    assert bad.status == "error" and "environment build failed: RUN" in bad.reason and "exited with 127" in bad.reason
+    assert "no-such-tool" in bad.reason  # stderr of the failed step, not only "exited with 127: "
+    assert results["f-multistage"].status == "skipped" and "multi-stage" in results["f-multistage"].reason
+    assert summarize(list(results.values()))["skipped"] == 1
+    assert not Path("/data/x").exists()
 
 
 def test_terminal_bench_1_format(tmp_path):

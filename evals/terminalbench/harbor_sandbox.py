@@ -1,13 +1,12 @@
-"""A Harbor environment without Docker: each command runs in a bubblewrap (bwrap) sandbox.
+"""A Harbor environment without Docker: the local runner's container, for `harbor run`.
 
-`harbor run ... -e clover.evals.terminalbench.harbor_sandbox:BwrapEnvironment` runs shell-only tasks on
-this machine. The sandbox sees the host's /usr, /bin, /lib*, /etc and /opt read-only, fresh /proc
-and /dev, and its own writable top-level directories (the WORKDIR's, /tmp, /root, /logs, /tests,
-/solution and any that COPY or an upload creates), kept in a host directory for the trial's
-length. The Dockerfile is read, not built: FROM is ignored (the host's system stands in for the
-image), WORKDIR, ENV and COPY are applied, RUN steps run inside the sandbox; anything that installs
-software or needs another image fails the build with the reason. Network follows the task's
-policy (public, or none with --unshare-net). Needs Harbor (Python >= 3.12) and bwrap on PATH.
+`harbor run ... -e clover.evals.terminalbench.harbor_sandbox:BwrapEnvironment` runs a task in the
+same TaskContainer and with the same Dockerfile build as `clover eval terminalbench` (container.py,
+build.py): the host's system under a throwaway overlay, the task's paths as they are, every
+Dockerfile step in order inside it (package installs included), nothing written on the host
+outside the trial's state folder. Background processes live on between commands, as in Docker.
+Network follows the task's policy (public, or none). Needs Harbor (Python >= 3.12), root, and
+bwrap, unshare and nsenter on PATH.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import tempfile
@@ -25,11 +25,13 @@ from harbor.environments.base import BaseEnvironment, ExecResult, SandboxBuildFa
 from harbor.environments.capabilities import EnvironmentCapabilities
 from harbor.models.task.config import NetworkMode, NetworkPolicy
 
+from clover.evals.terminalbench.build import BuildError, build_image, copy_in
+from clover.evals.terminalbench.container import SYSTEM_DIRS, ContainerError, TaskContainer, container_problem
 from clover.evals.terminalbench.tasks import parse_dockerfile
 
-_SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
-_BASE_DIRS = ("tmp", "root", "logs", "tests", "solution")
-_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Harbor's output folders: they exist from the start, even when the build fails, so that Harbor
+# can collect them either way (no second traceback on a failed start).
+_LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
 
 
 class BwrapEnvironment(BaseEnvironment):
@@ -39,88 +41,48 @@ class BwrapEnvironment(BaseEnvironment):
 
     @property
     def capabilities(self) -> EnvironmentCapabilities:
-        return EnvironmentCapabilities(disable_internet=True, dynamic_network_policy=True)
+        return EnvironmentCapabilities(disable_internet=True, dynamic_network_policy=False)
 
     def _validate_definition(self) -> None:
         if not (self.environment_dir / "Dockerfile").is_file():
             raise FileNotFoundError(f"{self.environment_dir / 'Dockerfile'} not found")
-        if shutil.which("bwrap") is None:
-            raise SandboxBuildFailedError("bwrap (bubblewrap) is not on PATH: apt-get install bubblewrap")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._fsroot = Path(tempfile.mkdtemp(prefix=f"harbor-bwrap-{self.session_id}-"))
+        self._state = Path(tempfile.mkdtemp(prefix=f"harbor-bwrap-{self.session_id}-"))
+        network = self._network_policy.network_mode != NetworkMode.NO_NETWORK
+        self._box = TaskContainer(self._state, network=network, hide=(self.environment_dir.parent,))
         self._workdir = "/"
-        self._docker_env: dict[str, str] = {}
+        self._env: dict[str, str] = {}
 
     async def _apply_network_policy(self, network_policy: NetworkPolicy) -> None:
-        return  # every command starts a new sandbox; exec reads self._network_policy
-
-    # ------------------------------------------------------------------ paths
-
-    def _host(self, path: str, *, writing: bool) -> Path:
-        """The host path behind a sandbox path."""
-        pure = PurePosixPath(os.path.normpath("/" + str(path).lstrip("/")))
-        if len(pure.parts) < 2:
-            raise PermissionError(f"{path}: the sandbox root is not writable")
-        top = "/" + pure.parts[1]
-        if top in _SYSTEM:
-            if writing:
-                raise PermissionError(f"{path}: {top} is read-only in the sandbox")
-            return Path(str(pure))
-        return self._fsroot.joinpath(*pure.parts[1:])
-
-    def _argv(self, command: str, cwd: str) -> list[str]:
-        argv = ["bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc"]
-        if self._network_policy.network_mode == NetworkMode.NO_NETWORK:
-            argv.append("--unshare-net")
-        for path in _SYSTEM:
-            if os.path.islink(path):
-                argv += ["--symlink", os.readlink(path), path]
-            elif os.path.isdir(path):
-                argv += ["--ro-bind", path, path]
-        argv += ["--proc", "/proc", "--dev", "/dev"]
-        for entry in sorted(self._fsroot.iterdir()):
-            if entry.is_dir():
-                argv += ["--bind", str(entry), "/" + entry.name]
-        if not self._host(cwd, writing=False).is_dir():
-            cwd = "/"
-        return [*argv, "--chdir", cwd, "bash", "-c", command]
+        return  # fixed when the container starts (dynamic_network_policy=False)
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self, force_build: bool) -> None:
-        for name in _BASE_DIRS:
-            (self._fsroot / name).mkdir(exist_ok=True)
+        for path in _LOG_DIRS:
+            self._box.host_path(path).mkdir(parents=True, exist_ok=True)
+        problem = container_problem()
+        if problem:
+            raise SandboxBuildFailedError(problem)
         spec = parse_dockerfile((self.environment_dir / "Dockerfile").read_text(encoding="utf-8"))
         if spec.unsupported:
             raise SandboxBuildFailedError("; ".join(dict.fromkeys(spec.unsupported)))
         self._workdir = self.task_env_config.workdir or spec.workdir
-        self._docker_env = dict(spec.env)
-        self._host(self._workdir, writing=True).mkdir(parents=True, exist_ok=True)
-        # Harbor's output directories (/logs/agent, /logs/verifier, /logs/artifacts) exist from the start.
+        try:
+            await asyncio.to_thread(self._box.start)
+            self._env = await asyncio.to_thread(
+                build_image, self._box, spec, self.environment_dir, log=self._state / "build.log",
+                timeout=float(self.task_env_config.build_timeout_sec), workdir=self._workdir)
+        except (BuildError, ContainerError) as exc:
+            raise SandboxBuildFailedError(str(exc)) from None
         await self.ensure_dirs(self._mount_targets(writable_only=True))
-        for kind, arg in spec.steps:
-            if kind == "copy":
-                src_name, dest = arg.split("\0")
-                src = (self.environment_dir / src_name).resolve()
-                if not src.exists() or self.environment_dir.resolve() not in (src, *src.parents):
-                    raise SandboxBuildFailedError(f"COPY source {src_name} is not in the build context")
-                target = dest if dest.startswith("/") else f"{self._workdir}/{dest}"
-                if src.is_dir():
-                    await self.upload_dir(src, target)
-                else:
-                    if target.endswith("/") or self._host(target, writing=True).is_dir():
-                        target = f"{target.rstrip('/')}/{src.name}"
-                    await self.upload_file(src, target)
-            else:
-                result = await self.exec(arg, timeout_sec=int(self.task_env_config.build_timeout_sec))
-                if result.return_code != 0:
-                    raise SandboxBuildFailedError(f"RUN {arg[:80]} exited with {result.return_code}: {result.stdout}")
 
     async def stop(self, delete: bool) -> None:
+        await asyncio.to_thread(self._box.stop)
         if delete:
-            shutil.rmtree(self._fsroot, ignore_errors=True)
+            shutil.rmtree(self._state, ignore_errors=True)
 
     # ------------------------------------------------------------------ exec
 
@@ -132,12 +94,12 @@ class BwrapEnvironment(BaseEnvironment):
         timeout_sec: int | None = None,
         user: str | int | None = None,
     ) -> ExecResult:
-        # `user` is ignored: the sandbox runs as the calling user (the container's root stands in).
-        variables = {"PATH": _PATH, "HOME": "/root", "LANG": "C.UTF-8", "TERM": "xterm", **self._docker_env}
-        variables.update(self._merge_env(env) or {})
+        # `user` is ignored: commands run as the container's root, as Docker's default user.
+        variables = {"LANG": "C.UTF-8", "TERM": "xterm", **self._env, **(self._merge_env(env) or {})}
+        argv = self._box.argv(command, cwd or self._workdir, variables)
         proc = await asyncio.create_subprocess_exec(
-            *self._argv(command, cwd or self._workdir), env=variables, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, start_new_session=True,
         )
         try:
             stdout, stderr = await asyncio.wait_for(proc.communicate(), timeout=timeout_sec)
@@ -153,23 +115,43 @@ class BwrapEnvironment(BaseEnvironment):
 
     # ------------------------------------------------------------------ files
 
+    @staticmethod
+    def _in_system(path: str) -> bool:
+        parts = PurePosixPath(os.path.normpath("/" + str(path).lstrip("/"))).parts
+        return len(parts) > 1 and parts[1] in SYSTEM_DIRS
+
     async def upload_file(self, source_path: Path | str, target_path: str) -> None:
-        target = self._host(target_path, writing=True)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source_path, target)
+        await self._upload(Path(source_path), target_path)
 
     async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
-        shutil.copytree(source_dir, self._host(target_dir, writing=True), dirs_exist_ok=True, symlinks=True)
+        await self._upload(Path(source_dir), target_dir)
+
+    async def _upload(self, source: Path, target: str) -> None:
+        if self._in_system(target):  # inside the overlay: copied from within the container
+            await asyncio.to_thread(copy_in, self._box, source.parent, source.name, target, self._state / "copy.log")
+        else:
+            await asyncio.to_thread(self._box.put, source, target)
 
     async def download_file(self, source_path: str, target_path: Path | str) -> None:
-        source = self._host(source_path, writing=False)
-        if not source.is_file():
-            raise FileNotFoundError(f"{source_path}: no such file in the sandbox")
+        data = await self._read(source_path)
         Path(target_path).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source, target_path)
+        Path(target_path).write_bytes(data)
 
     async def download_dir(self, source_dir: str, target_dir: Path | str) -> None:
-        source = self._host(source_dir, writing=False)
+        if self._in_system(source_dir):
+            raise FileNotFoundError(f"{source_dir}: downloading a system folder is not supported")
+        source = self._box.host_path(source_dir)
         if not source.is_dir():
             raise FileNotFoundError(f"{source_dir}: no such directory in the sandbox")
         shutil.copytree(source, target_dir, dirs_exist_ok=True, symlinks=True)
+
+    async def _read(self, path: str) -> bytes:
+        if not self._in_system(path):
+            host = self._box.host_path(path)
+            if not host.is_file():
+                raise FileNotFoundError(f"{path}: no such file in the sandbox")
+            return host.read_bytes()
+        rc, out, _ = await asyncio.to_thread(self._box.exec, f"cat -- {shlex.quote(path)}", timeout=300)
+        if rc != 0:
+            raise FileNotFoundError(f"{path}: no such file in the sandbox")
+        return out

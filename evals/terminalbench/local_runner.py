@@ -1,23 +1,21 @@
-"""Run Terminal-Bench task directories on this machine, without Docker.
+"""Run Terminal-Bench task directories on this machine, without Docker, as Harbor would.
 
-Each task gets a temporary directory: `workdir/` stands for the Dockerfile's WORKDIR (the cwd of
-every step, of the agent, of the solution and of the tests), `tests/`, `solution/` and `logs/`
-for /tests, /solution and /logs. Those container paths are rewritten in the instruction and in
-our copies of the Dockerfile's RUN steps and of the test and solution files; the scripts also see
-TEST_DIR (Terminal-Bench 1's convention), TESTS_DIR, SOLUTION_DIR, LOGS_DIR and TASK_WORKDIR.
-Tasks that need more than that are skipped with the reason (see tasks.py).
+Each task gets its own container (container.py): the host's system under a throwaway overlay,
+the task's paths as they are (/app stays /app), nothing of the host's own files. The Dockerfile's
+steps run inside it (build.py), then the agent (or, with --oracle, solution/solve.sh), whose
+every command and file access goes through the container. `tests/` and `solution/` are not in it
+while the agent works: the solution is copied in only for the oracle, the tests only for the
+verification, after the agent has finished. The container's state lives in the task's output
+folder and is removed at the end (--keep leaves it). A task is skipped, with the reason, only
+when its Dockerfile cannot be applied this way (multi-stage, ADD from a URL) or when this machine
+cannot run containers (no root, no bwrap).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
-import os
 import shutil
-import signal
-import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -26,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clover.core.protocols import Model
-from clover.evals.terminalbench.tasks import Task, map_paths, mapping_problem, sandbox_paths
+from clover.evals.terminalbench.build import BuildError, build_image, tail
+from clover.evals.terminalbench.container import TaskContainer, container_problem
+from clover.evals.terminalbench.tasks import Task
 from clover.settings import Settings
 
 TASK_PROMPT = """You are Clover, solving a task in a Linux terminal. The working directory is {root}.
@@ -55,122 +55,28 @@ class TaskResult:
         return self.status == "passed"
 
 
-@dataclass
-class Workspace:
-    base: Path
-    workdir: Path
-    mapping: dict[str, str]
-    env: dict[str, str]
-    instruction: str
-    test_script: Path
-    solution_script: Path | None
-
-
 class Skip(Exception):
-    """The task cannot run without its container; the message says why."""
+    """The task cannot run here; the message says why."""
 
 
-def _run(command: list[str], cwd: Path, env: dict[str, str], timeout: float, log: Path) -> tuple[int, bool]:
-    """Run in a new process group (a timeout kills every descendant); output goes to `log`."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        try:
-            return proc.wait(timeout=timeout), False
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            return -9, True
-
-
-def _map_tree(src: Path, dest: Path, mapping: dict[str, str], what: str) -> list[str]:
-    """Copy `src` to `dest`, mapping container paths in text files; returns the problems found."""
-    problems = []
-    shutil.copytree(src, dest, dirs_exist_ok=True)
-    for path in sorted(p for p in dest.rglob("*") if p.is_file() and not p.is_symlink()):
-        if path.stat().st_size > 1_000_000:
-            continue
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (UnicodeDecodeError, OSError):
-            continue
-        mapped = map_paths(text, mapping)
-        if mapped != text:
-            path.write_text(mapped, encoding="utf-8")
-        problem = mapping_problem(mapped, mapping, f"{what}/{path.relative_to(dest)}")
-        if problem and path.suffix in ("", ".sh", ".py", ".bash"):
-            problems.append(problem)
-    return problems
-
-
-def prepare(task: Task, base: Path) -> Workspace:
-    """Lay out and build the task's directory; raises Skip when it needs its container."""
-    if task.docker.unsupported:
-        raise Skip("; ".join(dict.fromkeys(task.docker.unsupported)))
-    base = base.resolve()
-    workdir = base / "workdir"
-    host = {"/tests": base / "tests", "/solution": base / "solution", "/logs": base / "logs",
-            "/logs/verifier": base / "logs" / "verifier", "/logs/agent": base / "logs" / "agent"}
-    mapping = {p: str(host.get(p, workdir)) for p in sandbox_paths(task)}
-    for path in (workdir, *host.values()):
-        path.mkdir(parents=True, exist_ok=True)
-    instruction = map_paths(task.instruction, mapping)
-    problem = mapping_problem(instruction, mapping, "the instruction")
+def start_task(task: Task, state: Path, log: Path) -> tuple[TaskContainer, dict[str, str]]:
+    """A running container with the task's image applied; returns it and its environment."""
+    problem = container_problem()
     if problem:
         raise Skip(problem)
-    problems = _map_tree(task.tests_dir, host["/tests"], mapping, "tests") if task.tests_dir.is_dir() else []
-    test_script = host["/tests"] / task.test_script.name
-    if task.format == "tb1":  # run-tests.sh sits beside the tests directory
-        text = map_paths(task.test_script.read_text(encoding="utf-8"), mapping)
-        test_script.write_text(text, encoding="utf-8")
-        problems += [p for p in [mapping_problem(text, mapping, "run-tests.sh")] if p]
-    solution = None
-    if task.solution_script is not None:
-        if task.format == "harbor":
-            problems += _map_tree(task.solution_script.parent, host["/solution"], mapping, "solution")
-        else:
-            text = map_paths(task.solution_script.read_text(encoding="utf-8"), mapping)
-            (host["/solution"] / task.solution_script.name).write_text(text, encoding="utf-8")
-        solution = host["/solution"] / task.solution_script.name
-    if problems:
-        raise Skip(problems[0])
-    env = dict(os.environ)
-    env.update({k: map_paths(v, mapping) for k, v in task.docker.env.items()})
-    env.update(TEST_DIR=str(host["/tests"]), TESTS_DIR=str(host["/tests"]), SOLUTION_DIR=str(host["/solution"]),
-               LOGS_DIR=str(host["/logs"]), TASK_WORKDIR=str(workdir))
-    _build(task, workdir, mapping, env, base / "logs" / "build.log")
-    return Workspace(base, workdir, mapping, env, instruction, test_script, solution)
-
-
-def _build(task: Task, workdir: Path, mapping: dict[str, str], env: dict[str, str], log: Path) -> None:
-    for kind, arg in task.docker.steps:
-        if kind == "copy":
-            src_name, dest_name = arg.split("\0")
-            src = (task.context_dir / src_name).resolve()
-            if not src.exists() or task.context_dir.resolve() not in (src, *src.parents):
-                raise Skip(f"COPY source {src_name} is not in the build context")
-            dest = Path(map_paths(dest_name, mapping)) if dest_name.startswith("/") else workdir / dest_name
-            if not str(dest.resolve()).startswith(str(workdir.parent)):
-                raise Skip(f"COPY to the root path {dest_name}")
-            if src.is_dir():
-                shutil.copytree(src, dest, dirs_exist_ok=True)
-            else:
-                if dest_name.endswith("/") or dest.is_dir():
-                    dest = dest / src.name
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(src, dest)
-        else:
-            command = map_paths(arg, mapping)
-            problem = mapping_problem(command, mapping, "a Dockerfile RUN step")
-            if problem:
-                raise Skip(problem)
-            code, timed_out = _run(["bash", "-c", command], workdir, env, 600, log)
-            if code != 0:
-                raise RuntimeError(f"environment build failed: RUN {arg[:80]} exited with {code}")
+    if task.docker.unsupported:
+        raise Skip("; ".join(dict.fromkeys(task.docker.unsupported)))
+    box = TaskContainer(state, network=task.network, hide=(task.path, state.parent.parent))
+    try:
+        box.start()
+        env = build_image(box, task.docker, task.context_dir, log=log, timeout=task.build_timeout,
+                          workdir=task.docker.workdir)
+        for path in ("/logs/agent", "/logs/verifier"):  # Harbor's output folders exist from the start
+            box.host_path(path).mkdir(parents=True, exist_ok=True)
+    except BaseException:
+        box.remove()
+        raise
+    return box, env
 
 
 def read_reward(task: Task, logs: Path, test_code: int) -> float | None:
@@ -201,55 +107,79 @@ def run_task(
     out_dir: Path,
     keep: bool = False,
 ) -> TaskResult:
-    """One task end to end: prepare, agent (or oracle when model_factory is None), tests, reward."""
+    """One task end to end: container, agent (or oracle when model_factory is None), tests, reward."""
     start = time.monotonic()
-    base = Path(tempfile.mkdtemp(prefix=f"clover-tb-{task.id}-"))
     result = TaskResult(task.id, "error")
     task_out = out_dir / task.id
     task_out.mkdir(parents=True, exist_ok=True)
+    box: TaskContainer | None = None
     try:
-        ws = prepare(task, base)
+        box, env = start_task(task, task_out / "container", task_out / "build.log")
+        workdir = task.docker.workdir
         agent_start = time.monotonic()
         if model_factory is None:
-            if ws.solution_script is None:
+            if task.solution_script is None:
                 raise Skip("no solution script for --oracle")
-            _run(["bash", str(ws.solution_script)], ws.workdir, ws.env, task.agent_timeout, task_out / "oracle.log")
+            box.put(task.solution_script.parent if task.format == "harbor" else task.solution_script,
+                    "/solution" if task.format == "harbor" else f"/solution/{task.solution_script.name}")
+            box.exec(f"bash /solution/{task.solution_script.name}", cwd=workdir, env=env,
+                     timeout=task.agent_timeout, log=task_out / "oracle.log")
             result.exit_status = "oracle"
         else:
-            _run_agent(task, ws, settings, model_factory(task), task_out, result)
+            _run_agent(task, box, env, settings, model_factory(task), task_out, result)
         result.agent_seconds = time.monotonic() - agent_start
         test_start = time.monotonic()
-        code, timed_out = _run(["bash", str(ws.test_script)], ws.workdir, ws.env, task.test_timeout,
-                               base / "logs" / "verifier" / "test-stdout.txt")
+        code, timed_out = verify(task, box, env, task_out)
         result.test_seconds = time.monotonic() - test_start
-        shutil.copytree(base / "logs", task_out / "logs", dirs_exist_ok=True)
-        result.reward = read_reward(task, base / "logs", code)
+        logs = box.host_path("/logs")
+        shutil.copytree(logs, task_out / "logs", dirs_exist_ok=True)
+        result.reward = read_reward(task, logs, code)
         if result.reward is None:
             result.status, result.reason = "failed", "the tests wrote no reward" + (" (timed out)" if timed_out else "")
         else:
             result.status = "passed" if result.reward >= 1.0 else "failed"
     except Skip as exc:
         result.status, result.reason = "skipped", str(exc)
+    except BuildError as exc:
+        result.status, result.reason = "error", f"environment build failed: {exc}"
     except Exception as exc:  # one task's failure must not stop the batch
         result.status, result.reason = "error", f"{type(exc).__name__}: {exc}"
     finally:
-        if not keep:
-            shutil.rmtree(base, ignore_errors=True)
+        if box is not None:
+            box.stop()
+            if not keep:
+                shutil.rmtree(box.state, ignore_errors=True)
     result.seconds = time.monotonic() - start
     return result
 
 
-def _run_agent(task: Task, ws: Workspace, settings: Settings, model: Model, task_out: Path, result: TaskResult) -> None:
-    from clover.runner import build_agent
-    from clover.tools.environment import LocalEnvironment
+def verify(task: Task, box: TaskContainer, env: dict[str, str], task_out: Path) -> tuple[int, bool]:
+    """Copy the tests in (only now) and run them from the workdir; returns (status, timed out)."""
+    if task.tests_dir.is_dir():
+        box.put(task.tests_dir, "/tests")
+    if task.format == "tb1":  # run-tests.sh sits beside the tests folder
+        box.put(task.test_script, f"/tests/{task.test_script.name}")
+    log = box.host_path("/logs/verifier/test-stdout.txt")
+    code, out, timed_out = box.exec(f"bash /tests/{task.test_script.name}", cwd=task.docker.workdir,
+                                    env={**env, "TEST_DIR": "/tests"}, timeout=task.test_timeout, log=log)
+    if code != 0 and task.format == "harbor" and not (box.host_path("/logs/verifier") / "reward.txt").exists():
+        (task_out / "verifier-error.txt").write_text(tail(out, 40) + "\n", encoding="utf-8")
+    return code, timed_out
 
-    env = LocalEnvironment(str(ws.workdir), timeout=settings.command_timeout, output_limit=settings.output_limit,
-                           env=ws.env)
+
+def _run_agent(task: Task, box: TaskContainer, env: dict[str, str], settings: Settings, model: Model,
+               task_out: Path, result: TaskResult) -> None:
+    from clover.evals.terminalbench.container_env import ContainerEnvironment
+    from clover.runner import build_agent
+
+    workdir = task.docker.workdir
+    environment = ContainerEnvironment(box, root=workdir, env=env, timeout=settings.command_timeout,
+                                       output_limit=settings.output_limit)
     settings = dataclasses.replace(settings, time_limit=min(settings.time_limit, task.agent_timeout))
-    agent = build_agent(settings, env, model=model, prompt=TASK_PROMPT.format(root=ws.workdir),
+    agent = build_agent(settings, environment, model=model, prompt=TASK_PROMPT.format(root=workdir),
                         trajectory_path=task_out / "trajectory.jsonl")
     try:
-        run = agent.run(ws.instruction)
+        run = agent.run(task.instruction)
     finally:
         if agent.trajectory is not None:
             agent.trajectory.close()

@@ -1,4 +1,4 @@
-"""Terminal-Bench task directories: loading, Dockerfile reading, and the host path mapping.
+"""Terminal-Bench task directories: loading and Dockerfile reading.
 
 Two layouts are read:
 - Harbor (Terminal-Bench 2.x): task.toml, instruction.md, environment/Dockerfile, tests/test.sh
@@ -6,17 +6,16 @@ Two layouts are read:
 - Terminal-Bench 1: task.yaml (`instruction`), Dockerfile, run-tests.sh (pass = exit status 0),
   solution.sh, tests/.
 
-Without Docker a task runs on this machine in a temporary directory. Its WORKDIR, /tests, /solution
-and /logs map to directories there; the mapping is applied to the instruction and to our copies of
-the Dockerfile's RUN steps and of the test and solution scripts (never to the agent's commands).
-Tasks that need anything else (packages, other root paths, multi-stage builds) are skipped with the
-reason. `mapping_problem` says why a text cannot run under the mapping.
+Without Docker a task runs in a TaskContainer (container.py): the host's system under a throwaway
+overlay, the task's paths as they are (/app stays /app). The Dockerfile is read, not built by
+Docker: FROM names the image the host's system stands in for; WORKDIR, ENV, COPY/ADD and RUN are
+applied in order inside the container. Only what cannot be done that way is unsupported
+(a multi-stage build, ADD from a URL, RUN with BuildKit options).
 """
 
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -37,9 +36,10 @@ class DockerSpec:
     """What the local runner can do with a Dockerfile: the WORKDIR and the steps, in order."""
 
     base: str = ""
-    workdir: str = "/"
-    steps: list[tuple[str, str]] = field(default_factory=list)  # ("run", cmd) | ("copy", "src\0dest")
-    env: dict[str, str] = field(default_factory=dict)
+    workdir: str = "/"  # the last WORKDIR: where the agent, the solution and the tests start
+    # In order: ("workdir", path) | ("env", "NAME\0value") | ("run", cmd) | ("copy", "src\0dest")
+    steps: list[tuple[str, str]] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # every ENV, for the commands after the build
     unsupported: list[str] = field(default_factory=list)  # reasons the spec cannot run locally
 
 
@@ -56,18 +56,13 @@ class Task:
     solution_script: Path | None
     agent_timeout: float = 600.0
     test_timeout: float = 600.0
+    build_timeout: float = 600.0
+    network: bool = True  # task.toml [environment] network_mode = "none" / allow_internet = false: off
 
 
-# Instructions that change nothing a shell-only task needs.
-_IGNORED = {"LABEL", "MAINTAINER", "EXPOSE", "CMD", "ENTRYPOINT", "VOLUME", "STOPSIGNAL", "ARG", "USER"}
-# RUN steps that install software or fetch from the network are more than "shell-only".
-# Only in command position (line start, after ; && || | $( or sudo), so prose and echo text pass.
-_INSTALLERS = re.compile(
-    r"(?:^|[;&|(`]|\bthen\b|\bdo\b|\bsudo\b|\bexec\b)\s*"
-    r"(apt-get|apt|apk|yum|dnf|pip3?|python3?\s+-m\s+pip|uv|uvx|conda|npm|npx|yarn|cargo|gem|go|curl|wget|"
-    r"git\s+clone|add-apt-repository|dpkg|rpm|snap|brew)(?![\w-])",
-    re.MULTILINE,
-)
+# Instructions that change nothing the local container needs.
+_IGNORED = {"LABEL", "MAINTAINER", "EXPOSE", "CMD", "ENTRYPOINT", "VOLUME", "STOPSIGNAL", "ARG", "USER",
+            "HEALTHCHECK", "SHELL"}
 
 
 def _logical_lines(text: str) -> list[str]:
@@ -112,23 +107,25 @@ def parse_dockerfile(text: str) -> DockerSpec:
                 spec.unsupported.append("multi-stage Dockerfile")
         elif keyword == "WORKDIR":
             spec.workdir = str(PurePosixPath(spec.workdir) / arg.strip("\"'"))
+            spec.steps.append(("workdir", spec.workdir))
         elif keyword == "ENV":
+            pairs: list[tuple[str, str]] = []
             if "=" in arg.split()[0]:
                 for item in shlex.split(arg):
                     name, _, value = item.partition("=")
-                    spec.env[name] = value
+                    pairs.append((name, value))
             else:
                 name, _, value = arg.partition(" ")
-                spec.env[name] = value.strip()
+                pairs.append((name, value.strip()))
+            for name, value in pairs:
+                spec.env[name] = value
+                spec.steps.append(("env", f"{name}\0{value}"))
         elif keyword == "RUN":
             argv = _exec_form(arg)
             command = shlex.join(argv) if argv is not None else arg
             if command.startswith("--"):
                 spec.unsupported.append(f"RUN with options: {command[:60]}")
                 continue
-            installer = _INSTALLERS.search(command)
-            if installer:
-                spec.unsupported.append(f"RUN installs or downloads software ({installer.group(1)})")
             spec.steps.append(("run", command))
         elif keyword in ("COPY", "ADD"):
             parts = _exec_form(arg) or shlex.split(arg)
@@ -179,9 +176,9 @@ def _load_harbor(root: Path) -> Task:
         raise TaskError(f"{root}: tests/test.sh is missing")
     solve = root / "solution" / "solve.sh"
     docker = parse_dockerfile(_read(dockerfile))
-    workdir = (config.get("environment") or {}).get("workdir")
-    if workdir:
-        docker.workdir = str(workdir)
+    environment = config.get("environment") or {}
+    if environment.get("workdir"):
+        docker.workdir = str(environment["workdir"])
     return Task(
         id=root.name,
         path=root,
@@ -194,6 +191,8 @@ def _load_harbor(root: Path) -> Task:
         solution_script=solve if solve.is_file() else None,
         agent_timeout=float((config.get("agent") or {}).get("timeout_sec") or 600.0),
         test_timeout=float((config.get("verifier") or {}).get("timeout_sec") or 600.0),
+        build_timeout=float(environment.get("build_timeout_sec") or 600.0),
+        network=environment.get("network_mode", "public") != "none" and environment.get("allow_internet", True) is not False,
     )
 
 
@@ -244,43 +243,3 @@ def find_tasks(root: str | Path, ids: list[str] | None = None) -> list[Task]:
     if not tasks:
         raise TaskError(f"{base}: no task directories found")
     return tasks
-
-
-# --------------------------------------------------------------------------- path mapping
-
-# Root paths a script may use on this machine as they are (system files, scratch space).
-_HOST_PATHS = ("/dev/", "/usr/", "/bin/", "/sbin/", "/lib", "/proc/", "/etc/", "/tmp", "/dev")
-_ABS_PATH = re.compile(r"(?<![\w./$}~:@-])/[A-Za-z0-9_][A-Za-z0-9_.+-]*(?:/[A-Za-z0-9_.+-]*)*")
-
-
-def sandbox_paths(task: Task) -> list[str]:
-    """The container paths the local mapping covers, longest first."""
-    paths = {"/tests", "/solution", "/logs", "/logs/verifier", "/logs/agent"}
-    if task.docker.workdir not in ("/", ""):
-        paths.add(task.docker.workdir.rstrip("/"))
-    return sorted(paths, key=len, reverse=True)
-
-
-def map_paths(text: str, mapping: dict[str, str]) -> str:
-    """Replace each container path in `mapping` (whole path components only) by its host path."""
-    for container in sorted(mapping, key=len, reverse=True):
-        pattern = re.compile(r"(?<![\w.$}~:@/-])" + re.escape(container) + r"(?=/|\.(?![\w+-])|[^\w.+-]|$)")  # "/app." ends a sentence
-        text = pattern.sub(lambda _m, c=container: mapping[c], text)
-    return text
-
-
-def mapping_problem(text: str, mapping: dict[str, str], what: str) -> str | None:
-    """Why `text` (already mapped) still needs the container's file system, or None."""
-    hosts = tuple(mapping.values())
-    for match in _ABS_PATH.finditer(text):
-        found = match.group(0).rstrip(".")
-        if found.startswith(hosts) or found.startswith(_HOST_PATHS):
-            continue
-        line = text[: match.start()].count("\n")
-        if line == 0 and text.startswith("#!"):
-            continue
-        return f"{what} uses the root path {found}"
-    installer = _INSTALLERS.search(text)
-    if installer and what != "the instruction":
-        return f"{what} installs or downloads software ({installer.group(1)})"
-    return None

@@ -1,0 +1,2 @@
+#!/bin/bash
+clover-greet > /app/greeting.txt
