@@ -30,7 +30,7 @@ from clover.settings import Settings
 from clover.tools.checkpoints import Checkpoints
 from clover.tools.environment import LocalEnvironment
 from clover.tools.git_tools import GitTool
-from clover.tools.sandbox import bwrap_available, make_wrapper, unavailable_reason
+from clover.tools.sandbox import _HOST_SOCKETS, bwrap_available, make_wrapper, unavailable_reason
 from clover.tools.search import GlobTool, GrepTool
 from tests.clihelp import isolated_env, run_clover
 
@@ -106,6 +106,19 @@ def test_default_is_sandboxed_with_the_network_off(tmp_path: Path, outside: Path
     off = build_environment(Settings(sandbox=False), tmp_path)
     off.execute(f"echo x > {outside}/unsandboxed")
     assert (outside / "unsandboxed").exists()  # sandbox = false really turns it off
+
+
+@needs_bwrap
+def test_host_service_sockets_are_hidden(tmp_path: Path) -> None:
+    """A read-only mount still lets a process connect() to a socket: /run (Docker, D-Bus, ...)."""
+    offline = _sandboxed(tmp_path).execute("ls -A /run")
+    assert offline.returncode == 0 and offline.output.strip() == ""
+    online = _sandboxed(tmp_path, network=True)
+    for path in _HOST_SOCKETS:
+        if os.path.isdir(path):
+            assert online.execute(f"ls -A {path}").output.strip() == "", path
+        elif os.path.exists(path):
+            assert online.execute(f"test -S {path} || echo hidden").output.strip() == "hidden", path
 
 
 def _spy_bin(outside: Path, name: str) -> Path:

@@ -4,8 +4,9 @@ Inside: the whole file system read-only, the workspace (and any --add-dir) writa
 /tmp, fresh /dev, its own PID namespace with a fresh /proc (no /proc/<pid>/root of a host process
 to write through; every process in it dies with the command: bwrap is its init and
 --die-with-parent ties that to Clover), a new session (no TIOCSTI into the terminal), no network
-unless allowed (a new network namespace with only a down loopback), and the host's well-known
-service sockets (Docker, the user's session bus and agents under /run/user) hidden.
+unless allowed (a new network namespace with only a down loopback), and the host's service
+sockets hidden (all of /run without the network; with it the well-known ones: Docker, D-Bus,
+/run/user's session bus and agents, databases).
 `Sandbox(root).wrap_command` fits LocalEnvironment's `wrap_command(argv) -> argv` hook.
 """
 
@@ -62,9 +63,11 @@ class Sandbox:
     def wrap_command(self, argv: Sequence[str]) -> list[str]:
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--unshare-ipc",
                 "--proc", "/proc"]
-        for sock in sorted({os.path.realpath(s) for s in _HOST_SOCKETS if os.path.exists(s)}):
-            # read-only does not stop connect(): hide them
-                args += ["--tmpfs", sock] if os.path.isdir(sock) else ["--ro-bind", "/dev/null", sock]
+        # A read-only mount does not stop connect() on a host service's socket: hide them. Without
+        # the network nothing in /run is needed (with it, resolv.conf may point into /run).
+        hidden = ["/run"] if not self.network else _HOST_SOCKETS
+        for sock in sorted({os.path.realpath(s) for s in hidden if os.path.exists(s)}):
+            args += ["--tmpfs", sock] if os.path.isdir(sock) else ["--ro-bind", "/dev/null", sock]
         if self.private_tmp:
             args += ["--tmpfs", "/tmp"]
             # Tools that live under /tmp (a virtualenv, a checkout's PATH entries) stay usable, read-only.
@@ -82,8 +85,8 @@ class Sandbox:
     __call__ = wrap_command
 
 
-_HOST_SOCKETS = ("/run/user", "/var/run/docker.sock", "/run/docker.sock", "/run/containerd",
-                 "/run/podman", "/var/run/dbus", "/run/dbus")
+_HOST_SOCKETS = ("/run/user", "/var/run/docker.sock", "/run/docker.sock", "/run/containerd", "/run/podman",
+                 "/var/run/dbus", "/run/dbus", "/run/postgresql", "/run/mysqld", "/run/snapd.socket")
 
 
 def _tools_under_tmp(argv: Sequence[str]) -> list[str]:
