@@ -132,15 +132,18 @@ def test_calls_the_model_opens_itself_are_well_formed(clover, think):
     assert any(problems(t) for model in free for t in sample(model, 4))
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("think", [False, True])
-def test_twenty_samples_per_block_size_are_well_formed(clover, think):
+@pytest.mark.parametrize(
+    ("think", "n"),
+    [(False, 2), pytest.param(False, 20, marks=pytest.mark.slow), pytest.param(True, 20, marks=pytest.mark.slow)],
+)
+def test_samples_per_block_size_are_well_formed(clover, think, n):
+    """Zero malformed calls at every block size: n samples each (2 in the default run, 20 under -m slow)."""
     net = biased(clover)
     for block in (1, 4, 16, 32):
         model = variant(clover, temperature=1.0, block_size=block, think=think, net=net, max_tokens=96)
-        turns = sample(model, 20, seed0=100)
+        turns = sample(model, n, seed0=100)
         assert all(not problems(t) for t in turns), [problems(t) for t in turns]
-        assert sum(len(t.tool_calls) for t in turns) >= 10
+        assert sum(len(t.tool_calls) for t in turns) >= n // 2
 
 
 def test_a_call_out_of_room_closes_on_the_last_token(clover):
