@@ -75,6 +75,10 @@ BYPASSES = [
     "echo x > >(rm -rf t)",
     "rm -rf t &",
     "[[ -d t ]] && rm -rf t",
+    "flock lockfile rm -rf t",
+    "script -qc 'rm -rf t' /dev/null",
+    "r\\\nm -rf t",
+    "rm$IFS-rf t",
 ]
 
 

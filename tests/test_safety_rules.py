@@ -56,6 +56,17 @@ def test_deny_rules_hold_in_every_mode(command):
         assert decide(mode, command, deny=DENY, allow=["bash(*)"]) in ("deny", "ask"), (mode, command)
 
 
+EXEC_WRAPPED = ["strace -f rm -rf t", "unshare -r rm -rf t", "chroot / rm -rf t", "parallel rm -rf ::: t",
+                "fakeroot rm -rf t", "sg users -c 'rm -rf t'", "runuser -u root -- rm -rf t", "flock f $X -rf t",
+                "hyperfine 'rm -rf t'", "nsenter -t 1 -m rm -rf t"]
+
+
+@pytest.mark.parametrize("command", EXEC_WRAPPED)
+def test_programs_that_run_their_arguments_are_seen_through(command):
+    """Programs that run a command from their argv (not all installed here, so decision only)."""
+    assert decide("yolo", command, deny=DENY) == "deny", command
+
+
 def test_refusals_say_why_and_what_to_do():
     _, reason = PermissionPolicy("yolo", deny=DENY).decide("bash", {"command": "X=rm; $X -rf t"}, False)
     assert "program name from an expansion" in reason and "literally" in reason

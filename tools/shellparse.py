@@ -65,6 +65,14 @@ _WRAPPER_ARGOPTS: dict[str, set[str]] = {
     "xargs": {"-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter", "--max-args",
               "--max-procs", "--max-chars", "--max-lines"},
 }
+# Programs that run a command given in their arguments, with options we do not model: deny rules
+# see every tail of their argv (`flock /tmp/l rm -rf t` is tried as `rm -rf t`), and a `-c` string
+# is parsed as a script.
+EXEC_WRAPPERS = {"flock", "strace", "ltrace", "valgrind", "unshare", "chroot", "nsenter", "runuser", "script",
+                 "parallel", "xvfb-run", "firejail", "systemd-run", "catchsegv", "proot", "fakeroot", "faketime",
+                 "torsocks", "proxychains", "proxychains4", "nocache", "eatmydata", "tini", "dumb-init", "sg",
+                 "rlwrap", "cpulimit", "prlimit", "ccache", "distcc", "sudoedit", "setpriv", "capsh", "chpst",
+                 "numactl", "hyperfine", "entr", "gtimeout", "caffeinate", "with-contenv", "s6-setuidgid"}
 # wrappers followed by one positional argument before the command (duration, priority, cpu mask)
 _WRAPPER_POSITIONAL = {"timeout": 1, "chrt": 1, "taskset": 1}
 _WRITE_REDIRECTS = {">", ">>", ">|", "&>", "&>>", ">&", "<>"}
@@ -108,6 +116,7 @@ class SimpleCommand:
     assigns: list[str] = field(default_factory=list)  # `VAR=value` prefixes (also `env VAR=value`)
     opaque: str | None = None  # why what runs cannot be known from the text (see the module doc)
     open_tail: bool = False  # some arguments are unknown (`rm $F`, `xargs rm`): only the program is
+    runs_tail: bool = False  # an EXEC_WRAPPERS program: any tail of argv may be the command it runs
 
     @property
     def text(self) -> str:
@@ -128,6 +137,10 @@ class SimpleCommand:
                 forms.append(" ".join(base + [f"> {w}" for w in self.writes]))
             if self.assigns:  # `bash(GIT_CONFIG* *)` style rules see the prefixes
                 forms.append(" ".join([*self.assigns, *base]))
+            if self.runs_tail:
+                for i in range(1, len(expanded)):
+                    tail = [os.path.basename(expanded[i]) or expanded[i], *expanded[i + 1:]]
+                    forms += [" ".join(tail), " ".join(canonical_argv(tail))]
         return list(dict.fromkeys(f for f in forms if f))
 
     def program(self) -> str | None:
@@ -466,11 +479,14 @@ def _add_command(words: list[str], dynamic: list[bool], out: ParsedShell, depth:
         nested.append(argv[1])
     elif prog == "alias":  # so is an alias's
         nested += [a.split("=", 1)[1] for a in argv[1:] if "=" in a]
-    elif prog in ("su", "flock", "watch"):
+    elif prog in ("su", "watch") or prog in EXEC_WRAPPERS:
         script = _dash_c_value(argv) if prog != "watch" else " ".join(_skip_opts(argv[1:], {"-n", "-d"}))
         if script:
             nested.append(script)
-            cmd.carrier = prog != "flock"
+            cmd.carrier = prog in ("su", "watch")
+        cmd.runs_tail = prog in EXEC_WRAPPERS
+        if cmd.runs_tail and any(dyn) and not cmd.opaque:
+            cmd.opaque = f"runs a command ({prog}) with words from an expansion"
     elif prog == "find":
         _find_exec(argv, out, depth)
     for script in nested:
@@ -594,7 +610,7 @@ def _skip_opts(args: list[str], argopts: set[str]) -> list[str]:
 
 def _dash_c_value(argv: list[str]) -> str | None:
     for i, a in enumerate(argv[1:], start=1):
-        if a in ("-c", "--command") and i + 1 < len(argv):
+        if (a in ("-c", "--command") or re.fullmatch(r"-[A-Za-z]+c", a)) and i + 1 < len(argv):
             return argv[i + 1]
         if a.startswith("--command="):
             return a.split("=", 1)[1]
