@@ -91,3 +91,13 @@ def test_two_edits_in_one_session_both_show_their_diff(tmp_path: Path, home: Pat
     text = out.getvalue()
     assert text.count("+a = 10") == 1 and text.count("+b = 20") == 1
     assert "⎿ ✓ calc.py +1 -1  [1]" in text and "⎿ ✓ calc.py +1 -1  [2]" in text
+
+
+def test_environment_passes_output_on_as_it_arrives(tmp_path: Path) -> None:
+    from clover.tools.environment import LocalEnvironment
+
+    env = LocalEnvironment(str(tmp_path))
+    seen: list[str] = []
+    env.on_output = seen.append
+    result = env.execute("echo one; echo two >&2")
+    assert "".join(seen) == result.output and "one" in result.output and "two" in result.output
