@@ -167,3 +167,37 @@ def test_task_runner_reuses_one_model_per_decoder(tmp_path):
     runner = TaskRunner(BenchConfig(out=tmp_path, model="scripted:unused"), model=ScriptedModel([]))
     a, b = runner.model_for(Decoder(32, 0.9)), runner.model_for(Decoder(1, 0.9))
     assert a is runner.model_for(Decoder(32, 0.9)) and a is not b
+
+
+def test_grounding_side_by_side_and_the_value_errors_it_rules_out(tmp_path):
+    from clover.evals.bench.run import BenchError, parse_grounding
+    from clover.evals.bench.stats import trajectory_stats
+
+    cfg = BenchConfig(out=tmp_path, block_sizes=[32, 1], grounding=parse_grounding("on,off"))
+    keys = [d.key for d in cfg.decoders()]
+    assert keys == ["diffusion-b32-t0.9", "ar-b1", "diffusion-b32-t0.9-ungrounded", "ar-b1-ungrounded"]
+    assert [cfg.settings(d).grounded for d in cfg.decoders()] == [True, True, False, False]
+    with pytest.raises(BenchError):
+        parse_grounding("maybe")
+    traj = [
+        {"type": "assistant", "completion_tokens": 50, "stats": {"forwards": 10, "grammar_tokens": 30}},
+        {"type": "tool", "name": "str_replace", "is_error": True, "output": "old_str was not found in a.py. ..."},
+        {"type": "tool", "name": "str_replace", "is_error": True, "output": "str_replace: old_str occurs 2 times in a.py"},
+        {"type": "tool", "name": "view", "is_error": True, "output": "src/b.py: no such file"},
+        {"type": "tool", "name": "bash", "is_error": True, "output": "cat: x: No such file or directory"},
+    ]
+    st = trajectory_stats(traj)
+    assert (st["forced_tokens"], st["str_replace_misses"], st["missing_paths"]) == (30, 2, 1)
+    # tokens per forward with and without the forced tokens; speed on the tasks both decoders solve
+    on32, on1 = cfg.decoders()[:2]
+
+    def rec(d, iid, seconds, ok):
+        return {"decoder_key": d.key, "instance_id": iid, "resolved": ok, "seconds": seconds, **st,
+                "exit_status": "submitted"}  # fmt: skip
+
+    records = [rec(on32, "a", 2.0, True), rec(on1, "a", 6.0, True), rec(on32, "b", 1.0, False), rec(on1, "b", 9.0, True)]
+    s = summarize(records, [on32, on1])
+    row = s["decoders"][0]
+    assert row["tokens_per_forward"] == 5.0 and row["model_tokens_per_forward"] == 2.0
+    (q,) = s["ratios"]
+    assert (q["both_solved"], q["both_solved_speedup"]) == (1, 3.0)

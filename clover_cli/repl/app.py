@@ -472,6 +472,9 @@ class ChatApp:
             forwards = result.stats.get("forwards", 0)
             if forwards:
                 parts.append(f"{forwards:.0f} fwd · {result.completion_tokens / forwards:.2f} tok/fwd")
+                forced = result.stats.get("grammar_tokens", 0)  # placed by the tool grammar, no forward
+                if forced:
+                    parts.append(f"{(result.completion_tokens - forced) / forwards:.2f} without {forced:.0f} forced")
             if result.model_seconds >= 0.2 and result.completion_tokens:
                 parts.append(f"{result.completion_tokens / result.model_seconds:.1f} tok/s")
         if window:

@@ -61,6 +61,7 @@ class BenchConfig:
     test_timeout: float = 120.0
     split: str = "heldout"
     keep_workspaces: bool = False
+    grounding: list[bool] = field(default_factory=lambda: [True])  # grounded tool values; [True, False]: both
 
     def __post_init__(self) -> None:
         # Work trees are cloned and graded with other working directories: a relative --out
@@ -68,7 +69,7 @@ class BenchConfig:
         self.out = Path(self.out).absolute()
 
     def decoders(self) -> list[Decoder]:
-        return [Decoder(b, self.threshold) for b in self.block_sizes]
+        return [Decoder(b, self.threshold, g) for g in self.grounding for b in self.block_sizes]
 
     def settings(self, decoder: Decoder):
         """The agent's settings for one decoder: `clover fix --yes` with this block size."""
@@ -77,7 +78,7 @@ class BenchConfig:
         values = {
             "model": self.model, "mode": "yolo", "max_steps": self.max_steps, "max_tokens": self.max_tokens,
             "time_limit": self.time_limit, "block_size": decoder.block_size, "threshold": decoder.threshold,
-            "think": self.think, "device": self.device, "temperature": 0.0,
+            "think": self.think, "device": self.device, "temperature": 0.0, "grounded": decoder.grounded,
             "checkpoints": False,  # undo snapshots would fill ~/.cache for throwaway clones
         }  # fmt: skip
         try:
@@ -97,6 +98,8 @@ class BenchConfig:
             raise BenchError("--block-size lists a block size twice")
         if not 0.0 <= self.threshold <= 1.0:
             raise BenchError("--threshold must be between 0 and 1")
+        if not self.grounding or len(set(self.grounding)) != len(self.grounding):
+            raise BenchError("--grounding takes on, off or on,off")
         for d in self.decoders():
             self.settings(d)
 
@@ -322,6 +325,15 @@ def parse_block_sizes(text: str) -> list[int]:
         raise BenchError(f"--block-size takes integers like 32,1, not {text!r}") from None
 
 
+def parse_grounding(text: str) -> list[bool]:
+    """`on`, `off` or `on,off` (both, side by side) -> the grounded flags."""
+    flags = {"on": True, "off": False}
+    parts = [x.strip().lower() for x in text.split(",") if x.strip()]
+    if not parts or any(p not in flags for p in parts):
+        raise BenchError(f"--grounding takes on, off or on,off, not {text!r}")
+    return [flags[p] for p in parts]
+
+
 def model_error_types() -> tuple[type[BaseException], ...]:
     from clover.core.protocols import ModelError
 
@@ -344,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--think", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--oracle", choices=("gold", "empty"), help="grade the gold / an empty patch, no model")
     p.add_argument("--keep-workspaces", action="store_true")
+    p.add_argument("--grounding", default="on", help="grounded tool values: on, off, or on,off (both)")
     args = p.parse_args(argv)
     try:
         cfg = BenchConfig(
@@ -351,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
             block_sizes=parse_block_sizes(args.block_size), threshold=args.threshold, max_steps=args.max_steps,
             max_tokens=args.max_tokens, time_limit=args.time_limit, workers=args.workers, device=args.device,
             think=args.think, mode=args.oracle or "agent", keep_workspaces=args.keep_workspaces,
+            grounding=parse_grounding(args.grounding),
         )  # fmt: skip
         summary = run_bench(cfg)
     except model_error_types() as exc:

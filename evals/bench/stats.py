@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ DECODER_KEYS = (
     "decoder", "block_size", "threshold", "tasks", "resolved", "success_rate", "steps_mean", "turns",
     "generated_tokens", "forwards", "forwards_per_token", "tokens_per_forward", "tok_per_s",
     "median_seconds", "total_seconds", "malformed_tool_calls", "tool_calls", "exit_statuses",
+    "grounded", "forced_tokens", "model_tokens_per_forward", "str_replace_misses", "missing_paths",
 )  # fmt: skip
 
 
@@ -23,18 +25,21 @@ DECODER_KEYS = (
 class Decoder:
     block_size: int
     threshold: float
+    grounded: bool = True  # tool values grounded in the workspace (the `grounded` setting)
 
     @property
     def key(self) -> str:  # file-name safe
-        return "ar-b1" if self.block_size == 1 else f"diffusion-b{self.block_size}-t{self.threshold:g}"
+        key = "ar-b1" if self.block_size == 1 else f"diffusion-b{self.block_size}-t{self.threshold:g}"
+        return key if self.grounded else f"{key}-ungrounded"
 
     @property
     def name(self) -> str:
-        return "B=1 (AR)" if self.block_size == 1 else f"B={self.block_size} τ={self.threshold:g}"
+        name = "B=1 (AR)" if self.block_size == 1 else f"B={self.block_size} τ={self.threshold:g}"
+        return name if self.grounded else f"{name} ungrounded"
 
     def describe(self) -> dict[str, Any]:
         return {"decoder": self.name, "decoder_key": self.key, "block_size": self.block_size,
-                "threshold": self.threshold}  # fmt: skip
+                "threshold": self.threshold, "grounded": self.grounded}  # fmt: skip
 
 
 def is_format_error(record: dict[str, Any]) -> bool:
@@ -43,17 +48,34 @@ def is_format_error(record: dict[str, Any]) -> bool:
     return bool(record.get("is_error")) and str(record.get("output", "")).startswith(FORMAT_ERROR_PREFIXES)
 
 
+# What the file tools answer when old_str does not match exactly once, or a path does not exist
+# (tools/files.py, tools/textio.py, tools/paths.py, tools/search.py)
+_MISS = re.compile(r"old_str was not found|old_str occurs \d+ times")
+_NO_PATH = re.compile(r"no such file|outside the workspace|cannot resolve", re.IGNORECASE)
+FILE_TOOLS = {"view", "str_replace", "insert", "outline", "grep", "glob"}
+
+
+def value_errors(tools: list[dict[str, Any]]) -> dict[str, int]:
+    """Tool results that grounding rules out: str_replace misses and paths that do not exist."""
+    errors = [r for r in tools if r.get("is_error")]
+    return {
+        "str_replace_misses": sum(1 for r in errors if r.get("name") == "str_replace" and _MISS.search(str(r.get("output", "")))),
+        "missing_paths": sum(1 for r in errors if r.get("name") in FILE_TOOLS and _NO_PATH.search(str(r.get("output", "")))),
+    }  # fmt: skip
+
+
 def trajectory_stats(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Sum one task's assistant turns. Decode time per turn is tokens / tok_per_s as the decoder
     measured it (prefill excluded), so the aggregate tok/s is total tokens / total decode time."""
     turns = [r for r in records if r.get("type") == "assistant"]
     tools = [r for r in records if r.get("type") == "tool"]
-    tokens = forwards = 0.0
+    tokens = forwards = forced = 0.0
     decode_s = prefill_s = 0.0
     for t in turns:
         n, st = float(t.get("completion_tokens") or 0), t.get("stats") or {}
         tokens += n
         forwards += float(st.get("forwards", 0.0))
+        forced += float(st.get("grammar_tokens", 0.0))  # placed by the tool grammar without a forward
         prefill_s += float(st.get("prefill_seconds", 0.0))
         rate = float(st.get("tok_per_s", 0.0))
         decode_s += n / rate if rate > 0 else 0.0
@@ -67,6 +89,8 @@ def trajectory_stats(records: list[dict[str, Any]]) -> dict[str, Any]:
         "tool_calls": sum(len(t.get("tool_calls") or []) for t in turns),
         "parse_errors": sum(1 for t in turns for c in t.get("tool_calls") or [] if c.get("error")),
         "malformed_tool_calls": sum(1 for r in tools if is_format_error(r)),
+        "forced_tokens": int(forced),
+        **value_errors(tools),
     }
 
 
@@ -78,6 +102,7 @@ def aggregate(records: list[dict[str, Any]], decoder: Decoder) -> dict[str, Any]
     mine = [r for r in records if r["decoder_key"] == decoder.key]
     tokens = sum(r["generated_tokens"] for r in mine)
     forwards = sum(r["forwards"] for r in mine)
+    forced = sum(r.get("forced_tokens", 0) for r in mine)
     decode_s = sum(r["decode_seconds"] for r in mine)
     resolved = sum(1 for r in mine if r["resolved"])
     statuses: dict[str, int] = {}
@@ -95,17 +120,37 @@ def aggregate(records: list[dict[str, Any]], decoder: Decoder) -> dict[str, Any]
         "total_seconds": sum(r["seconds"] for r in mine),
         "malformed_tool_calls": sum(r["malformed_tool_calls"] for r in mine),
         "tool_calls": sum(r["tool_calls"] for r in mine), "exit_statuses": statuses,
+        "grounded": decoder.grounded, "forced_tokens": forced,
+        "model_tokens_per_forward": _ratio(tokens - forced, forwards),  # forced tokens left out
+        "str_replace_misses": sum(r.get("str_replace_misses", 0) for r in mine),
+        "missing_paths": sum(r.get("missing_paths", 0) for r in mine),
     }  # fmt: skip
 
 
+def both_solved(records: list[dict[str, Any]], a: Decoder, b: Decoder) -> dict[str, Any]:
+    """Median seconds per task of two decoders on the tasks both resolve (a fair speed figure:
+    a decoder that fails fast looks quick on all tasks)."""
+    solved = {(r["decoder_key"], r.get("instance_id")): r["seconds"] for r in records if r.get("resolved")}
+    both = sorted(i for k, i in solved if k == a.key and (b.key, i) in solved)
+    if not both:
+        return {"both_solved": 0, "both_solved_seconds": None, "both_solved_baseline_seconds": None,
+                "both_solved_speedup": None}  # fmt: skip
+    mine = statistics.median(solved[(a.key, i)] for i in both)
+    theirs = statistics.median(solved[(b.key, i)] for i in both)
+    return {"both_solved": len(both), "both_solved_seconds": mine, "both_solved_baseline_seconds": theirs,
+            "both_solved_speedup": _ratio(theirs, mine)}  # fmt: skip
+
+
 def summarize(records: list[dict[str, Any]], decoders: list[Decoder]) -> dict[str, Any]:
-    """Per-decoder aggregates and, for every B > 1, its ratios against the B = 1 baseline."""
+    """Per-decoder aggregates and, for every B > 1, its ratios against the B = 1 baseline (the one
+    with the same grounding)."""
     rows = [aggregate(records, d) for d in decoders]
-    base = next((r for r in rows if r["block_size"] == 1), None)
     ratios = []
-    for r in rows:
-        if base is None or r is base:
+    for d, r in zip(decoders, rows, strict=True):
+        base_d = next((x for x in decoders if x.block_size == 1 and x.grounded == d.grounded), None)
+        if base_d is None or base_d == d:
             continue
+        base = rows[decoders.index(base_d)]
         ratios.append({
             "decoder": r["decoder"], "baseline": base["decoder"],
             "wall_clock_speedup": _ratio(base["median_seconds"], r["median_seconds"]),
@@ -113,6 +158,7 @@ def summarize(records: list[dict[str, Any]], decoders: list[Decoder]) -> dict[st
             "tok_per_s_speedup": _ratio(r["tok_per_s"] or 0.0, base["tok_per_s"] or 0.0),
             "tokens_per_forward_ratio": _ratio(r["tokens_per_forward"] or 0.0, base["tokens_per_forward"] or 0.0),
             "success_rate_delta": r["success_rate"] - base["success_rate"],
+            **both_solved(records, d, base_d),
         })  # fmt: skip
     return {"decoders": rows, "ratios": ratios}
 
@@ -130,9 +176,13 @@ TABLE = [  # (header, row -> cell)
     ("resolved", lambda r: f"{r['resolved']}/{r['tasks']} ({100 * r['success_rate']:.0f}%)"),
     ("fwd/token", lambda r: _fmt(r["forwards_per_token"], 3)),
     ("tokens/fwd", lambda r: _fmt(r["tokens_per_forward"])),
+    ("w/o forced", lambda r: _fmt(r.get("model_tokens_per_forward"))),
+    ("forced", lambda r: str(r.get("forced_tokens", 0))),
     ("tok/s", lambda r: _fmt(r["tok_per_s"], 1)),
     ("median s/task", lambda r: _fmt(r["median_seconds"], 1)),
     ("malformed calls", lambda r: f"{r['malformed_tool_calls']}/{r['tool_calls']}"),
+    ("str_replace misses", lambda r: str(r.get("str_replace_misses", 0))),
+    ("missing paths", lambda r: str(r.get("missing_paths", 0))),
     ("steps (mean)", lambda r: _fmt(r["steps_mean"], 1)),
     ("tokens", lambda r: str(r["generated_tokens"])),
 ]
@@ -147,7 +197,9 @@ def ratio_lines(summary: dict[str, Any]) -> list[str]:
         f"{q['decoder']} vs {q['baseline']}: wall-clock speed-up {_x(q['wall_clock_speedup'])} "
         f"(median s/task; total {_x(q['total_time_speedup'])}), decode tok/s {_x(q['tok_per_s_speedup'])}, "
         f"tokens per forward {_x(q['tokens_per_forward_ratio'])}, "
-        f"success rate {100 * q['success_rate_delta']:+.0f} points"
+        f"success rate {100 * q['success_rate_delta']:+.0f} points; on the {q.get('both_solved', 0)} tasks both "
+        f"solve: {_fmt(q.get('both_solved_seconds'), 1)} vs {_fmt(q.get('both_solved_baseline_seconds'), 1)} "
+        f"s/task median ({_x(q.get('both_solved_speedup'))})"
         for q in summary["ratios"]
     ]
 
