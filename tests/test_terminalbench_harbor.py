@@ -137,3 +137,43 @@ def test_clover_agent_runs_a_task_through_harbor_trials(harbor_venv, tmp_path):
     assert served["verifier_result"]["rewards"]["reward"] == 1.0
     assert [r["model"] for r in server.requests] == ["fake-model", "fake-model"]  # "openai/" dropped
     assert served["agent_result"]["n_input_tokens"] == 22 and served["agent_result"]["n_output_tokens"] == 14
+
+
+def test_a_mistyped_agent_option_is_an_error(harbor_venv):
+    probe = ("from pathlib import Path; from clover.evals.terminalbench.harbor_agent import CloverAgent\n"
+             "a = CloverAgent(Path('logs'), 'scripted:x', max_steps='3', api_base='http://127.0.0.1:1')\n"
+             "print(a._options, a._api_base)\n"
+             "try:\n    CloverAgent(Path('logs'), 'scripted:x', max_step=3)\n"
+             "except ValueError as exc:\n    print('refused:', str(exc).splitlines()[1].strip())\n")
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    out = subprocess.run([str(harbor_venv / "bin" / "python"), "-c", probe], capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.splitlines() == ["{'max_steps': 3} http://127.0.0.1:1", "refused: Unknown option 'max_step'."]
+
+
+@pytest.mark.slow
+def test_a_failed_build_says_why_and_leaves_the_log_folders(harbor_venv, tmp_path):
+    task = tmp_path / "tasks" / "bad-build"
+    for sub in ("environment", "tests", "solution"):
+        (task / sub).mkdir(parents=True)
+    (task / "task.toml").write_text((TASKS / "hello-file" / "task.toml").read_text())
+    (task / "instruction.md").write_text("Nothing to do.\n")
+    (task / "environment" / "Dockerfile").write_text(
+        "FROM ubuntu:24.04\nWORKDIR /app\nRUN echo building; clover-no-such-tool --flag\n")
+    (task / "tests" / "test.sh").write_text("#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n")
+    (task / "solution" / "solve.sh").write_text("#!/bin/bash\ntrue\n")
+    command = [str(harbor_venv / "bin" / "harbor"), "run", "-p", str(task), "-a", "oracle",
+               "-e", "clover.evals.terminalbench.harbor_sandbox:BwrapEnvironment",
+               "-o", str(tmp_path / "jobs"), "--job-name", "job", "-n", "1", "-y", "-q"]
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env.pop("VIRTUAL_ENV", None)
+    run = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    [result_file] = (tmp_path / "jobs" / "job").glob("*/result.json")
+    info = json.loads(result_file.read_text())["exception_info"]
+    assert info is not None, run.stdout[-3000:]
+    assert info["exception_type"] == "SandboxBuildFailedError", info
+    message = info["exception_message"]
+    assert "exited with 127" in message and "clover-no-such-tool: command not found" in message, message
+    assert "building" in message  # the step's output, stdout and stderr
+    assert "FileNotFoundError" not in json.dumps(info)  # no second traceback from a missing /logs/agent

@@ -34,6 +34,31 @@ _SERVER_PREFIXES = ("openai/", "hosted_vllm/", "openai_compatible/")
 _OPTIONS = ("max_steps", "temperature", "think", "tool_format", "max_tokens", "command_timeout",
             "time_limit", "token_limit", "request_timeout", "api_key")
 
+try:  # Harbor's options model: `--ak` values typed and checked, a mistyped name is an error
+    from harbor.agents.options import AgentOptions
+except ImportError:  # pragma: no cover - older Harbor: checked by hand in CloverAgent.__init__
+    AgentOptions = None  # type: ignore[assignment,misc]
+
+if AgentOptions is not None:
+    from pydantic import Field
+
+    class CloverOptions(AgentOptions):  # type: ignore[misc,valid-type]
+        """`--ak key=value` options of CloverAgent (unknown keys are refused: extra="forbid")."""
+
+        api_base: str | None = Field(default=None, description="OpenAI-compatible server URL.")
+        api_key: str | None = Field(default=None, description="API key (else OPENAI_API_KEY).")
+        max_steps: int | None = Field(default=None, description="Agent steps before it stops.")
+        max_tokens: int | None = Field(default=None, description="Tokens per model reply.")
+        temperature: float | None = None
+        think: bool | None = None
+        tool_format: str | None = None
+        command_timeout: float | None = Field(default=None, description="Seconds per shell command.")
+        time_limit: float | None = Field(default=None, description="Seconds for the whole run.")
+        token_limit: int | None = None
+        request_timeout: float | None = None
+else:  # pragma: no cover
+    CloverOptions = None  # type: ignore[assignment,misc]
+
 
 def server_model_name(name: str | None) -> str | None:
     if name is None:
@@ -46,11 +71,18 @@ def server_model_name(name: str | None) -> str | None:
 
 class CloverAgent(BaseAgent):
     TRAJECTORY = "clover-trajectory.jsonl"
+    options_model = CloverOptions
 
-    def __init__(self, logs_dir: Path, model_name: str | None = None, *args: Any, api_base: str | None = None,
-                 **kwargs: Any) -> None:
-        options = {k: kwargs.pop(k) for k in _OPTIONS if k in kwargs}
-        super().__init__(logs_dir, model_name, *args, **kwargs)
+    def __init__(self, logs_dir: Path, model_name: str | None = None, *args: Any, **kwargs: Any) -> None:
+        if CloverOptions is None:  # pragma: no cover - older Harbor without options models
+            options = {k: kwargs.pop(k) for k in _OPTIONS if k in kwargs}
+            api_base = kwargs.pop("api_base", None)
+            super().__init__(logs_dir, model_name, *args, **kwargs)
+        else:
+            super().__init__(logs_dir, model_name, *args, **kwargs)  # Harbor validates into self.options
+            values = self.options.model_dump() if self.options is not None else {}
+            options = {k: values[k] for k in _OPTIONS if values.get(k) is not None}
+            api_base = values.get("api_base")
         self._options = options
         self._api_base = api_base
         self._workdir = "/"
