@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clover.tools.shellparse import ParsedShell, canonical_flags, parse_shell
+from clover.tools.shellnorm import canonical_argv
+from clover.tools.shellparse import ParsedShell, parse_shell
 
 
 def argvs(cmd: str) -> list[list[str]]:
@@ -53,8 +54,8 @@ def test_wrappers_are_peeled_but_words_kept():
 def test_deny_forms_cover_paths_and_flag_order():
     forms = parse_shell("/bin/rm -r -f y").commands[0].deny_forms()
     assert "rm -r -f y" in forms and "rm -fr y" in forms
-    assert canonical_flags(["rm", "-rf", "y"]) == ["rm", "-fr", "y"]
-    assert canonical_flags(["git", "push", "-f"]) == ["git", "push", "-f"]
+    assert canonical_argv(["rm", "-rf", "y"]) == ["rm", "-fr", "y"]
+    assert canonical_argv(["git", "push", "-f"]) == ["git", "push", "-f"]
 
 
 def test_dynamic_programs_are_flagged():

@@ -1,12 +1,13 @@
-"""Normalising shell words for permission rules: flag order, brace expansion, risky environment
-names, git subcommands, and "could this unfinished command still match that glob?".
+"""Normalising shell words for permission rules: flag order, risky environment names, git
+subcommands, and "could this unfinished command still match that glob?"
 
 What deny rules see, normalised (tools/permissions.py compares every form):
 - short flags anywhere before `--` are merged into one sorted cluster right after the program
   (`rm t -r -f`, `rm -fr t`, `rm -rf t` -> `rm -fr t`); long synonyms fold into it for the programs
   in `_FLAG_SYNONYMS` (`rm --recursive --force` -> `rm -fr`), other long flags move before operands;
 - `git` is read as `git SUBCOMMAND` (global options before the subcommand are dropped);
-- brace expansion is applied (`rm -r{f,} t` -> `rm -rf -r t`).
+- brace expansion is applied (`rm -r{f,} t` -> `rm -rf -r t`; tools/shellwords.py);
+- quotes are removed as bash does (`r'm'`, `$'r\\x6d'` -> `rm`; tools/shellwords.py).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ _FLAG_SYNONYMS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
     "git reset": ({}, {}),
     "git clean": ({"--force": "f", "--dry-run": "n"}, {}),
 }
-_MAX_BRACE = 64
 
 # Git subcommands that are git's own (anything else may be an alias, which can run any command).
 _GIT_WORDS = """
@@ -89,12 +89,13 @@ def program_key(words: list[str]) -> tuple[str, int]:
     return "git", i
 
 
-def canonical_argv(words: list[str]) -> list[str]:
-    """Program, one sorted short-flag cluster, other flags, then operands (see the module doc)."""
+def canonical_argv(words: list[str], fold: bool = True) -> list[str]:
+    """Program, one sorted short-flag cluster, other flags, then operands (see the module doc).
+    `fold`: long options with a short synonym join the cluster (`--force` -> `f`)."""
     if not words:
         return list(words)
     key, start = program_key(words)
-    long_names, letters_map = _FLAG_SYNONYMS.get(key, ({}, {}))
+    long_names, letters_map = _FLAG_SYNONYMS.get(key, ({}, {})) if fold else ({}, {})
     letters: list[str] = []
     longs: list[str] = []
     operands: list[str] = []
@@ -114,60 +115,6 @@ def canonical_argv(words: list[str]) -> list[str]:
     head = key.split(" ")
     cluster = ["-" + "".join(sorted(set(letters)))] if letters else []
     return [*head, *cluster, *longs, *operands]
-
-
-def expand_braces(word: str) -> list[str]:
-    """Bash brace expansion of one word (`-r{f,}` -> `-rf`, `-r`; `{1..3}`); at most 64 results."""
-    out = _expand(word)
-    return out[:_MAX_BRACE] if out else [word]
-
-
-def _expand(word: str) -> list[str]:
-    start = word.find("{")
-    while start != -1:
-        depth, commas, end = 0, [], -1
-        for i in range(start, len(word)):
-            ch = word[i]
-            if ch == "{":
-                depth += 1
-            elif ch == "}":
-                depth -= 1
-                if depth == 0:
-                    end = i
-                    break
-            elif ch == "," and depth == 1:
-                commas.append(i)
-        if end == -1:
-            return [word]
-        inner = word[start + 1:end]
-        pre, post = word[:start], word[end + 1:]
-        if commas:
-            cuts = [start, *commas, end]
-            options = [word[a + 1:b] for a, b in zip(cuts, cuts[1:], strict=False)]
-        else:
-            options = _sequence(inner)
-        if options is not None:
-            results: list[str] = []
-            for opt in options:
-                for tail in _expand(pre + opt + post) if len(results) < _MAX_BRACE else []:
-                    results.append(tail)
-            return results
-        start = word.find("{", start + 1)
-    return [word]
-
-
-def _sequence(inner: str) -> list[str] | None:
-    m = re.fullmatch(r"(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?|([A-Za-z])\.\.([A-Za-z])", inner)
-    if not m:
-        return None
-    if m.group(4):
-        a, b = ord(m.group(4)), ord(m.group(5))
-        step = 1 if b >= a else -1
-        return [chr(c) for c in range(a, b + step, step)][:_MAX_BRACE]
-    a, b = int(m.group(1)), int(m.group(2))
-    step = abs(int(m.group(3) or 1)) or 1
-    step = step if b >= a else -step
-    return [str(n) for n in range(a, b + (1 if step > 0 else -1), step)][:_MAX_BRACE]
 
 
 def glob_prefix_feasible(prefix: str, pattern: str) -> bool:
@@ -242,69 +189,3 @@ def _in_set(ch: str, spec: str) -> bool:
     return hit != negate
 
 
-_ANSI_C = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f",
-           "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
-
-
-def unquote(raw: str) -> str | None:
-    """Bash quote removal of one word as written (`'it'\\''s'` -> `it's`, `$'r\\x6d'` -> `rm`,
-    `"a\\$b"` -> `a$b`); expansions are left as text. None when a quote is left open."""
-    out: list[str] = []
-    i, n = 0, len(raw)
-    while i < n:
-        ch = raw[i]
-        if ch == "\\":
-            if i + 1 < n and raw[i + 1] != "\n":
-                out.append(raw[i + 1])
-            i += 2
-        elif ch == "'":
-            end = raw.find("'", i + 1)
-            if end == -1:
-                return None
-            out.append(raw[i + 1:end])
-            i = end + 1
-        elif ch == "$" and raw.startswith("'", i + 1):
-            text, i = _ansi_c(raw, i + 2)
-            if text is None:
-                return None
-            out.append(text)
-        elif ch == '"':
-            i += 1
-            while i < n and raw[i] != '"':
-                if raw[i] == "\\" and i + 1 < n and raw[i + 1] in '$`"\\\n':
-                    if raw[i + 1] != "\n":
-                        out.append(raw[i + 1])
-                    i += 2
-                else:
-                    out.append(raw[i])
-                    i += 1
-            if i >= n:
-                return None
-            i += 1
-        else:
-            out.append(ch)
-            i += 1
-    return "".join(out)
-
-
-def _ansi_c(raw: str, i: int) -> tuple[str | None, int]:
-    out: list[str] = []
-    while i < len(raw):
-        ch = raw[i]
-        if ch == "'":
-            return "".join(out), i + 1
-        if ch == "\\" and i + 1 < len(raw):
-            nxt = raw[i + 1]
-            m = re.match(r"x([0-9A-Fa-f]{1,2})|([0-7]{1,3})|u([0-9A-Fa-f]{1,4})|U([0-9A-Fa-f]{1,8})", raw[i + 1:])
-            if m:
-                hexa = m.group(1) or m.group(3) or m.group(4)
-                code = int(hexa, 16) if hexa else int(m.group(2), 8)
-                out.append(chr(code) if code < 0x110000 else "?")
-                i += 1 + m.end()
-                continue
-            out.append(_ANSI_C.get(nxt, "\\" + nxt))
-            i += 2
-            continue
-        out.append(ch)
-        i += 1
-    return None, i

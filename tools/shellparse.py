@@ -11,10 +11,13 @@ What cannot be decided from the text is recorded, never guessed: a program name 
 expansion (`$X`, `$'rm'`, a glob or brace in the name), alias/function/trap/hash/enable definitions,
 `shopt -s expand_aliases`, a risky environment name set as a prefix or exported (PATH, BASH_ENV,
 LD_PRELOAD, GIT_*, ... see tools/shellnorm.py), `git -c` (aliases, pagers) and git subcommands that
-are not git's own (aliases). Such a command has `opaque` set (or the line has `ParsedShell.opaque`);
+are not git's own (aliases). Such a command has `opaque` set (tools/shelljudge.py; or the line has
+`ParsedShell.opaque`);
 a command whose arguments are only partly known (`rm $F`, `xargs rm`) has `open_tail` set. Code in
 files (scripts, `source`, `make`, `python -c`) is not looked into: deny rules cannot see inside it.
 Here-document bodies are scanned for `$(...)` and backticks whether or not the delimiter is quoted.
+Words are read with bash's quote removal on the text as written (tools/shellwords.py): bashlex keeps
+quotes in `'it'\\''s' and stops a substitution at its first newline.
 """
 
 from __future__ import annotations
@@ -26,74 +29,25 @@ from dataclasses import dataclass, field
 
 import bashlex
 
-from clover.tools.shellnorm import (
-    GIT_COMMANDS,
-    GIT_GLOBAL_ARG,
-    canonical_argv,
-    env_name,
-    expand_braces,
-    harmless_env,
-    has_glob,
-    program_key,
-    risky_env,
-    unquote,
+from clover.tools.shelljudge import judge
+from clover.tools.shellnorm import canonical_argv, env_name, harmless_env, program_key, risky_env
+from clover.tools.shellwords import expand_braces, substitutions, unquote
+from clover.tools.shellwrap import (
+    EXEC_WRAPPERS,
+    PRIVILEGED,
+    SHELLS,
+    dash_c_value,
+    peel,
+    shell_c_string,
+    shell_reads_stdin,
+    skip_opts,
 )
 
-SHELLS = {"sh", "bash", "zsh", "dash", "ksh", "ash", "mksh", "fish"}
-PRIVILEGED = {"sudo", "doas", "su", "pkexec", "run0"}
-# wrapper -> options that take a separate argument
-_WRAPPER_ARGOPTS: dict[str, set[str]] = {
-    "env": {"-u", "-C", "--unset", "--chdir"},
-    "sudo": {"-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U", "-T", "--user", "--group"},
-    "doas": {"-u", "-C"},
-    "pkexec": {"--user"},
-    "run0": {"-u", "--user"},
-    "nohup": set(),
-    "timeout": {"-s", "-k", "--signal", "--kill-after"},
-    "command": set(),
-    "builtin": set(),
-    "exec": {"-a"},
-    "nice": {"-n", "--adjustment"},
-    "ionice": {"-c", "-n", "-p", "--class", "--classdata"},
-    "stdbuf": {"-i", "-o", "-e"},
-    "setsid": set(),
-    "time": {"-f", "-o"},
-    "unbuffer": set(),
-    "busybox": set(),  # `busybox rm -rf x` runs the applet
-    "chrt": set(),
-    "taskset": set(),
-    "xargs": {"-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter", "--max-args",
-              "--max-procs", "--max-chars", "--max-lines"},
-}
-# Programs that run a command given in their arguments, with options we do not model: deny rules
-# see every tail of their argv (`flock /tmp/l rm -rf t` is tried as `rm -rf t`), and a `-c` string
-# is parsed as a script.
-EXEC_WRAPPERS = {"flock", "strace", "ltrace", "valgrind", "unshare", "chroot", "nsenter", "runuser", "script",
-                 "parallel", "xvfb-run", "firejail", "systemd-run", "catchsegv", "proot", "fakeroot", "faketime",
-                 "torsocks", "proxychains", "proxychains4", "nocache", "eatmydata", "tini", "dumb-init", "sg",
-                 "rlwrap", "cpulimit", "prlimit", "ccache", "distcc", "sudoedit", "setpriv", "capsh", "chpst",
-                 "numactl", "hyperfine", "entr", "gtimeout", "caffeinate", "with-contenv", "s6-setuidgid"}
-# wrappers followed by one positional argument before the command (duration, priority, cpu mask)
-_WRAPPER_POSITIONAL = {"timeout": 1, "chrt": 1, "taskset": 1}
 _WRITE_REDIRECTS = {">", ">>", ">|", "&>", "&>>", ">&", "<>"}
-# builtins that change how later words are run: their effect cannot be followed statically
-_OPAQUE_BUILTINS = {"alias": "defines an alias", "hash": "sets a command hash", "enable": "loads builtins",
-                    "trap": "sets a trap"}
-# builtins that assign variables (checked for risky names such as PATH or GIT_CONFIG_*)
-_ASSIGNING = {"export", "declare", "typeset", "local", "readonly", "read", "mapfile", "readarray", "getopts",
-              "let"}
-# `git -c KEY=VALUE` keys that cannot run code or rename commands
-_SAFE_GIT_CONFIG = re.compile(r"(?i)^(user\.\w+|color\.[\w.]+|advice\.\w+|init\.defaultbranch|commit\.gpgsign"
-                              r"|tag\.gpgsign|core\.quotepath|core\.autocrlf|log\.\w+|pull\.rebase|gc\.auto)=")
 _FIND_EXEC = {"-exec", "-execdir", "-ok", "-okdir"}
 _MAX_DEPTH = 8
 _SUBST = re.compile(r"\$\(|`|[<>]\(")
 _MAX_LEN = 100_000
-_SHORT_FLAGS = re.compile(r"^-[A-Za-z]+$")
-# program -> (long options, short letters) that mean the same as one of its short flags
-_FLAG_SYNONYMS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
-    "rm": ({"--recursive": "r", "--force": "f", "--dir": "d", "--verbose": "v"}, {"R": "r"}),
-}
 
 
 @dataclass
@@ -127,12 +81,14 @@ class SimpleCommand:
         forms = [" ".join(self.words), " ".join(self.argv)]
         if self.argv:
             base = [os.path.basename(self.argv[0]) or self.argv[0], *self.argv[1:]]
-            forms += [" ".join(base), " ".join(canonical_flags(base))]
+            forms.append(" ".join(base))
             if base[0] == "git":  # `git -C dir -c k=v push --force` is still `git push --force`
-                plain = _strip_git_globals(base)
-                forms += [" ".join(plain), " ".join(canonical_flags(plain))]
+                key, start = program_key(base)
+                forms.append(" ".join([*key.split(" "), *base[start:]]))
             expanded = [e for w in base for e in expand_braces(w)]
-            forms += [" ".join(expanded), " ".join(canonical_argv(base)), " ".join(canonical_argv(expanded))]
+            forms.append(" ".join(expanded))
+            for words in (base, expanded):  # flags first, merged; long ones also kept as written
+                forms += [" ".join(canonical_argv(words)), " ".join(canonical_argv(words, fold=False))]
             if self.writes:  # lets `bash(* > /etc/*)` style rules see redirect targets
                 forms.append(" ".join(base + [f"> {w}" for w in self.writes]))
             if self.assigns:  # `bash(GIT_CONFIG* *)` style rules see the prefixes
@@ -176,36 +132,6 @@ class ParsedShell:
         if self.opaque:
             return self.opaque[0]
         return next((f"`{c.text[:80]}` {c.opaque}" for c in self.commands if c.opaque), None)
-
-
-
-
-def _strip_git_globals(argv: list[str]) -> list[str]:
-    """`git [global options] CMD ...` -> `git CMD ...` (options before the subcommand only)."""
-    i = 1
-    while i < len(argv) and argv[i].startswith("-"):
-        i += 2 if argv[i] in GIT_GLOBAL_ARG else 1
-    return [argv[0], *argv[i:]]
-
-
-def canonical_flags(words: list[str]) -> list[str]:
-    """Merge the short-flag clusters right after the program: `rm -r -f x` -> `rm -fr x`, with the
-    program's known synonyms folded in (`rm -R --force x` -> `rm -fr x`)."""
-    if not words:
-        return words
-    long_names, letters_map = _FLAG_SYNONYMS.get(os.path.basename(words[0]), ({}, {}))
-    i, letters = 1, []
-    while i < len(words):
-        if _SHORT_FLAGS.match(words[i]):
-            letters.extend(letters_map.get(c, c) for c in words[i][1:])
-        elif words[i] in long_names:
-            letters.append(long_names[words[i]])
-        else:
-            break
-        i += 1
-    if i == 1:
-        return list(words)
-    return [words[0], "-" + "".join(sorted(set(letters))), *words[i:]]
 
 
 def parse_shell(command: str) -> ParsedShell:
@@ -354,59 +280,11 @@ def _scan_into(text: str, out: ParsedShell, depth: int, quotes: bool = False) ->
     """Parse the `$(...)`, backtick and `<(...)` bodies in text bashlex keeps opaque or misreads
     (it stops a substitution at its first newline). `quotes`: single quotes make text literal
     (a word as written); without, every substitution counts (here-document bodies, `${...}`)."""
-    scripts, ok = _substitutions(text, quotes)
+    scripts, ok = substitutions(text, quotes)
     if not ok:
         out.opaque.append("it has an unbalanced substitution inside an expansion or here-document")
     for script in scripts:
         _parse_into(script, out, depth + 1)
-
-
-def _substitutions(text: str, quotes: bool = False) -> tuple[list[str], bool]:
-    """Bodies of `$(...)`, `<(...)`, `>(...)` and `...` in text; quotes inside a body are not
-    honoured (over-approximating is safe). False when one is left open."""
-    found: list[str] = []
-    i, in_double = 0, False
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if quotes and ch == '"':
-            in_double = not in_double
-        elif quotes and ch == "'" and not in_double:
-            end = text.find("'", i + 1)
-            if end == -1:
-                return found, False
-            i = end + 1
-            continue
-        if ch == "`":
-            end = text.find("`", i + 1)
-            if end == -1:
-                return found, False
-            found.append(text[i + 1:end])
-            i = end + 1
-            continue
-        if ch in "$<>" and text.startswith("(", i + 1):
-            depth, j = 0, i + 1
-            while j < len(text):
-                if text[j] == "(":
-                    depth += 1
-                elif text[j] == ")":
-                    depth -= 1
-                    if depth == 0:
-                        break
-                j += 1
-            if j >= len(text):
-                return found, False
-            body = text[i + 2:j]
-            if not (ch == "$" and body.startswith("(")):  # `$((...))` arithmetic: scan inside it
-                found.append(body)
-                i = j + 1
-                continue
-            i += 3
-            continue
-        i += 1
-    return found, True
 
 
 def _word(node, out: ParsedShell) -> tuple[str, str]:
@@ -450,21 +328,21 @@ def _literal_output(cmd: SimpleCommand | None) -> str | None:
 def _add_command(words: list[str], dynamic: list[bool], out: ParsedShell, depth: int,
                  stdin_script: str | None = None, assigns: list[str] | None = None) -> SimpleCommand:
     env_assigns: list[str] = []
-    argv, dyn, wrappers = _peel(words, dynamic, env_assigns)
+    argv, dyn, wrappers = peel(words, dynamic, env_assigns)
     cmd = SimpleCommand(words=list(words), argv=argv, wrappers=wrappers, dynamic=bool(dyn and dyn[0]),
                         assigns=[*(assigns or []), *env_assigns])
     out.commands.append(cmd)
     if not argv:
         return cmd
-    _judge(cmd, dyn)
+    judge(cmd, dyn)
     prog = os.path.basename(argv[0])
     nested: list[str] = []
     if prog in SHELLS:
-        script = _shell_c_string(argv)
+        script = shell_c_string(argv)
         if script is not None:
             nested.append(script)
             cmd.carrier = True
-        elif _shell_reads_stdin(argv):
+        elif shell_reads_stdin(argv):
             if stdin_script is None:
                 pass  # interactive shell on the terminal
             elif stdin_script == "":
@@ -480,7 +358,7 @@ def _add_command(words: list[str], dynamic: list[bool], out: ParsedShell, depth:
     elif prog == "alias":  # so is an alias's
         nested += [a.split("=", 1)[1] for a in argv[1:] if "=" in a]
     elif prog in ("su", "watch") or prog in EXEC_WRAPPERS:
-        script = _dash_c_value(argv) if prog != "watch" else " ".join(_skip_opts(argv[1:], {"-n", "-d"}))
+        script = dash_c_value(argv) if prog != "watch" else " ".join(skip_opts(argv[1:], {"-n", "-d"}))
         if script:
             nested.append(script)
             cmd.carrier = prog in ("su", "watch")
@@ -492,129 +370,6 @@ def _add_command(words: list[str], dynamic: list[bool], out: ParsedShell, depth:
     for script in nested:
         _parse_into(script, out, depth + 1)
     return cmd
-
-
-def _judge(cmd: SimpleCommand, dyn: list[bool]) -> None:
-    """Set `opaque` / `open_tail` (see the module doc)."""
-    argv = cmd.argv
-    prog = os.path.basename(argv[0])
-    risky = [env_name(a) for a in cmd.assigns if risky_env(env_name(a))]
-    if cmd.dynamic:
-        cmd.opaque = "takes its program name from an expansion"
-    elif has_glob(argv[0]) or expand_braces(argv[0]) != [argv[0]]:
-        cmd.opaque = "takes its program name from a glob or brace expansion"
-        cmd.dynamic = True
-    elif risky:
-        cmd.opaque = f"sets {risky[0]}, which changes what the command runs"
-    elif prog in _OPAQUE_BUILTINS:
-        cmd.opaque = f"{_OPAQUE_BUILTINS[prog]} (it can stand in for any command)"
-    elif prog == "shopt" and "expand_aliases" in argv:
-        cmd.opaque = "turns on aliases (they can stand in for any command)"
-    elif prog in _ASSIGNING or (prog == "printf" and "-v" in argv):
-        names = [env_name(a) for a in argv[1:] if not a.startswith("-")]
-        if bad := next((n for n in names if risky_env(n)), None):
-            cmd.opaque = f"sets {bad}, which changes what later commands run"
-    elif prog == "git":
-        cmd.opaque = _git_opaque(argv, dyn)
-    unknown = any(d or (w.startswith("-") and has_glob(w)) for w, d in zip(argv, dyn, strict=False))
-    cmd.open_tail = unknown or "xargs" in cmd.wrappers
-
-
-def _git_opaque(argv: list[str], dyn: list[bool]) -> str | None:
-    i = 1
-    while i < len(argv) and argv[i].startswith("-"):
-        opt = argv[i]
-        value = argv[i + 1] if i + 1 < len(argv) else ""
-        if opt == "-c" and not _SAFE_GIT_CONFIG.match(value):
-            return f"sets git configuration `{value[:60]}` (aliases, pagers and hooks can run any command)"
-        if opt in ("--config-env", "--exec-path") or opt.startswith(("--config-env=", "--exec-path=")):
-            return f"uses git {opt.split('=')[0]} (it can change what git runs)"
-        i += 2 if opt in GIT_GLOBAL_ARG else 1
-    if i < len(argv):
-        if dyn[i]:
-            return "takes its git subcommand from an expansion"
-        if argv[i] not in GIT_COMMANDS:
-            return f"runs `git {argv[i][:40]}`, not a git command of its own (an alias can run any command)"
-    return None
-
-
-def _peel(words: list[str], dynamic: list[bool],
-          env_assigns: list[str] | None = None) -> tuple[list[str], list[bool], list[str]]:
-    """Strip wrappers (`sudo -u x`, `env A=1`, `timeout 5`, `xargs -0`, a leading `\\`); the
-    assignments `env` makes go to `env_assigns`."""
-    i, wrappers = 0, []
-    while i < len(words):
-        prog = os.path.basename(words[i].lstrip("\\"))
-        if prog not in _WRAPPER_ARGOPTS or dynamic[i]:
-            break
-        wrappers.append(prog)
-        argopts = _WRAPPER_ARGOPTS[prog]
-        i += 1
-        while i < len(words) and words[i].startswith("-") and words[i] != "-":
-            opt = words[i]
-            i += 1
-            if opt == "--":
-                break
-            if prog == "env" and opt in ("-S", "--split-string") and i < len(words):
-                # env -S "cmd args" runs the split string
-                split = words[i].split() + words[i + 1:]
-                return split, [dynamic[i]] * len(split), wrappers
-            if opt in argopts and i < len(words):
-                i += 1
-        for _ in range(_WRAPPER_POSITIONAL.get(prog, 0)):
-            if i < len(words):
-                i += 1
-        # `env A=1 cmd`, `sudo A=1 cmd` (other wrappers would fail on it; assume they do not)
-        while i < len(words) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[i]):
-            if env_assigns is not None:
-                env_assigns.append(words[i])
-            i += 1
-        if prog == "xargs" and i >= len(words):
-            return ["echo"], [False], wrappers
-    argv = list(words[i:])
-    if argv:
-        argv[0] = argv[0].lstrip("\\") or argv[0]
-    return argv, list(dynamic[i:]), wrappers
-
-
-def _shell_c_string(argv: list[str]) -> str | None:
-    i = 1
-    while i < len(argv) and argv[i].startswith("-") and argv[i] not in ("-", "--"):
-        opt = argv[i]
-        if not opt.startswith("--") and "c" in opt[1:]:
-            rest = [a for a in argv[i + 1:]]
-            j = 0
-            while j < len(rest) and rest[j].startswith("-") and rest[j] != "-":
-                if rest[j] == "--":  # `bash -c -- 'rm -rf t'`
-                    j += 1
-                    break
-                j += 2 if rest[j] in ("-o", "-O") else 1
-            return rest[j] if j < len(rest) else ""
-        i += 2 if opt in ("-o", "-O", "--rcfile", "--init-file") else 1
-    return None
-
-
-def _shell_reads_stdin(argv: list[str]) -> bool:
-    rest = _skip_opts(argv[1:], {"-o", "-O", "--rcfile", "--init-file"})
-    return not rest or rest[0] == "-" or "-s" in argv[1:]
-
-
-def _skip_opts(args: list[str], argopts: set[str]) -> list[str]:
-    i = 0
-    while i < len(args) and args[i].startswith("-") and args[i] != "-":
-        if args[i] == "--":
-            return args[i + 1:]
-        i += 2 if args[i] in argopts else 1
-    return args[i:]
-
-
-def _dash_c_value(argv: list[str]) -> str | None:
-    for i, a in enumerate(argv[1:], start=1):
-        if (a in ("-c", "--command") or re.fullmatch(r"-[A-Za-z]+c", a)) and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith("--command="):
-            return a.split("=", 1)[1]
-    return None
 
 
 def _find_exec(argv: list[str], out: ParsedShell, depth: int) -> None:
@@ -648,12 +403,12 @@ def _crude_into(text: str, out: ParsedShell, depth: int) -> None:
                 words = words[1:]
             if not words:
                 continue
-            argv, _, wrappers = _peel(words, [False] * len(words))
+            argv, _, wrappers = peel(words, [False] * len(words))
             cmd = SimpleCommand(words=words, argv=argv, wrappers=wrappers)
             out.commands.append(cmd)
             members.append(cmd)
             if argv and os.path.basename(argv[0]) in SHELLS | {"eval"} and depth < _MAX_DEPTH:
-                script = " ".join(argv[1:]) if argv[0] == "eval" else _shell_c_string(argv)
+                script = " ".join(argv[1:]) if argv[0] == "eval" else shell_c_string(argv)
                 if script:
                     sub = ParsedShell()
                     _parse_into(script, sub, depth + 1)

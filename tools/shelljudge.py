@@ -1,0 +1,68 @@
+"""What cannot be decided from a command's text (see tools/shellparse.py's module doc): sets a
+command's `opaque` reason and `open_tail` flag."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import TYPE_CHECKING
+
+from clover.tools.shellnorm import GIT_COMMANDS, GIT_GLOBAL_ARG, env_name, has_glob, risky_env
+from clover.tools.shellwords import expand_braces
+
+if TYPE_CHECKING:
+    from clover.tools.shellparse import SimpleCommand
+
+# builtins that change how later words are run: their effect cannot be followed statically
+_OPAQUE_BUILTINS = {"alias": "defines an alias", "hash": "sets a command hash", "enable": "loads builtins",
+                    "trap": "sets a trap"}
+# builtins that assign variables (checked for risky names such as PATH or GIT_CONFIG_*)
+_ASSIGNING = {"export", "declare", "typeset", "local", "readonly", "read", "mapfile", "readarray", "getopts",
+              "let"}
+# `git -c KEY=VALUE` keys that cannot run code or rename commands
+_SAFE_GIT_CONFIG = re.compile(r"(?i)^(user\.\w+|color\.[\w.]+|advice\.\w+|init\.defaultbranch|commit\.gpgsign"
+                              r"|tag\.gpgsign|core\.quotepath|core\.autocrlf|log\.\w+|pull\.rebase|gc\.auto)=")
+
+
+def judge(cmd: SimpleCommand, dyn: list[bool]) -> None:
+    """Set `opaque` / `open_tail` (see the module doc)."""
+    argv = cmd.argv
+    prog = os.path.basename(argv[0])
+    risky = [env_name(a) for a in cmd.assigns if risky_env(env_name(a))]
+    if cmd.dynamic:
+        cmd.opaque = "takes its program name from an expansion"
+    elif has_glob(argv[0]) or expand_braces(argv[0]) != [argv[0]]:
+        cmd.opaque = "takes its program name from a glob or brace expansion"
+        cmd.dynamic = True
+    elif risky:
+        cmd.opaque = f"sets {risky[0]}, which changes what the command runs"
+    elif prog in _OPAQUE_BUILTINS:
+        cmd.opaque = f"{_OPAQUE_BUILTINS[prog]} (it can stand in for any command)"
+    elif prog == "shopt" and "expand_aliases" in argv:
+        cmd.opaque = "turns on aliases (they can stand in for any command)"
+    elif prog in _ASSIGNING or (prog == "printf" and "-v" in argv):
+        names = [env_name(a) for a in argv[1:] if not a.startswith("-")]
+        if bad := next((n for n in names if risky_env(n)), None):
+            cmd.opaque = f"sets {bad}, which changes what later commands run"
+    elif prog == "git":
+        cmd.opaque = _git_opaque(argv, dyn)
+    unknown = any(d or (w.startswith("-") and has_glob(w)) for w, d in zip(argv, dyn, strict=False))
+    cmd.open_tail = unknown or "xargs" in cmd.wrappers
+
+
+def _git_opaque(argv: list[str], dyn: list[bool]) -> str | None:
+    i = 1
+    while i < len(argv) and argv[i].startswith("-"):
+        opt = argv[i]
+        value = argv[i + 1] if i + 1 < len(argv) else ""
+        if opt == "-c" and not _SAFE_GIT_CONFIG.match(value):
+            return f"sets git configuration `{value[:60]}` (aliases, pagers and hooks can run any command)"
+        if opt in ("--config-env", "--exec-path") or opt.startswith(("--config-env=", "--exec-path=")):
+            return f"uses git {opt.split('=')[0]} (it can change what git runs)"
+        i += 2 if opt in GIT_GLOBAL_ARG else 1
+    if i < len(argv):
+        if dyn[i]:
+            return "takes its git subcommand from an expansion"
+        if argv[i] not in GIT_COMMANDS:
+            return f"runs `git {argv[i][:40]}`, not a git command of its own (an alias can run any command)"
+    return None

@@ -1,0 +1,127 @@
+"""What wrappers and shells run: `sudo -u x rm` runs `rm`, `bash -c 'STRING'` runs STRING.
+
+tools/shellparse.py peels the wrappers in `_WRAPPER_ARGOPTS` off a command (deny and allow rules then
+see the command they run), parses `-c` strings of shells, `su`, `watch` and the EXEC_WRAPPERS, and
+lets deny rules try every tail of an EXEC_WRAPPERS command's argv.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+SHELLS = {"sh", "bash", "zsh", "dash", "ksh", "ash", "mksh", "fish"}
+PRIVILEGED = {"sudo", "doas", "su", "pkexec", "run0"}
+# wrapper -> options that take a separate argument
+_WRAPPER_ARGOPTS: dict[str, set[str]] = {
+    "env": {"-u", "-C", "--unset", "--chdir"},
+    "sudo": {"-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U", "-T", "--user", "--group"},
+    "doas": {"-u", "-C"},
+    "pkexec": {"--user"},
+    "run0": {"-u", "--user"},
+    "nohup": set(),
+    "timeout": {"-s", "-k", "--signal", "--kill-after"},
+    "command": set(),
+    "builtin": set(),
+    "exec": {"-a"},
+    "nice": {"-n", "--adjustment"},
+    "ionice": {"-c", "-n", "-p", "--class", "--classdata"},
+    "stdbuf": {"-i", "-o", "-e"},
+    "setsid": set(),
+    "time": {"-f", "-o"},
+    "unbuffer": set(),
+    "busybox": set(),  # `busybox rm -rf x` runs the applet
+    "chrt": set(),
+    "taskset": set(),
+    "xargs": {"-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter", "--max-args",
+              "--max-procs", "--max-chars", "--max-lines"},
+}
+# Programs that run a command given in their arguments, with options we do not model: deny rules
+# see every tail of their argv (`flock /tmp/l rm -rf t` is tried as `rm -rf t`), and a `-c` string
+# is parsed as a script.
+EXEC_WRAPPERS = {"flock", "strace", "ltrace", "valgrind", "unshare", "chroot", "nsenter", "runuser", "script",
+                 "parallel", "xvfb-run", "firejail", "systemd-run", "catchsegv", "proot", "fakeroot", "faketime",
+                 "torsocks", "proxychains", "proxychains4", "nocache", "eatmydata", "tini", "dumb-init", "sg",
+                 "rlwrap", "cpulimit", "prlimit", "ccache", "distcc", "sudoedit", "setpriv", "capsh", "chpst",
+                 "numactl", "hyperfine", "entr", "gtimeout", "caffeinate", "with-contenv", "s6-setuidgid"}
+# wrappers followed by one positional argument before the command (duration, priority, cpu mask)
+_WRAPPER_POSITIONAL = {"timeout": 1, "chrt": 1, "taskset": 1}
+
+
+def peel(words: list[str], dynamic: list[bool],
+          env_assigns: list[str] | None = None) -> tuple[list[str], list[bool], list[str]]:
+    """Strip wrappers (`sudo -u x`, `env A=1`, `timeout 5`, `xargs -0`, a leading `\\`); the
+    assignments `env` makes go to `env_assigns`."""
+    i, wrappers = 0, []
+    while i < len(words):
+        prog = os.path.basename(words[i].lstrip("\\"))
+        if prog not in _WRAPPER_ARGOPTS or dynamic[i]:
+            break
+        wrappers.append(prog)
+        argopts = _WRAPPER_ARGOPTS[prog]
+        i += 1
+        while i < len(words) and words[i].startswith("-") and words[i] != "-":
+            opt = words[i]
+            i += 1
+            if opt == "--":
+                break
+            if prog == "env" and opt in ("-S", "--split-string") and i < len(words):
+                # env -S "cmd args" runs the split string
+                split = words[i].split() + words[i + 1:]
+                return split, [dynamic[i]] * len(split), wrappers
+            if opt in argopts and i < len(words):
+                i += 1
+        for _ in range(_WRAPPER_POSITIONAL.get(prog, 0)):
+            if i < len(words):
+                i += 1
+        # `env A=1 cmd`, `sudo A=1 cmd` (other wrappers would fail on it; assume they do not)
+        while i < len(words) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[i]):
+            if env_assigns is not None:
+                env_assigns.append(words[i])
+            i += 1
+        if prog == "xargs" and i >= len(words):
+            return ["echo"], [False], wrappers
+    argv = list(words[i:])
+    if argv:
+        argv[0] = argv[0].lstrip("\\") or argv[0]
+    return argv, list(dynamic[i:]), wrappers
+
+
+def shell_c_string(argv: list[str]) -> str | None:
+    i = 1
+    while i < len(argv) and argv[i].startswith("-") and argv[i] not in ("-", "--"):
+        opt = argv[i]
+        if not opt.startswith("--") and "c" in opt[1:]:
+            rest = [a for a in argv[i + 1:]]
+            j = 0
+            while j < len(rest) and rest[j].startswith("-") and rest[j] != "-":
+                if rest[j] == "--":  # `bash -c -- 'rm -rf t'`
+                    j += 1
+                    break
+                j += 2 if rest[j] in ("-o", "-O") else 1
+            return rest[j] if j < len(rest) else ""
+        i += 2 if opt in ("-o", "-O", "--rcfile", "--init-file") else 1
+    return None
+
+
+def shell_reads_stdin(argv: list[str]) -> bool:
+    rest = skip_opts(argv[1:], {"-o", "-O", "--rcfile", "--init-file"})
+    return not rest or rest[0] == "-" or "-s" in argv[1:]
+
+
+def skip_opts(args: list[str], argopts: set[str]) -> list[str]:
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "-":
+        if args[i] == "--":
+            return args[i + 1:]
+        i += 2 if args[i] in argopts else 1
+    return args[i:]
+
+
+def dash_c_value(argv: list[str]) -> str | None:
+    for i, a in enumerate(argv[1:], start=1):
+        if (a in ("-c", "--command") or re.fullmatch(r"-[A-Za-z]+c", a)) and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--command="):
+            return a.split("=", 1)[1]
+    return None
