@@ -126,8 +126,9 @@ class Environment(Protocol):
     tool asks what kind of environment it has. Paths are absolute or relative to `root`.
 
     `allowed_roots`: further directories the tools may write (--add-dir); `readable_roots`:
-    directories they may only read (spilled command output). `read_file` / `write_file` never
-    follow a symlink or open a non-regular file (OSError); a write replaces the file (a new
+    directories they may only read (spilled command output). `read_file` refuses a non-regular
+    file (a FIFO, a device: OSError) instead of blocking; on the user's machine (LocalEnvironment)
+    neither it nor `write_file` follows a symlink on the way, and a write replaces the file (a new
     inode: a hard link to it elsewhere keeps its old content). `run` starts one program, no shell
     and no session state, confined exactly as `execute`'s commands are (the same sandbox or
     container), so git and rg see only what the agent's shell sees."""

@@ -163,3 +163,23 @@ def test_bash_tool(tmp_path: Path) -> None:
     assert slow.is_error and "timed out" in slow.output
     assert bash.run({}, env).is_error
     assert bash.run({"command": "true", "timeout": "soon"}, env).is_error
+
+
+def test_run_stat_and_list_files_are_the_declared_ones(tmp_path: Path) -> None:
+    env = LocalEnvironment(str(tmp_path))
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "f.txt").write_text("abc")
+    os.mkfifo(tmp_path / "pipe")
+    assert env.stat("d").kind == "dir" and env.stat("d/f.txt").size == 3
+    assert env.stat("pipe").kind == "other" and env.stat("missing") is None
+    assert env.list_files(str(tmp_path)) == ["d/f.txt"]  # the FIFO is no file to list
+    result = env.run(["sh", "-c", "echo out; echo err >&2; exit 4"], cwd="d")
+    assert (result.returncode, result.stdout, result.stderr) == (4, b"out\n", "err\n")
+    assert env.run(["no-such-program-here"]).returncode == 127
+    start = time.monotonic()
+    late = env.run(["sh", "-c", "(sleep 1; echo late > late.txt) >/dev/null 2>&1 & echo started"])
+    assert late.stdout == b"started\n" and time.monotonic() - start < 1
+    time.sleep(1.5)
+    assert not (tmp_path / "late.txt").exists()  # its background job went with it
+    timed = env.run(["sleep", "5"], timeout=0.3)
+    assert timed.timed_out and timed.returncode == -9

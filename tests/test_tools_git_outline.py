@@ -9,6 +9,7 @@ import pytest
 
 from clover.tools.environment import LocalEnvironment
 from clover.tools.git_tools import GitTool
+from clover.tools.listing import RunBackedFiles
 from clover.tools.outline import OutlineTool
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "T",
@@ -31,10 +32,8 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-class RemoteLike(LocalEnvironment):
-    """Not `local`: tools must go through execute/read_file only, as in a remote sandbox."""
-
-    local = False
+class RemoteLike(RunBackedFiles, LocalEnvironment):
+    """Lists and stats files only by running programs (find, stat, git), as a container does."""
 
 
 @pytest.mark.parametrize("env_cls", [LocalEnvironment, RemoteLike])

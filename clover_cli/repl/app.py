@@ -550,8 +550,10 @@ def _repair(messages: list[Message]) -> None:
 
 def _git_status(root: Path) -> str:
     try:
-        proc = subprocess.run(["git", "status", "--short"], cwd=root, capture_output=True, text=True, timeout=10)
-        return proc.stdout if proc.returncode == 0 else ""
+        from clover.tools.gitsafe import run_git  # hardened: .git/config may have been planted
+
+        proc = run_git(["status", "--short"], str(root), timeout=10)
+        return proc.stdout.decode("utf-8", "replace") if proc.returncode == 0 else ""
     except (OSError, subprocess.SubprocessError):
         return ""
 
