@@ -96,8 +96,10 @@ class ObservedGate:
         # Call ids repeat across requests (the step counter restarts): only this approval counts.
         approver.previewed.discard(call.id)
         approver.feedback.pop(call.id, None)
-        labels = list(dict.fromkeys(rule_label(r) for r in always_rules(self.inner, call.name, call.arguments or {}, tool)))
-        approver.always_hint = ", ".join(labels[:3]) + (" …" if len(labels) > 3 else "")
+        rules = always_rules(self.inner, call.name, call.arguments or {}, tool)
+        labels = list(dict.fromkeys(" ".join(rule_label(r).split()) for r in rules))
+        labels = [label if len(label) <= 60 else label[:59] + "…" for label in labels]
+        approver.always_hint = ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
         refusal = self.inner.authorize(call, tool) if self.inner is not None else None
         feedback = approver.feedback.pop(call.id, None)
         if refusal is not None and feedback:
@@ -243,34 +245,39 @@ class ChatApp:
         return 0
 
     def ask(self, text: str) -> RunResult | None:
+        self._working = True
+        if self.keys is not None:  # from the start: keys typed from now on are not echoed mid-output
+            self.keys.start()
         message, added = expand_mentions(text, self.root)
         for rel in added:
             self.renderer.info(f"added @{rel} to the context")
         self._snapshot(text)
         self.current_request = text
-        self._working = True
         try:
-            if self.keys is not None:
-                self.keys.start()
-            self.maybe_compact()
-            result = self.agent.run(message)
-        except KeyboardInterrupt:  # landed outside the agent's own handler
-            result = RunResult("interrupted", error="interrupted by the user")
-        finally:
+            result = self._run_agent(message)
+            self._count(result)
+            if result.exit_status == "interrupted":
+                self.renderer.note("⏹ interrupted: back at the prompt, the conversation is kept")
+            elif result.exit_status != "submitted":
+                self.renderer.error(f"{result.exit_status}: {result.error}")
+            self.print_status(result=result)
+        finally:  # only now: keys typed meanwhile are not echoed into the output above
             self._working = False
             if self.keys is not None:
                 self.keys.stop()
                 self.input.type_ahead(self.keys.take_typed())
+        return result
+
+    def _run_agent(self, message: str) -> RunResult:
+        try:
+            self.maybe_compact()
+            return self.agent.run(message)
+        except KeyboardInterrupt:  # landed outside the agent's own handler
+            return RunResult("interrupted", error="interrupted by the user")
+        finally:
             self.renderer.stop_live()
             _repair(self.agent.messages)
             self.save()
-        self._count(result)
-        if result.exit_status == "interrupted":
-            self.renderer.note("⏹ interrupted: back at the prompt, the conversation is kept")
-        elif result.exit_status != "submitted":
-            self.renderer.error(f"{result.exit_status}: {result.error}")
-        self.print_status(result=result)
-        return result
 
     def _before_question(self) -> None:
         self.renderer.stop_live()
