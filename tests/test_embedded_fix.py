@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from clover.evals.bench.run import fresh_clone, grade
+from clover.evals.grading import fresh_clone, grade
 from clover.evals.synthfix.generator import build_instance
 from tests.clihelp import isolated_env, run_clover
 
@@ -22,7 +22,7 @@ SEED = 0
 
 def test_the_shipped_model_fixes_a_held_out_instance(tmp_path):
     row = build_instance(tmp_path / "instances", "heldout", SEED, INSTANCE)
-    repo = fresh_clone(row, tmp_path / "ws")
+    repo = fresh_clone(row["repo"], row["base_commit"], tmp_path / "ws")
     (tmp_path / "issue.md").write_text(row["problem_statement"])
     env = {**isolated_env(tmp_path), "CLOVER_MAX_TOKENS": "256", "CLOVER_BLOCK_SIZE": "1",
            "CLOVER_CHECKPOINTS": "false", "OMP_NUM_THREADS": "1"}  # fmt: skip

@@ -20,11 +20,9 @@ import argparse
 import copy
 import dataclasses
 import json
-import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -33,10 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from clover.evals.bench.stats import Decoder, print_report, summarize, trajectory_stats, write_markdown
+from clover.evals.grading import fresh_clone, grade  # one grader core (also SynthFix, SWE-bench)
 
 MODES = ("agent", "gold", "empty")
-GIT_ENV = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
-_DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/", re.MULTILINE)
 
 
 class BenchError(Exception):
@@ -104,76 +101,6 @@ class BenchConfig:
             self.settings(d)
 
 
-# --------------------------------------------------------------------------- git work trees
-
-
-def _git(cwd: Path, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    import os
-
-    proc = subprocess.run(
-        ["git", *args], cwd=cwd, input=stdin, capture_output=True, text=True, errors="replace",
-        env={**os.environ, **GIT_ENV}, check=False,
-    )  # fmt: skip
-    if check and proc.returncode != 0:
-        raise RuntimeError(f"git {args[0]} failed: {proc.stderr.strip()[:200]}")
-    return proc
-
-
-def fresh_clone(row: dict, dest: Path) -> Path:
-    """A clean work tree of the instance repo at base_commit (its own .git: the agent may use git)."""
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    _git(dest.parent, "clone", "-q", "--no-checkout", row["repo"], str(dest))
-    _git(dest, "checkout", "-q", row["base_commit"])
-    return dest
-
-
-def apply_patch(ws: Path, patch: str) -> bool:
-    if not patch.strip():
-        return True
-    text = patch if patch.endswith("\n") else patch + "\n"
-    for extra in ([], ["--3way"]):
-        if _git(ws, "apply", *extra, "-", stdin=text, check=False).returncode == 0:
-            return True
-        _git(ws, "reset", "-q", "--hard")
-        _git(ws, "clean", "-fdq")
-    return False
-
-
-def grade(row: dict, patch: str, timeout: float = 120.0) -> dict[str, Any]:
-    """Apply `patch`, then the instance's test_patch, in a fresh clone and run pytest."""
-    from clover.evals.synthfix.verify import run_pytest
-
-    f2p, p2p = json.loads(row["FAIL_TO_PASS"]), json.loads(row["PASS_TO_PASS"])
-    report: dict[str, Any] = {"resolved": False, "patch_applied": False, "FAIL_TO_PASS": {}, "PASS_TO_PASS": {}}
-    with tempfile.TemporaryDirectory(prefix="clover-bench-grade-") as tmp:
-        ws = fresh_clone(row, Path(tmp) / "repo")
-        if not apply_patch(ws, patch):
-            report["error"] = "the patch does not apply"
-            return report
-        report["patch_applied"] = True
-        tests = sorted(set(_DIFF_FILE.findall(row["test_patch"])))
-        at_base = [t for t in tests if _git(ws, "cat-file", "-e", f"{row['base_commit']}:{t}", check=False).returncode == 0]
-        if at_base:  # the agent may have edited the tests: grade against the reference ones
-            _git(ws, "checkout", "-q", row["base_commit"], "--", *at_base)
-        for t in set(tests) - set(at_base):
-            (ws / t).unlink(missing_ok=True)
-        if _git(ws, "apply", "-", stdin=row["test_patch"], check=False).returncode != 0:
-            report["error"] = "the test patch does not apply"
-            return report
-        try:
-            results = run_pytest(ws, timeout)
-        except subprocess.TimeoutExpired:
-            report["error"] = f"the tests timed out after {timeout:.0f} s"
-            return report
-    report["FAIL_TO_PASS"] = {t: results.get(t, "MISSING") for t in f2p}
-    report["PASS_TO_PASS"] = {t: results.get(t, "MISSING") for t in p2p}
-    statuses = [*report["FAIL_TO_PASS"].values(), *report["PASS_TO_PASS"].values()]
-    report["resolved"] = bool(f2p) and all(s == "PASSED" for s in statuses)
-    return report
-
-
 # --------------------------------------------------------------------------- one task
 
 
@@ -210,7 +137,7 @@ class TaskRunner:
         ws = cfg.out / "work" / decoder.key / iid
         start = time.perf_counter()
         try:
-            fresh_clone(row, ws)
+            fresh_clone(row["repo"], row["base_commit"], ws)
             start = time.perf_counter()
             if cfg.mode == "agent":
                 record.update(self._agent(row, decoder, model, ws, traj))

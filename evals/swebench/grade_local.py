@@ -19,6 +19,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from clover.evals import grading
+from clover.evals.grading import reset_tree
 from clover.evals.swebench.dataset import Instance, modified_files
 from clover.evals.swebench.judge import (
     InstallError,
@@ -41,12 +43,6 @@ from clover.evals.swebench.runner import write_json_atomic, write_text_atomic
 from clover.evals.swebench.workspace import RepoCache, git, make_workspace
 
 # The official harness tries git apply, then --reject, then patch --fuzz; --3way sits between.
-APPLY_CHAIN = [
-    ["git", "apply", "--verbose"],
-    ["git", "apply", "--verbose", "--3way"],
-    ["git", "apply", "--verbose", "--reject"],
-    ["patch", "--batch", "--fuzz=5", "-p1", "-i"],
-]
 
 
 @dataclass
@@ -160,22 +156,8 @@ def _last_error(output: str) -> str:
 
 
 def apply_patch(sh: _Shell, ws: Path, patch: str, timeout: float = 300) -> bool:
-    patch_file = ws.parent / f".{ws.name}.model.diff"
-    patch_file.write_text(patch if patch.endswith("\n") else patch + "\n", encoding="utf-8")
-    try:
-        for cmd in APPLY_CHAIN:
-            rc, _ = sh.run([*cmd, str(patch_file)], timeout)
-            if rc == 0:
-                return True
-            reset_tree(ws)  # a failed try may have applied part of the patch
-        return False
-    finally:
-        patch_file.unlink(missing_ok=True)
-
-
-def reset_tree(ws: Path) -> None:
-    git("reset", "--hard", "--quiet", "HEAD", cwd=ws)
-    git("clean", "-fdq", cwd=ws)  # not -x: keep what the install built (egg-info, extensions)
+    """The grader core's patch chain (evals/grading.py), each try run and logged in the venv shell."""
+    return grading.apply_patch(ws, patch, run=lambda argv: sh.run(argv, timeout)[0])
 
 
 def run_tests(sh: _Shell, ws: Path, instance: Instance, spec: LocalSpec, patch: str, log: Path,

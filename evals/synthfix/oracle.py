@@ -21,7 +21,6 @@ import json
 import random
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,12 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from clover.core.protocols import tool_spec
+from clover.evals import grading
 from clover.model.chat import render_assistant_content, text_messages
 from clover.prompts import FIX
 from clover.tools.environment import LocalEnvironment
 from clover.tools.registry import default_tools, tools_by_name
 
-GIT_ENV = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
 _HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 
 
@@ -169,24 +168,13 @@ def _short(text: str, limit: int = 80) -> str:
 # --------------------------------------------------------------------------- running
 
 
-def _git(cwd: Path, *args: str, stdin: str | None = None) -> None:
-    import os
-
-    proc = subprocess.run(
-        ["git", *args], cwd=cwd, input=stdin, capture_output=True, text=True, check=False,
-        env={**os.environ, **GIT_ENV},
-    )  # fmt: skip
-    if proc.returncode != 0:
-        raise OracleError(f"git {args[0]} failed: {proc.stderr.strip()[:200]}")
-
-
 def checkout(row: dict, work: Path) -> Path:
     """A clean checkout of the instance repo at base_commit (the hidden tests not applied)."""
     name = row["instance_id"].split("__", 1)[-1].rsplit("-", 2)[0] or "repo"
-    repo = work / name
-    _git(work, "clone", "-q", "--no-checkout", row["repo"], str(repo))
-    _git(repo, "checkout", "-q", row["base_commit"])
-    return repo
+    try:
+        return grading.fresh_clone(row["repo"], row["base_commit"], work / name)
+    except RuntimeError as exc:  # a git failure
+        raise OracleError(str(exc)) from None
 
 
 _CODE_BLOCK = re.compile(r"```python\n(.*?)```", re.S)
@@ -253,13 +241,11 @@ def plan_steps(row: dict, repo: Path, rng: random.Random) -> list[Step]:
 
 def _check_hidden_tests(row: dict, repo: Path) -> None:
     """Grade the end state as the benchmark does: with test_patch, FAIL_TO_PASS and PASS_TO_PASS pass."""
-    from clover.evals.synthfix.verify import run_pytest
-
-    _git(repo, "apply", "-", stdin=row["test_patch"])
-    results = run_pytest(repo)
-    wanted = json.loads(row["FAIL_TO_PASS"]) + json.loads(row["PASS_TO_PASS"])
-    bad = [t for t in wanted if results.get(t) != "PASSED"]
-    if bad:
+    if grading.git(repo, "apply", "-", stdin=row["test_patch"], check=False).returncode != 0:
+        raise OracleError("the test patch does not apply")
+    report = grading.resolution(grading.run_pytest(repo), row)
+    bad = [t for t, status in (report["FAIL_TO_PASS"] | report["PASS_TO_PASS"]).items() if status != "PASSED"]
+    if not report["resolved"]:
         raise OracleError(f"{len(bad)} graded tests do not pass after the fix, e.g. {bad[0]}")
 
 

@@ -1,51 +1,17 @@
 """Check an instance the way a grader would: in a fresh clone, apply `test_patch` and run pytest (the
-FAIL_TO_PASS tests must fail, PASS_TO_PASS pass), then apply the gold `patch` (everything passes)."""
+FAIL_TO_PASS tests must fail, PASS_TO_PASS pass), then apply the gold `patch` (everything passes).
+The clone, git and pytest are the grader core's (evals/grading.py); the patches must apply as they are."""
 
 from __future__ import annotations
 
 import json
-import os
-import re
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-_RESULT = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S+)", re.MULTILINE)
+from clover.evals.grading import fresh_clone, git, run_pytest
 
-
-def run_pytest(repo: Path, timeout: float = 120) -> dict[str, str]:
-    """Run the repo's whole test suite; returns {test id: PASSED/FAILED/ERROR/...}."""
-    env = {
-        **os.environ,
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-        "PYTHONHASHSEED": "0",
-    }
-    env.pop("PYTEST_ADDOPTS", None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "--color=no"],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    results: dict[str, str] = {}
-    for status, test_id in _RESULT.findall(proc.stdout):
-        results.setdefault(test_id, status)
-    return results
-
-
-def _git(repo: Path, *args: str, stdin: str | None = None) -> None:
-    proc = subprocess.run(
-        ["git", *args], cwd=repo, input=stdin, capture_output=True, text=True, check=False,
-        env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"},
-    )  # fmt: skip
-    if proc.returncode != 0:
-        raise RuntimeError(f"git {args[0]} failed: {proc.stderr.strip()}")
+__all__ = ["Verdict", "run_pytest", "verify_instance"]
 
 
 @dataclass
@@ -64,12 +30,10 @@ def verify_instance(row: dict, timeout: float = 120) -> Verdict:
     verdict = Verdict(row["instance_id"])
     f2p, p2p = json.loads(row["FAIL_TO_PASS"]), json.loads(row["PASS_TO_PASS"])
     with tempfile.TemporaryDirectory(prefix="synthfix-verify-") as tmp:
-        work = Path(tmp) / "repo"
-        _git(Path(tmp), "clone", "-q", "--no-checkout", row["repo"], str(work))
-        _git(work, "checkout", "-q", row["base_commit"])
-        _git(work, "apply", "-", stdin=row["test_patch"])
+        work = fresh_clone(row["repo"], row["base_commit"], Path(tmp) / "repo")
+        git(work, "apply", "-", stdin=row["test_patch"])
         verdict.before = run_pytest(work, timeout)
-        _git(work, "apply", "-", stdin=row["patch"])
+        git(work, "apply", "-", stdin=row["patch"])
         verdict.after = run_pytest(work, timeout)
     for test in f2p:
         if verdict.before.get(test) not in ("FAILED", "ERROR"):
