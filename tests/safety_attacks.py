@@ -79,6 +79,10 @@ BYPASSES = [
     "script -qc 'rm -rf t' /dev/null",
     "r\\\nm -rf t",
     "rm$IFS-rf t",
+    "env -S'rm -rf t'",
+    "env --split-string='rm -rf t'",
+    "git fetch -q --upload-pack='rm -rf t; git-upload-pack' .",
+    "git rebase -q --root -x 'rm -rf t'",
 ]
 
 

@@ -59,7 +59,9 @@ def test_deny_rules_hold_in_every_mode(command):
 
 EXEC_WRAPPED = ["strace -f rm -rf t", "unshare -r rm -rf t", "chroot / rm -rf t", "parallel rm -rf ::: t",
                 "fakeroot rm -rf t", "sg users -c 'rm -rf t'", "runuser -u root -- rm -rf t", "flock f $X -rf t",
-                "hyperfine 'rm -rf t'", "nsenter -t 1 -m rm -rf t"]
+                "hyperfine 'rm -rf t'", "nsenter -t 1 -m rm -rf t", "git submodule foreach 'rm -rf t'",
+                "git submodule foreach 'X=rm; $X -rf t'", "git bisect run rm -rf t", "git difftool -x 'rm -rf t'",
+                "git grep -O'rm -rf t' x", "flock f sh -c 'X=rm; $X -rf t'"]
 
 
 @pytest.mark.parametrize("command", EXEC_WRAPPED)
@@ -87,7 +89,8 @@ ORDINARY = [
     "grep -rn foo . | wc -l", "for f in *.py; do echo $f; done", "echo $HOME", "LANG=C sort f",
     "cat <<'EOF' > x.py\nprint(1)\nEOF", "git -c user.name=a -c user.email=b commit -qm x", "rm -f x.pyc",
     "rm -r build", "find . -name '*.pyc' -delete", "pip install -e .", "echo $((1+2))", "git status --short",
-    "x=$(git rev-parse HEAD); echo $x", "git fetch -q",
+    "x=$(git rev-parse HEAD); echo $x", "git fetch -q", "git commit -m 'stop running rm -rf t'",
+    "git grep -n 'rm -rf'", "strace -o log python -m pytest", "git rebase -i HEAD~2",
     "jq --version", "mkdir -p out && cp -r src out/", "timeout 60 python -m pytest -q tests/",
 ]
 

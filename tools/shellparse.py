@@ -37,6 +37,7 @@ from clover.tools.shellwrap import (
     PRIVILEGED,
     SHELLS,
     dash_c_value,
+    git_runs,
     peel,
     shell_c_string,
     shell_reads_stdin,
@@ -70,7 +71,6 @@ class SimpleCommand:
     assigns: list[str] = field(default_factory=list)  # `VAR=value` prefixes (also `env VAR=value`)
     opaque: str | None = None  # why what runs cannot be known from the text (see the module doc)
     open_tail: bool = False  # some arguments are unknown (`rm $F`, `xargs rm`): only the program is
-    runs_tail: bool = False  # an EXEC_WRAPPERS program: any tail of argv may be the command it runs
 
     @property
     def text(self) -> str:
@@ -93,10 +93,6 @@ class SimpleCommand:
                 forms.append(" ".join(base + [f"> {w}" for w in self.writes]))
             if self.assigns:  # `bash(GIT_CONFIG* *)` style rules see the prefixes
                 forms.append(" ".join([*self.assigns, *base]))
-            if self.runs_tail:
-                for i in range(1, len(expanded)):
-                    tail = [os.path.basename(expanded[i]) or expanded[i], *expanded[i + 1:]]
-                    forms += [" ".join(tail), " ".join(canonical_argv(tail))]
         return list(dict.fromkeys(f for f in forms if f))
 
     def program(self) -> str | None:
@@ -362,14 +358,34 @@ def _add_command(words: list[str], dynamic: list[bool], out: ParsedShell, depth:
         if script:
             nested.append(script)
             cmd.carrier = prog in ("su", "watch")
-        cmd.runs_tail = prog in EXEC_WRAPPERS
-        if cmd.runs_tail and any(dyn) and not cmd.opaque:
-            cmd.opaque = f"runs a command ({prog}) with words from an expansion"
+        if prog in EXEC_WRAPPERS and depth < _MAX_DEPTH:
+            nested += _tails(argv, dyn, out, depth)
+    elif prog == "git":
+        key, start = program_key(argv)
+        scripts, argvs = git_runs(argv, key.split(" ")[1] if " " in key else None, argv[start:])
+        nested += scripts
+        for inner in argvs:
+            _add_command(inner, [False] * len(inner), out, depth + 1)
     elif prog == "find":
         _find_exec(argv, out, depth)
     for script in nested:
         _parse_into(script, out, depth + 1)
     return cmd
+
+
+def _tails(argv: list[str], dyn: list[bool], out: ParsedShell, depth: int) -> list[str]:
+    """An EXEC_WRAPPERS program may run any tail of its argv (`flock /tmp/l rm -rf t`): each tail
+    that starts with an operand becomes a command; a one-word operand with spaces is a script."""
+    scripts = []
+    for i in range(1, min(len(argv), 16)):
+        word = argv[i]
+        if not word or word.startswith("-"):
+            continue
+        if i == len(argv) - 1 and re.search(r"[\s;&|]", word):
+            scripts.append(word)
+        else:
+            _add_command(argv[i:], dyn[i:], out, depth + 1)
+    return scripts
 
 
 def _find_exec(argv: list[str], out: ParsedShell, depth: int) -> None:

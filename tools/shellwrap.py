@@ -1,8 +1,9 @@
 """What wrappers and shells run: `sudo -u x rm` runs `rm`, `bash -c 'STRING'` runs STRING.
 
 tools/shellparse.py peels the wrappers in `_WRAPPER_ARGOPTS` off a command (deny and allow rules then
-see the command they run), parses `-c` strings of shells, `su`, `watch` and the EXEC_WRAPPERS, and
-lets deny rules try every tail of an EXEC_WRAPPERS command's argv.
+see the command they run), parses `-c` strings of shells, `su`, `watch` and the EXEC_WRAPPERS, checks
+every tail of an EXEC_WRAPPERS command's argv as a command, and the commands git runs for
+`rebase -x`, `bisect run`, `submodule foreach`, `--upload-pack`, ... (`git_runs`).
 """
 
 from __future__ import annotations
@@ -36,9 +37,9 @@ _WRAPPER_ARGOPTS: dict[str, set[str]] = {
     "xargs": {"-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter", "--max-args",
               "--max-procs", "--max-chars", "--max-lines"},
 }
-# Programs that run a command given in their arguments, with options we do not model: deny rules
-# see every tail of their argv (`flock /tmp/l rm -rf t` is tried as `rm -rf t`), and a `-c` string
-# is parsed as a script.
+# Programs that run a command given in their arguments, with options we do not model: every tail of
+# their argv that starts with an operand is checked as a command (`flock /tmp/l rm -rf t` runs
+# `rm -rf t`), a last operand with spaces and a `-c` string as a script.
 EXEC_WRAPPERS = {"flock", "strace", "ltrace", "valgrind", "unshare", "chroot", "nsenter", "runuser", "script",
                  "parallel", "xvfb-run", "firejail", "systemd-run", "catchsegv", "proot", "fakeroot", "faketime",
                  "torsocks", "proxychains", "proxychains4", "nocache", "eatmydata", "tini", "dumb-init", "sg",
@@ -65,10 +66,14 @@ def peel(words: list[str], dynamic: list[bool],
             i += 1
             if opt == "--":
                 break
+            split_arg = None
             if prog == "env" and opt in ("-S", "--split-string") and i < len(words):
-                # env -S "cmd args" runs the split string
-                split = words[i].split() + words[i + 1:]
-                return split, [dynamic[i]] * len(split), wrappers
+                split_arg, i = words[i], i + 1
+            elif prog == "env" and (opt.startswith("--split-string=") or re.fullmatch(r"-[iv0]*S.+", opt)):
+                split_arg = opt.split("=", 1)[1] if opt.startswith("--") else opt[opt.index("S") + 1:]
+            if split_arg is not None:  # env -S "cmd args" runs the split string
+                split = split_arg.split() + words[i:]
+                return split, [dynamic[i - 1]] * len(split), wrappers
             if opt in argopts and i < len(words):
                 i += 1
         for _ in range(_WRAPPER_POSITIONAL.get(prog, 0)):
@@ -125,3 +130,34 @@ def dash_c_value(argv: list[str]) -> str | None:
         if a.startswith("--command="):
             return a.split("=", 1)[1]
     return None
+
+
+# git subcommands' options whose value is a command git runs (`git rebase -x CMD`, `git fetch
+# --upload-pack=CMD` on a local path, ...)
+_GIT_EXEC_OPTS = {
+    "rebase": ("-x", "--exec"), "difftool": ("-x", "--extcmd"), "grep": ("-O", "--open-files-in-pager"),
+    "fetch": ("--upload-pack",), "pull": ("--upload-pack",), "clone": ("-u", "--upload-pack"),
+    "ls-remote": ("--upload-pack",), "archive": ("--exec",), "push": ("--receive-pack", "--exec"),
+    "send-email": ("--sendmail-cmd", "--smtp-server"),
+}
+
+
+def git_runs(argv: list[str], sub: str | None, rest: list[str]) -> tuple[list[str], list[list[str]]]:
+    """(scripts, argvs) that `git SUB REST...` runs: option values above, `bisect run CMD...`,
+    `submodule foreach CMD`."""
+    scripts: list[str] = []
+    argvs: list[list[str]] = []
+    if sub == "bisect" and rest[:1] == ["run"]:
+        argvs.append(rest[1:])
+    if sub == "submodule" and "foreach" in rest:
+        tail = rest[rest.index("foreach") + 1:]
+        scripts.append(" ".join(w for w in tail if w not in ("--recursive", "-q", "--quiet")))
+    for i, word in enumerate(rest):
+        for opt in _GIT_EXEC_OPTS.get(sub or "", ()):
+            if word == opt and i + 1 < len(rest):
+                scripts.append(rest[i + 1])
+            elif word.startswith(opt + "="):
+                scripts.append(word.split("=", 1)[1])
+            elif not opt.startswith("--") and word.startswith(opt) and len(word) > len(opt):
+                scripts.append(word[len(opt):])
+    return [s for s in scripts if s.strip()], [a for a in argvs if a]
