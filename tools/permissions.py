@@ -5,8 +5,11 @@ Patterns are shell-style globs (`*` also matches `/` and spaces). Deny beats ask
 
 - `bash(...)` is tried against every sub-command of the line (see tools/shellparse.py); a pattern
   containing `|` is tried against pipelines (`bash(curl *|*sh)`). Deny rules see every spelling
-  (`/bin/rm`, `sudo rm`, `rm -r -f` = `rm -fr`); allow rules need every sub-command to match and
-  never apply to a line that did not parse or runs code we cannot see (`$CMD`, `curl | sh`).
+  (`/bin/rm`, `sudo rm`, `rm t -r -f` = `rm -fr t`, `-r{f,}`; tools/shellnorm.py); allow rules need
+  every sub-command to match and never apply to a line that did not parse or runs code we cannot
+  see (`$CMD`, `curl | sh`, an alias; `ParsedShell.undecidable`). Where deny rules exist and a line
+  cannot be proven not to match one (`_undecided`), yolo refuses it and the other modes ask.
+- Plan mode refuses everything but read-only tools; ask and allow rules do not change that.
 - `edit(...)` matches the path of `create`, `str_replace` and `insert` (and a pattern without `/`
   also matches the file name at any depth, as in .gitignore); `read(...)` the path of `view`,
   `grep`, `glob` and `outline`, and lines from a denied file are left out of their results. Both
