@@ -124,8 +124,21 @@ def select(score: Tensor, masked: Tensor, s: DecodeSettings) -> Tensor:
     else:
         thr = -s.threshold if s.policy == "entropy" else s.threshold
         accept = score >= thr
-    best = torch.zeros_like(masked).scatter(-1, score.argmax(-1, keepdim=True), True)
+    best = torch.zeros_like(masked).scatter(-1, _leftmost_best(score), True)
     return (accept | best) & masked
+
+
+# Scores closer than this (relative) are a tie. A batch runs other matmul kernels than one sequence,
+# so scores differ in their last bits; on a nearly flat distribution two positions' entropies can
+# be equal up to that noise, and a plain argmax then picked a different position in a batch.
+TIE = 1e-5
+
+
+def _leftmost_best(score: Tensor) -> Tensor:
+    """[N, 1]: per row, the leftmost position whose score ties the best (within TIE)."""
+    top = score.max(-1, keepdim=True).values
+    near = score >= top - TIE * (1 + top.abs())
+    return near.int().argmax(-1, keepdim=True)  # argmax returns the first of equal values
 
 
 # ---------------------------------------------------------------------- the decoder
