@@ -222,3 +222,20 @@ def test_clover_fix_never_runs_what_its_sandboxed_commands_planted(tmp_path: Pat
     assert proc.returncode == 0, proc.stderr
     assert "+newer" in proc.stdout  # fix's own diff ran (hardened) and shows the edit
     assert sorted(os.listdir(outside)) == []  # and nothing planted ran, inside or out
+
+
+def test_hardened_git_drops_config_injected_through_the_environment(tmp_path: Path, outside: Path) -> None:
+    from clover.tools.gitsafe import run_git
+
+    ws = _repo(tmp_path / "ws")
+    (ws / "a.txt").write_text("changed\n")
+    injected = {**os.environ, "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.fsmonitor",
+                "GIT_CONFIG_VALUE_0": f"touch {outside}/env-fsmonitor; false",
+                "GIT_CONFIG_PARAMETERS": f"'core.pager'='touch {outside}/env-pager; cat'",
+                "GIT_EXTERNAL_DIFF": f"{outside}/nothing-here", "GIT_AUTHOR_NAME": "kept"}
+    assert run_git(["status", "--short"], str(ws), env=injected).stdout == b" M a.txt\n"
+    assert b"+changed" in run_git(["diff"], str(ws), env=injected).stdout
+    assert sorted(os.listdir(outside)) == []
+    clone = run_git(["clone", "-q", str(ws), str(tmp_path / "copy")], str(tmp_path))
+    assert clone.returncode != 0 and b"not allowed" in clone.stderr  # no transport unless asked
+    assert run_git(["clone", "-q", str(ws), str(tmp_path / "copy")], str(tmp_path), remote=True).returncode == 0

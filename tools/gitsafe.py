@@ -39,7 +39,7 @@ HARDENING: tuple[tuple[str, str], ...] = (
     ("gpg.program", "false"),
     ("commit.gpgSign", "false"),
     ("tag.gpgSign", "false"),
-    ("protocol.allow", "never"),
+    ("protocol.ext.allow", "never"),  # ext:: URLs run a command
     ("uploadpack.packObjectsHook", ""),
     ("pager.diff", "false"), ("pager.log", "false"), ("pager.show", "false"), ("pager.status", "false"),
 )
@@ -58,7 +58,7 @@ def safe_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in (os.environ if base is None else base).items()
            if not k.startswith("GIT_") or k in _KEPT_VARS or k.startswith(("GIT_AUTHOR_", "GIT_COMMITTER_"))}
     env.update(GIT_CONFIG_NOSYSTEM="1", GIT_TERMINAL_PROMPT="0", GIT_PAGER="cat", PAGER="cat",
-               GIT_OPTIONAL_LOCKS="0", GIT_NO_REPLACE_OBJECTS="1", GIT_PROTOCOL_FROM_USER="0")
+               GIT_OPTIONAL_LOCKS="0", GIT_NO_REPLACE_OBJECTS="1")
     return env
 
 
@@ -79,12 +79,15 @@ def filter_overrides(config_listing: str) -> list[tuple[str, str]]:
     return found
 
 
-def git_argv(args: Sequence[str], extra_config: Sequence[tuple[str, str]] = ()) -> list[str]:
-    """`git <hardening> <args>`; diff-rendering subcommands also get --no-ext-diff --no-textconv."""
+def git_argv(args: Sequence[str], extra_config: Sequence[tuple[str, str]] = (), *, remote: bool = False
+             ) -> list[str]:
+    """`git <hardening> <args>`; diff-rendering subcommands also get --no-ext-diff --no-textconv.
+    No transport is allowed (no clone, fetch or push reaches anything) unless `remote`."""
     args = list(args)
     if args and args[0] in _DIFF_COMMANDS:
         args = [args[0], "--no-ext-diff", "--no-textconv", *args[1:]]
-    return ["git", "--no-pager", *_config_args([*HARDENING, *extra_config]), *args]
+    transport = [] if remote else [("protocol.allow", "never")]
+    return ["git", "--no-pager", *_config_args([*HARDENING, *transport, *extra_config]), *args]
 
 
 # Reads the repository's own config (and what it includes); reading config runs no program.
@@ -108,8 +111,9 @@ def read_filters(cwd: str, env: Mapping[str, str] | None = None) -> list[tuple[s
 
 
 def run_git(args: Sequence[str], cwd: str, *, env: Mapping[str, str] | None = None,
-            input: bytes | None = None, timeout: float = 600) -> subprocess.CompletedProcess[bytes]:
+            input: bytes | None = None, timeout: float = 600, remote: bool = False
+            ) -> subprocess.CompletedProcess[bytes]:
     """Run hardened git on this machine; raises OSError / TimeoutExpired like subprocess.run."""
     env = safe_env() if env is None else safe_env(env)
-    argv = git_argv(args, read_filters(cwd, env))
+    argv = git_argv(args, read_filters(cwd, env), remote=remote)
     return subprocess.run(argv, cwd=cwd, env=env, input=input, capture_output=True, timeout=timeout)
