@@ -138,3 +138,43 @@ def test_cli_runs_tasks_and_reports(tmp_path):
     assert result.exit_code == 0 and "passed 1/1" in result.output
     bad = runner.invoke(terminalbench_app, ["--tasks", str(tmp_path / "none"), "--oracle"])
     assert bad.exit_code == 2 and "not a directory" in bad.output and "Traceback" not in bad.output
+
+
+def test_uv_and_a_local_interpreter_instead_of_downloads(tmp_path):
+    """A test script that sources uv's env and asks `uv -p X.Y` for an interpreter gets this
+    machine's (offline: nothing downloaded)."""
+    from clover.evals.terminalbench.container import TaskContainer
+    from clover.evals.terminalbench.toolchain import (
+        PYTHON_DIR,
+        install_uv,
+        python_binds,
+        python_installs,
+        uv_binary,
+    )
+
+    installs = python_installs()
+    if not installs or uv_binary() is None:
+        pytest.skip("needs pyenv interpreters and uv (on PATH or from PyPI)")
+    version = ".".join(sorted(installs)[-1].split(".")[:2])
+    box = TaskContainer(tmp_path / "box", binds=python_binds(tmp_path / "box"))
+    box.start()
+    try:
+        assert install_uv(box.root)
+        script = (f"source $HOME/.local/bin/env && UV_OFFLINE=1 uv run --no-project -p {version} "
+                  "python -c 'import sys; print(sys.version_info[:2])'")
+        rc, out, _ = box.exec(script, env={"PATH": f"/usr/bin:/bin:{PYTHON_DIR}/bin"}, timeout=120)
+    finally:
+        box.remove()
+    assert rc == 0, out
+    assert out.decode().strip().endswith(str(tuple(int(x) for x in version.split("."))))
+
+
+def test_which_tasks_get_uv_and_the_registry_settings(tmp_path):
+    from clover.evals.terminalbench.toolchain import network_env, uses_uv
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "test.sh").write_text("curl -LsSf https://astral.sh/uv/0.9.5/install.sh | sh\n")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "test.sh").write_text("pip install pytest uvicorn  # not uv-based\n")
+    assert uses_uv(tmp_path / "a") and not uses_uv(tmp_path / "b")
+    assert network_env({"PIP_CERT": "/ca.pem", "HOME": "/root"}) == {"PIP_CERT": "/ca.pem", "SSL_CERT_FILE": "/ca.pem"}

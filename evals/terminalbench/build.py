@@ -32,9 +32,12 @@ def tail(output: bytes, lines: int = 15) -> str:
 
 
 def build_image(box: TaskContainer, spec: DockerSpec, context: Path, *, log: Path, timeout: float,
-                workdir: str | None = None) -> dict[str, str]:
-    """Run the steps; returns the environment variables the container's commands get."""
-    env: dict[str, str] = {"PATH": DEFAULT_PATH}
+                workdir: str | None = None, extra_path: str = "", base_env: dict[str, str] | None = None
+                ) -> dict[str, str]:
+    """Run the steps; returns the environment variables the container's commands get.
+    `extra_path` goes at the end of PATH (local interpreters: after the image's own); `base_env`
+    comes before the Dockerfile's ENV (how this machine reaches the registries)."""
+    env: dict[str, str] = {**(base_env or {}), "PATH": DEFAULT_PATH + (f":{extra_path}" if extra_path else "")}
     cwd = "/"
     for kind, arg in spec.steps:
         if kind == "workdir":

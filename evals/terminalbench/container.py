@@ -73,7 +73,8 @@ def _probe() -> str | None:
 
 
 class TaskContainer:
-    def __init__(self, state_dir: Path, *, network: bool = True, hide: tuple[Path, ...] = ()) -> None:
+    def __init__(self, state_dir: Path, *, network: bool = True, hide: tuple[Path, ...] = (),
+                 binds: list[tuple[Path, str]] | None = None) -> None:
         self.state = Path(state_dir).absolute()
         self.root = self.state / "root"
         self.network = network
@@ -81,6 +82,7 @@ class TaskContainer:
         # folder (a checkout under /opt): the task's own directory with its tests and solution,
         # the run's output. Elsewhere (/work, /home, /tmp, ...) they are absent anyway.
         self.hide = [p.resolve() for p in (*hide, self.state)]
+        self.binds = list(binds or [])  # (host folder, container path), read-only (toolchain.py)
         self.pid: int | None = None  # the container's init, as the host sees it
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -112,6 +114,8 @@ class TaskContainer:
         read_fd, write_fd = os.pipe()
         ready_read, ready_write = os.pipe()  # the init says "ready" from inside: the mounts are done
         bwrap[1:1] = ["--info-fd", str(write_fd)]
+        for host, inside in self.binds:
+            bwrap += ["--ro-bind", str(host), inside]
         for path in self.hide:
             parts = path.parts
             if len(parts) > 1 and parts[1] in SYSTEM_DIRS and path.is_dir():

@@ -28,6 +28,7 @@ from harbor.models.task.config import NetworkMode, NetworkPolicy
 from clover.evals.terminalbench.build import BuildError, build_image, copy_in
 from clover.evals.terminalbench.container import SYSTEM_DIRS, ContainerError, TaskContainer, container_problem
 from clover.evals.terminalbench.tasks import parse_dockerfile
+from clover.evals.terminalbench.toolchain import PYTHON_DIR, install_uv, network_env, python_binds, uses_uv
 
 # Harbor's output folders: they exist from the start, even when the build fails, so that Harbor
 # can collect them either way (no second traceback on a failed start).
@@ -51,7 +52,9 @@ class BwrapEnvironment(BaseEnvironment):
         super().__init__(*args, **kwargs)
         self._state = Path(tempfile.mkdtemp(prefix=f"harbor-bwrap-{self.session_id}-"))
         network = self._network_policy.network_mode != NetworkMode.NO_NETWORK
-        self._box = TaskContainer(self._state, network=network, hide=(self.environment_dir.parent,))
+        self._binds = python_binds(self._state)
+        self._box = TaskContainer(self._state, network=network, hide=(self.environment_dir.parent,),
+                                  binds=self._binds)
         self._workdir = "/"
         self._env: dict[str, str] = {}
 
@@ -72,9 +75,13 @@ class BwrapEnvironment(BaseEnvironment):
         self._workdir = self.task_env_config.workdir or spec.workdir
         try:
             await asyncio.to_thread(self._box.start)
+            task_dir = self.environment_dir.parent
+            if await asyncio.to_thread(uses_uv, task_dir / "tests", self.environment_dir, task_dir / "solution"):
+                await asyncio.to_thread(install_uv, self._box.root)
             self._env = await asyncio.to_thread(
                 build_image, self._box, spec, self.environment_dir, log=self._state / "build.log",
-                timeout=float(self.task_env_config.build_timeout_sec), workdir=self._workdir)
+                timeout=float(self.task_env_config.build_timeout_sec), workdir=self._workdir,
+                extra_path=f"{PYTHON_DIR}/bin" if self._binds else "", base_env=network_env())
         except (BuildError, ContainerError) as exc:
             raise SandboxBuildFailedError(str(exc)) from None
         await self.ensure_dirs(self._mount_targets(writable_only=True))

@@ -27,6 +27,7 @@ from clover.core.protocols import Model
 from clover.evals.terminalbench.build import BuildError, build_image, tail
 from clover.evals.terminalbench.container import TaskContainer, container_problem
 from clover.evals.terminalbench.tasks import Task
+from clover.evals.terminalbench.toolchain import PYTHON_DIR, install_uv, network_env, python_binds, uses_uv
 from clover.settings import Settings
 
 TASK_PROMPT = """You are Clover, solving a task in a Linux terminal. The working directory is {root}.
@@ -66,11 +67,15 @@ def start_task(task: Task, state: Path, log: Path) -> tuple[TaskContainer, dict[
         raise Skip(problem)
     if task.docker.unsupported:
         raise Skip("; ".join(dict.fromkeys(task.docker.unsupported)))
-    box = TaskContainer(state, network=task.network, hide=(task.path, state.parent.parent))
+    binds = python_binds(state)
+    box = TaskContainer(state, network=task.network, hide=(task.path, state.parent.parent), binds=binds)
     try:
         box.start()
+        if uses_uv(task.tests_dir, task.context_dir, task.path / "solution"):
+            install_uv(box.root)
         env = build_image(box, task.docker, task.context_dir, log=log, timeout=task.build_timeout,
-                          workdir=task.docker.workdir)
+                          workdir=task.docker.workdir, extra_path=f"{PYTHON_DIR}/bin" if binds else "",
+                          base_env=network_env())
         for path in ("/logs/agent", "/logs/verifier"):  # Harbor's output folders exist from the start
             box.host_path(path).mkdir(parents=True, exist_ok=True)
     except BaseException:
