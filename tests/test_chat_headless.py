@@ -75,7 +75,7 @@ def test_json_output_and_the_permission_mode(tmp_path: Path, home: Path) -> None
         code, out, _ = _run(tmp_path, server.url, "run it", "stream-json", mode="yolo")
         assert code == 0
         events = [json.loads(line) for line in out.splitlines()]
-        assert {"text", "tool_call", "usage"} <= {e["type"] for e in events}
+        assert {"text", "tool_call", "tool_result", "usage"} <= {e["type"] for e in events}
         assert events[-1]["type"] == "result" and events[-1]["result"] == "Ran it."
         assert (tmp_path / "out.txt").read_text() == "ran\n"
 

@@ -1,4 +1,5 @@
-"""`python -m clover.repl`: the chat without the typer CLI (tests drive it in tmux)."""
+"""`python -m clover.repl`: the chat without the typer CLI (tests drive it in tmux). Unlike `clover
+chat`, piped stdin is read line by line here, as a scripted session (answers to approvals included)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import IO, Any
 
-from clover.core.protocols import AssistantTurn, Message, Model, ModelError, StreamEvent
+from clover.core.protocols import AssistantTurn, Message, Model, ModelError, StreamEvent, ToolCall, ToolResult
 from clover.repl.guard import guarded_complete, truncation
 from clover.settings import Settings
 
@@ -67,9 +67,15 @@ def run_print(
         out.write(json.dumps({"type": event.kind, "text": event.text, "data": event.data}, default=str) + "\n")
         out.flush()
 
+    def tool_result(call: ToolCall, result: ToolResult) -> None:
+        out.write(json.dumps({"type": "tool_result", "id": call.id, "name": call.name, "output": result.output,
+                              "is_error": result.is_error}, default=str) + "\n")
+        out.flush()
+
+    streaming = output_format == "stream-json"
     try:
-        agent = build_agent(settings, env, kind="chat", model=recording,
-                            on_event=stream if output_format == "stream-json" else None)
+        agent = build_agent(settings, env, kind="chat", model=recording, on_event=stream if streaming else None,
+                            on_tool_result=tool_result if streaming else None)
     except ValueError as exc:  # a bad permission rule
         print(f"clover: {exc}", file=err)
         return 2
