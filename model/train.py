@@ -87,24 +87,6 @@ def add_noise(x0: torch.Tensor, target: torch.Tensor, block: int, mask_id: int, 
     return torch.where(masked, torch.full_like(x0, mask_id), x0)
 
 
-def selected_logits(
-    model: CloverForCausalLM, x_t: torch.Tensor, x0: torch.Tensor, block: int, use: torch.Tensor
-) -> torch.Tensor:
-    """`forward_train(x_t, x0, block)[use]` (or `forward(x0)` shifted, for block 1) without running
-    lm_head on rows the loss ignores: most rows are context, and lm_head is a third of the FLOPs."""
-    n, t = x0.shape
-    if block == 1:
-        hidden, _ = model._run(x0, None, None, commit=False)
-        src = torch.cat([torch.zeros_like(hidden[:, :1]), hidden[:, :-1]], dim=1)
-    else:
-        clean, noisy = model._run(x0, x_t.view(n, t // block, block), None, commit=False, chunk_size=block)
-        noisy = noisy.reshape(n, t, -1)
-        src = torch.cat([torch.zeros_like(noisy[:, :1]), noisy[:, :-1]], dim=1)
-        starts = torch.arange(block, t, block, device=x0.device)
-        src[:, starts] = clean[:, starts - 1]
-    return model.lm_head(src[use])
-
-
 def diffusion_step_loss(
     model: CloverForCausalLM, x0: torch.Tensor, target: torch.Tensor, block: int, gen: torch.Generator
 ) -> tuple[torch.Tensor, int]:
@@ -119,7 +101,7 @@ def diffusion_step_loss(
     count = int(use.sum())
     if count == 0:
         return sum(p.sum() for p in model.parameters()) * 0.0, 0
-    logits = selected_logits(model, x_t, x0, block, use)
+    logits = model.forward_train(x_t, x0, block, select=use)
     return F.cross_entropy(logits.float(), x0[use]), count
 
 

@@ -17,7 +17,6 @@ from clover.model.train import (
     diffusion_step_loss,
     export,
     sample_block_size,
-    selected_logits,
     step_generator,
 )
 
@@ -65,7 +64,7 @@ def test_loss_only_on_masked_targets() -> None:
     zero.backward()
 
 
-def test_selected_logits_match_forward_train() -> None:
+def test_selected_rows_match_the_full_forward_train() -> None:
     torch.manual_seed(0)
     model = CloverForCausalLM(tiny()).eval()
     ids, target = _data()
@@ -73,11 +72,12 @@ def test_selected_logits_match_forward_train() -> None:
     use = (x_t == model.config.mask_token_id) & target
     with torch.no_grad():
         full = model.forward_train(x_t, ids, 4)[use]
-        fast = selected_logits(model, x_t, ids, 4, use)
+        fast = model.forward_train(x_t, ids, 4, select=use)
         ar_use = target.clone()
         ar_use[:, 0] = False
         ar_full = torch.cat([torch.zeros_like(model(ids)[:, :1]), model(ids)[:, :-1]], 1)[ar_use]
-        ar_fast = selected_logits(model, ids, ids, 1, ar_use)
+        ar_fast = model.forward_train(ids, ids, 1, select=ar_use)
+        torch.testing.assert_close(model.forward_train(ids, ids, 1)[ar_use], ar_full, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(fast, full, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(ar_fast, ar_full, rtol=1e-4, atol=1e-4)
 
