@@ -117,3 +117,38 @@ def test_banner_shows_before_the_local_model_loads(tmp_path: Path) -> None:
         term.wait_for("[exited 0]")
     finally:
         term.close()
+
+
+def test_two_edits_both_show_their_diff_after_always_and_clear(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "calc.py").write_text("a = 1\nb = 2\n")
+
+    def edit(old: str, new: str) -> dict:
+        return {"tool_calls": [{"name": "str_replace", "arguments": {"path": "calc.py", "old_str": old, "new_str": new}}]}
+
+    script = _script(tmp_path, [edit("a = 1", "a = 10"), {"text": "first done"},
+                                edit("b = 2", "b = 20"), {"text": "second done"}])
+    term = Tmux(_command(tmp_path, repo, "--model", f"scripted:{script}", "--mode", "ask"), cwd=ROOT)
+    try:
+        term.wait_for("› ")
+        term.type("first")
+        term.send("Enter")
+        screen = term.wait_for("Allow?")
+        assert "+a = 10" in screen and "[a]lways allows edit(calc.py) for the rest of this session" in screen
+        term.send("a", "Enter")
+        term.wait_for("first done")
+        term.type("/clear")
+        term.send("Enter")
+        term.wait_for("new conversation")
+        term.type("second")  # allowed by the "always" answer: no question, the diff comes with the result
+        term.send("Enter")
+        screen = term.wait_for("second done")
+        assert screen.count("Allow?") == 1
+        assert "⎿ ✓ calc.py +1 -1  [1]" in screen and "⎿ ✓ calc.py +1 -1  [2]" in screen
+        assert "+b = 20" in screen
+        term.type("/exit")
+        term.send("Enter")
+        term.wait_for("[exited 0]")
+    finally:
+        term.close()
