@@ -190,8 +190,19 @@ def text_messages(
     return out
 
 
+def render_turn(message: dict[str, Any]) -> str:
+    """One ChatML message (as text_messages leaves it: a role and a string content)."""
+    return f"<|im_start|>{message['role']}\n{message['content']}<|im_end|>\n"
+
+
 def generation_prompt(think: bool = True) -> str:
     return "<|im_start|>assistant\n" + ("<think>\n" if think else "<think>\n\n</think>\n\n")
+
+
+def thought_and_reply(thinking: str, content: str) -> str:
+    """What the model writes after `generation_prompt(think=True)`: its thinking, then the reply,
+    up to and including `<|im_end|>` (the training target of a thinking turn)."""
+    return f"{thinking}\n{THINK_CLOSE}\n\n{content}<|im_end|>"
 
 
 def render_messages(
@@ -207,9 +218,7 @@ def render_messages(
     `tool_prompt` ("full" or "compact") picks how the built-in one lists the tools."""
     if template is not None:
         return _render_jinja(template, messages, tools, think, add_generation_prompt)
-    text = "".join(
-        f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in text_messages(messages, tools, tool_prompt)
-    )
+    text = "".join(render_turn(m) for m in text_messages(messages, tools, tool_prompt))
     return text + (generation_prompt(think) if add_generation_prompt else "")
 
 
@@ -270,7 +279,9 @@ __all__ = [  # parsing lives in model/chat_parse.py; re-exported here as the one
     "render_compact_tools_section",
     "render_tool_responses",
     "render_tools_section",
+    "render_turn",
     "split_thinking",
     "text_messages",
+    "thought_and_reply",
     "tool_schemas",
 ]

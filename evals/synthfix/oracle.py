@@ -30,7 +30,13 @@ from typing import Any
 
 from clover.core.protocols import tool_spec
 from clover.evals import grading
-from clover.model.chat import render_assistant_content, text_messages
+from clover.model.chat import (
+    generation_prompt,
+    render_assistant_content,
+    render_turn,
+    text_messages,
+    thought_and_reply,
+)
 from clover.prompts import FIX
 from clover.tools.environment import LocalEnvironment
 from clover.tools.registry import default_tools, tools_by_name
@@ -311,15 +317,15 @@ def render_trajectory(
     text, spans, turn = "", [], 0
     for m in msgs:
         if m["role"] != "assistant":
-            text += f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n"
+            text += render_turn(m)
             continue
         thought = next(thoughts, "")
         if turn < cut:
-            text += f"<|im_start|>assistant\n{m['content']}<|im_end|>\n"
-        else:
-            text += "<|im_start|>assistant\n<think>\n"
+            text += render_turn(m)
+        else:  # the generation prompt, then what the model writes: the loss span
+            text += generation_prompt(think=True)
             start = len(text)
-            text += f"{thought}\n</think>\n\n{m['content']}<|im_end|>"
+            text += thought_and_reply(thought, m["content"])
             spans.append((start, len(text)))
             text += "\n"
         turn += 1
