@@ -178,3 +178,34 @@ def test_which_tasks_get_uv_and_the_registry_settings(tmp_path):
     (tmp_path / "b" / "test.sh").write_text("pip install pytest uvicorn  # not uv-based\n")
     assert uses_uv(tmp_path / "a") and not uses_uv(tmp_path / "b")
     assert network_env({"PIP_CERT": "/ca.pem", "HOME": "/root"}) == {"PIP_CERT": "/ca.pem", "SSL_CERT_FILE": "/ca.pem"}
+
+
+def test_the_container_environment_behaves_like_a_shell_and_a_file_system(tmp_path):
+    from clover.evals.terminalbench.container import TaskContainer
+    from clover.evals.terminalbench.container_env import ContainerEnvironment
+
+    box = TaskContainer(tmp_path / "box")
+    box.start()
+    try:
+        env = ContainerEnvironment(box, root="/app", env={"PATH": "/usr/bin:/bin"}, timeout=20)
+        env.write_file("src/a.txt", b"one\ntwo\n")
+        assert env.read_file("/app/src/a.txt") == b"one\ntwo\n" and box.host_path("/app/src/a.txt").is_file()
+        env.write_file("/usr/local/share/clover-env-test", b"x")  # an overlaid system folder
+        assert env.read_file("/usr/local/share/clover-env-test") == b"x"
+        assert not Path("/usr/local/share/clover-env-test").exists()
+        assert env.execute("cd src && export K=v").returncode == 0
+        out = env.execute("pwd; echo $K; sleep 30 >/dev/null 2>&1 &")
+        assert out.output.split() == ["/app/src", "v"]
+        assert "sleep 30" in env.execute("ps ax").output  # a background process lives on, as with docker exec
+        assert env.list("/app") == ["src/"] and env.list_files("/app") == ["src/a.txt"]
+        assert env.stat("src").kind == "dir" and env.stat("src/a.txt").size == 8 and env.stat("nope") is None
+        ran = env.run(["sh", "-c", "echo out; echo err >&2; exit 3"])
+        assert (ran.returncode, ran.stdout, ran.stderr.strip()) == (3, b"out\n", "err")
+        assert env.run(["clover-no-such-program"]).returncode == 127
+        with pytest.raises(FileNotFoundError):
+            env.read_file("missing.txt")
+        with pytest.raises(IsADirectoryError):
+            env.read_file("src")
+        assert env.execute("sleep 5", timeout=1).timed_out
+    finally:
+        box.remove()

@@ -11,16 +11,16 @@ import shlex
 import time
 import uuid
 
-from clover.core.protocols import ExecResult, FileStat, RunResult
+from clover.core.protocols import ExecResult, RunResult
 from clover.evals.terminalbench.container import TaskContainer
-from clover.evals.terminalbench.harbor_env import cut_output
+from clover.tools.listing import RunBackedFiles
+from clover.tools.outputcut import cut_output
 
 _MARK = "__CLOVER_CWD__"
 _ERR = "\n__CLOVER_STDERR__\n"
-_MAX_FILES = 20_000
 
 
-class ContainerEnvironment:
+class ContainerEnvironment(RunBackedFiles):  # list_files and stat through `run`
     def __init__(self, container: TaskContainer, *, root: str, env: dict[str, str] | None = None,
                  timeout: float = 120.0, output_limit: int = 16_000) -> None:
         self.container = container
@@ -107,21 +107,6 @@ class ContainerEnvironment:
         if rc != 0:
             raise _file_error(rc, self._abs(path))
         return sorted(line for line in out.decode("utf-8", "replace").splitlines() if line)
-
-    def list_files(self, base: str) -> list[str]:
-        full = shlex.quote(self._abs(base))
-        rc, out = self._sh(f"cd {full} 2>/dev/null || exit 2; "
-                           "{ git ls-files -co --exclude-standard 2>/dev/null || find . -type f | sed 's|^\\./||'; } "
-                           f"| sort | head -n {_MAX_FILES}", timeout=120)
-        return [] if rc != 0 else [ln for ln in out.decode("utf-8", "replace").splitlines() if ln]
-
-    def stat(self, path: str) -> FileStat | None:
-        rc, out = self._sh(f"stat -L -c '%F %s' -- {shlex.quote(self._abs(path))} 2>/dev/null")
-        if rc != 0 or not out.strip():
-            return None
-        kind_text, _, size = out.decode().strip().rpartition(" ")
-        kind = "dir" if kind_text == "directory" else "file" if kind_text.startswith("regular") else "other"
-        return FileStat(kind, int(size) if size.isdigit() else 0)  # type: ignore[arg-type]
 
 
 def _file_error(rc: int, path: str, detail: str = "") -> OSError:
