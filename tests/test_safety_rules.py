@@ -270,3 +270,16 @@ def test_read_rules_apply_to_the_read_tools(tmp_path):
     assert p.decide("glob", {"pattern": "*", "path": "env-link"}, True, main_key="pattern")[0] == "deny"
     assert p.decide("view", {"path": "README.md"}, True)[0] == "allow"
     assert p.decide("grep", {"pattern": "KEY"}, True, main_key="pattern")[0] == "allow"
+
+
+@pytest.mark.parametrize(("command", "runs"), [
+    ("cat <<'EOF'\n$(rm -rf t)\nEOF", False), ("cat <<\\EOF\n$(rm -rf t)\nEOF", False),
+    ("cat <<-'EOF'\n\t`rm -rf t`\n\tEOF", False), ("cat <<EOF\n$(rm -rf t)\nEOF", True),
+    ("cat <<'A' <<B\n$(rm -rf t)\nA\n$(rm -rf t)\nB", True), ("cat <<'EOF' | bash\nrm -rf t\nEOF", True),
+    ("cat <<'EOF' > notes.md\nit's `half a code span\nEOF", False),
+])
+def test_here_document_bodies_count_only_when_bash_expands_them(command, runs, tmp_path):
+    (tmp_path / "t").mkdir()
+    subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, timeout=30)
+    assert (not (tmp_path / "t").exists()) == runs  # what bash really does
+    assert decide("yolo", command, deny=DENY) == ("deny" if runs else "allow"), command

@@ -15,7 +15,7 @@ are not git's own (aliases). Such a command has `opaque` set (tools/shelljudge.p
 `ParsedShell.opaque`);
 a command whose arguments are only partly known (`rm $F`, `xargs rm`) has `open_tail` set. Code in
 files (scripts, `source`, `make`, `python -c`) is not looked into: deny rules cannot see inside it.
-Here-document bodies are scanned for `$(...)` and backticks whether or not the delimiter is quoted.
+Bodies of here-documents with an unquoted delimiter are scanned for `$(...)` and backticks.
 Words are read with bash's quote removal on the text as written (tools/shellwords.py): bashlex keeps
 quotes in `'it'\\''s' and stops a substitution at its first newline.
 """
@@ -177,13 +177,43 @@ def _parse_into(text: str, out: ParsedShell, depth: int) -> None:
 
 def _prepare(text: str) -> str:
     """Rewrite forms bashlex lacks into equivalents it reads (analysis only): `[[ ]]`, `time`,
-    quoted here-doc delimiters (bodies are scanned either way), arithmetic on plain numbers."""
-    text = re.sub(r"<<(-?)[ \t]*(['\"])([\w.-]+)\2", r"<<\1\3", text)
-    text = re.sub(r"<<(-?)[ \t]*\\([\w.-]+)", r"<<\1\2", text)
+    quoted here-doc delimiters (renamed `QUOTED_MARK...`: their bodies are literal), arithmetic on
+    plain numbers."""
+    text = _mark_quoted_heredocs(text)
     text = re.sub(r"\$\(\(([\d\s+\-*/%<>=!&|^~?:]*)\)\)", "0", text)
     text = re.sub(r"(?<![^\s;&|(])\[\[(?=\s)", "[", text)
     text = re.sub(r"(?<=\s)\]\](?=$|[\s;&|)])", "]", text)
     return re.sub(r"(^|[;&|(]\s*|\n\s*)time\s+(?:-p\s+)?", r"\1", text)
+
+
+_HEREDOC_OP = re.compile(r"(?<!<)<<(-?)[ \t]*(?:(['\"])([\w.-]+)\2|\\([\w.-]+)|([\w.-]+))")
+QUOTED_MARK = "CLOVERQUOTED"
+
+
+def _mark_quoted_heredocs(text: str) -> str:
+    """`<<'EOF'` ... `EOF` -> `<<CLOVERQUOTED0EOF` ... `CLOVERQUOTED0EOF` (bashlex cannot read quoted
+    delimiters, and a quoted body is literal so its `$(...)` must not count). Bodies are skipped while
+    looking for operators; a delimiter that never ends leaves the rest as it was (bashlex fails)."""
+    lines, out, pending = text.split("\n"), [], []
+    for line in lines:
+        if pending:
+            name, new, dash = pending[0]
+            if (line.lstrip("\t") if dash else line) == name:
+                out.append(line.replace(name, new, 1))
+                pending.pop(0)
+            else:
+                out.append(line)
+            continue
+
+        def mark(m: re.Match[str]) -> str:
+            quoted = m.group(3) or m.group(4)
+            name = quoted or m.group(5)
+            new = f"{QUOTED_MARK}{len(out)}{name}" if quoted else name
+            pending.append((name, new, bool(m.group(1))))
+            return f"<<{m.group(1)}{new}"
+
+        out.append(_HEREDOC_OP.sub(mark, line))
+    return "\n".join(out)
 
 
 def _walk(node, out: ParsedShell, depth: int) -> None:
@@ -244,8 +274,10 @@ def _command_node(node, out: ParsedShell, depth: int, stdin_text: str | None = N
             if getattr(target, "kind", None) == "word" and _SUBST.search(raw := _word(target, out)[1]):
                 _scan_into(raw, out, depth, quotes=True)
             if rtype in ("<<", "<<-") and getattr(part, "heredoc", None) is not None:
-                stdin_script = _heredoc_body(part.heredoc.value, getattr(part.output, "word", ""))
-                _scan_into(stdin_script, out, depth)  # `$(...)` in a body runs when the line runs
+                delimiter = getattr(part.output, "word", "")
+                stdin_script = _heredoc_body(part.heredoc.value, delimiter)
+                if not delimiter.startswith(QUOTED_MARK):  # `$(...)` in an unquoted body runs
+                    _scan_into(stdin_script, out, depth)
             elif rtype == "<<<":
                 stdin_script = getattr(part.output, "word", "")
             elif rtype == "<":
