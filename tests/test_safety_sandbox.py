@@ -202,6 +202,7 @@ def test_planted_git_config_and_hooks_never_run_host_side(tmp_path: Path, outsid
     assert log[:2] == ["fix commit", "agent commit"]  # the commits happened, without their hooks
 
 
+@pytest.mark.slow  # a whole `clover fix` process; the same git calls are tested directly above
 @needs_bwrap
 def test_clover_fix_never_runs_what_its_sandboxed_commands_planted(tmp_path: Path, outside: Path) -> None:
     ws = _repo(tmp_path / "ws")
