@@ -1,4 +1,5 @@
-"""`clover eval terminalbench`: run Terminal-Bench task directories on this machine (no Docker).
+"""`clover eval terminalbench`: run Terminal-Bench task directories on this machine (no Docker: each
+task in a local container, see container.py).
 
 For Harbor itself (Docker or cloud sandboxes, the published datasets) see README.md beside this
 file: `harbor run -a clover.evals.terminalbench.harbor_agent:CloverAgent ...`.
@@ -51,7 +52,7 @@ def run(
     base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible server."),
     max_steps: Optional[int] = typer.Option(None, "--max-steps"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Results directory."),
-    keep: bool = typer.Option(False, "--keep", help="Keep each task's temporary directory."),
+    keep: bool = typer.Option(False, "--keep", help="Keep each task's container state (OUTPUT/<task>/container)."),
 ) -> None:
     """Run each task: build its directory, run the agent (or the oracle), run the tests, score."""
     from rich.console import Console
