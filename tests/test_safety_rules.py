@@ -283,3 +283,20 @@ def test_here_document_bodies_count_only_when_bash_expands_them(command, runs, t
     subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, timeout=30)
     assert (not (tmp_path / "t").exists()) == runs  # what bash really does
     assert decide("yolo", command, deny=DENY) == ("deny" if runs else "allow"), command
+
+
+RM_CORES = [c for c in CORES if not c.startswith(("git", "curl"))] + ["ls", "echo hi", "rm -f nothing", "true"]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(core=st.sampled_from(RM_CORES), ways=st.lists(st.sampled_from(WAYS), min_size=0, max_size=2))
+def test_whatever_yolo_allows_with_deny_rules_really_leaves_t(core, ways, tmp_path_factory):
+    """Differential: run every line the policy allows through real bash; `t` must survive."""
+    command = _compound(core, ways)
+    if decide("yolo", command, deny=DENY) != "allow":
+        return
+    work = tmp_path_factory.mktemp("run")
+    (work / "t").mkdir()
+    subprocess.run(["bash", "-c", command + "\nwait"], cwd=work, capture_output=True, timeout=20,
+                   stdin=subprocess.DEVNULL)
+    assert (work / "t").exists(), command
