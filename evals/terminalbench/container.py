@@ -88,9 +88,15 @@ class TaskContainer:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def _layout(self) -> tuple[list[str], list[str]]:
-        """Create the folders; return the mount commands and bwrap's symlink arguments."""
+    def _layout(self, in_memory: bool) -> tuple[list[str], list[str]]:
+        """Create the folders; return the mount commands and bwrap's symlink arguments. With
+        `in_memory` the overlay layers live on a tmpfs of the container's mount namespace (for
+        hosts whose own file system cannot hold an overlay's upper layer, e.g. inside Docker)."""
+        layers = self.state / "layers"
         mounts, links = [], []
+        if in_memory:
+            layers.mkdir(parents=True, exist_ok=True)
+            mounts.append(f"mount -t tmpfs tmpfs {shlex.quote(str(layers))}")
         for name, mode in BASE_DIRS.items():
             (self.root / name).mkdir(parents=True, exist_ok=True)
             os.chmod(self.root / name, mode)
@@ -99,14 +105,28 @@ class TaskContainer:
             if host.is_symlink():
                 links += ["--symlink", os.readlink(host), f"/{name}"]
             elif host.is_dir():
-                for part in ("root", "upper", "work"):
-                    (self.state / part / name).mkdir(parents=True, exist_ok=True)
-                options = f"lowerdir={host},upperdir={self.state / 'upper' / name},workdir={self.state / 'work' / name}"
+                upper, work = layers / "upper" / name, layers / "work" / name
+                (self.root / name).mkdir(parents=True, exist_ok=True)
+                if in_memory:
+                    mounts.append(f"mkdir -p {shlex.quote(str(upper))} {shlex.quote(str(work))}")
+                else:
+                    upper.mkdir(parents=True, exist_ok=True)
+                    work.mkdir(parents=True, exist_ok=True)
+                options = f"lowerdir={host},upperdir={upper},workdir={work}"
                 mounts.append(f"mount -t overlay overlay -o {shlex.quote(options)} {shlex.quote(str(self.root / name))}")
         return mounts, links
 
     def start(self, timeout: float = 60) -> None:
-        mounts, links = self._layout()
+        try:
+            self._start(timeout, in_memory=False)
+        except ContainerError as disk_error:
+            try:  # the overlay's upper layer cannot live on this file system: keep it in memory
+                self._start(timeout, in_memory=True)
+            except ContainerError:
+                raise disk_error from None
+
+    def _start(self, timeout: float, in_memory: bool) -> None:
+        mounts, links = self._layout(in_memory)
         bwrap = ["bwrap", "--bind", str(self.root), "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
                  "--unshare-ipc", "--unshare-uts", "--hostname", "task", "--die-with-parent", *links,
                  *(["--unshare-net"] if not self.network else [])]

@@ -74,7 +74,9 @@ class BwrapEnvironment(BaseEnvironment):
             raise SandboxBuildFailedError("; ".join(dict.fromkeys(spec.unsupported)))
         self._workdir = self.task_env_config.workdir or spec.workdir
         try:
-            await asyncio.to_thread(self._box.start)
+            # On the loop's own thread (about 0.2 s): bwrap dies with the thread that started it
+            # (--die-with-parent), and a pool thread may be retired while the trial goes on.
+            self._box.start()
             task_dir = self.environment_dir.parent
             if await asyncio.to_thread(uses_uv, task_dir / "tests", self.environment_dir, task_dir / "solution"):
                 await asyncio.to_thread(install_uv, self._box.root)
