@@ -50,3 +50,15 @@ def test_every_instance_fails_before_and_passes_after(tmp_path):
         assert verdict.ok, (row["instance_id"], verdict.problems)
         listed = set(json.loads(row["FAIL_TO_PASS"])) | set(json.loads(row["PASS_TO_PASS"]))
         assert set(verdict.after) == listed, row["instance_id"]  # every test of the repo is graded
+
+
+@pytest.mark.parametrize("oracle, resolved", [("gold", 2), ("empty", 0)])
+def test_the_bench_grades_the_set(tmp_path, oracle, resolved):
+    # `python -m clover.evals.bench --split handwritten`: the gold patch resolves, an empty one does not.
+    from clover.evals.bench.run import main
+
+    out = tmp_path / "bench"
+    assert main(["--split", "handwritten", "--oracle", oracle, "--count", "2", "--block-size", "1", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["instances"] == [f"handwritten__{s['id']}" for s in specs()[:2]]
+    assert [d["resolved"] for d in summary["decoders"]] == [resolved]

@@ -214,7 +214,12 @@ def run_bench(cfg: BenchConfig, model: Any = None, log=print) -> dict[str, Any]:
 
             checkpoint_dir(cfg.model)
     cfg.out.mkdir(parents=True, exist_ok=True)
-    rows = generate(cfg.out / "instances", cfg.split, cfg.count, cfg.seed)
+    if cfg.split == "handwritten":  # the hand-written set (evals/handwritten), never used for training
+        from clover.evals.handwritten import materialize
+
+        rows = materialize(cfg.out / "instances", cfg.count)
+    else:
+        rows = generate(cfg.out / "instances", cfg.split, cfg.count, cfg.seed)
     write_jsonl(rows, cfg.out / "instances" / "instances.jsonl")
     jobs = schedule(rows, cfg.decoders())
     records: list[dict[str, Any]] = []
@@ -284,6 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--oracle", choices=("gold", "empty"), help="grade the gold / an empty patch, no model")
     p.add_argument("--keep-workspaces", action="store_true")
     p.add_argument("--grounding", default="on", help="grounded tool values: on, off, or on,off (both)")
+    p.add_argument("--split", choices=("heldout", "handwritten"), default="heldout",
+                   help="held-out SynthFix, or the hand-written set (evals/handwritten; --count caps it)")
     args = p.parse_args(argv)
     try:
         cfg = BenchConfig(
@@ -291,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
             block_sizes=parse_block_sizes(args.block_size), threshold=args.threshold, max_steps=args.max_steps,
             max_tokens=args.max_tokens, time_limit=args.time_limit, workers=args.workers, device=args.device,
             think=args.think, mode=args.oracle or "agent", keep_workspaces=args.keep_workspaces,
-            grounding=parse_grounding(args.grounding),
+            grounding=parse_grounding(args.grounding), split=args.split,
         )  # fmt: skip
         summary = run_bench(cfg)
     except model_error_types() as exc:
