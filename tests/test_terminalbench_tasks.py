@@ -80,3 +80,11 @@ def test_dockerfile_reading():
 )
 def test_dockerfiles_that_need_a_container_are_flagged(dockerfile, reason):
     assert any(reason in u for u in parse_dockerfile(dockerfile).unsupported)
+
+
+def test_env_values_expand_earlier_variables():
+    from clover.evals.terminalbench.build import expand
+
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/root"}
+    assert expand("/opt/venv/bin:$PATH", env) == "/opt/venv/bin:/usr/bin:/bin"
+    assert expand("${HOME}/.local/bin:$UNSET", env) == "/root/.local/bin:"
