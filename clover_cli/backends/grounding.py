@@ -282,19 +282,28 @@ class FileIndex:
         self.real = text  # what str_replace searches
         self.text = text if text.endswith(NL) or not text else text + NL
         self.vocab = vocab
-        starts = [0] + [m.end() for m in re.finditer(b"\n", self.text)][:-1] if self.text else []
-        indented = [m.end() for m in re.finditer(rb"(?m)^[ \t]+(?=[^ \t\n])", self.text)]
-        self.starts = sorted(set(starts) | set(indented))
+        self.starts: list[int] = []  # where each line starts, and where its text does after the indentation
+        pos = 0
+        for line in self.text.split(NL)[:-1]:
+            self.starts.append(pos)
+            indent = len(line) - len(line.lstrip(b" \t"))
+            if 0 < indent < len(line):
+                self.starts.append(pos + indent)
+            pos += len(line) + 1
         self.lines = self.text.count(NL)
         self.root = LinesNode(self, b"", None)
         self._first: list[int] | None = None
         self._runs: dict[int, tuple[int, ...]] = {}
 
     def first_tokens(self) -> list[int]:
+        """The tokens some line starts with (a bisection per token in the sorted line starts)."""
         if self._first is None:
-            found: set[int] = set()
-            for w in {self.text[s : s + self.vocab.longest] for s in self.starts}:
-                found.update(self.vocab.prefixes(w))
+            heads = sorted({self.text[s : s + self.vocab.longest] for s in self.starts})
+            found = []
+            for t, b in self.vocab.bytes.items():
+                i = bisect.bisect_left(heads, b)
+                if i < len(heads) and heads[i].startswith(b):
+                    found.append(t)
             self._first = sorted(found)
         return self._first
 
