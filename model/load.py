@@ -8,16 +8,20 @@ GDN projections `in_proj_qkvz` / `in_proj_ba` (split here, see `split_qkvz`), `m
 weights skipped. A checkpoint without the block-mode GDN parameters (an autoregressive base) keeps
 their neutral defaults. Any other tensor is an error, not silently dropped.
 
-Streaming: the model is built on the meta device (no random init, no second copy); the shards are
-opened lazily (safetensors mmap) and every tensor is cast and moved to its device as it is read; the
-fused expert tensors are allocated once on their device and each expert's slice copied in. All
-names and shapes are checked from the shards' headers before any weight is read. Peak host memory is
-the model's own bytes on CPU (nothing on a GPU) plus about one tensor in flight.
+Streaming: the model is built on the meta device (no random init, no second copy); each shard's
+header is read first, then every tensor on its own (model/safetensors_read.py): mapped from the file
+when it is wanted on the CPU as stored, else read, cast and moved to its device; the fused expert
+tensors are allocated once on their device and each expert's slice read into place. All names and
+shapes are checked from the headers before any weight is read. Peak host memory: the model's own
+bytes on CPU (nothing on a GPU) plus about one tensor in flight. Mapped weights are private
+copy-on-write pages of the shard; `save_checkpoint` replaces files atomically, so saving over the
+checkpoint a model was loaded from does not disturb that model.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,11 +29,20 @@ from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
+from torch.overrides import TorchFunctionMode
 
 from clover.model.config import CloverConfig
 from clover.model.layers.rope import RotaryEmbedding
 from clover.model.modeling import CloverForCausalLM
 from clover.model.placement import DeviceMap, attach_device_hooks, auto_device_map, device_for
+from clover.model.safetensors_read import (
+    SafetensorsError,
+    ShardMaps,
+    TensorInfo,
+    read,
+    read_header,
+    read_into,
+)
 
 BLOCK_PARAMS = ("block_logit_scale", "memory_logit", "block_size_calibration")
 _EXPERT = re.compile(r"^(.*\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
@@ -104,23 +117,38 @@ def split_ba(ba: Tensor, config: CloverConfig) -> tuple[Tensor, Tensor]:
     return b.reshape(nk * r, -1), a.reshape(nk * r, -1)
 
 
+class _SkipRandomInit(TorchFunctionMode):
+    """Random initialisers return their tensor untouched while the model is built on the meta
+    device: there is nothing to initialise, and torch runs meta `normal_` through its Python
+    reference implementation, ~4 ms a call (~2 s for the 35B model's modules)."""
+
+    SKIPPED = frozenset((
+        Tensor.normal_, Tensor.uniform_, nn.init.normal_, nn.init.uniform_, nn.init.kaiming_uniform_,
+        nn.init.kaiming_normal_, nn.init.trunc_normal_, nn.init.xavier_uniform_, nn.init.xavier_normal_,
+    ))  # fmt: skip
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in self.SKIPPED:
+            return args[0] if args else kwargs["tensor"]
+        return func(*args, **(kwargs or {}))
+
+
 class _Source(NamedTuple):
     path: Path
     key: str  # the name in the file
+    info: TensorInfo
 
 
 def _index(files: list[Path]) -> dict[str, tuple[_Source, tuple[int, ...]]]:
-    """Every tensor's file and shape, read from the headers only."""
-    from safetensors import safe_open
-
+    """Every tensor's file, place and shape, read from the headers only."""
     found: dict[str, tuple[_Source, tuple[int, ...]]] = {}
     for path in files:
         try:
-            with safe_open(str(path), framework="pt", device="cpu") as f:
-                for key in f.keys():  # noqa: SIM118 - safe_open is not a mapping
-                    found[key] = (_Source(path, key), tuple(f.get_slice(key).get_shape()))
-        except Exception as e:  # safetensors raises its own error types for truncated/corrupt files
+            header = read_header(path)
+        except (SafetensorsError, OSError) as e:
             raise CheckpointError(f"{path}: unreadable safetensors file ({_first_line(e)})") from None
+        for key, info in header.items():
+            found[key] = (_Source(path, key, info), info.shape)
     return found
 
 
@@ -196,49 +224,63 @@ def _plan(tensors: dict[str, tuple[_Source, tuple[int, ...]]], expected: dict[st
     return plan
 
 
-def _stream(plan: _Plan, config: CloverConfig, place) -> Iterator[tuple[str, Tensor]]:
-    """(parameter name, tensor on its device in its dtype), reading each shard once, in file order.
-    `place(name, tensor)` casts and moves one tensor."""
-    from safetensors import safe_open
-
-    by_file: dict[Path, list[tuple[str, str, object]]] = {}
+def _stream(plan: _Plan, config: CloverConfig, dtype: torch.dtype, dev_of) -> Iterator[tuple[str, Tensor]]:
+    """(parameter name, tensor on its device in `dtype`), each shard once, in file order. A tensor
+    already in `dtype` bound for the CPU is mapped from the file (no copy); a per-expert tensor is
+    read straight into its slice of the fused tensor; anything else through one temporary tensor."""
+    by_file: dict[Path, list[tuple[_Source, str, object]]] = {}
     for name, src in plan.whole.items():
-        by_file.setdefault(src.path, []).append((src.key, "whole", name))
+        by_file.setdefault(src.path, []).append((src, "whole", name))
     for name, src in plan.fused_gdn.items():
-        by_file.setdefault(src.path, []).append((src.key, "fused", name))
+        by_file.setdefault(src.path, []).append((src, "fused", name))
     for prefix, pieces in plan.experts.items():
         for (i, part), src in pieces.items():
-            by_file.setdefault(src.path, []).append((src.key, "expert", (prefix, i, part)))
+            by_file.setdefault(src.path, []).append((src, "expert", (prefix, i, part)))
     inter = config.moe_intermediate_size
+    maps = ShardMaps()
     buffers: dict[str, Tensor] = {}  # fused expert tensors being filled
     left: dict[str, int] = {}
+
+    def direct(info: TensorInfo, dev: torch.device) -> bool:
+        return dev.type == "cpu" and info.dtype == dtype
+
     for path, items in by_file.items():
-        with safe_open(str(path), framework="pt", device="cpu") as f:
-            for key, kind, target in items:
-                t = f.get_tensor(key)
+        with open(path, "rb") as f:
+            for src, kind, target in sorted(items, key=lambda item: item[0].info.start):
+                info = src.info
                 if kind == "whole":
-                    yield target, place(target, t)
+                    dev = torch.device(dev_of(target))
+                    if direct(info, dev) and maps.can_map(info):
+                        yield target, maps.map_tensor(path, info)
+                    else:
+                        yield target, read(f, info).to(device=dev, dtype=dtype)
                 elif kind == "fused":
                     base = target.rsplit(".", 2)[0]
-                    split = split_qkvz if target.endswith("in_proj_qkvz.weight") else split_ba
-                    parts = ("in_proj_qkv", "in_proj_z") if split is split_qkvz else ("in_proj_b", "in_proj_a")
-                    for part, piece in zip(parts, split(t, config), strict=True):
-                        yield f"{base}.{part}.weight", place(f"{base}.{part}.weight", piece.contiguous())
+                    qkvz = target.endswith("in_proj_qkvz.weight")
+                    split = split_qkvz if qkvz else split_ba
+                    parts = ("in_proj_qkv", "in_proj_z") if qkvz else ("in_proj_b", "in_proj_a")
+                    for part, piece in zip(parts, split(read(f, info), config), strict=True):
+                        name = f"{base}.{part}.weight"
+                        yield name, piece.to(device=dev_of(name), dtype=dtype).contiguous()
                 else:
                     prefix, i, part = target
                     leaf = "down_proj" if part == "down_proj" else "gate_up_proj"
                     name = f"{prefix}.{leaf}"
+                    dev = torch.device(dev_of(name))
                     if name not in buffers:
                         shape = (config.num_experts, *((config.hidden_size, inter) if leaf == "down_proj"
                                  else (2 * inter, config.hidden_size)))  # fmt: skip
-                        buffers[name] = place(name, None, shape)
+                        buffers[name] = torch.empty(shape, dtype=dtype, device=dev)
                         left[name] = config.num_experts * (1 if leaf == "down_proj" else 2)
-                    row = {"gate_proj": slice(0, inter), "up_proj": slice(inter, 2 * inter)}.get(part, slice(None))
-                    buffers[name][i, row].copy_(t)
+                    rows = {"gate_proj": slice(0, inter), "up_proj": slice(inter, 2 * inter)}.get(part, slice(None))
+                    dst = buffers[name][i, rows]  # contiguous: whole rows of one expert
+                    if direct(info, dev):
+                        read_into(f, info, dst)
+                    else:
+                        dst.copy_(read(f, info))
                     left[name] -= 1
                     if not left[name]:
                         yield name, buffers.pop(name)
-                del t
 
 
 def _set_param(model: nn.Module, name: str, value: Tensor) -> None:
@@ -264,7 +306,7 @@ def load_checkpoint(
     except ValueError as e:
         raise CheckpointError(str(e)) from None
     files = shard_files(d)
-    with torch.device("meta"):
+    with torch.device("meta"), _SkipRandomInit():
         model = CloverForCausalLM(config)
     if device_map == "auto":
         device_map = auto_device_map(model)
@@ -278,16 +320,10 @@ def load_checkpoint(
     def dev_of(name: str) -> str:
         return device_for(name, device_map, default) if device_map else default
 
-    def place(name: str, t: Tensor | None, shape: tuple[int, ...] | None = None) -> Tensor:
-        dev = dev_of(name)
-        if t is None:
-            return torch.empty(shape, dtype=dtype, device=dev)
-        return t.to(device=dev, dtype=dtype)
-
     try:
-        for name, t in _stream(plan, config, place):
+        for name, t in _stream(plan, config, dtype, dev_of):
             _set_param(model, name, t)
-    except Exception as e:  # a shard that lies about its contents past the header
+    except (SafetensorsError, OSError) as e:  # a shard changed or cut since its header was read
         raise CheckpointError(f"cannot read the weights in {d}: {_first_line(e)}") from None
     for name, p in list(model.named_parameters()):  # absent block-mode parameters: neutral defaults
         if p.is_meta and name.endswith(BLOCK_PARAMS):
@@ -321,4 +357,7 @@ def save_checkpoint(model: CloverForCausalLM, directory: str | Path) -> None:
     sd = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
     if model.config.tie_word_embeddings:
         sd.pop("lm_head.weight", None)
-    save_file(sd, str(d / "model.safetensors"), metadata={"format": "pt"})
+    # a new file renamed over the old one: a model mapping the old file keeps its own inode intact
+    tmp = d / "model.safetensors.tmp"
+    save_file(sd, str(tmp), metadata={"format": "pt"})
+    os.replace(tmp, d / "model.safetensors")

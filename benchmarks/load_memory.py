@@ -1,0 +1,194 @@
+"""Peak host memory and time of loading a checkpoint: the streaming loader (clover.model.load) beside
+the one it replaced (benchmarks/legacy_load.py), for both expert layouts, each load in a fresh
+subprocess.
+
+Measured: the process's peak RSS above its RSS right after the imports (the peak is reset there by
+writing 5 to /proc/self/clear_refs, and read as VmHWM afterwards), and the load's wall time. The bound
+of issue 20: on CPU peak <= model bytes + 1.2 x largest shard + 100 MB; onto a GPU <= 1.2 x largest
+shard + 100 MB.
+
+    python -m benchmarks.load_memory                      # ~600 MB bf16, 4 shards, both layouts, CPU
+    python -m benchmarks.load_memory --device cuda --json figures.json
+    python -m benchmarks.load_memory --preset clover-35b-a3b --layers 8 --loaders streamed --layouts fused
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MB = 1 << 20
+
+
+def _status(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def child(loader: str, directory: str, device: str) -> None:
+    """One load in this (fresh) process; prints one JSON line."""
+    import torch
+
+    from benchmarks.legacy_load import load_checkpoint_legacy
+    from clover.model.config import tiny
+    from clover.model.load import load_checkpoint
+    from clover.model.modeling import CloverForCausalLM
+
+    torch.set_num_threads(1)
+    fn = load_checkpoint if loader == "streamed" else load_checkpoint_legacy
+    # Both loaders build the model on the meta device; torch's first meta op imports torch._dynamo
+    # (~160 MB, seconds): an import, whatever the checkpoint's size, so it happens before the baseline.
+    with torch.device("meta"):
+        CloverForCausalLM(tiny())
+    base = _status("VmRSS")
+    try:
+        Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
+        reset = True
+    except OSError:
+        reset = False
+    t0 = time.perf_counter()
+    model = fn(directory, device=device, dtype=torch.bfloat16).model
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - t0
+    peak = _status("VmHWM")
+    # Weights that still map the file (the legacy loader's tensors when no cast was needed) only
+    # become resident when first read: read each once, so both loaders are compared in use too.
+    with torch.no_grad():
+        for p in model.parameters():
+            p.sum()
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    in_use = time.perf_counter() - t0
+    on_host = sum(p.numel() * p.element_size() for p in model.parameters() if p.device.type == "cpu")
+    print(json.dumps({"peak_above_import": peak - base, "seconds": seconds, "host_param_bytes": on_host,
+                      "peak_in_use_above_import": _status("VmHWM") - base, "seconds_to_in_use": in_use,
+                      "peak_reset": reset}))  # fmt: skip
+
+
+def _config(preset: str, layers: int | None):
+    from clover.model.config import CloverConfig
+    from clover.model.config import preset as named
+
+    if preset == "bench-600mb":  # ~0.3B parameters: 601 MB in bf16, experts ~2/3 of it
+        return CloverConfig(
+            vocab_size=32000, hidden_size=1024, num_hidden_layers=4, full_attention_interval=2,
+            num_attention_heads=8, num_key_value_heads=2, head_dim=128, linear_num_key_heads=8,
+            linear_num_value_heads=16, linear_key_head_dim=64, linear_value_head_dim=64, num_experts=48,
+            num_experts_per_tok=4, moe_intermediate_size=448, shared_expert_intermediate_size=512,
+            mask_token_id=31999,
+        )  # fmt: skip
+    cfg = named(preset)
+    if layers:
+        d = cfg.to_dict()
+        d.update(num_hidden_layers=layers, layer_types=cfg.layer_types[:layers])
+        cfg = CloverConfig.from_dict(d)
+    return cfg
+
+
+def write(directory: Path, preset: str, layers: int | None, layout: str, shards: int) -> dict:
+    import torch
+
+    from benchmarks.ckpt_write import in_layout, random_tensors, state_bytes, write_shards
+
+    cfg = _config(preset, layers)
+    total = state_bytes(cfg, torch.bfloat16)
+    t0 = time.perf_counter()
+    files = write_shards(in_layout(random_tensors(cfg, torch.bfloat16), layout), directory, cfg, total // shards + 1)
+    return {
+        "model_bytes": total,
+        "largest_shard": max(f.stat().st_size for f in files),
+        "shards": len(files),
+        "write_seconds": time.perf_counter() - t0,
+    }
+
+
+def measure(loader: str, directory: Path, device: str, repeat: int) -> dict:
+    """The median of `repeat` loads, each in a fresh process (a shared machine is noisy)."""
+    runs = []
+    for _ in range(repeat):
+        out = subprocess.run(
+            [sys.executable, "-m", "benchmarks.load_memory", "--child", loader, str(directory), "--device", device],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if out.returncode:
+            return {"error": (out.stderr.strip().splitlines() or ["?"])[-1]}
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    med = {k: statistics.median(r[k] for r in runs) for k in runs[0] if isinstance(runs[0][k], (int, float))}
+    return {**runs[0], **med, "repeat": repeat}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--child", nargs=2, metavar=("LOADER", "DIR"), help=argparse.SUPPRESS)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--preset", default="bench-600mb", help="bench-600mb, clover-35b-a3b, tiny")
+    ap.add_argument("--layers", type=int, default=None, help="cut the preset to this many layers")
+    ap.add_argument("--shards", type=int, default=4)
+    ap.add_argument("--layouts", nargs="+", default=["per_expert", "fused"])
+    ap.add_argument("--loaders", nargs="+", default=["legacy", "streamed"])
+    ap.add_argument("--repeat", type=int, default=3, help="loads per figure (median)")
+    ap.add_argument("--dir", default=None, help="where to write the checkpoints (default: a temp dir)")
+    ap.add_argument("--json", default=None, help="append the figures to this JSON file")
+    a = ap.parse_args(argv)
+    if a.child:
+        child(a.child[0], a.child[1], a.device)
+        return 0
+    root = Path(a.dir or tempfile.mkdtemp(prefix="clover-loadbench-"))
+    rows = []
+    for layout in a.layouts:
+        d = root / layout
+        info = write(d, a.preset, a.layers, layout, a.shards)
+        slack = 1.2 * info["largest_shard"] + 100 * MB
+        bound = slack + (info["model_bytes"] if a.device == "cpu" else 0)
+        for loader in a.loaders:
+            r = measure(loader, d, a.device, a.repeat)
+            row = {"layout": layout, "loader": loader, "device": a.device, "preset": a.preset, **info, **r,
+                   "bound": bound}  # fmt: skip
+            if "peak_above_import" in r:
+                row["within_bound"] = r["peak_above_import"] <= bound
+                row["beyond_model"] = r["peak_above_import"] - (info["model_bytes"] if a.device == "cpu" else 0)
+            rows.append(row)
+            print(_line(row), flush=True)
+        if not a.dir:
+            import shutil
+
+            shutil.rmtree(d, ignore_errors=True)
+    for layout in a.layouts:
+        pair = {r["loader"]: r for r in rows if r["layout"] == layout and "seconds" in r}
+        if {"legacy", "streamed"} <= pair.keys():
+            old, new = pair["legacy"], pair["streamed"]
+            print(f"{layout}: streamed/legacy: load peak {new['peak_above_import'] / old['peak_above_import']:.2f}x, "
+                  f"load time {new['seconds'] / old['seconds']:.2f}x; in use: peak "
+                  f"{new['peak_in_use_above_import'] / old['peak_in_use_above_import']:.2f}x, time "
+                  f"{new['seconds_to_in_use'] / old['seconds_to_in_use']:.2f}x")  # fmt: skip
+    if a.json:
+        p = Path(a.json)
+        existing = json.loads(p.read_text()) if p.is_file() else {}
+        existing.setdefault("load_memory", []).extend(rows)
+        p.write_text(json.dumps(existing, indent=1))
+    return 0 if all(r.get("within_bound", True) for r in rows if r["loader"] == "streamed") else 1
+
+
+def _line(r: dict) -> str:
+    if "error" in r:
+        return f"{r['layout']:>10} {r['loader']:>8}: error {r['error']}"
+    return (
+        f"{r['layout']:>10} {r['loader']:>8}: model {r['model_bytes'] / MB:7.0f} MB, largest shard "
+        f"{r['largest_shard'] / MB:6.0f} MB, peak above imports {r['peak_above_import'] / MB:7.0f} MB "
+        f"(beyond the model {r['beyond_model'] / MB:6.0f} MB), bound {r['bound'] / MB:7.0f} MB "
+        f"{'ok' if r['within_bound'] else 'OVER'}, load {r['seconds']:.2f} s; after reading every weight "
+        f"once: peak {r['peak_in_use_above_import'] / MB:.0f} MB, {r['seconds_to_in_use']:.2f} s"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
