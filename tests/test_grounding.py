@@ -110,6 +110,29 @@ def test_old_str_is_whole_lines_and_closes_only_when_unique(clover, vocab, tmp_p
     assert g.lines("pkg/calc.py") == 6
 
 
+def test_symbols_are_the_repository_definitions(clover, vocab, tmp_path):
+    env = workspace(tmp_path, {"pkg/shapes.py": "class Square:\n    def area(self):\n        return 1\n\n\ndef helper():\n    pass\n"})
+    node = Grounding(Workspace(env), vocab).node("outline", "symbol", "")
+    for name in (b"Square", b"area", b"Square.area", b"helper"):
+        done = _spell(node, name + b"\n", vocab)
+        assert done is not None and CLOSE in done.options(), name
+    assert _spell(node, b"Circle", vocab) is None
+
+
+def test_line_numbers_stay_in_the_file():
+    from dataclasses import replace
+
+    from clover.backends.typed_values import value_shape
+
+    view_range = {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2}
+    shape = replace(value_shape(view_range), lines=30)
+    assert all(shape.prefix_ok(t) for t in ("[1", "[12, 3", "[12, -", "[3"))  # "3" may grow to 30
+    assert not any(shape.prefix_ok(t) for t in ("[31", "[0", "[5, 4", "[5, -2"))
+    assert shape.complete("[12, 30]") and shape.complete("[4, -1]") and not shape.complete("[12, 11]")
+    line = replace(value_shape({"type": "integer"}), lines=5)
+    assert line.complete("0") and line.complete("5") and not line.prefix_ok("6") and not line.prefix_ok("-")
+
+
 def test_the_index_follows_edits(clover, vocab, tmp_path):
     env = workspace(tmp_path, {"pkg/calc.py": CALC})
     ws = Workspace(env)  # one per agent, kept across turns
