@@ -191,6 +191,9 @@ def test_planted_git_config_and_hooks_never_run_host_side(tmp_path: Path, outsid
     env = LocalEnvironment(str(ws), env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
                                          "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"})
     _host_side_git(ws, env)
+    from clover.evals.swebench.workspace import extract_patch  # the SWE-bench prediction, after the agent
+
+    assert "host edit" in extract_patch(ws, "HEAD~2")
     store = Checkpoints(str(ws), store=str(tmp_path / "store"))
     store.snapshot("one")
     (ws / "a.txt").write_text("again\n")

@@ -35,7 +35,7 @@ HARDENING: tuple[tuple[str, str], ...] = (
     ("core.sshCommand", "false"),
     ("core.gitProxy", ""),
     ("credential.helper", ""),
-    ("diff.external", ""),
+    ("diff.external", ""),  # with --no-ext-diff ignored; without it a diff fails instead of running one
     ("gpg.program", "false"),
     ("commit.gpgSign", "false"),
     ("tag.gpgSign", "false"),
@@ -79,13 +79,22 @@ def filter_overrides(config_listing: str) -> list[tuple[str, str]]:
     return found
 
 
+def _subcommand_at(args: Sequence[str]) -> int:
+    """Index of the subcommand after git's own options (`-c k=v`, `-C dir`, `--literal-pathspecs`)."""
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        i += 2 if args[i] in ("-c", "-C", "--git-dir", "--work-tree", "--namespace") else 1
+    return i
+
+
 def git_argv(args: Sequence[str], extra_config: Sequence[tuple[str, str]] = (), *, remote: bool = False
              ) -> list[str]:
     """`git <hardening> <args>`; diff-rendering subcommands also get --no-ext-diff --no-textconv.
     No transport is allowed (no clone, fetch or push reaches anything) unless `remote`."""
     args = list(args)
-    if args and args[0] in _DIFF_COMMANDS:
-        args = [args[0], "--no-ext-diff", "--no-textconv", *args[1:]]
+    i = _subcommand_at(args)
+    if i < len(args) and args[i] in _DIFF_COMMANDS:
+        args = [*args[: i + 1], "--no-ext-diff", "--no-textconv", *args[i + 1 :]]
     transport = [] if remote else [("protocol.allow", "never")]
     return ["git", "--no-pager", *_config_args([*HARDENING, *transport, *extra_config]), *args]
 

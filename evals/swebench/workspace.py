@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 from clover.evals.swebench.dataset import Instance, modified_files
+from clover.tools.gitsafe import run_git
 
 
 class WorkspaceError(RuntimeError):
@@ -16,17 +17,18 @@ class WorkspaceError(RuntimeError):
 
 
 def git(*args: str, cwd: str | Path | None = None, check: bool = True, timeout: float = 600, stdin: str | None = None) -> str:
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    """Hardened git (tools/gitsafe.py): the agent's commands ran in the work tree, and whatever
+    they planted in .git/config or .git/hooks must not run here (extract_patch runs after them)."""
     try:
-        proc = subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env, input=stdin
-        )
+        proc = run_git(list(args), str(cwd or os.getcwd()), timeout=timeout, remote=True,
+                       input=None if stdin is None else stdin.encode())
     except subprocess.TimeoutExpired:
         raise WorkspaceError(f"git {' '.join(args[:2])} timed out after {timeout:.0f} s") from None
+    stdout, stderr = proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
     if check and proc.returncode != 0:
-        msg = (proc.stderr or proc.stdout).strip().splitlines()
+        msg = (stderr or stdout).strip().splitlines()
         raise WorkspaceError(f"git {' '.join(args[:2])} failed: {msg[-1] if msg else proc.returncode}")
-    return proc.stdout
+    return stdout
 
 
 def parse_repo_map(items: list[str] | None) -> dict[str, str]:
