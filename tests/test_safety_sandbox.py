@@ -133,6 +133,7 @@ def _spy_bin(outside: Path, name: str) -> Path:
 
 
 @needs_bwrap
+@pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep (rg) is not installed")
 def test_rg_and_git_run_inside_the_sandbox(tmp_path: Path, outside: Path) -> None:
     ws = _repo(tmp_path / "ws")
     _spy_bin(outside, "rg")
