@@ -1,10 +1,10 @@
 """`clover chat`: read a message, run the agent on it with streamed rendering and approvals, keep
-the session saved, repeat. Slash commands live in slash.py, rendering in render.py."""
+the session saved, repeat. Slash commands live in slash.py, rendering in render.py, the observed
+model and gate in observed.py, the headless one-shot in headless.py."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import subprocess
 import sys
@@ -13,105 +13,24 @@ from pathlib import Path
 from typing import IO, Any
 
 from rich.console import Console
-from rich.text import Text
 
-from clover.agent import EMPTY_REPLY, Agent, RunResult
+from clover.agent import Agent, RunResult
 from clover.cli_common import state_dir
-from clover.core.protocols import AssistantTurn, Message, Model, ModelError, Tool, ToolCall, ToolResult
+from clover.core.protocols import Message, Model, ModelError, ToolCall, ToolResult
 from clover.prompts import project_instructions, system_prompt
 from clover.repl import compaction
 from clover.repl.approvals import Approver
 from clover.repl.completion import ChatCompleter, expand_mentions
-from clover.repl.guard import guarded_complete, truncation
 from clover.repl.input import ChatInput
 from clover.repl.keys import EscWatch
-from clover.repl.permissions_view import always_rules, rule_label
+from clover.repl.observed import ObservedGate, ObservedModel
 from clover.repl.render import Renderer, make_console
+from clover.repl.replay import is_request, replay
 from clover.repl.sessions import Session, SessionError, SessionStore, new_session_id
 from clover.repl.slash import dispatch, help_texts
+from clover.repl.status import Totals, run_parts
 from clover.runner import build_agent, build_environment, build_gate, build_model
 from clover.settings import MODES, Settings
-
-
-class ObservedModel:
-    """The model as the agent sees it: each turn streams into the renderer and settles on screen."""
-
-    def __init__(self, inner: Model, app: ChatApp) -> None:
-        self.inner, self.app = inner, app
-
-    @property
-    def name(self) -> str:
-        return str(getattr(self.inner, "name", self.app.settings.model))
-
-    @property
-    def context_window(self) -> int:
-        return int(getattr(self.inner, "context_window", 0) or 0)
-
-    @property
-    def bind_workspace(self) -> Any:  # runner.build_agent grounds a local decoder in the workspace
-        return getattr(self.inner, "bind_workspace", None)
-
-    def complete(self, messages: list[Message], tools: list[Any], on_event: Any = None) -> AssistantTurn:
-        try:
-            return self._complete(messages, tools)
-        except ModelError as exc:
-            if not _overflow(exc):
-                raise
-            # The server's context is smaller than we knew: compact (in place) and ask once more.
-            self.app.renderer.note(f"the conversation is too long for {self.name}'s context: compacting and retrying")
-            if not self.app.compact(forced=True):
-                raise
-            return self._complete(messages, tools)
-
-    def _complete(self, messages: list[Message], tools: list[Any]) -> AssistantTurn:
-        renderer = self.app.renderer
-        renderer.begin_turn()
-        turn: AssistantTurn | None = None
-        try:
-            turn = guarded_complete(self.inner, messages, tools, renderer.on_event)
-            self.app.context_tokens = turn.prompt_tokens + turn.completion_tokens
-            return turn
-        finally:
-            renderer.end_turn(turn)
-            cut = truncation(turn)
-            if cut:
-                renderer.warn(f"⚠ truncated: {cut}")
-
-
-def _overflow(exc: Exception) -> bool:
-    """A context-length refusal: flagged by the OpenAI backend, or the local model's own wording."""
-    return bool(getattr(exc, "context_overflow", False)) or bool(
-        re.search(r"-token context of|maximum context length", str(exc)))
-
-
-class ObservedGate:
-    """Shows each call as it is about to run, and the refusal when the gate says no."""
-
-    def __init__(self, inner: Any, app: ChatApp) -> None:
-        self.inner, self.app = inner, app
-
-    def authorize(self, call: ToolCall, tool: Tool) -> str | None:
-        self.app.renderer.tool_call(call)
-        approver = self.app.approver
-        # Call ids repeat across requests (the step counter restarts): only this approval counts.
-        approver.previewed.discard(call.id)
-        approver.feedback.pop(call.id, None)
-        rules = always_rules(self.inner, call.name, call.arguments or {}, tool)
-        labels = list(dict.fromkeys(" ".join(rule_label(r).split()) for r in rules))
-        labels = [label if len(label) <= 60 else label[:59] + "…" for label in labels]
-        approver.always_hint = ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
-        refusal = self.inner.authorize(call, tool) if self.inner is not None else None
-        feedback = approver.feedback.pop(call.id, None)
-        if refusal is not None and feedback:
-            refusal = f"The user declined this tool call and said: {feedback}\nDo that instead."
-        if refusal is not None:
-            self.app.renderer.tool_denied(call, refusal)
-        else:
-            self.app.renderer.begin_tool(call)
-        return refusal
-
-    def __getattr__(self, name: str) -> Any:  # policy, remembered, ... of the real gate
-        return getattr(self.inner, name)
 
 
 class ChatApp:
@@ -156,8 +75,7 @@ class ChatApp:
         if hasattr(self.env, "on_output"):
             self.env.on_output = self.renderer.tool_output  # a running command's tail under its spinner
         self.default_model = model is None and settings.model == "embedded" and not settings.base_url
-        self.totals = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0,
-                       "model_seconds": 0.0, "forwards": 0.0}
+        self.totals = Totals()
         if self.tty:  # at once, before a local model's weights load (seconds of a blank screen)
             self.banner(_display_name(settings) if model is None else str(getattr(model, "name", "")))
         self.model = ObservedModel(model if model is not None else self._load(settings), self)
@@ -255,7 +173,7 @@ class ChatApp:
         self.current_request = text
         try:
             result = self._run_agent(message)
-            self._count(result)
+            self.totals.add(result)
             if result.exit_status == "interrupted":
                 self.renderer.note("⏹ interrupted: back at the prompt, the conversation is kept")
             elif result.exit_status != "submitted":
@@ -288,15 +206,6 @@ class ChatApp:
     def _after_question(self) -> None:
         if self.keys is not None and self._working:
             self.keys.start()
-
-    def _count(self, result: RunResult) -> None:
-        totals = self.totals
-        totals["requests"] += 1
-        totals["prompt_tokens"] += result.prompt_tokens
-        totals["completion_tokens"] += result.completion_tokens
-        totals["seconds"] += result.seconds
-        totals["model_seconds"] += result.model_seconds
-        totals["forwards"] += result.stats.get("forwards", 0.0)
 
     def _tool_result(self, call: ToolCall, result: ToolResult) -> None:
         shown = call.id in self.approver.previewed
@@ -332,7 +241,7 @@ class ChatApp:
             messages = messages[1:]  # the system prompt is rebuilt: AGENTS.md may have changed
         self.agent.messages[:] = [{"role": "system", "content": system_prompt(self.root, "chat")}, *messages]
         self.session = session
-        requests = [m for m in messages if _is_request(m)]
+        requests = [m for m in messages if is_request(m)]
         self.renderer.note(f"resumed session {session.id} ({len(requests)} request{'s' if len(requests) != 1 else ''})")
         replay(self.renderer, messages)
         return True
@@ -475,70 +384,20 @@ class ChatApp:
         parts = [self.model_name(), self.settings.mode]
         window = self.model.context_window
         if result is not None:
-            parts += [f"{result.tokens:,} tok", f"{result.seconds:.1f}s"]
-            forwards = result.stats.get("forwards", 0)
-            if forwards:
-                parts.append(f"{forwards:.0f} fwd · {result.completion_tokens / forwards:.2f} tok/fwd")
-                forced = result.stats.get("grammar_tokens", 0)  # placed by the tool grammar, no forward
-                if forced:
-                    parts.append(f"{(result.completion_tokens - forced) / forwards:.2f} without {forced:.0f} forced")
-            if result.model_seconds >= 0.2 and result.completion_tokens:
-                parts.append(f"{result.completion_tokens / result.model_seconds:.1f} tok/s")
+            parts += run_parts(result)
         if window:
             parts.append(f"ctx {self.used_tokens() / window:.0%} of {window:,}")
         if full:
             parts += [f"think {'on' if self.settings.think else 'off'}", f"session {self.session.id}"]
         self.renderer.status(" · ".join(parts))
         if full:
-            t = self.totals
-            line = (f"session totals: {t['requests']:.0f} request{'s' if t['requests'] != 1 else ''} · "
-                    f"{t['prompt_tokens'] + t['completion_tokens']:,.0f} tok ({t['prompt_tokens']:,.0f} in, "
-                    f"{t['completion_tokens']:,.0f} out) · {t['seconds']:.1f}s (model {t['model_seconds']:.1f}s)")
-            if t["forwards"]:
-                line += f" · {t['forwards']:,.0f} fwd · {t['completion_tokens'] / t['forwards']:.2f} tok/fwd"
-            self.renderer.status(line)
+            self.renderer.status(self.totals.line())
 
 
 def _display_name(settings: Settings) -> str:
     if settings.model.startswith("scripted:"):
         return "scripted:" + Path(settings.model[len("scripted:") :]).name
     return settings.model
-
-
-def _is_request(message: Message) -> bool:
-    """A user message the person typed (not a compaction summary or the agent's own nudge)."""
-    content = str(message.get("content") or "")
-    return message.get("role") == "user" and not content.startswith(compaction.MARKER) and content != EMPTY_REPLY
-
-
-REPLAY_MESSAGES = 40
-
-
-def replay(renderer: Renderer, messages: list[Message]) -> None:
-    """The saved conversation on screen, compactly: requests, tool calls, answers."""
-    if len(messages) > REPLAY_MESSAGES:
-        renderer.info(f"… {len(messages) - REPLAY_MESSAGES} earlier messages")
-        messages = messages[-REPLAY_MESSAGES:]
-    for m in messages:
-        role, content = m.get("role"), str(m.get("content") or "")
-        if role == "user" and content.startswith(compaction.MARKER):
-            renderer.info("⟳ (earlier conversation compacted)")
-        elif role == "user" and content != EMPTY_REPLY:
-            lines = content.strip().splitlines() or [""]
-            renderer.console.print(Text("› " + lines[0] + (" …" if len(lines) > 1 else ""), style="bold"))
-        elif role == "assistant":
-            for call in m.get("tool_calls") or []:
-                fn = call.get("function", {})
-                try:
-                    args = json.loads(fn.get("arguments") or "{}")
-                except (TypeError, ValueError):
-                    args = {}
-                renderer.tool_call(ToolCall(str(fn.get("name", "")), args if isinstance(args, dict) else {}))
-            if content.strip() and content != compaction.ACK:
-                renderer.answer(content)
-        elif role == "tool":
-            count = len(content.splitlines())
-            renderer.info(f"  ⎿ {count} line{'s' if count != 1 else ''}")
 
 
 def _repair(messages: list[Message]) -> None:

@@ -1,0 +1,97 @@
+"""The model and the permission gate as the chat's agent sees them: each model turn streams into the
+renderer behind the runaway guard, is labelled when cut short, and a context-length refusal is met
+by compacting and asking once more; each tool call is shown before it runs, with what an "always"
+answer would remember, and a refusal carries what the user said instead."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from clover.core.protocols import AssistantTurn, Message, Model, ModelError, Tool, ToolCall
+from clover.repl.guard import guarded_complete, truncation
+from clover.repl.permissions_view import always_rules, rule_label
+
+if TYPE_CHECKING:
+    from clover.repl.app import ChatApp
+
+
+class ObservedModel:
+    """The model as the agent sees it: each turn streams into the renderer and settles on screen."""
+
+    def __init__(self, inner: Model, app: ChatApp) -> None:
+        self.inner, self.app = inner, app
+
+    @property
+    def name(self) -> str:
+        return str(getattr(self.inner, "name", self.app.settings.model))
+
+    @property
+    def context_window(self) -> int:
+        return int(getattr(self.inner, "context_window", 0) or 0)
+
+    @property
+    def bind_workspace(self) -> Any:  # runner.build_agent grounds a local decoder in the workspace
+        return getattr(self.inner, "bind_workspace", None)
+
+    def complete(self, messages: list[Message], tools: list[Any], on_event: Any = None) -> AssistantTurn:
+        try:
+            return self._complete(messages, tools)
+        except ModelError as exc:
+            if not _overflow(exc):
+                raise
+            # The server's context is smaller than we knew: compact (in place) and ask once more.
+            self.app.renderer.note(f"the conversation is too long for {self.name}'s context: compacting and retrying")
+            if not self.app.compact(forced=True):
+                raise
+            return self._complete(messages, tools)
+
+    def _complete(self, messages: list[Message], tools: list[Any]) -> AssistantTurn:
+        renderer = self.app.renderer
+        renderer.begin_turn()
+        turn: AssistantTurn | None = None
+        try:
+            turn = guarded_complete(self.inner, messages, tools, renderer.on_event)
+            self.app.context_tokens = turn.prompt_tokens + turn.completion_tokens
+            return turn
+        finally:
+            renderer.end_turn(turn)
+            cut = truncation(turn)
+            if cut:
+                renderer.warn(f"⚠ truncated: {cut}")
+
+
+def _overflow(exc: Exception) -> bool:
+    """A context-length refusal: flagged by the OpenAI backend, or the local model's own wording."""
+    return bool(getattr(exc, "context_overflow", False)) or bool(
+        re.search(r"-token context of|maximum context length", str(exc)))
+
+
+class ObservedGate:
+    """Shows each call as it is about to run, and the refusal when the gate says no."""
+
+    def __init__(self, inner: Any, app: ChatApp) -> None:
+        self.inner, self.app = inner, app
+
+    def authorize(self, call: ToolCall, tool: Tool) -> str | None:
+        self.app.renderer.tool_call(call)
+        approver = self.app.approver
+        # Call ids repeat across requests (the step counter restarts): only this approval counts.
+        approver.previewed.discard(call.id)
+        approver.feedback.pop(call.id, None)
+        rules = always_rules(self.inner, call.name, call.arguments or {}, tool)
+        labels = list(dict.fromkeys(" ".join(rule_label(r).split()) for r in rules))
+        labels = [label if len(label) <= 60 else label[:59] + "…" for label in labels]
+        approver.always_hint = ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
+        refusal = self.inner.authorize(call, tool) if self.inner is not None else None
+        feedback = approver.feedback.pop(call.id, None)
+        if refusal is not None and feedback:
+            refusal = f"The user declined this tool call and said: {feedback}\nDo that instead."
+        if refusal is not None:
+            self.app.renderer.tool_denied(call, refusal)
+        else:
+            self.app.renderer.begin_tool(call)
+        return refusal
+
+    def __getattr__(self, name: str) -> Any:  # policy, remembered, ... of the real gate
+        return getattr(self.inner, name)

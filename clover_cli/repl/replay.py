@@ -1,0 +1,49 @@
+"""A resumed session on screen: the saved conversation replayed compactly (requests, tool calls,
+answers), the compaction summary and the agent's own nudges not counted as requests."""
+
+from __future__ import annotations
+
+import json
+
+from rich.text import Text
+
+from clover.agent import EMPTY_REPLY
+from clover.core.protocols import Message, ToolCall
+from clover.repl import compaction
+from clover.repl.render import Renderer
+
+
+def is_request(message: Message) -> bool:
+    """A user message the person typed (not a compaction summary or the agent's own nudge)."""
+    content = str(message.get("content") or "")
+    return message.get("role") == "user" and not content.startswith(compaction.MARKER) and content != EMPTY_REPLY
+
+
+REPLAY_MESSAGES = 40
+
+
+def replay(renderer: Renderer, messages: list[Message]) -> None:
+    """The saved conversation on screen, compactly: requests, tool calls, answers."""
+    if len(messages) > REPLAY_MESSAGES:
+        renderer.info(f"… {len(messages) - REPLAY_MESSAGES} earlier messages")
+        messages = messages[-REPLAY_MESSAGES:]
+    for m in messages:
+        role, content = m.get("role"), str(m.get("content") or "")
+        if role == "user" and content.startswith(compaction.MARKER):
+            renderer.info("⟳ (earlier conversation compacted)")
+        elif role == "user" and content != EMPTY_REPLY:
+            lines = content.strip().splitlines() or [""]
+            renderer.console.print(Text("› " + lines[0] + (" …" if len(lines) > 1 else ""), style="bold"))
+        elif role == "assistant":
+            for call in m.get("tool_calls") or []:
+                fn = call.get("function", {})
+                try:
+                    args = json.loads(fn.get("arguments") or "{}")
+                except (TypeError, ValueError):
+                    args = {}
+                renderer.tool_call(ToolCall(str(fn.get("name", "")), args if isinstance(args, dict) else {}))
+            if content.strip() and content != compaction.ACK:
+                renderer.answer(content)
+        elif role == "tool":
+            count = len(content.splitlines())
+            renderer.info(f"  ⎿ {count} line{'s' if count != 1 else ''}")
