@@ -114,3 +114,16 @@ _SHELLISH = st.lists(st.sampled_from(["rm", "-rf", "x", "&&", "||", ";", "|", "$
 def test_never_raises_on_shellish_token_soup(tokens):
     r = parse_shell(" ".join(tokens))
     assert isinstance(r, ParsedShell)
+
+
+def test_lines_built_to_make_checking_slow_stay_bounded():
+    """Wrapper tails and substitutions are each parsed once: the work (commands found) grows with
+    the line, not exponentially (16 nested `strace` made 39,202 commands before)."""
+    for command, cap in [(" ".join(["strace"] * 40) + " ls", 40), ("echo $(" * 7 + "rm -rf t" + ")" * 7, 20),
+                         ("; ".join(["ls"] * 2500), None)]:
+        r = parse_shell(command)
+        if cap is None:
+            assert not r.ok and "too many" in r.error
+        else:
+            assert r.ok and len(r.commands) <= cap, len(r.commands)
+    assert ["rm", "-rf", "t"] in argvs("echo $(" * 7 + "rm -rf t" + ")" * 7)

@@ -47,6 +47,7 @@ from clover.tools.shellwrap import (
 _WRITE_REDIRECTS = {">", ">>", ">|", "&>", "&>>", ">&", "<>"}
 _FIND_EXEC = {"-exec", "-execdir", "-ok", "-okdir"}
 _MAX_DEPTH = 8
+_MAX_COMMANDS = 2000
 _SUBST = re.compile(r"\$\(|`|[<>]\(")
 _MAX_LEN = 100_000
 
@@ -259,8 +260,12 @@ def _command_node(node, out: ParsedShell, depth: int, stdin_text: str | None = N
     writes: list[str] = []
     for part in node.parts:
         pk = getattr(part, "kind", None)
+        # Substitutions in a word, assignment or redirect target are parsed from the raw text (a
+        # superset of what bashlex finds), so bashlex's own nodes for them are not walked again.
+        scanned = False
         if pk in ("word", "assignment") and _SUBST.search(raw := _word(part, out)[1]):
             _scan_into(raw, out, depth, quotes=True)
+            scanned = True
         if pk == "word":
             word, raw = _word(part, out)
             words.append(word)
@@ -273,6 +278,7 @@ def _command_node(node, out: ParsedShell, depth: int, stdin_text: str | None = N
             target = getattr(part, "output", None)
             if getattr(target, "kind", None) == "word" and _SUBST.search(raw := _word(target, out)[1]):
                 _scan_into(raw, out, depth, quotes=True)
+                scanned = True
             if rtype in ("<<", "<<-") and getattr(part, "heredoc", None) is not None:
                 delimiter = getattr(part.output, "word", "")
                 stdin_script = _heredoc_body(part.heredoc.value, delimiter)
@@ -285,7 +291,7 @@ def _command_node(node, out: ParsedShell, depth: int, stdin_text: str | None = N
             elif rtype in _WRITE_REDIRECTS and getattr(part.output, "word", "/dev/null") != "/dev/null":
                 writes.append(part.output.word)
         # substitutions anywhere in the command (words, assignments, redirect targets) run too
-        for attr in ("parts", "output", "command"):
+        for attr in () if scanned else ("parts", "output", "command"):
             sub = getattr(part, attr, None)
             for child in sub if isinstance(sub, list) else [sub]:
                 if child is not None and hasattr(child, "kind"):
@@ -354,12 +360,16 @@ def _literal_output(cmd: SimpleCommand | None) -> str | None:
 
 
 def _add_command(words: list[str], dynamic: list[bool], out: ParsedShell, depth: int,
-                 stdin_script: str | None = None, assigns: list[str] | None = None) -> SimpleCommand:
+                 stdin_script: str | None = None, assigns: list[str] | None = None,
+                 tails: bool = True) -> SimpleCommand:
     env_assigns: list[str] = []
     argv, dyn, wrappers = peel(words, dynamic, env_assigns)
     cmd = SimpleCommand(words=list(words), argv=argv, wrappers=wrappers, dynamic=bool(dyn and dyn[0]),
                         assigns=[*(assigns or []), *env_assigns])
     out.commands.append(cmd)
+    if len(out.commands) > _MAX_COMMANDS:  # a line built to make checking slow is not checked
+        out.error = out.error or "too many commands to check"
+        return cmd
     if not argv:
         return cmd
     judge(cmd, dyn)
@@ -390,7 +400,7 @@ def _add_command(words: list[str], dynamic: list[bool], out: ParsedShell, depth:
         if script:
             nested.append(script)
             cmd.carrier = prog in ("su", "watch")
-        if prog in EXEC_WRAPPERS and depth < _MAX_DEPTH:
+        if prog in EXEC_WRAPPERS and tails and depth < _MAX_DEPTH:
             nested += _tails(argv, dyn, out, depth)
     elif prog == "git":
         key, start = program_key(argv)
@@ -416,7 +426,7 @@ def _tails(argv: list[str], dyn: list[bool], out: ParsedShell, depth: int) -> li
         if i == len(argv) - 1 and re.search(r"[\s;&|]", word):
             scripts.append(word)
         else:
-            _add_command(argv[i:], dyn[i:], out, depth + 1)
+            _add_command(argv[i:], dyn[i:], out, depth + 1, tails=False)  # its tails are ours
     return scripts
 
 
