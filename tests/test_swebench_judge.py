@@ -129,3 +129,26 @@ def test_every_fail_to_pass_excluded_cannot_be_judged():
 def test_a_test_missing_from_a_file_without_skips_is_not_excluded():
     assert unrunnable_tests(LOG, ["t.py::gone", "par.py::x"], {"t.py::a": "PASSED"}) == {
         "par.py::x": "too few CPUs here: needs at least 2 CPUs (multiprocessing.cpu_count() == 1)"}
+
+
+def test_the_network_error_is_read_from_the_failure_section_when_the_summary_is_cut():
+    log = """>>>>> Start Test Output
+=================================== FAILURES ===================================
+____________ RequestsTestCase.test_BASICAUTH_TUPLE_HTTP_200_OK_GET _____________
+    def test_BASICAUTH_TUPLE_HTTP_200_OK_GET(self):
+E       socket.gaierror: [Errno -2] Name or service not known
+E           requests.exceptions.ConnectionError: HTTPConnectionPool(host='httpbin.org', port=80): Max retries
+_____________________________ test_plain_failure _____________________________
+E       assert 1 == 2
+=========================== short test summary info ============================
+FAILED test_requests.py::RequestsTestCase::test_BASICAUTH_TUPLE_HTTP_200_OK_GET - requ...
+FAILED test_requests.py::test_plain_failure
+PASSED test_requests.py::test_ok
+>>>>> End Test Output
+"""
+    net, plain = "test_requests.py::RequestsTestCase::test_BASICAUTH_TUPLE_HTTP_200_OK_GET", "test_requests.py::test_plain_failure"
+    inst = _inst(["test_requests.py::test_ok"], [net, plain])
+    report = evaluate_log(log, inst, default_spec(inst, Path("/nonexistent")), "p")
+    assert report["excluded_tests"] == {net: "needs the network: requests.exceptions.ConnectionError: HTTPConnectionPool("
+                                         "host='httpbin.org', port=80): Max retries | socket.gaierror: [Errno -2] Name or service not known"}
+    assert report["tests_status"]["PASS_TO_PASS"]["failure"] == [plain] and report["resolved"] is False

@@ -25,6 +25,8 @@ NETWORK = re.compile(
 CPU = re.compile(r"\bcpus?\b|cpu_count|\bcores?\b|processors|multiprocessing|parallel", re.IGNORECASE)
 _SKIP_LINE = re.compile(r"^SKIPPED \[\d+\] (?P<where>\S+?)(?::\d+)?:? (?P<reason>.*)$")
 _FAIL_LINE = re.compile(r"^(?:FAILED|ERROR) (?P<test>\S+) - (?P<message>.*)$")
+_FAIL_ID = re.compile(r"^(?:FAILED|ERROR) (?P<test>\S+)\s*$")
+_SECTION = re.compile(r"^_{3,} (.+?) _{3,}$")
 
 
 class InstallError(RuntimeError):
@@ -57,12 +59,40 @@ def error_kind(exc: BaseException) -> str:
 
 
 def failure_messages(log: str) -> dict[str, str]:
-    """{test id: message} from pytest's short summary (`FAILED id - message`)."""
+    """{test id: message} of the failed tests: the last `E ...` line of each failure section
+    (`____ Class.test_name ____`; the summary line is cut to the terminal's width), else the
+    short summary's `FAILED id - message`."""
     out: dict[str, str] = {}
+    failed = []
     for line in log.splitlines():
-        m = _FAIL_LINE.match(line)
+        m = _FAIL_LINE.match(line) or _FAIL_ID.match(line)
         if m:
-            out[m.group("test")] = m.group("message").strip()
+            failed.append(m.group("test"))
+            if m.groupdict().get("message"):
+                out[m.group("test")] = m.group("message").strip()
+    sections = _failure_sections(log)
+    for test in failed:
+        parts = test.split("::")[1:]
+        detail = sections.get(".".join(parts)) or sections.get(parts[-1] if parts else "")
+        if detail:
+            out[test] = detail
+    return out
+
+
+def _failure_sections(log: str) -> dict[str, str]:
+    """{section title: its error lines} for pytest's `____ title ____` failure sections."""
+    out: dict[str, str] = {}
+    title, errors = None, []
+    for line in log.splitlines():
+        header = _SECTION.match(line)
+        if header or line.startswith("=" * 10):
+            if title is not None and errors:
+                out.setdefault(title, " | ".join(reversed(errors[-3:])))
+            title, errors = (header.group(1) if header else None), []
+        elif title is not None and line.startswith("E  "):
+            errors.append(line[1:].strip())
+    if title is not None and errors:
+        out.setdefault(title, " | ".join(reversed(errors[-3:])))
     return out
 
 
