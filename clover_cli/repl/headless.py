@@ -53,7 +53,7 @@ def run_print(
     if not prompt.strip():
         print("clover: no prompt: pass -p \"QUESTION\" or pipe it on stdin", file=err)
         return 2
-    from clover.runner import build_agent, build_environment, build_model
+    from clover.runner import build_agent, build_environment, build_model, checkpointer
 
     try:
         inner = model if model is not None else build_model(settings)
@@ -75,7 +75,8 @@ def run_print(
     streaming = output_format == "stream-json"
     try:
         agent = build_agent(settings, env, kind="chat", model=recording, on_event=stream if streaming else None,
-                            on_tool_result=tool_result if streaming else None)
+                            on_tool_result=tool_result if streaming else None,
+                            before_step=checkpointer(settings, root))  # `clover undo` reverts a -p run
     except ValueError as exc:  # a bad permission rule
         print(f"clover: {exc}", file=err)
         return 2
