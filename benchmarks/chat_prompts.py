@@ -1,0 +1,114 @@
+"""Ten everyday `clover chat` prompts on a model, replies recorded (the model card's chat check).
+
+    python -m benchmarks.chat_prompts --model embedded [--out runs/chat_prompts] [--max-tokens 256]
+
+Each prompt is one headless request (`clover -p PROMPT --output-format json`, plan mode: nothing is
+edited) in a fresh git repository holding one small Python file, so questions about "this repo" have
+something to look at. Writes OUT/replies.json (status, reply, steps, tokens, seconds per prompt) and
+OUT/replies.md. Judging "coherent or an honest I can't" is left to the reader; the script records
+the replies and flags the mechanical failures: a truncated or runaway reply, an error, no reply.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+PROMPTS = [
+    "hi",
+    "What can you do?",
+    "What does this repository do?",
+    "Explain what a Python decorator is.",
+    "Write a function that reverses a string.",
+    "What is the capital of France?",
+    "Add a web dashboard with user accounts to this project.",
+    "Which file defines the function add?",
+    "Run the tests.",
+    "Thanks, that's all.",
+]
+
+SAMPLE = '''"""Small arithmetic helpers."""
+
+
+def add(a, b):
+    return a + b
+
+
+def mean(values):
+    return sum(values) / len(values)
+'''
+
+
+def make_repo(root: Path) -> Path:
+    repo = root / "calc"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "calc.py").write_text(SAMPLE, encoding="utf-8")
+    (repo / "tests" / "test_calc.py").write_text(
+        "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n", encoding="utf-8"
+    )
+    (repo / "conftest.py").write_text("", encoding="utf-8")
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@x",
+           "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@x"}  # fmt: skip
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "init"]):
+        subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
+    return repo
+
+
+def ask(model: str, prompt: str, repo: Path, max_tokens: int, max_steps: int, timeout: float) -> dict:
+    env = {**os.environ, "CLOVER_MAX_TOKENS": str(max_tokens), "CLOVER_MAX_STEPS": str(max_steps),
+           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}  # fmt: skip
+    cmd = [sys.executable, "-m", "clover", "-p", prompt, "--model", model, "--repo", str(repo),
+           "--output-format", "json", "--mode", "plan"]  # fmt: skip
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"prompt": prompt, "status": "timeout", "result": "", "seconds": timeout}
+    try:
+        rec = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [""]
+        return {"prompt": prompt, "status": "no-json", "result": "", "error": tail[0][:300]}
+    return {"prompt": prompt, **{k: rec.get(k) for k in ("status", "result", "truncated", "error", "steps",
+                                                        "completion_tokens", "seconds")}}  # fmt: skip
+
+
+def write_markdown(rows: list[dict], model: str, path: Path) -> None:
+    lines = [f"# Chat prompts on `{model}`", ""]
+    for i, r in enumerate(rows, 1):
+        reply = (r.get("result") or "").strip().replace("\n", "\n> ")
+        lines += [f"{i}. **{r['prompt']}** ({r.get('status')}, {r.get('steps')} steps, "
+                  f"{r.get('completion_tokens')} tokens, {r.get('seconds')} s)", "", f"> {reply or '(no reply)'}", ""]  # fmt: skip
+    path.write_text("\n".join(lines), encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.chat_prompts", description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="embedded")
+    p.add_argument("--out", type=Path, default=Path("runs/chat_prompts"))
+    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--max-steps", type=int, default=4)
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per prompt")
+    args = p.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="clover-chat-prompts-") as tmp:
+        repo = make_repo(Path(tmp))
+        for prompt in PROMPTS:
+            rows.append(ask(args.model, prompt, repo, args.max_tokens, args.max_steps, args.timeout))
+            r = rows[-1]
+            print(f"[{len(rows)}/{len(PROMPTS)}] {prompt!r}: {r.get('status')} {str(r.get('result'))[:100]!r}",
+                  flush=True)  # fmt: skip
+    (args.out / "replies.json").write_text(json.dumps(rows, indent=2), encoding="utf-8")
+    write_markdown(rows, args.model, args.out / "replies.md")
+    bad = sum(1 for r in rows if r.get("status") != "submitted")
+    print(f"{len(rows) - bad}/{len(rows)} replied without truncation, runaway or error -> {args.out / 'replies.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
