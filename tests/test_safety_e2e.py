@@ -193,3 +193,28 @@ def test_edits_through_a_link_to_a_protected_file_are_refused(tmp_path):
     # searches over the whole tree leave out the lines of files the read rules deny
     assert "protected.txt:1:original" in outputs[3] and "left out" in outputs[3], outputs[3]
     assert "protected.txt" in outputs[4] and "secrets/db.txt" not in outputs[4] and "left out" in outputs[4]
+
+
+ARITH_USES = ["echo $((x))", "(( x ))", "let n=x", "declare -i n=x", "[[ x -eq 1 ]]", "a=(1); echo ${a[x]}",
+              "s=abc; echo ${s:x}", "echo ${!y}", "echo ${z@P}"]
+
+
+@pytest.mark.parametrize("use", ARITH_USES)
+def test_code_stored_in_a_variable_by_an_earlier_step_does_not_run(use, tmp_path):
+    """bash evaluates a variable's value in arithmetic: `export x='a[$(rm -rf t)]'` (a harmless
+    literal) in one step, then `let n=x` in the next, ran rm. The exported value persists between
+    steps (LocalEnvironment carries it), so the second step is what must be refused."""
+    repo = make_workspace(tmp_path / "ws")
+    setup = "export x='a[$(rm -rf t)]' y='a[$(rm -rf t)]' z='$(rm -rf t)'"
+    settings = Settings(mode="yolo", deny=list(DENY), sandbox=False, checkpoints=False)
+    env = build_environment(settings, repo)
+    run_agent("go", settings=settings, env=env, model=ScriptedModel(bash_turns([setup, use])),
+              trajectory_path=tmp_path / "traj.jsonl")
+    outputs = tool_outputs(tmp_path)
+    assert not outputs[0].startswith("Permission denied")  # storing text is fine...
+    assert outputs[1].startswith("Permission denied"), outputs[1]  # ...evaluating it is not
+    assert effects(repo) == set()
+    # and the use really would have run it
+    bare = Settings(mode="yolo", sandbox=False, checkpoints=False)
+    run_agent("go", settings=bare, env=build_environment(bare, repo), model=ScriptedModel(bash_turns([setup, use])))
+    assert effects(repo) == {"t removed"}, use

@@ -91,6 +91,8 @@ ORDINARY = [
     "rm -r build", "find . -name '*.pyc' -delete", "pip install -e .", "echo $((1+2))", "git status --short",
     "x=$(git rev-parse HEAD); echo $x", "git fetch -q", "git commit -m 'stop running rm -rf t'",
     "git grep -n 'rm -rf'", "strace -o log python -m pytest", "git rebase -i HEAD~2",
+    "[ -f x ] && echo yes", "[[ -f x ]] && echo yes", "[[ $? -eq 0 ]] && echo ok", "(( 1 + 2 ))", "let n=1+2",
+    "echo ${a[0]} ${a[@]} ${#a[@]} ${!a[@]}", "echo ${s:1:2} ${s: -1} ${x:-d} ${x:=d} ${x:+y}",
     "jq --version", "mkdir -p out && cp -r src out/", "timeout 60 python -m pytest -q tests/",
 ]
 

@@ -1,5 +1,11 @@
 """What cannot be decided from a command's text (see tools/shellparse.py's module doc): sets a
-command's `opaque` reason and `open_tail` flag."""
+command's `opaque` reason and `open_tail` flag.
+
+Arithmetic on variables counts as opaque: bash evaluates a variable's value as an expression, and
+`x='a[$(cmd)]'` (set earlier, even exported by a previous step) runs cmd in `$((x))`, `(( x ))`,
+`let n=x`, `declare -i n=x`, `[[ x -eq 1 ]]`, `${arr[x]}`, `${s:x}`; so do `${!x}` and `${x@P}`.
+Only literal numbers (and `$?`, `$#`, `$$`, `$!`, `${#name}`) pass.
+"""
 
 from __future__ import annotations
 
@@ -31,7 +37,7 @@ def judge(cmd: SimpleCommand, dyn: list[bool]) -> None:
     risky = [env_name(a) for a in cmd.assigns if risky_env(env_name(a))]
     if cmd.dynamic:
         cmd.opaque = "takes its program name from an expansion"
-    elif has_glob(argv[0]) or expand_braces(argv[0]) != [argv[0]]:
+    elif _GLOB_NAME.search(argv[0]) or expand_braces(argv[0]) != [argv[0]]:
         cmd.opaque = "takes its program name from a glob or brace expansion"
         cmd.dynamic = True
     elif risky:
@@ -46,8 +52,50 @@ def judge(cmd: SimpleCommand, dyn: list[bool]) -> None:
             cmd.opaque = f"sets {bad}, which changes what later commands run"
     elif prog == "git":
         cmd.opaque = _git_opaque(argv, dyn)
+    if cmd.opaque is None:
+        cmd.opaque = _arith_opaque(prog, argv)
     unknown = any(d or (w.startswith("-") and has_glob(w)) for w, d in zip(argv, dyn, strict=False))
     cmd.open_tail = unknown or "xargs" in cmd.wrappers
+
+
+_GLOB_NAME = re.compile(r"[*?]|\[[^\]]+\]")  # `[` alone is the test command, not a glob
+ARITH_MARK = "CLOVERARITH"  # what tools/shellparse.py puts for `(( ... ))` / `[[ x -eq y ]]` on names
+_ARITH = "evaluates arithmetic on variables (a variable's value can run code there)"
+_SAFE_NUMBER = re.compile(r"^(-?\d+|\$[?#$!]|\$\{[?#$!]\}|\$\{#\w+\})$")
+_NAME = re.compile(r"[A-Za-z_]")
+
+
+def arith_safe(expr: str) -> bool:
+    """Literal numbers and operators only (plus `$?`, `$#`, ...): nothing a variable can hide in."""
+    stripped = re.sub(r"\$[?#$!]|\$\{[?#$!]\}|\$\{#\w+\}", "0", expr)
+    return not _NAME.search(stripped) and "$" not in stripped and "`" not in stripped
+
+
+def _arith_opaque(prog: str, argv: list[str]) -> str | None:
+    if prog == ARITH_MARK:
+        return _ARITH
+    if prog == "let" and not all(arith_safe(re.sub(r"^\w+\s*[-+*/%]?=", "", a)) for a in argv[1:]):
+        return _ARITH
+    if prog in ("declare", "typeset", "local", "readonly", "export"):
+        flags = "".join(a[1:] for a in argv[1:] if a.startswith("-"))
+        if "i" in flags and not all(arith_safe(a.split("=", 1)[1]) for a in argv[1:] if "=" in a):
+            return _ARITH
+    return None
+
+
+def param_opaque(value: str) -> str | None:
+    """Why a `${...}` expansion (bashlex's parameter value) can run code, or None."""
+    if re.match(r"^!\w+$", value) or re.match(r"^!\w+\[[^@*\]]", value):
+        return "expands a variable named by another (`${!x}`; a subscript in it runs code)"
+    if re.search(r"@P$", value):
+        return "expands a value as a prompt (`${x@P}` runs substitutions in it)"
+    sub = re.match(r"^#?\w+\[([^\]]*)\]", value)
+    if sub and sub.group(1) not in ("@", "*") and not arith_safe(sub.group(1)):
+        return _ARITH
+    offsets = re.match(r"^\w+:(?![-=?+])(.*)$", value)
+    if offsets and not arith_safe(offsets.group(1).replace(":", " ")):
+        return _ARITH
+    return None
 
 
 def _git_opaque(argv: list[str], dyn: list[bool]) -> str | None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import bashlex
 
-from clover.tools.shelljudge import judge
+from clover.tools.shelljudge import ARITH_MARK, arith_safe, judge, param_opaque
 from clover.tools.shellnorm import canonical_argv, env_name, harmless_env, program_key, risky_env
 from clover.tools.shellwords import expand_braces, substitutions, unquote
 from clover.tools.shellwrap import (
@@ -181,10 +181,36 @@ def _prepare(text: str) -> str:
     quoted here-doc delimiters (renamed `QUOTED_MARK...`: their bodies are literal), arithmetic on
     plain numbers."""
     text = _mark_quoted_heredocs(text)
+    text = _mark_arithmetic(text)
     text = re.sub(r"\$\(\(([\d\s+\-*/%<>=!&|^~?:]*)\)\)", "0", text)
     text = re.sub(r"(?<![^\s;&|(])\[\[(?=\s)", "[", text)
     text = re.sub(r"(?<=\s)\]\](?=$|[\s;&|)])", "]", text)
     return re.sub(r"(^|[;&|(]\s*|\n\s*)time\s+(?:-p\s+)?", r"\1", text)
+
+
+_ARITH_CMD = re.compile(r"(?<![$<>\w])\(\(((?:[^()]|\([^()]*\))*)\)\)")
+_DOUBLE_TEST = re.compile(r"\[\[(\s.*?\s)\]\]")
+_ARITH_TEST = re.compile(r"\s-(?:eq|ne|lt|le|gt|ge)\s")
+
+
+def _mark_arithmetic(text: str) -> str:
+    """`(( expr ))` and `[[ a -eq b ]]` evaluate arithmetic, which bashlex does not model: on plain
+    numbers they become `true`; on anything else the marker command shelljudge calls opaque."""
+
+    def command(m: re.Match[str]) -> str:
+        return "true" if arith_safe(m.group(1)) else ARITH_MARK
+
+    def test(m: re.Match[str]) -> str:
+        inner = m.group(1)
+        if not _ARITH_TEST.search(inner):
+            return m.group(0)
+        words = [w.strip("\"'") for w in inner.split()]
+        operands = [w for w in words if w not in ("!", "&&", "||", "(", ")") and not w.startswith("-")]
+        if all(arith_safe(w) for w in operands):
+            return m.group(0)
+        return f"{ARITH_MARK}{inner}]"
+
+    return _DOUBLE_TEST.sub(test, _ARITH_CMD.sub(command, text))
 
 
 _HEREDOC_OP = re.compile(r"(?<!<)<<(-?)[ \t]*(?:(['\"])([\w.-]+)\2|\\([\w.-]+)|([\w.-]+))")
@@ -223,7 +249,7 @@ def _walk(node, out: ParsedShell, depth: int) -> None:
         _command_node(node, out, depth)
         return
     if kind == "parameter":  # `${X:-$(cmd)}`: bashlex leaves the inner substitution as text
-        _scan_into(getattr(node, "value", "") or "", out, depth)
+        _param_into(node, out, depth)
         return
     if kind == "function":
         out.opaque.append("it defines a shell function (it can stand in for any command)")
@@ -266,6 +292,8 @@ def _command_node(node, out: ParsedShell, depth: int, stdin_text: str | None = N
         if pk in ("word", "assignment") and _SUBST.search(raw := _word(part, out)[1]):
             _scan_into(raw, out, depth, quotes=True)
             scanned = True
+            for param in _params(part):  # their substitutions were scanned with the word
+                _param_into(param, out, depth, scan=False)
         if pk == "word":
             word, raw = _word(part, out)
             words.append(word)
@@ -308,6 +336,25 @@ def _command_node(node, out: ParsedShell, depth: int, stdin_text: str | None = N
     if stdin_script is not None and not piped:
         cmd.heredoc = stdin_script
     return cmd
+
+
+def _param_into(node, out: ParsedShell, depth: int, scan: bool = True) -> None:
+    value = getattr(node, "value", "") or ""
+    if why := param_opaque(value):
+        out.opaque.append(f"`${{{value[:40]}}}` {why}")
+    if scan:
+        _scan_into(value, out, depth)
+
+
+def _params(node) -> list:
+    """The parameter nodes inside a word (bashlex nests them in substitutions too)."""
+    found, stack = [], list(getattr(node, "parts", None) or [])
+    while stack:
+        part = stack.pop()
+        if getattr(part, "kind", None) == "parameter":
+            found.append(part)
+        stack.extend(getattr(part, "parts", None) or [])
+    return found
 
 
 def _scan_into(text: str, out: ParsedShell, depth: int, quotes: bool = False) -> None:
