@@ -83,6 +83,12 @@ BYPASSES = [
     "env --split-string='rm -rf t'",
     "git fetch -q --upload-pack='rm -rf t; git-upload-pack' .",
     "git rebase -q --root -x 'rm -rf t'",
+    "bash <(echo 'rm -rf t')",
+    "source /dev/stdin <<< 'rm -rf t'",
+    "echo 'rm -rf t' | source /dev/stdin",
+    "bash < <(echo rm -rf t)",
+    "git config core.fsmonitor 'rm -rf t'; git status",
+    "git config alias.x '!rm -rf t'; git x",
 ]
 
 

@@ -40,6 +40,7 @@ from clover.tools.shellwrap import (
     dash_c_value,
     git_runs,
     peel,
+    script_operand,
     shell_c_string,
     shell_reads_stdin,
     skip_opts,
@@ -232,7 +233,7 @@ def _command_node(node, out: ParsedShell, depth: int, stdin_text: str | None = N
             word, raw = _word(part, out)
             words.append(word)
             # `$'rm'` is quoting, not an expansion
-            dynamic.append(_is_dynamic(part) and bool(re.search(r"\$(?!')|`", raw)))
+            dynamic.append(_is_dynamic(part) and bool(re.search(r"\$(?!')|`|[<>]\(", raw)))
         elif pk == "assignment" and not words:
             assigns.append(_word(part, out)[0])
         elif pk == "redirect":
@@ -250,6 +251,8 @@ def _command_node(node, out: ParsedShell, depth: int, stdin_text: str | None = N
                 stdin_script = getattr(part.output, "word", "")
             elif rtype == "<":
                 has_stdin_redirect = True
+                if _SUBST.search(_word(target, out)[1] if getattr(target, "kind", None) == "word" else ""):
+                    stdin_script = ""  # `sh < <(cmd)`: code another command prints
             elif rtype in _WRITE_REDIRECTS and getattr(part.output, "word", "/dev/null") != "/dev/null":
                 writes.append(part.output.word)
         # substitutions anywhere in the command (words, assignments, redirect targets) run too
@@ -356,16 +359,19 @@ def _add_command(words: list[str], dynamic: list[bool], out: ParsedShell, depth:
     judge(cmd, dyn)
     prog = os.path.basename(argv[0])
     nested: list[str] = []
-    if prog in SHELLS:
-        script = shell_c_string(argv)
+    if prog in SHELLS or prog in ("source", "."):
+        script = shell_c_string(argv) if prog in SHELLS else None
+        operand = script_operand(argv)
         if script is not None:
             nested.append(script)
             cmd.carrier = True
-        elif shell_reads_stdin(argv):
+        elif operand is not None and dyn[operand]:  # `bash <(curl ...)`, `source $F`
+            cmd.dynamic, cmd.opaque = True, "runs code from an expansion or another command's output"
+        elif operand is None and (prog not in SHELLS or shell_reads_stdin(argv)):
             if stdin_script is None:
                 pass  # interactive shell on the terminal
-            elif stdin_script == "":
-                cmd.dynamic = True  # runs piped code we cannot see (`curl ... | sh`)
+            elif stdin_script == "":  # `curl ... | sh`
+                cmd.dynamic, cmd.opaque = True, "runs code it reads from a pipe we cannot see"
             else:
                 nested.append(stdin_script)
                 cmd.carrier = True

@@ -109,9 +109,24 @@ def shell_c_string(argv: list[str]) -> str | None:
     return None
 
 
+STDIN_PATHS = {"-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"}
+
+
 def shell_reads_stdin(argv: list[str]) -> bool:
     rest = skip_opts(argv[1:], {"-o", "-O", "--rcfile", "--init-file"})
-    return not rest or rest[0] == "-" or "-s" in argv[1:]
+    return not rest or rest[0] in STDIN_PATHS or "-s" in argv[1:]
+
+
+def script_operand(argv: list[str]) -> int | None:
+    """Index of the file a shell (or `source`/`.`) reads its code from, None for none or stdin."""
+    if os.path.basename(argv[0]) in ("source", "."):
+        return 1 if len(argv) > 1 and argv[1] not in STDIN_PATHS else None
+    if "-s" in argv[1:]:
+        return None
+    rest = skip_opts(argv[1:], {"-o", "-O", "--rcfile", "--init-file"})
+    if not rest or rest[0] in STDIN_PATHS:
+        return None
+    return len(argv) - len(rest)
 
 
 def skip_opts(args: list[str], argopts: set[str]) -> list[str]:
@@ -142,6 +157,13 @@ _GIT_EXEC_OPTS = {
 }
 
 
+# git configuration keys whose value is a command git runs later (`alias.x = !cmd`, core.fsmonitor ...)
+_GIT_CODE_KEY = re.compile(
+    r"(?i)^(alias\..+|core\.(fsmonitor|pager|editor|sshcommand|askpass|gitproxy)|sequence\.editor|diff\.external"
+    r"|(diff|difftool|mergetool|merge|filter|browser|man|credential|gpg|pager|remote)\..*"
+    r"|credential\.helper|gpg\.program|uploadpack\.packobjectshook|web\.browser|sendemail\..*)$")
+
+
 def git_runs(argv: list[str], sub: str | None, rest: list[str]) -> tuple[list[str], list[list[str]]]:
     """(scripts, argvs) that `git SUB REST...` runs: option values above, `bisect run CMD...`,
     `submodule foreach CMD`."""
@@ -149,6 +171,10 @@ def git_runs(argv: list[str], sub: str | None, rest: list[str]) -> tuple[list[st
     argvs: list[list[str]] = []
     if sub == "bisect" and rest[:1] == ["run"]:
         argvs.append(rest[1:])
+    if sub == "config":  # the value of a key that names a command runs on later git commands
+        operands = [w for w in rest if not w.startswith("-") and w not in ("set", "--add")]
+        if len(operands) >= 2 and _GIT_CODE_KEY.match(operands[0]):
+            scripts.append(operands[1].removeprefix("!"))
     if sub == "submodule" and "foreach" in rest:
         tail = rest[rest.index("foreach") + 1:]
         scripts.append(" ".join(w for w in tail if w not in ("--recursive", "-q", "--quiet")))
