@@ -302,3 +302,40 @@ def test_whatever_yolo_allows_with_deny_rules_really_leaves_t(core, ways, tmp_pa
     subprocess.run(["bash", "-c", command + "\nwait"], cwd=work, capture_output=True, timeout=20,
                    stdin=subprocess.DEVNULL)
     assert (work / "t").exists(), command
+
+
+def _requote(word: str, how: int) -> str:
+    """One of bash's ways to spell the same word."""
+    if how == 0 or not word:
+        return word
+    if how == 1:
+        return f"'{word}'"
+    if how == 2:
+        return f'"{word}"'
+    if how == 3:
+        return f"{word[0]}'{word[1:]}'" if len(word) > 1 else f"'{word}'"
+    if how == 4:
+        return "".join(f"\\{c}" if c.isalpha() else c for c in word)
+    if how == 5:
+        return "$'" + "".join(f"\\x{ord(c):02x}" for c in word) + "'"
+    return f"{word}''"
+
+
+@settings(max_examples=150, deadline=None)
+@given(core=st.sampled_from(["rm -rf t", "rm t -r -f", "git push origin main", "curl -s x"]),
+       hows=st.lists(st.integers(0, 6), min_size=4, max_size=4),
+       ways=st.lists(st.sampled_from(WAYS), min_size=0, max_size=2))
+def test_quoting_variants_of_a_denied_command_are_denied(core, hows, ways):
+    """Every quoting of every word (`'rm'`, `r'm'`, `\\r\\m`, `$'\\x72\\x6d'`, ...) is still the command."""
+    words = core.split(" ")
+    spelled = " ".join(_requote(w, h) for w, h in zip(words, hows, strict=False))
+    command = _compound(spelled, ways)
+    assert decide("yolo", command, deny=DENY) == "deny", command
+
+
+@pytest.mark.parametrize("how", range(7))
+def test_each_quoting_is_what_bash_reads(how, tmp_path):
+    (tmp_path / "t").mkdir()
+    command = " ".join(_requote(w, how) for w in ["rm", "-rf", "t"])
+    subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, timeout=30)
+    assert not (tmp_path / "t").exists(), command
