@@ -14,7 +14,7 @@ def run_clover(*args: str, cwd: str | Path | None = None, env: dict[str, str] | 
                timeout: float = 120, input: str | None = None) -> subprocess.CompletedProcess:
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "clover_cli", *args], cwd=cwd or ROOT, env=full_env, capture_output=True,
+        [sys.executable, "-m", "clover", *args], cwd=cwd or ROOT, env=full_env, capture_output=True,
         text=True, timeout=timeout, input=input,
     )
 

@@ -87,5 +87,5 @@ def test_make_model_choices(tmp_path):
 
 
 def test_backends_package_imports_nothing_heavy():
-    code = "import sys, clover_cli.backends; assert not {'torch', 'openai'} & set(sys.modules), sys.modules.keys()"
+    code = "import sys, clover.backends; assert not {'torch', 'openai'} & set(sys.modules), sys.modules.keys()"
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -24,7 +24,7 @@ def test_version():
 def test_help_never_imports_torch():
     code = (
         "import sys\n"
-        "from clover_cli.main import app\n"
+        "from clover.main import app\n"
         "try:\n    app(['--help'])\nexcept SystemExit:\n    pass\n"
         "heavy = [m for m in ('torch', 'openai', 'clover.model.modeling', 'prompt_toolkit') if m in sys.modules]\n"
         "print('HEAVY=' + ','.join(heavy))\n"
