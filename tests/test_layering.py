@@ -3,6 +3,7 @@ included) point down the stack, never up.
 
     core  <-  tools  <-  clover (the CLI)  <-  evals  <-  benchmarks, tests
     kernels  <-  model  <-  clover (the CLI; lazily where torch is needed, see test_cli.py)
+    kernels  <-  model  <-  engines (serving-engine plugins)  <-  clover, evals
 
 core/ holds the protocols and imports nothing of ours; tools/ knows nothing of models or the CLI;
 model/ knows nothing of tools, evals or the CLI (nor core: it needs none of the protocols); evals/
@@ -26,6 +27,7 @@ FOLDERS = {
     "model": ("clover.model", "model"),
     "clover_cli": ("clover", "cli"),
     "evals": ("clover.evals", "evals"),
+    "engines": ("clover.engines", "engines"),
     "benchmarks": ("benchmarks", "benchmarks"),
     "tests": ("tests", "tests"),
 }
@@ -34,9 +36,10 @@ ALLOWED = {
     "tools": {"core", "tools"},
     "kernels": {"kernels"},
     "model": {"kernels", "model"},
-    "cli": {"core", "tools", "model", "cli"},
-    "evals": {"core", "tools", "kernels", "model", "cli", "evals"},
-    "benchmarks": {"core", "tools", "kernels", "model", "cli", "evals", "benchmarks"},
+    "engines": {"kernels", "model", "engines"},
+    "cli": {"core", "tools", "model", "engines", "cli"},
+    "evals": {"core", "tools", "kernels", "model", "engines", "cli", "evals"},
+    "benchmarks": {"core", "tools", "kernels", "model", "engines", "cli", "evals", "benchmarks"},
     "tests": set(FOLDERS[f][1] for f in FOLDERS),
 }
 # (module file, layer) pairs allowed only as an import inside a function: command registration.
@@ -95,6 +98,18 @@ def _modules() -> list[Path]:
     return sorted(p for folder in FOLDERS for p in (ROOT / folder).rglob("*.py"))
 
 
+def test_every_installed_package_has_a_layer() -> None:
+    # A new top-level package (pyproject's package-dir) must be placed in the stack, not escape it.
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+
+    mapping = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["tool"]["setuptools"]["package-dir"]
+    assert set(mapping.values()) <= set(FOLDERS), f"give these folders a layer: {set(mapping.values()) - set(FOLDERS)}"
+    assert all(FOLDERS[folder][0] == name for name, folder in mapping.items())
+
+
 def test_every_import_points_down_the_stack() -> None:
     bad = [v for p in _modules() for v in violations(p.relative_to(ROOT).as_posix(), p.read_text("utf-8"))]
     assert not bad, "upward imports:\n" + "\n".join(bad)
@@ -109,6 +124,8 @@ def test_every_import_points_down_the_stack() -> None:
         ("model/data.py", "from clover.evals.synthfix.oracle import render_trajectory"),
         ("model/chat.py", "import clover.core.protocols"),
         ("kernels/dispatch.py", "from clover.model.config import ModelConfig"),
+        ("model/load.py", "def f():\n    from clover.engines.weights import clover_to_qwen3_next"),
+        ("engines/vllm_model.py", "from clover.tools.files import View"),
         ("clover_cli/bench.py", "from clover.evals.bench.run import run_bench"),  # top level: not lazy
         ("clover_cli/agent.py", "def f():\n    from clover.evals.bench import run"),
         ("clover_cli/runner.py", "import benchmarks.decode"),
