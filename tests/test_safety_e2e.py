@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 
 import pytest
 
@@ -18,7 +19,16 @@ from clover.tools.registry import default_tools
 from clover.trajectory import Trajectory
 from tests.clihelp import isolated_env, run_clover
 from tests.fakeserver import FakeChatServer, FakeReply
-from tests.safety_attacks import BYPASSES, DENY, SETUP_ONLY, SMUGGLE_ALLOW, SMUGGLED, effects, make_workspace
+from tests.safety_attacks import (
+    BYPASSES,
+    DENY,
+    GIT,
+    SETUP_ONLY,
+    SMUGGLE_ALLOW,
+    SMUGGLED,
+    effects,
+    make_workspace,
+)
 
 
 def bash_turns(commands: list[str], answer: str = "done") -> list[dict]:
@@ -218,3 +228,28 @@ def test_code_stored_in_a_variable_by_an_earlier_step_does_not_run(use, tmp_path
     bare = Settings(mode="yolo", sandbox=False, checkpoints=False)
     run_agent("go", settings=bare, env=build_environment(bare, repo), model=ScriptedModel(bash_turns([setup, use])))
     assert effects(repo) == {"t removed"}, use
+
+
+def test_read_rules_reach_the_git_tool(tmp_path):
+    """`git show HEAD:secrets/db.txt` and a whole-tree diff showed what `view` may not."""
+    repo = make_workspace(tmp_path / "ws")
+    (repo / "secrets").mkdir()
+    (repo / "secrets" / "db.txt").write_text("DB_PASSWORD=hunter2hunter2\n")
+    (repo / "notes.txt").write_text("one\n")
+    subprocess.run([*GIT, "add", "-A"], cwd=repo, check=True)
+    subprocess.run([*GIT, "commit", "-qm", "more"], cwd=repo, check=True)
+    (repo / "secrets" / "db.txt").write_text("DB_PASSWORD=hunter3hunter3\n")
+    (repo / "notes.txt").write_text("two\n")
+    turns = [{"tool_calls": [{"name": "git", "arguments": {"subcommand": "show", "rev": "HEAD:secrets/db.txt"}}]},
+             {"tool_calls": [{"name": "git", "arguments": {"subcommand": "diff", "path": "secrets"}}]},
+             {"tool_calls": [{"name": "git", "arguments": {"subcommand": "diff"}}]},
+             {"tool_calls": [{"name": "git", "arguments": {"subcommand": "show"}}]},
+             {"text": "done"}]
+    settings = Settings(mode="yolo", deny=["read(secrets/*)", "read(secrets)"], sandbox=False, checkpoints=False)
+    env = build_environment(settings, repo)
+    run_agent("go", settings=settings, env=env, model=ScriptedModel(turns), trajectory_path=tmp_path / "traj.jsonl")
+    outputs = tool_outputs(tmp_path)
+    assert outputs[0].startswith("Permission denied") and outputs[1].startswith("Permission denied"), outputs
+    assert "+two" in outputs[2] and "left out of the diff" in outputs[2], outputs[2]
+    assert "notes.txt" in outputs[3] and "left out of the diff" in outputs[3], outputs[3]
+    assert not any("hunter" in o for o in outputs)

@@ -12,7 +12,8 @@ Patterns are shell-style globs (`*` also matches `/` and spaces). Deny beats ask
 - Plan mode refuses everything but read-only tools; ask and allow rules do not change that.
 - `edit(...)` matches the path of `create`, `str_replace` and `insert` (and a pattern without `/`
   also matches the file name at any depth, as in .gitignore); `read(...)` the path of `view`,
-  `grep`, `glob` and `outline`, and lines from a denied file are left out of their results. Both
+  `grep`, `glob`, `outline` and `git` (and `git show REV:PATH`), and lines from a denied file are
+  left out of their results (a git diff loses that file's sections). Both
   see the path as given and resolved (a symlink to a protected file is protected). Read rules do
   not reach the shell (`cat .env`): deny that with a `bash(...)` rule or the sandbox.
 - Any other tool matches `tool(...)` against its main argument (the first required string).
@@ -38,7 +39,7 @@ _MODE_ALIASES = {"auto_edit": "auto-edit", "autoedit": "auto-edit", "accept-edit
                  "default": "ask", "bypass": "yolo"}
 SHELL_TOOLS = {"bash", "shell"}
 EDIT_TOOLS = {"create", "str_replace", "insert"}
-READ_TOOLS = {"view", "grep", "glob", "outline"}  # what `read(...)` rules cover (their `path`)
+READ_TOOLS = {"view", "grep", "glob", "outline", "git"}  # what `read(...)` rules cover (their `path`)
 _RULE = re.compile(r"^\s*([A-Za-z_][\w.-]*)\s*(?:\((.*)\))?\s*$", re.S)
 _MAIN_ARG_KEYS = ("command", "subcommand", "pattern", "query", "url", "path", "file", "name")
 _PATH_KEYS = ("path", "file", "file_path", "filename")
@@ -174,7 +175,11 @@ class PermissionPolicy:
         if rule.tool in ("edit", "read") and rule.tool != name:
             raw = args.get("path")
             raw = raw if isinstance(raw, str) and raw else ("." if name in READ_TOOLS else "")
-            return self._path_forms(raw), True
+            forms = self._path_forms(raw)
+            rev = args.get("rev")
+            if name == "git" and isinstance(rev, str) and ":" in rev:  # `git show HEAD:.env`
+                forms += self._path_forms(rev.split(":", 1)[1] or ".")
+            return forms, True
         if key in _PATH_KEYS:
             return self._path_forms(str(args.get(key) or "")), True
         return [self.subject(name, args, key)], False
@@ -330,6 +335,7 @@ class PermissionPolicy:
 
 _SHORT_CLUSTER = re.compile(r"^-[A-Za-z]+$")
 # `path:12:text` / `path-12-text` (grep), `path:3-9: def f` (outline); a glob result is the line
+_DIFF_HEAD = re.compile(r"^diff --git a/(.+?) b/(.+)$")
 _RESULT_PATH = re.compile(r"^(.+?)[:-]\d+(?:-\d+)?[:-]")
 
 
@@ -370,13 +376,17 @@ class PermissionGate:
         self.remembered: list[Rule] = []
 
     def screen(self, call: ToolCall, output: str) -> str:
-        """A search's output without the lines from files `read(...)` rules deny: `grep` over the
-        whole tree must not show what `view` of the file may not."""
-        if (call.name or "").lower() not in READ_TOOLS or not output:
+        """A search's output without the lines from files `read(...)` rules deny (`grep` over the
+        whole tree must not show what `view` of the file may not); a git diff or show without the
+        sections of those files."""
+        name = (call.name or "").lower()
+        if name not in READ_TOOLS or not output:
             return output
         rules = [r for r in self.policy.deny if r.tool == "read"]
         if not rules:
             return output
+        if name == "git":
+            return self._screen_diff(output, rules)
         kept, dropped = [], 0
         for line in output.split("\n"):
             m = _RESULT_PATH.match(line)
@@ -387,6 +397,18 @@ class PermissionGate:
                 kept.append(line)
         if dropped:
             kept.append(f"[{dropped} line(s) from files denied by read rules left out]")
+        return "\n".join(kept)
+
+    def _screen_diff(self, output: str, rules: list[Rule]) -> str:
+        kept, dropped, skipping = [], 0, False
+        for line in output.split("\n"):
+            if m := _DIFF_HEAD.match(line):
+                skipping = self.policy.read_denied(m.group(1), rules) or self.policy.read_denied(m.group(2), rules)
+                dropped += skipping
+            if not skipping:
+                kept.append(line)
+        if dropped:
+            kept.append(f"[{dropped} file(s) denied by read rules left out of the diff]")
         return "\n".join(kept)
 
     def authorize(self, call: ToolCall, tool: Tool) -> str | None:
