@@ -133,6 +133,21 @@ class _SkipRandomInit(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
+def fuse_qkvz(qkv: Tensor, z: Tensor, config: CloverConfig) -> Tensor:
+    """The inverse of `split_qkvz`: (in_proj_qkv, in_proj_z) rows -> Qwen3-Next's in_proj_qkvz."""
+    nk, dk, dv = config.linear_num_key_heads, config.linear_key_head_dim, config.linear_value_head_dim
+    rv = config.linear_num_value_heads // nk * dv
+    q, k, v = qkv.split([nk * dk, nk * dk, nk * rv])
+    parts = [q.reshape(nk, dk, -1), k.reshape(nk, dk, -1), v.reshape(nk, rv, -1), z.reshape(nk, rv, -1)]
+    return torch.cat(parts, dim=1).reshape(-1, qkv.shape[-1])
+
+
+def fuse_ba(b: Tensor, a: Tensor, config: CloverConfig) -> Tensor:
+    """The inverse of `split_ba`: (in_proj_b, in_proj_a) rows -> Qwen3-Next's in_proj_ba."""
+    nk = config.linear_num_key_heads
+    return torch.cat([b.reshape(nk, -1, b.shape[-1]), a.reshape(nk, -1, a.shape[-1])], dim=1).reshape(-1, b.shape[-1])
+
+
 class _Source(NamedTuple):
     path: Path
     key: str  # the name in the file
