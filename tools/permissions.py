@@ -276,6 +276,8 @@ class PermissionPolicy:
             return None
         if why := parsed.undecidable():
             return why
+        if code := next((c for c in parsed.commands if c.inline_code), None):
+            return f"`{code.text[:80]}` {code.inline_code}"
         for cmd in parsed.commands:
             prog = cmd.program()
             if not cmd.open_tail or prog is None:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import bashlex
 
+from clover.tools.shellcode import inline_code_reason, option_commands
 from clover.tools.shelljudge import judge, param_opaque
 from clover.tools.shellnorm import canonical_argv, env_name, harmless_env, program_key, risky_env
 from clover.tools.shellprep import QUOTED_MARK, prepare
@@ -74,6 +75,7 @@ class SimpleCommand:
     assigns: list[str] = field(default_factory=list)  # `VAR=value` prefixes (also `env VAR=value`)
     opaque: str | None = None  # why what runs cannot be known from the text (see the module doc)
     open_tail: bool = False  # some arguments are unknown (`rm $F`, `xargs rm`): only the program is
+    inline_code: str | None = None  # why code written into the line may start programs (shellcode.py)
 
     @property
     def text(self) -> str:
@@ -357,8 +359,9 @@ def _add_command(words: list[str], dynamic: list[bool], out: ParsedShell, depth:
     if not argv:
         return cmd
     judge(cmd, dyn)
+    cmd.inline_code = inline_code_reason(argv, stdin_script)
     prog = os.path.basename(argv[0])
-    nested: list[str] = []
+    nested: list[str] = option_commands(argv)
     if prog in SHELLS or prog in ("source", "."):
         script = shell_c_string(argv) if prog in SHELLS else None
         operand = script_operand(argv)
