@@ -208,6 +208,8 @@ class LocalCloverModel:
         except (RuntimeError, ValueError) as exc:
             raise ModelError(f"local generation failed: {_one_line(exc)}") from None
         out = result.tokens[0]
+        if grammar is not None and result.finish_reasons[0] == "repetition":
+            out = out + grammar.closing()  # a runaway value stopped mid-call: the call still closes
         stream.finish(out)
         text = self.tokenizer.decode([t for t in out if t not in stream.stops])
         turn = turn_from_text(text, tools, opened=opened)

@@ -318,6 +318,12 @@ class ToolCallGrammar:
             node.ban = self._ban_row([self.param_close if t == CLOSE else t for t in node.options()], ban_listed=False)
         return node.ban
 
+    def closing(self, i: int = 0) -> list[int]:
+        """Tokens that close sequence i's call if its output stopped inside a value (the decoder's
+        repetition stop): the value is cut there, as when the token budget runs out."""
+        st = self.seqs[i].end
+        return self._close_value(st) if st is not None and st.mode == VALUE else []
+
     def _opens(self, st: _State, t: int) -> bool:
         """Does t leave free text for a constrained part (later positions are then redone)?"""
         return (st.mode == TEXT and t == self.call_open) or (st.mode == VALUE and t == self.param_close)
