@@ -102,15 +102,16 @@ def _vllm_python() -> str | None:
     return other if other and shutil.which(other) else None
 
 
-def clover_greedy(directory: Path, prompt: list[int], n: int, dtype: torch.dtype) -> list[int]:
-    model = load_checkpoint(directory, dtype=dtype).model
-    ids, out = torch.tensor([prompt]), []
+def clover_logits_along(directory: Path, prompt: list[int], tokens: list[int]) -> torch.Tensor:
+    """Our fp32 logits for each of `tokens` given everything before it (teacher forcing)."""
+    model = load_checkpoint(directory, dtype=torch.float32).model
     with torch.no_grad():
-        for _ in range(n):
-            nxt = int(model(ids)[0, -1].argmax())
-            out.append(nxt)
-            ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)
-    return out
+        logits = model(torch.tensor([prompt + tokens]))[0]
+    return logits[len(prompt) - 1 : -1].float()
+
+
+# bf16 kernels (the engine's) and fp32 (ours) may order two logits that are this close either way
+NEAR_TIE = 0.05
 
 
 PROMPT = [1, 633, 212, 8002, 311, 1123, 328, 1389, 80, 529, 39, 1038, 2438, 25, 351, 22, 2060, 289, 360, 351, 27, 2,
@@ -122,11 +123,20 @@ def test_vllm_serves_clover_with_our_greedy_tokens():
     python = _vllm_python()
     if python is None:
         pytest.skip("no vLLM here (install it, or point CLOVER_VLLM_PYTHON at a Python that has it)")
-    n = 12
+    n = 24
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "OMP_NUM_THREADS": "1"}
     cmd = [python, "-m", "clover.engines.vllm_greedy", str(EMBEDDED), "--max-tokens", str(n),
            "--prompt-ids", ",".join(map(str, PROMPT))]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
-    engine = json.loads(out.stdout.strip().splitlines()[-1])["tokens"]
-    assert engine == clover_greedy(EMBEDDED, PROMPT, n, torch.bfloat16)
+    result = [line for line in out.stdout.splitlines() if line.startswith('{"tokens"')]  # vLLM logs to stdout too
+    assert result, out.stdout[-2000:]
+    engine = json.loads(result[-1])["tokens"]
+    assert len(engine) == n
+    # every engine token is our greedy choice on the engine's own path, or within a near tie of it
+    logits = clover_logits_along(EMBEDDED, PROMPT, engine)
+    best = logits.max(dim=-1)
+    gaps = best.values - logits[torch.arange(n), torch.tensor(engine)]
+    exact = sum(int(i) == t for i, t in zip(best.indices, engine, strict=True))
+    assert float(gaps.max()) <= NEAR_TIE, (engine, best.indices.tolist(), gaps.tolist())
+    assert exact >= n - 2, (engine, best.indices.tolist())
