@@ -42,7 +42,7 @@ def ws(tmp_path: Path) -> Path:
 # Swaps a directory and a symlink to the outside under one name, as fast as it can, in its own
 # process (a thread would only run between the tool's bytecodes, under the GIL).
 # It stops by itself when the test's process goes away or after two minutes, whatever happens.
-FLIP = """import os, sys, time
+FLIP = """import os, shutil, sys, time
 d, spare, target, parent = *sys.argv[1:4], os.getppid()
 end = time.monotonic() + 120
 print("ready", flush=True)
@@ -52,8 +52,16 @@ while os.getppid() == parent and time.monotonic() < end:
         os.symlink(target, d)
         os.unlink(d)
         os.rename(spare, d)
-    except OSError:
-        pass
+    except OSError:  # the tool made a new `d` while it was missing: drop that one, race on
+        try:
+            if os.path.isdir(d) and not os.path.islink(d) and os.path.isdir(spare):
+                shutil.rmtree(d, ignore_errors=True)
+            if os.path.islink(d):
+                os.unlink(d)
+            if not os.path.exists(d) and os.path.isdir(spare):
+                os.rename(spare, d)
+        except OSError:
+            pass
 """
 
 
