@@ -20,3 +20,20 @@ def test_a_runaway_value_still_closes_its_call(clover):
     assert turn.completion_tokens < 400  # the repetition stop ended it, not the budget
     assert turn.tool_calls and not problems(turn), problems(turn)
     assert any(" a a a a" in str(v) for c in turn.tool_calls for v in c.arguments.values())
+
+
+def test_a_rule_that_undoes_every_round_cannot_loop_forever(clover, monkeypatch):
+    # a grammar whose walk rejects every value token it had allowed: without the guard the block
+    # would be re-masked and re-decoded forever (a typed-value dead end once did this)
+    from clover.backends import tool_grammar
+
+    class Contrary(tool_grammar.ToolCallGrammar):
+        def step(self, st, t, left=None):
+            if st.mode == tool_grammar.VALUE and t != self.param_close:
+                return None
+            return super().step(st, t, left)
+
+    monkeypatch.setattr(tool_grammar, "ToolCallGrammar", Contrary)
+    model = variant(clover, block_size=4, max_tokens=48, think=False)
+    turn = model.complete(USER, TOOLS, forced={0: clover.tokenizer.token_id("<tool_call>")})
+    assert turn.completion_tokens <= 48 and turn.stats["grammar_gave_up"] >= 1

@@ -129,6 +129,7 @@ def test_line_numbers_stay_in_the_file():
     assert all(shape.prefix_ok(t) for t in ("[1", "[12, 3", "[12, -", "[3"))  # "3" may grow to 30
     assert not any(shape.prefix_ok(t) for t in ("[31", "[0", "[5, 4", "[5, -2"))
     assert shape.complete("[12, 30]") and shape.complete("[4, -1]") and not shape.complete("[12, 11]")
+    assert not shape.prefix_ok("[30,  5\n")  # a finished 5 < 30 (a `$` took the newline for the end)
     line = replace(value_shape({"type": "integer"}), lines=5)
     assert line.complete("0") and line.complete("5") and not line.prefix_ok("6") and not line.prefix_ok("-")
 

@@ -156,7 +156,7 @@ class ToolCallGrammar:
         }
         first = _State(THINK, thought=True) if opened else _State(TEXT)
         self.seqs = [_Seq(first) for _ in range(batch_size)]
-        self.block_index = -1
+        self.block_index, self.rounds = -1, 0
         # grammar_tokens: placed without a forward (scaffold and grounded values); grounded_tokens:
         # those inside grounded values
         self.stats = {"grammar_tokens": 0, "grammar_remasked": 0, "grammar_closed": 0, "grounded_tokens": 0}
@@ -275,7 +275,7 @@ class ToolCallGrammar:
             if st.ground is not None:
                 return self._step_grounded(st, t)
             if t == self.param_close:
-                if st.shape is not None and not st.shape.complete(st.value):
+                if st.shape is not None and not st.shape.complete(st.value) and not self._dead_end(st):
                     return None
                 return replace(st, mode=CALL, node=self._params(st.tool, st.used, True), shape=None, value="")
             if t in self.value_banned:
@@ -350,6 +350,11 @@ class ToolCallGrammar:
         props = schema.get("properties") if isinstance(schema, dict) else None
         return value_shape(props.get(param)) if isinstance(props, dict) else None
 
+    def _dead_end(self, st: _State) -> bool:
+        """A typed value no token can continue: `</parameter>` may close it (as its ban row says)."""
+        assert st.shape is not None
+        return not self.typed.allowed(st.shape, st.value)
+
     def _typed_ban(self, st: _State) -> Tensor:
         """Every token but those that keep the value a prefix of its shape (and `</parameter>`
         once it is complete)."""
@@ -372,7 +377,11 @@ class ToolCallGrammar:
                 if self.block_index >= 0 and s.end is not None:
                     s.start, s.base = s.end, s.base + s.opened_in_block
                 s.frontier = 0
-            self.block_index = blk
+            self.block_index, self.rounds = blk, 0
+        self.rounds += 1
+        if self.rounds > 4 * block.shape[1] + 16:  # never loop: a rule that undoes every round stops here
+            self.stats["grammar_gave_up"] = self.stats.get("grammar_gave_up", 0) + 1
+            return block, None, None
         rows, opens, fixes = block.tolist(), open_.tolist(), fixed.tolist()
         n, b = len(rows), len(rows[0])
         frozen = [[False] * b for _ in range(n)]

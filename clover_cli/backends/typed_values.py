@@ -81,7 +81,7 @@ class ValueShape:
         assert self.lines is not None
         items = re.findall(r"-?\d*", text)
         items = [i for i in items if i]
-        last_open = partial and bool(items) and bool(re.search(r"[-\d]$", text))
+        last_open = partial and bool(items) and bool(re.search(r"[-\d]\Z", text))  # not `$`: it matches before a final newline
         for k, item in enumerate(items):
             lo, minus_one = 0, False  # insert_line: after line 0 (the top) .. the last line
             if self.key.startswith("array"):  # view_range: a start line, then an end at or after it
