@@ -22,7 +22,7 @@ SCRIPTS = TASKS / "_scripts"
 SETTINGS = Settings(mode="yolo", checkpoints=False, live=False, command_timeout=30)
 SCRIPTED = ["count-lines", "fix-script", "hello-file", "sort-scores"]
 ALL = ["count-lines", "fix-script", "generator", "hello-file", "hidden-solution", "install-package", "odd-text",
-       "sort-scores", "two-workdirs"]
+       "sort-scores", "task-env", "two-workdirs"]
 
 pytestmark = pytest.mark.skipif(container_problem() is not None, reason=f"no local container: {container_problem()}")
 

@@ -11,6 +11,7 @@ from clover.evals.terminalbench.tasks import (
     find_tasks,
     load_task,
     parse_dockerfile,
+    resolve_env,
 )
 
 TASKS = Path(__file__).parent / "tbench_tasks"
@@ -19,7 +20,7 @@ TASKS = Path(__file__).parent / "tbench_tasks"
 def test_the_shipped_tasks_load_in_harbor_format():
     tasks = find_tasks(TASKS)
     assert [t.id for t in tasks] == ["count-lines", "fix-script", "generator", "hello-file", "hidden-solution",
-                                     "install-package", "odd-text", "sort-scores", "two-workdirs"]
+                                     "install-package", "odd-text", "sort-scores", "task-env", "two-workdirs"]
     for task in tasks:
         assert task.format == "harbor" and task.network
         assert task.docker.workdir == ("/app/sub" if task.id == "two-workdirs" else "/app")
@@ -88,3 +89,27 @@ def test_env_values_expand_earlier_variables():
     env = {"PATH": "/usr/bin:/bin", "HOME": "/root"}
     assert expand("/opt/venv/bin:$PATH", env) == "/opt/venv/bin:/usr/bin:/bin"
     assert expand("${HOME}/.local/bin:$UNSET", env) == "/root/.local/bin:"
+
+
+def test_task_toml_env_tables(monkeypatch, tmp_path):
+    """[environment].env, [solution].env and [verifier].env are read as written; ${NAME} and
+    ${NAME:-default} resolve from this machine when the task runs, a missing one is a one-line error."""
+    task = load_task(TASKS / "task-env")
+    assert task.env["GREETING"] == "hello from task.toml" and task.env["PATH"].startswith("/app/bin:")
+    assert task.solution_env == {"SOLVER_MODE": "oracle"}
+    assert task.verifier_env == {"EXPECTED_MODE": "${CLOVER_TBENCH_SURELY_UNSET:-fallback}", "STRICT": "true"}
+    monkeypatch.setenv("CLOVER_TBENCH_KEY", "sk-1")
+    monkeypatch.delenv("CLOVER_TBENCH_SURELY_UNSET", raising=False)
+    assert resolve_env({"A": "${CLOVER_TBENCH_KEY}", "B": "x-${CLOVER_TBENCH_SURELY_UNSET:-d}", "C": "$HOME"}) == {
+        "A": "sk-1", "B": "x-d", "C": "$HOME"}
+    with pytest.raises(TaskError, match=r"\$\{CLOVER_TBENCH_SURELY_UNSET\} is not set"):
+        resolve_env({"A": "${CLOVER_TBENCH_SURELY_UNSET}"})
+    bad = tmp_path / "bad"
+    for sub in ("environment", "tests"):
+        (bad / sub).mkdir(parents=True)
+    (bad / "environment" / "Dockerfile").write_text("FROM ubuntu:24.04\n")
+    (bad / "tests" / "test.sh").write_text("true\n")
+    (bad / "instruction.md").write_text("x\n")
+    (bad / "task.toml").write_text('[verifier]\nenv = "A=1"\n')
+    with pytest.raises(TaskError, match=r"\[verifier\]\.env must be a table"):
+        load_task(bad)

@@ -26,7 +26,7 @@ from pathlib import Path
 from clover.core.protocols import Model
 from clover.evals.terminalbench.build import BuildError, build_image, tail
 from clover.evals.terminalbench.container import TaskContainer, container_problem
-from clover.evals.terminalbench.tasks import Task
+from clover.evals.terminalbench.tasks import Task, resolve_env
 from clover.evals.terminalbench.toolchain import PYTHON_DIR, install_uv, network_env, python_binds, uses_uv
 from clover.settings import Settings
 
@@ -76,6 +76,7 @@ def start_task(task: Task, state: Path, log: Path) -> tuple[TaskContainer, dict[
         env = build_image(box, task.docker, task.context_dir, log=log, timeout=task.build_timeout,
                           workdir=task.docker.workdir, extra_path=f"{PYTHON_DIR}/bin" if binds else "",
                           base_env=network_env())
+        env.update(resolve_env(task.env, f"{task.id}: [environment].env"))  # as a container's env: over the image's
         for path in ("/logs/agent", "/logs/verifier"):  # Harbor's output folders exist from the start
             box.host_path(path).mkdir(parents=True, exist_ok=True)
     except BaseException:
@@ -127,7 +128,8 @@ def run_task(
                 raise Skip("no solution script for --oracle")
             box.put(task.solution_script.parent if task.format == "harbor" else task.solution_script,
                     "/solution" if task.format == "harbor" else f"/solution/{task.solution_script.name}")
-            box.exec(f"bash /solution/{task.solution_script.name}", cwd=workdir, env=env,
+            box.exec(f"bash /solution/{task.solution_script.name}", cwd=workdir,
+                     env={**env, **resolve_env(task.solution_env, f"{task.id}: [solution].env")},
                      timeout=task.agent_timeout, log=task_out / "oracle.log")
             result.exit_status = "oracle"
         else:
@@ -166,7 +168,8 @@ def verify(task: Task, box: TaskContainer, env: dict[str, str], task_out: Path) 
         box.put(task.test_script, f"/tests/{task.test_script.name}")
     log = box.host_path("/logs/verifier/test-stdout.txt")
     code, out, timed_out = box.exec(f"bash /tests/{task.test_script.name}", cwd=task.docker.workdir,
-                                    env={**env, "TEST_DIR": "/tests"}, timeout=task.test_timeout, log=log)
+                                    env={**env, **resolve_env(task.verifier_env, f"{task.id}: [verifier].env"),
+                                         "TEST_DIR": "/tests"}, timeout=task.test_timeout, log=log)
     if code != 0 and task.format == "harbor" and not (box.host_path("/logs/verifier") / "reward.txt").exists():
         (task_out / "verifier-error.txt").write_text(tail(out, 40) + "\n", encoding="utf-8")
     return code, timed_out

@@ -16,6 +16,8 @@ applied in order inside the container. Only what cannot be done that way is unsu
 from __future__ import annotations
 
 import json
+import os
+import re
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -58,6 +60,11 @@ class Task:
     test_timeout: float = 600.0
     build_timeout: float = 600.0
     network: bool = True  # task.toml [environment] network_mode = "none" / allow_internet = false: off
+    # task.toml's env tables as written (${NAME} / ${NAME:-default} resolved from this machine at run time):
+    # [environment].env for every command after the build, [solution].env for the oracle, [verifier].env the tests
+    env: dict[str, str] = field(default_factory=dict)
+    solution_env: dict[str, str] = field(default_factory=dict)
+    verifier_env: dict[str, str] = field(default_factory=dict)
 
 
 # Instructions that change nothing the local container needs.
@@ -164,6 +171,30 @@ def load_task(path: str | Path) -> Task:
     raise TaskError(f"{root}: not a task directory (no task.toml or task.yaml)")
 
 
+_TEMPLATE = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
+
+
+def resolve_env(table: dict[str, str], where: str = "task.toml") -> dict[str, str]:
+    """Harbor's env templating: ${NAME} and ${NAME:-default} come from this machine's environment."""
+
+    def value(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in os.environ:
+            return os.environ[name]
+        if default is None:
+            raise TaskError(f"{where}: ${{{name}}} is not set on this machine")
+        return default
+
+    return {key: _TEMPLATE.sub(value, raw) for key, raw in table.items()}
+
+
+def _env_table(config: dict, section: str, path: Path) -> dict[str, str]:
+    table = (config.get(section) or {}).get("env") or {}
+    if not isinstance(table, dict) or any(isinstance(v, (dict, list)) for v in table.values()):
+        raise TaskError(f"{path}: [{section}].env must be a table of NAME = value")
+    return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in table.items()}
+
+
 def _load_harbor(root: Path) -> Task:
     try:
         config = tomllib.loads(_read(root / "task.toml"))
@@ -193,6 +224,9 @@ def _load_harbor(root: Path) -> Task:
         test_timeout=float((config.get("verifier") or {}).get("timeout_sec") or 600.0),
         build_timeout=float(environment.get("build_timeout_sec") or 600.0),
         network=environment.get("network_mode", "public") != "none" and environment.get("allow_internet", True) is not False,
+        env=_env_table(config, "environment", root / "task.toml"),
+        solution_env=_env_table(config, "solution", root / "task.toml"),
+        verifier_env=_env_table(config, "verifier", root / "task.toml"),
     )
 
 
