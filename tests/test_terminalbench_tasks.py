@@ -55,6 +55,17 @@ def test_broken_task_directories_are_one_line_errors(tmp_path):
         load_task(tmp_path / "environment")
 
 
+def test_a_prebuilt_image_without_a_dockerfile_is_skipped_with_the_reason(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test.sh").write_text("true\n")
+    (tmp_path / "instruction.md").write_text("x\n")
+    (tmp_path / "task.toml").write_text('[environment]\ndocker_image = "someone/some-task:2025"\nworkdir = "/app"\n')
+    task = load_task(tmp_path)
+    assert task.docker.workdir == "/app" and task.docker.steps == []
+    assert task.docker.unsupported == ["only a prebuilt image (someone/some-task:2025), which is not pulled here, "
+                                       "and no environment/Dockerfile to build"]
+
+
 def test_dockerfile_reading():
     spec = parse_dockerfile(
         "# comment\nFROM python:3.12-slim AS base\nWORKDIR /srv\nWORKDIR app\nENV A=1 B=\"two words\"\n"

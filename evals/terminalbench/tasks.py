@@ -201,13 +201,18 @@ def _load_harbor(root: Path) -> Task:
     except tomllib.TOMLDecodeError as exc:
         raise TaskError(f"{root / 'task.toml'}: {exc}") from None
     dockerfile = root / "environment" / "Dockerfile"
-    if not dockerfile.is_file():
+    environment = config.get("environment") or {}
+    image = environment.get("docker_image")
+    if not dockerfile.is_file() and not image:
         raise TaskError(f"{root}: environment/Dockerfile is missing")
     if not (root / "tests" / "test.sh").is_file():
         raise TaskError(f"{root}: tests/test.sh is missing")
     solve = root / "solution" / "solve.sh"
-    docker = parse_dockerfile(_read(dockerfile))
-    environment = config.get("environment") or {}
+    if dockerfile.is_file():
+        docker = parse_dockerfile(_read(dockerfile))
+    else:  # Harbor pulls the image; here it is skipped with the reason, the other tasks still run
+        docker = DockerSpec(base=str(image), unsupported=[f"only a prebuilt image ({image}), which is not pulled "
+                                                          "here, and no environment/Dockerfile to build"])
     if environment.get("workdir"):
         docker.workdir = str(environment["workdir"])
     return Task(
