@@ -14,6 +14,7 @@ from clover.evals.terminalbench.cli import terminalbench_app
 from clover.evals.terminalbench.container import container_problem
 from clover.evals.terminalbench.local_runner import run_tasks, summarize
 from clover.evals.terminalbench.tasks import find_tasks
+from clover.evals.terminalbench.toolchain import python_installs
 from clover.settings import Settings
 from clover.trajectory import Trajectory
 
@@ -209,3 +210,16 @@ def test_the_container_environment_behaves_like_a_shell_and_a_file_system(tmp_pa
         assert env.execute("sleep 5", timeout=1).timed_out
     finally:
         box.remove()
+
+
+def test_a_python_image_gets_python_and_pip_as_in_docker(tmp_path):
+    """FROM python:3.12-...: the build's `pip install` and the tests' `python` work (a venv at
+    /usr/local from this machine's 3.12, else the system's python3 and pip3 without the PEP 668
+    marker), all inside the overlay."""
+    if not any(v.startswith("3.12.") for v in python_installs()) and not Path("/usr/bin/pip3").exists():
+        pytest.skip("no local Python 3.12 and no system pip3 to stand in for the python image")
+    [result] = run_tasks(find_tasks(TASKS / "_extra" / "python-image"), settings=SETTINGS, model_factory=None,
+                         out_dir=tmp_path)
+    assert (result.status, result.reward) == ("passed", 1.0), result.reason
+    assert not Path("/usr/local/pyvenv.cfg").exists()
+    assert not list(Path("/usr/local/lib").glob("python3*/site-packages/clover_tiny"))

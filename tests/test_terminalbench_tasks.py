@@ -124,3 +124,14 @@ def test_task_toml_env_tables(monkeypatch, tmp_path):
     (bad / "task.toml").write_text('[verifier]\nenv = "A=1"\n')
     with pytest.raises(TaskError, match=r"\[verifier\]\.env must be a table"):
         load_task(bad)
+
+
+def test_python_images_get_a_local_stand_in():
+    from clover.evals.terminalbench.toolchain import python_image_step
+
+    installs = {"3.12.1": Path("/py/3.12.1"), "3.12.4": Path("/py/3.12.4"), "3.13.0": Path("/py/3.13.0")}
+    assert python_image_step("python:3.12-slim-bookworm", installs) == "/py/3.12.4/bin/python3.12 -m venv /usr/local"
+    assert python_image_step("docker.io/library/python:3.13", installs).startswith("/py/3.13.0/bin/python3.13 ")
+    assert "EXTERNALLY-MANAGED" in python_image_step("python:3.1-alpine", installs)  # no 3.1: the system's
+    assert python_image_step("ubuntu:24.04", installs) == python_image_step("pypy:3.10", installs) == ""
+    assert parse_dockerfile("FROM --platform=linux/amd64 python:3.12 AS base\n").base == "python:3.12"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from clover.evals.terminalbench.container import DEFAULT_PATH, SYSTEM_DIRS, TaskContainer
 from clover.evals.terminalbench.tasks import DockerSpec
+from clover.evals.terminalbench.toolchain import python_image_step
 
 
 class BuildError(RuntimeError):
@@ -39,6 +40,11 @@ def build_image(box: TaskContainer, spec: DockerSpec, context: Path, *, log: Pat
     comes before the Dockerfile's ENV (how this machine reaches the registries)."""
     env: dict[str, str] = {**(base_env or {}), "PATH": DEFAULT_PATH + (f":{extra_path}" if extra_path else "")}
     cwd = "/"
+    stand_in = python_image_step(spec.base)
+    if stand_in:
+        rc, out, _ = box.exec(stand_in, env=env, timeout=timeout, log=log)
+        if rc != 0:
+            raise BuildError(f"FROM {spec.base}: the local Python stand-in failed: {tail(out)}")
     for kind, arg in spec.steps:
         if kind == "workdir":
             cwd = arg

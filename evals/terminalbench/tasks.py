@@ -109,7 +109,8 @@ def parse_dockerfile(text: str) -> DockerSpec:
         keyword, arg = keyword.upper(), arg.strip()
         if keyword == "FROM":
             stages += 1
-            spec.base = arg.split()[0] if arg else ""
+            names = [word for word in arg.split() if not word.startswith("--")]  # --platform=...
+            spec.base = names[0] if names else ""
             if stages > 1:
                 spec.unsupported.append("multi-stage Dockerfile")
         elif keyword == "WORKDIR":

@@ -91,6 +91,28 @@ def python_binds(state: Path) -> list[tuple[Path, str]]:
     return [*binds, (bin_dir, f"{PYTHON_DIR}/bin")]
 
 
+_PYTHON_IMAGE = re.compile(r"(?:(?:docker\.io|index\.docker\.io)/)?(?:library/)?python:(\d+\.\d+)(?![\d])")
+
+
+def python_image_step(base: str, installs: dict[str, Path] | None = None) -> str:
+    """The shell step that makes the host's system look like Docker's `python:X.Y...` image, which
+    a Dockerfile's `RUN pip install ...` and the tests' `python` expect ("" for other images).
+    With this machine's X.Y: a venv at /usr/local (python, python3, pip first on PATH, packages in
+    /usr/local/lib, inside the overlay), as the image has. Without it: the system's python3 and pip3
+    under those names, and installs allowed (the image has no PEP 668 marker; the overlay's copy goes)."""
+    match = _PYTHON_IMAGE.match(base)
+    if match is None:
+        return ""
+    version = match.group(1)
+    prefixes = [prefix for name, prefix in (installs if installs is not None else python_installs()).items()
+                if name.startswith(version + ".")]
+    if prefixes:  # sorted by name: the last one is the newest patch release
+        return f"{prefixes[-1]}/bin/python{version} -m venv /usr/local"
+    return ('for pair in python:python3 pip:pip3; do name=${pair%%:*}; target=$(command -v ${pair#*:}) && '
+            '{ [ -e /usr/local/bin/$name ] || ln -s "$target" /usr/local/bin/$name; }; done; '
+            "rm -f /usr/lib/python3*/EXTERNALLY-MANAGED")
+
+
 # How this machine reaches the package registries (a proxy, a private CA): a task's pip, apt and
 # uv inside the container need the same, as they would on a Docker host configured for them.
 _NETWORK_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",

@@ -1,0 +1,2 @@
+#!/bin/bash
+python -c "import clover_tiny; print(clover_tiny.VALUE)" > /app/out.txt
