@@ -223,3 +223,14 @@ def test_a_python_image_gets_python_and_pip_as_in_docker(tmp_path):
     assert (result.status, result.reward) == ("passed", 1.0), result.reason
     assert not Path("/usr/local/pyvenv.cfg").exists()
     assert not list(Path("/usr/local/lib").glob("python3*/site-packages/clover_tiny"))
+
+
+def test_build_args_reach_the_build_steps_only(tmp_path):
+    """ARG NAME=default is a variable of the RUN steps after it (an ENV of the same name wins), not
+    of the finished container; a RUN's cache mount is only a cache, so the step runs without it."""
+    _task(tmp_path / "args", "FROM ubuntu\nWORKDIR /app\nARG V=1.2\nENV W=env-$V\nARG W=arg\n"
+          "RUN --mount=type=cache,target=/root/.cache echo \"$V $W\" > /app/built.txt\n",
+          '#!/bin/bash\n[ "$(cat /app/built.txt)" = "1.2 env-1.2" ] && [ -z "$V" ] && [ "$W" = env-1.2 ] '
+          "&& echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n")
+    [result] = run_tasks(find_tasks(tmp_path), settings=SETTINGS, model_factory=None, out_dir=tmp_path / "out")
+    assert (result.status, result.reward) == ("passed", 1.0), result.reason

@@ -87,7 +87,7 @@ def test_dockerfile_reading():
         ("FROM a AS b\nFROM c\nCOPY --from=b /x /y\n", "multi-stage"),
         ("FROM ubuntu\nADD https://example.com/x.tgz /x\n", "ADD from a URL"),
         ("FROM ubuntu\nONBUILD RUN true\n", "instruction ONBUILD"),
-        ("FROM ubuntu\nRUN --mount=type=cache,target=/c true\n", "RUN with options"),
+        ("FROM ubuntu\nRUN --mount=type=secret,id=k true\n", "RUN with options"),
     ],
 )
 def test_dockerfiles_that_need_a_container_are_flagged(dockerfile, reason):
@@ -135,3 +135,10 @@ def test_python_images_get_a_local_stand_in():
     assert "EXTERNALLY-MANAGED" in python_image_step("python:3.1-alpine", installs)  # no 3.1: the system's
     assert python_image_step("ubuntu:24.04", installs) == python_image_step("pypy:3.10", installs) == ""
     assert parse_dockerfile("FROM --platform=linux/amd64 python:3.12 AS base\n").base == "python:3.12"
+
+
+def test_build_args_and_ignorable_run_options():
+    spec = parse_dockerfile("ARG BASE=ubuntu:24.04\nFROM ubuntu\nARG V=1.2\nARG Q=\"a b\"\nARG NODEFAULT\n"
+                            "RUN --mount=type=cache,target=/root/.cache/pip --network=host pip install x==$V\n")
+    assert spec.steps == [("arg", "V\x001.2"), ("arg", "Q\x00a b"), ("run", "pip install x==$V")]
+    assert spec.env == {} and spec.unsupported == []

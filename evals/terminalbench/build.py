@@ -40,6 +40,7 @@ def build_image(box: TaskContainer, spec: DockerSpec, context: Path, *, log: Pat
     comes before the Dockerfile's ENV (how this machine reaches the registries)."""
     env: dict[str, str] = {**(base_env or {}), "PATH": DEFAULT_PATH + (f":{extra_path}" if extra_path else "")}
     cwd = "/"
+    args: dict[str, str] = {}  # ARG values: the RUN steps see them, the finished container does not
     stand_in = python_image_step(spec.base)
     if stand_in:
         rc, out, _ = box.exec(stand_in, env=env, timeout=timeout, log=log)
@@ -51,12 +52,17 @@ def build_image(box: TaskContainer, spec: DockerSpec, context: Path, *, log: Pat
             _mkdir(box, cwd, env, log)
         elif kind == "env":
             name, _, value = arg.partition("\0")
-            env[name] = expand(value, env)
+            env[name] = expand(value, {**args, **env})
+            args.pop(name, None)  # Docker: an ENV overrides an ARG of the same name
+        elif kind == "arg":
+            name, _, value = arg.partition("\0")
+            if name not in env:
+                args[name] = expand(value, {**args, **env})
         elif kind == "copy":
             src_name, _, dest = arg.partition("\0")
             copy_in(box, context, src_name, dest if dest.startswith("/") else posixpath.join(cwd, dest), log)
         else:
-            rc, out, timed_out = box.exec(arg, cwd=cwd, env=env, timeout=timeout, log=log)
+            rc, out, timed_out = box.exec(arg, cwd=cwd, env={**args, **env}, timeout=timeout, log=log)
             if rc != 0:
                 why = f"timed out after {timeout:g} s" if timed_out else f"exited with {rc}"
                 raise BuildError(f"RUN {arg[:80]} {why}: {tail(out)}")

@@ -39,7 +39,8 @@ class DockerSpec:
 
     base: str = ""
     workdir: str = "/"  # the last WORKDIR: where the agent, the solution and the tests start
-    # In order: ("workdir", path) | ("env", "NAME\0value") | ("run", cmd) | ("copy", "src\0dest")
+    # In order: ("workdir", path) | ("env", "NAME\0value") | ("arg", "NAME\0default": the build's only)
+    # | ("run", cmd) | ("copy", "src\0dest")
     steps: list[tuple[str, str]] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)  # every ENV, for the commands after the build
     unsupported: list[str] = field(default_factory=list)  # reasons the spec cannot run locally
@@ -68,7 +69,7 @@ class Task:
 
 
 # Instructions that change nothing the local container needs.
-_IGNORED = {"LABEL", "MAINTAINER", "EXPOSE", "CMD", "ENTRYPOINT", "VOLUME", "STOPSIGNAL", "ARG", "USER",
+_IGNORED = {"LABEL", "MAINTAINER", "EXPOSE", "CMD", "ENTRYPOINT", "VOLUME", "STOPSIGNAL", "USER",
             "HEALTHCHECK", "SHELL"}
 
 
@@ -128,7 +129,12 @@ def parse_dockerfile(text: str) -> DockerSpec:
             for name, value in pairs:
                 spec.env[name] = value
                 spec.steps.append(("env", f"{name}\0{value}"))
+        elif keyword == "ARG":  # a build variable with its default (an ARG before FROM only names the base)
+            name, eq, value = arg.partition("=")
+            if eq and stages:
+                spec.steps.append(("arg", f"{name.strip()}\0{_unquote(value.strip())}"))
         elif keyword == "RUN":
+            arg = _IGNORABLE_RUN_OPTIONS.sub("", arg)  # a cache mount or a network choice: same result here
             argv = _exec_form(arg)
             command = shlex.join(argv) if argv is not None else arg
             if command.startswith("--"):
@@ -151,6 +157,13 @@ def parse_dockerfile(text: str) -> DockerSpec:
         elif keyword not in _IGNORED:
             spec.unsupported.append(f"Dockerfile instruction {keyword}")
     return spec
+
+
+_IGNORABLE_RUN_OPTIONS = re.compile(r"^(?:\s*--(?:mount=type=cache\S*|network=\S+))+\s*")
+
+
+def _unquote(value: str) -> str:
+    return value[1:-1] if len(value) > 1 and value[0] == value[-1] and value[0] in "\"'" else value
 
 
 # --------------------------------------------------------------------------- loading
