@@ -176,6 +176,12 @@ class Tool(Protocol):
 
     def run(self, args: dict[str, Any], env: Environment) -> ToolResult: ...
 
+    def is_read_only(self, args: dict[str, Any]) -> bool:
+        """Whether this call cannot change files or run commands. Tools that subclass Tool inherit
+        `read_only`; a tool whose answer depends on the call (git: status reads, commit writes)
+        overrides it."""
+        return self.read_only
+
 
 def tool_spec(tool: Tool) -> ToolSpec:
     return {

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from clover.agent import Agent, Limits
-from clover.core.protocols import AssistantTurn, ToolCall, ToolResult
+from clover.core.protocols import AssistantTurn, Tool, ToolCall, ToolResult
 from clover.trajectory import Trajectory
 
 
@@ -32,7 +32,7 @@ class ListModel:
 
 
 @dataclass
-class EchoTool:
+class EchoTool(Tool):
     name: str = "echo"
     description: str = "Echo the text back."
     parameters: dict = field(

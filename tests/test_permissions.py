@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from clover.core.protocols import ToolCall
+from clover.core.protocols import Tool, ToolCall, ToolResult
 from clover.tools.files import CreateTool, StrReplaceTool, ViewTool
 from clover.tools.git_tools import GitTool
 from clover.tools.permissions import SUGGESTED_DENY, PermissionGate, PermissionPolicy, Rule
@@ -298,3 +298,27 @@ def test_deny_flag_subsets_do_not_overreach():
     policy = PermissionPolicy("yolo", deny=["bash(rm -rf *)"])
     for command in ("rm -f x.pyc", "rm -r build", "rmdir -rf x", "echo rm -rf x", "ls -R"):
         assert policy.decide("bash", {"command": command}, read_only=False)[0] == "allow", command
+
+
+def test_the_gate_asks_each_call_whether_it_only_reads():
+    """The Tool protocol declares `is_read_only(args)` (default: `read_only`); the gate asks it per
+    call, so plan mode runs `git status` and refuses `git commit` through one tool."""
+    class Vcs(Tool):
+        name, description, parameters, read_only = "vcs", "d", {"type": "object"}, False
+
+        def is_read_only(self, args):
+            return args.get("subcommand") == "status"
+
+        def run(self, args, env):
+            return ToolResult("ok")
+
+    class Plain(Tool):
+        name, description, parameters, read_only = "plain", "d", {"type": "object"}, True
+
+        def run(self, args, env):
+            return ToolResult("ok")
+
+    gate = PermissionGate(PermissionPolicy("plan"))
+    assert gate.authorize(ToolCall("vcs", {"subcommand": "status"}), Vcs()) is None
+    assert gate.authorize(ToolCall("vcs", {"subcommand": "commit"}), Vcs()) is not None
+    assert gate.authorize(ToolCall("plain", {}), Plain()) is None  # the default answers from read_only

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from clover.core.protocols import Environment, ToolResult
+from clover.core.protocols import Environment, Tool, ToolResult
 from clover.tools.listing import NOISE_DIRS
 from clover.tools.paths import PathError
 from clover.tools.textio import (
@@ -93,7 +93,7 @@ def _text_arg(args: dict[str, Any], *names: str, default: str | None = None) -> 
 
 
 @dataclass
-class ViewTool:
+class ViewTool(Tool):
     name: str = "view"
     description: str = (
         "Show a text file with line numbers (optionally only view_range [start, end], end -1 = end of "
@@ -205,7 +205,7 @@ def _listing(env: Environment, directory: str) -> str:
 
 
 @dataclass
-class CreateTool:
+class CreateTool(Tool):
     name: str = "create"
     description: str = "Create a file with the given content, or overwrite it; parent directories are created."
     parameters: dict[str, Any] = field(
@@ -296,7 +296,7 @@ def _closest(text: str, old: str, rel: str) -> str:
 
 
 @dataclass
-class StrReplaceTool:
+class StrReplaceTool(Tool):
     name: str = "str_replace"
     description: str = (
         "Replace old_str with new_str in a file. old_str must match exactly one place, whitespace "
@@ -356,7 +356,7 @@ class StrReplaceTool:
 
 
 @dataclass
-class InsertTool:
+class InsertTool(Tool):
     name: str = "insert"
     description: str = "Insert text after line insert_line of a file (0 inserts at the top)."
     parameters: dict[str, Any] = field(

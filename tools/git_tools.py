@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from clover.core.protocols import Environment, ToolResult
+from clover.core.protocols import Environment, Tool, ToolResult
 from clover.tools.gitsafe import CONFIG_SCOPES, filter_overrides, git_argv
 from clover.tools.paths import PathError
 from clover.tools.textio import arg_bool, arg_int, decode, error, printable, resolve
@@ -23,7 +23,7 @@ def _cap(text: str) -> str:
 
 
 @dataclass
-class GitTool:
+class GitTool(Tool):
     name: str = "git"
     description: str = (
         "Git in the workspace repository: status; diff [path] [staged]; log [n] [path]; show [rev]; "

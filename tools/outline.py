@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from clover.core.protocols import Environment, ToolResult
+from clover.core.protocols import Environment, Tool, ToolResult
 from clover.tools.paths import PathError
 from clover.tools.textio import display_path, error, is_binary, resolve
 
@@ -134,7 +134,7 @@ def _short_name(name: str) -> str:
 
 
 @dataclass
-class OutlineTool:
+class OutlineTool(Tool):
     name: str = "outline"
     description: str = (
         "Code structure via tree-sitter (Python, JS, TS, Go, Rust, Java). With `path` of a file: its "

@@ -415,13 +415,10 @@ class PermissionGate:
 
     def authorize(self, call: ToolCall, tool: Tool) -> str | None:
         args = call.arguments if isinstance(call.arguments, dict) else {}
-        read_only = bool(getattr(tool, "read_only", False))
-        is_read_only = getattr(tool, "is_read_only", None)
-        if callable(is_read_only):
-            try:
-                read_only = bool(is_read_only(args))
-            except Exception:
-                read_only = False
+        try:  # a tool that cannot say counts as one that writes
+            read_only = bool(tool.is_read_only(args))
+        except Exception:
+            read_only = False
         required = (getattr(tool, "parameters", None) or {}).get("required") or []
         main_key = next((k for k in required if isinstance(args.get(k), str)), None)
         decision, reason = self.policy.decide(call.name, args, read_only, self.remembered, main_key)

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from clover.core.protocols import Environment, ToolResult
+from clover.core.protocols import Environment, Tool, ToolResult
 from clover.tools.gitsafe import git_argv
 from clover.tools.listing import NOISE_DIRS, glob_matcher, glob_regex  # noqa: F401 - re-exported
 from clover.tools.paths import PathError
@@ -40,7 +40,7 @@ BACKENDS = ("rg", "git", "python")  # tried in this order (tests narrow it)
 
 
 @dataclass
-class GlobTool:
+class GlobTool(Tool):
     name: str = "glob"
     description: str = (
         "Find files by glob pattern (e.g. '**/*.py', 'src/**/test_*.ts', '*.{js,jsx}'); a pattern "
@@ -142,7 +142,7 @@ def _rg_command(args: list[str], pattern: str, target: str) -> list[str]:
 
 
 @dataclass
-class GrepTool:
+class GrepTool(Tool):
     name: str = "grep"
     description: str = (
         "Search file contents with a regular expression; honours .gitignore. Prints "

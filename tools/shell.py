@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from clover.core.protocols import Environment, ToolResult
+from clover.core.protocols import Environment, Tool, ToolResult
 from clover.tools.textio import error
 
 MAX_TIMEOUT = 3600.0
 
 
 @dataclass
-class BashTool:
+class BashTool(Tool):
     name: str = "bash"
     description: str = (
         "Run a bash command in the workspace. The working directory and exported variables persist "
