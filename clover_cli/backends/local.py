@@ -78,13 +78,10 @@ def cpu_threads(asked: int, params: int) -> int | None:
 
 def load_model(directory: Path, device: str):
     """load_checkpoint's (network, config, chat template or None); errors as one-line ModelErrors."""
-    import torch
-
-    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     from clover.model.load import CheckpointError, load_checkpoint
 
-    try:
-        return load_checkpoint(directory, device=device, dtype=dtype)
+    try:  # the loader picks the dtype: bf16 on a GPU, fp32 on CPU only for a small model
+        return load_checkpoint(directory, device=device)
     except CheckpointError as exc:
         raise ModelError(_one_line(exc)) from None
     except Exception as exc:  # e.g. safetensors' error on a truncated file: still one line
