@@ -13,10 +13,10 @@ import uuid
 
 from clover.core.protocols import ExecResult, RunResult
 from clover.evals.terminalbench.container import TaskContainer
+from clover.evals.terminalbench.persistent_shell import split_cwd, wrap_command
 from clover.tools.listing import RunBackedFiles
 from clover.tools.outputcut import cut_output
 
-_MARK = "__CLOVER_CWD__"
 _ERR = "\n__CLOVER_STDERR__\n"
 
 
@@ -46,14 +46,7 @@ class ContainerEnvironment(RunBackedFiles):  # list_files and stat through `run`
     def execute(self, command: str, cwd: str | None = None, timeout: float | None = None) -> ExecResult:
         timeout = self.timeout if timeout is None else timeout
         workdir = self._abs(cwd) if cwd else self.cwd
-        state = shlex.quote(self.state)
-        script = "\n".join([
-            "exec 2>&1",
-            f"[ -f {state} ] && . {state} >/dev/null 2>&1",
-            f"cd {shlex.quote(workdir)} 2>/dev/null || cd {shlex.quote(self.root)} 2>/dev/null",
-            f"trap '__rc=$?; export -p > {state} 2>/dev/null; printf \"\\n{_MARK}%s\\n\" \"$PWD\"; exit $__rc' EXIT",
-            command,
-        ])
+        script = wrap_command(command, workdir, self.root, self.state)
         start = time.monotonic()
         rc, out, timed_out = self.container.exec(script, cwd="/", env=self.env, timeout=timeout)
         text = out.decode("utf-8", "replace")
@@ -61,12 +54,9 @@ class ContainerEnvironment(RunBackedFiles):  # list_files and stat through `run`
             text, _ = cut_output(text, self.output_limit)
             return ExecResult(text + f"\n[command timed out after {timeout:g}s]", -9, timed_out=True,
                               seconds=time.monotonic() - start)
-        head, sep, tail = text.rpartition(f"\n{_MARK}")
-        if sep:
-            new_cwd = tail.strip().splitlines()[0] if tail.strip() else ""
-            if new_cwd and cwd is None:
-                self.cwd = new_cwd
-            text = head
+        text, new_cwd = split_cwd(text)
+        if new_cwd and cwd is None:
+            self.cwd = new_cwd
         text, truncated = cut_output(text, self.output_limit)
         return ExecResult(text, rc, truncated=truncated, seconds=time.monotonic() - start)
 

@@ -24,10 +24,9 @@ from collections.abc import Coroutine
 from typing import Any
 
 from clover.core.protocols import ExecResult, RunResult
+from clover.evals.terminalbench.persistent_shell import split_cwd, wrap_command
 from clover.tools.listing import RunBackedFiles
 from clover.tools.outputcut import cut_output
-
-_MARK = "__CLOVER_CWD__"
 
 
 class SandboxGone(RuntimeError):
@@ -103,21 +102,11 @@ class HarborEnvironment(RunBackedFiles):
 
     # ------------------------------------------------------------------ commands
 
-    def _script(self, command: str, workdir: str) -> str:
-        state = shlex.quote(self.state)
-        return "\n".join([
-            "exec 2>&1",
-            f"[ -f {state} ] && . {state} >/dev/null 2>&1",
-            f"cd {shlex.quote(workdir)} 2>/dev/null || cd {shlex.quote(self.root)} 2>/dev/null",
-            f"trap '__rc=$?; export -p > {state} 2>/dev/null; printf \"\\n{_MARK}%s\\n\" \"$PWD\"; exit $__rc' EXIT",
-            command,
-        ])
-
     def execute(self, command: str, cwd: str | None = None, timeout: float | None = None) -> ExecResult:
         timeout = self.timeout if timeout is None else timeout
         workdir = self._abs(cwd) if cwd else self.cwd
         start = time.monotonic()
-        coro = self.harbor_env.exec(f"bash -c {shlex.quote(self._script(command, workdir))}",
+        coro = self.harbor_env.exec(f"bash -c {shlex.quote(wrap_command(command, workdir, self.root, self.state))}",
                                     timeout_sec=max(1, math.ceil(timeout)))
         try:
             result = self._call(coro, timeout + 60)
@@ -131,12 +120,9 @@ class HarborEnvironment(RunBackedFiles):
             text = f"[command timed out after {timeout:g}s]" if timed_out else f"[sandbox error: {type(exc).__name__}: {exc}]"
             return ExecResult(text, -9 if timed_out else 1, timed_out=timed_out, seconds=time.monotonic() - start)
         output = (result.stdout or "") + (result.stderr or "")
-        head, sep, tail = output.rpartition(f"\n{_MARK}")
-        if sep:
-            new_cwd = tail.strip().splitlines()[0] if tail.strip() else ""
-            if new_cwd and cwd is None:
-                self.cwd = new_cwd
-            output = head
+        output, new_cwd = split_cwd(output)
+        if new_cwd and cwd is None:
+            self.cwd = new_cwd
         output, truncated = cut_output(output, self.output_limit)
         return ExecResult(output, int(result.return_code), truncated=truncated, seconds=time.monotonic() - start)
 
