@@ -20,7 +20,8 @@ INSTANCE = 1
 SEED = 0
 
 
-@pytest.mark.slow  # about 14 s of CPU: the one default-run test over 10 s
+# About 14 s of CPU, yet in the default run on purpose: the embedded model fixing a held-out bug end
+# to end is what the README promises a new user (issue 8 asked for it in the default run).
 def test_the_shipped_model_fixes_a_held_out_instance(tmp_path):
     row = build_instance(tmp_path / "instances", "heldout", SEED, INSTANCE)
     repo = fresh_clone(row["repo"], row["base_commit"], tmp_path / "ws")
