@@ -27,6 +27,8 @@ import bisect
 import re
 from typing import Any
 
+from clover.core.protocols import Environment
+
 CLOSE = -1  # the value may close here (the grammar's `</parameter>`)
 NL = b"\n"
 MAX_SYMBOL_FILES = 2000
@@ -335,21 +337,15 @@ class Workspace:
     """What a turn's values may be, read through the agent's Environment. One per agent; the file
     list is read again every turn, file indexes and symbols are kept while the bytes match."""
 
-    def __init__(self, env: Any) -> None:
+    def __init__(self, env: Environment) -> None:
         self.env = env
         self._files: dict[str, tuple[bytes, FileIndex]] = {}
         self._symbols: dict[str, tuple[bytes, list[str]]] = {}
 
     def listing(self) -> tuple[list[str], list[str]]:
         """(files, directories) relative to the root; the root itself is '.'."""
-        try:
-            lister = getattr(self.env, "list_files", None)  # tracked and untracked, .gitignore honoured
-            if lister is not None:
-                files = list(lister(self.env.root))
-            else:  # an environment without its own listing
-                from clover.tools import search
-
-                files = search.list_files(self.env, self.env.root)
+        try:  # the Environment protocol's listing: tracked and untracked, .gitignore honoured
+            files = list(self.env.list_files(self.env.root))
         except (OSError, ValueError):
             files = []
         dirs = {"."}
