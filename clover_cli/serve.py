@@ -4,7 +4,6 @@ practice), so Harbor sandboxes, other agents and editors can use it. FastAPI + u
 
 # No `from __future__ import annotations`: FastAPI resolves the endpoint annotations at run time.
 import asyncio
-import dataclasses
 import json
 import os
 import socket
@@ -14,7 +13,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from clover.core.protocols import AssistantTurn, Model, ModelError, StreamEvent
+from clover.core.protocols import AssistantTurn, Model, ModelError, StreamEvent, TurnOptions
 from clover.settings import Settings
 
 
@@ -27,17 +26,7 @@ def create_app(model: Model):
 
     def complete(messages: list[dict], tools: list[dict], on_event=None, options=None) -> AssistantTurn:
         with lock:
-            # Per-request sampling options go through the backend's settings (the local Clover
-            # reads max_tokens / temperature from there), restored after the request.
-            base = getattr(model, "settings", None)
-            swap = bool(options) and isinstance(base, Settings)
-            if swap:
-                model.settings = dataclasses.replace(base, **options)
-            try:
-                return model.complete(messages, tools, on_event)
-            finally:
-                if swap:
-                    model.settings = base
+            return model.complete(messages, tools, on_event, TurnOptions(**options) if options else None)
 
     def error(status: int, message: str, kind: str = "invalid_request_error"):
         return JSONResponse({"error": {"message": message, "type": kind}}, status_code=status)
@@ -87,7 +76,7 @@ def create_app(model: Model):
 
 
 def _options(body: dict[str, Any]) -> dict[str, Any] | str:
-    """The request's max_tokens / temperature as Settings fields, or the 400 message."""
+    """The request's max_tokens / temperature / enable_thinking as TurnOptions fields, or the 400 message."""
     options: dict[str, Any] = {}
     limit = body.get("max_completion_tokens", body.get("max_tokens"))
     if limit is not None:
@@ -99,6 +88,11 @@ def _options(body: dict[str, Any]) -> dict[str, Any] | str:
         if isinstance(temperature, bool) or not isinstance(temperature, int | float) or not 0 <= temperature <= 2:
             return f"'temperature' must be a number between 0 and 2, not {temperature!r}"
         options["temperature"] = float(temperature)
+    think = (body.get("chat_template_kwargs") or {}).get("enable_thinking")  # vLLM / SGLang's switch
+    if think is not None:
+        if not isinstance(think, bool):
+            return f"'chat_template_kwargs.enable_thinking' must be true or false, not {think!r}"
+        options["think"] = think
     return options
 
 

@@ -77,13 +77,28 @@ class StreamEvent:
 EventHandler = Callable[[StreamEvent], None]
 
 
+@dataclass(frozen=True)
+class TurnOptions:
+    """What a caller may change for one turn, on any backend; None keeps the backend's setting.
+    (`clover serve` takes them per request, the chat's /think per session.)"""
+
+    think: bool | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+
+    def overrides(self) -> dict[str, Any]:
+        return {k: v for k, v in (("think", self.think), ("max_tokens", self.max_tokens),
+                                  ("temperature", self.temperature)) if v is not None}
+
+
 @runtime_checkable
 class Model(Protocol):
     name: str
     context_window: int
 
     def complete(
-        self, messages: list[Message], tools: list[ToolSpec], on_event: EventHandler | None = None
+        self, messages: list[Message], tools: list[ToolSpec], on_event: EventHandler | None = None,
+        options: TurnOptions | None = None,
     ) -> AssistantTurn: ...
 
 

@@ -125,8 +125,8 @@ class FixtureModel:
     name: str = "fixture-model"
     context_window: int = 32768
 
-    def complete(self, messages: list[Message], tools: list[ToolSpec], on_event: EventHandler | None = None
-                 ) -> AssistantTurn:
+    def complete(self, messages: list[Message], tools: list[ToolSpec], on_event: EventHandler | None = None,
+                 options: object = None) -> AssistantTurn:
         task = next(m["content"] for m in messages if m["role"] == "user")
         iid = task.split("[", 1)[1].split("]", 1)[0]
         step = sum(m["role"] == "assistant" for m in messages) + 1

@@ -24,7 +24,7 @@ class ListModel:
     context_window: int = 8192
     seen: list[list[dict[str, Any]]] = field(default_factory=list)
 
-    def complete(self, messages, tools, on_event=None):
+    def complete(self, messages, tools, on_event=None, options=None):
         self.seen.append(json.loads(json.dumps(messages)))
         if not self.turns:
             return AssistantTurn(text="out of turns")
@@ -175,7 +175,7 @@ def test_time_limit(monkeypatch):
 
 def test_backend_exception_becomes_model_error():
     class Broken(ListModel):
-        def complete(self, messages, tools, on_event=None):
+        def complete(self, messages, tools, on_event=None, options=None):
             raise ConnectionError("boom")
 
     agent = Agent(Broken([]), NullEnv(), [EchoTool()], system_prompt="s")

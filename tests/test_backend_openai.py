@@ -235,3 +235,21 @@ def test_agent_fixes_a_bug_through_the_fake_server(tmp_path, text_calls):
         else:
             assert srv.requests[-1]["tools"][0]["function"]["name"] == "view"
             assert last[-1]["role"] == "tool" and "1 passed" in last[-1]["content"]
+
+
+def test_turn_options_apply_to_one_request_only():
+    """Per-turn options (the chat's /think, clover serve's per-request fields) change that request,
+    never the backend's settings."""
+    from clover.core.protocols import TurnOptions
+
+    with FakeChatServer([FakeReply(text="a"), FakeReply(text="b"), FakeReply(text="c")]) as srv:
+        model = make(srv, max_tokens=100)
+        model.complete(USER, [])
+        model.complete(USER, [], None, TurnOptions(think=False, max_tokens=7, temperature=0.5))
+        model.complete(USER, [])
+        first, second, third = srv.requests
+        assert "chat_template_kwargs" not in first and first["max_tokens"] == 100
+        assert second["chat_template_kwargs"] == {"enable_thinking": False}
+        assert (second["max_tokens"], second["temperature"]) == (7, 0.5)
+        assert third == first | {"messages": third["messages"]}
+        assert model.settings.think and model.settings.max_tokens == 100

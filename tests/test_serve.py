@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import threading
 import time
@@ -26,11 +27,12 @@ class EchoModel:
     context_window: int = 4096
     requests: list = field(default_factory=list)
     settings: Settings = field(default_factory=Settings)  # as LocalCloverModel: decoding options
-    seen: list = field(default_factory=list)  # (max_tokens, temperature) each request ran with
+    seen: list = field(default_factory=list)  # (max_tokens, temperature, think) each request ran with
 
-    def complete(self, messages, tools, on_event=None):
+    def complete(self, messages, tools, on_event=None, options=None):
         self.requests.append((messages, tools))
-        self.seen.append((self.settings.max_tokens, self.settings.temperature))
+        s = dataclasses.replace(self.settings, **options.overrides()) if options else self.settings
+        self.seen.append((s.max_tokens, s.temperature, s.think))
         last = messages[-1]["content"]
         if on_event:
             on_event(StreamEvent("thinking", "thinking about it"))
@@ -116,14 +118,17 @@ def test_request_max_tokens_and_temperature_reach_the_model(server):
     default = Settings().max_tokens
     client.chat.completions.create(model="x", messages=[{"role": "user", "content": "a"}], max_tokens=5,
                                    temperature=0.3)
-    assert model.seen[-1] == (5, 0.3)
+    assert model.seen[-1] == (5, 0.3, True)
     stream = client.chat.completions.create(model="x", messages=[{"role": "user", "content": "b"}],
-                                            max_completion_tokens=7, stream=True)
+                                            max_completion_tokens=7, stream=True,
+                                            extra_body={"chat_template_kwargs": {"enable_thinking": False}})
     list(stream)
-    assert model.seen[-1] == (7, None)
+    assert model.seen[-1] == (7, None, False)
     client.chat.completions.create(model="x", messages=[{"role": "user", "content": "c"}])
-    assert model.seen[-1] == (default, None) and model.settings.max_tokens == default
-    for bad in ({"max_tokens": -1}, {"max_tokens": "many"}, {"temperature": 9}):
+    # per-turn options, never a swapped-in settings object
+    assert model.seen[-1] == (default, None, True) and model.settings == Settings()
+    for bad in ({"max_tokens": -1}, {"max_tokens": "many"}, {"temperature": 9},
+                {"extra_body": {"chat_template_kwargs": {"enable_thinking": "no"}}}):
         with pytest.raises(openai.BadRequestError, match="must be"):
             client.chat.completions.create(model="x", messages=[{"role": "user", "content": "d"}], **bad)
 

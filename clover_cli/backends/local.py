@@ -10,6 +10,7 @@ formed by construction (scaffold forced, names limited to the tools and their sc
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -27,6 +28,7 @@ from clover.core.protocols import (
     StreamEvent,
     ToolCall,
     ToolSpec,
+    TurnOptions,
 )
 from clover.model.chat import THINK_OPEN, StreamParser, parse_assistant, render_messages, tool_schemas
 from clover.model.tokenizer import CloverTokenizer, IncrementalDecoder
@@ -143,10 +145,12 @@ class LocalCloverModel:
 
     # ------------------------------------------------------------------ one turn
 
-    def prompt_ids(self, messages: list[Message], tools: list[ToolSpec]) -> tuple[list[int], bool]:
+    def prompt_ids(self, messages: list[Message], tools: list[ToolSpec],
+                   think: bool | None = None) -> tuple[list[int], bool]:
         """(token ids of the rendered prompt, whether it opened a think block)."""
+        think = self.settings.think if think is None else think
         try:
-            text = render_messages(messages, tools, think=self.settings.think, template=self.chat_template,
+            text = render_messages(messages, tools, think=think, template=self.chat_template,
                                    tool_prompt=self.config.tool_prompt)
         except Exception as exc:  # a checkpoint's jinja template that fails on these messages
             raise ModelError(f"the checkpoint's chat template failed: {_one_line(exc)}") from None
@@ -157,6 +161,7 @@ class LocalCloverModel:
         messages: list[Message],
         tools: list[ToolSpec],
         on_event: EventHandler | None = None,
+        options: TurnOptions | None = None,
         *,
         forced: dict[int, int] | None = None,
     ) -> AssistantTurn:
@@ -167,13 +172,13 @@ class LocalCloverModel:
         start = time.perf_counter()
         self._cancel.clear()
         emit = on_event or (lambda event: None)
-        ids, opened = self.prompt_ids(messages, tools)
+        s = dataclasses.replace(self.settings, **options.overrides()) if options else self.settings
+        ids, opened = self.prompt_ids(messages, tools, think=s.think)
         room = self.context_window - len(ids)
         if room <= 0:
             raise ModelError(
                 f"the prompt has {len(ids)} tokens, more than the {self.context_window}-token context of {self.name}"
             )
-        s = self.settings
         decode = DecodeSettings(
             block_size=s.block_size if self.config.block_size > 1 else 1,  # an AR checkpoint stays AR
             policy="threshold",

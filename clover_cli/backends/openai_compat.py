@@ -7,6 +7,7 @@ rest of the session when the server answers with calls written as text, or rejec
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
@@ -23,6 +24,7 @@ from clover.core.protocols import (
     StreamEvent,
     ToolCall,
     ToolSpec,
+    TurnOptions,
 )
 from clover.model.chat import StreamParser, parse_assistant, split_thinking, text_messages, tool_schemas
 from clover.settings import Settings
@@ -78,7 +80,7 @@ class OpenAICompatModel:
         self.stream = stream
         # Optional request fields, dropped for good when a server rejects them (HTTP 400).
         self._stream_options = True
-        self._template_kwargs = not settings.think
+        self._template_kwargs = True  # the server takes chat_template_kwargs (to turn thinking off)
         self.client = openai.OpenAI(
             base_url=self.base_url,
             api_key=settings.api_key or "not-set",  # local servers take any key
@@ -124,32 +126,35 @@ class OpenAICompatModel:
 
     # ------------------------------------------------------------------ request
 
-    def _request(self, messages: list[Message], tools: list[ToolSpec], text_mode: bool) -> dict[str, Any]:
+    def _request(self, messages: list[Message], tools: list[ToolSpec], text_mode: bool,
+                 s: Settings) -> dict[str, Any]:
         if text_mode:
             sent: list[Any] = text_messages(messages, tools)
         else:  # thinking never goes back: agent messages carry none, and we add none
             sent = [{k: v for k, v in m.items() if k not in ("reasoning_content", "reasoning")} for m in messages]
-        req: dict[str, Any] = {"model": self.name, "messages": sent, "max_tokens": self.settings.max_tokens}
+        req: dict[str, Any] = {"model": self.name, "messages": sent, "max_tokens": s.max_tokens}
         if tools and not text_mode:
             req["tools"] = tools
-        if self.settings.temperature is not None:
-            req["temperature"] = self.settings.temperature
+        if s.temperature is not None:
+            req["temperature"] = s.temperature
         if self.stream:
             req["stream"] = True
             if self._stream_options:
                 req["stream_options"] = {"include_usage": True}
-        if self._template_kwargs:
+        if not s.think and self._template_kwargs:
             req["extra_body"] = {"chat_template_kwargs": {"enable_thinking": False}}
         return req
 
     def complete(
-        self, messages: list[Message], tools: list[ToolSpec], on_event: EventHandler | None = None
+        self, messages: list[Message], tools: list[ToolSpec], on_event: EventHandler | None = None,
+        options: TurnOptions | None = None,
     ) -> AssistantTurn:
         start = time.monotonic()
+        turn_settings = dataclasses.replace(self.settings, **options.overrides()) if options else self.settings
         emit = on_event or (lambda event: None)
         text_mode = self.tool_format == "text"
         while True:
-            req = self._request(messages, tools, text_mode)
+            req = self._request(messages, tools, text_mode, turn_settings)
             try:
                 reply = self._stream(req, emit) if self.stream else self._plain(req, emit)
                 break

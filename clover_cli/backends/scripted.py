@@ -21,6 +21,7 @@ from clover.core.protocols import (
     StreamEvent,
     ToolCall,
     ToolSpec,
+    TurnOptions,
 )
 from clover.model.chat import parse_assistant, tool_schemas
 
@@ -70,7 +71,8 @@ class ScriptedModel:
         self.requests: list[list[Message]] = []  # what the agent sent, for tests and demos
 
     def complete(
-        self, messages: list[Message], tools: list[ToolSpec], on_event: EventHandler | None = None
+        self, messages: list[Message], tools: list[ToolSpec], on_event: EventHandler | None = None,
+        options: TurnOptions | None = None,  # a replay answers as recorded
     ) -> AssistantTurn:
         emit = on_event or (lambda event: None)
         start = time.monotonic()

@@ -16,7 +16,7 @@ from rich.console import Console
 
 from clover.agent import Agent, RunResult
 from clover.cli_common import state_dir
-from clover.core.protocols import Message, Model, ModelError, ToolCall, ToolResult
+from clover.core.protocols import Message, Model, ModelError, ToolCall, ToolResult, TurnOptions
 from clover.prompts import project_instructions, system_prompt
 from clover.repl import compaction
 from clover.repl.approvals import Approver
@@ -279,13 +279,7 @@ class ChatApp:
 
     def set_think(self, on: bool) -> None:
         self.settings = dataclasses.replace(self.settings, think=on)
-        inner = self.model.inner
-        # Backends read settings.think per request (the local one) or keep a flag from it (the
-        # OpenAI one); rebuilding would reload weights or reset a scripted replay.
-        if isinstance(getattr(inner, "settings", None), Settings):
-            inner.settings = dataclasses.replace(inner.settings, think=on)
-        if hasattr(inner, "_template_kwargs"):
-            inner._template_kwargs = not on
+        self.model.options = TurnOptions(think=on)  # every later turn asks the backend for it
         self.renderer.note(f"thinking {'on' if on else 'off'}")
 
     def set_mode(self, mode: str) -> None:

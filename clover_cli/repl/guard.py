@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from clover.core.protocols import AssistantTurn, EventHandler, Message, Model, StreamEvent
+from clover.core.protocols import AssistantTurn, EventHandler, Message, Model, StreamEvent, TurnOptions
 
 MAX_PERIOD = 200  # the longest repeated unit looked for, in characters
 MIN_SPAN = 400  # a loop must cover at least this many characters...
@@ -74,7 +74,8 @@ class RepetitionGuard:
 
 
 def guarded_complete(
-    model: Model, messages: list[Message], tools: list[Any], on_event: EventHandler | None
+    model: Model, messages: list[Message], tools: list[Any], on_event: EventHandler | None,
+    options: TurnOptions | None = None,
 ) -> AssistantTurn:
     """`model.complete` with the guard on its stream; a runaway reply comes back cut, with
     finish_reason "repetition" and no tool calls (a call inside a loop is not to be trusted)."""
@@ -87,7 +88,7 @@ def guarded_complete(
             on_event(event)
 
     try:
-        return model.complete(messages, tools, emit)
+        return model.complete(messages, tools, emit, options)
     except Runaway:
         from clover.repl.compaction import estimate_tokens
 

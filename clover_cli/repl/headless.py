@@ -37,8 +37,9 @@ class _Recording:
         self.context_window = getattr(inner, "context_window", 0)
         self.bind_workspace = getattr(inner, "bind_workspace", None)
 
-    def complete(self, messages: list[Message], tools: list[Any], on_event: Any = None) -> AssistantTurn:
-        self.last = guarded_complete(self.inner, messages, tools, on_event)
+    def complete(self, messages: list[Message], tools: list[Any], on_event: Any = None,
+                 options: Any = None) -> AssistantTurn:
+        self.last = guarded_complete(self.inner, messages, tools, on_event, options)
         return self.last
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from clover.core.protocols import AssistantTurn, Message, Model, ModelError, Tool, ToolCall
+from clover.core.protocols import AssistantTurn, Message, Model, ModelError, Tool, ToolCall, TurnOptions
 from clover.repl.guard import guarded_complete, truncation
 from clover.repl.permissions_view import always_rules, rule_label
 
@@ -21,6 +21,7 @@ class ObservedModel:
 
     def __init__(self, inner: Model, app: ChatApp) -> None:
         self.inner, self.app = inner, app
+        self.options: TurnOptions | None = None  # per-session turn options (/think)
 
     @property
     def name(self) -> str:
@@ -34,9 +35,11 @@ class ObservedModel:
     def bind_workspace(self) -> Any:  # runner.build_agent grounds a local decoder in the workspace
         return getattr(self.inner, "bind_workspace", None)
 
-    def complete(self, messages: list[Message], tools: list[Any], on_event: Any = None) -> AssistantTurn:
+    def complete(self, messages: list[Message], tools: list[Any], on_event: Any = None,
+                 options: TurnOptions | None = None) -> AssistantTurn:
+        options = options or self.options
         try:
-            return self._complete(messages, tools)
+            return self._complete(messages, tools, options)
         except ModelError as exc:
             if not _overflow(exc):
                 raise
@@ -44,14 +47,14 @@ class ObservedModel:
             self.app.renderer.note(f"the conversation is too long for {self.name}'s context: compacting and retrying")
             if not self.app.compact(forced=True):
                 raise
-            return self._complete(messages, tools)
+            return self._complete(messages, tools, options)
 
-    def _complete(self, messages: list[Message], tools: list[Any]) -> AssistantTurn:
+    def _complete(self, messages: list[Message], tools: list[Any], options: TurnOptions | None) -> AssistantTurn:
         renderer = self.app.renderer
         renderer.begin_turn()
         turn: AssistantTurn | None = None
         try:
-            turn = guarded_complete(self.inner, messages, tools, renderer.on_event)
+            turn = guarded_complete(self.inner, messages, tools, renderer.on_event, options)
             self.app.context_tokens = turn.prompt_tokens + turn.completion_tokens
             return turn
         finally:
