@@ -29,7 +29,18 @@ INLINE = [
     ("make -f /dev/stdin <<< $'all:\\n\\trm -rf t'", "make"),
     ("ssh -o ProxyCommand='rm -rf t' -o ConnectTimeout=1 nowhere.invalid true", "ssh"),
     ("tar -cf a.tar f && tar --to-command='rm -rf t' -xf a.tar", "tar"),
+    # clustered short options, separate long-option arguments, negated sed addresses, runners
+    ("python3 -Ic \"import os; os.system('rm -rf t')\"", "python3"),
+    ("perl -we 'system(\"rm -rf t\")'", "perl"),
+    ("printf 'a\\nb\\n' | sed '$!e rm -rf t'", "sed"),
+    ("tar -cf a.tar f && tar -x --to-command 'rm -rf t' -f a.tar", "tar"),
+    ("gdb -batch -ex 'shell rm -rf t'", "gdb"),
 ]
+# Spellings that run a command through another program's options or subcommands (not run here:
+# they need a network peer, a project or a scheduler).
+RUNNERS = ["scp -o ProxyCommand='rm -rf t' a h:b", "uv run rm -rf t", "poetry run rm -rf t",
+           "npm exec -- rm -rf t", "bundle exec rm -rf t", "perf stat rm -rf t", "at now <<< 'rm -rf t'",
+           "echo 'rm -rf t' | at now"]
 # Ordinary work that must still run in yolo with deny rules.
 HARMLESS = [
     "python3 -c 'print(1 + 1)'",
@@ -42,6 +53,8 @@ HARMLESS = [
     "sed -n '1,5p' f",
     "sed 's/a/b/g' f",
     "make test",
+    "uv run pytest -q",
+    "npm exec -- eslint .",
 ]
 
 
@@ -63,6 +76,11 @@ def test_deny_rules_see_into_inline_programs(command, program):
     assert decide("yolo", command, deny=DENY) == "deny", command
     for mode in ("ask", "auto-edit"):
         assert decide(mode, command, deny=DENY, allow=["bash(*)"]) in ("deny", "ask"), (mode, command)
+
+
+@pytest.mark.parametrize("command", RUNNERS)
+def test_deny_rules_see_through_runners_and_option_commands(command):
+    assert decide("yolo", command, deny=DENY) == "deny", command
 
 
 @pytest.mark.parametrize("command", HARMLESS)

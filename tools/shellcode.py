@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import unicodedata
 
 _PYTHON = re.compile(r"^(python[0-9.]*|pypy[0-9.]*)$")
@@ -25,6 +26,7 @@ _INLINE_FLAGS: dict[str, tuple[str, ...]] = {
     "perl": ("-e", "-E"), "ruby": ("-e",), "node": ("-e", "--eval", "-p", "--print"),
     "nodejs": ("-e", "--eval", "-p", "--print"), "php": ("-r",), "lua": ("-e",), "luajit": ("-e",),
     "Rscript": ("-e",), "osascript": ("-e",), "jshell": (), "tclsh": (), "wish": (), "expect": ("-c",),
+    "gdb": ("-ex", "--eval-command", "-iex", "--init-eval-command"),
 }
 _PY_ARGOPTS = {"-W", "-X", "--check-hash-based-pycs"}
 # Anything in Python code that starts a process, or reaches a name without spelling it.
@@ -36,7 +38,8 @@ _PY_RISKY = re.compile(
 _AWK = {"awk", "gawk", "mawk", "nawk", "busybox-awk"}
 _AWK_RISKY = re.compile(r"system|getline|\|")
 _VIM = {"vim", "vi", "nvim", "ex", "view", "gvim", "vimdiff"}
-_SED_EXEC = re.compile(r"(^|[;\n{}])\s*(\d+|\$|/[^/]*/)?\s*e(\s|;|$)|s(.).*\4.*\4[gpIiMm0-9]*e")
+_SED_ADDR = r"(\d+|\$|/[^/]*/)(\s*[,~]\s*(\d+|\$|/[^/]*/))?"
+_SED_EXEC = re.compile(r"(^|[;\n{}])\s*(" + _SED_ADDR + r")?\s*!?\s*e(\s|;|$)|s(?P<d>.).*(?P=d).*(?P=d)[gpIiMm0-9]*e")
 
 
 def _python_code(argv: list[str], stdin_script: str | None) -> str | None:
@@ -49,6 +52,11 @@ def _python_code(argv: list[str], stdin_script: str | None) -> str | None:
             return arg[2:]
         if arg == "-m" or arg.startswith("-m"):
             return None  # a module, like a script file
+        if re.fullmatch(r"-[A-Za-z]+", arg) and ("c" in arg or "m" in arg):  # a cluster: -Ic, -uBm
+            cut = min(arg.index(x) for x in "cm" if x in arg)
+            if arg[cut] == "m":
+                return None
+            return arg[cut + 1:] or (argv[i + 1] if i + 1 < len(argv) else "")
         if arg == "-" or not arg.startswith("-"):
             return stdin_script if arg == "-" else None
         i += 2 if arg in _PY_ARGOPTS else 1
@@ -62,6 +70,10 @@ def _flag_code(argv: list[str], flags: tuple[str, ...], stdin_script: str | None
                 return argv[i + 1] if i + 1 < len(argv) else ""
             if arg.startswith(flag + "=") or (len(flag) == 2 and arg.startswith(flag) and len(arg) > 2):
                 return arg.split("=", 1)[1] if arg.startswith(flag + "=") else arg[2:]
+            letter = flag[1:]
+            if len(flag) == 2 and re.fullmatch(r"-[A-Za-z]+", arg) and letter in arg:  # -we, -le: clustered
+                rest = arg[arg.index(letter) + 1:]
+                return rest or (argv[i + 1] if i + 1 < len(argv) else "")
     operands = [a for a in argv[1:] if not a.startswith("-")]
     return stdin_script if not operands or operands[0] == "-" else None
 
@@ -83,6 +95,8 @@ def inline_code_reason(argv: list[str], stdin_script: str | None) -> str | None:
         if _PY_RISKY.search(unicodedata.normalize("NFKC", code)):
             return "runs inline Python code that can start other programs"
         return None
+    if prog in ("at", "batch") and "-f" not in argv and stdin_script is not None:
+        return "schedules shell commands it reads from stdin (they run later, unchecked)"
     if prog in _INLINE_FLAGS:
         code = _flag_code(argv, _INLINE_FLAGS[prog], stdin_script)
         return None if code is None else f"runs inline {prog} code (not analysed; it can start any program)"
@@ -145,12 +159,32 @@ _TAR_COMMAND = ("--to-command=", "--use-compress-program=", "--info-script=", "-
                 "--rsh-command=")
 
 
+# Project runners whose subcommand runs the rest of the line as a command (`uv run rm -rf t`).
+_RUNNERS = {("uv", "run"), ("poetry", "run"), ("pipenv", "run"), ("conda", "run"), ("pdm", "run"),
+            ("hatch", "run"), ("rye", "run"), ("npm", "exec"), ("pnpm", "exec"), ("pnpm", "dlx"),
+            ("yarn", "exec"), ("bundle", "exec"), ("perf", "stat"), ("perf", "record"), ("perf", "trace"),
+            ("mise", "exec"), ("direnv", "exec"), ("nix-shell", "--run"), ("npx", "-c"), ("npm", "x")}
+
+
 def option_commands(argv: list[str]) -> list[str]:
     """Shell command lines that this command's options or operands run (see the module doc)."""
     if not argv:
         return []
     prog = os.path.basename(argv[0])
     found: list[str] = []
+    for i, word in enumerate(argv[1:4], 1):  # `uv run [opts] CMD ...`: every tail after the subcommand
+        if (prog, word) in _RUNNERS:
+            tail = argv[i + 1:]
+            found += [shlex.join(tail[j:]) for j in range(len(tail)) if not tail[j].startswith("-")][:4]
+            if word in ("-c", "--run") and tail:
+                found.append(tail[0])
+            break
+    if prog in ("scp", "sftp"):
+        for i, arg in enumerate(argv):
+            value = argv[i + 1] if arg == "-o" and i + 1 < len(argv) else arg[2:] if arg.startswith("-o") else ""
+            if m := _SSH_LOCAL.match(value):
+                found.append(m.group(2))
+        return found
     if prog in ("ssh", "autossh"):
         i = 1
         while i < len(argv) and argv[i].startswith("-"):
@@ -171,7 +205,7 @@ def option_commands(argv: list[str]) -> list[str]:
         for i, arg in enumerate(argv):
             if arg.startswith(_TAR_COMMAND):
                 found.append(arg.split("=", 1)[1])
-            elif arg in ("-I", "-F") and i + 1 < len(argv):
+            elif (arg + "=" in _TAR_COMMAND or arg in ("-I", "-F")) and i + 1 < len(argv):  # `--to-command CMD`
                 found.append(argv[i + 1])
             elif arg.startswith("--checkpoint-action=exec="):
                 found.append(arg.split("=", 2)[2])
