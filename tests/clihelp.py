@@ -24,3 +24,13 @@ def isolated_env(tmp: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLOVER_", "OPENAI_"))}
     env.update({"XDG_CONFIG_HOME": str(tmp / "cfg"), "CLOVER_HOME": str(tmp / "state"), "HOME": str(tmp / "home")})
     return env
+
+
+def git_repo(path: Path, files: dict[str, str]) -> Path:
+    """A real git repository at `path` with `files` committed."""
+    path.mkdir(parents=True)
+    for name, text in files.items():
+        (path / name).write_text(text)
+    for args in (["init", "-q"], ["add", "."], ["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "i"]):
+        subprocess.run(["git", *args], cwd=path, check=True, capture_output=True)
+    return path

@@ -19,6 +19,7 @@ from clover.backends.scripted import ScriptedModel
 from clover.repl.app import ChatApp, run_chat
 from clover.repl.sessions import SessionStore
 from clover.settings import Settings
+from tests.clihelp import git_repo
 
 ROOT = Path(__file__).resolve().parents[1]
 EDIT = {"tool_calls": [{"name": "str_replace", "arguments": {
@@ -26,12 +27,7 @@ EDIT = {"tool_calls": [{"name": "str_replace", "arguments": {
 
 
 def _repo(tmp_path: Path) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "hello.py").write_text("def hello():\n    return 1\n")
-    for args in (["init", "-q"], ["add", "."], ["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "i"]):
-        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
-    return repo
+    return git_repo(tmp_path / "repo", {"hello.py": "def hello():\n    return 1\n"})
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from clover.repl.app import ChatApp
 from clover.repl.approvals import parse_answer
 from clover.repl.sessions import Session, SessionStore
 from clover.settings import Settings
+from tests.clihelp import git_repo
 from tests.fakeserver import FakeChatServer, FakeReply
 
 
@@ -31,12 +31,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "hello.py").write_text("def hello():\n    return 1\n")
-    for args in (["init", "-q"], ["add", "."], ["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "i"]):
-        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
-    return repo
+    return git_repo(tmp_path / "repo", {"hello.py": "def hello():\n    return 1\n"})
 
 
 def _app(repo: Path, turns: list[dict] | None = None, stdin: str = "", **settings: object) -> tuple[ChatApp, io.StringIO]:

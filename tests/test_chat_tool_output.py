@@ -4,7 +4,6 @@ code, a one-line `path +N -M` per edit, and every edit's diff shown (call ids re
 from __future__ import annotations
 
 import io
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from clover.repl.app import ChatApp
 from clover.repl.render import Renderer, make_console
 from clover.repl.toolview import clean, edit_summary, tail_lines
 from clover.settings import Settings
+from tests.clihelp import git_repo
 
 
 def _renderer() -> tuple[Renderer, io.StringIO]:
@@ -59,12 +59,7 @@ def test_live_tail_of_a_running_command() -> None:
 
 
 def _repo(tmp_path: Path) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "calc.py").write_text("a = 1\nb = 2\n")
-    for args in (["init", "-q"], ["add", "."], ["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "i"]):
-        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
-    return repo
+    return git_repo(tmp_path / "repo", {"calc.py": "a = 1\nb = 2\n"})
 
 
 @pytest.fixture
