@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -206,3 +207,18 @@ def test_many_instances_verify(tmp_path, split):
     rows = generate(tmp_path, split, 36, seed=11)
     problems = {r["instance_id"]: verify_instance(r).problems for r in rows}
     assert not {k: v for k, v in problems.items() if v}
+
+
+def test_prose_issues_name_the_call_without_an_import_or_example(tmp_path, train_rows):
+    rows = generate(tmp_path / "prose", "train", len(families.FAMILIES), seed=0, prose_fraction=1.0)
+    for plain, prose in zip(train_rows, rows, strict=True):
+        # only the text changes: the same repository, bug and tests as at prose_fraction 0
+        assert {k: v for k, v in prose.items() if k not in ("problem_statement", "repo")} == {
+            k: v for k, v in plain.items() if k not in ("problem_statement", "repo")
+        }
+        text = prose["problem_statement"]
+        assert "import" not in text and "```python" not in text
+        assert prose["problem_statement"] != plain["problem_statement"]
+        assert re.search(r"\w\(", text)  # the call the user made is shown
+    with pytest.raises(ValueError, match="prose_fraction"):
+        generate(tmp_path / "bad", "train", 1, seed=0, prose_fraction=1.5)

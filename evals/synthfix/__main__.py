@@ -18,13 +18,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, required=True, help="output directory (repos/ and instances.jsonl)"
     )
+    parser.add_argument(
+        "--prose-fraction", type=float, default=0.0,
+        help="share of issues written as plain prose, without an import line or example (0: as before)",
+    )  # fmt: skip
     parser.add_argument("--verify", action="store_true", help="check each instance with pytest (slow)")
     args = parser.parse_args(argv)
     if args.count < 0:
         parser.error("--count must be >= 0")
+    if not 0.0 <= args.prose_fraction <= 1.0:
+        parser.error("--prose-fraction must be within [0, 1]")
     start = time.perf_counter()
     try:
-        rows = generate(args.out, args.split, args.count, args.seed)
+        rows = generate(args.out, args.split, args.count, args.seed, args.prose_fraction)
     except (OSError, RuntimeError) as err:
         print(f"clover: {err}", file=sys.stderr)
         return 1

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Literal
 
 from clover.evals.synthfix import families
-from clover.evals.synthfix.issues import Outcome, format_traceback, problem_statement
+from clover.evals.synthfix.issues import Outcome, format_traceback, problem_statement, prose_statement
 from clover.evals.synthfix.repo import AUTHORS, GITIGNORE, LAYOUTS, PACKAGES, GitRepo, Layout, pyproject
 from clover.evals.synthfix.templates import ModuleTemplate, all_templates
 
@@ -206,7 +206,9 @@ def _when(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S+0000")
 
 
-def build_instance(out_dir: Path, split: str, seed: int, index: int) -> dict:
+def build_instance(out_dir: Path, split: str, seed: int, index: int, prose_fraction: float = 0.0) -> dict:
+    """One instance. A `prose_fraction` share of issues are plain prose (prose_statement); that
+    choice has its own random stream, so at 0 the instances are exactly those of earlier versions."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
     rng = random.Random(f"synthfix:{split}:{seed}:{index}")
@@ -290,6 +292,11 @@ def build_instance(out_dir: Path, split: str, seed: int, index: int) -> dict:
         rng, pkg=pkg, version=version, dotted=module.dotted, name=unit, subject=subject, call=expr,
         doc=_docstring(module.source, expr), correct=correct, buggy=buggy,
     )  # fmt: skip
+    style = random.Random(f"synthfix-style:{split}:{seed}:{index}")
+    if style.random() < prose_fraction:
+        statement = prose_statement(
+            style, name=subject, call=expr, correct=correct, buggy=buggy, test=f"{module.test_path}::{headline[1]}"
+        )
     created = moment + timedelta(days=rng.randint(1, 60), minutes=rng.randint(0, 1439))
     return {
         "instance_id": instance_id,
@@ -309,11 +316,13 @@ def build_instance(out_dir: Path, split: str, seed: int, index: int) -> dict:
     }
 
 
-def generate(out_dir: str | Path, split: Split, count: int, seed: int) -> list[dict]:
+def generate(out_dir: str | Path, split: Split, count: int, seed: int, prose_fraction: float = 0.0) -> list[dict]:
     """Create `count` repos under `out_dir/repos/` and return their SWE-bench rows (`write_jsonl` saves them)."""
     if count < 0:
         raise ValueError("count must be >= 0")
-    return [build_instance(Path(out_dir), split, seed, i) for i in range(count)]
+    if not 0.0 <= prose_fraction <= 1.0:
+        raise ValueError("prose_fraction must be within [0, 1]")
+    return [build_instance(Path(out_dir), split, seed, i, prose_fraction) for i in range(count)]
 
 
 def write_jsonl(rows: list[dict], path: str | Path) -> Path:

@@ -166,3 +166,66 @@ def problem_statement(
     doc_line = _doc_line(doc, subject, rng)
     parts = [title.format(**fmt), intro, *body, doc_line]
     return "\n\n".join(p for p in parts if p) + "\n"
+
+
+# ---------------------------------------------------------------------- plain prose
+# How people often write a report: one or two sentences, an expected/actual pair, a failing test's
+# name, a bare traceback; no import line, so finding the code is the agent's job. Values are shown
+# as repr (backticked or not), the way a user pastes them.
+
+_PROSE_VALUE = (
+    "`{call}` returns {actual} but should be {expected}.",
+    "`{call}` returns `{actual}` but should return `{expected}`.",
+    "`{call}` should give `{expected}`, but it gives `{actual}`.",
+    "Expected: `{call}` -> `{expected}`\nActual: `{actual}`",
+    "Expected: `{call}` gives `{expected}`\nActual: it gives `{actual}`",
+    "{call} returns {actual} instead of {expected}.",
+    "I get `{actual}` from `{call}`; I expected `{expected}`.",
+)
+
+_PROSE_RAISE = (
+    "`{call}` raises `{error}: {message}` instead of returning `{expected}`.",
+    "`{call}` crashes with {error} ({message}). It should return `{expected}`.",
+    "```\n{trace}\n```\n\n`{call}` should give `{expected}`.",
+)
+
+_PROSE_RAISE_BOTH = ("`{call}` raises `{error}`, but it should raise `{expected_error}`.",)
+
+_PROSE_NO_RAISE = (
+    "`{call}` returns `{actual}` instead of raising `{expected_error}`.",
+    "`{call}` should raise {expected_error}, but it returns {actual}.",
+)
+
+_PROSE_TITLES = (
+    "{name} returns the wrong value",
+    "{name} is wrong for `{call}`",
+    "Bug in {name}",
+    "{name}() gives the wrong answer",
+    "{test} fails",
+    "",
+)
+
+
+def prose_statement(
+    rng: random.Random, *, name: str, call: str, correct: Outcome, buggy: Outcome, test: str
+) -> str:
+    """A short plain-prose report about `name` (no import line, no runnable example); `test` is the
+    failing test's id a title may name."""
+    fmt = {"name": name, "call": call, "test": test}
+    if buggy.raised:
+        fmt |= {"error": buggy.error_name, "message": str(buggy.error), "trace": buggy.trace}
+        if correct.raised:
+            fmt["expected_error"] = correct.error_name
+            body = rng.choice(_PROSE_RAISE_BOTH)
+        else:
+            fmt["expected"] = repr(correct.value)
+            body = rng.choice(_PROSE_RAISE)
+    elif correct.raised:
+        fmt |= {"actual": repr(buggy.value), "expected_error": correct.error_name}
+        body = rng.choice(_PROSE_NO_RAISE)
+    else:
+        fmt |= {"actual": repr(buggy.value), "expected": repr(correct.value)}
+        body = rng.choice(_PROSE_VALUE)
+    title = rng.choice(_PROSE_TITLES)
+    parts = [title.format(**fmt), body.format(**fmt)]
+    return "\n\n".join(p for p in parts if p) + "\n"

@@ -2,7 +2,8 @@
 
 For one instance it clones the repo at `base_commit` (without `test_patch`: like a SWE-bench agent,
 it does not see the hidden tests) and runs a scripted outline -> reproduce (the issue's example) ->
-view -> edit -> reproduce again -> test -> answer sequence with the real `tools.registry` tools in a
+view -> edit -> reproduce again -> test -> answer sequence (outline -> view -> edit -> test -> answer
+for a plain-prose issue with no example to run) with the real `tools.registry` tools in a
 `LocalEnvironment`; the edit comes from the gold patch. The real tool outputs become the tool
 messages. The instance counts only when the repo's tests pass at the end and, with `test_patch`
 applied afterwards, every FAIL_TO_PASS and PASS_TO_PASS test passes.
@@ -128,6 +129,11 @@ _VIEW = [
     "The bug is confirmed. I'll view lines {start}-{end} of {path}.",
     "Let me look at the implementation.",
 ]
+_VIEW_PROSE = [
+    "`{name}` is in {path}. Let me read it.",
+    "Found it in {path}. I'll view lines {start}-{end}.",
+    "It lives in {path}. Look at the implementation.",
+]
 _EDIT = [
     "The bug is on this line: `{old}` should be `{new}`.",
     "Found it: `{old}` is wrong; it should read `{new}`.",
@@ -186,12 +192,12 @@ def checkout(row: dict, work: Path) -> Path:
 _CODE_BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 
 
-def repro_script(statement: str) -> str:
+def repro_script(statement: str) -> str | None:
     """The issue's example as a script: a plain block as is; a `>>>` session as its statements, the
-    last expression printed (its shown output dropped)."""
+    last expression printed (its shown output dropped). None: the issue has no python example."""
     found = _CODE_BLOCK.search(statement)
     if found is None:
-        raise OracleError("the issue has no python example")
+        return None
     block = found.group(1).strip("\n")
     if not block.startswith(">>> "):
         return block
@@ -202,8 +208,9 @@ def repro_script(statement: str) -> str:
     return "\n".join(lines)
 
 
-def repro_command(statement: str) -> str:
-    return f"python - <<'EOF'\n{repro_script(statement)}\nEOF"
+def repro_command(statement: str) -> str | None:
+    script = repro_script(statement)
+    return None if script is None else f"python - <<'EOF'\n{script}\nEOF"
 
 
 def plan_steps(row: dict, repo: Path, rng: random.Random) -> list[Step]:
@@ -225,6 +232,8 @@ def plan_steps(row: dict, repo: Path, rng: random.Random) -> list[Step]:
     # outline, not grep: its hit shows the definition's line range, which the view step then reads
     look_step = Step(rng.choice(_LOOK).format(**fmt), "outline", {"symbol": name})
     repro = repro_command(statement)
+    if repro is None:  # a plain-prose report: read the code, fix it, run the tests
+        return _steps_without_example(look_step, path, fmt, first, edits, rng)
     old, new = edits[0]
     removed = "\n".join(t for tag, t in first if tag == "-")
     added = "\n".join(t for tag, t in first if tag == "+")
@@ -239,6 +248,24 @@ def plan_steps(row: dict, repo: Path, rng: random.Random) -> list[Step]:
     for old, new in edits[1:]:
         steps.append(Step("Also fix the next spot.", "str_replace", {"path": path, "old_str": old, "new_str": new}))
     steps.append(Step(rng.choice(_RECHECK), "bash", {"command": repro}))
+    steps.append(Step(rng.choice(_TEST), "bash", {"command": "python -m pytest -q --tb=short"}))
+    answer = rng.choice(_ANSWER if removed.strip() else _ANSWER_ADD).format(**efmt)
+    steps.append(Step(rng.choice(_DONE_THINK), None, answer=answer))
+    return steps
+
+
+def _steps_without_example(look_step: Step, path: str, fmt: dict, first: list, edits: list, rng: random.Random) -> list[Step]:
+    """outline -> view -> edit -> tests -> answer, for an issue with nothing runnable to reproduce."""
+    removed = "\n".join(t for tag, t in first if tag == "-")
+    added = "\n".join(t for tag, t in first if tag == "+")
+    efmt = {**fmt, "old": _short(removed), "new": _short(added)}
+    steps = [
+        look_step,
+        Step(rng.choice(_VIEW_PROSE).format(**fmt), "view", {"path": path, "view_range": [fmt["start"], fmt["end"]]}),
+    ]
+    for k, (old, new) in enumerate(edits):
+        think = rng.choice(_EDIT if removed.strip() else _EDIT_ADD).format(**efmt) if k == 0 else "Also fix the next spot."
+        steps.append(Step(think, "str_replace", {"path": path, "old_str": old, "new_str": new}))
     steps.append(Step(rng.choice(_TEST), "bash", {"command": "python -m pytest -q --tb=short"}))
     answer = rng.choice(_ANSWER if removed.strip() else _ANSWER_ADD).format(**efmt)
     steps.append(Step(rng.choice(_DONE_THINK), None, answer=answer))
