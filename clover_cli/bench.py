@@ -17,6 +17,8 @@ def bench_command(
     seed: Annotated[int, typer.Option("--seed", help="SynthFix seed.")] = 0,
     block_size: Annotated[str, typer.Option("--block-size", help="Comma-separated block sizes; 1 is the AR baseline.")] = "32,1",
     threshold: Annotated[float, typer.Option("--threshold", help="Confidence threshold τ of the diffusion decoder.")] = 0.9,
+    order: Annotated[str, typer.Option("--order", help="Which passing positions a diffusion round keeps: any, or the run from the left.")] = "any",
+    split: Annotated[str, typer.Option("--split", help="heldout (SynthFix) or handwritten (evals/handwritten; --count caps it).")] = "heldout",
     max_steps: Annotated[int, typer.Option("--max-steps", help="Agent step limit per task.")] = 12,
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="Generated tokens per assistant turn.")] = 4096,
     time_limit: Annotated[float, typer.Option("--time-limit", help="Seconds per task.")] = 1800.0,
@@ -44,7 +46,7 @@ def bench_command(
             out=out, model=model, count=count, seed=seed, block_sizes=parse_block_sizes(block_size),
             threshold=threshold, max_steps=max_steps, max_tokens=max_tokens, time_limit=time_limit,
             workers=workers, device=device, think=think, mode=oracle or "agent", keep_workspaces=keep_workspaces,
-            grounding=parse_grounding(grounding),
+            grounding=parse_grounding(grounding), order=order, split=split,
         )  # fmt: skip
         summary = run_bench(cfg, log=lambda line: typer.echo(line, err=True))
     except model_error_types() as exc:

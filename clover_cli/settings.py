@@ -24,8 +24,9 @@ else:  # pragma: no cover
 # api_key) unless the user trusts repository configs (trust_repo_config = true). Decoding knobs
 # pass; limits pass only when lower; deny/ask rules are added to the user's, never replace them.
 REPO_SAFE_KEYS = frozenset({
-    "think", "temperature", "max_tokens", "block_size", "threshold", "tool_format", "live", "threads",
+    "think", "temperature", "max_tokens", "block_size", "threshold", "decode_order", "tool_format", "live", "threads",
 })
+DECODE_ORDERS = ("any", "left")  # model.generate.ORDERS (not imported: settings load without torch)
 REPO_LOWER_ONLY = frozenset({"max_steps", "time_limit", "token_limit", "command_timeout", "output_limit"})
 MERGED_LISTS = frozenset({"deny", "ask"})  # a repository's entries are added to the user's
 TOOL_FORMATS = ("auto", "native", "text")
@@ -51,6 +52,7 @@ class Settings:
     # Local Clover decoding.
     block_size: int = 32
     threshold: float = 0.9
+    decode_order: str = "any"  # which passing positions a round keeps: any, or the run from the left
     device: str | None = None
     threads: int = 0  # CPU threads for local decoding; 0: auto (1 for a small model, torch's default else)
     grounded: bool = True  # local decoding: paths, old_str and symbols limited to the workspace's own
@@ -106,6 +108,8 @@ class Settings:
             raise SettingsError(f"{source}: threads must be 0 (auto) or positive")
         if not 0.0 <= self.threshold <= 1.0:
             raise SettingsError(f"{source}: threshold must be between 0 and 1")
+        if self.decode_order not in DECODE_ORDERS:
+            raise SettingsError(f"{source}: decode_order must be one of {', '.join(DECODE_ORDERS)}")
 
 
 def _coerce(name: str, value: Any, current: Any, source: str) -> Any:

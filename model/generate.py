@@ -30,6 +30,7 @@ from clover.model.modeling import CloverForCausalLM
 from clover.model.repetition import RepetitionStop, is_runaway
 
 POLICIES = ("threshold", "margin", "entropy", "fixed-k")
+ORDERS = ("any", "left")
 
 
 @dataclass
@@ -40,6 +41,11 @@ class DecodeSettings:
     # entropy: entropy <= threshold. Each round accepts at least the single best position.
     threshold: float = 0.9
     k: int = 1  # fixed-k: positions accepted per round
+    # any: accept every masked position that passes, wherever it is in the block; left: only the
+    # run of passing positions from the leftmost masked one (a token is kept only when every
+    # token before it is known or kept with it), so a confident guess far right, made while its
+    # left context was still masked, cannot be committed early.
+    order: str = "any"
     temperature: float = 0.0  # 0: greedy
     top_p: float = 1.0
     top_k: int = 0
@@ -52,6 +58,8 @@ class DecodeSettings:
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise ValueError(f"unknown policy {self.policy!r}; expected one of {', '.join(POLICIES)}")
+        if self.order not in ORDERS:
+            raise ValueError(f"unknown order {self.order!r}; expected one of {', '.join(ORDERS)}")
         if self.block_size is not None and self.block_size < 1:
             raise ValueError("block_size must be >= 1")
         if self.temperature < 0 or not 0 < self.top_p <= 1 or self.k < 1:
@@ -115,8 +123,9 @@ def propose(logits: Tensor, s: DecodeSettings, gen: torch.Generator | None) -> t
     return tok, score
 
 
-def select(score: Tensor, masked: Tensor, s: DecodeSettings) -> Tensor:
-    """Which masked positions to accept this round [N, B]; at least one per sequence with masks."""
+def select(score: Tensor, masked: Tensor, s: DecodeSettings, held: Tensor | None = None) -> Tensor:
+    """Which masked positions to accept this round [N, B]; at least one per sequence with masks.
+    `held`: masked positions that may not be accepted this round (they end a left-order run)."""
     score = score.masked_fill(~masked, float("-inf"))
     if s.policy == "fixed-k":
         k = min(s.k, score.shape[-1])
@@ -124,6 +133,12 @@ def select(score: Tensor, masked: Tensor, s: DecodeSettings) -> Tensor:
     else:
         thr = -s.threshold if s.policy == "entropy" else s.threshold
         accept = score >= thr
+    if s.order == "left":
+        first = torch.zeros_like(masked).scatter(-1, masked.int().argmax(-1, keepdim=True), True) & masked
+        accept = accept & masked
+        unknown = masked | held if held is not None else masked
+        breaks = unknown & ~accept  # the first still-unknown position ends the run
+        return (accept & (breaks.int().cumsum(-1) == 0)) | first  # a forced first one ends it too
     best = torch.zeros_like(masked).scatter(-1, _leftmost_best(score), True)
     return (accept | best) & masked
 
@@ -221,7 +236,7 @@ def generate(
                 logits = model.denoise(block, cache)
             banned = ban if extra_ban is None else ban | extra_ban
             tok, score = propose(logits.masked_fill(banned, float("-inf")), s, gen)
-            accept = select(score, masked if frozen is None else masked & ~frozen, s)
+            accept = select(score, masked if frozen is None else masked & ~frozen, s, frozen)
             block = torch.where(accept, tok, block)
             if constraint is not None:
                 block, frozen, extra_ban = constraint(blk, block, open_, given)

@@ -166,3 +166,45 @@ def test_near_tied_scores_pick_the_leftmost_position():
     assert select(noisy, masked, s).tolist() == [[False, False, True, False]]
     clear = torch.tensor([[-4.8324, -4.831484, -4.830260, -4.820]])  # a real difference still wins
     assert select(clear, masked, s).tolist() == [[False, False, False, True]]
+
+
+def test_left_order_accepts_only_the_passing_run_from_the_leftmost_mask():
+    from clover.model.generate import select
+
+    masked = torch.tensor([[False, True, True, True, True, True]])
+    score = torch.tensor([[0.0, 0.95, 0.97, 0.5, 0.99, 0.99]])
+    anywhere = DecodeSettings(threshold=0.9)
+    left = DecodeSettings(threshold=0.9, order="left")
+    assert select(score, masked, anywhere).tolist() == [[False, True, True, False, True, True]]
+    assert select(score, masked, left).tolist() == [[False, True, True, False, False, False]]
+    # the leftmost mask is always taken (progress), even below the threshold
+    low = torch.tensor([[0.0, 0.2, 0.99, 0.99, 0.99, 0.99]])
+    assert select(low, masked, left).tolist() == [[False, True, False, False, False, False]]
+    # a position held back (frozen) by a constraint ends the run; the first free one still moves
+    held = torch.tensor([[False, False, True, False, False, False]])
+    free = masked & ~held
+    assert select(score, free, left, held).tolist() == [[False, True, False, False, False, False]]
+    held_first = torch.tensor([[False, True, False, False, False, False]])
+    assert select(score, masked & ~held_first, left, held_first).tolist() == [[False, False, True, False, False, False]]
+    with pytest.raises(ValueError, match="order"):
+        DecodeSettings(order="random")
+
+
+@pytest.mark.parametrize("threshold", [0.0, 0.02, 1.01])
+def test_left_order_reveals_each_block_left_to_right(model, threshold):
+    # every round's revealed positions extend the known prefix of the block: never a gap
+    s = DecodeSettings(block_size=8, threshold=threshold, order="left", max_new_tokens=16, stop_token_ids=[])
+    known_counts: list[int] = []
+
+    def on_round(ev):
+        row = ev.tokens[0]
+        known = [t is not None for t in row]
+        assert known == sorted(known, reverse=True)  # True... then False...
+        known_counts.append(sum(known))
+
+    res = generate(model, [PROMPTS[0]], s, on_round=on_round)
+    assert len(res.tokens[0]) == 16
+    if threshold == 0.0:  # everything passes: one round per block
+        assert res.stats["rounds_per_block"] == 1.0
+    if threshold > 1.0:  # nothing passes: one token per round, like AR
+        assert res.stats["rounds_per_block"] * res.stats["blocks"] == 16

@@ -183,6 +183,7 @@ class LocalCloverModel:
             block_size=s.block_size if self.config.block_size > 1 else 1,  # an AR checkpoint stays AR
             policy="threshold",
             threshold=s.threshold,
+            order=s.decode_order,
             temperature=s.temperature or 0.0,
             max_new_tokens=min(s.max_tokens, room),
             stop_token_ids=self.stop_ids,

@@ -59,6 +59,7 @@ class BenchConfig:
     split: str = "heldout"
     keep_workspaces: bool = False
     grounding: list[bool] = field(default_factory=lambda: [True])  # grounded tool values; [True, False]: both
+    order: str = "any"  # decode_order of the diffusion decoders
 
     def __post_init__(self) -> None:
         # Work trees are cloned and graded with other working directories: a relative --out
@@ -66,7 +67,7 @@ class BenchConfig:
         self.out = Path(self.out).absolute()
 
     def decoders(self) -> list[Decoder]:
-        return [Decoder(b, self.threshold, g) for g in self.grounding for b in self.block_sizes]
+        return [Decoder(b, self.threshold, g, self.order) for g in self.grounding for b in self.block_sizes]
 
     def settings(self, decoder: Decoder):
         """The agent's settings for one decoder: `clover fix --yes` with this block size."""
@@ -75,7 +76,7 @@ class BenchConfig:
         values = {
             "model": self.model, "mode": "yolo", "max_steps": self.max_steps, "max_tokens": self.max_tokens,
             "time_limit": self.time_limit, "block_size": decoder.block_size, "threshold": decoder.threshold,
-            "think": self.think, "device": self.device, "temperature": 0.0, "grounded": decoder.grounded,
+            "decode_order": decoder.order, "think": self.think, "device": self.device, "temperature": 0.0, "grounded": decoder.grounded,
             "checkpoints": False,  # undo snapshots would fill ~/.cache for throwaway clones
         }  # fmt: skip
         try:
@@ -95,6 +96,10 @@ class BenchConfig:
             raise BenchError("--block-size lists a block size twice")
         if not 0.0 <= self.threshold <= 1.0:
             raise BenchError("--threshold must be between 0 and 1")
+        if self.split not in ("heldout", "handwritten"):
+            raise BenchError("--split must be heldout or handwritten")
+        if self.order not in ("any", "left"):
+            raise BenchError("--order must be any or left")
         if not self.grounding or len(set(self.grounding)) != len(self.grounding):
             raise BenchError("--grounding takes on, off or on,off")
         for d in self.decoders():
@@ -279,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--block-size", default="32,1", help="comma-separated block sizes; 1 is the AR baseline")
     p.add_argument("--threshold", type=float, default=0.9, help="confidence threshold τ of the diffusion decoder")
+    p.add_argument("--order", choices=("any", "left"), default="any",
+                   help="which passing positions a diffusion round keeps: any, or the run from the left")
     p.add_argument("--max-steps", type=int, default=12)
     p.add_argument("--max-tokens", type=int, default=4096, help="generated tokens per assistant turn")
     p.add_argument("--time-limit", type=float, default=1800.0, help="seconds per task")
@@ -298,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
             block_sizes=parse_block_sizes(args.block_size), threshold=args.threshold, max_steps=args.max_steps,
             max_tokens=args.max_tokens, time_limit=args.time_limit, workers=args.workers, device=args.device,
             think=args.think, mode=args.oracle or "agent", keep_workspaces=args.keep_workspaces,
-            grounding=parse_grounding(args.grounding), split=args.split,
+            grounding=parse_grounding(args.grounding), split=args.split, order=args.order,
         )  # fmt: skip
         summary = run_bench(cfg)
     except model_error_types() as exc:

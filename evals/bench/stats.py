@@ -26,20 +26,25 @@ class Decoder:
     block_size: int
     threshold: float
     grounded: bool = True  # tool values grounded in the workspace (the `grounded` setting)
+    order: str = "any"  # the decode_order setting; B = 1 decodes the same either way
 
     @property
     def key(self) -> str:  # file-name safe
         key = "ar-b1" if self.block_size == 1 else f"diffusion-b{self.block_size}-t{self.threshold:g}"
+        if self.block_size > 1 and self.order != "any":
+            key += f"-{self.order}"
         return key if self.grounded else f"{key}-ungrounded"
 
     @property
     def name(self) -> str:
         name = "B=1 (AR)" if self.block_size == 1 else f"B={self.block_size} τ={self.threshold:g}"
+        if self.block_size > 1 and self.order != "any":
+            name += f" {self.order}"
         return name if self.grounded else f"{name} ungrounded"
 
     def describe(self) -> dict[str, Any]:
         return {"decoder": self.name, "decoder_key": self.key, "block_size": self.block_size,
-                "threshold": self.threshold, "grounded": self.grounded}  # fmt: skip
+                "threshold": self.threshold, "grounded": self.grounded, "order": self.order}  # fmt: skip
 
 
 def is_format_error(record: dict[str, Any]) -> bool:
