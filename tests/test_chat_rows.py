@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from clover.evals.synthfix.chat_rows import PROMPTS, generate, main
 
 
@@ -28,3 +30,38 @@ def test_cli_writes_jsonl(tmp_path):
     out = tmp_path / "chat.jsonl"
     assert main(["--out", str(out), "--count", "3"]) == 0
     assert [sorted(json.loads(ln)) for ln in out.read_text().splitlines()] == [["spans", "text"]] * 3
+
+
+def test_no_benchmark_prompt_is_taught():
+    from benchmarks.chat_prompts import PROMPTS as MEASURED
+
+    def norm(text: str) -> str:
+        return " ".join(text.lower().strip(" .!?").split())
+
+    assert not {norm(p) for _, p in PROMPTS} & {norm(p) for p in MEASURED}
+
+
+def test_repository_questions_are_answered_from_the_real_tool_output(tmp_path):
+    from clover.evals.synthfix import generate as synthfix
+    from clover.evals.synthfix.chat_tasks import generate as task_rows
+
+    rows = synthfix(tmp_path / "sf", "train", 4, seed=3)
+    records = task_rows(rows, 4, seed=0)
+    assert len(records) == 4
+    for record in records:
+        text, spans = record["text"], record["spans"]
+        assert text.startswith("<|im_start|>system\nYou are Clover, a coding agent working in the repository at")
+        assert len(spans) == 2  # the tool call and the answer; the tool's output is not a target
+        output = text.split("<tool_response>\n", 1)[1].split("</tool_response>", 1)[0]
+        answer = text[spans[1][0] : spans[1][1]].split("</think>\n\n", 1)[1]
+        assert "<tool_call>" not in answer
+        if "passed in" in output:  # the pytest summary line, as printed
+            summary = next(ln for ln in output.splitlines() if " passed" in ln)
+            assert summary.strip("= ") in answer
+        elif ": def " in output:  # outline: the path and lines it printed
+            assert output.split(":", 1)[0] in answer and output.split(":")[1].split(" ")[0] in answer
+        else:  # README or glob: a line of what was read
+            assert any(line.split("\t")[-1].strip("# ") in answer for line in output.splitlines() if line.strip())
+    heldout = synthfix(tmp_path / "ho", "heldout", 1, seed=0)
+    with pytest.raises(ValueError, match="train split"):
+        task_rows(heldout, 1, seed=0)

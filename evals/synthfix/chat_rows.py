@@ -23,14 +23,15 @@ from clover.evals.synthfix.oracle import render_trajectory
 from clover.prompts import BASE
 from clover.tools.registry import default_tools
 
-# (kind, prompt); kinds pick the opening of the answer
+# (kind, prompt); kinds pick the opening of the answer. None is one of benchmarks/chat_prompts.py's
+# ten prompts (tests/test_chat_rows.py checks): those measure the model, they are not taught to it.
 PROMPTS: list[tuple[str, str]] = [
-    ("greet", "hi"), ("greet", "hello"), ("greet", "Hello!"), ("greet", "hey there"), ("greet", "good morning"),
+    ("greet", "hello"), ("greet", "Hello!"), ("greet", "hey there"), ("greet", "good morning"),
     ("who", "who are you?"), ("who", "What are you?"), ("who", "what model is this"),
-    ("can", "what can you do?"), ("can", "help"), ("can", "What can you help me with?"),
+    ("can", "what are you able to do?"), ("can", "help"), ("can", "What can you help me with?"),
     ("can", "how do I use you?"),
     ("thanks", "thanks!"), ("thanks", "thank you"), ("thanks", "great, thanks"),
-    ("general", "What is the capital of France?"), ("general", "Explain quantum computing in simple terms."),
+    ("general", "What is the capital of Italy?"), ("general", "Explain quantum computing in simple terms."),
     ("general", "Write a poem about the sea."), ("general", "What's the weather like today?"),
     ("general", "Tell me a joke."), ("general", "Who won the world cup in 2018?"),
     ("general", "Summarize the plot of Hamlet."), ("general", "What is the meaning of life?"),

@@ -1,0 +1,174 @@
+"""Chat rows for small repository questions, answered with one real tool call.
+
+    python -m clover.evals.synthfix.chat_tasks --instances RUN/synth/instances.jsonl --out RUN/chat_tasks.jsonl
+
+`clover chat` users ask "where is X defined?", "run the tests", "what is this project?" as often as
+they report bugs. For each TRAINING-split SynthFix repository (read only, at its base commit) this
+picks one such question, runs the tool a careful agent would (outline, bash pytest, view README.md or
+glob) through the real tools, and writes the answer from that tool's real output: the definition's
+path and lines, the pytest summary line, the README's description, the files found. The system
+prompt is the `clover chat` one (clover_cli/prompts.py BASE). Rows are rendered {"text", "spans"}
+records like chat_rows.py's; only the assistant's turns are targets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from clover.core.protocols import tool_spec
+from clover.evals.synthfix.oracle import render_trajectory
+from clover.prompts import BASE
+from clover.tools.environment import LocalEnvironment
+from clover.tools.registry import default_tools, tools_by_name
+
+FIND = ["Where is `{name}` defined?", "where's {name}?", "Find the definition of {name}.",
+        "Which module has the {name} function?", "In which file is {name}?", "show me where {name} lives"]  # fmt: skip
+TESTS = ["run the test suite", "Do the tests pass?", "please run pytest", "Check that the tests pass.",
+         "can you run the tests for me?", "are the tests green?"]  # fmt: skip
+ABOUT = ["What is this project?", "Give me an overview of this repo.", "what's in this repository?",
+         "What is this code for?", "Describe this project briefly."]  # fmt: skip
+FILES = ["List the Python files.", "which files are in this project?", "Show me the source files.",
+         "What modules are there?"]  # fmt: skip
+
+THINK = {
+    "find": "The user wants the definition of `{name}`. outline finds it.",
+    "tests": "Run the tests with pytest and report the result.",
+    "about": "Read the README to see what the project is.",
+    "files": "List the Python files with glob.",
+}
+OFFER = [
+    "I can view a file, find a definition or run the tests.",
+    "If something is broken, describe the bug and I'll try to fix it.",
+    "",
+]
+
+_DEF = re.compile(r"^(?P<path>[^:\n]+):(?P<start>\d+)-(?P<end>\d+): (?P<sig>.+)$", re.M)
+_SUMMARY = re.compile(r"^=*\s*(\d+ (passed|failed).*?)\s*=*$", re.M)
+
+
+def _defined_names(repo: Path) -> list[str]:
+    names = []
+    for path in sorted(repo.rglob("*.py")):
+        if "tests" in path.relative_to(repo).parts:
+            continue
+        names += re.findall(r"^def ([a-z_][a-z0-9_]*)\(", path.read_text(encoding="utf-8"), re.M)
+    return names
+
+
+def plan(kind: str, repo: Path, rng: random.Random) -> tuple[str, str, dict[str, Any], dict[str, str]] | None:
+    """(prompt, tool, arguments, format fields) for one question about `repo`; None if it has no answer."""
+    if kind == "find":
+        names = _defined_names(repo)
+        if not names:
+            return None
+        name = rng.choice(names)
+        return rng.choice(FIND).format(name=name), "outline", {"symbol": name}, {"name": name}
+    if kind == "tests":
+        return rng.choice(TESTS), "bash", {"command": "python -m pytest -q --tb=short"}, {}
+    if kind == "about" and (repo / "README.md").is_file():
+        return rng.choice(ABOUT), "view", {"path": "README.md"}, {}
+    return rng.choice(FILES), "glob", {"pattern": "**/*.py"}, {}
+
+
+def answer(kind: str, output: str, fields: dict[str, str]) -> str | None:
+    """The reply, read off the tool's real output; None when the output is not what it should be."""
+    if kind == "find":
+        hit = _DEF.search(output)
+        if hit is None:
+            return None
+        return f"`{fields['name']}` is defined in {hit['path']}, lines {hit['start']}-{hit['end']}: `{hit['sig']}`."
+    if kind == "tests":
+        found = _SUMMARY.findall(output)
+        if not found:
+            return None
+        summary = found[-1][0]
+        verdict = "All tests pass" if "failed" not in summary and "error" not in summary else "Some tests fail"
+        return f"{verdict}: {summary}."
+    if kind == "about":
+        lines = [re.sub(r"^\s*\d+\t", "", ln) for ln in output.splitlines()]
+        title = next((ln[2:] for ln in lines if ln.startswith("# ")), "")
+        desc = next((ln for ln in lines if ln and not ln.startswith(("#", "-", "`"))), "")
+        return f"This is `{title}`: {desc}" if title and desc else None
+    files = [ln for ln in output.splitlines() if ln.endswith(".py") and not ln.endswith("__init__.py")]
+    if not files:
+        return None
+    src = [f for f in files if not f.startswith("tests/")]
+    tests = [f for f in files if f.startswith("tests/")]
+    text = "Source files: " + ", ".join(src) + "."
+    return text + (f" Tests: {', '.join(tests)}." if tests else "")
+
+
+def trajectory(repo: Path, kind: str, rng: random.Random, tools: list[dict[str, Any]]) -> dict[str, Any] | None:
+    planned = plan(kind, repo, rng)
+    if planned is None:
+        return None
+    prompt, tool, arguments, fields = planned
+    env = LocalEnvironment(str(repo), timeout=60, output_limit=4000)
+    result = tools_by_name()[tool].run(arguments, env)
+    reply = None if result.is_error else answer(kind, result.output, fields)
+    if reply is None:
+        return None
+    offer = rng.choice(OFFER)
+    call = {"id": "call_1_0", "type": "function", "function": {"name": tool, "arguments": json.dumps(arguments)}}
+    return {
+        "instance_id": f"chat-task-{kind}",
+        "messages": [
+            {"role": "system", "content": BASE.format(root=env.root)},
+            {"role": "user", "content": prompt},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_1_0", "name": tool, "content": result.output},
+            {"role": "assistant", "content": f"{reply} {offer}".strip()},
+        ],
+        "thinking": [THINK[kind].format(**fields), "I have the answer."],
+        "tools": tools,
+    }
+
+
+def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compact") -> list[dict[str, str]]:
+    """Up to `count` rendered records, one per repository, the kinds taken in turn."""
+    rng = random.Random(seed)
+    tools = [tool_spec(t) for t in default_tools()]
+    kinds = ["find", "tests", "about", "files"]
+    out: list[dict[str, Any]] = []
+    for i, row in enumerate(rows):
+        if len(out) >= count:
+            break
+        if row.get("split") != "train":
+            raise ValueError(f"{row.get('instance_id')}: chat task rows come from the train split only")
+        traj = trajectory(Path(row["repo"]), kinds[i % len(kinds)], rng, tools)
+        if traj is not None:
+            text, spans = render_trajectory(traj, 0, tool_prompt)
+            out.append({"text": text, "spans": spans})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m clover.evals.synthfix.chat_tasks", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--instances", type=Path, required=True, help="train-split instances.jsonl")
+    parser.add_argument("--out", type=Path, required=True, help="JSONL of rendered rows to write")
+    parser.add_argument("--count", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tool-prompt", choices=["full", "compact"], default="compact")
+    args = parser.parse_args(argv)
+    if args.count < 1:
+        parser.error("--count must be >= 1")
+    try:
+        rows = [json.loads(line) for line in args.instances.read_text(encoding="utf-8").splitlines() if line.strip()]
+        records = generate(rows, args.count, args.seed, args.tool_prompt)
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"clover: {exc}", file=sys.stderr)
+        return 1
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    print(f"wrote {len(records)} chat task rows to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
