@@ -129,12 +129,13 @@ class ToolCallGrammar:
         # turn everything before it (calls included) into thinking, a second `<think>` would
         # bring the first think block's text back into the answer. In thinking: a call or a turn
         # marker would be swallowed by the think block. An open call cannot end the turn, nor hide
-        # itself inside a think block. Text that looks like markup is spelt with ordinary tokens.
+        # itself inside a think block, and a turn cannot end inside its thinking (it would have
+        # neither an answer nor a call). Text that looks like markup is spelt with ordinary tokens.
         names = [*SPECIAL_TOKENS, FUNC_OPEN, FUNC_CLOSE, PARAM_OPEN, PARAM_CLOSE]
         markup = {i for m in names if (i := tokenizer.token_id(m)) is not None} - set(stop_ids)
         text_banned = markup - {self.call_open, self.think_open}
         thought_banned = text_banned | ({self.think_open} if self.think_open is not None else set())
-        self.think_banned = markup - {self.think_close}
+        self.think_banned = (markup - {self.think_close}) | set(stop_ids)
         self.value_banned = set(stop_ids) | (markup - {self.param_close})
         self.text_banned = text_banned
         self.schemas = tool_schemas(tools)
