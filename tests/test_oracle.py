@@ -115,6 +115,15 @@ def test_oracle_solves_a_plain_prose_instance_without_a_reproduction(tmp_path) -
     assert msgs[-1]["role"] == "assistant" and not msgs[-1].get("tool_calls")
 
 
+def test_repro_command_puts_a_src_package_on_the_path() -> None:
+    from clover.evals.synthfix.oracle import repro_command
+
+    issue = "```python\nfrom p.m import f\nprint(f(1))\n```"
+    assert repro_command(issue, "p/m.py") == "python - <<'EOF'\nfrom p.m import f\nprint(f(1))\nEOF"
+    assert repro_command(issue, "src/p/m.py").startswith("PYTHONPATH=src python - <<'EOF'\n")
+    assert repro_command("no example", "src/p/m.py") is None
+
+
 def test_repro_script_from_the_issue_example() -> None:
     plain = "Bug.\n\n```python\nfrom p.m import f\n\nresult = f(2)\nprint(result)  # 3\n```\n\nWant 4."
     assert repro_script(plain) == "from p.m import f\n\nresult = f(2)\nprint(result)  # 3"

@@ -136,7 +136,10 @@ def test_heldout_differs_from_train_in_identifiers_and_layout(train_rows, heldou
     assert not set().union(*(t[1] for t in train)) & set().union(*(h[1] for h in held))
     assert not {t[2] for t in train} & {h[2] for h in held}
     assert all((Path(r["repo"]) / "src").is_dir() for r in heldout_rows)
-    assert not any((Path(r["repo"]) / "src").exists() for r in train_rows)
+    # training has src/ layouts too, but never held-out's shapes: a src/ package without a
+    # subpackage, tests under tests/unit
+    assert all(lay.sub and lay.tests_dir == "tests" for lay in LAYOUTS["train"])
+    assert any(not lay.sub or lay.tests_dir != "tests" for lay in LAYOUTS["heldout"])
     # The spelling pools themselves are disjoint, so this holds for any count and seed.
     for tpl in all_templates():
         for pool in [tpl.module_names, *tpl.idents.values()]:

@@ -208,9 +208,14 @@ def repro_script(statement: str) -> str | None:
     return "\n".join(lines)
 
 
-def repro_command(statement: str) -> str | None:
+def repro_command(statement: str, module_path: str = "") -> str | None:
+    """The issue's example run through python; a src/ package is put on PYTHONPATH (it is not
+    installed, so a plain `python` would not find it)."""
     script = repro_script(statement)
-    return None if script is None else f"python - <<'EOF'\n{script}\nEOF"
+    if script is None:
+        return None
+    python = "PYTHONPATH=src python" if module_path.startswith("src/") else "python"
+    return f"{python} - <<'EOF'\n{script}\nEOF"
 
 
 def plan_steps(row: dict, repo: Path, rng: random.Random) -> list[Step]:
@@ -231,7 +236,7 @@ def plan_steps(row: dict, repo: Path, rng: random.Random) -> list[Step]:
     fmt = {"name": name, "path": path, "start": def_start, "end": def_end}
     # outline, not grep: its hit shows the definition's line range, which the view step then reads
     look_step = Step(rng.choice(_LOOK).format(**fmt), "outline", {"symbol": name})
-    repro = repro_command(statement)
+    repro = repro_command(statement, path)
     if repro is None:  # a plain-prose report: read the code, fix it, run the tests
         return _steps_without_example(look_step, path, fmt, first, edits, rng)
     old, new = edits[0]

@@ -10,7 +10,9 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class Layout:
-    """Where the package and its tests live. Train and held-out splits use different layouts."""
+    """Where the package and its tests live. Train and held-out splits use different layouts: both
+    have src/ ones (a user's repo may), but only held-out has a src/ package without a subpackage
+    and tests under tests/unit."""
 
     name: str
     src: bool  # package under src/ (else at the repo root)
@@ -40,6 +42,8 @@ LAYOUTS: dict[str, tuple[Layout, ...]] = {
         Layout("flat", src=False, sub="", tests_dir="tests"),
         Layout("flat_common", src=False, sub="common", tests_dir="tests"),
         Layout("flat_helpers", src=False, sub="helpers", tests_dir="tests"),
+        Layout("src_util", src=True, sub="util", tests_dir="tests"),
+        Layout("src_base", src=True, sub="base", tests_dir="tests"),
     ),
     "heldout": (
         Layout("src", src=True, sub="", tests_dir="tests"),
