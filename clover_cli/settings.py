@@ -26,7 +26,7 @@ else:  # pragma: no cover
 REPO_SAFE_KEYS = frozenset({
     "think", "temperature", "max_tokens", "block_size", "threshold", "decode_order", "tool_format", "live", "threads",
 })
-DECODE_ORDERS = ("any", "left")  # model.generate.ORDERS (not imported: settings load without torch)
+DECODE_ORDERS = ("auto", "any", "left")  # model.generate.ORDERS (not imported: settings load without torch)
 REPO_LOWER_ONLY = frozenset({"max_steps", "time_limit", "token_limit", "command_timeout", "output_limit"})
 MERGED_LISTS = frozenset({"deny", "ask"})  # a repository's entries are added to the user's
 TOOL_FORMATS = ("auto", "native", "text")
@@ -50,9 +50,10 @@ class Settings:
     request_timeout: float = 600.0
     context_window: int = 0  # tokens, for an OpenAI-compatible server; 0: what its /v1/models says
     # Local Clover decoding.
-    block_size: int = 32
+    block_size: int = 0  # 0: the checkpoint's own (config.json block_size, the one it scores best with)
     threshold: float = 0.9
-    decode_order: str = "any"  # which passing positions a round keeps: any, or the run from the left
+    decode_order: str = "auto"  # which passing positions a round keeps: any, the run from the left, or
+    # auto: the checkpoint's own (config.json decode_order)
     device: str | None = None
     threads: int = 0  # CPU threads for local decoding; 0: auto (1 for a small model, torch's default else)
     grounded: bool = True  # local decoding: paths, old_str and symbols limited to the workspace's own
@@ -98,9 +99,11 @@ class Settings:
             raise SettingsError(f"{source}: mode must be one of {', '.join(MODES)}, not {self.mode!r}")
         if self.tool_format not in TOOL_FORMATS:
             raise SettingsError(f"{source}: tool_format must be one of {', '.join(TOOL_FORMATS)}")
-        for name in ("max_steps", "max_tokens", "token_limit", "block_size", "output_limit"):
+        for name in ("max_steps", "max_tokens", "token_limit", "output_limit"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{source}: {name} must be positive")
+        if self.block_size < 0:
+            raise SettingsError(f"{source}: block_size must be 0 (the model's own) or positive")
         for name in ("time_limit", "command_timeout", "request_timeout"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{source}: {name} must be positive")

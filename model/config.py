@@ -61,8 +61,10 @@ class CloverConfig:
     max_position_embeddings: int = 131072
     initializer_range: float = 0.02
     torch_dtype: str = "bfloat16"
-    # block diffusion
+    # block diffusion: block_size is also the decoder's default block size, and decode_order its
+    # default acceptance order (model/generate.py ORDERS) — the ones the checkpoint scores best with
     block_size: int = 32
+    decode_order: str = "any"
     mask_token_id: int = 248319
     eos_token_ids: list[int] = field(default_factory=list)
     pad_token_id: int | None = None
@@ -88,6 +90,8 @@ class CloverConfig:
             raise ValueError("linear_num_value_heads must be a multiple of linear_num_key_heads")
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")
+        if self.decode_order not in ("any", "left"):
+            raise ValueError(f"decode_order must be any or left, not {self.decode_order!r}")
         if not 0 <= self.mask_token_id < self.vocab_size:
             raise ValueError(f"mask_token_id {self.mask_token_id} outside the vocabulary ({self.vocab_size})")
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import Tensor
@@ -45,7 +45,7 @@ class DecodeSettings:
     # run of passing positions from the leftmost masked one (a token is kept only when every
     # token before it is known or kept with it), so a confident guess far right, made while its
     # left context was still masked, cannot be committed early.
-    order: str = "any"
+    order: str | None = None  # None: the model config's decode_order
     temperature: float = 0.0  # 0: greedy
     top_p: float = 1.0
     top_k: int = 0
@@ -58,7 +58,7 @@ class DecodeSettings:
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise ValueError(f"unknown policy {self.policy!r}; expected one of {', '.join(POLICIES)}")
-        if self.order not in ORDERS:
+        if self.order is not None and self.order not in ORDERS:
             raise ValueError(f"unknown order {self.order!r}; expected one of {', '.join(ORDERS)}")
         if self.block_size is not None and self.block_size < 1:
             raise ValueError("block_size must be >= 1")
@@ -180,6 +180,8 @@ def generate(
     if not prompts or any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token")
     n, b, mask_id = len(prompts), s.block_size or cfg.block_size, cfg.mask_token_id
+    if s.order is None:
+        s = replace(s, order=getattr(cfg, "decode_order", "any"))
     stops = set(cfg.eos_token_ids if s.stop_token_ids is None else s.stop_token_ids)
     dev = model.lm_head.weight.device
     gen = torch.Generator(device=dev).manual_seed(s.seed) if s.seed is not None else None

@@ -180,10 +180,10 @@ class LocalCloverModel:
                 f"the prompt has {len(ids)} tokens, more than the {self.context_window}-token context of {self.name}"
             )
         decode = DecodeSettings(
-            block_size=s.block_size if self.config.block_size > 1 else 1,  # an AR checkpoint stays AR
+            block_size=(s.block_size or self.config.block_size) if self.config.block_size > 1 else 1,  # AR stays AR
             policy="threshold",
             threshold=s.threshold,
-            order=s.decode_order,
+            order=None if s.decode_order == "auto" else s.decode_order,  # None: the checkpoint's
             temperature=s.temperature or 0.0,
             max_new_tokens=min(s.max_tokens, room),
             stop_token_ids=self.stop_ids,

@@ -46,7 +46,7 @@ class BenchConfig:
     model: str = "embedded"
     count: int = 20
     seed: int = 0
-    block_sizes: list[int] = field(default_factory=lambda: [32, 1])
+    block_sizes: list[int] = field(default_factory=lambda: [0, 1])  # 0: the checkpoint's own
     threshold: float = 0.9
     max_steps: int = 12
     max_tokens: int = 4096  # per assistant turn
@@ -59,7 +59,7 @@ class BenchConfig:
     split: str = "heldout"
     keep_workspaces: bool = False
     grounding: list[bool] = field(default_factory=lambda: [True])  # grounded tool values; [True, False]: both
-    order: str = "any"  # decode_order of the diffusion decoders
+    order: str = "auto"  # decode_order of the diffusion decoders; auto: the checkpoint's own
 
     def __post_init__(self) -> None:
         # Work trees are cloned and graded with other working directories: a relative --out
@@ -98,8 +98,8 @@ class BenchConfig:
             raise BenchError("--threshold must be between 0 and 1")
         if self.split not in ("heldout", "handwritten"):
             raise BenchError("--split must be heldout or handwritten")
-        if self.order not in ("any", "left"):
-            raise BenchError("--order must be any or left")
+        if self.order not in ("auto", "any", "left"):
+            raise BenchError("--order must be auto, any or left")
         if not self.grounding or len(set(self.grounding)) != len(self.grounding):
             raise BenchError("--grounding takes on, off or on,off")
         for d in self.decoders():
@@ -207,6 +207,7 @@ def run_bench(cfg: BenchConfig, model: Any = None, log=print) -> dict[str, Any]:
     """Generate the instances, run every job, write the per-task files and the summary; returns it."""
     from clover.evals.synthfix import generate, write_jsonl
 
+    resolve_model_defaults(cfg)
     cfg.validate()
     started = time.perf_counter()
     runner = TaskRunner(cfg, model)
@@ -256,10 +257,32 @@ def run_bench(cfg: BenchConfig, model: Any = None, log=print) -> dict[str, Any]:
 
 
 def parse_block_sizes(text: str) -> list[int]:
-    try:
-        return [int(x) for x in text.replace(" ", "").split(",") if x]
-    except ValueError:
-        raise BenchError(f"--block-size takes integers like 32,1, not {text!r}") from None
+    """`model,1` -> [0, 1]: 0 stands for the checkpoint's own block size (resolve_model_defaults)."""
+    parts = [x for x in text.replace(" ", "").split(",") if x]
+    sizes = [0 if x == "model" else int(x) if x.isdigit() and int(x) >= 1 else -1 for x in parts]
+    if not sizes or -1 in sizes:
+        raise BenchError(f"--block-size takes block sizes >= 1 or `model`, like model,1 or 32,1, not {text!r}")
+    return sizes
+
+
+def resolve_model_defaults(cfg: BenchConfig) -> None:
+    """Block size 0 and order `auto` become the checkpoint's own (its config.json block_size and
+    decode_order: what `clover fix` decodes with by default), so every row names what it ran."""
+    if 0 not in cfg.block_sizes and cfg.order != "auto":
+        return
+    block, order = 32, "any"  # a scripted model: the settings' fallbacks
+    if cfg.mode == "agent" and not cfg.model.startswith("scripted:"):
+        from clover.backends.local import checkpoint_dir
+        from clover.core.protocols import ModelError
+
+        try:
+            raw = json.loads((checkpoint_dir(cfg.model) / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError, ModelError) as exc:
+            raise BenchError(f"cannot read the checkpoint's config.json: {exc}") from None
+        block, order = int(raw.get("block_size", 32)), str(raw.get("decode_order", "any"))
+    cfg.block_sizes = [b or block for b in cfg.block_sizes]
+    if cfg.order == "auto":
+        cfg.order = order
 
 
 def parse_grounding(text: str) -> list[bool]:
@@ -282,10 +305,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default="embedded", help="checkpoint directory (default: the embedded Clover)")
     p.add_argument("--count", type=int, default=20, help="held-out instances")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--block-size", default="32,1", help="comma-separated block sizes; 1 is the AR baseline")
+    p.add_argument("--block-size", default="model,1",
+                   help="comma-separated block sizes; 1 is the AR baseline, `model` the checkpoint's own")
     p.add_argument("--threshold", type=float, default=0.9, help="confidence threshold τ of the diffusion decoder")
-    p.add_argument("--order", choices=("any", "left"), default="any",
-                   help="which passing positions a diffusion round keeps: any, or the run from the left")
+    p.add_argument("--order", choices=("auto", "any", "left"), default="auto",
+                   help="which passing positions a diffusion round keeps: any, the run from the left, or auto (the checkpoint's own)")
     p.add_argument("--max-steps", type=int, default=12)
     p.add_argument("--max-tokens", type=int, default=4096, help="generated tokens per assistant turn")
     p.add_argument("--time-limit", type=float, default=1800.0, help="seconds per task")

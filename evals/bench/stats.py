@@ -31,14 +31,14 @@ class Decoder:
     @property
     def key(self) -> str:  # file-name safe
         key = "ar-b1" if self.block_size == 1 else f"diffusion-b{self.block_size}-t{self.threshold:g}"
-        if self.block_size > 1 and self.order != "any":
+        if self.block_size > 1 and self.order == "left":
             key += f"-{self.order}"
         return key if self.grounded else f"{key}-ungrounded"
 
     @property
     def name(self) -> str:
         name = "B=1 (AR)" if self.block_size == 1 else f"B={self.block_size} τ={self.threshold:g}"
-        if self.block_size > 1 and self.order != "any":
+        if self.block_size > 1 and self.order == "left":
             name += f" {self.order}"
         return name if self.grounded else f"{name} ungrounded"
 
