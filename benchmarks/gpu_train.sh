@@ -22,7 +22,7 @@ ORACLE_S="${ORACLE_S:-240}"
 TRAIN_MIN="${TRAIN_MIN:-5}"
 BATCH="${BATCH:-16}"
 LR="${LR:-1e-3}"
-BLOCK_WEIGHTS="${BLOCK_WEIGHTS:-0.40,0.05,0.15,0.15,0.10,0.15}"
+BLOCK_WEIGHTS="${BLOCK_WEIGHTS:-0.25,0.05,0.10,0.25,0.20,0.15}"
 BENCH_COUNT="${BENCH_COUNT:-40}"
 DEVICE="${DEVICE:-cuda}"
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
@@ -36,7 +36,7 @@ mkdir -p "$OUTDIR"
     || { echo "cannot import or install clover"; exit 1; }
 
   echo "== data: $N_TRAIN train instances, oracle with $WORKERS workers for at most ${ORACLE_S}s ($(date -u +%H:%M:%S))"
-  $PY -m clover.evals.synthfix --split train --count "$N_TRAIN" --seed 7 --out "$OUTDIR/synth" || exit 1
+  $PY -m clover.evals.synthfix --split train --count "$N_TRAIN" --seed 7 --prose-fraction 0.5 --out "$OUTDIR/synth" || exit 1
   # the oracle writes one flushed line per trajectory: a time cap keeps what it has solved
   timeout "$ORACLE_S" $PY -m clover.evals.synthfix.oracle --instances "$OUTDIR/synth/instances.jsonl" \
     --out "$OUTDIR/oracle_raw.jsonl" --workers "$WORKERS" --seed 7 2> "$OUTDIR/oracle.err"
@@ -53,9 +53,11 @@ open(sys.argv[2], "w", encoding="utf-8").writelines(good)
 print(f"{len(good)} oracle trajectories")
 EOF
   $PY -m clover.evals.synthfix.chat_rows --out "$OUTDIR/chat.jsonl" --count 200 --seed 7 || exit 1
+  $PY -m clover.evals.synthfix.chat_tasks --instances "$OUTDIR/synth/instances.jsonl" --out "$OUTDIR/chat_tasks.jsonl" \
+    --count 400 --seed 7 || exit 1
   $PY -m clover.evals.synthfix.dataset --tokenizer model/weights/tokenizer.json \
-    --trajectories "$OUTDIR/oracle.jsonl" "$OUTDIR/chat.jsonl" --out "$OUTDIR/packed" --seq 1280 --align end \
-    --code-fraction 0 --tool-prompt compact --renamed-copies 4 --copy-fraction 0.15 --seed 7 || exit 1
+    --trajectories "$OUTDIR/oracle.jsonl" "$OUTDIR/chat.jsonl" "$OUTDIR/chat_tasks.jsonl" --out "$OUTDIR/packed" --seq 1280 --align end \
+    --code-fraction 0 --tool-prompt compact --renamed-copies 3 --copy-fraction 0.10 --seed 7 || exit 1
 
   echo "== train on $DEVICE for ${TRAIN_MIN} min ($(date -u +%H:%M:%S))"
   $PY -m clover.model.train --device "$DEVICE" --config model/weights/config.json --data "$OUTDIR/packed" \
@@ -69,10 +71,10 @@ EOF
     for model in model/weights "$OUTDIR/weights"; do
       tag=$([ "$model" = model/weights ] && echo shipped || echo new)
       echo "== held-out SynthFix, $tag ($(date -u +%H:%M:%S))"
-      timeout 200 $PY -m clover.evals.bench --model "$model" --count "$BENCH_COUNT" --block-size 1,8,32 \
+      timeout 200 $PY -m clover.evals.bench --model "$model" --count "$BENCH_COUNT" --block-size 1,8,16,32 --order left \
         --max-steps 10 --max-tokens 256 --time-limit 120 --workers "$WORKERS" --device cpu --out "$OUTDIR/bench-$tag"
       echo "== hand-written set, $tag ($(date -u +%H:%M:%S))"
-      timeout 120 $PY -m clover.evals.bench --split handwritten --model "$model" --count 22 --block-size 1,32 \
+      timeout 120 $PY -m clover.evals.bench --split handwritten --model "$model" --count 22 --block-size 1,8,16 --order left \
         --max-steps 10 --max-tokens 256 --time-limit 100 --workers "$WORKERS" --device cpu --out "$OUTDIR/hw-$tag"
     done
     rm -rf "$OUTDIR"/bench-*/instances "$OUTDIR"/hw-*/instances
