@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from clover.core.protocols import MODES
+from clover.model.config import DECODE_ORDERS as MODEL_DECODE_ORDERS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -26,7 +27,7 @@ else:  # pragma: no cover
 REPO_SAFE_KEYS = frozenset({
     "think", "temperature", "max_tokens", "block_size", "threshold", "decode_order", "tool_format", "live", "threads",
 })
-DECODE_ORDERS = ("auto", "any", "left")  # model.generate.ORDERS (not imported: settings load without torch)
+DECODE_ORDERS = ("auto", *MODEL_DECODE_ORDERS)  # auto: the checkpoint's own
 REPO_LOWER_ONLY = frozenset({"max_steps", "time_limit", "token_limit", "command_timeout", "output_limit"})
 MERGED_LISTS = frozenset({"deny", "ask"})  # a repository's entries are added to the user's
 TOOL_FORMATS = ("auto", "native", "text")

@@ -23,6 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# How a diffusion round keeps tokens (model/generate.py select): every confident position, or only
+# the run of confident positions from the leftmost masked one.
+DECODE_ORDERS = ("any", "left")
+
 FULL_ATTENTION = "full_attention"
 LINEAR_ATTENTION = "linear_attention"
 # keys that describe the whole saved checkpoint: the outer config wins over its text_config
@@ -90,8 +94,8 @@ class CloverConfig:
             raise ValueError("linear_num_value_heads must be a multiple of linear_num_key_heads")
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")
-        if self.decode_order not in ("any", "left"):
-            raise ValueError(f"decode_order must be any or left, not {self.decode_order!r}")
+        if self.decode_order not in DECODE_ORDERS:
+            raise ValueError(f"decode_order must be one of {', '.join(DECODE_ORDERS)}, not {self.decode_order!r}")
         if not 0 <= self.mask_token_id < self.vocab_size:
             raise ValueError(f"mask_token_id {self.mask_token_id} outside the vocabulary ({self.vocab_size})")
 

@@ -26,11 +26,12 @@ import torch
 from torch import Tensor
 
 from clover.model.cache import CacheSnapshot, CloverCache
+from clover.model.config import DECODE_ORDERS
 from clover.model.modeling import CloverForCausalLM
 from clover.model.repetition import RepetitionStop, is_runaway
 
 POLICIES = ("threshold", "margin", "entropy", "fixed-k")
-ORDERS = ("any", "left")
+ORDERS = DECODE_ORDERS
 
 
 @dataclass

@@ -32,6 +32,8 @@ from typing import Any
 
 from clover.evals.bench.stats import Decoder, print_report, summarize, trajectory_stats, write_markdown
 from clover.evals.grading import fresh_clone, grade  # one grader core (also SynthFix, SWE-bench)
+from clover.model.config import CloverConfig
+from clover.settings import DECODE_ORDERS
 
 MODES = ("agent", "gold", "empty")
 
@@ -98,8 +100,8 @@ class BenchConfig:
             raise BenchError("--threshold must be between 0 and 1")
         if self.split not in ("heldout", "handwritten"):
             raise BenchError("--split must be heldout or handwritten")
-        if self.order not in ("auto", "any", "left"):
-            raise BenchError("--order must be auto, any or left")
+        if self.order not in DECODE_ORDERS:
+            raise BenchError(f"--order must be one of {', '.join(DECODE_ORDERS)}")
         if not self.grounding or len(set(self.grounding)) != len(self.grounding):
             raise BenchError("--grounding takes on, off or on,off")
         for d in self.decoders():
@@ -270,16 +272,16 @@ def resolve_model_defaults(cfg: BenchConfig) -> None:
     decode_order: what `clover fix` decodes with by default), so every row names what it ran."""
     if 0 not in cfg.block_sizes and cfg.order != "auto":
         return
-    block, order = 32, "any"  # a scripted model: the settings' fallbacks
+    model_config = CloverConfig()  # a scripted model: the config's defaults
     if cfg.mode == "agent" and not cfg.model.startswith("scripted:"):
         from clover.backends.local import checkpoint_dir
         from clover.core.protocols import ModelError
 
-        try:
-            raw = json.loads((checkpoint_dir(cfg.model) / "config.json").read_text(encoding="utf-8"))
+        try:  # as the loader reads it (an autoregressive Hugging Face checkpoint has block size 1)
+            model_config = CloverConfig.load(checkpoint_dir(cfg.model) / "config.json")
         except (OSError, ValueError, ModelError) as exc:
             raise BenchError(f"cannot read the checkpoint's config.json: {exc}") from None
-        block, order = int(raw.get("block_size", 32)), str(raw.get("decode_order", "any"))
+    block, order = model_config.block_size, model_config.decode_order
     cfg.block_sizes = [b or block for b in cfg.block_sizes]
     if cfg.order == "auto":
         cfg.order = order
@@ -308,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--block-size", default="model,1",
                    help="comma-separated block sizes; 1 is the AR baseline, `model` the checkpoint's own")
     p.add_argument("--threshold", type=float, default=0.9, help="confidence threshold τ of the diffusion decoder")
-    p.add_argument("--order", choices=("auto", "any", "left"), default="auto",
+    p.add_argument("--order", choices=("auto", *DECODE_ORDERS), default="auto",
                    help="which passing positions a diffusion round keeps: any, the run from the left, or auto (the checkpoint's own)")
     p.add_argument("--max-steps", type=int, default=12)
     p.add_argument("--max-tokens", type=int, default=4096, help="generated tokens per assistant turn")

@@ -12,13 +12,13 @@ templated from the lists below, so the set is small and varied, not a general ch
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 from pathlib import Path
 from typing import Any
 
 from clover.core.protocols import tool_spec
+from clover.evals.synthfix.generator import write_jsonl
 from clover.evals.synthfix.oracle import render_trajectory
 from clover.prompts import BASE
 from clover.tools.registry import default_tools
@@ -136,8 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.count < 1:
         parser.error("--count must be >= 1")
     rows = generate(args.count, args.seed, args.tool_prompt)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    write_jsonl(rows, args.out)
     print(f"wrote {len(rows)} chat rows to {args.out}")
     return 0
 

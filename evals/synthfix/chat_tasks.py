@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from clover.core.protocols import tool_spec
+from clover.evals.synthfix.generator import write_jsonl
 from clover.evals.synthfix.oracle import render_trajectory
 from clover.prompts import BASE
 from clover.tools.environment import LocalEnvironment
@@ -161,11 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rows = [json.loads(line) for line in args.instances.read_text(encoding="utf-8").splitlines() if line.strip()]
         records = generate(rows, args.count, args.seed, args.tool_prompt)
+        write_jsonl(records, args.out)
     except (OSError, ValueError, KeyError) as exc:
         print(f"clover: {exc}", file=sys.stderr)
         return 1
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
     print(f"wrote {len(records)} chat task rows to {args.out}")
     return 0
 

@@ -236,41 +236,24 @@ def plan_steps(row: dict, repo: Path, rng: random.Random) -> list[Step]:
     fmt = {"name": name, "path": path, "start": def_start, "end": def_end}
     # outline, not grep: its hit shows the definition's line range, which the view step then reads
     look_step = Step(rng.choice(_LOOK).format(**fmt), "outline", {"symbol": name})
-    repro = repro_command(statement, path)
-    if repro is None:  # a plain-prose report: read the code, fix it, run the tests
-        return _steps_without_example(look_step, path, fmt, first, edits, rng)
-    old, new = edits[0]
+    repro = repro_command(statement, path)  # None: a plain-prose report, nothing to run
     removed = "\n".join(t for tag, t in first if tag == "-")
     added = "\n".join(t for tag, t in first if tag == "+")
     efmt = {**fmt, "old": _short(removed), "new": _short(added)}
-    edit_think = rng.choice(_EDIT if removed.strip() else _EDIT_ADD).format(**efmt)
-    steps = [
-        look_step,
-        Step(rng.choice(_REPRO).format(**fmt), "bash", {"command": repro}),
-        Step(rng.choice(_VIEW).format(**fmt), "view", {"path": path, "view_range": [def_start, def_end]}),
-        Step(edit_think, "str_replace", {"path": path, "old_str": old, "new_str": new}),
-    ]
-    for old, new in edits[1:]:
-        steps.append(Step("Also fix the next spot.", "str_replace", {"path": path, "old_str": old, "new_str": new}))
-    steps.append(Step(rng.choice(_RECHECK), "bash", {"command": repro}))
-    steps.append(Step(rng.choice(_TEST), "bash", {"command": "python -m pytest -q --tb=short"}))
-    answer = rng.choice(_ANSWER if removed.strip() else _ANSWER_ADD).format(**efmt)
-    steps.append(Step(rng.choice(_DONE_THINK), None, answer=answer))
-    return steps
-
-
-def _steps_without_example(look_step: Step, path: str, fmt: dict, first: list, edits: list, rng: random.Random) -> list[Step]:
-    """outline -> view -> edit -> tests -> answer, for an issue with nothing runnable to reproduce."""
-    removed = "\n".join(t for tag, t in first if tag == "-")
-    added = "\n".join(t for tag, t in first if tag == "+")
-    efmt = {**fmt, "old": _short(removed), "new": _short(added)}
-    steps = [
-        look_step,
-        Step(rng.choice(_VIEW_PROSE).format(**fmt), "view", {"path": path, "view_range": [fmt["start"], fmt["end"]]}),
-    ]
+    view = {"path": path, "view_range": [def_start, def_end]}
+    steps = [look_step]
+    if repro is not None:  # the random draws keep their order of before (the seeded data stays the same)
+        edit_think = rng.choice(_EDIT if removed.strip() else _EDIT_ADD).format(**efmt)
+        steps.append(Step(rng.choice(_REPRO).format(**fmt), "bash", {"command": repro}))
+        steps.append(Step(rng.choice(_VIEW).format(**fmt), "view", view))
+    else:
+        steps.append(Step(rng.choice(_VIEW_PROSE).format(**fmt), "view", view))
+        edit_think = rng.choice(_EDIT if removed.strip() else _EDIT_ADD).format(**efmt)
     for k, (old, new) in enumerate(edits):
-        think = rng.choice(_EDIT if removed.strip() else _EDIT_ADD).format(**efmt) if k == 0 else "Also fix the next spot."
+        think = edit_think if k == 0 else "Also fix the next spot."
         steps.append(Step(think, "str_replace", {"path": path, "old_str": old, "new_str": new}))
+    if repro is not None:
+        steps.append(Step(rng.choice(_RECHECK), "bash", {"command": repro}))
     steps.append(Step(rng.choice(_TEST), "bash", {"command": "python -m pytest -q --tb=short"}))
     answer = rng.choice(_ANSWER if removed.strip() else _ANSWER_ADD).format(**efmt)
     steps.append(Step(rng.choice(_DONE_THINK), None, answer=answer))
