@@ -41,7 +41,7 @@ def _tree(repo: str | Path) -> dict[str, bytes]:
 @pytest.fixture(scope="module")
 def train_rows(tmp_path_factory) -> list[dict]:
     # One instance per family: the family is chosen round robin from the index.
-    return generate(tmp_path_factory.mktemp("train"), "train", len(families.FAMILIES), seed=0)
+    return generate(tmp_path_factory.mktemp("train"), "train", len(families.TRAIN_FAMILIES), seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +93,8 @@ def test_issue_text_describes_symptom_not_the_line(train_rows, heldout_rows):
 
 
 def test_every_family_fails_before_and_passes_after_the_gold_fix(train_rows, heldout_rows):
-    assert {r["family"] for r in train_rows} == set(families.FAMILIES)
+    assert {r["family"] for r in train_rows} == set(families.TRAIN_FAMILIES)
+    assert {r["family"] for r in heldout_rows} == set(families.FAMILIES)
     for row in train_rows + heldout_rows[:1]:
         verdict = verify_instance(row)
         assert verdict.ok, (row["instance_id"], row["family"], verdict.problems)
@@ -141,7 +142,7 @@ def test_heldout_differs_from_train_in_identifiers_and_layout(train_rows, heldou
     assert all(lay.tests_dir == "tests" and (lay.sub or not lay.src) for lay in LAYOUTS["train"])
     assert any(not lay.sub or lay.tests_dir != "tests" for lay in LAYOUTS["heldout"])
     # The spelling pools themselves are disjoint, so this holds for any count and seed.
-    for tpl in all_templates():
+    for tpl in all_templates("train"):
         for pool in [tpl.module_names, *tpl.idents.values()]:
             assert not set(tpl.split_choices(pool, "train")) & set(tpl.split_choices(pool, "heldout"))
     assert not set(PACKAGES["train"]) & set(PACKAGES["heldout"])
@@ -150,9 +151,9 @@ def test_heldout_differs_from_train_in_identifiers_and_layout(train_rows, heldou
 
 def test_every_family_has_bugs_in_several_templates():
     layout = LAYOUTS["train"][0]
-    for family in families.FAMILIES:
+    for family in families.TRAIN_FAMILIES:
         hosts = []
-        for tpl in all_templates():
+        for tpl in all_templates("train"):
             module = pick_module(tpl, "train", random.Random(0), "pkg", layout)
             if next(valid_bugs(module, family), None) is not None:
                 hosts.append(tpl.key)
@@ -170,6 +171,10 @@ def test_every_family_has_bugs_in_several_templates():
         ("misspelt_name", "def f(total):\n    return total\n", "def f(total):\n    return totl\n"),
         ("wrong_default", "def f(a, sep=','):\n    return a\n", "def f(a, sep=';'):\n    return a\n"),
         ("inverted_condition", "def f(a):\n    if a == 1:\n        return 2\n", "def f(a):\n    if a != 1:\n        return 2\n"),
+        ("wrong_builtin", "def f(xs):\n    return max(xs)\n", "def f(xs):\n    return min(xs)\n"),
+        ("wrong_builtin", "def f(s):\n    return s.strip().lower()\n", "def f(s):\n    return s.strip().upper()\n"),
+        ("wrong_attribute", "class f:\n    def area(self):\n        return self.w * self.h\n", "class f:\n    def area(self):\n        return self.h * self.h\n"),
+        ("wrong_attribute", "def f(u):\n    return f\"{u.email} <{u.name}>\"\n", "def f(u):\n    return f\"{u.name} <{u.name}>\"\n"),
     ],
 )  # fmt: skip
 def test_family_mutations(family, source, expected):
@@ -181,6 +186,25 @@ def test_wrong_comparison_variants():
     source = "def f(a):\n    return a < 3\n"
     mutated = {families.apply(source, m) for m in families.candidates("wrong_comparison", source, "f")}
     assert mutated == {"def f(a):\n    return a <= 3\n", "def f(a):\n    return a > 3\n"}
+
+
+def test_wrong_attribute_leaves_methods_and_assignments_alone():
+    source = "class f:\n    def g(self):\n        self.n = self.size()\n        return self.n + self.m\n"
+    mutated = {families.apply(source, m) for m in families.candidates("wrong_attribute", source, "f")}
+    # only reads of data attributes change, and only into another data attribute (never `size`)
+    assert mutated == {
+        "class f:\n    def g(self):\n        self.n = self.size()\n        return self.m + self.m\n",
+        "class f:\n    def g(self):\n        self.n = self.size()\n        return self.n + self.n\n",
+    }
+
+
+def test_heldout_library_and_families_stay_fixed():
+    # Held-out figures compare across model generations only while its draws do not move.
+    assert families.split_families("heldout") == families.FAMILIES
+    assert not set(families.FAMILIES) & set(families.TRAIN_ONLY_FAMILIES)
+    heldout_keys = {t.key for t in all_templates("heldout")}
+    assert heldout_keys < {t.key for t in all_templates("train")}
+    assert {"account", "trip", "book"}.isdisjoint(heldout_keys)
 
 
 def test_unknown_family_is_a_clear_error():
@@ -213,7 +237,7 @@ def test_many_instances_verify(tmp_path, split):
 
 
 def test_prose_issues_name_the_call_without_an_import_or_example(tmp_path, train_rows):
-    rows = generate(tmp_path / "prose", "train", len(families.FAMILIES), seed=0, prose_fraction=1.0)
+    rows = generate(tmp_path / "prose", "train", len(families.TRAIN_FAMILIES), seed=0, prose_fraction=1.0)
     for plain, prose in zip(train_rows, rows, strict=True):
         # only the text changes: the same repository, bug and tests as at prose_fraction 0
         assert {k: v for k, v in prose.items() if k not in ("problem_statement", "repo")} == {

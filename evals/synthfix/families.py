@@ -13,8 +13,9 @@ import re
 from collections.abc import Callable
 
 from clover.evals.synthfix.source_edit import Mutation, Source, apply, gap_token, plus_text
+from clover.evals.synthfix.training_families import TRAIN_ONLY_FAMILIES, wrong_attribute, wrong_builtin
 
-__all__ = ["FAMILIES", "Mutation", "apply", "candidates"]
+__all__ = ["FAMILIES", "TRAIN_FAMILIES", "TRAIN_ONLY_FAMILIES", "Mutation", "apply", "candidates", "split_families"]
 
 FAMILIES: tuple[str, ...] = (
     "wrong_operator",
@@ -27,6 +28,12 @@ FAMILIES: tuple[str, ...] = (
     "wrong_default",
     "inverted_condition",
 )
+# The train split also draws the train-only families (training_families.py says why).
+TRAIN_FAMILIES: tuple[str, ...] = FAMILIES + TRAIN_ONLY_FAMILIES
+
+
+def split_families(split: str) -> tuple[str, ...]:
+    return TRAIN_FAMILIES if split == "train" else FAMILIES
 
 
 def _docstring_nodes(unit: ast.AST) -> set[int]:
@@ -378,13 +385,15 @@ _FINDERS: dict[str, Callable[[Source, ast.AST], list[Mutation]]] = {
     "misspelt_name": misspelt_name,
     "wrong_default": wrong_default,
     "inverted_condition": inverted_condition,
+    "wrong_builtin": wrong_builtin,
+    "wrong_attribute": wrong_attribute,
 }
 
 
 def candidates(family: str, source: str, unit_name: str) -> list[Mutation]:
     """Every place in top-level function/class `unit_name` of `source` where `family` applies."""
     if family not in _FINDERS:
-        raise ValueError(f"unknown bug family {family!r}; known: {', '.join(FAMILIES)}")
+        raise ValueError(f"unknown bug family {family!r}; known: {', '.join(TRAIN_FAMILIES)}")
     tree = ast.parse(source)
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == unit_name:

@@ -193,7 +193,7 @@ def valid_bugs(module: _Module, family: str, rng: random.Random | None = None):
 
 
 def _find_bug(family: str, rng: random.Random, split: str, pkg: str, layout: Layout) -> _Bug:
-    templates = list(all_templates())
+    templates = list(all_templates(split))
     rng.shuffle(templates)
     for tpl in templates:
         module = pick_module(tpl, split, rng, pkg, layout)
@@ -212,13 +212,14 @@ def build_instance(out_dir: Path, split: str, seed: int, index: int, prose_fract
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
     rng = random.Random(f"synthfix:{split}:{seed}:{index}")
-    family = families.FAMILIES[(seed + index) % len(families.FAMILIES)]
+    pool = families.split_families(split)
+    family = pool[(seed + index) % len(pool)]
     pkg = rng.choice(PACKAGES[split])
     layout = rng.choice(LAYOUTS[split])
     version = f"{rng.randint(0, 3)}.{rng.randint(1, 12)}"
     bug = _find_bug(family, rng, split, pkg, layout)
 
-    others = [t for t in all_templates() if t.key != bug.module.template.key]
+    others = [t for t in all_templates(split) if t.key != bug.module.template.key]
     companions = [pick_module(t, split, rng, pkg, layout) for t in rng.sample(others, rng.randint(1, 2))]
     modules = [bug.module, *companions]
     rng.shuffle(modules)

@@ -33,7 +33,10 @@ class ModuleTemplate:
         return Template(expression).substitute(names)
 
 
-def all_templates() -> tuple[ModuleTemplate, ...]:
-    from clover.evals.synthfix.templates import basics, domain, formats
+def all_templates(split: str = "heldout") -> tuple[ModuleTemplate, ...]:
+    """The module library of `split`. The train split also has records.py's classes; the held-out
+    library stays fixed so its instances, and the figures measured on them, do not move."""
+    from clover.evals.synthfix.templates import basics, domain, formats, records
 
-    return (*basics.TEMPLATES, *domain.TEMPLATES, *formats.TEMPLATES)
+    library = (*basics.TEMPLATES, *domain.TEMPLATES, *formats.TEMPLATES)
+    return (*library, *records.TEMPLATES) if split == "train" else library
