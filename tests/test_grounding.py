@@ -110,6 +110,19 @@ def test_old_str_is_whole_lines_and_closes_only_when_unique(clover, vocab, tmp_p
     assert g.lines("pkg/calc.py") == 6
 
 
+def test_old_str_at_the_end_of_the_file_can_always_close(clover, vocab, tmp_path):
+    # The last line is also the start of an earlier one: not unique, and no line follows to make it
+    # so. Every token banned made the decoder loop until the grammar gave up and the call came out
+    # unclosed; now the value may end and str_replace says it is ambiguous.
+    env = workspace(tmp_path, {"calc.py": "def f(x):\n    return x + 1\n    return x\n"})
+    root = Grounding(Workspace(env), vocab).node("str_replace", "old_str", "calc.py")
+    end = _spell(root, b"    return x\n", vocab)
+    assert end is not None and end.options() == [CLOSE]
+    # in the middle of a file the value still has to grow until it is unique
+    middle = _spell(root, b"    return x", vocab)
+    assert middle is not None and CLOSE not in middle.options()
+
+
 def test_symbols_are_the_repository_definitions(clover, vocab, tmp_path):
     env = workspace(tmp_path, {"pkg/shapes.py": "class Square:\n    def area(self):\n        return 1\n\n\ndef helper():\n    pass\n"})
     node = Grounding(Workspace(env), vocab).node("outline", "symbol", "")

@@ -224,6 +224,22 @@ def grammar_runner(clover, tools):
     return g, run
 
 
+def test_after_giving_up_the_turn_stays_unsteered(clover):
+    g, _ = grammar_runner(clover, TOOLS)
+    mask, b = clover.config.mask_token_id, 8
+    block = torch.full((1, b), mask)
+    open_, fixed = torch.ones(1, b, dtype=torch.bool), torch.zeros(1, b, dtype=torch.bool)
+    # the same all-masked block, round after round, as when a rule undoes every round
+    assert g(0, block, open_, fixed)[2] is not None  # steered: a ban row
+    for _ in range(4 * b + 16):
+        g(0, block, open_, fixed)
+    assert g.stats["grammar_gave_up"] == 1 and g(0, block, open_, fixed)[1:] == (None, None)
+    assert g.stats["grammar_gave_up"] == 1  # one give-up, however many rounds follow
+    # the next block is not walked from the state before the give-up
+    assert g(1, block, open_, fixed)[1:] == (None, None)
+    assert g.closing() == []
+
+
 def test_names_parameters_and_the_end_follow_the_schema(clover):
     tok = clover.tokenizer
     assert ToolCallGrammar.build(

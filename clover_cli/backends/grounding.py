@@ -106,7 +106,10 @@ class Node:
 
     def options(self) -> list[int]:
         if self._options is None:
-            self._options = self._compute()
+            # A value no token continues may end (e.g. an old_str that reached the end of the file
+            # without becoming unique): banning every token would stall the decoder until the
+            # grammar gives up and the call comes out unclosed; the tool reports the problem.
+            self._options = self._compute() or [CLOSE]
         return self._options
 
     def next(self, t: int) -> Node | None:

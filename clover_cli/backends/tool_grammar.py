@@ -380,8 +380,14 @@ class ToolCallGrammar:
                 s.frontier = 0
             self.block_index, self.rounds = blk, 0
         self.rounds += 1
-        if self.rounds > 4 * block.shape[1] + 16:  # never loop: a rule that undoes every round stops here
-            self.stats["grammar_gave_up"] = self.stats.get("grammar_gave_up", 0) + 1
+        limit = 4 * block.shape[1] + 16
+        if self.rounds > limit:  # never loop: a rule that undoes every round stops here
+            if self.rounds == limit + 1:
+                self.stats["grammar_gave_up"] = self.stats.get("grammar_gave_up", 0) + 1
+                # The block is then decoded unsteered, so no walk's state describes what follows:
+                # the rest of the turn stays unsteered rather than being misread from a stale state.
+                for s in self.seqs:
+                    s.end = _State(OFF)
             return block, None, None
         rows, opens, fixes = block.tolist(), open_.tolist(), fixed.tolist()
         n, b = len(rows), len(rows[0])
