@@ -48,3 +48,13 @@ def repeated_tail(tokens: Sequence[int], rule: RepetitionStop = RepetitionStop()
 def is_runaway(tokens: Sequence[int], rule: RepetitionStop | None = RepetitionStop()) -> bool:
     """Whether generation should stop for repetition (`rule` None: never)."""
     return rule is not None and repeated_tail(tokens, rule) is not None
+
+
+def cut_runaway(tokens: Sequence[int], rule: RepetitionStop | None = RepetitionStop()) -> list[int]:
+    """`tokens` with a runaway tail (as `rule` defines it) cut down to one copy of its n-gram: what
+    the loop said once is kept, the repeats are not shown to the user or fed back to the model."""
+    found = repeated_tail(tokens, rule) if rule is not None else None
+    if found is None:
+        return list(tokens)
+    period, length = found
+    return list(tokens[: len(tokens) - length + period])

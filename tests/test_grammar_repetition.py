@@ -19,7 +19,37 @@ def test_a_runaway_value_still_closes_its_call(clover):
     turn = model.complete(USER, TOOLS, forced={0: tok.token_id("<tool_call>")})
     assert turn.completion_tokens < 400  # the repetition stop ended it, not the budget
     assert turn.tool_calls and not problems(turn), problems(turn)
-    assert any(" a a a a" in str(v) for c in turn.tool_calls for v in c.arguments.values())
+    # the value is cut where the loop began: one " a" is kept, the repeats are not
+    values = [str(v) for c in turn.tool_calls for v in c.arguments.values()]
+    assert any(v.endswith(" a") for v in values) and not any(" a a" in v for v in values), values
+
+
+def test_a_looping_thought_ends_and_the_turn_goes_on(clover):
+    tok = clover.tokenizer
+    bias = torch.zeros(clover.config.vocab_size)
+    bias[tok.encode(" a")[0]] = 30.0  # " a" forever: first in the thinking, then in the answer
+    for block in (1, 8):
+        model = variant(clover, net=_Biased(clover.net, bias), block_size=block, max_tokens=400, think=True)
+        turn = model.complete(USER, TOOLS)
+        # before: the repetition stop ended the turn inside its thinking, with neither an answer
+        # nor a call, and the agent asked again for the same loop
+        assert turn.thinking == "a" and turn.text == "a", turn  # each loop cut to one " a"
+        assert turn.finish_reason == "repetition"  # and the turn says so
+        decoded = turn.stats["forwards"] * turn.stats["tokens_per_forward"]
+        assert decoded >= 2 * 64 > turn.completion_tokens  # two loops were decoded, one kept each
+        # the grammar of the second piece knows the thought is over: no second think block
+        assert "<think>" not in turn.text
+
+
+def test_after_a_closed_thought_the_grammar_refuses_another(clover):
+    from clover.backends.tool_grammar import ToolCallGrammar
+
+    kw = {"opened": False, "stop_ids": clover.stop_ids, "vocab_size": clover.config.vocab_size,
+          "mask_id": clover.config.mask_token_id}  # fmt: skip
+    think = clover.tokenizer.token_id("<think>")
+    fresh, after = ToolCallGrammar(clover.tokenizer, TOOLS, **kw), ToolCallGrammar(clover.tokenizer, TOOLS, thought_closed=True, **kw)
+    assert fresh.step(fresh.seqs[0].start, think) is not None
+    assert after.step(after.seqs[0].start, think) is None
 
 
 def test_a_rule_that_undoes_every_round_cannot_loop_forever(clover, monkeypatch):

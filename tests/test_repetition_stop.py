@@ -10,7 +10,7 @@ import torch
 from clover.model.config import tiny
 from clover.model.generate import DecodeSettings, generate
 from clover.model.modeling import CloverForCausalLM
-from clover.model.repetition import RepetitionStop, is_runaway, repeated_tail
+from clover.model.repetition import RepetitionStop, cut_runaway, is_runaway, repeated_tail
 
 
 @pytest.fixture(scope="module")
@@ -62,3 +62,12 @@ def test_thresholds():
     assert not is_runaway([7] * 200, None)
     with pytest.raises(ValueError):
         RepetitionStop(min_repeats=1)
+
+
+def test_a_runaway_is_cut_to_one_copy_of_its_ngram():
+    rule = RepetitionStop(min_tokens=64, min_repeats=4, max_period=32)
+    head = [1, 2, 3]
+    assert cut_runaway(head + [7, 8] * 40, rule) == head + [7, 8]
+    assert cut_runaway(head + [9] * 70, rule) == head + [9]
+    below = head + [7, 8] * 20  # 40 tokens of a loop: not a runaway, nothing cut
+    assert cut_runaway(below, rule) == below and cut_runaway(below * 3, None) == below * 3

@@ -30,7 +30,15 @@ from clover.core.protocols import (
     ToolSpec,
     TurnOptions,
 )
-from clover.model.chat import THINK_OPEN, StreamParser, parse_assistant, render_messages, tool_schemas
+from clover.model.chat import (
+    THINK_CLOSE,
+    THINK_OPEN,
+    StreamParser,
+    parse_assistant,
+    render_messages,
+    tool_schemas,
+)
+from clover.model.repetition import cut_runaway
 from clover.model.tokenizer import CloverTokenizer, IncrementalDecoder
 from clover.settings import Settings
 
@@ -131,6 +139,9 @@ class LocalCloverModel:
         self.prefix_cache = PrefixCache()
         self.workspace: Any = None  # grounding.Workspace, once bound to the agent's environment
         self._vocab: Any = None
+        self._think_close = self.tokenizer.token_id(THINK_CLOSE)
+        # how a thought ends in the chat format (model/chat.py thought_and_reply)
+        self._after_thought = self.tokenizer.encode(f"\n{THINK_CLOSE}\n\n") if self._think_close is not None else []
 
     def bind_workspace(self, env: Any) -> None:
         """Ground tool values in this environment's files (the `grounded` setting)."""
@@ -167,7 +178,7 @@ class LocalCloverModel:
     ) -> AssistantTurn:
         """One assistant turn. `forced` maps generated-token offsets to token ids the decoder must
         place there (a scaffold, e.g. the opening of a tool call)."""
-        from clover.model.generate import DecodeSettings, generate
+        from clover.model.generate import DecodeSettings
 
         start = time.perf_counter()
         self._cancel.clear()
@@ -188,11 +199,52 @@ class LocalCloverModel:
             max_new_tokens=min(s.max_tokens, room),
             stop_token_ids=self.stop_ids,
         )
-        block = decode.block_size or 1
         grammar = self._grammar(tools, opened, decode.max_new_tokens)
+        out, result, stream = self._decode(ids, decode, grammar, emit, forced, thinking=opened)
+        stats = dict(result.stats)
+        if result.finish_reasons[0] == "repetition":
+            out = cut_runaway(out, decode.repetition)
+            if grammar is not None:
+                out = out + grammar.closing()  # a runaway value stopped mid-call: the call still closes
+            thought_open = opened and self._think_close not in out
+            left = decode.max_new_tokens - len(out) - len(self._after_thought)
+            if thought_open and left >= 2 * block_size_of(decode):
+                # A thought that loops ends where the loop began; the model then goes on to a call
+                # or an answer instead of leaving a turn with neither.
+                out = out + self._after_thought
+                more, result, _ = self._decode(
+                    ids + out, dataclasses.replace(decode, max_new_tokens=left),
+                    self._grammar(tools, False, left, thought_closed=True), emit, None, thinking=False,
+                )  # fmt: skip
+                if result.finish_reasons[0] == "repetition":
+                    more = cut_runaway(more, decode.repetition)
+                out = out + more
+                stats = _merged(stats, result.stats)
+        text = self.tokenizer.decode([t for t in out if t not in stream.stops])
+        turn = turn_from_text(text, tools, opened=opened)
+        for call in turn.tool_calls:
+            emit(StreamEvent("tool_call", data={"name": call.name, "arguments": call.arguments}))
+        turn.prompt_tokens, turn.completion_tokens = len(ids), len(out)
+        turn.seconds = time.perf_counter() - start
+        st = stats
+        turn.stats = {k: float(st[k]) for k in ("forwards", "tokens_per_forward", "tok_per_s", "rounds_per_block")}
+        for k in ("prefill_seconds", "prefill_tokens", "cached_prompt_tokens", "prefill_forwards"):
+            turn.stats[k] = float(st.get(k, 0.0))
+        if grammar is not None:  # tokens the grammar placed without a forward, and ones it redid
+            turn.stats.update({k: float(v) for k, v in grammar.stats.items()})
+        turn.finish_reason = "tool_calls" if turn.tool_calls else result.finish_reasons[0]
+        emit(StreamEvent("usage", data={"prompt_tokens": len(ids), "completion_tokens": len(out), **turn.stats}))
+        return turn
+
+    def _decode(self, ids: list[int], decode: Any, grammar: Any, emit: EventHandler,
+                forced: dict[int, int] | None, *, thinking: bool) -> tuple[list[int], Any, _BlockStreamer]:
+        """One generation after `ids`, streamed: (its tokens, the GenerateResult, the streamer)."""
+        from clover.model.generate import generate
+
+        block = block_size_of(decode)
         placed = grammar.placed[0] if grammar is not None else {}
         stream = _BlockStreamer(
-            self.tokenizer, set(self.stop_ids), StreamParser(thinking=opened), emit,
+            self.tokenizer, set(self.stop_ids), StreamParser(thinking=thinking), emit,
             ChainMap(forced or {}, placed), len(ids) % block, block,
         )  # fmt: skip
 
@@ -210,28 +262,11 @@ class LocalCloverModel:
                 result = generate(self.net, [ids], decode, **steer)
         except (RuntimeError, ValueError) as exc:
             raise ModelError(f"local generation failed: {_one_line(exc)}") from None
-        out = result.tokens[0]
-        if grammar is not None and result.finish_reasons[0] == "repetition":
-            out = out + grammar.closing()  # a runaway value stopped mid-call: the call still closes
-        stream.finish(out)
-        text = self.tokenizer.decode([t for t in out if t not in stream.stops])
-        turn = turn_from_text(text, tools, opened=opened)
-        for call in turn.tool_calls:
-            emit(StreamEvent("tool_call", data={"name": call.name, "arguments": call.arguments}))
-        turn.prompt_tokens, turn.completion_tokens = len(ids), len(out)
-        turn.seconds = time.perf_counter() - start
-        st = result.stats
-        turn.stats = {k: float(st[k]) for k in ("forwards", "tokens_per_forward", "tok_per_s", "rounds_per_block")}
-        for k in ("prefill_seconds", "prefill_tokens", "cached_prompt_tokens", "prefill_forwards"):
-            turn.stats[k] = float(st.get(k, 0.0))
-        if grammar is not None:  # tokens the grammar placed without a forward, and ones it redid
-            turn.stats.update({k: float(v) for k, v in grammar.stats.items()})
-        turn.finish_reason = "tool_calls" if turn.tool_calls else result.finish_reasons[0]
-        emit(StreamEvent("usage", data={"prompt_tokens": len(ids), "completion_tokens": len(out), **turn.stats}))
-        return turn
+        stream.finish(result.tokens[0])
+        return result.tokens[0], result, stream
 
 
-    def _grammar(self, tools: list[ToolSpec], opened: bool, budget: int):
+    def _grammar(self, tools: list[ToolSpec], opened: bool, budget: int, thought_closed: bool = False):
         """The tool-call grammar for this turn, or None (no tools, switched off, or a vocabulary
         without the markup tokens)."""
         if not tools or not self.constrain_tool_calls:
@@ -243,6 +278,7 @@ class LocalCloverModel:
         return ToolCallGrammar.build(
             self.tokenizer, tools, opened=opened, stop_ids=self.stop_ids, vocab_size=self.config.vocab_size,
             mask_id=self.config.mask_token_id, budget=budget, device=self.device, grounding=self._grounding(),
+            thought_closed=thought_closed,
         )  # fmt: skip
 
     def _grounding(self):
@@ -254,6 +290,24 @@ class LocalCloverModel:
         if getattr(self, "_vocab", None) is None:
             self._vocab = Vocab(self.tokenizer, self.config.vocab_size)
         return Grounding(self.workspace, self._vocab)
+
+
+def block_size_of(decode: Any) -> int:
+    return decode.block_size or 1
+
+
+def _merged(first: Mapping[str, float], second: Mapping[str, float]) -> dict[str, float]:
+    """Decoding stats of a turn decoded in two pieces: counts add up, rates are recomputed."""
+    out = dict(first)
+    for k in ("forwards", "tokens", "blocks", "prefill_seconds", "seconds", "prefill_tokens", "prefill_forwards"):
+        out[k] = first.get(k, 0.0) + second.get(k, 0.0)
+    tokens, forwards = out.get("tokens", 0.0), max(out.get("forwards", 0.0), 1.0)
+    out["tokens_per_forward"] = tokens / forwards
+    out["tok_per_s"] = tokens / max(out["seconds"] - out["prefill_seconds"], 1e-9)
+    rounds = first.get("rounds_per_block", 0.0) * first.get("blocks", 0.0)
+    rounds += second.get("rounds_per_block", 0.0) * second.get("blocks", 0.0)
+    out["rounds_per_block"] = rounds / max(out["blocks"], 1.0)
+    return out
 
 
 def turn_from_text(text: str, tools: list[ToolSpec] | None, *, opened: bool) -> AssistantTurn:

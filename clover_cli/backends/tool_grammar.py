@@ -114,7 +114,7 @@ class ToolCallGrammar:
     def __init__(
         self, tokenizer: Any, tools: list[dict[str, Any]], *, opened: bool, stop_ids: list[int],
         vocab_size: int, mask_id: int, budget: int | None = None, device: Any = "cpu", batch_size: int = 1,
-        grounding: Grounding | None = None,
+        grounding: Grounding | None = None, thought_closed: bool = False,
     ) -> None:  # fmt: skip
         self.tok, self.vocab, self.mask_id, self.budget = tokenizer, vocab_size, mask_id, budget
         self.grounding = grounding
@@ -155,7 +155,8 @@ class ToolCallGrammar:
             THINK: self._ban_row(self.think_banned, ban_listed=True),
             VALUE: self._ban_row(self.value_banned, ban_listed=True),
         }
-        first = _State(THINK, thought=True) if opened else _State(TEXT)
+        # thought_closed: the prompt ends after a think block the model wrote (a second one is banned)
+        first = _State(THINK, thought=True) if opened else _State(TEXT, thought=thought_closed)
         self.seqs = [_Seq(first) for _ in range(batch_size)]
         self.block_index, self.rounds = -1, 0
         # grammar_tokens: placed without a forward (scaffold and grounded values); grounded_tokens:
