@@ -5,8 +5,8 @@ the embedded model can do, answer briefly and say what it can do, instead of deg
 
 Each row is a rendered {"text", "spans"} record (model/data.py uses it as is): the `clover chat` system
 prompt (clover_cli/prompts.py BASE) with the real tool list, one user prompt, and a one-turn answer
-without a tool call. Only the answer (with its short thinking) is a target. Prompts and answers are
-templated from the lists below, so the set is small and varied, not a general chat corpus.
+without a tool call. Only the answer (with its short thinking) is a target. Prompts vary; each
+kind of prompt gets one fixed reply (OPENINGS says why). A small set, not a general chat corpus.
 """
 
 from __future__ import annotations
@@ -27,10 +27,12 @@ from clover.tools.registry import default_tools
 # ten prompts (tests/test_chat_rows.py checks): those measure the model, they are not taught to it.
 PROMPTS: list[tuple[str, str]] = [
     ("greet", "hello"), ("greet", "Hello!"), ("greet", "hey there"), ("greet", "good morning"),
+    ("greet", "hey"), ("greet", "Hi there!"), ("greet", "good evening"), ("greet", "yo"),
     ("who", "who are you?"), ("who", "What are you?"), ("who", "what model is this"),
+    ("who", "Are you ChatGPT?"),
     ("can", "what are you able to do?"), ("can", "help"), ("can", "What can you help me with?"),
-    ("can", "how do I use you?"),
-    ("thanks", "thanks!"), ("thanks", "thank you"), ("thanks", "great, thanks"),
+    ("can", "how do I use you?"), ("can", "what are your skills?"), ("can", "How can you help?"),
+    ("thanks", "thanks!"), ("thanks", "thank you"), ("thanks", "great, thanks"), ("thanks", "Thanks a lot."),
     ("general", "What is the capital of Italy?"), ("general", "Explain quantum computing in simple terms."),
     ("general", "Write a poem about the sea."), ("general", "What's the weather like today?"),
     ("general", "Tell me a joke."), ("general", "Who won the world cup in 2018?"),
@@ -47,34 +49,20 @@ PROMPTS: list[tuple[str, str]] = [
     ("feature", "Implement a chess engine."), ("feature", "Create a Dockerfile and deploy this to Kubernetes."),
 ]
 
+# One reply per kind, always the same words: a model of a few million parameters taught three ways to
+# say a thing blends them ("I can't answer gener, beyond what I can do"); taught one, it says it.
 OPENINGS = {
-    "greet": ["Hello! I'm Clover, a small coding model running on your machine.",
-              "Hi! I'm Clover, a small local coding model."],
-    "who": ["I'm Clover, a small coding model that runs locally.",
-            "I'm Clover, a tiny coding assistant running on your machine, not a general chatbot."],
-    "can": ["I'm a small local model, so my skills are narrow.",
-            "I can do a few things well and not much else."],
-    "thanks": ["You're welcome.", "Glad to help."],
-    "general": ["I can't answer general questions well: I'm a small model trained only to fix small bugs in code.",
-                "That's outside what I can do. I'm a small local model trained to fix small bugs in Python code.",
-                "I'm not able to answer that reliably; I'm a small coding model, not a general assistant."],
-    "feature": ["That is too big a change for me: I'm a small model that can fix small, well-described bugs.",
-                "I can't build that. I'm a small local model, and I can only fix small bugs in existing code.",
-                "That is beyond what I can do well; I handle small one-line bug fixes, not new features."],
+    "greet": "Hi! I'm Clover, a small coding model running on your machine.",
+    "who": "I'm Clover, a small coding model running on your machine, not a general chatbot.",
+    "can": "I'm a small local model, so my skills are narrow.",
+    "thanks": "You're welcome.",
+    "general": "I can't answer general questions: I'm a small model trained to fix small bugs in code.",
+    "feature": "That is too big a change for me: I'm a small model that fixes small, well-described bugs.",
 }
 
-CAN_DO = [
-    "I can find code (grep, outline), view files, make a small edit with str_replace and run the tests.",
-    "I can look up a function, read its lines, fix a small bug with str_replace and run the tests.",
-    "I can search the repository, show a file, fix a one-line bug and run pytest to check it.",
-]
-
-ASKS = [
-    "Describe a bug: what you ran, what you expected and what you got.",
-    "Tell me about a bug, e.g. \"`f(2)` returns 5 but should return 4\", and I'll try to fix it.",
-    "Point me at a failing test or an issue, and I'll look.",
-    "For a bigger task, a larger model (`clover chat --model ...`) will do better.",
-]
+CAN_DO = "I can find code (grep, outline), view files, fix a small bug with str_replace and run the tests."
+ASK = "Describe a bug: what you ran, what you expected and what you got."
+BIGGER = "For a bigger task, a larger model (`clover chat --model ...`) will do better."
 
 THOUGHTS = {
     "greet": "A greeting. Say briefly who I am and what I can do.",
@@ -92,13 +80,11 @@ def chat_trajectory(kind: str, prompt: str, rng: random.Random, tools: list[dict
     """One oracle-format trajectory (messages, thinking, tools): system, user prompt, a tool-free answer."""
     root = rng.choice([f"/home/{rng.choice(['ana', 'dev', 'sam', 'user'])}/{rng.choice(ROOT_NAMES)}",
                        f"/tmp/clover-{rng.getrandbits(32):08x}/{rng.choice(ROOT_NAMES)}"])  # fmt: skip
-    parts = [rng.choice(OPENINGS[kind])]
-    if kind != "thanks" or rng.random() < 0.5:
-        parts.append(rng.choice(CAN_DO))
+    parts = [OPENINGS[kind]]
     if kind != "thanks":
-        parts.append(rng.choice(ASKS[:3]))
-    if kind == "feature" and rng.random() < 0.5:
-        parts.append(ASKS[3])
+        parts += [CAN_DO, ASK]
+    if kind == "feature":
+        parts.append(BIGGER)
     return {
         "instance_id": f"chat-{kind}",
         "messages": [
