@@ -123,6 +123,16 @@ def test_old_str_at_the_end_of_the_file_can_always_close(clover, vocab, tmp_path
     assert middle is not None and CLOSE not in middle.options()
 
 
+def test_nothing_to_choose_from(clover, vocab, tmp_path):
+    # an empty workspace leaves paths free (a new file may be named), but an empty file's old_str
+    # closes at once: str_replace then says to use insert or create
+    (tmp_path / "none").mkdir()
+    empty = Grounding(Workspace(workspace(tmp_path / "none", {}, ignore=None)), vocab)
+    assert empty.node("str_replace", "path", "") is None and empty.node("outline", "symbol", "") is None
+    g = Grounding(Workspace(workspace(tmp_path / "one", {"pkg/__init__.py": "", "pkg/a.py": "x = 1\n"})), vocab)
+    assert g.node("str_replace", "old_str", "pkg/__init__.py").options() == [CLOSE]
+
+
 def test_symbols_are_the_repository_definitions(clover, vocab, tmp_path):
     env = workspace(tmp_path, {"pkg/shapes.py": "class Square:\n    def area(self):\n        return 1\n\n\ndef helper():\n    pass\n"})
     node = Grounding(Workspace(env), vocab).node("outline", "symbol", "")

@@ -442,8 +442,10 @@ class Grounding:
             root = self._set("symbol").root()
         elif key == OLD_STR and path:
             index = self.ws.file_index(self.vocab, path)
-            root = index.root if index is not None and index.lines else None
-        if root is not None and not root.options():
+            # an empty file has no line to replace: old_str closes at once and str_replace says
+            # to use insert or create (free text here was a garbage old_str that could not match)
+            root = index.root if index is not None else None
+        if root is not None and key != OLD_STR and root.options() == [CLOSE]:
             return None  # nothing to choose from (an empty workspace): leave the value free
         return root
 
