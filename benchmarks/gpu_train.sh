@@ -22,7 +22,7 @@ ORACLE_S="${ORACLE_S:-240}"
 TRAIN_MIN="${TRAIN_MIN:-5}"
 BATCH="${BATCH:-16}"
 LR="${LR:-1e-3}"
-BLOCK_WEIGHTS="${BLOCK_WEIGHTS:-0.25,0.05,0.10,0.25,0.20,0.15}"
+BLOCK_WEIGHTS="${BLOCK_WEIGHTS:-0.20,0.05,0.10,0.20,0.30,0.15}"
 BENCH_COUNT="${BENCH_COUNT:-40}"
 DEVICE="${DEVICE:-cuda}"
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
@@ -36,7 +36,7 @@ mkdir -p "$OUTDIR"
     || { echo "cannot import or install clover"; exit 1; }
 
   echo "== data: $N_TRAIN train instances, oracle with $WORKERS workers for at most ${ORACLE_S}s ($(date -u +%H:%M:%S))"
-  $PY -m clover.evals.synthfix --split train --count "$N_TRAIN" --seed 7 --prose-fraction 0.5 --out "$OUTDIR/synth" || exit 1
+  $PY -m clover.evals.synthfix --split train --count "$N_TRAIN" --seed 7 --prose-fraction 0.7 --out "$OUTDIR/synth" || exit 1
   # the oracle writes one flushed line per trajectory: a time cap keeps what it has solved
   timeout "$ORACLE_S" $PY -m clover.evals.synthfix.oracle --instances "$OUTDIR/synth/instances.jsonl" \
     --out "$OUTDIR/oracle_raw.jsonl" --workers "$WORKERS" --seed 7 2> "$OUTDIR/oracle.err"

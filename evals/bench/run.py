@@ -310,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--block-size", default="model,1",
                    help="comma-separated block sizes; 1 is the AR baseline, `model` the checkpoint's own")
     p.add_argument("--threshold", type=float, default=0.9, help="confidence threshold τ of the diffusion decoder")
-    p.add_argument("--order", choices=("auto", *DECODE_ORDERS), default="auto",
+    p.add_argument("--order", choices=DECODE_ORDERS, default="auto",
                    help="which passing positions a diffusion round keeps: any, the run from the left, or auto (the checkpoint's own)")
     p.add_argument("--max-steps", type=int, default=12)
     p.add_argument("--max-tokens", type=int, default=4096, help="generated tokens per assistant turn")
