@@ -41,6 +41,16 @@ def test_a_looping_thought_ends_and_the_turn_goes_on(clover):
         assert "<think>" not in turn.text
 
 
+def test_a_value_looping_after_a_looping_thought_still_closes_its_call(clover):
+    tok = clover.tokenizer
+    bias = torch.zeros(clover.config.vocab_size)
+    bias[tok.encode(" a")[0]] = 30.0  # the thought loops on " a" (no call can open inside it) ...
+    bias[tok.token_id("<tool_call>")] = 31.0  # ... then, after it, a call opens and its value loops
+    model = variant(clover, net=_Biased(clover.net, bias), block_size=1, max_tokens=400, think=True)
+    turn = model.complete(USER, TOOLS)
+    assert turn.thinking == "a" and turn.tool_calls and not problems(turn), (turn, problems(turn))
+
+
 def test_after_a_closed_thought_the_grammar_refuses_another(clover):
     from clover.backends.tool_grammar import ToolCallGrammar
 

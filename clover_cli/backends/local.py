@@ -212,12 +212,12 @@ class LocalCloverModel:
                 # A thought that loops ends where the loop began; the model then goes on to a call
                 # or an answer instead of leaving a turn with neither.
                 out = out + self._after_thought
+                after = self._grammar(tools, False, left, thought_closed=True)
                 more, result, _ = self._decode(
-                    ids + out, dataclasses.replace(decode, max_new_tokens=left),
-                    self._grammar(tools, False, left, thought_closed=True), emit, None, thinking=False,
+                    ids + out, dataclasses.replace(decode, max_new_tokens=left), after, emit, None, thinking=False
                 )  # fmt: skip
-                if result.finish_reasons[0] == "repetition":
-                    more = cut_runaway(more, decode.repetition)
+                if result.finish_reasons[0] == "repetition":  # a value cut here still closes its call
+                    more = cut_runaway(more, decode.repetition) + (after.closing() if after is not None else [])
                 out = out + more
                 stats = _merged(stats, result.stats)
         text = self.tokenizer.decode([t for t in out if t not in stream.stops])
