@@ -65,9 +65,12 @@ class CloverConfig:
     max_position_embeddings: int = 131072
     initializer_range: float = 0.02
     torch_dtype: str = "bfloat16"
-    # block diffusion: block_size is also the decoder's default block size, and decode_order its
-    # default acceptance order (model/generate.py ORDERS) — the ones the checkpoint scores best with
+    # block diffusion: block_size is the largest block the checkpoint was trained on (1: an
+    # autoregressive checkpoint); decode_block_size (0: block_size) and decode_order are the
+    # decoder's defaults, the ones the checkpoint scores best with. A diffusion checkpoint may
+    # score best at 1 and still be decoded in blocks on request.
     block_size: int = 32
+    decode_block_size: int = 0
     decode_order: str = "any"
     mask_token_id: int = 248319
     eos_token_ids: list[int] = field(default_factory=list)
@@ -96,6 +99,8 @@ class CloverConfig:
             raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")
         if self.decode_order not in DECODE_ORDERS:
             raise ValueError(f"decode_order must be one of {', '.join(DECODE_ORDERS)}, not {self.decode_order!r}")
+        if not 0 <= self.decode_block_size <= self.block_size:
+            raise ValueError(f"decode_block_size must be 0 (block_size) to {self.block_size}, not {self.decode_block_size}")
         if not 0 <= self.mask_token_id < self.vocab_size:
             raise ValueError(f"mask_token_id {self.mask_token_id} outside the vocabulary ({self.vocab_size})")
 
@@ -188,6 +193,10 @@ class CloverConfig:
             return cls(**kwargs)
         except TypeError as e:  # pragma: no cover - dataclass rejects a malformed value
             raise ValueError(f"bad config: {e}") from None
+
+    def default_block(self) -> int:
+        """The block size the decoder uses unless told otherwise."""
+        return self.decode_block_size or self.block_size
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)

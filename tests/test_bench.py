@@ -156,6 +156,22 @@ def test_tiny_random_checkpoint_end_to_end(tmp_path, ckpt_dir):
     assert not (out / "work").exists()
 
 
+def test_model_defaults_follow_the_checkpoints_decode_block_size(tmp_path, ckpt_dir):
+    import shutil
+
+    from clover.evals.bench.run import resolve_model_defaults
+    from clover.model.config import CloverConfig
+
+    own = tmp_path / "ckpt"
+    shutil.copytree(ckpt_dir, own)
+    cfg = CloverConfig.load(own)
+    cfg.decode_block_size, cfg.decode_order = 1, "left"
+    cfg.save(own)
+    bench = BenchConfig(out=tmp_path / "out", model=str(own), block_sizes=[0, cfg.block_size], order="auto")
+    resolve_model_defaults(bench)
+    assert bench.block_sizes == [1, cfg.block_size] and bench.order == "left"
+
+
 @pytest.fixture(scope="module")
 def ckpt_dir():
     pytest.importorskip("torch")

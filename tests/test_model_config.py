@@ -86,6 +86,16 @@ def test_bad_config_is_one_line_error(tmp_path):
         CloverConfig(num_hidden_layers=2, layer_types=["full_attention"])
 
 
+def test_decode_block_size_is_the_default_decoder_within_the_trained_blocks(tmp_path):
+    assert CloverConfig(block_size=16).default_block() == 16  # 0: the trained block size
+    cfg = CloverConfig(block_size=16, decode_block_size=1)
+    assert cfg.default_block() == 1 and cfg.block_size == 16  # diffusion still there on request
+    cfg.save(tmp_path)
+    assert CloverConfig.load(tmp_path).default_block() == 1
+    with pytest.raises(ValueError, match="decode_block_size"):
+        CloverConfig(block_size=16, decode_block_size=32)
+
+
 def test_35b_param_counts_on_meta_device():
     torch = pytest.importorskip("torch")
     from clover.model.modeling import CloverForCausalLM

@@ -191,7 +191,7 @@ class LocalCloverModel:
                 f"the prompt has {len(ids)} tokens, more than the {self.context_window}-token context of {self.name}"
             )
         decode = DecodeSettings(
-            block_size=(s.block_size or self.config.block_size) if self.config.block_size > 1 else 1,  # AR stays AR
+            block_size=(s.block_size or self.config.default_block()) if self.config.block_size > 1 else 1,  # AR stays AR
             policy="threshold",
             threshold=s.threshold,
             order=None if s.decode_order == "auto" else s.decode_order,  # None: the checkpoint's

@@ -268,8 +268,9 @@ def parse_block_sizes(text: str) -> list[int]:
 
 
 def resolve_model_defaults(cfg: BenchConfig) -> None:
-    """Block size 0 and order `auto` become the checkpoint's own (its config.json block_size and
-    decode_order: what `clover fix` decodes with by default), so every row names what it ran."""
+    """Block size 0 and order `auto` become the checkpoint's own (its config.json decode_block_size,
+    else block_size, and decode_order: what `clover fix` decodes with by default), so every row
+    names what it ran."""
     if 0 not in cfg.block_sizes and cfg.order != "auto":
         return
     model_config = CloverConfig()  # a scripted model: the config's defaults
@@ -281,7 +282,7 @@ def resolve_model_defaults(cfg: BenchConfig) -> None:
             model_config = CloverConfig.load(checkpoint_dir(cfg.model) / "config.json")
         except (OSError, ValueError, ModelError) as exc:
             raise BenchError(f"cannot read the checkpoint's config.json: {exc}") from None
-    block, order = model_config.block_size, model_config.decode_order
+    block, order = model_config.default_block(), model_config.decode_order
     cfg.block_sizes = [b or block for b in cfg.block_sizes]
     if cfg.order == "auto":
         cfg.order = order
