@@ -49,6 +49,7 @@ def test_a_value_looping_after_a_looping_thought_still_closes_its_call(clover):
     model = variant(clover, net=_Biased(clover.net, bias), block_size=1, max_tokens=400, think=True)
     turn = model.complete(USER, TOOLS)
     assert turn.thinking == "a" and turn.tool_calls and not problems(turn), (turn, problems(turn))
+    assert turn.stats["grammar_tokens"] > 0  # the second piece's grammar placed the call's scaffold
 
 
 def test_after_a_closed_thought_the_grammar_refuses_another(clover):

@@ -200,6 +200,7 @@ class LocalCloverModel:
             stop_token_ids=self.stop_ids,
         )
         grammar = self._grammar(tools, opened, decode.max_new_tokens)
+        grammars = [grammar]  # the turn's grammars, one per decoded piece (their stats add up)
         out, result, stream = self._decode(ids, decode, grammar, emit, forced, thinking=opened)
         stats = dict(result.stats)
         if result.finish_reasons[0] == "repetition":
@@ -213,6 +214,7 @@ class LocalCloverModel:
                 # or an answer instead of leaving a turn with neither.
                 out = out + self._after_thought
                 after = self._grammar(tools, False, left, thought_closed=True)
+                grammars.append(after)
                 more, result, _ = self._decode(
                     ids + out, dataclasses.replace(decode, max_new_tokens=left), after, emit, None, thinking=False
                 )  # fmt: skip
@@ -230,8 +232,9 @@ class LocalCloverModel:
         turn.stats = {k: float(st[k]) for k in ("forwards", "tokens_per_forward", "tok_per_s", "rounds_per_block")}
         for k in ("prefill_seconds", "prefill_tokens", "cached_prompt_tokens", "prefill_forwards"):
             turn.stats[k] = float(st.get(k, 0.0))
-        if grammar is not None:  # tokens the grammar placed without a forward, and ones it redid
-            turn.stats.update({k: float(v) for k, v in grammar.stats.items()})
+        for g in grammars:  # tokens the grammar placed without a forward, and ones it redid
+            for k, v in (g.stats if g is not None else {}).items():
+                turn.stats[k] = turn.stats.get(k, 0.0) + float(v)
         turn.finish_reason = "tool_calls" if turn.tool_calls else result.finish_reasons[0]
         emit(StreamEvent("usage", data={"prompt_tokens": len(ids), "completion_tokens": len(out), **turn.stats}))
         return turn
