@@ -170,6 +170,10 @@ def test_model_defaults_follow_the_checkpoints_decode_block_size(tmp_path, ckpt_
     bench = BenchConfig(out=tmp_path / "out", model=str(own), block_sizes=[0, cfg.block_size], order="auto")
     resolve_model_defaults(bench)
     assert bench.block_sizes == [1, cfg.block_size] and bench.order == "left"
+    # the bench's default `model,1` is then one decoder (it was refused as "a block size twice")
+    bench = BenchConfig(out=tmp_path / "out", model=str(own), block_sizes=[0, 1], order="auto")
+    resolve_model_defaults(bench)
+    assert bench.block_sizes == [1]
 
 
 @pytest.fixture(scope="module")

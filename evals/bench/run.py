@@ -283,7 +283,8 @@ def resolve_model_defaults(cfg: BenchConfig) -> None:
         except (OSError, ValueError, ModelError) as exc:
             raise BenchError(f"cannot read the checkpoint's config.json: {exc}") from None
     block, order = model_config.default_block(), model_config.decode_order
-    cfg.block_sizes = [b or block for b in cfg.block_sizes]
+    # `model,1` on a checkpoint whose own default is B = 1 is one decoder, not a repeated one
+    cfg.block_sizes = list(dict.fromkeys(b or block for b in cfg.block_sizes))
     if cfg.order == "auto":
         cfg.order = order
 
