@@ -26,6 +26,7 @@ else:  # pragma: no cover
 # pass; limits pass only when lower; deny/ask rules are added to the user's, never replace them.
 REPO_SAFE_KEYS = frozenset({
     "think", "temperature", "max_tokens", "block_size", "threshold", "decode_order", "tool_format", "live", "threads",
+    "copy_bias",
 })
 DECODE_ORDERS = ("auto", *MODEL_DECODE_ORDERS)  # auto: the checkpoint's own
 REPO_LOWER_ONLY = frozenset({"max_steps", "time_limit", "token_limit", "command_timeout", "output_limit"})
@@ -58,6 +59,9 @@ class Settings:
     device: str | None = None
     threads: int = 0  # CPU threads for local decoding; 0: auto (1 for a small model, torch's default else)
     grounded: bool = True  # local decoding: paths, old_str and symbols limited to the workspace's own
+    # local decoding, grounded values: logit bonus for the paths and symbols the conversation names
+    # (a copy prior for small models; 0: off)
+    copy_bias: float = 4.0
     # Agent limits.
     max_steps: int = 50
     time_limit: float = 3600.0
@@ -110,6 +114,8 @@ class Settings:
                 raise SettingsError(f"{source}: {name} must be positive")
         if self.threads < 0:
             raise SettingsError(f"{source}: threads must be 0 (auto) or positive")
+        if self.copy_bias < 0:
+            raise SettingsError(f"{source}: copy_bias must be 0 (off) or positive")
         if not 0.0 <= self.threshold <= 1.0:
             raise SettingsError(f"{source}: threshold must be between 0 and 1")
         if self.decode_order not in DECODE_ORDERS:

@@ -75,8 +75,9 @@ class RoundEvent:
 
 
 # constraint(block_index, block [N, B], open_ [N, B], fixed [N, B]) -> (block, frozen [N, B] | None,
-# ban [N, B, V] | None). `open_`: generated positions; `fixed`: those given by the caller's `fixed`.
-BlockConstraint = Callable[[int, Tensor, Tensor, Tensor], tuple[Tensor, Tensor | None, Tensor | None]]
+# ban [N, B, V] | None[, bias [N, B, V] | None]). `open_`: generated positions; `fixed`: those given
+# by the caller's `fixed`; `bias`, when returned: added to the round's logits (a prior, not a ban).
+BlockConstraint = Callable[[int, Tensor, Tensor, Tensor], tuple[Tensor, ...]]
 
 
 @dataclass
@@ -224,10 +225,10 @@ def generate(
         block, open_, ban = _new_block(
             blk, b, tails, out, done, s, fixed, allowed, mask_id, filler, cfg.vocab_size, dev
         )
-        frozen = extra_ban = None
+        frozen = extra_ban = bias = None
         if constraint is not None:
             given = open_ & (block != mask_id)  # the caller's fixed tokens
-            block, frozen, extra_ban = constraint(blk, block, open_, given)
+            block, frozen, extra_ban, bias = _steer(constraint(blk, block, open_, given))
         block, stop_at = _fill_after_stop(block, open_, stop_ids, mask_id)
         rnd = 0
         while (block == mask_id).any():
@@ -238,11 +239,12 @@ def generate(
             else:
                 logits = model.denoise(block, cache)
             banned = ban if extra_ban is None else ban | extra_ban
-            tok, score = propose(logits.masked_fill(banned, float("-inf")), s, gen)
+            steered = logits.masked_fill(banned, float("-inf"))
+            tok, score = propose(steered if bias is None else steered + bias.to(steered.dtype), s, gen)
             accept = select(score, masked if frozen is None else masked & ~frozen, s, frozen)
             block = torch.where(accept, tok, block)
             if constraint is not None:
-                block, frozen, extra_ban = constraint(blk, block, open_, given)
+                block, frozen, extra_ban, bias = _steer(constraint(blk, block, open_, given))
             block, stop_at = _fill_after_stop(block, open_, stop_ids, mask_id)
             if on_round is not None:
                 shown = open_ & (torch.arange(b, device=dev)[None, :] <= stop_at[:, None])
@@ -285,6 +287,11 @@ def generate(
         "prefill_forwards": float(prefill_forwards),
     }
     return GenerateResult(out, reasons, stats, cache, prompt_snapshot)
+
+
+def _steer(res: tuple[Tensor, ...]) -> tuple[Tensor, Tensor | None, Tensor | None, Tensor | None]:
+    """A constraint's answer with its optional logit bias (None when it gave none)."""
+    return (res[0], res[1], res[2], res[3] if len(res) > 3 else None)
 
 
 def _new_block(blk, b, tails, out, done, s, fixed, allowed, mask_id, filler, vocab, dev):

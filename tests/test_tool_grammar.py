@@ -233,10 +233,10 @@ def test_after_giving_up_the_turn_stays_unsteered(clover):
     assert g(0, block, open_, fixed)[2] is not None  # steered: a ban row
     for _ in range(4 * b + 16):
         g(0, block, open_, fixed)
-    assert g.stats["grammar_gave_up"] == 1 and g(0, block, open_, fixed)[1:] == (None, None)
+    assert g.stats["grammar_gave_up"] == 1 and g(0, block, open_, fixed)[1:] == (None, None, None)
     assert g.stats["grammar_gave_up"] == 1  # one give-up, however many rounds follow
     # the next block is not walked from the state before the give-up
-    assert g(1, block, open_, fixed)[1:] == (None, None)
+    assert g(1, block, open_, fixed)[1:] == (None, None, None)
     assert g.closing() == []
 
 

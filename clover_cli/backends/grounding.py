@@ -17,6 +17,12 @@ line end, e.g. `:\\n`). Where the value is already determined (one candidate pat
 the file matched) its rest is placed as the tokenizer itself would write it, one token at a time,
 and those tokens cost no forward (the grammar's `forced`).
 
+A copy prior: among a path's or symbol's candidates, those the conversation already names (the
+issue, earlier calls and tool outputs) are `preferred()`; the grammar adds the `copy_bias` setting
+to their logits where the model chooses. A small model copies names from its context poorly (the
+embedded one wrote `OFounted_total` for the issue's `discounted_total` and looked up another
+function); a model that means another candidate still takes it (the bonus is a prior, not a ban).
+
 Nodes are built lazily and cached with their transitions; a file's index is kept while its bytes
 are unchanged and rebuilt when they change, so the grammar follows the agent's own edits.
 """
@@ -27,6 +33,7 @@ import bisect
 import re
 from typing import Any
 
+from clover.backends.mentions import Mentions
 from clover.core.protocols import Environment
 
 CLOSE = -1  # the value may close here (the grammar's `</parameter>`)
@@ -121,6 +128,10 @@ class Node:
         opts = self.options()
         return opts[0] if len(opts) == 1 else None
 
+    def preferred(self) -> list[int]:
+        """The next tokens toward a candidate the conversation names (the copy prior); [] : none."""
+        return []
+
     def text(self) -> str:
         raise NotImplementedError
 
@@ -181,6 +192,17 @@ class SetNode(Node):
                 found.update(sp.newlines)
         return sorted(found)
 
+    def preferred(self) -> list[int]:
+        sp, v = self.space, self.value
+        if not sp.named or v.endswith(NL):
+            return []
+        lo = bisect.bisect_left(sp.named, v)
+        hi = bisect.bisect_left(sp.named, v + b"\xff\xff\xff\xff")
+        found: set[int] = set()
+        for c in sp.named[lo:hi]:
+            found.update(sp.vocab.prefixes(c, len(v)))
+        return sorted(found & set(self.options()))
+
     def _step(self, t: int) -> Node | None:
         sp, v = self.space, self.value
         if t == CLOSE:
@@ -204,7 +226,12 @@ class CandidateSet:
         self.dirs = {d.encode() for d in new_dirs or []}
         self.name_tokens = [t for t, b in vocab.bytes.items() if NAME_CHARS.fullmatch(b)]
         self.newlines = [t for t, b in vocab.bytes.items() if b == NL]
+        self.named: list[bytes] = []  # the candidates the conversation names (see `name`)
         self._nodes: dict[bytes, SetNode | None] = {}
+
+    def name(self, mentioned: Mentions) -> None:
+        """Mark the candidates `mentioned` names as preferred (the copy prior)."""
+        self.named = [c for c in self.items if mentioned.names(c[:-1].decode("utf-8", "surrogateescape"))]
 
     def new_name_ok(self, value: bytes, *, partial: bool) -> bool:
         """`value` (maybe ending with the closing newline) is a new name under an existing directory."""
@@ -400,10 +427,12 @@ class Workspace:
 
 class Grounding:
     """One turn's grounded values, for the tool grammar: `node(tool, param, path)` is the root node
-    of a grounded value (None: free text), `lines(path)` the named file's line count."""
+    of a grounded value (None: free text), `lines(path)` the named file's line count. `context`:
+    the conversation so far, whose mentions the copy prior prefers."""
 
-    def __init__(self, workspace: Workspace, vocab: Vocab) -> None:
+    def __init__(self, workspace: Workspace, vocab: Vocab, context: str = "") -> None:
         self.ws, self.vocab = workspace, vocab
+        self.mentions = Mentions(context) if context else None
         self.files, self.dirs = workspace.listing()
         self._sets: dict[str, CandidateSet] = {}
         self._roots: dict[tuple[str, str, str], Node | None] = {}
@@ -422,6 +451,8 @@ class Grounding:
                 s = CandidateSet(self.vocab, self.files, new_dirs=subdirs)
             else:  # symbols
                 s = CandidateSet(self.vocab, self.ws.symbols(self.files))
+            if self.mentions is not None:
+                s.name(self.mentions)
             self._sets[kind] = s
         return self._sets[kind]
 

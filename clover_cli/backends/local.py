@@ -138,6 +138,7 @@ class LocalCloverModel:
 
         self.prefix_cache = PrefixCache()
         self.workspace: Any = None  # grounding.Workspace, once bound to the agent's environment
+        self._context = ""  # the turn's prompt as text (the copy prior of grounded values reads it)
         self._vocab: Any = None
         self._think_close = self.tokenizer.token_id(THINK_CLOSE)
         # how a thought ends in the chat format (model/chat.py thought_and_reply)
@@ -199,6 +200,7 @@ class LocalCloverModel:
             max_new_tokens=min(s.max_tokens, room),
             stop_token_ids=self.stop_ids,
         )
+        self._context = self.tokenizer.decode(ids)  # what the copy prior of grounded values reads
         grammar = self._grammar(tools, opened, decode.max_new_tokens)
         grammars = [grammar]  # the turn's grammars, one per decoded piece (their stats add up)
         out, result, stream = self._decode(ids, decode, grammar, emit, forced, thinking=opened)
@@ -281,7 +283,7 @@ class LocalCloverModel:
         return ToolCallGrammar.build(
             self.tokenizer, tools, opened=opened, stop_ids=self.stop_ids, vocab_size=self.config.vocab_size,
             mask_id=self.config.mask_token_id, budget=budget, device=self.device, grounding=self._grounding(),
-            thought_closed=thought_closed,
+            thought_closed=thought_closed, copy_bias=float(getattr(self.settings, "copy_bias", 0.0)),
         )  # fmt: skip
 
     def _grounding(self):
@@ -292,7 +294,7 @@ class LocalCloverModel:
 
         if getattr(self, "_vocab", None) is None:
             self._vocab = Vocab(self.tokenizer, self.config.vocab_size)
-        return Grounding(self.workspace, self._vocab)
+        return Grounding(self.workspace, self._vocab, getattr(self, "_context", ""))
 
 
 def block_size_of(decode: Any) -> int:

@@ -114,10 +114,10 @@ class ToolCallGrammar:
     def __init__(
         self, tokenizer: Any, tools: list[dict[str, Any]], *, opened: bool, stop_ids: list[int],
         vocab_size: int, mask_id: int, budget: int | None = None, device: Any = "cpu", batch_size: int = 1,
-        grounding: Grounding | None = None, thought_closed: bool = False,
+        grounding: Grounding | None = None, thought_closed: bool = False, copy_bias: float = 0.0,
     ) -> None:  # fmt: skip
         self.tok, self.vocab, self.mask_id, self.budget = tokenizer, vocab_size, mask_id, budget
-        self.grounding = grounding
+        self.grounding, self.copy_bias = grounding, copy_bias  # copy_bias: grounding.py's copy prior
         self.device = torch.device(device)
         ids = {m: tokenizer.token_id(m) for m in (CALL_OPEN, PARAM_CLOSE, FUNC_OPEN, THINK_OPEN, THINK_CLOSE)}
         if ids[CALL_OPEN] is None or ids[PARAM_CLOSE] is None:
@@ -373,7 +373,7 @@ class ToolCallGrammar:
 
     def __call__(
         self, blk: int, block: Tensor, open_: Tensor, fixed: Tensor
-    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    ) -> tuple[Tensor, Tensor | None, Tensor | None, Tensor | None]:
         if blk != self.block_index:  # a new block: the last walk covered the finished one
             for s in self.seqs:
                 if self.block_index >= 0 and s.end is not None:
@@ -389,12 +389,13 @@ class ToolCallGrammar:
                 # the rest of the turn stays unsteered rather than being misread from a stale state.
                 for s in self.seqs:
                     s.end = _State(OFF)
-            return block, None, None
+            return block, None, None, None
         rows, opens, fixes = block.tolist(), open_.tolist(), fixed.tolist()
         n, b = len(rows), len(rows[0])
         frozen = [[False] * b for _ in range(n)]
         bans: list[tuple[int, int, Tensor]] = []  # (sequence, from position, ban row)
         firsts: list[tuple[int, int, Tensor]] = []  # (sequence, frontier, ban row there only)
+        copies: list[tuple[int, int, list[int]]] = []  # (sequence, frontier, tokens the copy prior favours)
         changed = False
         for i, s in enumerate(self.seqs):
             s.opened_in_block = sum(opens[i])
@@ -417,6 +418,8 @@ class ToolCallGrammar:
                 bans.append((i, f, self._rows[kind]))
                 if st.ground is not None:  # the frontier is grounded; later positions are checked on arrival
                     firsts.append((i, f, self._ground_ban(st.ground)))
+                    if self.copy_bias and (named := st.ground.preferred()):
+                        copies.append((i, f, named))
                 # hold what follows a switch the model already wrote further on
                 for j in range(f + 1, b):
                     t = rows[i][j]
@@ -436,7 +439,12 @@ class ToolCallGrammar:
         frozen_t = (
             torch.tensor(frozen, dtype=torch.bool, device=block.device) if any(map(any, frozen)) else None
         )
-        return block, frozen_t, ban
+        bias = None
+        if copies:
+            bias = torch.zeros(n, b, self.vocab, device=block.device)
+            for i, f, named in copies:
+                bias[i, f, [self.param_close if t == CLOSE else t for t in named]] = self.copy_bias
+        return block, frozen_t, ban, bias
 
     def _walk(
         self, s: _Seq, row: list[int], open_: list[bool], fixed: list[bool]
