@@ -82,11 +82,11 @@ def test_render_matches_inference_prompt(cut: int, tool_prompt: str) -> None:
 
 
 @pytest.mark.slow
-def test_oracle_solves_a_real_instance(tmp_path) -> None:
+def test_oracle_solves_a_real_instance_reproducing_it(tmp_path) -> None:
     from clover.evals.synthfix import generate
 
     rows = generate(tmp_path / "sf", "train", 2, seed=7)
-    traj = solve(rows[0], seed=0, work_root=str(tmp_path))
+    traj = solve(rows[0], seed=0, work_root=str(tmp_path), reproduce=True)
     msgs = traj["messages"]
     calls = [m["tool_calls"][0]["function"]["name"] for m in msgs if m.get("tool_calls")]
     assert calls == ["outline", "bash", "view", "str_replace", "bash", "bash"]
@@ -103,14 +103,17 @@ def test_oracle_solves_a_real_instance(tmp_path) -> None:
 
 
 @pytest.mark.slow
-def test_oracle_solves_a_plain_prose_instance_without_a_reproduction(tmp_path) -> None:
+@pytest.mark.parametrize("prose", [0.0, 1.0])
+def test_oracle_finds_views_edits_and_tests(tmp_path, prose) -> None:
     from clover.evals.synthfix import generate
 
-    rows = generate(tmp_path / "sf", "train", 2, seed=7, prose_fraction=1.0)
+    rows = generate(tmp_path / "sf", "train", 2, seed=7, prose_fraction=prose)
     traj = solve(rows[0], seed=0, work_root=str(tmp_path))
     msgs = traj["messages"]
     calls = [m["tool_calls"][0]["function"]["name"] for m in msgs if m.get("tool_calls")]
-    assert calls == ["outline", "view", "str_replace", "bash"]
+    assert calls == ["outline", "view", "str_replace", "bash"]  # the issue's own example is not run
+    path = json.loads(msgs[4]["tool_calls"][0]["function"]["arguments"])["path"]
+    assert path in msgs[3]["content"] and path not in traj["thinking"][1]  # copied from the outline only
     assert "passed" in msgs[-2]["content"] and "failed" not in msgs[-2]["content"]
     assert msgs[-1]["role"] == "assistant" and not msgs[-1].get("tool_calls")
 

@@ -1,10 +1,12 @@
 """Oracle agent: solves TRAINING-split SynthFix instances through the real tools, for training data.
 
 For one instance it clones the repo at `base_commit` (without `test_patch`: like a SWE-bench agent,
-it does not see the hidden tests) and runs a scripted outline -> reproduce (the issue's example) ->
-view -> edit -> reproduce again -> test -> answer sequence (outline -> view -> edit -> test -> answer
-for a plain-prose issue with no example to run) with the real `tools.registry` tools in a
-`LocalEnvironment`; the edit comes from the gold patch. The real tool outputs become the tool
+it does not see the hidden tests) and runs a scripted outline -> view -> edit -> test -> answer
+sequence with the real `tools.registry` tools in a `LocalEnvironment`; the edit comes from the gold
+patch. (`reproduce=True` adds the issue's example, run before and after the edit, where it has one:
+the embedded model trained on that copied the example's module paths badly, and the garbled
+commands derailed the steps after them. Its thinking names no path either: the call copies the
+path from the outline output once, instead of after a garbled copy in the thinking.) The real tool outputs become the tool
 messages. The instance counts only when the repo's tests pass at the end and, with `test_patch`
 applied afterwards, every FAIL_TO_PASS and PASS_TO_PASS test passes.
 
@@ -134,6 +136,13 @@ _VIEW_PROSE = [
     "Found it in {path}. I'll view lines {start}-{end}.",
     "It lives in {path}. Look at the implementation.",
 ]
+_VIEW_FOUND = [
+    "Let me read `{name}`.",
+    "Now look at the code of `{name}`.",
+    "I'll view lines {start}-{end}.",
+    "Let me look at the implementation.",
+    "Read `{name}` to find the bug.",
+]
 _EDIT = [
     "The bug is on this line: `{old}` should be `{new}`.",
     "Found it: `{old}` is wrong; it should read `{new}`.",
@@ -218,7 +227,7 @@ def repro_command(statement: str, module_path: str = "") -> str | None:
     return f"{python} - <<'EOF'\n{script}\nEOF"
 
 
-def plan_steps(row: dict, repo: Path, rng: random.Random) -> list[Step]:
+def plan_steps(row: dict, repo: Path, rng: random.Random, reproduce: bool = False) -> list[Step]:
     """The scripted steps before any tool output is seen (what the oracle knows from the gold data)."""
     path, hunks = parse_patch(row["patch"])
     source = (repo / path).read_text(encoding="utf-8")
@@ -236,7 +245,7 @@ def plan_steps(row: dict, repo: Path, rng: random.Random) -> list[Step]:
     fmt = {"name": name, "path": path, "start": def_start, "end": def_end}
     # outline, not grep: its hit shows the definition's line range, which the view step then reads
     look_step = Step(rng.choice(_LOOK).format(**fmt), "outline", {"symbol": name})
-    repro = repro_command(statement, path)  # None: a plain-prose report, nothing to run
+    repro = repro_command(statement, path) if reproduce else None  # None: nothing to run
     removed = "\n".join(t for tag, t in first if tag == "-")
     added = "\n".join(t for tag, t in first if tag == "+")
     efmt = {**fmt, "old": _short(removed), "new": _short(added)}
@@ -247,7 +256,7 @@ def plan_steps(row: dict, repo: Path, rng: random.Random) -> list[Step]:
         steps.append(Step(rng.choice(_REPRO).format(**fmt), "bash", {"command": repro}))
         steps.append(Step(rng.choice(_VIEW).format(**fmt), "view", view))
     else:
-        steps.append(Step(rng.choice(_VIEW_PROSE).format(**fmt), "view", view))
+        steps.append(Step(rng.choice(_VIEW_PROSE if reproduce else _VIEW_FOUND).format(**fmt), "view", view))
         edit_think = rng.choice(_EDIT if removed.strip() else _EDIT_ADD).format(**efmt)
     for k, (old, new) in enumerate(edits):
         think = edit_think if k == 0 else "Also fix the next spot."
@@ -270,7 +279,7 @@ def _check_hidden_tests(row: dict, repo: Path) -> None:
         raise OracleError(f"{len(bad)} graded tests do not pass after the fix, e.g. {bad[0]}")
 
 
-def solve(row: dict, seed: int = 0, work_root: str | None = None) -> dict[str, Any]:
+def solve(row: dict, seed: int = 0, work_root: str | None = None, reproduce: bool = False) -> dict[str, Any]:
     """Run the oracle on one instance. Returns {"instance_id", "messages", "thinking", "tools",
     "root", "seconds"}; raises OracleError when it does not end with passing tests."""
     rng = random.Random(f"oracle:{seed}:{row['instance_id']}")
@@ -278,7 +287,7 @@ def solve(row: dict, seed: int = 0, work_root: str | None = None) -> dict[str, A
     work = Path(tempfile.mkdtemp(prefix="clover-", dir=work_root))
     try:
         repo = checkout(row, work)
-        steps = plan_steps(row, repo, rng)
+        steps = plan_steps(row, repo, rng, reproduce)
         env = LocalEnvironment(str(repo), timeout=60, output_limit=4000)
         tools = tools_by_name()
         root = env.root
@@ -353,11 +362,11 @@ __all__ = ["OracleError", "checkout", "render_assistant_content", "render_trajec
 # --------------------------------------------------------------------------- CLI
 
 
-def _solve_line(args: tuple[str, int]) -> tuple[str | None, str]:
-    line, seed = args
+def _solve_line(args: tuple[str, int, bool]) -> tuple[str | None, str]:
+    line, seed, reproduce = args
     row = json.loads(line)
     try:
-        return json.dumps(solve(row, seed), ensure_ascii=False), ""
+        return json.dumps(solve(row, seed, reproduce=reproduce), ensure_ascii=False), ""
     except OracleError as exc:
         return None, f"{row['instance_id']}: {exc}"
     except Exception as exc:  # one bad instance must not end a long data run
@@ -370,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="trajectories JSONL to write")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--reproduce", action="store_true", help="also run the issue's example before and after the edit")
     args = parser.parse_args(argv)
     if not args.instances.is_file():
         parser.error(f"not a file: {args.instances}")
@@ -379,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     ok = bad = 0
     start = time.perf_counter()
-    jobs = [(ln, args.seed) for ln in lines]
+    jobs = [(ln, args.seed, args.reproduce) for ln in lines]
     with args.out.open("w", encoding="utf-8") as fh:
         if args.workers > 1:
             from multiprocessing import Pool
