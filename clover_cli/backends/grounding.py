@@ -165,11 +165,12 @@ class SetNode(Node):
     """A value that must be one of a sorted list of candidates (each ending with b"\\n").
     `extra`: for `create`, a new file name in an existing directory is also allowed."""
 
-    __slots__ = ("lo", "hi", "space", "value")
+    __slots__ = ("_preferred", "hi", "lo", "space", "value")
 
     def __init__(self, space: CandidateSet, value: bytes, lo: int, hi: int) -> None:
         super().__init__()
         self.space, self.value, self.lo, self.hi = space, value, lo, hi
+        self._preferred: list[int] | None = None
 
     def text(self) -> str:
         return self.value.decode("utf-8", "replace").removesuffix("\n")
@@ -193,6 +194,11 @@ class SetNode(Node):
         return sorted(found)
 
     def preferred(self) -> list[int]:
+        if self._preferred is None:  # the grammar asks every round while the value waits here
+            self._preferred = self._compute_preferred()
+        return self._preferred
+
+    def _compute_preferred(self) -> list[int]:
         sp, v = self.space, self.value
         if not sp.named or v.endswith(NL):
             return []

@@ -138,7 +138,6 @@ class LocalCloverModel:
 
         self.prefix_cache = PrefixCache()
         self.workspace: Any = None  # grounding.Workspace, once bound to the agent's environment
-        self._context = ""  # the turn's prompt as text (the copy prior of grounded values reads it)
         self._vocab: Any = None
         self._think_close = self.tokenizer.token_id(THINK_CLOSE)
         # how a thought ends in the chat format (model/chat.py thought_and_reply)
@@ -200,8 +199,8 @@ class LocalCloverModel:
             max_new_tokens=min(s.max_tokens, room),
             stop_token_ids=self.stop_ids,
         )
-        self._context = self.tokenizer.decode(ids)  # what the copy prior of grounded values reads
-        grammar = self._grammar(tools, opened, decode.max_new_tokens)
+        context = self.tokenizer.decode(ids)  # the prompt as text: what the copy prior of grounded values reads
+        grammar = self._grammar(tools, opened, decode.max_new_tokens, context)
         grammars = [grammar]  # the turn's grammars, one per decoded piece (their stats add up)
         out, result, stream = self._decode(ids, decode, grammar, emit, forced, thinking=opened)
         stats = dict(result.stats)
@@ -215,7 +214,7 @@ class LocalCloverModel:
                 # A thought that loops ends where the loop began; the model then goes on to a call
                 # or an answer instead of leaving a turn with neither.
                 out = out + self._after_thought
-                after = self._grammar(tools, False, left, thought_closed=True)
+                after = self._grammar(tools, False, left, context, thought_closed=True)
                 grammars.append(after)
                 more, result, _ = self._decode(
                     ids + out, dataclasses.replace(decode, max_new_tokens=left), after, emit, None, thinking=False
@@ -271,7 +270,8 @@ class LocalCloverModel:
         return result.tokens[0], result, stream
 
 
-    def _grammar(self, tools: list[ToolSpec], opened: bool, budget: int, thought_closed: bool = False):
+    def _grammar(self, tools: list[ToolSpec], opened: bool, budget: int, context: str = "",
+                 thought_closed: bool = False):  # fmt: skip
         """The tool-call grammar for this turn, or None (no tools, switched off, or a vocabulary
         without the markup tokens)."""
         if not tools or not self.constrain_tool_calls:
@@ -282,11 +282,11 @@ class LocalCloverModel:
 
         return ToolCallGrammar.build(
             self.tokenizer, tools, opened=opened, stop_ids=self.stop_ids, vocab_size=self.config.vocab_size,
-            mask_id=self.config.mask_token_id, budget=budget, device=self.device, grounding=self._grounding(),
+            mask_id=self.config.mask_token_id, budget=budget, device=self.device, grounding=self._grounding(context),
             thought_closed=thought_closed, copy_bias=float(getattr(self.settings, "copy_bias", 0.0)),
         )  # fmt: skip
 
-    def _grounding(self):
+    def _grounding(self, context: str = ""):
         """This turn's workspace grounding, or None (off, or no workspace bound)."""
         if not getattr(self.settings, "grounded", True) or getattr(self, "workspace", None) is None:
             return None
@@ -294,7 +294,7 @@ class LocalCloverModel:
 
         if getattr(self, "_vocab", None) is None:
             self._vocab = Vocab(self.tokenizer, self.config.vocab_size)
-        return Grounding(self.workspace, self._vocab, getattr(self, "_context", ""))
+        return Grounding(self.workspace, self._vocab, context)
 
 
 def block_size_of(decode: Any) -> int:
