@@ -149,3 +149,34 @@ def test_paths_outside_workspace_refused(env: LocalEnvironment, tmp_path: Path) 
         assert "secret" in ViewTool().run({"path": str(outside)}, extra).output
     finally:
         outside.unlink()
+
+
+# --------------------------------------------------------------------------- the syntax guard
+
+
+def test_edit_that_breaks_python_syntax_is_refused_and_writes_nothing(env: LocalEnvironment, tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(SOURCE)
+    before = (tmp_path / "m.py").read_bytes()
+    garbled = StrReplaceTool().run({"path": "m.py", "old_str": "def f3(x):", "new_str": "def f 3 rest(x):"}, env)
+    assert garbled.is_error
+    assert "not applied" in garbled.output and "syntax error (line 7:" in garbled.output
+    inserted = InsertTool().run({"path": "m.py", "insert_line": 2, "text": "    return (x"}, env)
+    assert inserted.is_error and "syntax error" in inserted.output
+    assert (tmp_path / "m.py").read_bytes() == before
+    # A valid edit of the same line goes through.
+    ok = StrReplaceTool().run({"path": "m.py", "old_str": "def f3(x):", "new_str": "def f3(x, y=0):"}, env)
+    assert not ok.is_error, ok.output
+
+
+def test_syntax_guard_leaves_other_files_and_broken_modules_alone(env: LocalEnvironment, tmp_path: Path) -> None:
+    # Not Python: any text may go in.
+    (tmp_path / "notes.txt").write_text("a = 1\n")
+    assert not StrReplaceTool().run({"path": "notes.txt", "old_str": "a = 1", "new_str": "a = ("}, env).is_error
+    # A module that does not parse now (another Python's syntax, or half-written): edits are the repair.
+    (tmp_path / "broken.py").write_text("def f(:\n    return 1\n")
+    fixed = StrReplaceTool().run({"path": "broken.py", "old_str": "def f(:", "new_str": "def f(x:"}, env)
+    assert not fixed.is_error, fixed.output
+    assert (tmp_path / "broken.py").read_text() == "def f(x:\n    return 1\n"
+    # Warnings from parsing (an invalid escape) are not printed, and do not count as errors.
+    (tmp_path / "w.py").write_text('P = "\\d+"\n')
+    assert not StrReplaceTool().run({"path": "w.py", "old_str": "P =", "new_str": "Q ="}, env).is_error

@@ -10,9 +10,11 @@ an EditError saying why not); `run` writes exactly that plan, and the approval p
 
 from __future__ import annotations
 
+import ast
 import bisect
 import difflib
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +76,36 @@ def _write(tool: str, env: Environment, plan: EditPlan) -> str | None:
     except OSError as exc:
         return f"{tool}: cannot write {plan.rel}: {exc.strerror or exc}"
     return None
+
+
+def _syntax_problem(plan: EditPlan) -> str | None:
+    """Where an edit would break a Python file that parses now ("line 7: invalid syntax"); None when
+    it would not, or when the file is not Python or did not parse before (another Python version's
+    syntax, or the edit is a repair)."""
+    if not plan.rel.endswith((".py", ".pyi")):
+        return None
+    with warnings.catch_warnings():  # e.g. an invalid escape sequence's SyntaxWarning: not ours to print
+        warnings.simplefilter("ignore")
+        try:
+            compile(plan.old, plan.rel, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        except (SyntaxError, ValueError):
+            return None
+        try:
+            compile(plan.new, plan.rel, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        except SyntaxError as exc:
+            return f"line {exc.lineno}: {exc.msg}"
+        except ValueError as exc:  # e.g. a NUL byte
+            return str(exc)
+    return None
+
+
+def _checked(tool: str, plan: EditPlan) -> EditPlan:
+    """The plan, or an EditError when it would leave a parsing Python file unparsable: nothing is
+    written, and the model is told where, so a garbled edit is redone instead of breaking the module."""
+    if problem := _syntax_problem(plan):
+        raise EditError(f"{tool}: not applied, the edit would leave {plan.rel} with a syntax error "
+                        f"({problem}); the file is unchanged. Write the new text as valid Python.")
+    return plan
 
 
 def _text_arg(args: dict[str, Any], *names: str, default: str | None = None) -> str:
@@ -335,8 +367,8 @@ class StrReplaceTool(Tool):
         begin, end = _original(hits[0], removed), _original(hits[0] + len(old_str), removed)
         replacement = new_str.replace("\n", "\r\n") if uses_crlf(text) else new_str
         first = norm.count("\n", 0, hits[0]) + 1
-        return EditPlan(full, rel, text, text[:begin] + replacement + text[end:], True, first,
-                        first + new_str.count("\n"))  # fmt: skip
+        return _checked("str_replace", EditPlan(full, rel, text, text[:begin] + replacement + text[end:], True,
+                                                first, first + new_str.count("\n")))  # fmt: skip
 
     def run(self, args: dict[str, Any], env: Environment) -> ToolResult:
         try:
@@ -387,8 +419,8 @@ class InsertTool(Tool):
         offset = starts[line_no] if line_no < len(starts) else len(text)
         if offset == len(text) and text and not text.endswith("\n"):
             new = nl + new  # the last line had no newline; end it before appending
-        return EditPlan(full, rel, text, text[:offset] + new + text[offset:], True, line_no + 1,
-                        line_no + new.strip("\r\n").count("\n") + 1)  # fmt: skip
+        return _checked("insert", EditPlan(full, rel, text, text[:offset] + new + text[offset:], True, line_no + 1,
+                                           line_no + new.strip("\r\n").count("\n") + 1))  # fmt: skip
 
     def run(self, args: dict[str, Any], env: Environment) -> ToolResult:
         try:
