@@ -94,7 +94,7 @@ def test_diffs_are_highlighted_on_a_terminal() -> None:
         (CreateTool(), {"path": "new/n.py", "file_text": "x = 1\n"}),
         (CreateTool(), {"path": "m.py", "file_text": "rewritten\n"}),
         (InsertTool(), {"path": "m.py", "insert_line": 1, "text": "inserted"}),
-        (InsertTool(), {"path": "m.py", "insert_line": 3, "text": "at the end\n"}),
+        (InsertTool(), {"path": "m.py", "insert_line": 3, "text": "at_the_end = 6\n"}),  # valid: edits keep .py parsing
     ],
 )
 def test_preview_diff_is_what_the_tool_does(tmp_path: Path, tool: object, args: dict) -> None:
