@@ -6,21 +6,21 @@ and binary files are refused.
 
 Each edit tool has a dry run, `plan(args, env) -> EditPlan` (the file's text before and after, or
 an EditError saying why not); `run` writes exactly that plan, and the approval preview shows its diff.
+str_replace and insert refuse a plan that leaves a Python file that parses now unparsable.
 """
 
 from __future__ import annotations
 
-import ast
 import bisect
 import difflib
 import re
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 from clover.core.protocols import Environment, Tool, ToolResult
 from clover.tools.listing import NOISE_DIRS
 from clover.tools.paths import PathError
+from clover.tools.pysyntax import newly_broken
 from clover.tools.textio import (
     arg_int,
     display_path,
@@ -78,31 +78,10 @@ def _write(tool: str, env: Environment, plan: EditPlan) -> str | None:
     return None
 
 
-def _syntax_problem(plan: EditPlan) -> str | None:
-    """Where an edit would break a Python file that parses now ("line 7: invalid syntax"); None when
-    it would not, or when the file is not Python or did not parse before (another Python version's
-    syntax, or the edit is a repair)."""
-    if not plan.rel.endswith((".py", ".pyi")):
-        return None
-    with warnings.catch_warnings():  # e.g. an invalid escape sequence's SyntaxWarning: not ours to print
-        warnings.simplefilter("ignore")
-        try:
-            compile(plan.old, plan.rel, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
-        except (SyntaxError, ValueError):
-            return None
-        try:
-            compile(plan.new, plan.rel, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
-        except SyntaxError as exc:
-            return f"line {exc.lineno}: {exc.msg}"
-        except ValueError as exc:  # e.g. a NUL byte
-            return str(exc)
-    return None
-
-
 def _checked(tool: str, plan: EditPlan) -> EditPlan:
     """The plan, or an EditError when it would leave a parsing Python file unparsable: nothing is
     written, and the model is told where, so a garbled edit is redone instead of breaking the module."""
-    if problem := _syntax_problem(plan):
+    if problem := newly_broken(plan.rel, plan.old, plan.new):
         raise EditError(f"{tool}: not applied, the edit would leave {plan.rel} with a syntax error "
                         f"({problem}); the file is unchanged. Write the new text as valid Python.")
     return plan
