@@ -78,6 +78,9 @@ class CloverConfig:
     # chat rendering: "compact" lists tools as name(params) lines, for small models whose context
     # and capacity a full JSON-ish tool section would swamp
     tool_prompt: str = "full"
+    # str_replace's new_str taken from one-site repairs of old_str by likelihood, not free-written
+    # (clover_cli/backends/edit_choice.py): for a small model that finds bugs but garbles fixes
+    edit_repairs: bool = False
 
     def __post_init__(self) -> None:
         if not self.layer_types:

@@ -51,6 +51,7 @@ def test_command_defaults_sit_below_files(homes):
         ('max_steps = "many"\n', "invalid value 'many' for max_steps"),
         ("colour = 1\n", "unknown setting 'colour'"),
         ("copy_bias = -1.0\n", "copy_bias must be 0 (off) or positive"),
+        ('edit_repairs = "sometimes"\n', "edit_repairs must be auto, on or off"),
         ("mode = \n", "config.toml"),
     ],
 )

@@ -225,6 +225,7 @@ class LocalCloverModel:
                 stats = _merged(stats, result.stats)
         text = self.tokenizer.decode([t for t in out if t not in stream.stops])
         turn = turn_from_text(text, tools, opened=opened)
+        repaired = self._choose_edits(turn, ids, text, messages, context, s)
         for call in turn.tool_calls:
             emit(StreamEvent("tool_call", data={"name": call.name, "arguments": call.arguments}))
         turn.prompt_tokens, turn.completion_tokens = len(ids), len(out)
@@ -233,6 +234,7 @@ class LocalCloverModel:
         turn.stats = {k: float(st[k]) for k in ("forwards", "tokens_per_forward", "tok_per_s", "rounds_per_block")}
         for k in ("prefill_seconds", "prefill_tokens", "cached_prompt_tokens", "prefill_forwards"):
             turn.stats[k] = float(st.get(k, 0.0))
+        turn.stats.update(repaired)
         for g in grammars:  # tokens the grammar placed without a forward, and ones it redid
             for k, v in (g.stats if g is not None else {}).items():
                 turn.stats[k] = turn.stats.get(k, 0.0) + float(v)
@@ -269,6 +271,29 @@ class LocalCloverModel:
         stream.finish(result.tokens[0])
         return result.tokens[0], result, stream
 
+
+    def _choose_edits(self, turn: AssistantTurn, ids: list[int], reply: str, messages: list[Message],
+                      context: str, s: Settings) -> dict[str, float]:  # fmt: skip
+        """A str_replace's edit chosen among (line, one-site repair) pairs around its old_str by the
+        model's likelihood (edit_choice.py), where the `edit_repairs` setting (or the checkpoint) asks."""
+        on = s.edit_repairs == "on" or (s.edit_repairs == "auto" and self.config.edit_repairs)
+        if not on or getattr(self, "workspace", None) is None or len(turn.tool_calls) != 1:
+            return {}  # one call: the reply's text up to its old_str is the scoring prefix
+        from clover.backends.edit_choice import choose_edit, with_edit
+
+        call = turn.tool_calls[0]
+        path = call.arguments.get("path")
+        data = self.workspace.read(path) if call.name == "str_replace" and isinstance(path, str) else None
+        if data is None:
+            return {}
+        issue = next((str(m.get("content") or "") for m in messages if m.get("role") == "user"), "")
+        text = data.decode("utf-8", "replace")
+        choice = choose_edit(self.net, self.tokenizer, ids, reply, call, text, issue=issue, context=context)
+        if choice is None:
+            return {}
+        turn.tool_calls[0] = with_edit(call, choice.old_str, choice.new_str)
+        changed = (choice.old_str, choice.new_str) != (call.arguments.get("old_str"), call.arguments.get("new_str"))
+        return {"repair_candidates": float(choice.candidates), "repaired_edits": float(changed)}
 
     def _grammar(self, tools: list[ToolSpec], opened: bool, budget: int, context: str = "",
                  thought_closed: bool = False):  # fmt: skip

@@ -1,0 +1,101 @@
+"""new_str chosen among one-site repairs by the model's likelihood (clover_cli/backends/edit_choice.py,
+model/score.py), on a tiny RANDOM checkpoint: the scores are the plain causal forward's, and the
+turn's call carries the repair that scores best."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from clover.backends.edit_choice import edit_pairs, region, with_edit  # noqa: E402
+from clover.core.protocols import ToolCall, tool_spec  # noqa: E402
+from clover.model.chat import PARAM_CLOSE  # noqa: E402
+from clover.model.score import continuation_logprobs  # noqa: E402
+from clover.tools.environment import LocalEnvironment  # noqa: E402
+from clover.tools.registry import default_tools  # noqa: E402
+from tests.test_tool_grammar import clover as clover  # noqa: E402,F401 - the module fixture
+from tests.test_tool_grammar import variant  # noqa: E402
+
+CALC = "def add(a, b):\n    return a - b\n"
+USER = [{"role": "user", "content": "add(2, 3) returns -1 instead of 5"}]
+CALL = (
+    "<tool_call>\n<function=str_replace>\n<parameter=path>\ncalc.py\n</parameter>\n"
+    "<parameter=old_str>\n    return a - b\n</parameter>\n<parameter=new_str>\n    return a - b\n</parameter>\n"
+    "</function>\n</tool_call>"
+)
+
+
+def tools() -> list[dict]:
+    return [tool_spec(t) for t in default_tools() if t.name in ("str_replace", "view")]
+
+
+def full_forward_score(net, ids: list[int], cont: list[int]) -> float:
+    with torch.no_grad():
+        logp = net(torch.tensor([ids + cont]))[0].float().log_softmax(-1)
+    return sum(logp[len(ids) - 1 + j, t].item() for j, t in enumerate(cont))
+
+
+def test_continuation_scores_are_the_causal_forwards(clover):
+    gen = torch.Generator().manual_seed(0)
+    prefix = torch.randint(20, 290, (37,), generator=gen).tolist()
+    conts = [torch.randint(20, 290, (n,), generator=gen).tolist() for n in (1, 6, 3, 9)]
+    got = continuation_logprobs(clover.net, prefix, conts)
+    want = [full_forward_score(clover.net, prefix, c) for c in conts]
+    assert got == pytest.approx(want, abs=1e-4)
+    with pytest.raises(ValueError):
+        continuation_logprobs(clover.net, [], conts)
+
+
+def _bound(clover, tmp_path, **changes):
+    (tmp_path / "calc.py").write_text(CALC)
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    model = variant(clover, **changes)
+    model.bind_workspace(LocalEnvironment(str(tmp_path)))
+    return model
+
+
+def _complete(model):
+    ids = model.tokenizer.encode(CALL) + [model.tokenizer.token_id("<|im_end|>")]
+    return model.complete(USER, tools(), forced=dict(enumerate(ids)))
+
+
+def test_a_no_op_edit_becomes_the_pair_the_model_finds_likeliest(clover, tmp_path):
+    model = _bound(clover, tmp_path, edit_repairs="on", max_tokens=128)
+    turn = _complete(model)
+    (call,) = turn.tool_calls
+    pairs = edit_pairs("    return a - b", CALC, "calc.py", USER[0]["content"], "")
+    assert {o for o, _ in pairs} == {"def add(a, b):", "    return a - b"}  # the function around old_str
+    got = (call.arguments["old_str"], call.arguments["new_str"])
+    assert got in pairs and got[0] != got[1] and turn.stats["repaired_edits"] == 1
+    assert f"<parameter=new_str>\n{got[1]}\n</parameter>" in call.raw
+    # the choice is the argmax of the plain causal forward over prompt + reply + (old, new)
+    ids, _ = model.prompt_ids(USER, tools())
+    prefix = ids + model.tokenizer.encode(CALL[: CALL.index("<parameter=old_str>\n") + len("<parameter=old_str>\n")])
+    conts = [f"{o}\n</parameter>\n<parameter=new_str>\n{n}\n{PARAM_CLOSE}" for o, n in pairs]
+    scores = [full_forward_score(model.net, prefix, model.tokenizer.encode(c)) for c in conts]
+    assert got == pairs[max(range(len(pairs)), key=scores.__getitem__)]
+
+
+@pytest.mark.parametrize("setting", ["off", "auto"])  # auto: the tiny checkpoint's config says no
+def test_off_or_a_checkpoint_without_it_keeps_the_models_edit(clover, tmp_path, setting):
+    turn = _complete(_bound(clover, tmp_path, edit_repairs=setting, max_tokens=128))
+    assert turn.tool_calls[0].arguments["new_str"] == "    return a - b"
+    assert "repaired_edits" not in turn.stats
+
+
+def test_with_edit_rewrites_arguments_and_raw_text():
+    call = ToolCall("str_replace", {"path": "a.py", "old_str": "x = 1", "new_str": "x = 1"}, id="c1", raw="<old>")
+    out = with_edit(call, "y = 1", "y = 2")
+    assert out.arguments == {"path": "a.py", "old_str": "y = 1", "new_str": "y = 2"} and out.id == "c1"
+    assert "<parameter=new_str>\ny = 2\n</parameter>" in out.raw and call.arguments["new_str"] == "x = 1"
+
+
+def test_region_is_the_enclosing_definition():
+    lines = ["import os", "", "def f(x):", "    y = x", "    return y", "", "", "class C:", "    z = 1"]
+    assert list(region(lines, 3)) == [2, 3, 4, 5, 6]
+    assert list(region(lines, 8)) == [7, 8]
+    long = ["def g():"] + [f"    v{i} = {i}" for i in range(100)]
+    assert len(region(long, 60)) == 40 and 60 in region(long, 60)
