@@ -1,15 +1,17 @@
 """The shipped tiny Clover fixes held-out bugs end to end, at its default decoder: `clover fix` in a
 subprocess on a fresh clone, graded as `clover bench` grades (the hidden tests applied afterwards;
 FAIL_TO_PASS and PASS_TO_PASS must pass). One held-out SynthFix instance, as a smoke test; `clover
-bench` gives the rates (model/weights/MODEL_CARD.md). The hand-written set (evals/handwritten) has no
-instance this model fixes yet (0/22), so it has no test here. No decoding setting is passed: the run uses the checkpoint's
-own block size and decode order (config.json), as a new user's `clover fix` does."""
+bench` gives the rates (model/weights/MODEL_CARD.md). And one instance of the hand-written set
+(evals/handwritten, never trained on), fixed since the checkpoint's edit repairs (config.json
+edit_repairs). No decoding setting is passed: the run uses the checkpoint's own block size, decode
+order and edit repairs, as a new user's `clover fix` does."""
 
 from __future__ import annotations
 
 import pytest
 
 from clover.evals.grading import fresh_clone, grade
+from clover.evals.handwritten import materialize
 from clover.evals.synthfix.generator import build_instance
 from tests.clihelp import isolated_env, run_clover
 
@@ -17,6 +19,8 @@ pytest.importorskip("torch")
 
 # Held-out split, seed 0, as `clover bench` draws it (a src/ layout, names training never has).
 HELDOUT = {"seed": 0, "index": 2}  # synthfix-heldout__quill-0-0002, fixed at every decoder measured
+# The hand-written set (evals/handwritten, never trained on), first instance: a wrong sign in a formula.
+HANDWRITTEN, HANDWRITTEN_INDEX = "handwritten__hw01-fahrenheit", 0
 
 
 def _fix(tmp_path, row) -> tuple[dict, str, str]:
@@ -41,3 +45,10 @@ def test_the_shipped_model_fixes_a_held_out_synthfix_instance(tmp_path):
     report, patch, out = _fix(tmp_path, row)
     assert report["resolved"], f"{report}\n--- patch:\n{patch}\n--- run:\n{out}"
 
+
+
+def test_the_shipped_model_fixes_a_hand_written_instance(tmp_path):
+    rows = {r["instance_id"]: r for r in materialize(tmp_path / "instances", count=HANDWRITTEN_INDEX + 1)}
+    row = rows[HANDWRITTEN]
+    report, patch, out = _fix(tmp_path, row)
+    assert report["resolved"], f"{report}\n--- patch:\n{patch}\n--- run:\n{out}"
