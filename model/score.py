@@ -31,19 +31,29 @@ def _repeat(cache: CloverCache, net: CloverForCausalLM, n: int) -> CloverCache:
     return out
 
 
-@torch.no_grad()
+class PrefixScorer:
+    """The prefix committed once; `scores(continuations)` may then be asked several times."""
+
+    @torch.no_grad()
+    def __init__(self, net: CloverForCausalLM, prefix: list[int]) -> None:
+        if not prefix:
+            raise ValueError("a prefix is needed: the first token is predicted from it")
+        self.net, self.dev = net, net.lm_head.weight.device
+        self.base = net.new_cache(1)
+        net.prefill(torch.tensor([prefix], device=self.dev), self.base)
+
+    @torch.no_grad()
+    def scores(self, continuations: list[list[int]]) -> list[float]:
+        """Sum of log p(token) over each continuation's tokens, after the prefix."""
+        out: list[float] = []
+        for at in range(0, len(continuations), MAX_BATCH):
+            out += _score_chunk(self.net, self.base, continuations[at : at + MAX_BATCH], self.dev)
+        return out
+
+
 def continuation_logprobs(net: CloverForCausalLM, prefix: list[int], continuations: list[list[int]]) -> list[float]:
     """Sum of log p(token) over each continuation's tokens, given `prefix` (which must be non-empty)."""
-    if not prefix:
-        raise ValueError("a prefix is needed: the first token is predicted from it")
-    dev = net.lm_head.weight.device
-    base = net.new_cache(1)
-    net.prefill(torch.tensor([prefix], device=dev), base)
-    scores: list[float] = []
-    for at in range(0, len(continuations), MAX_BATCH):
-        chunk = continuations[at : at + MAX_BATCH]
-        scores += _score_chunk(net, base, chunk, dev)
-    return scores
+    return PrefixScorer(net, prefix).scores(continuations)
 
 
 def _score_chunk(net: CloverForCausalLM, base: CloverCache, chunk: list[list[int]], dev) -> list[float]:
@@ -68,4 +78,4 @@ def cache_first(base: CloverCache, n: int) -> Tensor:
     return base.next_logits[:, None].repeat(n, 1, 1)
 
 
-__all__ = ["continuation_logprobs"]
+__all__ = ["PrefixScorer", "continuation_logprobs"]

@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from clover.backends.edit_choice import edit_pairs, region, with_edit  # noqa: E402
+from clover.backends.edit_choice import edit_pairs, region, region_lines, with_edit  # noqa: E402
 from clover.core.protocols import ToolCall, tool_spec  # noqa: E402
 from clover.model.chat import PARAM_CLOSE  # noqa: E402
 from clover.model.score import continuation_logprobs  # noqa: E402
@@ -99,3 +99,11 @@ def test_region_is_the_enclosing_definition():
     assert list(region(lines, 8)) == [7, 8]
     long = ["def g():"] + [f"    v{i} = {i}" for i in range(100)]
     assert len(region(long, 60)) == 40 and 60 in region(long, 60)
+
+
+def test_region_lines_and_pairs_for_the_kept_lines_only():
+    text = "def f(a, b):\n    c = a + b\n    c = a + b\n    return c * 2\n\n\ndef g():\n    return 1\n"
+    # the duplicated line cannot be an old_str (not unique); g is another definition
+    assert region_lines("    return c * 2", text) == ["def f(a, b):", "    return c * 2"]
+    pairs = edit_pairs("    return c * 2", text, "f.py", "", "", keep=["    return c * 2"])
+    assert pairs and {o for o, _ in pairs} == {"    return c * 2"} and ("    return c * 2", "    return c / 2") in pairs

@@ -3,10 +3,11 @@
 A small model finds the faulty function more often than the faulty line, and the faulty line more
 often than the fixed one (issue 16: in the hand-written set it named the right line in about half
 the tasks, then copied it back unchanged or garbled the changed token). So when a turn's
-str_replace names a unique old_str, the edit is chosen among (line, repair) pairs: every line of
-the function around the model's own old_str, each with its one-site repairs (repairs.py). Each pair
-is scored by the model as the continuation of the turn's text from `<parameter=old_str>` (old
-line, then new line), and the most probable pair replaces what greedy decoding wrote. The model
+str_replace names a unique old_str, the edit is chosen among (line, repair) pairs around it. The
+lines of the function around the model's own old_str are scored first, each as the old_str that
+continues the turn's text from `<parameter=old_str>`. The three likeliest, and the model's own
+line, then get their one-site repairs (repairs.py), and each (line, repair) pair is scored as that
+continuation (old line, then new line). The most probable pair replaces what greedy decoding wrote. The model
 still decides which function, which line and which repair; the candidates only keep it from
 writing something no small fix looks like.
 """
@@ -24,6 +25,7 @@ from clover.model.chat import PARAM_CLOSE, PARAM_OPEN, render_tool_call
 OPEN_OLD = f"{PARAM_OPEN}old_str>\n"
 BETWEEN = f"\n{PARAM_CLOSE}\n{PARAM_OPEN}new_str>\n"
 MAX_PAIRS = 256  # a scoring pass of ~40 tokens each: about a second on one CPU core for the embedded model
+TOP_LINES = 3  # lines whose repairs are scored, the likeliest as old_str (the model's own one too)
 REGION_LINES = 40  # at most this many lines around the model's own line
 DEFINITION = ("def ", "async def ", "class ")
 
@@ -60,23 +62,28 @@ def region(lines: list[str], at: int) -> range:
     return range(lo, hi)
 
 
-def edit_pairs(old: str, text: str, path: str, issue: str, context: str) -> list[tuple[str, str]]:
-    """(old line, repaired line) for every unique line around `old`'s first line; a multi-line
-    old_str also keeps its own repairs."""
+def region_lines(old: str, text: str) -> list[str]:
+    """The unique, non-blank lines of the definition around `old`'s first line (old itself first
+    when it spans several lines)."""
     lines = text.split("\n")
-    first = text[: text.index(old)].count("\n")
-    pairs: list[tuple[str, str]] = []
-    if "\n" in old.strip("\n"):
-        pairs += [(old, r) for r in repairs(old, issue=issue, file_text=text, path=path, context=context)]
-    seen: set[str] = set()
-    around = region(lines, first)
-    pairs += _missing_return(lines, around, text)
-    for i in around:
+    out = [old] if "\n" in old.strip("\n") else []
+    for i in region(lines, text[: text.index(old)].count("\n")):
         line = lines[i]
-        if not line.strip() or line in seen or text.count(line) != 1:
-            continue
-        seen.add(line)
-        pairs += [(line, r) for r in repairs(line, issue=issue, file_text=text, path=path, context=context)]
+        if line.strip() and line not in out and text.count(line) == 1:
+            out.append(line)
+    return out
+
+
+def edit_pairs(
+    old: str, text: str, path: str, issue: str, context: str, keep: list[str] | None = None
+) -> list[tuple[str, str]]:
+    """(old line, repaired line) for the lines around `old` (only those in `keep`, when given)."""
+    lines = text.split("\n")
+    around = region(lines, text[: text.index(old)].count("\n"))
+    pairs = [p for p in _missing_return(lines, around, text) if keep is None or p[0] in keep]
+    for line in region_lines(old, text):
+        if keep is None or line in keep:
+            pairs += [(line, r) for r in repairs(line, issue=issue, file_text=text, path=path, context=context)]
     return pairs[:MAX_PAIRS]
 
 
@@ -101,7 +108,7 @@ def choose_edit(
 ) -> EditChoice | None:  # fmt: skip
     """The (old_str, new_str) the model finds most likely around this call's old_str, or None (not
     a str_replace with a unique old_str, nothing to offer, or not the usual call layout)."""
-    from clover.model.score import continuation_logprobs
+    from clover.model.score import PrefixScorer
 
     args = call.arguments
     old, path = args.get("old_str"), args.get("path")
@@ -113,11 +120,18 @@ def choose_edit(
     prefix = _prefix_text(reply)
     if prefix is None:
         return None
-    pairs = edit_pairs(old, text, path, issue, context)
+    scorer = PrefixScorer(net, prompt_ids + tokenizer.encode(prefix))
+    # the lines first (as old_str, up to new_str's opening): only the likeliest few get repairs,
+    # and the model's own old_str always does
+    lines = region_lines(old, text)
+    line_scores = scorer.scores([tokenizer.encode(f"{line}{BETWEEN}") for line in lines])
+    ranked = sorted(range(len(lines)), key=lambda i: -line_scores[i])
+    own = old if "\n" in old.strip("\n") else text.split("\n")[text[: text.index(old)].count("\n")]
+    keep = [lines[i] for i in ranked[:TOP_LINES]] + [own]
+    pairs = edit_pairs(old, text, path, issue, context, keep)
     if not pairs:
         return None
-    conts = [tokenizer.encode(f"{o}{BETWEEN}{n}\n{PARAM_CLOSE}") for o, n in pairs]
-    scores = continuation_logprobs(net, prompt_ids + tokenizer.encode(prefix), conts)
+    scores = scorer.scores([tokenizer.encode(f"{o}{BETWEEN}{n}\n{PARAM_CLOSE}") for o, n in pairs])
     best = max(range(len(pairs)), key=scores.__getitem__)
     return EditChoice(pairs[best][0], pairs[best][1], len(pairs))
 
