@@ -17,11 +17,12 @@ A lexer by regular expression keeps this usable on snippets that do not parse on
 
 from __future__ import annotations
 
-import ast
 import keyword
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+
+from clover.tools.pysyntax import parse_error
 
 TOKEN = re.compile(
     r"""(?P<str>[rRbBfFuU]{0,2}(?:"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'))"""
@@ -122,6 +123,20 @@ def _arguments(toks: list[Tok], i: int, j: int) -> list[tuple[int, int]]:
     return spans
 
 
+@lru_cache(maxsize=4)  # edit_choice asks once per line of the same file
+def _code_names(file_text: str) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    """(names, called names, attribute names) of the file's code: a docstring's words are not
+    variables, and what the code calls or defines as a function or class is not swapped for a
+    variable (nor the other way round)."""
+    code = lex(file_text)
+    pairs = list(zip(code, code[1:], strict=False))
+    names = frozenset(t.text for t in code if t.kind == "name" and len(t.text) > 1) - KEYWORDS
+    called = {a.text for a, b in pairs if a.kind == "name" and b.text == "("}
+    called |= {b.text for a, b in pairs if a.text in ("def", "class")}
+    attrs = frozenset(b.text for a, b in pairs if a.text == "." and b.kind == "name")
+    return names, frozenset(called), attrs
+
+
 def _site_edits(
     text: str, toks: list[Tok], issue: str, file_text: str, context: str
 ) -> list[tuple[int, int, str]]:
@@ -131,14 +146,9 @@ def _site_edits(
     issue_words = {w for w in WORD.findall(issue)}
     issue_numbers = list(dict.fromkeys(NUMBER.findall(issue)))[:12]
     snippet_names = {t.text for t in toks if t.kind == "name" and t.text not in KEYWORDS}
-    code = lex(file_text)  # names in code only: a docstring's words are not variables
-    file_names = {t.text for t in code if t.kind == "name" and len(t.text) > 1} - KEYWORDS
+    file_names, called, attrs = _code_names(file_text)
     issue_names = set(IDENT.findall(issue)) & file_names
-    # what the code calls or defines as a function or class: a variable is not swapped for one
-    called = {a.text for a, b in zip(code, code[1:], strict=False) if a.kind == "name" and b.text == "("}
-    called |= {b.text for a, b in zip(code, code[1:], strict=False) if a.text in ("def", "class")}
-    attrs = {b.text for a, b in zip(code, code[1:], strict=False) if a.text == "." and b.kind == "name"}
-    attrs |= set(re.findall(r"\bself\.([A-Za-z_]\w*)\s*=", context))  # fields of classes the agent viewed
+    attrs = attrs | set(re.findall(r"\bself\.([A-Za-z_]\w*)\s*=", context))  # fields of classes the agent viewed
     depth = 0
     for i, t in enumerate(toks):
         prev = toks[i - 1] if i else None
@@ -287,11 +297,7 @@ def _string_edits(t: Tok, issue_words: set[str], issue: str) -> list[tuple[int, 
 
 
 def _parses(text: str) -> bool:
-    try:
-        ast.parse(text)
-    except (SyntaxError, ValueError):
-        return False
-    return True
+    return parse_error(text, "<repair>") is None
 
 
 @lru_cache(maxsize=4)  # edit_choice asks once per line of the same file
