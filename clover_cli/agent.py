@@ -217,6 +217,8 @@ class Agent:
         error = self._format_problem(call)
         if error:
             return ToolResult(error, is_error=True, data={"format_error": True})
+        if call.held:
+            return ToolResult(call.held, is_error=True, data={"held": True})
         signature = json.dumps([call.name, call.arguments], sort_keys=True, default=str)
         self.repeats = self.repeats + 1 if signature == self.last_call else 1
         self.last_call = signature

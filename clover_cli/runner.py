@@ -69,10 +69,7 @@ def build_agent(
     from clover.tools.registry import default_tools
 
     model = model if model is not None else build_model(settings)
-    bind = getattr(model, "bind_workspace", None)
-    if bind is not None:  # a local decoder grounds paths and edits in this workspace's files
-        bind(env)
-    return Agent(
+    agent = Agent(
         model,
         env,
         tools if tools is not None else default_tools(),
@@ -84,6 +81,13 @@ def build_agent(
         before_step=before_step,
         on_tool_result=on_tool_result,
     )
+    bind = getattr(model, "bind_workspace", None)
+    if bind is not None:  # a local decoder grounds paths and edits in this workspace's files, and
+        # runs an issue's reproduction only where the agent's gate (read when it runs) allows it
+        from clover.backends.reproduce import policy_allows
+
+        bind(env, may_run=lambda command: policy_allows(agent.gate, command))
+    return agent
 
 
 def checkpointer(settings: Settings, root: str | Path) -> Callable[[int], None] | None:

@@ -21,13 +21,16 @@ ToolSpec = dict[str, Any]  # {"type": "function", "function": {"name", "descript
 
 @dataclass
 class ToolCall:
-    """One call the model asked for. `error` is set when the call could not be parsed."""
+    """One call the model asked for. `error` is set when the call could not be parsed; `held` when
+    the backend holds it back (it would undo a fix the issue's reproduction confirms): the agent
+    answers with that reason instead of running it."""
 
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
     id: str = ""
     raw: str = ""
     error: str | None = None
+    held: str | None = None
 
     def to_message(self) -> dict[str, Any]:
         return {

@@ -208,3 +208,12 @@ def test_gate_refusal_is_reported_to_the_model():
     agent.run("task")
     assert tool.calls == 0
     assert agent.messages[3]["content"] == "denied by rule bash(rm -rf *)"
+
+
+def test_a_call_the_backend_holds_back_is_answered_with_its_reason_not_run():
+    held = ToolCall(name="echo", arguments={"text": "x"}, held="Not applied: it would undo the fix.")
+    agent, model, tool = make_agent([AssistantTurn(tool_calls=[held]), AssistantTurn(tool_calls=[call(text="y")]),
+                                     AssistantTurn(text="done")])  # fmt: skip
+    assert agent.run("task").exit_status == "submitted"
+    assert tool.calls == 1 and agent.messages[3]["content"] == "Not applied: it would undo the fix."
+    assert agent.format_errors == 0

@@ -49,17 +49,33 @@ def test_continuation_scores_are_the_causal_forwards(clover):
         continuation_logprobs(clover.net, [], conts)
 
 
-def _bound(clover, tmp_path, **changes):
+def _bound(clover, tmp_path, may_run=None, **changes):
     (tmp_path / "calc.py").write_text(CALC)
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     model = variant(clover, **changes)
-    model.bind_workspace(LocalEnvironment(str(tmp_path)))
+    model.bind_workspace(LocalEnvironment(str(tmp_path)), may_run=may_run)
     return model
 
 
-def _complete(model):
+def _complete(model, user=USER):
     ids = model.tokenizer.encode(CALL) + [model.tokenizer.token_id("<|im_end|>")]
-    return model.complete(USER, tools(), forced=dict(enumerate(ids)))
+    return model.complete(user, tools(), forced=dict(enumerate(ids)))
+
+
+def test_the_issues_reproduction_picks_the_edit_that_fixes_it(clover, tmp_path):
+    """A random model's likeliest pair is arbitrary; run against the issue's example (where the
+    policy lets it), the repair that makes `add(2, 3)` give 5 is the edit."""
+    user = [{"role": "user", "content": "`add(2, 3)` returns -1 but should be 5."}]
+    commands: list[str] = []
+    model = _bound(clover, tmp_path, may_run=lambda c: commands.append(c) or True, edit_repairs="on", max_tokens=128)
+    turn = _complete(model, user)
+    args = turn.tool_calls[0].arguments
+    assert (args["path"], args["old_str"], args["new_str"]) == ("calc.py", "    return a - b", "    return a + b")
+    assert turn.stats["verified_edits"] == 1 and turn.stats["reproduction_runs"] >= 1 and commands
+    # refused by the policy: the model's likeliest pair, unverified
+    model = _bound(clover, tmp_path, may_run=lambda c: False, edit_repairs="on", max_tokens=128)
+    turn = _complete(model, user)
+    assert turn.stats["verified_edits"] == 0 and turn.stats["reproduction_runs"] == 0
 
 
 def test_a_no_op_edit_becomes_the_pair_the_model_finds_likeliest(clover, tmp_path):
@@ -107,3 +123,16 @@ def test_region_lines_and_pairs_for_the_kept_lines_only():
     assert region_lines("    return c * 2", text) == ["def f(a, b):", "    return c * 2"]
     pairs = edit_pairs("    return c * 2", text, "f.py", "", "", keep=["    return c * 2"])
     assert pairs and {o for o, _ in pairs} == {"    return c * 2"} and ("    return c * 2", "    return c / 2") in pairs
+
+
+def test_the_agents_gate_decides_when_the_reproduction_may_run(clover, tmp_path):
+    from clover.runner import build_agent, build_gate
+    from clover.settings import Settings
+
+    model = variant(clover, edit_repairs="on")
+    agent = build_agent(Settings(mode="yolo"), LocalEnvironment(str(tmp_path)), model=model)
+    assert model.may_run("python3 -c pass")
+    agent.gate = build_gate(Settings(mode="ask"), tmp_path)  # the chat switching modes
+    assert not model.may_run("python3 -c pass")
+    agent.gate = build_gate(Settings(mode="ask", allow=["bash(python3 -c *)"]), tmp_path)
+    assert model.may_run("python3 -c pass")

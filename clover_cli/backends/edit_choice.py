@@ -15,7 +15,7 @@ writing something no small fix looks like.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from clover.backends.repairs import repairs
@@ -35,6 +35,9 @@ class EditChoice:
     old_str: str
     new_str: str
     candidates: int
+    path: str = ""
+    verified: bool = False  # the issue's reproduction passes under this edit (reproduce.py)
+    held: str | None = None  # why the edit is not to be applied (it would undo a reproduced fix)
 
 
 def _prefix_text(reply: str) -> str | None:
@@ -104,10 +107,13 @@ def _missing_return(lines: list[str], around: range, text: str) -> list[tuple[st
 
 def choose_edit(
     net: Any, tokenizer: Any, prompt_ids: list[int], reply: str, call: ToolCall, file_text: str,
-    *, issue: str = "", context: str = "",
+    *, issue: str = "", context: str = "", reproduction: Any = None, workspace: Any = None,
 ) -> EditChoice | None:  # fmt: skip
     """The (old_str, new_str) the model finds most likely around this call's old_str, or None (not
-    a str_replace with a unique old_str, nothing to offer, or not the usual call layout)."""
+    a str_replace with a unique old_str, nothing to offer, or not the usual call layout). With the
+    issue's `reproduction` (reproduce.py), candidates are run too: the likeliest one that makes
+    it pass wins, looking past the likeliest lines to the whole region, then to the functions
+    the issue calls (`workspace` finds them)."""
     from clover.model.score import PrefixScorer
 
     args = call.arguments
@@ -133,13 +139,94 @@ def choose_edit(
         return None
     scores = scorer.scores([tokenizer.encode(f"{o}{BETWEEN}{n}\n{PARAM_CLOSE}") for o, n in pairs])
     best = max(range(len(pairs)), key=scores.__getitem__)
-    return EditChoice(pairs[best][0], pairs[best][1], len(pairs))
+    choice = EditChoice(pairs[best][0], pairs[best][1], len(pairs), path)
+    if reproduction is None:
+        return choice
+
+    def ranked(found: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+        found = [c for c in dict.fromkeys(found) if c not in seen]
+        seen.update(found)
+        if not found:
+            return []
+        got = scorer.scores([tokenizer.encode(f"{o}{BETWEEN}{n}\n{PARAM_CLOSE}") for _, o, n in found])
+        return [found[i] for i in sorted(range(len(found)), key=lambda i: -got[i])]
+
+    seen: set[tuple[str, str, str]] = set()
+    sites = reproduction.sites(workspace) if workspace is not None else []
+    # the files defining what the issue calls: their fields are candidates too (`user.email`)
+    wider = "\n".join([context, *dict.fromkeys(t for _, t, _ in sites)])
+    stages = (
+        lambda: [(path, o, n) for o, n in pairs],  # the likeliest lines' repairs
+        lambda: [(path, o, n) for o, n in edit_pairs(old, text, path, issue, wider)],  # the whole region's
+        lambda: [(p, o, n) for p, t, line in sites for o, n in edit_pairs(line, t, p, issue, wider)],
+    )  # fmt: skip
+    return verified_choice(reproduction, [lambda s=s: ranked(s()) for s in stages], choice)
 
 
-def with_edit(call: ToolCall, old_str: str, new_str: str) -> ToolCall:
+def verified_choice(reproduction: Any, stages: list[Any], fallback: EditChoice) -> EditChoice:
+    """The first candidate, stage by stage and most likely first, under which every check the file
+    fails now passes (else the one passing most of them, else `fallback`). Where the file already
+    passes every check, `fallback` is held back if it would break one."""
+    best: tuple[int, tuple[str, str, str]] | None = None
+    for stage in stages:
+        candidates = stage()
+        if not candidates:
+            continue
+        judged = reproduction.judge(candidates)
+        if judged is None:
+            break  # the checks cannot run here: the model's choice stands
+        if not judged.live:  # nothing to fix by the checks: only keep them passing
+            own = (fallback.path, fallback.old_str, fallback.new_str)
+            if own in candidates and judged.breaks[candidates.index(own)]:
+                return replace(fallback, held=reproduction.held_message())
+            break
+        top = max(judged.counts)
+        if top and (best is None or top > best[0]):
+            best = (top, candidates[judged.counts.index(top)])
+        if best is not None and best[0] == judged.live:
+            break
+    if best is None:
+        return fallback
+    path, old, new = best[1]
+    return EditChoice(old, new, fallback.candidates, path, verified=True)
+
+
+def with_edit(call: ToolCall, old_str: str, new_str: str, path: str | None = None) -> ToolCall:
     """The call with another edit (arguments and the raw text the trajectory records)."""
-    args = {**call.arguments, "old_str": old_str, "new_str": new_str}
+    args = {**call.arguments, "old_str": old_str, "new_str": new_str, **({"path": path} if path else {})}
     return ToolCall(call.name, args, id=call.id, raw=render_tool_call(call.name, args), error=call.error)
 
 
-__all__ = ["EditChoice", "choose_edit", "edit_pairs", "region", "with_edit"]
+def choose_turn_edit(backend: Any, turn: Any, ids: list[int], reply: str, messages: list[Any],
+                     context: str) -> dict[str, float]:  # fmt: skip
+    """The local backend's hook: its one str_replace call replaced by the chosen edit; the turn's
+    stats say how many candidates there were and whether the edit changed or was verified."""
+    call = turn.tool_calls[0]
+    path = call.arguments.get("path")
+    workspace = backend.workspace
+    data = workspace.read(path) if call.name == "str_replace" and isinstance(path, str) else None
+    if data is None:
+        return {}
+    issue = next((str(m.get("content") or "") for m in messages if m.get("role") == "user"), "")
+    reproduction = None
+    may_run = getattr(backend, "may_run", None)
+    if may_run is not None:
+        from clover.backends.reproduce import Reproduction
+
+        reproduction = Reproduction.from_issue(issue, workspace, may_run)
+    choice = choose_edit(backend.net, backend.tokenizer, ids, reply, call, data.decode("utf-8", "replace"),
+                         issue=issue, context=context, reproduction=reproduction, workspace=workspace)  # fmt: skip
+    if choice is None:
+        return {}
+    turn.tool_calls[0] = with_edit(call, choice.old_str, choice.new_str, choice.path)
+    turn.tool_calls[0].held = choice.held
+    args = call.arguments
+    changed = (choice.old_str, choice.new_str, choice.path) != (args.get("old_str"), args.get("new_str"), path)
+    stats = {"repair_candidates": float(choice.candidates), "repaired_edits": float(changed)}
+    if reproduction is not None:
+        stats |= {"reproduction_runs": float(reproduction.runs), "verified_edits": float(choice.verified),
+                  "held_edits": float(choice.held is not None)}  # fmt: skip
+    return stats
+
+
+__all__ = ["EditChoice", "choose_edit", "choose_turn_edit", "edit_pairs", "region", "verified_choice", "with_edit"]

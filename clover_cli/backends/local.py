@@ -143,11 +143,12 @@ class LocalCloverModel:
         # how a thought ends in the chat format (model/chat.py thought_and_reply)
         self._after_thought = self.tokenizer.encode(f"\n{THINK_CLOSE}\n\n") if self._think_close is not None else []
 
-    def bind_workspace(self, env: Any) -> None:
-        """Ground tool values in this environment's files (the `grounded` setting)."""
+    def bind_workspace(self, env: Any, may_run: Any = None) -> None:
+        """Ground tool values in this environment's files (the `grounded` setting); `may_run(command)`
+        says whether the permission policy runs a command unasked (an issue's reproduction)."""
         from clover.backends.grounding import Workspace
 
-        self.workspace = Workspace(env)
+        self.workspace, self.may_run = Workspace(env), may_run
 
     def cancel(self) -> None:
         """Stop the generation in flight (from another thread) at the next round: it raises
@@ -275,25 +276,15 @@ class LocalCloverModel:
     def _choose_edits(self, turn: AssistantTurn, ids: list[int], reply: str, messages: list[Message],
                       context: str, s: Settings) -> dict[str, float]:  # fmt: skip
         """A str_replace's edit chosen among (line, one-site repair) pairs around its old_str by the
-        model's likelihood (edit_choice.py), where the `edit_repairs` setting (or the checkpoint) asks."""
+        model's likelihood, and checked against the issue's reproduction where the permission policy
+        lets it run (edit_choice.py, reproduce.py), where the `edit_repairs` setting (or the
+        checkpoint) asks."""
         on = s.edit_repairs == "on" or (s.edit_repairs == "auto" and self.config.edit_repairs)
         if not on or getattr(self, "workspace", None) is None or len(turn.tool_calls) != 1:
             return {}  # one call: the reply's text up to its old_str is the scoring prefix
-        from clover.backends.edit_choice import choose_edit, with_edit
+        from clover.backends.edit_choice import choose_turn_edit
 
-        call = turn.tool_calls[0]
-        path = call.arguments.get("path")
-        data = self.workspace.read(path) if call.name == "str_replace" and isinstance(path, str) else None
-        if data is None:
-            return {}
-        issue = next((str(m.get("content") or "") for m in messages if m.get("role") == "user"), "")
-        text = data.decode("utf-8", "replace")
-        choice = choose_edit(self.net, self.tokenizer, ids, reply, call, text, issue=issue, context=context)
-        if choice is None:
-            return {}
-        turn.tool_calls[0] = with_edit(call, choice.old_str, choice.new_str)
-        changed = (choice.old_str, choice.new_str) != (call.arguments.get("old_str"), call.arguments.get("new_str"))
-        return {"repair_candidates": float(choice.candidates), "repaired_edits": float(changed)}
+        return choose_turn_edit(self, turn, ids, reply, messages, context)
 
     def _grammar(self, tools: list[ToolSpec], opened: bool, budget: int, context: str = "",
                  thought_closed: bool = False):  # fmt: skip

@@ -1,0 +1,162 @@
+"""An issue's reproduction, run against candidate edits in the agent's environment.
+
+The embedded model chooses its str_replace among one-line repairs (edit_choice.py). When the issue
+states what a call should give (issue_checks.py), the candidates are also run: in the model's order
+of preference, the first one under which every check the file as it is fails now passes is the
+edit. Checks the current file already passes, or whose setup fails, say nothing and are dropped;
+without a check left, the model's likelihood alone decides, as before.
+
+Running code is an action like any shell command: it happens only where the permission policy
+would allow the exact command without asking (yolo mode, or an allow rule), in the same sandbox as
+every command (Environment.run), with a time and memory limit per candidate, and it writes nothing
+(the edited module is compiled in memory; no bytecode is cached).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from clover.backends.issue_checks import Check, extract_checks, probed_names
+
+SCRIPT = (Path(__file__).parent / "probe_script.py").read_text(encoding="utf-8")
+CANDIDATE_SECONDS = 2.0  # per candidate (a repair can turn a loop endless)
+MAX_CANDIDATES = 64  # per run
+TEST_SECONDS = 30.0  # the repository's tests, per candidate that passes a check
+MAX_TEST_FILES = 8
+TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
+Candidate = tuple[str, str, str]  # path, old, new
+
+
+@dataclass
+class Judgement:
+    counts: list[int]  # per candidate: checks failing now that pass (0 if it breaks what passes now)
+    live: int  # checks the file as it is fails
+    breaks: list[bool]  # per candidate: a check that passes now fails under it
+
+
+class Reproduction:
+    """The checks of one issue in one environment; `may_run(command)` is the permission policy."""
+
+    def __init__(self, env: Any, checks: list[Check], may_run: Callable[[str], bool], tests: list[str] = ()) -> None:
+        self.env, self.checks, self.may_run, self.tests = env, checks, may_run, list(tests)
+        self.runs = 0
+        self.python: str | None = None
+
+    @classmethod
+    def from_issue(cls, issue: str, workspace: Any, may_run: Callable[[str], bool]) -> Reproduction | None:
+        files, _ = workspace.listing()
+
+        def read(path: str) -> str | None:
+            data = workspace.read(path)
+            return data.decode("utf-8", "replace") if data is not None else None
+
+        checks = extract_checks(issue, files, read)
+        if not checks:
+            return None
+        # the repository's tests that use what the checks call: a fix must keep them passing
+        names = probed_names(checks)
+        tests = [f for f in files if TEST_FILE.search(f) and any(re.search(rf"\b{re.escape(n)}\b", read(f) or "") for n in names)]
+        return cls(workspace.env, checks, may_run, tests[:MAX_TEST_FILES])
+
+    def argv(self, candidates: list[Candidate | None], python: str) -> list[str]:
+        root = str(self.env.root)
+        spec = {
+            "root": root, "paths": [root, f"{root}/src", f"{root}/lib"], "timeout": CANDIDATE_SECONDS,
+            "checks": [c.to_json() for c in self.checks], "candidates": candidates,
+            "tests": self.tests, "test_timeout": TEST_SECONDS if self.tests else 0,
+        }  # fmt: skip
+        return [python, "-c", SCRIPT, json.dumps(spec)]
+
+    def verdicts(self, candidates: list[Candidate | None]) -> list[dict[str, Any]] | None:
+        """Per candidate {"checks": a verdict per check, "failed": failing test ids or None}, or
+        None (not allowed, no Python, or no answer)."""
+        for python in [self.python] if self.python else ["python3", "python"]:
+            argv = self.argv(candidates, python)
+            if not self.may_run(shlex.join(argv)):
+                return None
+            per = CANDIDATE_SECONDS + (TEST_SECONDS if self.tests else 0)
+            result = self.env.run(argv, timeout=10 + per * 1.5 * len(candidates))
+            self.runs += 1
+            if result.returncode == 127:
+                continue
+            self.python = python
+            out = result.stdout.decode("utf-8", "replace") if isinstance(result.stdout, bytes) else str(result.stdout)
+            try:
+                rows = json.loads(out.strip().rsplit("\n", 1)[-1])
+            except (ValueError, IndexError):
+                return None
+            ok = isinstance(rows, list) and len(rows) == len(candidates)
+            shaped = ok and all(isinstance(r, dict) and len(r.get("checks") or ()) == len(self.checks) for r in rows)
+            return rows if shaped else None
+        return None
+
+    def judge(self, candidates: list[Candidate]) -> Judgement | None:
+        """The candidates against the file as it is; None when the checks could not run."""
+        rows = self.verdicts([None, *candidates[:MAX_CANDIDATES]])
+        if rows is None:
+            return None
+        now = rows[0]["checks"]
+        live = [i for i, v in enumerate(now) if v in ("fail", "timeout", "crash")]
+        held = [i for i, v in enumerate(now) if v == "pass"]
+        failing_now = rows[0]["failed"]
+
+        def count(row: dict[str, Any]) -> int:
+            passed = sum(row["checks"][i] == "pass" for i in live)
+            failed = row["failed"] if row["failed"] is not None else ["<not run>"]
+            if passed and failing_now is not None and set(failed) - set(failing_now):
+                return 0  # it breaks a test that passed (or the tests no longer run)
+            return 0 if any(row["checks"][i] != "pass" for i in held) else passed
+
+        rows = rows[1:] + [{"checks": ["setup"] * len(self.checks), "failed": None}] * (len(candidates) - len(rows) + 1)
+        return Judgement(
+            [count(r) for r in rows], len(live), [any(r["checks"][i] != "pass" for i in held) for r in rows],
+        )  # fmt: skip
+
+    def passing(self, candidates: list[Candidate]) -> tuple[list[int], int] | None:
+        """For each candidate, how many of the checks that the file as it is fails pass under it (0
+        when it makes a test fail that passes now, or a check), and how many fail now; None when
+        none fails now (nothing to tell candidates apart by) or the checks could not run."""
+        judged = self.judge(candidates)
+        return (judged.counts, judged.live) if judged is not None and judged.live else None
+
+    def held_message(self) -> str:
+        shown = "; ".join(f"`{c.probe}`" + (f" -> `{c.expect.text}`" if c.expect.text else "") for c in self.checks)
+        return (
+            "Not applied: with the file as it is, the issue's example already does what the issue asks "
+            f"({shown}), and this edit would undo that. If the fix is complete, run the tests or answer."
+        )
+
+    def sites(self, workspace: Any) -> list[tuple[str, str, str]]:
+        """(path, file text, `def` line) of each function or class the checks call, as defined in
+        the workspace's non-test files."""
+        names = probed_names(self.checks)
+        files, _ = workspace.listing()
+        out = []
+        for path in files:
+            if not path.endswith(".py") or "test" in path.rsplit("/", 1)[-1]:
+                continue
+            data = workspace.read(path)
+            text = data.decode("utf-8", "replace").replace("\r\n", "\n") if data is not None else ""
+            for name in names:
+                for m in re.finditer(rf"(?m)^[ \t]*(?:async )?(?:def|class) {re.escape(name)}\b.*$", text):
+                    if text.count(m.group(0)) == 1:
+                        out.append((path, text, m.group(0)))
+        return out[:8]
+
+
+def policy_allows(gate: Any, command: str) -> bool:
+    """Whether the agent's permission gate would run this shell command without asking."""
+    policy = getattr(gate, "policy", None)
+    if policy is None:
+        return False
+    decision, _ = policy.decide("bash", {"command": command}, False, extra_allow=getattr(gate, "remembered", ()))
+    return decision == "allow"
+
+
+__all__ = ["Reproduction", "policy_allows"]
