@@ -7,7 +7,10 @@ For each instance: the issue as the user message, and a reply that calls str_rep
 line copied back unchanged (what the model often writes). Timed side by side in this process, CPU
 time: (a) the model decoding one turn for that prompt (up to 256 tokens, the checkpoint's decoder),
 (b) choose_edit on that reply (the pairs built and scored). Prints both and their ratio per
-instance, the number of pairs, and whether the chosen edit is the instance's gold fix.
+instance, the number of pairs, and whether the chosen edit is the instance's gold fix. Then
+(c) choose_edit with the issue's reproduction (reproduce.py: candidates run against the issue's
+example and the tests that use the function), timed in wall-clock seconds (its work happens in a
+child process), and whether that edit is the gold fix.
 """
 
 from __future__ import annotations
@@ -37,7 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
 
     from clover.backends.edit_choice import choose_edit
+    from clover.backends.grounding import Workspace
     from clover.backends.local import LocalCloverModel
+    from clover.backends.reproduce import Reproduction
     from clover.core.protocols import ToolCall, tool_spec
     from clover.evals.synthfix.generator import build_instance
     from clover.model.chat import render_tool_call
@@ -70,12 +75,22 @@ def main(argv: list[str] | None = None) -> int:
             chosen = clock() - t0
             hit = choice is not None and (choice.old_str, choice.new_str) == (old, new)
             pairs = choice.candidates if choice is not None else 0
-            rows.append((row["instance_id"], decode, chosen, pairs, hit))
-    print(f"{'instance':40s} {'turn s':>7s} {'choice s':>8s} {'ratio':>6s} {'pairs':>5s} gold")
-    for iid, decode, chosen, pairs, hit in rows:
-        print(f"{iid:40s} {decode:7.2f} {chosen:8.2f} {chosen / decode:6.2f} {pairs:5d} {'yes' if hit else 'no'}")
-    ratios = [c / d for _, d, c, _, _ in rows]
+            workspace = Workspace(LocalEnvironment(row["repo"]))
+            t0 = time.perf_counter()
+            rep = Reproduction.from_issue(row["problem_statement"], workspace, lambda _: True)
+            run = choose_edit(model.net, model.tokenizer, ids, reply, call, text, issue=row["problem_statement"],
+                              reproduction=rep, workspace=workspace)  # fmt: skip
+            repro = time.perf_counter() - t0
+            verified = run is not None and (run.path, run.old_str, run.new_str) == (path, old, new)
+            rows.append((row["instance_id"], decode, chosen, pairs, hit, repro, verified))
+    print(f"{'instance':40s} {'turn s':>7s} {'choice s':>8s} {'ratio':>6s} {'pairs':>5s} gold {'run s':>6s} gold")
+    for iid, decode, chosen, pairs, hit, repro, verified in rows:
+        print(f"{iid:40s} {decode:7.2f} {chosen:8.2f} {chosen / decode:6.2f} {pairs:5d} {'yes' if hit else 'no ':4s}"
+              f" {repro:6.2f} {'yes' if verified else 'no'}")  # fmt: skip
+    ratios = [r[2] / r[1] for r in rows]
     print(f"median choice/turn: {statistics.median(ratios):.2f}; gold chosen {sum(r[4] for r in rows)}/{len(rows)}")
+    print(f"with the reproduction: median {statistics.median(r[5] for r in rows):.2f} s wall, "
+          f"gold chosen {sum(r[6] for r in rows)}/{len(rows)}")  # fmt: skip
     return 0
 
 

@@ -4,8 +4,10 @@ A small model that has lost the thread tends to loop (`= = = = =`, `pathpathpath
 budget runs out, which costs the user the whole budget and shows them garbage. `generate` checks each
 sequence's output after every block and stops it with finish reason "repetition" when its tail is
 periodic: one n-gram (period 1 to `max_period` tokens) repeated at least `min_repeats` times, over at
-least `min_tokens` tokens. The thresholds keep real output safe: code repeats short patterns (`0, 0,`
-or a row of `-`), but rarely 64 tokens of one pattern in a row.
+least `min_tokens` tokens; or a longer one (a whole sentence or reply, up to `long_period` tokens)
+repeated `long_repeats` times in a row. The thresholds keep real output safe: code repeats short
+patterns (`0, 0,` or a row of `-`), but rarely 64 tokens of one pattern in a row, and hardly ever
+three identical copies of a 33-token stretch back to back.
 """
 
 from __future__ import annotations
@@ -18,29 +20,35 @@ from dataclasses import dataclass
 class RepetitionStop:
     min_tokens: int = 64  # the periodic tail must be at least this long
     min_repeats: int = 4  # and hold the n-gram at least this many times
-    max_period: int = 32  # longest n-gram (in tokens) looked for
+    max_period: int = 32  # longest n-gram (in tokens) held to min_repeats
+    long_period: int = 128  # longer n-grams up to this (0: none): a reply that repeats itself whole
+    long_repeats: int = 3  # copies in a row of such a long n-gram
 
     def __post_init__(self) -> None:
-        if self.min_tokens < 2 or self.min_repeats < 2 or self.max_period < 1:
-            raise ValueError("need min_tokens >= 2, min_repeats >= 2, max_period >= 1")
+        if self.min_tokens < 2 or self.min_repeats < 2 or self.max_period < 1 or self.long_repeats < 2:
+            raise ValueError("need min_tokens >= 2, min_repeats >= 2, max_period >= 1, long_repeats >= 2")
 
 
 def repeated_tail(tokens: Sequence[int], rule: RepetitionStop = RepetitionStop()) -> tuple[int, int] | None:
     """(period, length) of the longest-running periodic tail of `tokens` that breaks `rule`, or None.
     `length` counts every token of the tail, the first occurrence of the n-gram included."""
     n = len(tokens)
-    window = max(rule.min_tokens, rule.min_repeats * rule.max_period) + rule.max_period
+    longest = max(rule.max_period, rule.long_period)
+    window = max(rule.min_tokens, rule.min_repeats * rule.max_period, rule.long_repeats * rule.long_period) + longest
     tail = list(tokens[-window:]) if n > window else list(tokens)
     m = len(tail)
     best: tuple[int, int] | None = None
-    for p in range(1, min(rule.max_period, m // rule.min_repeats) + 1):
+    for p in range(1, min(longest, m // 2) + 1):
+        repeats = rule.min_repeats if p <= rule.max_period else rule.long_repeats
+        if repeats * p > m:
+            continue
         run = 0  # trailing positions i with tail[i] == tail[i - p]
         i = m - 1
         while i >= p and tail[i] == tail[i - p]:
             run += 1
             i -= 1
         length = run + p
-        if length >= rule.min_tokens and length >= rule.min_repeats * p and (best is None or length > best[1]):
+        if length >= rule.min_tokens and length >= repeats * p and (best is None or length > best[1]):
             best = (p, length)
     return best
 

@@ -58,10 +58,25 @@ def test_thresholds():
     assert repeated_tail([1, 2, 3] + [7] * 64, rule) == (1, 64)
     unit = list(range(100, 130))  # a 30-token line, 3 times: 90 tokens but too few repeats
     assert not is_runaway(unit * 3, rule) and is_runaway(unit * 4, rule)
-    assert not is_runaway(list(range(40)) * 5, rule)  # period 40 > max_period
+    # a long n-gram (a whole sentence or reply) needs only three copies in a row
+    sentence = list(range(200, 260))
+    assert not is_runaway(sentence * 2, rule) and repeated_tail([1, 2] + sentence * 3, rule) == (60, 180)
+    assert not is_runaway(list(range(40)) * 5, RepetitionStop(max_period=32, long_period=0))
+    assert not is_runaway(list(range(130)) * 3, rule)  # longer than long_period
     assert not is_runaway([7] * 200, None)
     with pytest.raises(ValueError):
         RepetitionStop(min_repeats=1)
+    with pytest.raises(ValueError):
+        RepetitionStop(long_repeats=1)
+
+
+def test_a_reply_that_repeats_itself_whole_stops(model):
+    # a 50-token "sentence" over and over: beyond max_period, caught by the long tier at 3 copies
+    sentence = list(range(60, 110))
+    s = DecodeSettings(block_size=8, max_new_tokens=400, stop_token_ids=[])
+    res = generate(model, [[5, 6, 7, 8]], s, fixed=[_forced(sentence, 400)])
+    assert res.finish_reasons == ["repetition"] and 150 <= len(res.tokens[0]) < 150 + 8 + 1
+    assert cut_runaway(res.tokens[0]) == sentence
 
 
 def test_a_runaway_is_cut_to_one_copy_of_its_ngram():

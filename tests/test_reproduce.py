@@ -63,10 +63,11 @@ def allow(_command: str) -> bool:
 def test_the_fix_passes_and_a_wrong_edit_or_one_that_breaks_a_test_does_not(tested):
     rep = Reproduction.from_issue(ISSUE, tested, allow)
     assert rep is not None and rep.tests == ["tests/test_ship.py"]
-    rows = rep.verdicts([None, FIX, WRONG, OVERFIT])
-    assert [r["checks"] for r in rows] == [["fail"], ["pass"], ["fail"], ["pass"]]
+    rows = rep.verdicts([None, WRONG, OVERFIT, FIX, WRONG])
+    # after the first candidate that passes everything, the rest are skipped
+    assert [r["checks"] for r in rows] == [["fail"], ["fail"], ["pass"], ["pass"], ["skipped"]]
     # the tests run for the file as it is and for candidates that pass a check it fails
-    assert [r["failed"] for r in rows] == [[], [], None, ["tests/test_ship.py::test_express"]]
+    assert [r["failed"] for r in rows] == [[], None, ["tests/test_ship.py::test_express"], [], None]
     assert rep.passing([WRONG, OVERFIT, FIX]) == ([0, 0, 1], 1)
 
 
@@ -142,9 +143,10 @@ def test_verified_choice_takes_the_likeliest_passing_candidate_stage_by_stage(wo
     got = verified_choice(rep, [stage("likeliest", [WRONG]), stage("region", [FIX]), stage("sites", [])], fallback)
     assert (got.path, got.old_str, got.new_str, got.verified) == (*FIX, True) and calls == ["likeliest", "region"]
     assert verified_choice(rep, [stage("x", [WRONG])], fallback) == fallback
-    # checks that cannot tell candidates apart leave the model's choice
+    # checks the file already passes leave the model's choice where it keeps them passing
     calm = Reproduction.from_issue(ISSUE.replace("`5.0`", "`10.0`"), workspace, allow)
-    assert verified_choice(calm, [stage("y", [FIX])], fallback) == fallback
+    harmless = EditChoice("        cost += (weight - 2) * 1.5", "        cost += (weight - 2) * 2.5", 7, "src/shop/ship.py")
+    assert verified_choice(calm, [stage("y", [FIX])], harmless) == harmless and "y" not in calls
 
 
 def test_an_edit_that_would_undo_a_reproduced_fix_is_held_back(workspace):

@@ -151,22 +151,30 @@ def choose_edit(
         got = scorer.scores([tokenizer.encode(f"{o}{BETWEEN}{n}\n{PARAM_CLOSE}") for _, o, n in found])
         return [found[i] for i in sorted(range(len(found)), key=lambda i: -got[i])]
 
-    seen: set[tuple[str, str, str]] = set()
+    first = [(path, *pairs[i]) for i in sorted(range(len(pairs)), key=lambda i: -scores[i])]
+    seen: set[tuple[str, str, str]] = set(first)
     sites = reproduction.sites(workspace) if workspace is not None else []
     # the files defining what the issue calls: their fields are candidates too (`user.email`)
     wider = "\n".join([context, *dict.fromkeys(t for _, t, _ in sites)])
     stages = (
-        lambda: [(path, o, n) for o, n in pairs],  # the likeliest lines' repairs
-        lambda: [(path, o, n) for o, n in edit_pairs(old, text, path, issue, wider)],  # the whole region's
-        lambda: [(p, o, n) for p, t, line in sites for o, n in edit_pairs(line, t, p, issue, wider)],
+        lambda: first,  # the likeliest lines' repairs, already scored
+        lambda: ranked([(path, o, n) for o, n in edit_pairs(old, text, path, issue, wider)]),  # the whole region's
+        lambda: ranked([(p, o, n) for p, t, line in sites for o, n in edit_pairs(line, t, p, issue, wider)]),
     )  # fmt: skip
-    return verified_choice(reproduction, [lambda s=s: ranked(s()) for s in stages], choice)
+    return verified_choice(reproduction, list(stages), choice)
 
 
 def verified_choice(reproduction: Any, stages: list[Any], fallback: EditChoice) -> EditChoice:
     """The first candidate, stage by stage and most likely first, under which every check the file
     fails now passes (else the one passing most of them, else `fallback`). Where the file already
     passes every check, `fallback` is held back if it would break one."""
+    own = reproduction.judge([(fallback.path, fallback.old_str, fallback.new_str)])
+    if own is None:
+        return fallback  # the checks cannot run here: the model's choice stands
+    if not own.live:  # nothing to fix by the checks: only keep them passing
+        return replace(fallback, held=reproduction.held_message()) if own.breaks[0] else fallback
+    if own.counts[0] == own.live:
+        return replace(fallback, verified=True)
     best: tuple[int, tuple[str, str, str]] | None = None
     for stage in stages:
         candidates = stage()
@@ -174,11 +182,6 @@ def verified_choice(reproduction: Any, stages: list[Any], fallback: EditChoice) 
             continue
         judged = reproduction.judge(candidates)
         if judged is None:
-            break  # the checks cannot run here: the model's choice stands
-        if not judged.live:  # nothing to fix by the checks: only keep them passing
-            own = (fallback.path, fallback.old_str, fallback.new_str)
-            if own in candidates and judged.breaks[candidates.index(own)]:
-                return replace(fallback, held=reproduction.held_message())
             break
         top = max(judged.counts)
         if top and (best is None or top > best[0]):

@@ -4,15 +4,16 @@ Python 3.6+), so it is plain, old-style Python.
 
 SPEC is JSON: {"root", "paths" (sys.path entries), "timeout" (s per candidate), "checks": [{setup,
 probe, kind, text}], "candidates": [null | [path, old, new]], "tests": [test files],
-"test_timeout"}. null is the file as it is. Each candidate runs in a forked child: the edited
-module is compiled from memory (nothing is written, no bytecode cached), its output goes nowhere,
-and a child that overruns its time or memory is killed. Where `tests` are given, the file as it is
-runs them with pytest, and so does each candidate that passes a check the file fails: a fix must
-not break what passed before.
+"test_timeout", "first_only"}. null is the file as it is (put it first). Each candidate runs in a
+forked child: the edited module is compiled from memory (nothing is written, no bytecode cached),
+its output goes nowhere, and a child that overruns its time or memory is killed. Where `tests` are
+given, each candidate that passes a check the file fails also runs them with pytest, in a second
+child, and so does the file as it is (once): a fix must not break what passed before. With
+`first_only`, candidates after the first that passes every check (and breaks no test) are skipped.
 
 Prints one JSON line: for each candidate, {"checks": one verdict per check ("pass", "fail",
-"setup" (the setup itself failed), "timeout" or "crash"), "failed": the test ids that failed, or
-null (not run, or pytest could not run them)}.
+"setup" (the setup itself failed), "timeout", "crash" or "skipped"), "failed": the test ids that
+failed, or null (not run, or pytest could not run them)}.
 """
 
 import ast
@@ -26,7 +27,6 @@ import signal
 import sys
 
 MEMORY = 1 << 30  # bytes of address space a child may use
-BEFORE = set(sys.modules)
 
 
 def _finder(edits):
@@ -132,7 +132,7 @@ def _warm_pytest():
         os.rmdir(empty)
 
 
-def _child(spec, edits, write_fd, run_tests):
+def _child(spec, edits, write_fd, phase):
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
@@ -146,31 +146,31 @@ def _child(spec, edits, write_fd, run_tests):
     sys.path[:0] = spec["paths"]
     sys.meta_path.insert(0, _finder(edits))
     os.chdir(spec["root"])
-    signal.setitimer(signal.ITIMER_REAL, spec["timeout"])  # SIGALRM ends the child: "timeout"
-    verdicts = [_verdict(check) for check in spec["checks"]]
-    failed = None
-    if spec.get("tests") and run_tests(verdicts):
+    if phase == "checks":
+        signal.setitimer(signal.ITIMER_REAL, spec["timeout"])  # SIGALRM ends the child: "timeout"
+        out = {"checks": [_verdict(check) for check in spec["checks"]]}
+    else:
         signal.setitimer(signal.ITIMER_REAL, spec["test_timeout"])
-        for name in [m for m in sys.modules if m not in BEFORE]:  # the checks' imports, fresh for the tests
-            del sys.modules[name]
-        failed = _failed_tests(spec)
-    os.write(write_fd, json.dumps({"checks": verdicts, "failed": failed}).encode())
+        out = {"failed": _failed_tests(spec)}
+    os.write(write_fd, json.dumps(out).encode())
     os._exit(0)
 
 
-def _run_one(spec, edits, run_tests):
+def _run_one(spec, edits, phase):
+    """One forked child: {"checks": [...]} or {"failed": [...] | None}."""
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
         try:
-            _child(spec, edits, write_fd, run_tests)
+            _child(spec, edits, write_fd, phase)
         finally:
             os._exit(1)
     os.close(write_fd)
+    limit = spec["timeout"] if phase == "checks" else spec["test_timeout"]
     data, ready = b"", True
     while ready:
-        ready, _, _ = select.select([read_fd], [], [], spec["timeout"] + spec.get("test_timeout", 0) + 5)
+        ready, _, _ = select.select([read_fd], [], [], limit + 5)
         if not ready:
             break
         chunk = os.read(read_fd, 65536)
@@ -182,26 +182,26 @@ def _run_one(spec, edits, run_tests):
         os.kill(pid, signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
     os.close(read_fd)
-    if timed_out or (os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGALRM):
-        return {"checks": ["timeout"] * len(spec["checks"]), "failed": None}
+    bad = "timeout" if timed_out or (os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGALRM) else "crash"
     try:
         return json.loads(data.decode())
     except ValueError:
-        return {"checks": ["crash"] * len(spec["checks"]), "failed": None}
+        return {"checks": [bad] * len(spec["checks"])} if phase == "checks" else {"failed": None}
 
 
 def main(argv):
     spec = json.loads(argv[1])
-    if spec.get("tests"):
-        try:
-            _warm_pytest()
-        except ImportError:
-            spec["tests"] = []
-    BEFORE.update(sys.modules)
+    n = len(spec["checks"])
+    tests = bool(spec.get("tests"))
     texts = {}
     results = []
-    failing = []  # the checks the file as it is fails: a candidate passing one of them runs the tests
+    failing, usable = [], []  # the checks the file as it is fails; those whose setup works
+    base_failed = "unknown"  # the tests failing with the file as it is, run when first needed
+    done = False
     for candidate in spec["candidates"]:
+        if done:  # an earlier candidate passes everything: the rest are not needed
+            results.append({"checks": ["skipped"] * n, "failed": None})
+            continue
         edits = {}
         if candidate is not None:
             path, old, new = candidate
@@ -210,16 +210,28 @@ def main(argv):
                 with open(real, encoding="utf-8") as f:
                     texts[real] = f.read()
             if texts[real].count(old) != 1:
-                results.append({"checks": ["setup"] * len(spec["checks"]), "failed": None})
+                results.append({"checks": ["setup"] * n, "failed": None})
                 continue
             edits[real] = texts[real].replace(old, new, 1)
-
-        def run_tests(verdicts, first=candidate is None, failing=failing):
-            return first or any(verdicts[i] == "pass" for i in failing)
-
-        results.append(_run_one(spec, edits, run_tests))
+        row = _run_one(spec, edits, "checks")
+        row["failed"] = None
         if candidate is None:
-            failing = [i for i, v in enumerate(results[-1]["checks"]) if v != "pass"]
+            failing = [i for i, v in enumerate(row["checks"]) if v in ("fail", "timeout", "crash")]
+            usable = [i for i, v in enumerate(row["checks"]) if v != "setup"]
+        elif tests and any(row["checks"][i] == "pass" for i in failing):
+            if base_failed == "unknown":
+                try:
+                    _warm_pytest()
+                    base_failed = _run_one(spec, {}, "tests")["failed"]
+                except ImportError:
+                    tests, base_failed = False, None
+                results[0]["failed"] = base_failed
+            if tests:
+                row["failed"] = _run_one(spec, edits, "tests")["failed"]
+        results.append(row)
+        fixed = candidate is not None and failing and all(row["checks"][i] == "pass" for i in usable)
+        kept = not tests or base_failed is None or row["failed"] is not None and set(row["failed"]) <= set(base_failed)
+        done = bool(spec.get("first_only") and fixed and kept)
     sys.stdout.write(json.dumps(results) + "\n")
 
 

@@ -69,7 +69,7 @@ class Reproduction:
         spec = {
             "root": root, "paths": [root, f"{root}/src", f"{root}/lib"], "timeout": CANDIDATE_SECONDS,
             "checks": [c.to_json() for c in self.checks], "candidates": candidates,
-            "tests": self.tests, "test_timeout": TEST_SECONDS if self.tests else 0,
+            "tests": self.tests, "test_timeout": TEST_SECONDS if self.tests else 0, "first_only": True,
         }  # fmt: skip
         return [python, "-c", SCRIPT, json.dumps(spec)]
 
