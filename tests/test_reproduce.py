@@ -159,3 +159,11 @@ def test_an_edit_that_would_undo_a_reproduced_fix_is_held_back(workspace):
     got = verified_choice(fixed, [lambda: [WRONG, harmless]], own(WRONG))
     assert got.held and "`postage(1)` -> `10.0`" in got.held and not got.verified
     assert verified_choice(fixed, [lambda: [harmless, WRONG]], own(harmless)) == own(harmless)
+
+
+def test_an_edit_that_breaks_a_passing_test_is_held_back_too(tested):
+    fixed = Reproduction.from_issue(ISSUE.replace("`5.0`", "`10.0`"), tested, allow)
+    # leaves the issue's example alone (postage(1) stays 10.0) but breaks test_express
+    harmful = ("src/shop/ship.py", "        cost += (weight - 2) * 1.5", "        cost += (weight - 2) * 2.5")
+    got = verified_choice(fixed, [], EditChoice(harmful[1], harmful[2], 3, harmful[0]))
+    assert got.held and "break a test" in got.held

@@ -168,7 +168,7 @@ def verified_choice(reproduction: Any, stages: list[Any], fallback: EditChoice) 
     """The first candidate, stage by stage and most likely first, under which every check the file
     fails now passes (else the one passing most of them, else `fallback`). Where the file already
     passes every check, `fallback` is held back if it would break one."""
-    own = reproduction.judge([(fallback.path, fallback.old_str, fallback.new_str)])
+    own = reproduction.judge([(fallback.path, fallback.old_str, fallback.new_str)], test_all=True)
     if own is None:
         return fallback  # the checks cannot run here: the model's choice stands
     if not own.live:  # nothing to fix by the checks: only keep them passing

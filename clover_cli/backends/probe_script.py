@@ -9,7 +9,8 @@ forked child: the edited module is compiled from memory (nothing is written, no 
 its output goes nowhere, and a child that overruns its time or memory is killed. Where `tests` are
 given, each candidate that passes a check the file fails also runs them with pytest, in a second
 child, and so does the file as it is (once): a fix must not break what passed before. With
-`first_only`, candidates after the first that passes every check (and breaks no test) are skipped.
+`first_only`, candidates after the first that passes every check (and breaks no test) are skipped;
+with `test_all`, every candidate runs the tests.
 
 Prints one JSON line: for each candidate, {"checks": one verdict per check ("pass", "fail",
 "setup" (the setup itself failed), "timeout", "crash" or "skipped"), "failed": the test ids that
@@ -218,7 +219,7 @@ def main(argv):
         if candidate is None:
             failing = [i for i, v in enumerate(row["checks"]) if v in ("fail", "timeout", "crash")]
             usable = [i for i, v in enumerate(row["checks"]) if v != "setup"]
-        elif tests and any(row["checks"][i] == "pass" for i in failing):
+        elif tests and (spec.get("test_all") or any(row["checks"][i] == "pass" for i in failing)):
             if base_failed == "unknown":
                 try:
                     _warm_pytest()

@@ -37,7 +37,7 @@ Candidate = tuple[str, str, str]  # path, old, new
 class Judgement:
     counts: list[int]  # per candidate: checks failing now that pass (0 if it breaks what passes now)
     live: int  # checks the file as it is fails
-    breaks: list[bool]  # per candidate: a check that passes now fails under it
+    breaks: list[bool]  # per candidate: a check or a test that passes now fails under it
 
 
 class Reproduction:
@@ -64,20 +64,21 @@ class Reproduction:
         tests = [f for f in files if TEST_FILE.search(f) and any(re.search(rf"\b{re.escape(n)}\b", read(f) or "") for n in names)]
         return cls(workspace.env, checks, may_run, tests[:MAX_TEST_FILES])
 
-    def argv(self, candidates: list[Candidate | None], python: str) -> list[str]:
+    def argv(self, candidates: list[Candidate | None], python: str, test_all: bool = False) -> list[str]:
         root = str(self.env.root)
         spec = {
             "root": root, "paths": [root, f"{root}/src", f"{root}/lib"], "timeout": CANDIDATE_SECONDS,
             "checks": [c.to_json() for c in self.checks], "candidates": candidates,
             "tests": self.tests, "test_timeout": TEST_SECONDS if self.tests else 0, "first_only": True,
+            "test_all": test_all,
         }  # fmt: skip
         return [python, "-c", SCRIPT, json.dumps(spec)]
 
-    def verdicts(self, candidates: list[Candidate | None]) -> list[dict[str, Any]] | None:
+    def verdicts(self, candidates: list[Candidate | None], test_all: bool = False) -> list[dict[str, Any]] | None:
         """Per candidate {"checks": a verdict per check, "failed": failing test ids or None}, or
         None (not allowed, no Python, or no answer)."""
         for python in [self.python] if self.python else ["python3", "python"]:
-            argv = self.argv(candidates, python)
+            argv = self.argv(candidates, python, test_all)
             if not self.may_run(shlex.join(argv)):
                 return None
             per = CANDIDATE_SECONDS + (TEST_SECONDS if self.tests else 0)
@@ -96,9 +97,10 @@ class Reproduction:
             return rows if shaped else None
         return None
 
-    def judge(self, candidates: list[Candidate]) -> Judgement | None:
-        """The candidates against the file as it is; None when the checks could not run."""
-        rows = self.verdicts([None, *candidates[:MAX_CANDIDATES]])
+    def judge(self, candidates: list[Candidate], test_all: bool = False) -> Judgement | None:
+        """The candidates against the file as it is; None when the checks could not run. The tests
+        run for candidates that pass a check the file fails (`test_all`: for every candidate)."""
+        rows = self.verdicts([None, *candidates[:MAX_CANDIDATES]], test_all)
         if rows is None:
             return None
         now = rows[0]["checks"]
@@ -113,10 +115,12 @@ class Reproduction:
                 return 0  # it breaks a test that passed (or the tests no longer run)
             return 0 if any(row["checks"][i] != "pass" for i in held) else passed
 
+        def breaks(row: dict[str, Any]) -> bool:
+            new_failures = failing_now is not None and row["failed"] is not None and set(row["failed"]) - set(failing_now)
+            return any(row["checks"][i] != "pass" for i in held) or bool(new_failures)
+
         rows = rows[1:] + [{"checks": ["setup"] * len(self.checks), "failed": None}] * (len(candidates) - len(rows) + 1)
-        return Judgement(
-            [count(r) for r in rows], len(live), [any(r["checks"][i] != "pass" for i in held) for r in rows],
-        )  # fmt: skip
+        return Judgement([count(r) for r in rows], len(live), [breaks(r) for r in rows])
 
     def passing(self, candidates: list[Candidate]) -> tuple[list[int], int] | None:
         """For each candidate, how many of the checks that the file as it is fails pass under it (0
@@ -129,7 +133,8 @@ class Reproduction:
         shown = "; ".join(f"`{c.probe}`" + (f" -> `{c.expect.text}`" if c.expect.text else "") for c in self.checks)
         return (
             "Not applied: with the file as it is, the issue's example already does what the issue asks "
-            f"({shown}), and this edit would undo that. If the fix is complete, run the tests or answer."
+            f"({shown}), and this edit would undo that or break a test that passes now. If the fix is "
+            "complete, run the tests or answer."
         )
 
     def sites(self, workspace: Any) -> list[tuple[str, str, str]]:
