@@ -119,6 +119,9 @@ def _report(fmt: str, result: RunResult, patch: str, trajectory: Path, git: bool
     )
     if result.error:
         line += f" - {result.error}"
+    verified, held = int(result.stats.get("verified_edits", 0)), int(result.stats.get("held_edits", 0))
+    if verified or held:  # the local decoder ran the example against its edits (reproduce.py)
+        line += f"; issue's example run: {verified} edit(s) chosen by it, {held} held back"
     print(line, file=sys.stderr)
     print(f"trajectory: {trajectory}", file=sys.stderr)
 

@@ -60,6 +60,15 @@ def test_turn_settles_thinking_folded_and_answer_as_markdown() -> None:
     assert "**" not in text  # markdown rendered, not raw
 
 
+def test_an_edit_verified_by_the_issues_example_says_so() -> None:
+    renderer, out = _renderer(terminal=False)
+    call = ToolCall("str_replace", {"path": "a.py", "old_str": "x - 1", "new_str": "x + 1"})
+    renderer.end_turn(AssistantTurn(tool_calls=[call], stats={"verified_edits": 1.0, "reproduction_runs": 2.0}))
+    assert "running the issue's example" in out.getvalue()
+    renderer.end_turn(AssistantTurn(tool_calls=[call], stats={"verified_edits": 0.0}))
+    assert out.getvalue().count("issue's example") == 1
+
+
 def test_tool_results_are_cut_and_shown_whole_on_request() -> None:
     renderer, out = _renderer(terminal=False)
     call = ToolCall("bash", {"command": "seq 1 50", "timeout": 5}, id="c1")

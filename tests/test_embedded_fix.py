@@ -23,7 +23,7 @@ HELDOUT = {"seed": 0, "index": 2}  # synthfix-heldout__quill-0-0002, fixed at ev
 HANDWRITTEN, HANDWRITTEN_INDEX = "handwritten__hw01-fahrenheit", 0
 
 
-def _fix(tmp_path, row) -> tuple[dict, str, str]:
+def _fix(tmp_path, row) -> tuple[dict, str, str, str]:
     repo = fresh_clone(row["repo"], row["base_commit"], tmp_path / "ws")
     (tmp_path / "issue.md").write_text(row["problem_statement"])
     env = {**isolated_env(tmp_path), "CLOVER_MAX_TOKENS": "256", "CLOVER_CHECKPOINTS": "false",
@@ -35,14 +35,14 @@ def _fix(tmp_path, row) -> tuple[dict, str, str]:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     patch = (tmp_path / "fix.diff").read_text()
-    return grade(row, patch), patch, proc.stdout[-3000:]
+    return grade(row, patch), patch, proc.stdout[-3000:], proc.stderr
 
 
 # About 10-15 s of CPU each, yet in the default run on purpose: the embedded model fixing a held-out
 # bug end to end is what the README promises a new user.
 def test_the_shipped_model_fixes_a_held_out_synthfix_instance(tmp_path):
     row = build_instance(tmp_path / "instances", "heldout", HELDOUT["seed"], HELDOUT["index"])
-    report, patch, out = _fix(tmp_path, row)
+    report, patch, out, _ = _fix(tmp_path, row)
     assert report["resolved"], f"{report}\n--- patch:\n{patch}\n--- run:\n{out}"
 
 
@@ -50,5 +50,7 @@ def test_the_shipped_model_fixes_a_held_out_synthfix_instance(tmp_path):
 def test_the_shipped_model_fixes_a_hand_written_instance(tmp_path):
     rows = {r["instance_id"]: r for r in materialize(tmp_path / "instances", count=HANDWRITTEN_INDEX + 1)}
     row = rows[HANDWRITTEN]
-    report, patch, out = _fix(tmp_path, row)
+    report, patch, out, err = _fix(tmp_path, row)
     assert report["resolved"], f"{report}\n--- patch:\n{patch}\n--- run:\n{out}"
+    # --yes lets the decoder run the issue's example ("returns 148 but should be 212") on its edits
+    assert "issue's example run: 1 edit(s) chosen by it" in err, err[-2000:]

@@ -168,6 +168,8 @@ class Renderer:
         for call in turn.tool_calls:
             if call.error:
                 self.error(f"malformed tool call {call.name or '?'}: {call.error}")
+        if turn.stats.get("verified_edits"):  # the local decoder ran the example (reproduce.py)
+            self.info("  the edit was chosen by running the issue's example against candidate edits: it passes")
 
     def answer(self, text: str) -> None:
         self.console.print(Markdown(text) if self.console.is_terminal else Text(text))
