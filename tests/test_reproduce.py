@@ -167,3 +167,12 @@ def test_an_edit_that_breaks_a_passing_test_is_held_back_too(tested):
     harmful = ("src/shop/ship.py", "        cost += (weight - 2) * 1.5", "        cost += (weight - 2) * 2.5")
     got = verified_choice(fixed, [], EditChoice(harmful[1], harmful[2], 3, harmful[0]))
     assert got.held and "break a test" in got.held
+
+
+def test_a_run_past_its_budget_skips_the_candidates_left(workspace, monkeypatch):
+    monkeypatch.setattr(reproduce, "CANDIDATE_SECONDS", 0.4)
+    monkeypatch.setattr(reproduce, "RUN_SECONDS", 0.2)
+    loop = ("src/shop/ship.py", "    cost = 5.0", "    cost = 5.0\n    while True:\n        pass")
+    rep = Reproduction.from_issue(ISSUE, workspace, allow)
+    rows = rep.verdicts([None, loop, FIX])
+    assert [r["checks"] for r in rows] == [["fail"], ["timeout"], ["skipped"]]

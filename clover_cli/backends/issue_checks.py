@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 MAX_CHECKS = 3
+MAX_ISSUE_CHARS = 20_000  # a longer report is read up to here
+MAX_PROBES = 24  # calls looked at, in order of appearance
 BLOCK = re.compile(r"```[\w+-]*\n(.*?)```", re.S)
 VALUE = r"(?:`(?P<tick>[^`\n]+)`|(?P<bare>[^`\s][^\n]{0,300}))"  # a bare value: the longest literal it starts with
 # "should be 212", "I expected `5.0`", "the correct answer is `7`", "... instead of 60"
@@ -198,6 +200,7 @@ def _with_imports(setup: list[str], probe: str, defs: dict[str, list[str]]) -> l
 def extract_checks(issue: str, files: Iterable[str] = (), read: Callable[[str], str | None] = lambda p: None) -> list[Check]:
     """The checks an issue's text states (at most MAX_CHECKS, the first first); `files` and `read`
     find the imports a prose report leaves out."""
+    issue = issue[:MAX_ISSUE_CHARS]
     found: list[tuple[list[str], str, int, bool | str]] = []  # setup, probe, where it ends, shown raising
     arrow_values: dict[str, str] = {}
     for m in BLOCK.finditer(issue):
@@ -215,7 +218,7 @@ def extract_checks(issue: str, files: Iterable[str] = (), read: Callable[[str], 
                 found.append(([], probe, m.end(), bool(CRASHES.match(issue, m.end()))))
     defs: dict[str, list[str]] | None = None
     checks: list[Check] = []
-    for setup, probe, end, raised in found:
+    for setup, probe, end, raised in found[:MAX_PROBES]:
         expect = Expect("value", arrow_values[probe]) if probe in arrow_values else _expected(issue, end)
         if raised == "crash":
             expect = None

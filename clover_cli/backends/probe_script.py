@@ -10,7 +10,7 @@ its output goes nowhere, and a child that overruns its time or memory is killed.
 given, each candidate that passes a check the file fails also runs them with pytest, in a second
 child, and so does the file as it is (once): a fix must not break what passed before. With
 `first_only`, candidates after the first that passes every check (and breaks no test) are skipped;
-with `test_all`, every candidate runs the tests.
+with `test_all`, every candidate runs the tests. Past `budget` seconds the rest are skipped too.
 
 Prints one JSON line: for each candidate, {"checks": one verdict per check ("pass", "fail",
 "setup" (the setup itself failed), "timeout", "crash" or "skipped"), "failed": the test ids that
@@ -26,6 +26,7 @@ import os
 import select
 import signal
 import sys
+import time
 
 MEMORY = 1 << 30  # bytes of address space a child may use
 
@@ -192,6 +193,7 @@ def _run_one(spec, edits, phase):
 
 def main(argv):
     spec = json.loads(argv[1])
+    deadline = time.monotonic() + spec.get("budget", 1e9)
     n = len(spec["checks"])
     tests = bool(spec.get("tests"))
     texts = {}
@@ -200,7 +202,7 @@ def main(argv):
     base_failed = "unknown"  # the tests failing with the file as it is, run when first needed
     done = False
     for candidate in spec["candidates"]:
-        if done:  # an earlier candidate passes everything: the rest are not needed
+        if done or (results and time.monotonic() > deadline):  # not needed, or no time left
             results.append({"checks": ["skipped"] * n, "failed": None})
             continue
         edits = {}

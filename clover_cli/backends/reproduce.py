@@ -28,6 +28,7 @@ SCRIPT = (Path(__file__).parent / "probe_script.py").read_text(encoding="utf-8")
 CANDIDATE_SECONDS = 2.0  # per candidate (a repair can turn a loop endless)
 MAX_CANDIDATES = 64  # per run
 TEST_SECONDS = 30.0  # the repository's tests, per candidate that passes a check
+RUN_SECONDS = 60.0  # one run: candidates left when it is spent are skipped
 MAX_TEST_FILES = 8
 TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
 Candidate = tuple[str, str, str]  # path, old, new
@@ -70,7 +71,7 @@ class Reproduction:
             "root": root, "paths": [root, f"{root}/src", f"{root}/lib"], "timeout": CANDIDATE_SECONDS,
             "checks": [c.to_json() for c in self.checks], "candidates": candidates,
             "tests": self.tests, "test_timeout": TEST_SECONDS if self.tests else 0, "first_only": True,
-            "test_all": test_all,
+            "test_all": test_all, "budget": RUN_SECONDS,
         }  # fmt: skip
         return [python, "-c", SCRIPT, json.dumps(spec)]
 
@@ -81,8 +82,8 @@ class Reproduction:
             argv = self.argv(candidates, python, test_all)
             if not self.may_run(shlex.join(argv)):
                 return None
-            per = CANDIDATE_SECONDS + (TEST_SECONDS if self.tests else 0)
-            result = self.env.run(argv, timeout=10 + per * 1.5 * len(candidates))
+            # the budget, plus the candidate running when it ran out (and the tests' first run)
+            result = self.env.run(argv, timeout=RUN_SECONDS + CANDIDATE_SECONDS + 3 * TEST_SECONDS + 10)
             self.runs += 1
             if result.returncode == 127:
                 continue
