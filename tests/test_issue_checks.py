@@ -98,6 +98,27 @@ def test_the_sentences_full_stop_is_not_part_of_the_value():
     assert check.expect.text == "100.0"
 
 
+def test_an_issue_cannot_make_a_check_run_code_of_its_own():
+    """A check runs without the model choosing to: only the workspace's functions, called with
+    values, and a few pure builtins and modules."""
+    head = "```\n>>> from units import to_celsius\n"
+    tail = "\n100\n```\nI expected `0`."
+    assert checks(head + ">>> to_celsius(212)" + tail)  # the plain case is kept
+    for evil in [
+        ">>> import os\n>>> to_celsius(os.system('rm -rf ~'))",
+        ">>> to_celsius(__import__('os').getcwd())",
+        ">>> to_celsius(open('/etc/passwd').read())",
+        ">>> to_celsius(eval('1'))",
+        ">>> to_celsius.__globals__",
+        ">>> from subprocess import run\n>>> to_celsius(run(['id']))",
+        ">>> from . import units\n>>> units.to_celsius(1)",
+        ">>> import units\n>>> units.__builtins__",
+    ]:
+        assert checks(head + evil + tail) == [], evil
+    assert checks("```\n>>> from datetime import date\n>>> from units import to_celsius\n"
+                  ">>> to_celsius(date(2024, 1, 1).day)\n1\n```\nI expected `0`.")  # fmt: skip
+
+
 def test_modules_definitions_and_probed_names():
     assert module_of("src/shop/prices.py") == "shop.prices" and module_of("units.py") == "units"
     assert module_of("pkg/__init__.py") == "pkg" and module_of("my-dir/x.py") is None

@@ -34,6 +34,14 @@ ARROW = re.compile(r"(?:Expected:\s*`(?P<call>[^`\n]+\))`\s*(?:gives|returns)|`(
 TICKED_CALL = re.compile(r"`(?P<call>[A-Za-z_][\w.]*\([^`\n]*\))`")
 BARE_CALL = re.compile(r"(?m)^(?P<call>[A-Za-z_][\w.]*\([^\n]*?\)) (?:returns|gives|raises|crashes|should)")
 CRASHES = re.compile(r"\s*(?:raises|crashes|throws|fails with)\b")
+# what a check may use besides the workspace: values and pure helpers, nothing that reaches the
+# file system, the network, other processes or the interpreter itself
+SAFE_BUILTINS = frozenset([
+    "abs", "all", "any", "bool", "bytes", "dict", "divmod", "enumerate", "float", "frozenset", "int",
+    "isinstance", "len", "list", "map", "max", "min", "print", "range", "repr", "reversed", "round",
+    "set", "sorted", "str", "sum", "tuple", "zip", "None", "True", "False",
+])  # fmt: skip
+SAFE_MODULES = frozenset(["datetime", "decimal", "fractions", "math", "collections"])
 NO_ARGS = re.compile(r"[A-Za-z_][\w.]*\(\)")
 ASSIGN = re.compile(r"[A-Za-z_][\w.]*\s*=(?!=)")
 TRACE_FRAME = re.compile(r'^\s*File "[^"]*", line \d+, in <module>\n(?P<code>[^\n]+)', re.M)
@@ -115,12 +123,12 @@ def _session(block: str) -> tuple[list[str], str | None, bool | str]:
 def _expected(text: str, after: int) -> Expect | None:
     """The outcome the report asks for, the first one stated after `after` (else anywhere)."""
     for start in (after, 0):
-        if m := RAISES.search(text, start):
-            return Expect("raises", m.group("err"))
-        for m in EXPECT.finditer(text, start):
-            value = _value(m)
-            if value is not None:
-                return Expect("value", value)
+        raises = RAISES.search(text, start)
+        value = next(((m.start(), v) for m in EXPECT.finditer(text, start) if (v := _value(m)) is not None), None)
+        if raises is not None and (value is None or raises.start() < value[0]):
+            return Expect("raises", raises.group("err"))
+        if value is not None:
+            return Expect("value", value[1])
     return None
 
 
@@ -160,6 +168,36 @@ def _free_names(stmts: Iterable[str]) -> list[str]:
             elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 bound.add(node.id)
     return list(dict.fromkeys(free))
+
+
+def safe(check: Check, modules: set[str]) -> bool:
+    """Whether a check only imports the workspace's modules (or a few side-effect-free standard
+    ones) and calls what it imports: an issue is untrusted text, and a check runs without the
+    model choosing to. Statements are imports, assignments and expressions; names are the ones it
+    binds or harmless builtins; no attribute starts with `_`."""
+    bound = set(SAFE_BUILTINS)
+    for code in (*check.setup, check.probe):
+        try:
+            tree = ast.parse(code)
+        except (SyntaxError, ValueError):
+            return False
+        for stmt in tree.body:
+            if not isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Assign, ast.Expr)):
+                return False
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                if getattr(node, "level", 0) or not all(n in modules or n in SAFE_MODULES for n in names):
+                    return False
+                bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+            elif isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+                return False
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                bound.add(node.id)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in bound:
+                return False
+    return True
 
 
 def module_of(path: str) -> str | None:
@@ -217,6 +255,8 @@ def extract_checks(issue: str, files: Iterable[str] = (), read: Callable[[str], 
             if probe := _expression(m.group("call")):
                 found.append(([], probe, m.end(), bool(CRASHES.match(issue, m.end()))))
     defs: dict[str, list[str]] | None = None
+    modules = {m for f in files if (m := module_of(f))}
+    modules |= {m.rsplit(".", i)[0] for m in modules for i in range(1, m.count(".") + 1)}
     checks: list[Check] = []
     for setup, probe, end, raised in found[:MAX_PROBES]:
         expect = Expect("value", arrow_values[probe]) if probe in arrow_values else _expected(issue, end)
@@ -233,7 +273,7 @@ def extract_checks(issue: str, files: Iterable[str] = (), read: Callable[[str], 
                 continue
             setup = full
         check = Check(tuple(setup), probe, expect)
-        if check not in checks and all(c.probe != probe for c in checks):
+        if safe(check, modules) and check not in checks and all(c.probe != probe for c in checks):
             checks.append(check)
     # `f()` from a title ("f() gives the wrong answer") says nothing where `f(2)` is checked too
     bare = [c for c in checks if NO_ARGS.fullmatch(c.probe)]
@@ -256,4 +296,4 @@ def probed_names(checks: Iterable[Check]) -> list[str]:
     return [n for n in dict.fromkeys(names) if n]
 
 
-__all__ = ["Check", "Expect", "definitions", "extract_checks", "module_of", "probed_names"]
+__all__ = ["Check", "Expect", "definitions", "extract_checks", "module_of", "probed_names", "safe"]
