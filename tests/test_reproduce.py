@@ -178,3 +178,15 @@ def test_a_run_past_its_budget_skips_the_candidates_left(workspace, monkeypatch)
     rep = Reproduction.from_issue(ISSUE, workspace, allow)
     rows = rep.verdicts([None, loop, FIX])
     assert [r["checks"] for r in rows] == [["fail"], ["timeout"], ["skipped"]]
+
+
+def test_the_latest_user_message_that_states_a_check_is_the_issue(workspace):
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello"},
+        {"role": "user", "content": ISSUE},
+        {"role": "user", "content": "Your reply had neither an answer nor a tool call."},
+    ]
+    rep = Reproduction.from_messages(messages, workspace, allow)
+    assert rep is not None and rep.checks[0].probe == "postage(1)"
+    assert Reproduction.from_messages(messages[:2], workspace, allow) is None

@@ -216,7 +216,7 @@ def choose_turn_edit(backend: Any, turn: Any, ids: list[int], reply: str, messag
     if may_run is not None:
         from clover.backends.reproduce import Reproduction
 
-        reproduction = Reproduction.from_issue(issue, workspace, may_run)
+        reproduction = Reproduction.from_messages(messages, workspace, may_run)
     choice = choose_edit(backend.net, backend.tokenizer, ids, reply, call, data.decode("utf-8", "replace"),
                          issue=issue, context=context, reproduction=reproduction, workspace=workspace)  # fmt: skip
     if choice is None:

@@ -30,6 +30,7 @@ MAX_CANDIDATES = 64  # per run
 TEST_SECONDS = 30.0  # the repository's tests, per candidate that passes a check
 RUN_SECONDS = 60.0  # one run: candidates left when it is spent are skipped
 MAX_TEST_FILES = 8
+MAX_FILES = 2000  # Python files read for definitions and tests (a larger repository: the first ones)
 TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
 Candidate = tuple[str, str, str]  # path, old, new
 
@@ -57,13 +58,24 @@ class Reproduction:
             data = workspace.read(path)
             return data.decode("utf-8", "replace") if data is not None else None
 
-        checks = extract_checks(issue, files, read)
+        python_files = [f for f in files if f.endswith(".py")][:MAX_FILES]
+        checks = extract_checks(issue, python_files, read)
         if not checks:
             return None
         # the repository's tests that use what the checks call: a fix must keep them passing
         names = probed_names(checks)
-        tests = [f for f in files if TEST_FILE.search(f) and any(re.search(rf"\b{re.escape(n)}\b", read(f) or "") for n in names)]
+        uses = re.compile(r"\b(?:" + "|".join(map(re.escape, names)) + r")\b")
+        tests = [f for f in python_files if names and TEST_FILE.search(f) and uses.search(read(f) or "")]
         return cls(workspace.env, checks, may_run, tests[:MAX_TEST_FILES])
+
+    @classmethod
+    def from_messages(cls, messages: list[Any], workspace: Any, may_run: Callable[[str], bool]) -> Reproduction | None:
+        """The checks of the latest user message that states any (a chat's bug report may come
+        after other requests; the agent's own reminders state none)."""
+        for message in reversed(messages):
+            if message.get("role") == "user" and (found := cls.from_issue(str(message.get("content") or ""), workspace, may_run)):
+                return found
+        return None
 
     def argv(self, candidates: list[Candidate | None], python: str, test_all: bool = False) -> list[str]:
         root = str(self.env.root)
