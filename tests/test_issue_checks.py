@@ -113,6 +113,10 @@ def test_an_issue_cannot_make_a_check_run_code_of_its_own():
         ">>> from subprocess import run\n>>> to_celsius(run(['id']))",
         ">>> from . import units\n>>> units.to_celsius(1)",
         ">>> import units\n>>> units.__builtins__",
+        ">>> import units\n>>> units.os.system('id')",  # a module the workspace module imported
+        ">>> from units import os\n>>> os.system('id')",
+        ">>> from units import *\n>>> to_celsius(1)",
+        ">>> from shop import prices\n>>> prices.os",
     ]:
         assert checks(head + evil + tail) == [], evil
     assert checks("```\n>>> from datetime import date\n>>> from units import to_celsius\n"

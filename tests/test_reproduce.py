@@ -123,10 +123,11 @@ def test_nothing_to_tell_apart_when_the_file_already_passes(workspace):
 
 
 def test_a_check_whose_setup_fails_says_nothing(workspace):
-    rep = Reproduction.from_issue(ISSUE.replace("import postage", "import postage, gone"), workspace, allow)
+    rep = Reproduction.from_issue(ISSUE.replace(">>> postage(1)", ">>> w = postage('x')\n>>> postage(1)"), workspace, allow)
     assert rep.verdicts([None])[0]["checks"] == ["setup"] and rep.passing([FIX]) is None
-    # a module the workspace does not have is not even tried (an issue is untrusted text)
+    # a module or a name the workspace does not have is not even tried (an issue is untrusted text)
     assert Reproduction.from_issue(ISSUE.replace("shop.ship", "shop.gone"), workspace, allow) is None
+    assert Reproduction.from_issue(ISSUE.replace("import postage", "import postage, gone"), workspace, allow) is None
 
 
 def test_sites_are_the_called_functions_outside_the_tests(workspace):

@@ -170,11 +170,13 @@ def _free_names(stmts: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(free))
 
 
-def safe(check: Check, modules: set[str]) -> bool:
-    """Whether a check only imports the workspace's modules (or a few side-effect-free standard
-    ones) and calls what it imports: an issue is untrusted text, and a check runs without the
-    model choosing to. Statements are imports, assignments and expressions; names are the ones it
-    binds or harmless builtins; no attribute starts with `_`."""
+def safe(check: Check, modules: set[str], defined: set[str] | dict[str, list[str]]) -> bool:
+    """Whether a check only takes from the workspace what it defines, and calls it with values: an
+    issue is untrusted text, and a check runs without the model choosing to. It may import a few
+    side-effect-free standard modules, and `from M import N` where M is a workspace module and N a
+    function or class the workspace defines (not a module M itself imported: `units.os.system`
+    must stay out of reach). Statements are imports, assignments and expressions; names are the
+    ones it binds or harmless builtins; no attribute starts with `_`."""
     bound = set(SAFE_BUILTINS)
     for code in (*check.setup, check.probe):
         try:
@@ -185,11 +187,16 @@ def safe(check: Check, modules: set[str]) -> bool:
             if not isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Assign, ast.Expr)):
                 return False
         for node in ast.walk(tree):
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
-                if getattr(node, "level", 0) or not all(n in modules or n in SAFE_MODULES for n in names):
+            if isinstance(node, ast.Import):
+                if not all(a.name in SAFE_MODULES for a in node.names):
                     return False
                 bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                ours = module in modules and all(a.name in defined for a in node.names)
+                if node.level or not (module in SAFE_MODULES or ours):
+                    return False
+                bound.update(a.asname or a.name for a in node.names)
             elif isinstance(node, ast.Attribute) and node.attr.startswith("_"):
                 return False
             elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
@@ -266,14 +273,14 @@ def extract_checks(issue: str, files: Iterable[str] = (), read: Callable[[str], 
             if not raised:
                 continue
             expect = Expect("no_error")
+        defs = definitions(files, read) if defs is None else defs
         if _free_names([*setup, probe]):
-            defs = definitions(files, read) if defs is None else defs
             full = _with_imports(setup, probe, defs)
             if full is None:
                 continue
             setup = full
         check = Check(tuple(setup), probe, expect)
-        if safe(check, modules) and check not in checks and all(c.probe != probe for c in checks):
+        if safe(check, modules, defs) and check not in checks and all(c.probe != probe for c in checks):
             checks.append(check)
     # `f()` from a title ("f() gives the wrong answer") says nothing where `f(2)` is checked too
     bare = [c for c in checks if NO_ARGS.fullmatch(c.probe)]
