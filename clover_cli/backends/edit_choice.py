@@ -14,6 +14,7 @@ writing something no small fix looks like.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, replace
 from typing import Any
@@ -153,13 +154,18 @@ def choose_edit(
 
     first = [(path, *pairs[i]) for i in sorted(range(len(pairs)), key=lambda i: -scores[i])]
     seen: set[tuple[str, str, str]] = set(first)
-    sites = reproduction.sites(workspace) if workspace is not None else []
-    # the files defining what the issue calls: their fields are candidates too (`user.email`)
-    wider = "\n".join([context, *dict.fromkeys(t for _, t, _ in sites)])
+
+    @functools.cache
+    def sites() -> tuple[list[tuple[str, str, str]], str]:
+        """The functions the issue calls, and the context widened by their files (their classes'
+        fields are candidates too: `user.email`); read only when a stage gets that far."""
+        found = reproduction.sites(workspace) if workspace is not None else []
+        return found, "\n".join([context, *dict.fromkeys(t for _, t, _ in found)])
+
     stages = (
         lambda: first,  # the likeliest lines' repairs, already scored
-        lambda: ranked([(path, o, n) for o, n in edit_pairs(old, text, path, issue, wider)]),  # the whole region's
-        lambda: ranked([(p, o, n) for p, t, line in sites for o, n in edit_pairs(line, t, p, issue, wider)]),
+        lambda: ranked([(path, o, n) for o, n in edit_pairs(old, text, path, issue, sites()[1])]),  # the whole region's
+        lambda: ranked([(p, o, n) for p, t, line in sites()[0] for o, n in edit_pairs(line, t, p, issue, sites()[1])]),
     )  # fmt: skip
     return verified_choice(reproduction, list(stages), choice)
 
