@@ -64,10 +64,12 @@ def test_the_fix_passes_and_a_wrong_edit_or_one_that_breaks_a_test_does_not(test
     rep = Reproduction.from_issue(ISSUE, tested, allow)
     assert rep is not None and rep.tests == ["tests/test_ship.py"]
     rows = rep.verdicts([None, WRONG, OVERFIT, FIX, WRONG])
-    # after the first candidate that passes everything, the rest are skipped
-    assert [r["checks"] for r in rows] == [["fail"], ["fail"], ["pass"], ["pass"], ["skipped"]]
+    assert [r["checks"] for r in rows] == [["fail"], ["fail"], ["pass"], ["pass"], ["fail"]]
     # the tests run for the file as it is and for candidates that pass a check it fails
     assert [r["failed"] for r in rows] == [[], None, ["tests/test_ship.py::test_express"], [], None]
+    # where the file fails no check, `only_if_failing` skips the candidates
+    calm = Reproduction.from_issue(ISSUE.replace("`5.0`", "`10.0`"), tested, allow)
+    assert [r["checks"] for r in calm.verdicts([None, FIX], only_if_failing=True)] == [["pass"], ["skipped"]]
     assert rep.passing([WRONG, OVERFIT, FIX]) == ([0, 0, 1], 1)
 
 
@@ -149,7 +151,8 @@ def test_verified_choice_takes_the_likeliest_passing_candidate_stage_by_stage(wo
     # checks the file already passes leave the model's choice where it keeps them passing
     calm = Reproduction.from_issue(ISSUE.replace("`5.0`", "`10.0`"), workspace, allow)
     harmless = EditChoice("        cost += (weight - 2) * 1.5", "        cost += (weight - 2) * 2.5", 7, "src/shop/ship.py")
-    assert verified_choice(calm, [stage("y", [FIX])], harmless) == harmless and "y" not in calls
+    assert verified_choice(calm, [stage("y", [FIX])], harmless) == harmless
+    assert calm.runs == 2  # the file as it is (its candidates skipped), then the fallback with the tests
 
 
 def test_an_edit_that_would_undo_a_reproduced_fix_is_held_back(workspace):

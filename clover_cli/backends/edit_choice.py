@@ -138,22 +138,22 @@ def choose_edit(
     pairs = edit_pairs(old, text, path, issue, context, keep)
     if not pairs:
         return None
-    scores = scorer.scores([tokenizer.encode(f"{o}{BETWEEN}{n}\n{PARAM_CLOSE}") for o, n in pairs])
-    best = max(range(len(pairs)), key=scores.__getitem__)
-    choice = EditChoice(pairs[best][0], pairs[best][1], len(pairs), path)
-    if reproduction is None:
-        return choice
 
-    def ranked(found: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
-        found = [c for c in dict.fromkeys(found) if c not in seen]
-        seen.update(found)
-        if not found:
-            return []
+    def rank(found: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+        """Candidates, most likely first (each scored as the continuation of old_str)."""
         got = scorer.scores([tokenizer.encode(f"{o}{BETWEEN}{n}\n{PARAM_CLOSE}") for _, o, n in found])
         return [found[i] for i in sorted(range(len(found)), key=lambda i: -got[i])]
 
-    first = [(path, *pairs[i]) for i in sorted(range(len(pairs)), key=lambda i: -scores[i])]
-    seen: set[tuple[str, str, str]] = set(first)
+    first = [(path, o, n) for o, n in pairs]
+
+    @functools.cache
+    def likeliest() -> EditChoice:
+        """What the model's likelihood alone chooses: scoring every pair is the costly part, so it
+        is only done where the reproduction does not decide."""
+        return EditChoice(*rank(first)[0][1:], len(pairs), path)
+
+    if reproduction is None:
+        return likeliest()
 
     @functools.cache
     def sites() -> tuple[list[tuple[str, str, str]], str]:
@@ -163,41 +163,58 @@ def choose_edit(
         return found, "\n".join([context, *dict.fromkeys(t for _, t, _ in found)])
 
     stages = (
-        lambda: first,  # the likeliest lines' repairs, already scored
-        lambda: ranked([(path, o, n) for o, n in edit_pairs(old, text, path, issue, sites()[1])]),  # the whole region's
-        lambda: ranked([(p, o, n) for p, t, line in sites()[0] for o, n in edit_pairs(line, t, p, issue, sites()[1])]),
+        lambda: first,  # the likeliest lines' repairs
+        lambda: [(path, o, n) for o, n in edit_pairs(old, text, path, issue, sites()[1])],  # the whole region's
+        lambda: [(p, o, n) for p, t, line in sites()[0] for o, n in edit_pairs(line, t, p, issue, sites()[1])],
     )  # fmt: skip
-    return verified_choice(reproduction, list(stages), choice)
+    return verified_choice(reproduction, list(stages), likeliest, rank)
 
 
-def verified_choice(reproduction: Any, stages: list[Any], fallback: EditChoice) -> EditChoice:
-    """The first candidate, stage by stage and most likely first, under which every check the file
-    fails now passes (else the one passing most of them, else `fallback`). Where the file already
-    passes every check, `fallback` is held back if it would break one."""
-    own = reproduction.judge([(fallback.path, fallback.old_str, fallback.new_str)], test_all=True)
-    if own is None:
-        return fallback  # the checks cannot run here: the model's choice stands
-    if not own.live:  # nothing to fix by the checks: only keep them passing
-        return replace(fallback, held=reproduction.held_message()) if own.breaks[0] else fallback
-    if own.counts[0] == own.live:
-        return replace(fallback, verified=True)
-    best: tuple[int, tuple[str, str, str]] | None = None
-    for stage in stages:
-        candidates = stage()
-        if not candidates:
+def verified_choice(
+    reproduction: Any, stages: list[Any], fallback: EditChoice | Any, rank: Any = None
+) -> EditChoice:  # fmt: skip
+    """The likeliest candidate of the first stage that has one under which every check the file
+    fails now passes (else the likeliest of those passing most of them, else `fallback`). Where the
+    file already passes every check, `fallback` is held back if it would break one.
+
+    Each stage's candidates are all run at once and only the passing ones are ranked (`rank`:
+    candidates -> most likely first; None keeps the stage's order), which chooses what running them
+    in order of likelihood would, for a fraction of the scoring. `fallback` (an EditChoice, or a
+    function making one) is only made where it is needed."""
+
+    def chosen() -> EditChoice:
+        return fallback() if callable(fallback) else fallback
+
+    first = list(dict.fromkeys(stages[0]())) if stages else []
+    judged = reproduction.judge(first, only_if_failing=True)
+    if judged is None:
+        return chosen()  # the checks cannot run here: the model's choice stands
+    if not judged.live:  # nothing to fix by the checks: only keep them passing
+        choice = chosen()
+        own = reproduction.judge([(choice.path, choice.old_str, choice.new_str)], test_all=True)
+        return replace(choice, held=reproduction.held_message()) if own is not None and own.breaks[0] else choice
+    seen = set(first)
+    best: tuple[int, list[tuple[str, str, str]]] | None = None
+    for i, stage in enumerate(stages):
+        if i:
+            candidates = [c for c in dict.fromkeys(stage()) if c not in seen]
+            seen.update(candidates)
+            judged = reproduction.judge(candidates) if candidates else None
+        else:
+            candidates = first
+        if judged is None or not candidates:
+            if candidates:
+                break
             continue
-        judged = reproduction.judge(candidates)
-        if judged is None:
-            break
         top = max(judged.counts)
         if top and (best is None or top > best[0]):
-            best = (top, candidates[judged.counts.index(top)])
+            best = (top, [c for c, n in zip(candidates, judged.counts, strict=True) if n == top])
         if best is not None and best[0] == judged.live:
             break
     if best is None:
-        return fallback
-    path, old, new = best[1]
-    return EditChoice(old, new, fallback.candidates, path, verified=True)
+        return chosen()
+    path, old, new = (rank(best[1]) if rank is not None else best[1])[0]
+    return EditChoice(old, new, len(first), path, verified=True)
 
 
 def with_edit(call: ToolCall, old_str: str, new_str: str, path: str | None = None) -> ToolCall:

@@ -4,13 +4,13 @@ Python 3.6+), so it is plain, old-style Python.
 
 SPEC is JSON: {"root", "paths" (sys.path entries), "timeout" (s per candidate), "checks": [{setup,
 probe, kind, text}], "candidates": [null | [path, old, new]], "tests": [test files],
-"test_timeout", "first_only"}. null is the file as it is (put it first). Each candidate runs in a
+"test_timeout", "test_all", "only_if_failing", "budget"}. null is the file as it is (put it first). Each candidate runs in a
 forked child: the edited module is compiled from memory (nothing is written, no bytecode cached),
 its output goes nowhere, and a child that overruns its time or memory is killed. Where `tests` are
 given, each candidate that passes a check the file fails also runs them with pytest, in a second
 child, and so does the file as it is (once): a fix must not break what passed before. With
-`first_only`, candidates after the first that passes every check (and breaks no test) are skipped;
-with `test_all`, every candidate runs the tests. Past `budget` seconds the rest are skipped too.
+`test_all`, every candidate runs the tests; with `only_if_failing`, every candidate is skipped
+when the file as it is fails no check. Past `budget` seconds the rest are skipped too.
 
 Prints one JSON line: for each candidate, {"checks": one verdict per check ("pass", "fail",
 "setup" (the setup itself failed), "timeout", "crash" or "skipped"), "failed": the test ids that
@@ -198,7 +198,7 @@ def main(argv):
     tests = bool(spec.get("tests"))
     texts = {}
     results = []
-    failing, usable = [], []  # the checks the file as it is fails; those whose setup works
+    failing = []  # the checks the file as it is fails
     base_failed = "unknown"  # the tests failing with the file as it is, run when first needed
     done = False
     for candidate in spec["candidates"]:
@@ -220,7 +220,7 @@ def main(argv):
         row["failed"] = None
         if candidate is None:
             failing = [i for i, v in enumerate(row["checks"]) if v in ("fail", "timeout", "crash")]
-            usable = [i for i, v in enumerate(row["checks"]) if v != "setup"]
+            done = bool(spec.get("only_if_failing") and not failing)
         elif tests and (spec.get("test_all") or any(row["checks"][i] == "pass" for i in failing)):
             if base_failed == "unknown":
                 try:
@@ -232,9 +232,6 @@ def main(argv):
             if tests:
                 row["failed"] = _run_one(spec, edits, "tests")["failed"]
         results.append(row)
-        fixed = candidate is not None and failing and all(row["checks"][i] == "pass" for i in usable)
-        kept = not tests or base_failed is None or row["failed"] is not None and set(row["failed"]) <= set(base_failed)
-        done = bool(spec.get("first_only") and fixed and kept)
     sys.stdout.write(json.dumps(results) + "\n")
 
 

@@ -26,7 +26,7 @@ from clover.backends.issue_checks import Check, extract_checks, probed_names
 
 SCRIPT = (Path(__file__).parent / "probe_script.py").read_text(encoding="utf-8")
 CANDIDATE_SECONDS = 2.0  # per candidate (a repair can turn a loop endless)
-MAX_CANDIDATES = 64  # per run
+MAX_CANDIDATES = 256  # per run (edit_choice.MAX_PAIRS: a stage's candidates run at once)
 TEST_SECONDS = 30.0  # the repository's tests, per candidate that passes a check
 RUN_SECONDS = 60.0  # one run: candidates left when it is spent are skipped
 MAX_TEST_FILES = 8
@@ -77,21 +77,22 @@ class Reproduction:
                 return found
         return None
 
-    def argv(self, candidates: list[Candidate | None], python: str, test_all: bool = False) -> list[str]:
+    def argv(self, candidates: list[Candidate | None], python: str, test_all: bool = False,
+             only_if_failing: bool = False) -> list[str]:  # fmt: skip
         root = str(self.env.root)
         spec = {
             "root": root, "paths": [root, f"{root}/src", f"{root}/lib"], "timeout": CANDIDATE_SECONDS,
             "checks": [c.to_json() for c in self.checks], "candidates": candidates,
-            "tests": self.tests, "test_timeout": TEST_SECONDS if self.tests else 0, "first_only": True,
-            "test_all": test_all, "budget": RUN_SECONDS,
+            "tests": self.tests, "test_timeout": TEST_SECONDS if self.tests else 0, "test_all": test_all, "only_if_failing": only_if_failing, "budget": RUN_SECONDS,
         }  # fmt: skip
         return [python, "-c", SCRIPT, json.dumps(spec)]
 
-    def verdicts(self, candidates: list[Candidate | None], test_all: bool = False) -> list[dict[str, Any]] | None:
+    def verdicts(self, candidates: list[Candidate | None], test_all: bool = False,
+                 only_if_failing: bool = False) -> list[dict[str, Any]] | None:  # fmt: skip
         """Per candidate {"checks": a verdict per check, "failed": failing test ids or None}, or
         None (not allowed, no Python, or no answer)."""
         for python in [self.python] if self.python else ["python3", "python"]:
-            argv = self.argv(candidates, python, test_all)
+            argv = self.argv(candidates, python, test_all, only_if_failing)
             if not self.may_run(shlex.join(argv)):
                 return None
             # the budget, plus the candidate running when it ran out (and the tests' first run)
@@ -110,10 +111,12 @@ class Reproduction:
             return rows if shaped else None
         return None
 
-    def judge(self, candidates: list[Candidate], test_all: bool = False) -> Judgement | None:
+    def judge(self, candidates: list[Candidate], test_all: bool = False, only_if_failing: bool = False) -> Judgement | None:
         """The candidates against the file as it is; None when the checks could not run. The tests
-        run for candidates that pass a check the file fails (`test_all`: for every candidate)."""
-        rows = self.verdicts([None, *candidates[:MAX_CANDIDATES]], test_all)
+        run for candidates that pass a check the file fails (`test_all`: for every candidate).
+        `only_if_failing`: the candidates are skipped when the file fails no check (then `live` is 0
+        and only that is known)."""
+        rows = self.verdicts([None, *candidates[:MAX_CANDIDATES]], test_all, only_if_failing)
         if rows is None:
             return None
         now = rows[0]["checks"]
