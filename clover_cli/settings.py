@@ -26,7 +26,7 @@ else:  # pragma: no cover
 # pass; limits pass only when lower; deny/ask rules are added to the user's, never replace them.
 REPO_SAFE_KEYS = frozenset({
     "think", "temperature", "max_tokens", "block_size", "threshold", "decode_order", "tool_format", "live", "threads",
-    "copy_bias", "edit_repairs",
+    "copy_bias", "edit_repairs", "drafts",
 })
 DECODE_ORDERS = ("auto", *MODEL_DECODE_ORDERS)  # auto: the checkpoint's own
 REPO_LOWER_ONLY = frozenset({"max_steps", "time_limit", "token_limit", "command_timeout", "output_limit"})
@@ -62,6 +62,9 @@ class Settings:
     # local decoding, grounded values: logit bonus for the paths and symbols the conversation names
     # (a copy prior for small models; 0: off)
     copy_bias: float = 4.0
+    # local block decoding (B > 1): a masked run whose predictions match what followed the last
+    # `drafts` tokens earlier in the context is accepted in one round (model/drafts.py; 0: off)
+    drafts: int = 3
     # local decoding: str_replace's new_str chosen among one-site repairs of old_str by the model's
     # likelihood (on, off, or auto: the checkpoint's config.json edit_repairs)
     edit_repairs: str = "auto"
@@ -117,6 +120,8 @@ class Settings:
                 raise SettingsError(f"{source}: {name} must be positive")
         if self.threads < 0:
             raise SettingsError(f"{source}: threads must be 0 (auto) or positive")
+        if self.drafts < 0:
+            raise SettingsError(f"{source}: drafts must be 0 (off) or a positive n-gram length")
         if self.copy_bias < 0:
             raise SettingsError(f"{source}: copy_bias must be 0 (off) or positive")
         if not 0.0 <= self.threshold <= 1.0:

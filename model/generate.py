@@ -27,6 +27,7 @@ from torch import Tensor
 
 from clover.model.cache import CacheSnapshot, CloverCache
 from clover.model.config import DECODE_ORDERS
+from clover.model.drafts import DraftIndex
 from clover.model.modeling import CloverForCausalLM
 from clover.model.repetition import RepetitionStop, is_runaway
 
@@ -55,6 +56,9 @@ class DecodeSettings:
     seed: int | None = None
     commit_last: bool = False  # also commit the final block (keeps the cache complete)
     repetition: RepetitionStop | None = RepetitionStop()  # runaway n-gram -> finish "repetition"; None: off
+    # > 0: drafts from the prompt (model/drafts.py): a run of masked positions whose predictions
+    # match what followed the last `draft_ngram` tokens in the prompt is accepted at once
+    draft_ngram: int = 0
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -63,8 +67,8 @@ class DecodeSettings:
             raise ValueError(f"unknown order {self.order!r}; expected one of {', '.join(ORDERS)}")
         if self.block_size is not None and self.block_size < 1:
             raise ValueError("block_size must be >= 1")
-        if self.temperature < 0 or not 0 < self.top_p <= 1 or self.k < 1:
-            raise ValueError("need temperature >= 0, 0 < top_p <= 1, k >= 1")
+        if self.temperature < 0 or not 0 < self.top_p <= 1 or self.k < 1 or self.draft_ngram < 0:
+            raise ValueError("need temperature >= 0, 0 < top_p <= 1, k >= 1, draft_ngram >= 0")
 
 
 @dataclass
@@ -125,9 +129,13 @@ def propose(logits: Tensor, s: DecodeSettings, gen: torch.Generator | None) -> t
     return tok, score
 
 
-def select(score: Tensor, masked: Tensor, s: DecodeSettings, held: Tensor | None = None) -> Tensor:
+def select(
+    score: Tensor, masked: Tensor, s: DecodeSettings, held: Tensor | None = None, agree: Tensor | None = None
+) -> Tensor:
     """Which masked positions to accept this round [N, B]; at least one per sequence with masks.
-    `held`: masked positions that may not be accepted this round (they end a left-order run)."""
+    `held`: masked positions that may not be accepted this round (they end a left-order run).
+    `agree`: masked positions whose prediction matches the context's draft; the run of them from
+    the leftmost masked position is accepted whatever its scores (model/drafts.py)."""
     score = score.masked_fill(~masked, float("-inf"))
     if s.policy == "fixed-k":
         k = min(s.k, score.shape[-1])
@@ -135,6 +143,10 @@ def select(score: Tensor, masked: Tensor, s: DecodeSettings, held: Tensor | None
     else:
         thr = -s.threshold if s.policy == "entropy" else s.threshold
         accept = score >= thr
+    if agree is not None:  # a draft's run ends at the first unknown position that disagrees
+        unknown = masked | held if held is not None else masked
+        agree = agree & masked
+        accept = accept | (agree & ((unknown & ~agree).int().cumsum(-1) == 0))
     if s.order == "left":
         first = torch.zeros_like(masked).scatter(-1, masked.int().argmax(-1, keepdim=True), True) & masked
         accept = accept & masked
@@ -219,6 +231,8 @@ def generate(
     reasons = ["length"] * n
     done = [False] * n  # stopped or out of budget
     pending: list[Tensor] = []  # finished blocks not yet committed
+    drafts = [DraftIndex(p, s.draft_ngram) for p in prompts] if s.draft_ngram and b > 1 else None
+    drafted = 0  # tokens accepted on a draft's agreement below the threshold
     rounds_per_block: list[int] = []
     blk = 0
     while not all(done):
@@ -241,7 +255,12 @@ def generate(
             banned = ban if extra_ban is None else ban | extra_ban
             steered = logits.masked_fill(banned, float("-inf"))
             tok, score = propose(steered if bias is None else steered + bias.to(steered.dtype), s, gen)
-            accept = select(score, masked if frozen is None else masked & ~frozen, s, frozen)
+            choosable = masked if frozen is None else masked & ~frozen
+            accept = select(score, choosable, s, frozen)
+            if drafts is not None:
+                plain = accept
+                accept = select(score, choosable, s, frozen, _agreement(drafts, out, block, open_, masked, tok))
+                drafted += int((accept & ~plain).sum())
             block = torch.where(accept, tok, block)
             if constraint is not None:
                 block, frozen, extra_ban, bias = _steer(constraint(blk, block, open_, given))
@@ -285,8 +304,27 @@ def generate(
         "prefill_tokens": float(sum(w * b for w in whole) - cached),  # run through the network now
         "cached_prompt_tokens": float(cached),  # taken from the given cache
         "prefill_forwards": float(prefill_forwards),
+        "drafted_tokens": float(drafted),
     }
     return GenerateResult(out, reasons, stats, cache, prompt_snapshot)
+
+
+def _agreement(
+    drafts: list[DraftIndex], out: list[list[int]], block: Tensor, open_: Tensor, masked: Tensor, tok: Tensor
+) -> Tensor:
+    """[N, B]: masked positions whose prediction equals the prompt's draft for them. The draft
+    continues the output from its leftmost masked position (everything left of it is known)."""
+    draft = torch.full_like(block, -1)
+    rows, opens, masks = block.tolist(), open_.tolist(), masked.tolist()
+    for i, index in enumerate(drafts):
+        if True not in masks[i]:
+            continue
+        f = masks[i].index(True)
+        recent = out[i][-index.n :] + [t for t, o in zip(rows[i][:f], opens[i][:f], strict=True) if o]
+        guess = index.draft(recent, len(rows[i]) - f)
+        if guess:
+            draft[i, f : f + len(guess)] = torch.tensor(guess, dtype=block.dtype, device=block.device)
+    return (tok == draft) & masked
 
 
 def _steer(res: tuple[Tensor, ...]) -> tuple[Tensor, Tensor | None, Tensor | None, Tensor | None]:

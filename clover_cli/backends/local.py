@@ -199,6 +199,7 @@ class LocalCloverModel:
             temperature=s.temperature or 0.0,
             max_new_tokens=min(s.max_tokens, room),
             stop_token_ids=self.stop_ids,
+            draft_ngram=max(int(getattr(s, "drafts", 0)), 0),
         )
         context = self.tokenizer.decode(ids)  # the prompt as text: what the copy prior of grounded values reads
         grammar = self._grammar(tools, opened, decode.max_new_tokens, context)
@@ -233,7 +234,7 @@ class LocalCloverModel:
         turn.seconds = time.perf_counter() - start
         st = stats
         turn.stats = {k: float(st[k]) for k in ("forwards", "tokens_per_forward", "tok_per_s", "rounds_per_block")}
-        for k in ("prefill_seconds", "prefill_tokens", "cached_prompt_tokens", "prefill_forwards"):
+        for k in ("prefill_seconds", "prefill_tokens", "cached_prompt_tokens", "prefill_forwards", "drafted_tokens"):
             turn.stats[k] = float(st.get(k, 0.0))
         turn.stats.update(repaired)
         for g in grammars:  # tokens the grammar placed without a forward, and ones it redid
@@ -320,7 +321,8 @@ def block_size_of(decode: Any) -> int:
 def _merged(first: Mapping[str, float], second: Mapping[str, float]) -> dict[str, float]:
     """Decoding stats of a turn decoded in two pieces: counts add up, rates are recomputed."""
     out = dict(first)
-    for k in ("forwards", "tokens", "blocks", "prefill_seconds", "seconds", "prefill_tokens", "prefill_forwards"):
+    for k in ("forwards", "tokens", "blocks", "prefill_seconds", "seconds", "prefill_tokens", "prefill_forwards",
+              "drafted_tokens"):
         out[k] = first.get(k, 0.0) + second.get(k, 0.0)
     tokens, forwards = out.get("tokens", 0.0), max(out.get("forwards", 0.0), 1.0)
     out["tokens_per_forward"] = tokens / forwards

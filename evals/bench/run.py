@@ -62,6 +62,7 @@ class BenchConfig:
     keep_workspaces: bool = False
     grounding: list[bool] = field(default_factory=lambda: [True])  # grounded tool values; [True, False]: both
     order: str = "auto"  # decode_order of the diffusion decoders; auto: the checkpoint's own
+    drafts: int | None = None  # the drafts setting (context drafts' n-gram length, 0 off); None: the default
 
     def __post_init__(self) -> None:
         # Work trees are cloned and graded with other working directories: a relative --out
@@ -80,6 +81,7 @@ class BenchConfig:
             "time_limit": self.time_limit, "block_size": decoder.block_size, "threshold": decoder.threshold,
             "decode_order": decoder.order, "think": self.think, "device": self.device, "temperature": 0.0, "grounded": decoder.grounded,
             "checkpoints": False,  # undo snapshots would fill ~/.cache for throwaway clones
+            "drafts": self.drafts,  # None: the setting's default
         }  # fmt: skip
         try:
             return Settings().merged(values, "bench")
@@ -314,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threshold", type=float, default=0.9, help="confidence threshold τ of the diffusion decoder")
     p.add_argument("--order", choices=DECODE_ORDERS, default="auto",
                    help="which passing positions a diffusion round keeps: any, the run from the left, or auto (the checkpoint's own)")
+    p.add_argument("--drafts", type=int, default=None,
+                   help="context drafts for block decoding: n-gram length, 0 off (default: the setting's default)")
     p.add_argument("--max-steps", type=int, default=12)
     p.add_argument("--max-tokens", type=int, default=4096, help="generated tokens per assistant turn")
     p.add_argument("--time-limit", type=float, default=1800.0, help="seconds per task")
@@ -334,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
             max_tokens=args.max_tokens, time_limit=args.time_limit, workers=args.workers, device=args.device,
             think=args.think, mode=args.oracle or "agent", keep_workspaces=args.keep_workspaces,
             grounding=parse_grounding(args.grounding), split=args.split, order=args.order,
+            drafts=args.drafts,
         )  # fmt: skip
         summary = run_bench(cfg)
     except model_error_types() as exc:
