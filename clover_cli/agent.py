@@ -27,16 +27,25 @@ from clover.core.protocols import (
     Tool,
     ToolCall,
     ToolResult,
+    TurnOptions,
     tool_spec,
 )
 from clover.schema import check_arguments
 from clover.tools.redact import redact
 from clover.trajectory import Trajectory
 
+WRAP_UP = (
+    "You have used all {steps} steps this request allows, so no tool will run now. Reply to the user "
+    "in a few lines, without calling a tool: what you found, what you changed, and what is left to do."
+)
 EMPTY_REPLY = (
     "Your reply had neither an answer nor a tool call. Continue: call a tool, or answer in a few lines "
     "with what was wrong and what you changed."
 )
+
+
+class StepLimit(LimitsExceeded):
+    """The step limit ended the run (a wrap-up turn may still answer the user)."""
 
 
 class Gate(Protocol):
@@ -51,6 +60,7 @@ class Limits:
     token_limit: int = 2_000_000
     max_format_errors: int = 3  # in a row: malformed calls, or replies with neither answer nor call
     max_repeats: int = 3  # the same call in a row: flagged at this count, the run stops after it
+    wrap_up: bool = True  # at the step limit, one more turn without tools: the user gets a reply
 
 
 @dataclass
@@ -118,6 +128,8 @@ class Agent:
             exit_status, error = Interrupted.exit_status, "interrupted by the user"
         except AgentStop as stop:
             exit_status, error = stop.exit_status, str(stop)
+            if isinstance(stop, StepLimit) and self.limits.wrap_up:
+                final = self._wrap_up()
         result = RunResult(
             exit_status=exit_status,
             final_text=final,
@@ -186,10 +198,11 @@ class Agent:
         if self.format_errors >= self.limits.max_format_errors:
             raise FormatError(f"{self.format_errors} {what}")
 
-    def _query(self) -> AssistantTurn:
+    def _query(self, options: TurnOptions | None = None) -> AssistantTurn:
         start = time.monotonic()
         try:
-            turn = self.model.complete(self.messages, self.specs, self.on_event)
+            turn = (self.model.complete(self.messages, self.specs, self.on_event, options) if options is not None
+                    else self.model.complete(self.messages, self.specs, self.on_event))  # fmt: skip
         except (AgentStop, KeyboardInterrupt):
             raise
         except Exception as exc:  # a backend bug or transport failure ends the run, cleanly
@@ -285,10 +298,29 @@ class Agent:
             }
         )
 
+    def _wrap_up(self) -> str:
+        """The step limit ended the run: one more turn, with no tool allowed (TurnOptions
+        tool_choice "none"), so the user is told where things stand instead of getting no reply.
+        A failure or Ctrl-C here only loses the wrap-up."""
+        note = WRAP_UP.format(steps=self.limits.max_steps)
+        self.messages.append({"role": "user", "content": note})
+        self._record({"type": "user", "content": note})
+        try:
+            turn = self._query(TurnOptions(tool_choice="none"))
+        except (Exception, KeyboardInterrupt) as exc:
+            self._record({"type": "warning", "step": self.steps, "message": f"no wrap-up: {type(exc).__name__}: {exc}"})
+            return ""
+        turn.tool_calls = []  # a backend that could not enforce "none": calls without results would break the chat
+        self.messages.append(turn.to_message())
+        self._record({"type": "assistant", "step": self.steps, "thinking": turn.thinking, "text": turn.text,
+                      "tool_calls": [], "wrap_up": True, "prompt_tokens": turn.prompt_tokens,
+                      "completion_tokens": turn.completion_tokens, "seconds": turn.seconds, "stats": turn.stats})  # fmt: skip
+        return turn.text.strip()
+
     def _check_limits(self) -> None:
         limits = self.limits
         if self.steps >= limits.max_steps:
-            raise LimitsExceeded(f"step limit reached ({limits.max_steps} steps)")
+            raise StepLimit(f"step limit reached ({limits.max_steps} steps)")
         if time.monotonic() - self.started > limits.time_limit:
             raise LimitsExceeded(f"time limit reached ({limits.time_limit:.0f} s)")
         if self.prompt_tokens + self.completion_tokens > limits.token_limit:

@@ -23,9 +23,11 @@ class ListModel:
     name: str = "list"
     context_window: int = 8192
     seen: list[list[dict[str, Any]]] = field(default_factory=list)
+    options: list[Any] = field(default_factory=list)
 
     def complete(self, messages, tools, on_event=None, options=None):
         self.seen.append(json.loads(json.dumps(messages)))
+        self.options.append(options)
         if not self.turns:
             return AssistantTurn(text="out of turns")
         return self.turns.pop(0)
@@ -171,6 +173,32 @@ def test_time_limit(monkeypatch):
     agent, _, _ = make_agent(turns, time_limit=250)
     result = agent.run("task")
     assert result.exit_status == "limits_exceeded" and "time limit" in result.error
+
+
+def test_the_step_limit_ends_with_a_reply_written_without_tools(tmp_path):
+    turns = [AssistantTurn(tool_calls=[call(text=str(i))]) for i in range(2)]
+    # the wrap-up turn: a backend that cannot enforce "no tools" may still send a call; it is dropped
+    turns.append(AssistantTurn(text="I echoed 0 and 1; nothing is left.", tool_calls=[call(text="again")]))
+    agent, model, tool = make_agent(turns, tmp_path, max_steps=2)
+    result = agent.run("task")
+    assert result.exit_status == "limits_exceeded" and "step limit" in result.error
+    assert result.final_text == "I echoed 0 and 1; nothing is left." and tool.calls == 2
+    assert [o.tool_choice if o else None for o in model.options] == [None, None, "none"]
+    assert "used all 2 steps" in model.seen[-1][-1]["content"]
+    assert agent.messages[-1] == {"role": "assistant", "content": "I echoed 0 and 1; nothing is left."}
+    assert Trajectory.read(tmp_path / "t.jsonl")[-2]["wrap_up"] is True
+    # a follow-up in the same chat goes on from a consistent conversation
+    model.turns = [AssistantTurn(text="ok")]
+    assert agent.run("more").final_text == "ok"
+
+
+def test_no_wrap_up_when_asked_or_for_other_limits():
+    turns = [AssistantTurn(tool_calls=[call(text=str(i))], prompt_tokens=10) for i in range(10)]
+    agent, model, _ = make_agent(turns, max_steps=2, wrap_up=False)
+    assert agent.run("task").final_text == "" and len(model.options) == 2
+    agent, model, _ = make_agent([AssistantTurn(tool_calls=[call(text=str(i))], prompt_tokens=10) for i in range(9)],
+                                 token_limit=15)  # fmt: skip
+    assert agent.run("task").final_text == "" and all(o is None for o in model.options)
 
 
 def test_backend_exception_becomes_model_error():

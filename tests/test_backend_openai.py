@@ -253,3 +253,15 @@ def test_turn_options_apply_to_one_request_only():
         assert (second["max_tokens"], second["temperature"]) == (7, 0.5)
         assert third == first | {"messages": third["messages"]}
         assert model.settings.think and model.settings.max_tokens == 100
+
+
+def test_a_turn_that_may_not_call_sends_tool_choice_none():
+    from clover.core.protocols import TurnOptions
+
+    with FakeChatServer([FakeReply(text="a"), FakeReply(text="b")]) as srv:
+        model = make(srv)
+        model.complete(USER, TOOLS)
+        model.complete(USER, TOOLS, None, TurnOptions(tool_choice="none"))
+        first, second = srv.requests
+        assert "tool_choice" not in first and first["tools"] == second["tools"]
+        assert second["tool_choice"] == "none"

@@ -127,7 +127,7 @@ class OpenAICompatModel:
     # ------------------------------------------------------------------ request
 
     def _request(self, messages: list[Message], tools: list[ToolSpec], text_mode: bool,
-                 s: Settings) -> dict[str, Any]:
+                 s: Settings, tool_choice: str | None = None) -> dict[str, Any]:
         if text_mode:
             sent: list[Any] = text_messages(messages, tools)
         else:  # thinking never goes back: agent messages carry none, and we add none
@@ -135,6 +135,8 @@ class OpenAICompatModel:
         req: dict[str, Any] = {"model": self.name, "messages": sent, "max_tokens": s.max_tokens}
         if tools and not text_mode:
             req["tools"] = tools
+            if tool_choice:
+                req["tool_choice"] = tool_choice
         if s.temperature is not None:
             req["temperature"] = s.temperature
         if self.stream:
@@ -154,7 +156,7 @@ class OpenAICompatModel:
         emit = on_event or (lambda event: None)
         text_mode = self.tool_format == "text"
         while True:
-            req = self._request(messages, tools, text_mode, turn_settings)
+            req = self._request(messages, tools, text_mode, turn_settings, options.tool_choice if options else None)
             try:
                 reply = self._stream(req, emit) if self.stream else self._plain(req, emit)
                 break
