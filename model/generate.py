@@ -247,11 +247,11 @@ def generate(
         rnd = 0
         while (block == mask_id).any():
             masked = block == mask_id
-            if rnd == 0 and pending:
-                logits = model.commit_and_denoise(torch.cat(pending, dim=1), block, cache)
+            if rnd == 0 and pending:  # only the masked positions' logits are read
+                logits = model.commit_and_denoise(torch.cat(pending, dim=1), block, cache, need=masked)
                 pending = []
             else:
-                logits = model.denoise(block, cache)
+                logits = model.denoise(block, cache, need=masked)
             banned = ban if extra_ban is None else ban | extra_ban
             steered = logits.masked_fill(banned, float("-inf"))
             tok, score = propose(steered if bias is None else steered + bias.to(steered.dtype), s, gen)

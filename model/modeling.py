@@ -175,14 +175,26 @@ class CloverForCausalLM(nn.Module):
 
     # ------------------------------------------------------------------ inference on a cache
 
-    def _block_logits(self, noisy_h: Tensor | None, cache: CloverCache, n: int, b: int) -> Tensor:
+    def _block_logits(
+        self, noisy_h: Tensor | None, cache: CloverCache, n: int, b: int, need: Tensor | None = None
+    ) -> Tensor:
+        """Logits [N, B, V] of a block's positions. `need` [N, B] (bool): only those positions'
+        rows are computed, the others are zeros (a denoising round reads only its masked
+        positions; lm_head is about a third of a round's work)."""
         first = cache.next_logits
         if first is None:  # nothing committed: position 0 must be a fixed token
             first = torch.zeros(n, self.config.vocab_size, device=self.lm_head.weight.device)
         first = first[:, None].to(self.lm_head.weight.dtype)
         if b == 1:
             return first
-        return torch.cat([first, self.lm_head(noisy_h[:, 0, :-1])], dim=1)
+        h = noisy_h[:, 0, :-1]
+        if need is None:
+            return torch.cat([first, self.lm_head(h)], dim=1)
+        rows = need[:, 1:].to(h.device)
+        rest = torch.zeros(n, b - 1, self.config.vocab_size, dtype=first.dtype, device=first.device)
+        if rows.any():
+            rest[rows] = self.lm_head(h[rows]).to(first.dtype)
+        return torch.cat([first, rest], dim=1)
 
     @torch.no_grad()
     def prefill(self, ids: Tensor, cache: CloverCache, pad: Tensor | None = None) -> None:
@@ -203,17 +215,19 @@ class CloverForCausalLM(nn.Module):
         cache.next_logits = self.lm_head(h[:, -1])
 
     @torch.no_grad()
-    def denoise(self, block_ids: Tensor, cache: CloverCache) -> Tensor:
-        """One denoising round for the block [N, B] after the cache; logits [N, B, V]. The cache is
-        not changed."""
+    def denoise(self, block_ids: Tensor, cache: CloverCache, need: Tensor | None = None) -> Tensor:
+        """One denoising round for the block [N, B] after the cache; logits [N, B, V] (`need`: the
+        positions whose logits are wanted, the others zeros). The cache is not changed."""
         n, b = block_ids.shape
         noisy = None
         if b > 1:  # with B = 1 the only prediction comes from the committed prefix
             _, noisy = self._run(None, block_ids[:, None], cache, commit=False)
-        return self._block_logits(noisy, cache, n, b)
+        return self._block_logits(noisy, cache, n, b, need)
 
     @torch.no_grad()
-    def commit_and_denoise(self, done_block: Tensor, next_block: Tensor, cache: CloverCache) -> Tensor:
+    def commit_and_denoise(
+        self, done_block: Tensor, next_block: Tensor, cache: CloverCache, need: Tensor | None = None
+    ) -> Tensor:
         """Commit `done_block` and run the first round of `next_block` in one forward (commit fusion)."""
         n, b = next_block.shape
         if b == 1:
@@ -223,7 +237,7 @@ class CloverForCausalLM(nn.Module):
             done_block, next_block[:, None], cache, commit=True, noisy_offset=done_block.shape[1]
         )
         cache.next_logits = self.lm_head(clean[:, -1])
-        return self._block_logits(noisy, cache, n, b)
+        return self._block_logits(noisy, cache, n, b, need)
 
 
 def diffusion_loss(logits: Tensor, x_t: Tensor, x_0: Tensor, mask_token_id: int) -> Tensor:

@@ -135,12 +135,12 @@ class _FromScratch:
     def commit(self, ids, cache):
         self.history = torch.cat([self.history, ids], dim=1)
 
-    def denoise(self, block, cache):
+    def denoise(self, block, cache, need=None):  # every position's logits, `need` or not
         seq = torch.cat([self.history, block], dim=1)
         with torch.no_grad():
             return self.net.forward_train(seq, seq, self.block)[:, -block.shape[1] :]
 
-    def commit_and_denoise(self, done, block, cache):
+    def commit_and_denoise(self, done, block, cache, need=None):
         self.commit(done, cache)
         return self.denoise(block, cache)
 

@@ -62,11 +62,11 @@ class _Biased:
     def __getattr__(self, name):
         return getattr(self.net, name)
 
-    def denoise(self, block, cache):
-        return self.net.denoise(block, cache) + self.bias
+    def denoise(self, block, cache, need=None):
+        return self.net.denoise(block, cache, need) + self.bias
 
-    def commit_and_denoise(self, done, block, cache):
-        return self.net.commit_and_denoise(done, block, cache) + self.bias
+    def commit_and_denoise(self, done, block, cache, need=None):
+        return self.net.commit_and_denoise(done, block, cache, need) + self.bias
 
 
 def biased(model: LocalCloverModel) -> _Biased:
