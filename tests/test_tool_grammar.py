@@ -342,3 +342,19 @@ def test_values_hold_no_markup_tokens(clover):
     for t in spelt:
         st = g.step(st, t)
         assert st is not None and st.mode == "value"
+
+
+def test_a_turn_told_not_to_call_answers_in_text(clover):
+    """TurnOptions(tool_choice="none") (the agent's wrap-up at its step limit): no call is opened,
+    even by a model that opens one at once."""
+    from clover.core.protocols import TurnOptions
+
+    bias = torch.zeros(clover.config.vocab_size)
+    bias[clover.tokenizer.token_id("<tool_call>")] = 8.0
+    model = variant(clover, temperature=1.0, block_size=8, net=_Biased(clover.net, bias), max_tokens=48)
+    torch.manual_seed(0)
+    assert model.complete(USER, TOOLS).tool_calls
+    for seed in range(3):
+        torch.manual_seed(seed)
+        turn = model.complete(USER, TOOLS, options=TurnOptions(tool_choice="none"))
+        assert not turn.tool_calls and "<tool_call>" not in turn.text and turn.text.strip()

@@ -202,7 +202,8 @@ class LocalCloverModel:
             draft_ngram=max(int(getattr(s, "drafts", 0)), 0),
         )
         context = self.tokenizer.decode(ids)  # the prompt as text: what the copy prior of grounded values reads
-        grammar = self._grammar(tools, opened, decode.max_new_tokens, context)
+        answer_only = options is not None and options.tool_choice == "none"
+        grammar = self._grammar(tools, opened, decode.max_new_tokens, context, answer_only=answer_only)
         grammars = [grammar]  # the turn's grammars, one per decoded piece (their stats add up)
         out, result, stream = self._decode(ids, decode, grammar, emit, forced, thinking=opened)
         stats = dict(result.stats)
@@ -216,7 +217,7 @@ class LocalCloverModel:
                 # A thought that loops ends where the loop began; the model then goes on to a call
                 # or an answer instead of leaving a turn with neither.
                 out = out + self._after_thought
-                after = self._grammar(tools, False, left, context, thought_closed=True)
+                after = self._grammar(tools, False, left, context, thought_closed=True, answer_only=answer_only)
                 grammars.append(after)
                 more, result, _ = self._decode(
                     ids + out, dataclasses.replace(decode, max_new_tokens=left), after, emit, None, thinking=False
@@ -227,6 +228,8 @@ class LocalCloverModel:
                 stats = _merged(stats, result.stats)
         text = self.tokenizer.decode([t for t in out if t not in stream.stops])
         turn = turn_from_text(text, tools, opened=opened)
+        if answer_only:  # without the grammar (switched off) a call may still come: not asked for
+            turn.tool_calls = []
         repaired = self._choose_edits(turn, ids, text, messages, context, s)
         for call in turn.tool_calls:
             emit(StreamEvent("tool_call", data={"name": call.name, "arguments": call.arguments}))
@@ -288,7 +291,7 @@ class LocalCloverModel:
         return choose_turn_edit(self, turn, ids, reply, messages, context)
 
     def _grammar(self, tools: list[ToolSpec], opened: bool, budget: int, context: str = "",
-                 thought_closed: bool = False):  # fmt: skip
+                 thought_closed: bool = False, answer_only: bool = False):  # fmt: skip
         """The tool-call grammar for this turn, or None (no tools, switched off, or a vocabulary
         without the markup tokens)."""
         if not tools or not self.constrain_tool_calls:
@@ -301,6 +304,7 @@ class LocalCloverModel:
             self.tokenizer, tools, opened=opened, stop_ids=self.stop_ids, vocab_size=self.config.vocab_size,
             mask_id=self.config.mask_token_id, budget=budget, device=self.device, grounding=self._grounding(context),
             thought_closed=thought_closed, copy_bias=float(getattr(self.settings, "copy_bias", 0.0)),
+            answer_only=answer_only,
         )  # fmt: skip
 
     def _grounding(self, context: str = ""):

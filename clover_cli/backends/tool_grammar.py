@@ -115,9 +115,11 @@ class ToolCallGrammar:
         self, tokenizer: Any, tools: list[dict[str, Any]], *, opened: bool, stop_ids: list[int],
         vocab_size: int, mask_id: int, budget: int | None = None, device: Any = "cpu", batch_size: int = 1,
         grounding: Grounding | None = None, thought_closed: bool = False, copy_bias: float = 0.0,
+        answer_only: bool = False,
     ) -> None:  # fmt: skip
         self.tok, self.vocab, self.mask_id, self.budget = tokenizer, vocab_size, mask_id, budget
         self.grounding, self.copy_bias = grounding, copy_bias  # copy_bias: grounding.py's copy prior
+        self.answer_only = answer_only
         self.device = torch.device(device)
         ids = {m: tokenizer.token_id(m) for m in (CALL_OPEN, PARAM_CLOSE, FUNC_OPEN, THINK_OPEN, THINK_CLOSE)}
         if ids[CALL_OPEN] is None or ids[PARAM_CLOSE] is None:
@@ -133,7 +135,8 @@ class ToolCallGrammar:
         # neither an answer nor a call). Text that looks like markup is spelt with ordinary tokens.
         names = [*SPECIAL_TOKENS, FUNC_OPEN, FUNC_CLOSE, PARAM_OPEN, PARAM_CLOSE]
         markup = {i for m in names if (i := tokenizer.token_id(m)) is not None} - set(stop_ids)
-        text_banned = markup - {self.call_open, self.think_open}
+        # answer_only (the caller's tool_choice "none"): no call may be opened
+        text_banned = markup - ({self.think_open} if answer_only else {self.call_open, self.think_open})
         thought_banned = text_banned | ({self.think_open} if self.think_open is not None else set())
         self.think_banned = (markup - {self.think_close}) | set(stop_ids)
         self.value_banned = set(stop_ids) | (markup - {self.param_close})
@@ -269,7 +272,7 @@ class ToolCallGrammar:
         if mode == TEXT:
             if t == self.call_open:
                 late = left is not None and left - 1 < self.shortest_call
-                return None if late else replace(st, mode=CALL, node=self.call_trie)
+                return None if late or self.answer_only else replace(st, mode=CALL, node=self.call_trie)
             if t == self.think_open and not st.thought:
                 return replace(st, mode=THINK, thought=True)
             return None if t in self.text_banned or t == self.think_open else st
