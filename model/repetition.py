@@ -4,10 +4,12 @@ A small model that has lost the thread tends to loop (`= = = = =`, `pathpathpath
 budget runs out, which costs the user the whole budget and shows them garbage. `generate` checks each
 sequence's output after every block and stops it with finish reason "repetition" when its tail is
 periodic: one n-gram (period 1 to `max_period` tokens) repeated at least `min_repeats` times, over at
-least `min_tokens` tokens; or a longer one (a whole sentence or reply, up to `long_period` tokens)
+least `min_tokens` tokens (one token over and over: `single_tokens` in a row); or a longer one (a whole sentence or reply, up to `long_period` tokens)
 repeated `long_repeats` times in a row. The thresholds keep real output safe: code repeats short
 patterns (`0, 0,` or a row of `-`), but rarely 64 tokens of one pattern in a row, and hardly ever
-three identical copies of a 33-token stretch back to back.
+three identical copies of a 33-token stretch back to back. One token 24 times in a row is a loop
+already: byte-level BPE merges a run of one character, so that is hundreds of characters (the
+embedded model wrote `zzzz...` into its thinking, 64 tokens of it before the stop).
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ class RepetitionStop:
     max_period: int = 32  # longest n-gram (in tokens) held to min_repeats
     long_period: int = 128  # longer n-grams up to this (0: none): a reply that repeats itself whole
     long_repeats: int = 3  # copies in a row of such a long n-gram
+    single_tokens: int = 24  # one token repeated: this many in a row is enough
 
     def __post_init__(self) -> None:
-        if self.min_tokens < 2 or self.min_repeats < 2 or self.max_period < 1 or self.long_repeats < 2:
-            raise ValueError("need min_tokens >= 2, min_repeats >= 2, max_period >= 1, long_repeats >= 2")
+        if self.min_tokens < 2 or self.min_repeats < 2 or self.max_period < 1 or self.long_repeats < 2 or self.single_tokens < 2:
+            raise ValueError("need min_tokens, single_tokens >= 2, min_repeats >= 2, max_period >= 1, long_repeats >= 2")
 
 
 def repeated_tail(tokens: Sequence[int], rule: RepetitionStop = RepetitionStop()) -> tuple[int, int] | None:
@@ -48,7 +51,8 @@ def repeated_tail(tokens: Sequence[int], rule: RepetitionStop = RepetitionStop()
             run += 1
             i -= 1
         length = run + p
-        if length >= rule.min_tokens and length >= repeats * p and (best is None or length > best[1]):
+        least = min(rule.min_tokens, rule.single_tokens) if p == 1 else rule.min_tokens
+        if length >= least and length >= repeats * p and (best is None or length > best[1]):
             best = (p, length)
     return best
 

@@ -7,6 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from clover.model.repetition import RepetitionStop  # noqa: E402
 from tests.test_tool_grammar import TOOLS, USER, _Biased, problems, variant  # noqa: E402
 from tests.test_tool_grammar import clover as clover  # noqa: E402,F401 - the module fixture
 
@@ -36,7 +37,7 @@ def test_a_looping_thought_ends_and_the_turn_goes_on(clover):
         assert turn.thinking == "a" and turn.text == "a", turn  # each loop cut to one " a"
         assert turn.finish_reason == "repetition"  # and the turn says so
         decoded = turn.stats["forwards"] * turn.stats["tokens_per_forward"]
-        assert decoded >= 2 * 64 > turn.completion_tokens  # two loops were decoded, one kept each
+        assert decoded >= 2 * RepetitionStop().single_tokens > turn.completion_tokens  # two loops decoded, one kept each
         # the grammar of the second piece knows the thought is over: no second think block
         assert "<think>" not in turn.text
 

@@ -54,8 +54,11 @@ def test_thresholds():
     rule = RepetitionStop(min_tokens=64, min_repeats=4, max_period=32)
     rng = random.Random(0)
     assert repeated_tail([rng.randrange(1000) for _ in range(500)], rule) is None
-    assert repeated_tail([7] * 63, rule) is None  # one token short
-    assert repeated_tail([1, 2, 3] + [7] * 64, rule) == (1, 64)
+    assert repeated_tail([7, 8] * 31 + [7], rule) is None  # one token short
+    assert repeated_tail([1, 2, 3] + [7, 8] * 32, rule) == (2, 64)
+    # one token over and over: single_tokens in a row suffice
+    assert repeated_tail([1, 2, 3] + [7] * 23, rule) is None
+    assert repeated_tail([1, 2, 3] + [7] * 24, rule) == (1, 24)
     unit = list(range(100, 130))  # a 30-token line, 3 times: 90 tokens but too few repeats
     assert not is_runaway(unit * 3, rule) and is_runaway(unit * 4, rule)
     # a long n-gram (a whole sentence or reply) needs only three copies in a row
