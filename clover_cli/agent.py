@@ -60,7 +60,7 @@ class Limits:
     token_limit: int = 2_000_000
     max_format_errors: int = 3  # in a row: malformed calls, or replies with neither answer nor call
     max_repeats: int = 3  # the same call in a row: flagged at this count, the run stops after it
-    wrap_up: bool = True  # at the step limit, one more turn without tools: the user gets a reply
+    wrap_up: bool = True  # at the step limit, one more turn without tools (where the model's `wrap_up` allows)
 
 
 @dataclass
@@ -128,7 +128,7 @@ class Agent:
             exit_status, error = Interrupted.exit_status, "interrupted by the user"
         except AgentStop as stop:
             exit_status, error = stop.exit_status, str(stop)
-            if isinstance(stop, StepLimit) and self.limits.wrap_up:
+            if isinstance(stop, StepLimit) and self.limits.wrap_up and getattr(self.model, "wrap_up", True):
                 final = self._wrap_up()
         result = RunResult(
             exit_status=exit_status,

@@ -81,6 +81,9 @@ class CloverConfig:
     # str_replace's new_str taken from one-site repairs of old_str by likelihood, not free-written
     # (clover_cli/backends/edit_choice.py): for a small model that finds bugs but garbles fixes
     edit_repairs: bool = False
+    # at the agent's step limit, a last turn without tools for a reply (agent.py): off for a model
+    # that answers such a request with garbage (the embedded one wrote its calls out as text)
+    wrap_up: bool = True
 
     def __post_init__(self) -> None:
         if not self.layer_types:

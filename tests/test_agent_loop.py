@@ -199,6 +199,10 @@ def test_no_wrap_up_when_asked_or_for_other_limits():
     agent, model, _ = make_agent([AssistantTurn(tool_calls=[call(text=str(i))], prompt_tokens=10) for i in range(9)],
                                  token_limit=15)  # fmt: skip
     assert agent.run("task").final_text == "" and all(o is None for o in model.options)
+    # a model that says it cannot answer such a request (the embedded one's config.json)
+    agent, model, _ = make_agent([AssistantTurn(tool_calls=[call(text=str(i))]) for i in range(9)], max_steps=2)
+    model.wrap_up = False
+    assert agent.run("task").final_text == "" and len(model.options) == 2
 
 
 def test_backend_exception_becomes_model_error():

@@ -30,3 +30,13 @@ def test_embedded_is_the_default_model():
     model = make_model(Settings(max_tokens=8))
     turn = model.complete([{"role": "user", "content": "hi"}], [])
     assert turn.completion_tokens > 0 and turn.stats["forwards"] >= 1
+
+
+def test_the_embedded_model_declines_the_step_limit_wrap_up():
+    # its wrap-ups were its tool calls written out as text (17 of 18 in the session 12 bench runs):
+    # no reply is better than that, so its config.json turns the agent's wrap-up turn off
+    from clover.backends import make_model
+    from clover.settings import Settings
+
+    assert json.loads((WEIGHTS / "config.json").read_text())["wrap_up"] is False
+    assert make_model(Settings(max_tokens=8)).wrap_up is False

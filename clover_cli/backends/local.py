@@ -132,6 +132,7 @@ class LocalCloverModel:
         self.chat_template = template if template is not None else self.tokenizer.chat_template
         self.name = "clover-embedded" if settings.model == "embedded" else directory.resolve().name
         self.context_window = int(config.max_position_embeddings or DEFAULT_CONTEXT)
+        self.wrap_up = bool(getattr(config, "wrap_up", True))  # the agent's last turn at its step limit
         self.stop_ids = sorted(set(config.eos_token_ids) | set(self.tokenizer.stop_ids()))
         self._cancel = threading.Event()
         from clover.backends.prefix_cache import PrefixCache
