@@ -85,7 +85,7 @@ def trajectory_stats(records: list[dict[str, Any]]) -> dict[str, Any]:
         rate = float(st.get("tok_per_s", 0.0))
         decode_s += n / rate if rate > 0 else 0.0
     return {
-        "steps": len(turns),
+        "steps": sum(1 for t in turns if not t.get("wrap_up")),  # the step limit's wrap-up is no step
         "turns": len(turns),
         "generated_tokens": int(tokens),
         "forwards": int(forwards),
