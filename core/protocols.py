@@ -97,6 +97,9 @@ class TurnOptions:
 
 @runtime_checkable
 class Model(Protocol):
+    """Optional: `wrap_up` (bool, default True), whether the agent may ask for a last reply without
+    tools at its step limit; a wrapper around a model passes it on."""
+
     name: str
     context_window: int
 

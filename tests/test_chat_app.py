@@ -202,3 +202,17 @@ def test_mode_change_keeps_asking_the_user(tmp_path: Path, home: Path) -> None:
     app.ask("second")
     assert out.getvalue().count("Allow?") == 2
     assert "two\n" in out.getvalue()
+
+
+def test_the_chat_model_passes_on_wrap_up_and_keeps_the_session_options():
+    from types import SimpleNamespace
+
+    from clover.core.protocols import TurnOptions
+    from clover.repl.observed import ObservedModel, _merged
+
+    assert ObservedModel(SimpleNamespace(wrap_up=False), app=None).wrap_up is False
+    assert ObservedModel(SimpleNamespace(), app=None).wrap_up is True
+    # the agent's wrap-up turn (tool_choice) on top of the session's /think, not instead of it
+    assert _merged(TurnOptions(think=False), TurnOptions(tool_choice="none")) == TurnOptions(think=False, tool_choice="none")
+    assert _merged(None, TurnOptions(max_tokens=5)) == TurnOptions(max_tokens=5)
+    assert _merged(TurnOptions(think=True), None) == TurnOptions(think=True)

@@ -128,3 +128,31 @@ def test_a_runaway_reply_is_cut(tmp_path: Path, home: Path) -> None:
     summary = json.loads(out)
     assert code == 1 and summary["status"] == "truncated"
     assert summary["result"] == "Here it is: ss" and "repeating itself" in summary["truncated"]
+
+
+@pytest.mark.parametrize("declines", [False, True])
+def test_the_step_limit_wrap_up_and_a_model_that_declines_it(tmp_path: Path, home: Path, declines: bool) -> None:
+    """The chat wraps the model (runaway guard); the agent must still see the model's `wrap_up`."""
+    from clover.core.protocols import AssistantTurn, ToolCall
+
+    class Looping:
+        name, context_window, wrap_up = "looping", 8192, not declines
+
+        def __init__(self) -> None:
+            self.options: list = []
+
+        def complete(self, messages, tools, on_event=None, options=None):
+            self.options.append(options)
+            if options is not None and options.tool_choice == "none":
+                return AssistantTurn(text="I looked at a.py; nothing is fixed yet.")
+            return AssistantTurn(tool_calls=[ToolCall("view", {"path": "a.py"})])
+
+    (tmp_path / "a.py").write_text("x = 1\n")
+    model, out = Looping(), io.StringIO()
+    code = run_print(Settings(model="m", max_steps=2), tmp_path, "look", "json", out=out, err=io.StringIO(), model=model)
+    summary = json.loads(out.getvalue())
+    assert code != 0 and summary["status"] == "limits_exceeded"
+    if declines:
+        assert len(model.options) == 2 and summary["result"] == ""
+    else:
+        assert model.options[-1].tool_choice == "none" and summary["result"] == "I looked at a.py; nothing is fixed yet."

@@ -36,6 +36,7 @@ class _Recording:
         self.name = getattr(inner, "name", "")
         self.context_window = getattr(inner, "context_window", 0)
         self.bind_workspace = getattr(inner, "bind_workspace", None)
+        self.wrap_up = getattr(inner, "wrap_up", True)  # the agent reads it through this wrapper
 
     def complete(self, messages: list[Message], tools: list[Any], on_event: Any = None,
                  options: Any = None) -> AssistantTurn:

@@ -5,6 +5,7 @@ answer would remember, and a refusal carries what the user said instead."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -35,9 +36,13 @@ class ObservedModel:
     def bind_workspace(self) -> Any:  # runner.build_agent grounds a local decoder in the workspace
         return getattr(self.inner, "bind_workspace", None)
 
+    @property
+    def wrap_up(self) -> bool:  # whether the model answers the agent's last, tool-less turn sensibly
+        return bool(getattr(self.inner, "wrap_up", True))
+
     def complete(self, messages: list[Message], tools: list[Any], on_event: Any = None,
                  options: TurnOptions | None = None) -> AssistantTurn:
-        options = options or self.options
+        options = _merged(self.options, options)
         try:
             return self._complete(messages, tools, options)
         except ModelError as exc:
@@ -68,6 +73,13 @@ def _overflow(exc: Exception) -> bool:
     """A context-length refusal: flagged by the OpenAI backend, or the local model's own wording."""
     return bool(getattr(exc, "context_overflow", False)) or bool(
         re.search(r"-token context of|maximum context length", str(exc)))
+
+
+def _merged(session: TurnOptions | None, turn: TurnOptions | None) -> TurnOptions | None:
+    """The session's options (/think) with the ones this turn sets (the agent's wrap-up) on top."""
+    if session is None or turn is None:
+        return turn or session
+    return dataclasses.replace(session, **{k: v for k, v in vars(turn).items() if v is not None})
 
 
 class ObservedGate:
