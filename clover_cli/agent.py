@@ -201,8 +201,7 @@ class Agent:
     def _query(self, options: TurnOptions | None = None) -> AssistantTurn:
         start = time.monotonic()
         try:
-            turn = (self.model.complete(self.messages, self.specs, self.on_event, options) if options is not None
-                    else self.model.complete(self.messages, self.specs, self.on_event))  # fmt: skip
+            turn = self.model.complete(self.messages, self.specs, self.on_event, options)
         except (AgentStop, KeyboardInterrupt):
             raise
         except Exception as exc:  # a backend bug or transport failure ends the run, cleanly

@@ -196,16 +196,14 @@ def verified_choice(
     seen = set(first)
     best: tuple[int, list[tuple[str, str, str]]] | None = None
     for i, stage in enumerate(stages):
-        if i:
-            candidates = [c for c in dict.fromkeys(stage()) if c not in seen]
-            seen.update(candidates)
-            judged = reproduction.judge(candidates) if candidates else None
-        else:
-            candidates = first
-        if judged is None or not candidates:
-            if candidates:
-                break
+        candidates = first if i == 0 else [c for c in dict.fromkeys(stage()) if c not in seen]
+        if not candidates:
             continue
+        if i:  # the first stage ran with the file as it is, above
+            seen.update(candidates)
+            judged = reproduction.judge(candidates)
+            if judged is None:
+                break
         top = max(judged.counts)
         if top and (best is None or top > best[0]):
             best = (top, [c for c, n in zip(candidates, judged.counts, strict=True) if n == top])
