@@ -57,11 +57,15 @@ class TrainArgs:
     log_every: int = 5
     # weights of BLOCK_SIZES (1, 2, 4, 8, 16, 32); B = 1 is autoregressive and costs half a step
     block_weights: str = ",".join(map(str, BLOCK_WEIGHTS))
+    # share of B > 1 blocks masked as a suffix (left-order decoding's pattern) rather than at random
+    suffix_masks: float = 0.0
 
     def weights(self) -> list[float]:
         values = [float(v) for v in self.block_weights.split(",")]
         if len(values) != len(BLOCK_SIZES) or min(values) < 0 or sum(values) <= 0:
             raise ValueError(f"--block-weights needs {len(BLOCK_SIZES)} weights >= 0 for block sizes {BLOCK_SIZES}")
+        if not 0.0 <= self.suffix_masks <= 1.0:
+            raise ValueError("--suffix-masks must be a share between 0 and 1")
         return values
 
 
@@ -78,24 +82,39 @@ def sample_block_size(gen: torch.Generator, seq_len: int, block_weights: tuple[f
     return sizes[int(torch.multinomial(weights, 1, generator=gen))]
 
 
-def add_noise(x0: torch.Tensor, target: torch.Tensor, block: int, mask_id: int, gen: torch.Generator) -> torch.Tensor:
-    """x_t: each target position masked with its block's rate t ~ U(0, 1]."""
+def add_noise(x0: torch.Tensor, target: torch.Tensor, block: int, mask_id: int, gen: torch.Generator,
+              suffix_fraction: float = 0.0) -> torch.Tensor:  # fmt: skip
+    """x_t: each target position masked with its block's rate t ~ U(0, 1].
+
+    With `suffix_fraction` > 0, that share of the blocks is masked from a cut c ~ U{0..B-1} to the
+    block's end instead: the pattern left-order decoding meets (the block's tokens left of the
+    frontier known, all right of it masked). Random masks mostly show a masked token with known
+    tokens on its right, which decoding never does; a model trained only on them is seldom sure of a
+    token two places right of the frontier, so each round keeps few tokens."""
     n, length = x0.shape
     t = 1.0 - torch.rand(n, length // block, 1, generator=gen)  # (0, 1]
     t = t.expand(-1, -1, block).reshape(n, length)
-    masked = (torch.rand(n, length, generator=gen) < t) & target
+    masked = torch.rand(n, length, generator=gen) < t
+    if suffix_fraction > 0:  # drawn only when used: older runs' masks stay as they were
+        blocks = length // block
+        cut = torch.randint(0, block, (n, blocks, 1), generator=gen)
+        suffix = (torch.arange(block).view(1, 1, block) >= cut).reshape(n, length)
+        use = (torch.rand(n, blocks, 1, generator=gen) < suffix_fraction).expand(-1, -1, block).reshape(n, length)
+        masked = torch.where(use, suffix, masked)
+    masked &= target
     return torch.where(masked, torch.full_like(x0, mask_id), x0)
 
 
 def diffusion_step_loss(
-    model: CloverForCausalLM, x0: torch.Tensor, target: torch.Tensor, block: int, gen: torch.Generator
+    model: CloverForCausalLM, x0: torch.Tensor, target: torch.Tensor, block: int, gen: torch.Generator,
+    suffix_fraction: float = 0.0,
 ) -> tuple[torch.Tensor, int]:
     """(mean CE over the masked target positions, their count). Position 0 predicts nothing."""
     mask_id = model.config.mask_token_id
     if block == 1:  # autoregressive: every target position, inputs clean
         x_t, use = x0, target.clone()
     else:
-        x_t = add_noise(x0, target, block, mask_id, gen)
+        x_t = add_noise(x0, target, block, mask_id, gen, suffix_fraction)
         use = (x_t == mask_id) & target
     use[:, 0] = False
     count = int(use.sum())
@@ -157,7 +176,7 @@ class Trainer:
         gen = step_generator(self.args.seed, step)
         x0, target = self.batch(gen)
         block = sample_block_size(gen, self.seq, self.block_weights)
-        loss, count = diffusion_step_loss(self.model, x0, target.bool(), block, gen)
+        loss, count = diffusion_step_loss(self.model, x0, target.bool(), block, gen, self.args.suffix_masks)
         return loss, count, block
 
     def train_step(self) -> dict[str, float]:

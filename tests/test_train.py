@@ -48,6 +48,37 @@ def test_noise_masks_only_targets() -> None:
     assert torch.equal(x_t[~masked], ids[~masked])
 
 
+def test_suffix_masks_are_left_order_patterns() -> None:
+    """suffix_fraction 1: in every block the masked targets are all targets from a cut to the end."""
+    g = torch.Generator().manual_seed(5)
+    ids = torch.randint(10, 100, (16, 64), generator=g)
+    target = torch.rand(16, 64, generator=g) < 0.8
+    x_t = add_noise(ids, target, 8, 127, torch.Generator().manual_seed(2), suffix_fraction=1.0)
+    masked = (x_t == 127).view(16, 8, 8)
+    tgt = target.view(16, 8, 8)
+    assert not (masked & ~tgt).any()
+    cuts = set()
+    for row in range(16):
+        for blk in range(8):
+            m, t = masked[row, blk], tgt[row, blk]
+            first = int(m.nonzero()[0]) if m.any() else 8
+            assert torch.equal(m, t & (torch.arange(8) >= first)), (row, blk)
+            cuts.add(first)
+    assert len(cuts) > 3  # the cut varies
+    # fraction 0 draws nothing extra: the masks are the random ones, bit for bit
+    plain = add_noise(ids, target, 8, 127, torch.Generator().manual_seed(2))
+    assert torch.equal(plain, add_noise(ids, target, 8, 127, torch.Generator().manual_seed(2), suffix_fraction=0.0))
+    mixed = add_noise(ids, target, 8, 127, torch.Generator().manual_seed(2), suffix_fraction=0.5)
+    assert not torch.equal(mixed, plain)
+
+
+def test_suffix_masks_share_is_checked() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="suffix-masks"):
+        TrainArgs(suffix_masks=1.5).weights()
+
+
 def test_loss_only_on_masked_targets() -> None:
     """Changing a context token's label cannot change the loss; the count is the masked targets."""
     torch.manual_seed(0)

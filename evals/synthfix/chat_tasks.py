@@ -29,9 +29,12 @@ from clover.tools.environment import LocalEnvironment
 from clover.tools.registry import default_tools, tools_by_name
 
 FIND = ["Where is `{name}` defined?", "where's {name}?", "Find the definition of {name}.",
-        "Which module has the {name} function?", "In which file is {name}?", "show me where {name} lives"]  # fmt: skip
+        "Which module has the {name} function?", "In which file is {name}?", "show me where {name} lives",
+        "Where can I find {name}?", "what file is `{name}` in?", "Locate the {name} function.",
+        "where does {name} come from?", "Show me the code of {name}."]  # fmt: skip
 TESTS = ["run the test suite", "Do the tests pass?", "please run pytest", "Check that the tests pass.",
-         "can you run the tests for me?", "are the tests green?"]  # fmt: skip
+         "can you run the tests for me?", "are the tests green?", "Test it.", "run pytest please",
+         "Could you check the test suite?", "Are there failing tests?", "tests?"]  # fmt: skip
 ABOUT = ["What is this project?", "Give me an overview of this repo.", "what's in this repository?",
          "What is this code for?", "Describe this project briefly."]  # fmt: skip
 FILES = ["List the Python files.", "which files are in this project?", "Show me the source files.",
