@@ -86,6 +86,7 @@ class CloverConfig:
     wrap_up: bool = True
 
     def __post_init__(self) -> None:
+        _check_types(self)
         if not self.layer_types:
             n = self.full_attention_interval
             self.layer_types = [
@@ -224,7 +225,32 @@ class CloverConfig:
             raise ValueError(f"no config.json at {p}") from None
         except json.JSONDecodeError as e:
             raise ValueError(f"{p} is not valid JSON: {e}") from None
-        return cls.from_dict(data)
+        try:
+            return cls.from_dict(data)
+        except ValueError as e:
+            raise ValueError(f"{p}: {e}") from None
+
+
+# A config.json value of the wrong JSON type must not pass as another: bool("false") is True, and a
+# string block size fails deep inside the decoder. Keyed by the annotations' text (postponed).
+_TYPE_CHECKS: dict[str, tuple[str, Any]] = {
+    "bool": ("true or false", lambda v: isinstance(v, bool)),
+    "int": ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+    "float": ("a number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
+    "str": ("a string", lambda v: isinstance(v, str)),
+    "int | None": ("an integer or null", lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool))),
+    "list[str]": ("a list of strings", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
+    "list[int]": ("a list of integers",
+                  lambda v: isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)),
+}  # fmt: skip
+
+
+def _check_types(config: CloverConfig) -> None:
+    for f in dataclasses.fields(config):
+        check = _TYPE_CHECKS.get(str(f.type))
+        value = getattr(config, f.name)
+        if check is not None and not check[1](value):
+            raise ValueError(f"config field {f.name} must be {check[0]}, not {value!r}")
 
 
 def _check_supported(d: dict[str, Any]) -> None:

@@ -186,13 +186,16 @@ def _broken(ckpt, tmp_path, how: str):
         (d / "tokenizer.json").unlink()
     elif how == "bad-config":
         (d / "config.json").write_text("{")
+    elif how == "mistyped-config":  # bool("false") would read as True
+        config = json.loads((d / "config.json").read_text())
+        (d / "config.json").write_text(json.dumps({**config, "wrap_up": "false"}))
     elif how == "empty":
         shutil.rmtree(d)
         d.mkdir()
     return d
 
 
-@pytest.mark.parametrize("how", ["empty", "truncated", "no-tokenizer", "bad-config"])
+@pytest.mark.parametrize("how", ["empty", "truncated", "no-tokenizer", "bad-config", "mistyped-config"])
 def test_bad_checkpoint_is_a_one_line_model_error(ckpt, tmp_path, how):
     d = _broken(ckpt, tmp_path, how)
     with pytest.raises(ModelError) as info:

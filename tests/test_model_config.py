@@ -86,6 +86,20 @@ def test_bad_config_is_one_line_error(tmp_path):
         CloverConfig(num_hidden_layers=2, layer_types=["full_attention"])
 
 
+@pytest.mark.parametrize("field, value", [
+    ("wrap_up", "false"), ("edit_repairs", 1), ("block_size", "16"), ("hidden_size", True),
+    ("rms_norm_eps", "1e-6"), ("eos_token_ids", [1, "2"]), ("layer_types", "linear_attention"),
+    ("pad_token_id", 1.5),
+])  # fmt: skip
+def test_a_value_of_the_wrong_type_is_refused(tmp_path, field, value):
+    good = tiny().to_dict()
+    (tmp_path / "config.json").write_text(json.dumps({**good, field: value}))
+    with pytest.raises(ValueError, match=f"config field {field} must be"):
+        CloverConfig.load(tmp_path)
+    # numbers may be written without a fraction; null is a valid pad token
+    assert CloverConfig.from_dict({**good, "rms_norm_eps": 0, "pad_token_id": None}).rms_norm_eps == 0
+
+
 def test_decode_block_size_is_the_default_decoder_within_the_trained_blocks(tmp_path):
     assert CloverConfig(block_size=16).default_block() == 16  # 0: the trained block size
     cfg = CloverConfig(block_size=16, decode_block_size=1)
