@@ -17,7 +17,7 @@ def bench_command(
     seed: Annotated[int, typer.Option("--seed", help="SynthFix seed.")] = 0,
     block_size: Annotated[str, typer.Option("--block-size", help="Comma-separated block sizes; 1 is the AR baseline, `model` the checkpoint's own.")] = "model,1",
     threshold: Annotated[float, typer.Option("--threshold", help="Confidence threshold τ of the diffusion decoder.")] = 0.9,
-    order: Annotated[str, typer.Option("--order", help="Which passing positions a diffusion round keeps: any, the run from the left, or auto (the checkpoint's own).")] = "auto",
+    order: Annotated[str, typer.Option("--order", help="Which passing positions a diffusion round keeps: any, the run from the left, the draft's run a causal pass confirms (verify), or auto (the checkpoint's own).")] = "auto",
     split: Annotated[str, typer.Option("--split", help="heldout (SynthFix) or handwritten (evals/handwritten; --count caps it).")] = "heldout",
     max_steps: Annotated[int, typer.Option("--max-steps", help="Agent step limit per task.")] = 12,
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="Generated tokens per assistant turn.")] = 4096,

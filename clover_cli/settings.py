@@ -54,8 +54,9 @@ class Settings:
     # Local Clover decoding.
     block_size: int = 0  # 0: the checkpoint's own (config.json block_size, the one it scores best with)
     threshold: float = 0.9
-    decode_order: str = "auto"  # which passing positions a round keeps: any, the run from the left, or
-    # auto: the checkpoint's own (config.json decode_order)
+    # which positions a round keeps: any confident one, the confident run from the left, the draft's
+    # run a causal pass confirms (verify), or auto: the checkpoint's own (config.json decode_order)
+    decode_order: str = "auto"
     device: str | None = None
     threads: int = 0  # CPU threads for local decoding; 0: auto (1 for a small model, torch's default else)
     grounded: bool = True  # local decoding: paths, old_str and symbols limited to the workspace's own

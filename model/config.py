@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# How a diffusion round keeps tokens (model/generate.py select): every confident position, or only
-# the run of confident positions from the leftmost masked one.
-DECODE_ORDERS = ("any", "left")
+# How a diffusion round keeps tokens (model/generate.py): every confident position, only the run of
+# confident positions from the leftmost masked one, or the run of the round's draft that a causal
+# pass confirms (greedy: exactly the autoregressive output, in fewer rounds; model/verify.py).
+DECODE_ORDERS = ("any", "left", "verify")
 
 FULL_ATTENTION = "full_attention"
 LINEAR_ATTENTION = "linear_attention"

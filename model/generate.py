@@ -30,6 +30,7 @@ from clover.model.config import DECODE_ORDERS
 from clover.model.drafts import DraftIndex
 from clover.model.modeling import CloverForCausalLM
 from clover.model.repetition import RepetitionStop, is_runaway
+from clover.model.verify import needs_draft, verified_round, windows
 
 POLICIES = ("threshold", "margin", "entropy", "fixed-k")
 ORDERS = DECODE_ORDERS
@@ -196,6 +197,10 @@ def generate(
     n, b, mask_id = len(prompts), s.block_size or cfg.block_size, cfg.mask_token_id
     if s.order is None:
         s = replace(s, order=getattr(cfg, "decode_order", "any"))
+    # verify is greedy; with sampling its rounds keep tokens as left does
+    verify = s.order == "verify" and s.temperature == 0 and b > 1
+    if s.order == "verify" and not verify:
+        s = replace(s, order="left")
     stops = set(cfg.eos_token_ids if s.stop_token_ids is None else s.stop_token_ids)
     dev = model.lm_head.weight.device
     gen = torch.Generator(device=dev).manual_seed(s.seed) if s.seed is not None else None
@@ -231,7 +236,8 @@ def generate(
     reasons = ["length"] * n
     done = [False] * n  # stopped or out of budget
     pending: list[Tensor] = []  # finished blocks not yet committed
-    drafts = [DraftIndex(p, s.draft_ngram) for p in prompts] if s.draft_ngram and b > 1 else None
+    drafts = [DraftIndex(p, s.draft_ngram) for p in prompts] if s.draft_ngram and b > 1 and not verify else None
+    rows_for = getattr(constraint, "verify_rows", None) if verify else None
     drafted = 0  # tokens accepted on a draft's agreement below the threshold
     rounds_per_block: list[int] = []
     blk = 0
@@ -247,20 +253,38 @@ def generate(
         rnd = 0
         while (block == mask_id).any():
             masked = block == mask_id
-            if rnd == 0 and pending:  # only the masked positions' logits are read
+            spans = None
+            if verify:  # without a grammar's rows a constraint's rules are known at the frontier only
+                spans = windows(masked, None if rows_for is not None else frozen)
+                if constraint is not None and rows_for is None:
+                    spans = [None if sp is None else (sp[0], sp[0] + 1) for sp in spans]
+            logits = None
+            if verify and not needs_draft(masked, spans):  # a lone frontier: one causal step
+                if rnd == 0 and pending:
+                    model.commit(torch.cat(pending, dim=1), cache)
+                    pending = []
+            elif rnd == 0 and pending:  # only the masked positions' logits are read
                 logits = model.commit_and_denoise(torch.cat(pending, dim=1), block, cache, need=masked)
                 pending = []
             else:
                 logits = model.denoise(block, cache, need=masked)
             banned = ban if extra_ban is None else ban | extra_ban
-            steered = logits.masked_fill(banned, float("-inf"))
-            tok, score = propose(steered if bias is None else steered + bias.to(steered.dtype), s, gen)
-            choosable = masked if frozen is None else masked & ~frozen
-            accept = select(score, choosable, s, frozen)
-            if drafts is not None:
-                plain = accept
-                accept = select(score, choosable, s, frozen, _agreement(drafts, out, block, open_, masked, tok))
-                drafted += int((accept & ~plain).sum())
+            if verify:
+                draft = None
+                if logits is not None:
+                    steered = logits.masked_fill(banned, float("-inf"))
+                    draft = propose(steered if bias is None else steered + bias.to(steered.dtype), s, gen)[0]
+                accept, tok = verified_round(model, cache, block, masked, spans, draft, banned, bias,
+                                             _rows(rows_for, open_), ban)
+            else:
+                steered = logits.masked_fill(banned, float("-inf"))
+                tok, score = propose(steered if bias is None else steered + bias.to(steered.dtype), s, gen)
+                choosable = masked if frozen is None else masked & ~frozen
+                accept = select(score, choosable, s, frozen)
+                if drafts is not None:
+                    plain = accept
+                    accept = select(score, choosable, s, frozen, _agreement(drafts, out, block, open_, masked, tok))
+                    drafted += int((accept & ~plain).sum())
             block = torch.where(accept, tok, block)
             if constraint is not None:
                 block, frozen, extra_ban, bias = _steer(constraint(blk, block, open_, given))
@@ -325,6 +349,14 @@ def _agreement(
         if guess:
             draft[i, f : f + len(guess)] = torch.tensor(guess, dtype=block.dtype, device=block.device)
     return (tok == draft) & masked
+
+
+def _rows(rows_for: Callable | None, open_: Tensor) -> Callable | None:
+    """A grammar's per-position rows for a verified round, with the block's output positions."""
+    if rows_for is None:
+        return None
+    opens = open_.tolist()
+    return lambda i, row, f, e: rows_for(i, row, opens[i], f, e)
 
 
 def _steer(res: tuple[Tensor, ...]) -> tuple[Tensor, Tensor | None, Tensor | None, Tensor | None]:

@@ -215,6 +215,13 @@ class CloverForCausalLM(nn.Module):
         cache.next_logits = self.lm_head(h[:, -1])
 
     @torch.no_grad()
+    def peek(self, ids: Tensor, cache: CloverCache) -> Tensor:
+        """Final hidden states [N, T, D] of a causal pass over `ids` after the cache, which is left
+        as it was: the autoregressive reading of tokens not committed yet (a draft's check)."""
+        h, _ = self._run(ids, None, cache, commit=False)
+        return h
+
+    @torch.no_grad()
     def denoise(self, block_ids: Tensor, cache: CloverCache, need: Tensor | None = None) -> Tensor:
         """One denoising round for the block [N, B] after the cache; logits [N, B, V] (`need`: the
         positions whose logits are wanted, the others zeros). The cache is not changed."""

@@ -449,6 +449,52 @@ class ToolCallGrammar:
                 bias[i, f, [self.param_close if t == CLOSE else t for t in named]] = self.copy_bias
         return block, frozen_t, ban, bias
 
+    def verify_rows(self, i: int, row: list[int], open_: list[bool], f: int, e: int) -> list[tuple[Any, Any]]:
+        """For a verified round (model/verify.py): the (ban, bias) rows of positions f, f+1, ... of
+        sequence i's block, each in the state after the block's tokens before it (`row`: the
+        latest walk's block with the round's draft in its masked positions), as this hook gives
+        them at a frontier. Ends after a token the grammar refuses there, or where it stops
+        steering; `f` is the latest walk's frontier."""
+        s = self.seqs[i]
+        st = s.end
+        if st is None or f != s.frontier:
+            return []
+        first = open_.index(True) if True in open_ else 0
+        rows: list[tuple[Any, Any]] = []
+        for j in range(f, e):
+            if not open_[j] or st.mode == OFF:
+                break
+            left = None
+            if self.budget is not None:
+                left = self.budget - (s.base + j - first)
+                if st.mode == VALUE and left <= len(close := self._close_value(st)):
+                    st = replace(st, mode=CALL, node=self._chain(close))
+            rows.append(self._frontier_rows(st, left))
+            nxt = self.step(st, row[j], left)
+            if nxt is None:
+                break
+            st = nxt
+        return rows
+
+    def _frontier_rows(self, st: _State, left: int | None) -> tuple[Tensor | None, Tensor | None]:
+        """The ban row and copy-prior row at a frontier in state `st` (as `__call__` sets them)."""
+        if st.mode == CALL and st.node is not None:
+            return self._choice_ban(st, self._choices(st, left)), None
+        if st.mode == VALUE and st.shape is not None:
+            return self._typed_ban(st), None
+        if st.mode == THINK:
+            return self._rows[THINK], None
+        if st.mode not in (TEXT, VALUE):
+            return None, None
+        if st.ground is not None:
+            bias = None
+            if self.copy_bias and (named := st.ground.preferred()):
+                bias = torch.zeros(self.vocab, device=self.device)
+                bias[[self.param_close if t == CLOSE else t for t in named]] = self.copy_bias
+            return self._ground_ban(st.ground), bias
+        late = st.mode == TEXT and left is not None and left - 1 < self.shortest_call
+        return self._rows["late" if late else "thought" if st.mode == TEXT and st.thought else st.mode], None
+
     def _walk(
         self, s: _Seq, row: list[int], open_: list[bool], fixed: list[bool]
     ) -> tuple[int, _State, int | None, bool]:

@@ -315,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="comma-separated block sizes; 1 is the AR baseline, `model` the checkpoint's own")
     p.add_argument("--threshold", type=float, default=0.9, help="confidence threshold τ of the diffusion decoder")
     p.add_argument("--order", choices=DECODE_ORDERS, default="auto",
-                   help="which passing positions a diffusion round keeps: any, the run from the left, or auto (the checkpoint's own)")
+                   help="which passing positions a diffusion round keeps: any, the run from the left, the draft's run a causal pass confirms (verify), or auto (the checkpoint's own)")
     p.add_argument("--drafts", type=int, default=None,
                    help="context drafts for block decoding: n-gram length, 0 off (default: the setting's default)")
     p.add_argument("--max-steps", type=int, default=12)

@@ -30,16 +30,22 @@ class Decoder:
 
     @property
     def key(self) -> str:  # file-name safe
-        key = "ar-b1" if self.block_size == 1 else f"diffusion-b{self.block_size}-t{self.threshold:g}"
-        if self.block_size > 1 and self.order == "left":
-            key += f"-{self.order}"
+        if self.block_size > 1 and self.order == "verify":  # no threshold: a causal pass decides
+            key = f"diffusion-b{self.block_size}-verify"
+        else:
+            key = "ar-b1" if self.block_size == 1 else f"diffusion-b{self.block_size}-t{self.threshold:g}"
+            if self.block_size > 1 and self.order == "left":
+                key += f"-{self.order}"
         return key if self.grounded else f"{key}-ungrounded"
 
     @property
     def name(self) -> str:
-        name = "B=1 (AR)" if self.block_size == 1 else f"B={self.block_size} τ={self.threshold:g}"
-        if self.block_size > 1 and self.order == "left":
-            name += f" {self.order}"
+        if self.block_size > 1 and self.order == "verify":
+            name = f"B={self.block_size} verify"
+        else:
+            name = "B=1 (AR)" if self.block_size == 1 else f"B={self.block_size} τ={self.threshold:g}"
+            if self.block_size > 1 and self.order == "left":
+                name += f" {self.order}"
         return name if self.grounded else f"{name} ungrounded"
 
     def describe(self) -> dict[str, Any]:
