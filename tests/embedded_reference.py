@@ -1,5 +1,5 @@
-"""The shipped model's reference generation: a fixed chat prompt decoded greedily with B = 1 and
-with B = 32. `python -m tests.embedded_reference` re-records tests/data/embedded_greedy.json after
+"""The shipped model's reference generation: a fixed chat prompt decoded greedily with B = 1, with
+B = 32 left order, and with B = 16 verified rounds (the default decoder: B = 1's tokens). `python -m tests.embedded_reference` re-records tests/data/embedded_greedy.json after
 the weights in model/weights/ change."""
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ def reference_tokens() -> dict[str, list[int]]:
     tokenizer = CloverTokenizer.from_dir(WEIGHTS)
     prompt = tokenizer.encode(render_messages(MESSAGES, think=True, template=loaded.chat_template))
     out = {}
-    for block in (1, 32):
-        settings = DecodeSettings(block_size=block, temperature=0.0, max_new_tokens=NEW_TOKENS,
+    for key, block, order in (("B1", 1, None), ("B32", 32, "left"), ("B16-verify", 16, "verify")):
+        settings = DecodeSettings(block_size=block, order=order, temperature=0.0, max_new_tokens=NEW_TOKENS,
                                   stop_token_ids=tokenizer.stop_ids())
-        out[f"B{block}"] = list(generate(loaded.model, [prompt], settings).tokens[0])
+        out[key] = list(generate(loaded.model, [prompt], settings).tokens[0])
     return out
 
 
