@@ -14,10 +14,7 @@ acceptance changed the context of a later position).
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import tempfile
 import time
-from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,48 +26,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--drafts", type=int, default=3, help="n-gram length of the drafted run")
     a = p.parse_args(argv)
 
+    from benchmarks.oracle_turns import held_out_turns
     from clover.backends.local import LocalCloverModel
-    from clover.evals.synthfix.generator import build_instance
-    from clover.evals.synthfix.oracle import OracleError, solve
     from clover.settings import Settings
 
     base = Settings(model=a.model, max_tokens=128, temperature=0.0, block_size=a.block_size, decode_order="left",
                     edit_repairs="off", drafts=0)  # fmt: skip
     plain = LocalCloverModel(base)
-    drafted = LocalCloverModel.__new__(LocalCloverModel)  # the same loaded network, other settings
-    drafted.__dict__.update(plain.__dict__)
-    drafted.settings = dataclasses.replace(base, drafts=a.drafts)
-    from clover.backends.prefix_cache import PrefixCache
-
-    drafted.prefix_cache = PrefixCache()
+    drafted = plain.with_settings(drafts=a.drafts)
 
     totals = {"plain": [0.0, 0.0, 0.0], "drafted": [0.0, 0.0, 0.0]}  # forwards, tokens, CPU seconds
     same = turns = 0
-    with tempfile.TemporaryDirectory() as tmp:
-        index = solved = 0
-        while solved < a.count and index < 4 * a.count:
-            row = build_instance(Path(tmp), "heldout", a.seed, index)
-            index += 1
-            try:
-                traj = solve(row)
-            except OracleError:
-                continue
-            solved += 1
-            messages, tools = traj["messages"], traj["tools"]
-            for k, m in enumerate(messages):
-                if m["role"] != "assistant":
-                    continue
-                outs = []
-                for name, model in (("plain", plain), ("drafted", drafted)):
-                    start = time.process_time()
-                    turn = model.complete(messages[:k], tools)
-                    t = totals[name]
-                    t[0] += turn.stats["forwards"]
-                    t[1] += turn.completion_tokens
-                    t[2] += time.process_time() - start
-                    outs.append((turn.thinking, turn.text, [(c.name, c.arguments) for c in turn.tool_calls]))
-                turns += 1
-                same += outs[0] == outs[1]
+    for messages, tools in held_out_turns(a.seed, a.count):
+        outs = []
+        for name, model in (("plain", plain), ("drafted", drafted)):
+            start = time.process_time()
+            turn = model.complete(messages, tools)
+            t = totals[name]
+            t[0] += turn.stats["forwards"]
+            t[1] += turn.completion_tokens
+            t[2] += time.process_time() - start
+            outs.append((turn.thinking, turn.text, [(c.name, c.arguments) for c in turn.tool_calls]))
+        turns += 1
+        same += outs[0] == outs[1]
     print(f"{turns} turns of {a.count} oracle trajectories, B = {a.block_size}, drafts {a.drafts} against 0")
     print(f"{'':10}{'forwards':>10}{'tokens':>9}{'tok/fwd':>9}{'CPU s':>8}")
     for name, (fw, tok, sec) in totals.items():

@@ -14,10 +14,7 @@ autoregressive output computed in fewer rounds, up to float rounding).
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import tempfile
 import time
-from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,51 +25,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--block-size", type=int, default=16)
     a = p.parse_args(argv)
 
+    from benchmarks.oracle_turns import held_out_turns
     from clover.backends.local import LocalCloverModel
-    from clover.backends.prefix_cache import PrefixCache
-    from clover.evals.synthfix.generator import build_instance
-    from clover.evals.synthfix.oracle import OracleError, solve
     from clover.settings import Settings
 
     base = Settings(model=a.model, max_tokens=128, temperature=0.0, block_size=1, edit_repairs="off", drafts=0)
     ar = LocalCloverModel(base)
     decoders = {"B=1": ar}
     for order in ("verify", "left"):
-        other = LocalCloverModel.__new__(LocalCloverModel)  # the same loaded network, other settings
-        other.__dict__.update(ar.__dict__)
-        other.settings = dataclasses.replace(base, block_size=a.block_size, decode_order=order)
-        other.prefix_cache = PrefixCache()
-        decoders[f"B={a.block_size} {order}"] = other
+        decoders[f"B={a.block_size} {order}"] = ar.with_settings(block_size=a.block_size, decode_order=order)
 
     totals = {name: [0.0, 0.0, 0.0, 0, 0.0] for name in decoders}  # forwards, tokens, CPU s, same turns, decode s
     turns = 0
-    with tempfile.TemporaryDirectory() as tmp:
-        index = solved = 0
-        while solved < a.count and index < 4 * a.count:
-            row = build_instance(Path(tmp), "heldout", a.seed, index)
-            index += 1
-            try:
-                traj = solve(row)
-            except OracleError:
-                continue
-            solved += 1
-            messages, tools = traj["messages"], traj["tools"]
-            for k, m in enumerate(messages):
-                if m["role"] != "assistant":
-                    continue
-                reference = None
-                for name, model in decoders.items():
-                    start = time.process_time()
-                    turn = model.complete(messages[:k], tools)
-                    t = totals[name]
-                    t[0] += turn.stats["forwards"]
-                    t[1] += turn.completion_tokens
-                    t[2] += time.process_time() - start
-                    t[4] += turn.completion_tokens / max(turn.stats["tok_per_s"], 1e-9)
-                    got = (turn.thinking, turn.text, [(c.name, c.arguments) for c in turn.tool_calls])
-                    reference = reference or got
-                    t[3] += got == reference
-                turns += 1
+    for messages, tools in held_out_turns(a.seed, a.count):
+        reference = None
+        for name, model in decoders.items():
+            start = time.process_time()
+            turn = model.complete(messages, tools)
+            t = totals[name]
+            t[0] += turn.stats["forwards"]
+            t[1] += turn.completion_tokens
+            t[2] += time.process_time() - start
+            t[4] += turn.completion_tokens / max(turn.stats["tok_per_s"], 1e-9)
+            got = (turn.thinking, turn.text, [(c.name, c.arguments) for c in turn.tool_calls])
+            reference = reference or got
+            t[3] += got == reference
+        turns += 1
     print(f"{turns} turns of {a.count} oracle trajectories (held-out seed {a.seed}), greedy, tool grammar on")
     print(f"{'':14}{'forwards':>10}{'tokens':>9}{'tok/fwd':>9}{'CPU s':>8}{'decode s':>10}{'same as B=1':>13}")
     for name, (fw, tok, sec, same, dec) in totals.items():

@@ -4,8 +4,6 @@ decides. Greedy output must be the autoregressive output, with fewer forwards wh
 from __future__ import annotations
 
 import dataclasses
-import tempfile
-from pathlib import Path
 
 import pytest
 import torch
@@ -64,35 +62,22 @@ def test_windows_end_before_the_first_held_mask():
     assert not needs_draft(masked, [(1, 2), None, (0, 1)])  # frontiers alone: no draft wanted
 
 
-@pytest.fixture(scope="module")
-def embedded_turns():
-    """A real agent conversation: the oracle's trajectory on one held-out SynthFix instance."""
-    from clover.evals.synthfix.generator import build_instance
-    from clover.evals.synthfix.oracle import solve
-
-    with tempfile.TemporaryDirectory() as tmp:
-        traj = solve(build_instance(Path(tmp), "heldout", 0, 0))
-        yield traj["messages"], traj["tools"]
-
-
-def test_the_embedded_model_decodes_the_same_turns_in_fewer_forwards(embedded_turns):
-    """Through the local backend (tool grammar, grounded values, copy prior, prefix cache): the same
-    turns as autoregressive decoding, in fewer forwards."""
+def test_the_embedded_model_decodes_the_same_turns_in_fewer_forwards():
+    """Through the local backend (tool grammar, grounded values, copy prior, prefix cache), on the
+    first turns of a real agent conversation: the same turns as autoregressive decoding, in fewer
+    forwards."""
+    from benchmarks.oracle_turns import held_out_turns
     from clover.backends.local import LocalCloverModel
-    from clover.backends.prefix_cache import PrefixCache
     from clover.settings import Settings
 
-    messages, tools = embedded_turns
     base = Settings(model="embedded", max_tokens=64, temperature=0.0, block_size=1, edit_repairs="off", drafts=0)
     ar = LocalCloverModel(base)
-    ver = LocalCloverModel.__new__(LocalCloverModel)  # the same network, other settings
-    ver.__dict__.update(ar.__dict__)
-    ver.settings = dataclasses.replace(base, block_size=16, decode_order="verify")
-    ver.prefix_cache = PrefixCache()
+    ver = ar.with_settings(block_size=16, decode_order="verify")
+    assert ver.net is ar.net and ver.prefix_cache is not ar.prefix_cache and ar.settings.block_size == 1
     forwards = {"ar": 0.0, "ver": 0.0}
     tokens = 0
-    for k in [k for k, m in enumerate(messages) if m["role"] == "assistant"][:3]:
-        a, v = ar.complete(messages[:k], tools), ver.complete(messages[:k], tools)
+    for messages, tools in list(held_out_turns(0, 1))[:3]:
+        a, v = ar.complete(messages, tools), ver.complete(messages, tools)
         assert (v.thinking, v.text, [(c.name, c.arguments) for c in v.tool_calls]) == (
             a.thinking, a.text, [(c.name, c.arguments) for c in a.tool_calls])  # fmt: skip
         forwards["ar"] += a.stats["forwards"]

@@ -156,6 +156,17 @@ class LocalCloverModel:
         KeyboardInterrupt in the thread running `complete`."""
         self._cancel.set()
 
+    def with_settings(self, **changes: Any) -> LocalCloverModel:
+        """The same loaded network and tokenizer under other settings (no reload), with its own empty
+        prefix cache and cancel flag: decoders side by side in one process."""
+        from clover.backends.prefix_cache import PrefixCache
+
+        other = LocalCloverModel.__new__(LocalCloverModel)
+        other.__dict__.update(self.__dict__)
+        other.settings = dataclasses.replace(self.settings, **changes)
+        other.prefix_cache, other._cancel = PrefixCache(), threading.Event()
+        return other
+
     # ------------------------------------------------------------------ one turn
 
     def prompt_ids(self, messages: list[Message], tools: list[ToolSpec],
