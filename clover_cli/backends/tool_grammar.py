@@ -398,7 +398,7 @@ class ToolCallGrammar:
         frozen = [[False] * b for _ in range(n)]
         bans: list[tuple[int, int, Tensor]] = []  # (sequence, from position, ban row)
         firsts: list[tuple[int, int, Tensor]] = []  # (sequence, frontier, ban row there only)
-        copies: list[tuple[int, int, list[int]]] = []  # (sequence, frontier, tokens the copy prior favours)
+        copies: list[tuple[int, int, Tensor]] = []  # (sequence, frontier, copy-prior row)
         changed = False
         for i, s in enumerate(self.seqs):
             s.opened_in_block = sum(opens[i])
@@ -407,23 +407,19 @@ class ToolCallGrammar:
             s.end, s.frontier = st, f
             if f >= b:
                 continue
-            if st.mode == CALL and st.node is not None:  # a choice: at the frontier only
-                frozen[i][f + 1 :] = [True] * (b - f - 1)
-                bans.append((i, f, self._choice_ban(st, self._choices(st, left))))
-            elif st.mode == VALUE and st.shape is not None:  # a typed value: a token at a time
-                frozen[i][f + 1 :] = [True] * (b - f - 1)
-                bans.append((i, f, self._typed_ban(st)))
-            elif st.mode == THINK:
-                bans.append((i, f, self._rows[THINK]))
-            elif st.mode in (TEXT, VALUE):
-                late = st.mode == TEXT and left is not None and left - 1 < self.shortest_call
-                kind = "late" if late else "thought" if st.mode == TEXT and st.thought else st.mode
-                bans.append((i, f, self._rows[kind]))
-                if st.ground is not None:  # the frontier is grounded; later positions are checked on arrival
-                    firsts.append((i, f, self._ground_ban(st.ground)))
-                    if self.copy_bias and (named := st.ground.preferred()):
-                        copies.append((i, f, named))
-                # hold what follows a switch the model already wrote further on
+            front, prior = self._frontier_rows(st, left)
+            if front is None:  # not steering
+                continue
+            if prior is not None:
+                copies.append((i, f, prior))
+            if (st.mode == CALL and st.node is not None) or (st.mode == VALUE and st.shape is not None):
+                frozen[i][f + 1 :] = [True] * (b - f - 1)  # a choice, a typed value: a token at a time
+                bans.append((i, f, front))
+                continue
+            if st.ground is not None:  # the frontier is grounded; later positions are checked on arrival
+                firsts.append((i, f, front))
+            bans.append((i, f, self._mode_row(st, left)))
+            if st.mode != THINK:  # hold what follows a switch the model already wrote further on
                 for j in range(f + 1, b):
                     t = rows[i][j]
                     if opens[i][j] and t != self.mask_id and self._opens(st, t):
@@ -445,8 +441,8 @@ class ToolCallGrammar:
         bias = None
         if copies:
             bias = torch.zeros(n, b, self.vocab, device=block.device)
-            for i, f, named in copies:
-                bias[i, f, [self.param_close if t == CLOSE else t for t in named]] = self.copy_bias
+            for i, f, prior in copies:
+                bias[i, f] = prior
         return block, frozen_t, ban, bias
 
     def verify_rows(self, i: int, row: list[int], open_: list[bool], f: int, e: int) -> list[tuple[Any, Any]]:
@@ -482,18 +478,22 @@ class ToolCallGrammar:
             return self._choice_ban(st, self._choices(st, left)), None
         if st.mode == VALUE and st.shape is not None:
             return self._typed_ban(st), None
-        if st.mode == THINK:
-            return self._rows[THINK], None
-        if st.mode not in (TEXT, VALUE):
-            return None, None
-        if st.ground is not None:
+        if st.mode in (TEXT, VALUE) and st.ground is not None:
             bias = None
             if self.copy_bias and (named := st.ground.preferred()):
                 bias = torch.zeros(self.vocab, device=self.device)
                 bias[[self.param_close if t == CLOSE else t for t in named]] = self.copy_bias
             return self._ground_ban(st.ground), bias
+        return self._mode_row(st, left), None
+
+    def _mode_row(self, st: _State, left: int | None) -> Tensor | None:
+        """The ban row of free positions in thinking, text or an untyped value (None: other modes)."""
+        if st.mode == THINK:
+            return self._rows[THINK]
+        if st.mode not in (TEXT, VALUE):
+            return None
         late = st.mode == TEXT and left is not None and left - 1 < self.shortest_call
-        return self._rows["late" if late else "thought" if st.mode == TEXT and st.thought else st.mode], None
+        return self._rows["late" if late else "thought" if st.mode == TEXT and st.thought else st.mode]
 
     def _walk(
         self, s: _Seq, row: list[int], open_: list[bool], fixed: list[bool]
