@@ -10,10 +10,11 @@ rounding between a chunked and a one-token pass), in about one round per agreein
 one forward per token: two forwards per round (draft, check), each about the cost of one
 autoregressive step on this model.
 
-Bans (a tool grammar's, a caller's allowed tokens) and logit biases apply to the causal logits as
-they do to the draft's. A window ends before the first masked position the constraint holds back
-(`frozen`): the grammar only knows the rules up to there. Where the window is the frontier alone
-(a grammar choice, a typed value), the draft is skipped and the round is a plain causal step.
+Bans (a caller's allowed tokens, a constraint's) and logit biases apply to the causal logits as they
+do to the draft's. A constraint's rules past the frontier depend on the tokens before each
+position: a grammar that gives them along the draft (`verify_rows`, the tool grammar) lets the
+window run to the block's end; any other constraint is trusted at the frontier only. Where the
+window is the frontier alone, the draft is skipped and the round is a plain causal step.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ def verified_round(
     and `bias`: the round's steering; `rows_for` (a grammar's): the steering of each position past
     the frontier given the draft before it, on top of `base_ban` (the caller's own bans, without
     the grammar's). The cache holds everything before the block."""
+    spans = list(spans)
     if draft is None:  # the frontier alone
         spans = [None if sp is None else (sp[0], sp[0] + 1) for sp in spans]
     filled = torch.where(masked, draft, block) if draft is not None else block
@@ -108,7 +110,7 @@ def verified_round(
         add = bias[i, f:e].float() if bias is not None else torch.zeros_like(logits)
         rows = steering[i]
         if rows is not None:  # the grammar's rows replace the round's own
-            ban = (base_ban if base_ban is not None else torch.zeros_like(banned))[i, f:e].clone()
+            ban = base_ban[i, f:e].clone() if base_ban is not None else torch.zeros_like(ban)
             add = torch.zeros_like(logits)
             for k, (row_ban, row_bias) in enumerate(rows):
                 if row_ban is not None:
