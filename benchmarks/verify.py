@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--count", type=int, default=4, help="held-out instances (their oracle trajectories)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--orders", default="verify,left", help="decode orders at B = N, comma-separated")
     a = p.parse_args(argv)
 
     from benchmarks.oracle_turns import held_out_turns
@@ -32,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     base = Settings(model=a.model, max_tokens=128, temperature=0.0, block_size=1, edit_repairs="off", drafts=0)
     ar = LocalCloverModel(base)
     decoders = {"B=1": ar}
-    for order in ("verify", "left"):
+    for order in a.orders.split(","):
         decoders[f"B={a.block_size} {order}"] = ar.with_settings(block_size=a.block_size, decode_order=order)
 
     totals = {name: [0.0, 0.0, 0.0, 0, 0.0] for name in decoders}  # forwards, tokens, CPU s, same turns, decode s

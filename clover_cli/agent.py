@@ -61,6 +61,10 @@ class Limits:
     max_format_errors: int = 3  # in a row: malformed calls, or replies with neither answer nor call
     max_repeats: int = 3  # the same call in a row: flagged at this count, the run stops after it
     wrap_up: bool = True  # at the step limit, one more turn without tools (where the model's `wrap_up` allows)
+    # a fix: an answer before any file was edited is redone, up to this many times per run, as a
+    # turn that must call a tool (TurnOptions tool_choice "required"); the answers it replaces
+    # stay in the trajectory
+    early_answer_redos: int = 0
 
 
 @dataclass
@@ -109,6 +113,8 @@ class Agent:
         self.format_errors = 0
         self.last_call: str | None = None
         self.repeats = 0
+        self.edited = False  # a file-editing tool succeeded in this run
+        self.redone = 0  # early answers redone as a required call
         self.stats: dict[str, float] = {}
         self.started = time.monotonic()
 
@@ -152,6 +158,11 @@ class Agent:
         if self.before_step:
             self._before_step()
         turn = self._query()
+        if self._answers_too_early(turn):
+            self.redone += 1
+            self._record({"type": "redo", "step": self.steps, "reason": "an answer before any file was edited",
+                          "text": turn.text})  # fmt: skip
+            turn = self._query(TurnOptions(tool_choice="required"))
         self.messages.append(turn.to_message())
         self._record(
             {
@@ -179,6 +190,13 @@ class Agent:
             self._count_format_error(f"malformed tool calls in a row; last: {results[-1].output}")
         else:
             self.format_errors = 0
+
+    def _answers_too_early(self, turn: AssistantTurn) -> bool:
+        """A fix's answer that comes before any edit (redos left, and a step left for the edit)."""
+        return (
+            self.redone < self.limits.early_answer_redos and not turn.tool_calls and bool(turn.text.strip())
+            and not self.edited and self.steps < self.limits.max_steps
+        )  # fmt: skip
 
     def _before_step(self) -> None:
         """The hook (a checkpoint) failing must not end the run: the step goes ahead without it,
@@ -253,6 +271,7 @@ class Agent:
             raise
         except Exception as exc:  # tools return errors as results; this is the safety net
             result = ToolResult(f"{call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+        self.edited |= getattr(tool, "edits_files", False) and not result.is_error
         screen = getattr(self.gate, "screen", None)
         if screen is not None:  # e.g. search results from files that read rules deny
             result.output = screen(call, result.output)

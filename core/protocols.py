@@ -88,7 +88,7 @@ class TurnOptions:
     think: bool | None = None
     max_tokens: int | None = None
     temperature: float | None = None
-    tool_choice: str | None = None  # "none": answer without calling a tool (the tools stay listed)
+    tool_choice: str | None = None  # "none": answer without calling a tool (the tools stay listed); "required": call one
 
     def overrides(self) -> dict[str, Any]:
         return {k: v for k, v in (("think", self.think), ("max_tokens", self.max_tokens),

@@ -249,3 +249,47 @@ def test_a_call_the_backend_holds_back_is_answered_with_its_reason_not_run():
     assert agent.run("task").exit_status == "submitted"
     assert tool.calls == 1 and agent.messages[3]["content"] == "Not applied: it would undo the fix."
     assert agent.format_errors == 0
+
+
+@dataclass
+class EditTool(EchoTool):
+    name: str = "edit"
+    read_only: bool = False
+    edits_files: bool = True
+
+
+def test_a_fix_answer_before_any_edit_is_redone_as_a_required_call(tmp_path):
+    """`clover fix` (early_answer_redos): an answer before any file was edited is replaced by a turn
+    that must call a tool, up to the limit; after an edit the model answers when it likes."""
+    turns = [AssistantTurn(text="Fixed, all tests pass."), AssistantTurn(tool_calls=[call("edit", text="x")]),
+             AssistantTurn(text="Done: changed x.")]  # fmt: skip
+    model = ListModel(list(turns))
+    agent = Agent(model, NullEnv(), [EchoTool(), EditTool()], system_prompt="sys",
+                  limits=Limits(early_answer_redos=2), trajectory=Trajectory(tmp_path / "t.jsonl"))  # fmt: skip
+    result = agent.run("fix it")
+    assert result.exit_status == "submitted" and result.final_text == "Done: changed x."
+    assert [o.tool_choice if o else None for o in model.options] == [None, "required", None]
+    assert all(m.get("content") != "Fixed, all tests pass." for m in agent.messages)  # not in the chat
+    redo = [r for r in Trajectory.read(tmp_path / "t.jsonl") if r["type"] == "redo"]
+    assert [r["text"] for r in redo] == ["Fixed, all tests pass."]
+
+
+def test_early_answers_are_redone_only_up_to_the_limit_and_not_in_chat():
+    turns = []
+    for i in range(3):  # an answer, and the call its redo gets
+        turns += [AssistantTurn(text=f"answer {i}"), AssistantTurn(tool_calls=[call(text=str(i))])]
+    agent, model, _ = make_agent(turns, early_answer_redos=2)
+    assert agent.run("fix it").final_text == "answer 2"
+    assert [o.tool_choice if o else None for o in model.options] == [None, "required", None, "required", None]
+    agent, model, _ = make_agent([AssistantTurn(text="hi there")])  # chat: no redo
+    assert agent.run("hello").final_text == "hi there" and model.options == [None]
+    # a failed edit is not an edit
+    failing = [AssistantTurn(tool_calls=[call("edit", text="x")]), AssistantTurn(text="done")]
+    model = ListModel(list(failing) + [AssistantTurn(text="done again")])
+
+    class Broken(EditTool):
+        def run(self, args, env):
+            return ToolResult("no match", is_error=True)
+
+    agent = Agent(model, NullEnv(), [Broken()], system_prompt="sys", limits=Limits(early_answer_redos=1))
+    assert agent.run("fix it").final_text == "done again"

@@ -358,3 +358,36 @@ def test_a_turn_told_not_to_call_answers_in_text(clover):
         torch.manual_seed(seed)
         turn = model.complete(USER, TOOLS, options=TurnOptions(tool_choice="none"))
         assert not turn.tool_calls and "<tool_call>" not in turn.text and turn.text.strip()
+
+
+@pytest.mark.parametrize("think", [False, True])
+def test_a_turn_told_to_call_opens_a_call(clover, think):
+    """TurnOptions(tool_choice="required") (`clover fix` redoing an answer that came before any
+    edit): the answer is a call, even from a model that would rather stop at once."""
+    from clover.core.protocols import TurnOptions
+
+    bias = torch.zeros(clover.config.vocab_size)
+    bias[clover.stop_ids] = 8.0
+    bias[clover.tokenizer.token_id("</think>")] = 6.0
+    model = variant(clover, temperature=1.0, block_size=8, net=_Biased(clover.net, bias), max_tokens=64, think=think)
+    torch.manual_seed(0)
+    assert not model.complete(USER, TOOLS).tool_calls
+    for seed in range(3):
+        torch.manual_seed(seed)
+        turn = model.complete(USER, TOOLS, options=TurnOptions(tool_choice="required"))
+        assert len(turn.tool_calls) >= 1 and not problems(turn), (turn.text, turn.tool_calls)
+        assert not turn.text.strip()
+
+
+def test_a_required_call_gives_way_where_none_fits(clover):
+    """With no room left for a call the required rule lifts: the turn may end (no forced garbage)."""
+    tok = clover.tokenizer
+    g = ToolCallGrammar(tok, TOOLS, opened=False, stop_ids=clover.stop_ids, vocab_size=clover.config.vocab_size,
+                        mask_id=clover.config.mask_token_id, budget=64, call_required=True)  # fmt: skip
+    st = g.seqs[0].start
+    stop = clover.stop_ids[0]
+    assert g.step(st, stop, left=40) is None and g.step(st, tok.encode("hi")[0], left=40) is None
+    assert g.step(st, tok.token_id("<tool_call>"), left=40) is not None
+    assert g.step(st, stop, left=2) is not None  # no call fits in 2 tokens
+    after_call = dataclasses.replace(st, called=True)
+    assert g.step(after_call, stop, left=40) is not None

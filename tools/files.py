@@ -223,6 +223,7 @@ class CreateTool(Tool):
         default_factory=lambda: _schema({"path": _PATH, "file_text": {"type": "string"}}, ["path", "file_text"])
     )
     read_only: bool = False
+    edits_files: bool = True  # a success counts as an edit (a fix may answer after one)
 
     def plan(self, args: dict[str, Any], env: Environment) -> EditPlan:
         try:
@@ -320,6 +321,7 @@ class StrReplaceTool(Tool):
         )
     )
     read_only: bool = False
+    edits_files: bool = True  # a success counts as an edit (a fix may answer after one)
 
     def plan(self, args: dict[str, Any], env: Environment) -> EditPlan:
         try:
@@ -377,6 +379,7 @@ class InsertTool(Tool):
         )
     )
     read_only: bool = False
+    edits_files: bool = True  # a success counts as an edit (a fix may answer after one)
 
     def plan(self, args: dict[str, Any], env: Environment) -> EditPlan:
         try:

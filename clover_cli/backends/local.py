@@ -215,7 +215,9 @@ class LocalCloverModel:
         )
         context = self.tokenizer.decode(ids)  # the prompt as text: what the copy prior of grounded values reads
         answer_only = options is not None and options.tool_choice == "none"
-        grammar = self._grammar(tools, opened, decode.max_new_tokens, context, answer_only=answer_only)
+        required = options is not None and options.tool_choice == "required"
+        grammar = self._grammar(tools, opened, decode.max_new_tokens, context, answer_only=answer_only,
+                                call_required=required)  # fmt: skip
         grammars = [grammar]  # the turn's grammars, one per decoded piece (their stats add up)
         out, result, stream = self._decode(ids, decode, grammar, emit, forced, thinking=opened)
         stats = dict(result.stats)
@@ -229,7 +231,8 @@ class LocalCloverModel:
                 # A thought that loops ends where the loop began; the model then goes on to a call
                 # or an answer instead of leaving a turn with neither.
                 out = out + self._after_thought
-                after = self._grammar(tools, False, left, context, thought_closed=True, answer_only=answer_only)
+                after = self._grammar(tools, False, left, context, thought_closed=True, answer_only=answer_only,
+                                      call_required=required)
                 grammars.append(after)
                 more, result, _ = self._decode(
                     ids + out, dataclasses.replace(decode, max_new_tokens=left), after, emit, None, thinking=False
@@ -303,7 +306,7 @@ class LocalCloverModel:
         return choose_turn_edit(self, turn, ids, reply, messages, context)
 
     def _grammar(self, tools: list[ToolSpec], opened: bool, budget: int, context: str = "",
-                 thought_closed: bool = False, answer_only: bool = False):  # fmt: skip
+                 thought_closed: bool = False, answer_only: bool = False, call_required: bool = False):  # fmt: skip
         """The tool-call grammar for this turn, or None (no tools, switched off, or a vocabulary
         without the markup tokens)."""
         if not tools or not self.constrain_tool_calls:
@@ -316,7 +319,7 @@ class LocalCloverModel:
             self.tokenizer, tools, opened=opened, stop_ids=self.stop_ids, vocab_size=self.config.vocab_size,
             mask_id=self.config.mask_token_id, budget=budget, device=self.device, grounding=self._grounding(context),
             thought_closed=thought_closed, copy_bias=float(getattr(self.settings, "copy_bias", 0.0)),
-            answer_only=answer_only,
+            answer_only=answer_only, call_required=call_required,
         )  # fmt: skip
 
     def _grounding(self, context: str = ""):

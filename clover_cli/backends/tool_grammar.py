@@ -54,6 +54,7 @@ from clover.model.chat import (
 )
 
 THINK, TEXT, CALL, VALUE, OFF = "think", "text", "call", "value", "off"
+MAX_LEAD = 2  # whitespace tokens allowed before a required call (`\n\n` after the thinking)
 
 
 class _Node:
@@ -90,6 +91,8 @@ class _State:
     ground: Node | None = None  # VALUE grounded in the workspace (grounding.py): the value so far
     param: str = ""  # VALUE: the parameter being written
     path: str = ""  # CALL/VALUE: the call's grounded path, once written
+    called: bool = False  # a call was closed in this turn
+    lead: int = 0  # TEXT, a call required: whitespace tokens written before it
 
 
 @dataclass
@@ -115,7 +118,7 @@ class ToolCallGrammar:
         self, tokenizer: Any, tools: list[dict[str, Any]], *, opened: bool, stop_ids: list[int],
         vocab_size: int, mask_id: int, budget: int | None = None, device: Any = "cpu", batch_size: int = 1,
         grounding: Grounding | None = None, thought_closed: bool = False, copy_bias: float = 0.0,
-        answer_only: bool = False,
+        answer_only: bool = False, call_required: bool = False,
     ) -> None:  # fmt: skip
         self.tok, self.vocab, self.mask_id, self.budget = tokenizer, vocab_size, mask_id, budget
         self.grounding, self.copy_bias = grounding, copy_bias  # copy_bias: grounding.py's copy prior
@@ -158,6 +161,13 @@ class ToolCallGrammar:
             THINK: self._ban_row(self.think_banned, ban_listed=True),
             VALUE: self._ban_row(self.value_banned, ban_listed=True),
         }
+        # call_required (the caller's tool_choice "required"): the answer starts with a call, only
+        # whitespace before it, and cannot end before one (unless no call fits in the budget)
+        self.required = call_required and not answer_only
+        if self.required:
+            self.spaces = {t for t in range(vocab_size) if t != mask_id and (p := self.typed.text(t)) and not p.strip()}
+            self._rows["required"] = self._ban_row(self.spaces | {self.call_open}, ban_listed=False)
+            self._rows["call now"] = self._ban_row({self.call_open}, ban_listed=False)
         # thought_closed: the prompt ends after a think block the model wrote (a second one is banned)
         first = _State(THINK, thought=True) if opened else _State(TEXT, thought=thought_closed)
         self.seqs = [_Seq(first) for _ in range(batch_size)]
@@ -270,6 +280,8 @@ class ToolCallGrammar:
                 return None
             return replace(st, mode=TEXT) if t == self.think_close else st
         if mode == TEXT:
+            if self._must_call(st, left) and t != self.call_open:
+                return replace(st, lead=st.lead + 1) if t in self.spaces and st.lead < MAX_LEAD else None
             if t == self.call_open:
                 late = left is not None and left - 1 < self.shortest_call
                 return None if late or self.answer_only else replace(st, mode=CALL, node=self.call_trie)
@@ -304,7 +316,7 @@ class ToolCallGrammar:
                 lines = self.grounding.lines(st.path) if (st.tool, name) in LINE_BOUNDED else None
                 shape = replace(shape, lines=lines) if shape is not None and lines else shape
             return replace(st, mode=VALUE, node=None, used=st.used | {name}, shape=shape, ground=ground, param=name)
-        return _State(TEXT, thought=True)  # the call is closed; thinking after it would be read as answer
+        return _State(TEXT, thought=True, called=True)  # the call is closed; thinking after it would be read as answer
 
     def _step_grounded(self, st: _State, t: int) -> _State | None:
         assert st.ground is not None
@@ -492,8 +504,14 @@ class ToolCallGrammar:
             return self._rows[THINK]
         if st.mode not in (TEXT, VALUE):
             return None
+        if self._must_call(st, left):
+            return self._rows["required" if st.lead < MAX_LEAD else "call now"]
         late = st.mode == TEXT and left is not None and left - 1 < self.shortest_call
         return self._rows["late" if late else "thought" if st.mode == TEXT and st.thought else st.mode]
+
+    def _must_call(self, st: _State, left: int | None) -> bool:
+        """Is a call required here (tool_choice "required", none made yet, and one still fits)?"""
+        return self.required and st.mode == TEXT and not st.called and (left is None or left - 1 >= self.shortest_call)
 
     def _walk(
         self, s: _Seq, row: list[int], open_: list[bool], fixed: list[bool]
