@@ -42,6 +42,7 @@ class FakeChatServer:
         models: list[str] | None = None,
         reject_stream_options: bool = False,
         reject_tools: bool = False,
+        reject_tool_choice: bool = False,
         max_model_len: int | None = None,
         context_limit: int | None = None,
     ) -> None:
@@ -52,6 +53,7 @@ class FakeChatServer:
         self.requests: list[dict[str, Any]] = []  # request bodies, in order
         self.api_key, self.models = api_key, models
         self.reject_stream_options, self.reject_tools = reject_stream_options, reject_tools
+        self.reject_tool_choice = reject_tool_choice
         self._lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.httpd.daemon_threads = True
@@ -85,6 +87,8 @@ class FakeChatServer:
                 return 401, _error("Incorrect API key provided.", "invalid_api_key")
             if self.reject_stream_options and "stream_options" in body:
                 return 400, _error("Unrecognized request argument supplied: stream_options")
+            if self.reject_tool_choice and "tool_choice" in body:
+                return 400, _error('"auto" tool choice requires --enable-auto-tool-choice; tool_choice "required" is not supported')
             if self.reject_tools and "tools" in body:
                 return 400, _error("tools are not supported by this server")
             if self.models is not None and body.get("model") not in self.models:

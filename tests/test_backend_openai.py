@@ -140,6 +140,22 @@ def test_rejected_optional_fields_fall_back():
         assert model.tool_format == "text"
 
 
+def test_a_rejected_tool_choice_is_dropped_not_the_tools():
+    """A server without tool_choice support (`clover fix` asks for "required" when it redoes an early
+    answer): the turn is asked again without it, and tools stay native."""
+    from clover.core.protocols import TurnOptions
+
+    native = FakeReply(tool_calls=[{"name": "view", "arguments": {"path": "a.py", "line": 3}}])
+    with FakeChatServer([native, FakeReply(text="two")], reject_tool_choice=True) as srv:
+        model = make(srv, tool_format="auto")
+        turn = model.complete(USER, TOOLS, options=TurnOptions(tool_choice="required"))
+        assert turn.tool_calls[0].arguments == {"path": "a.py", "line": 3} and model.tool_format == "auto"
+        assert srv.requests[0]["tool_choice"] == "required" and "tool_choice" not in srv.requests[1]
+        assert "tools" in srv.requests[1]
+        assert model.complete(USER, TOOLS, options=TurnOptions(tool_choice="none")).text == "two"
+        assert len(srv.requests) == 3 and "tool_choice" not in srv.requests[2]
+
+
 def test_unreachable_server_names_the_url():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

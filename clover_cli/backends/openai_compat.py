@@ -81,6 +81,7 @@ class OpenAICompatModel:
         # Optional request fields, dropped for good when a server rejects them (HTTP 400).
         self._stream_options = True
         self._template_kwargs = True  # the server takes chat_template_kwargs (to turn thinking off)
+        self._tool_choices = True  # the server takes tool_choice ("none", "required")
         self.client = openai.OpenAI(
             base_url=self.base_url,
             api_key=settings.api_key or "not-set",  # local servers take any key
@@ -135,7 +136,7 @@ class OpenAICompatModel:
         req: dict[str, Any] = {"model": self.name, "messages": sent, "max_tokens": s.max_tokens}
         if tools and not text_mode:
             req["tools"] = tools
-            if tool_choice:
+            if tool_choice and self._tool_choices:
                 req["tool_choice"] = tool_choice
         if s.temperature is not None:
             req["temperature"] = s.temperature
@@ -167,6 +168,8 @@ class OpenAICompatModel:
                     self._stream_options = False
                 elif "extra_body" in req and "chat_template_kwargs" in detail:
                     self._template_kwargs = False
+                elif "tool_choice" in req and "tool_choice" in detail:  # the turn goes on without it
+                    self._tool_choices = False
                 elif "tools" in req and self.tool_format == "auto" and "tool" in detail.lower():
                     self.tool_format, text_mode = "text", True
                 else:
