@@ -49,11 +49,6 @@ def build_gate(
     return PermissionGate(policy, ask_user=ask_user)
 
 
-# `clover fix`: answers before any edit redone as a required tool call (hand-written set: 14 -> 15 of
-# 22 with one, see MODEL_CARD.md); chat answers whenever it likes
-FIX_REDOS = 1
-
-
 def limits_from(settings: Settings) -> Limits:
     return Limits(max_steps=settings.max_steps, time_limit=settings.time_limit, token_limit=settings.token_limit)
 
@@ -75,12 +70,14 @@ def build_agent(
     from clover.tools.registry import default_tools
 
     model = model if model is not None else build_model(settings)
+    redos = int(getattr(model, "early_answer_redos", 0))
     agent = Agent(
         model,
         env,
         tools if tools is not None else default_tools(),
         system_prompt=prompt if prompt is not None else system_prompt(env.root, kind),
-        limits=dataclasses.replace(limits_from(settings), early_answer_redos=FIX_REDOS if kind == "fix" else 0),
+        # a fix's answers before any edit are redone where the model asks for it (its config.json)
+        limits=dataclasses.replace(limits_from(settings), early_answer_redos=redos if kind == "fix" else 0),
         trajectory=Trajectory(trajectory_path) if trajectory_path else None,
         gate=build_gate(settings, env.root, ask_user),
         on_event=on_event,

@@ -85,6 +85,9 @@ class CloverConfig:
     # at the agent's step limit, a last turn without tools for a reply (agent.py): off for a model
     # that answers such a request with garbage (the embedded one wrote its calls out as text)
     wrap_up: bool = True
+    # `clover fix`: answers given before any file edit are redone, this many per run, as a turn
+    # that must call a tool (agent.py): for a model that often stops before it edits
+    early_answer_redos: int = 0
 
     def __post_init__(self) -> None:
         _check_types(self)

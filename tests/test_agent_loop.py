@@ -293,3 +293,20 @@ def test_early_answers_are_redone_only_up_to_the_limit_and_not_in_chat():
 
     agent = Agent(model, NullEnv(), [Broken()], system_prompt="sys", limits=Limits(early_answer_redos=1))
     assert agent.run("fix it").final_text == "done again"
+
+
+def test_the_checkpoint_asks_for_redos_and_only_a_fix_gets_them(tmp_path):
+    """early_answer_redos comes from the model (the embedded checkpoint's config.json sets it);
+    `clover fix` (kind "fix") applies it, chat never does."""
+    from clover.backends.local import LocalCloverModel
+    from clover.runner import build_agent
+    from clover.settings import Settings
+    from clover.tools.environment import LocalEnvironment
+
+    assert LocalCloverModel(Settings(model="embedded")).early_answer_redos == 1
+    model = ListModel([])
+    model.early_answer_redos = 1  # type: ignore[attr-defined]
+    env = LocalEnvironment(str(tmp_path))
+    assert build_agent(Settings(), env, kind="fix", model=model).limits.early_answer_redos == 1
+    assert build_agent(Settings(), env, kind="chat", model=model).limits.early_answer_redos == 0
+    assert build_agent(Settings(), env, kind="fix", model=ListModel([])).limits.early_answer_redos == 0

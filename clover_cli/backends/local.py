@@ -133,6 +133,7 @@ class LocalCloverModel:
         self.name = "clover-embedded" if settings.model == "embedded" else directory.resolve().name
         self.context_window = int(config.max_position_embeddings or DEFAULT_CONTEXT)
         self.wrap_up = bool(getattr(config, "wrap_up", True))  # the agent's last turn at its step limit
+        self.early_answer_redos = int(getattr(config, "early_answer_redos", 0))  # a fix's answers before an edit
         self.stop_ids = sorted(set(config.eos_token_ids) | set(self.tokenizer.stop_ids()))
         self._cancel = threading.Event()
         from clover.backends.prefix_cache import PrefixCache
