@@ -14,7 +14,6 @@ acceptance changed the context of a later position).
 from __future__ import annotations
 
 import argparse
-import time
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--drafts", type=int, default=3, help="n-gram length of the drafted run")
     a = p.parse_args(argv)
 
-    from benchmarks.oracle_turns import held_out_turns
+    from benchmarks.oracle_turns import held_out_turns, measure_turn
     from clover.backends.local import LocalCloverModel
     from clover.settings import Settings
 
@@ -40,13 +39,11 @@ def main(argv: list[str] | None = None) -> int:
     for messages, tools in held_out_turns(a.seed, a.count):
         outs = []
         for name, model in (("plain", plain), ("drafted", drafted)):
-            start = time.process_time()
-            turn = model.complete(messages, tools)
-            t = totals[name]
-            t[0] += turn.stats["forwards"]
-            t[1] += turn.completion_tokens
-            t[2] += time.process_time() - start
-            outs.append((turn.thinking, turn.text, [(c.name, c.arguments) for c in turn.tool_calls]))
+            m, t = measure_turn(model, messages, tools), totals[name]
+            t[0] += m.forwards
+            t[1] += m.tokens
+            t[2] += m.cpu_seconds
+            outs.append(m.output)
         turns += 1
         same += outs[0] == outs[1]
     print(f"{turns} turns of {a.count} oracle trajectories, B = {a.block_size}, drafts {a.drafts} against 0")

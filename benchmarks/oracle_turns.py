@@ -5,7 +5,9 @@ their assistant turns."""
 from __future__ import annotations
 
 import tempfile
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,3 +32,26 @@ def held_out_turns(seed: int, count: int) -> Iterator[tuple[list[dict[str, Any]]
             for k, m in enumerate(messages):
                 if m["role"] == "assistant":
                     yield messages[:k], tools
+
+
+@dataclass
+class MeasuredTurn:
+    forwards: float
+    tokens: int
+    cpu_seconds: float
+    decode_seconds: float
+    output: tuple[str, str, list[tuple[str, Any]]]  # thinking, text, calls: what "the same turn" compares
+
+
+def measure_turn(model: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> MeasuredTurn:
+    """One assistant turn of `model` (a LocalCloverModel) after `messages`, with its counters."""
+    start = time.process_time()
+    turn = model.complete(messages, tools)
+    cpu = time.process_time() - start
+    return MeasuredTurn(
+        forwards=turn.stats["forwards"],
+        tokens=turn.completion_tokens,
+        cpu_seconds=cpu,
+        decode_seconds=turn.completion_tokens / max(turn.stats["tok_per_s"], 1e-9),
+        output=(turn.thinking, turn.text, [(c.name, c.arguments) for c in turn.tool_calls]),
+    )

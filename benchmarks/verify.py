@@ -14,7 +14,6 @@ autoregressive output computed in fewer rounds, up to float rounding).
 from __future__ import annotations
 
 import argparse
-import time
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--orders", default="verify,left", help="decode orders at B = N, comma-separated")
     a = p.parse_args(argv)
 
-    from benchmarks.oracle_turns import held_out_turns
+    from benchmarks.oracle_turns import held_out_turns, measure_turn
     from clover.backends.local import LocalCloverModel
     from clover.settings import Settings
 
@@ -41,16 +40,13 @@ def main(argv: list[str] | None = None) -> int:
     for messages, tools in held_out_turns(a.seed, a.count):
         reference = None
         for name, model in decoders.items():
-            start = time.process_time()
-            turn = model.complete(messages, tools)
-            t = totals[name]
-            t[0] += turn.stats["forwards"]
-            t[1] += turn.completion_tokens
-            t[2] += time.process_time() - start
-            t[4] += turn.completion_tokens / max(turn.stats["tok_per_s"], 1e-9)
-            got = (turn.thinking, turn.text, [(c.name, c.arguments) for c in turn.tool_calls])
-            reference = reference or got
-            t[3] += got == reference
+            m, t = measure_turn(model, messages, tools), totals[name]
+            t[0] += m.forwards
+            t[1] += m.tokens
+            t[2] += m.cpu_seconds
+            t[4] += m.decode_seconds
+            reference = reference or m.output
+            t[3] += m.output == reference
         turns += 1
     print(f"{turns} turns of {a.count} oracle trajectories (held-out seed {a.seed}), greedy, tool grammar on")
     print(f"{'':14}{'forwards':>10}{'tokens':>9}{'tok/fwd':>9}{'CPU s':>8}{'decode s':>10}{'same as B=1':>13}")
