@@ -112,6 +112,8 @@ class CloverConfig:
             raise ValueError(f"decode_order must be one of {', '.join(DECODE_ORDERS)}, not {self.decode_order!r}")
         if not 0 <= self.decode_block_size <= self.block_size:
             raise ValueError(f"decode_block_size must be 0 (block_size) to {self.block_size}, not {self.decode_block_size}")
+        if self.early_answer_redos < 0:
+            raise ValueError(f"early_answer_redos must be 0 (none) or more, not {self.early_answer_redos}")
         if not 0 <= self.mask_token_id < self.vocab_size:
             raise ValueError(f"mask_token_id {self.mask_token_id} outside the vocabulary ({self.vocab_size})")
 
