@@ -11,7 +11,10 @@ from clover.evals.synthfix.chat_rows import PROMPTS, generate, main
 
 
 def test_rows_answer_briefly_without_a_tool_call():
-    rows = generate(len(PROMPTS), seed=0)
+    from collections import Counter
+
+    kinds = Counter(k for k, _ in PROMPTS)
+    rows = generate(len(kinds) * max(kinds.values()), seed=0)
     users = set()
     for row in rows:
         text, spans = row["text"], row["spans"]
@@ -22,7 +25,11 @@ def test_rows_answer_briefly_without_a_tool_call():
         answer = target.split("</think>\n\n", 1)[1]
         assert "<function=" not in answer and "<tool_call>" not in answer and len(answer) < 500
         users.add(text.split("<|im_start|>user\n", 1)[1].split("<|im_end|>", 1)[0])
-    assert users == {p for _, p in PROMPTS}  # one pass covers every prompt
+    assert users == {p for _, p in PROMPTS}  # one pass over the largest kind covers every prompt
+    kind_of = {p: k for k, p in PROMPTS}
+    firsts = Counter(kind_of[r["text"].split("<|im_start|>user\n", 1)[1].split("<|im_end|>", 1)[0]]
+                     for r in generate(6 * len(kinds), seed=0))  # fmt: skip
+    assert set(firsts.values()) == {6}  # every kind equally often: none becomes the default reply
     assert generate(5, seed=1) == generate(5, seed=1) != generate(5, seed=2)
 
 
@@ -38,7 +45,10 @@ def test_no_benchmark_prompt_is_taught():
     def norm(text: str) -> str:
         return " ".join(text.lower().strip(" .!?").split())
 
-    assert not {norm(p) for _, p in PROMPTS} & {norm(p) for p in MEASURED}
+    from clover.evals.synthfix.chat_tasks import ABOUT, FILES, FIND, TESTS
+
+    taught = [p for _, p in PROMPTS] + [p.format(name="add") for p in FIND + TESTS + ABOUT + FILES]
+    assert not {norm(p) for p in taught} & {norm(p) for p in MEASURED}
 
 
 def test_repository_questions_are_answered_from_the_real_tool_output(tmp_path):
@@ -62,6 +72,12 @@ def test_repository_questions_are_answered_from_the_real_tool_output(tmp_path):
             assert output.split(":", 1)[0] in answer and output.split(":")[1].split(" ")[0] in answer
         else:  # README or glob: a line of what was read
             assert any(line.split("\t")[-1].strip("# ") in answer for line in output.splitlines() if line.strip())
+    contrast = task_rows(rows, 8, seed=0, all_kinds=True)  # every kind on each repository: 2 x 4
+    assert len(contrast) == 8
+    first_repo = [r["text"].split("<|im_end|>", 1)[0] for r in contrast[:4]]
+    assert len(set(first_repo)) == 1  # the same system prompt (repository) ...
+    asks = [r["text"].split("<|im_start|>user\n", 1)[1].split("<tool_response>", 1)[0] for r in contrast[:4]]
+    assert {a.split("<function=", 1)[1].split(">", 1)[0] for a in asks} == {"outline", "bash", "view", "glob"}
     heldout = synthfix(tmp_path / "ho", "heldout", 1, seed=0)
     with pytest.raises(ValueError, match="train split"):
         task_rows(heldout, 1, seed=0)

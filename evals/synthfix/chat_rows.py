@@ -28,11 +28,18 @@ from clover.tools.registry import default_tools
 PROMPTS: list[tuple[str, str]] = [
     ("greet", "hello"), ("greet", "Hello!"), ("greet", "hey there"), ("greet", "good morning"),
     ("greet", "hey"), ("greet", "Hi there!"), ("greet", "good evening"), ("greet", "yo"),
+    ("greet", "Hello Clover"), ("greet", "hiya"), ("greet", "Good afternoon!"), ("greet", "hey, how are you?"),
+    ("greet", "Howdy"), ("greet", "Morning."), ("greet", "Hey Clover, are you there?"),
     ("who", "who are you?"), ("who", "What are you?"), ("who", "what model is this"),
-    ("who", "Are you ChatGPT?"),
+    ("who", "Are you ChatGPT?"), ("who", "Which model are you?"), ("who", "are you an AI?"),
+    ("who", "Who made you?"), ("who", "What is Clover?"), ("who", "introduce yourself"),
     ("can", "what are you able to do?"), ("can", "help"), ("can", "What can you help me with?"),
     ("can", "how do I use you?"), ("can", "what are your skills?"), ("can", "How can you help?"),
+    ("can", "What are you good at?"), ("can", "what can I ask you?"), ("can", "What tools do you have?"),
+    ("can", "How does this work?"), ("can", "What kind of tasks can you do?"), ("can", "/help"),
     ("thanks", "thanks!"), ("thanks", "thank you"), ("thanks", "great, thanks"), ("thanks", "Thanks a lot."),
+    ("thanks", "thx"), ("thanks", "Perfect, thank you!"), ("thanks", "ok thanks, bye"), ("thanks", "cheers"),
+    ("thanks", "That's all for now."), ("thanks", "Nice work."), ("thanks", "bye"), ("thanks", "ok, done for today"),
     ("general", "What is the capital of Italy?"), ("general", "Explain quantum computing in simple terms."),
     ("general", "Write a poem about the sea."), ("general", "What's the weather like today?"),
     ("general", "Tell me a joke."), ("general", "Who won the world cup in 2018?"),
@@ -110,15 +117,21 @@ def chat_trajectory(kind: str, prompt: str, rng: random.Random, tools: list[dict
 
 
 def generate(count: int, seed: int, tool_prompt: str = "compact") -> list[dict[str, Any]]:
-    """`count` rendered {"text", "spans"} records, cycling through PROMPTS in a seeded order."""
+    """`count` rendered {"text", "spans"} records: the kinds taken in turn (equally often, so no reply
+    becomes the default one), each kind's prompts cycled in a seeded order."""
     rng = random.Random(seed)
     tools = [tool_spec(t) for t in default_tools()]
-    order = list(PROMPTS)
+    kinds = list(OPENINGS)
+    queues = {kind: [p for k, p in PROMPTS if k == kind] for kind in kinds}
+    served = dict.fromkeys(kinds, 0)
     out = []
     for i in range(count):
-        if i % len(order) == 0:
-            rng.shuffle(order)
-        kind, prompt = order[i % len(order)]
+        kind = kinds[i % len(kinds)]
+        queue = queues[kind]
+        if served[kind] % len(queue) == 0:
+            rng.shuffle(queue)
+        prompt = queue[served[kind] % len(queue)]
+        served[kind] += 1
         text, spans = render_trajectory(chat_trajectory(kind, prompt, rng, tools), 0, tool_prompt)
         out.append({"text": text, "spans": spans})
     return out

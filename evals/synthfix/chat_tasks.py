@@ -31,14 +31,23 @@ from clover.tools.registry import default_tools, tools_by_name
 FIND = ["Where is `{name}` defined?", "where's {name}?", "Find the definition of {name}.",
         "Which module has the {name} function?", "In which file is {name}?", "show me where {name} lives",
         "Where can I find {name}?", "what file is `{name}` in?", "Locate the {name} function.",
-        "where does {name} come from?", "Show me the code of {name}."]  # fmt: skip
+        "where does {name} come from?", "Show me the code of {name}.", "Where is the function {name}?",
+        "which file has {name}", "What file is {name} defined in?", "find {name}", "Where's `{name}`?",
+        "Show me {name}.", "In which module is the function {name} defined?", "look up {name} for me",
+        "Which file contains the definition of {name}?", "where is {name} implemented?"]  # fmt: skip
 TESTS = ["run the test suite", "Do the tests pass?", "please run pytest", "Check that the tests pass.",
          "can you run the tests for me?", "are the tests green?", "Test it.", "run pytest please",
-         "Could you check the test suite?", "Are there failing tests?", "tests?"]  # fmt: skip
+         "Could you check the test suite?", "Are there failing tests?", "tests?", "Run all the tests.",
+         "run the tests please", "Please run the test suite.", "pytest", "Does everything pass?",
+         "Run the unit tests.", "Can you test this project?", "check the tests", "Run tests.",
+         "Are the tests passing?"]  # fmt: skip
 ABOUT = ["What is this project?", "Give me an overview of this repo.", "what's in this repository?",
-         "What is this code for?", "Describe this project briefly."]  # fmt: skip
+         "What is this code for?", "Describe this project briefly.", "What does this project do?",
+         "what is this repo about?", "Explain this codebase.", "Tell me about this project.",
+         "What's this package for?", "summarize the repository"]  # fmt: skip
 FILES = ["List the Python files.", "which files are in this project?", "Show me the source files.",
-         "What modules are there?"]  # fmt: skip
+         "What modules are there?", "list the files", "What files does this repo have?",
+         "Show the project structure.", "Which Python files are there?", "ls"]  # fmt: skip
 
 THINK = {
     "find": "The user wants the definition of `{name}`. outline finds it.",
@@ -134,21 +143,28 @@ def trajectory(repo: Path, kind: str, rng: random.Random, tools: list[dict[str, 
     }
 
 
-def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compact") -> list[dict[str, str]]:
-    """Up to `count` rendered records, one per repository, the kinds taken in turn."""
+KINDS = ["find", "tests", "about", "files"]
+
+
+def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compact",
+             all_kinds: bool = False) -> list[dict[str, str]]:  # fmt: skip
+    """Up to `count` rendered records: one per repository with the kinds taken in turn or, with
+    `all_kinds`, every kind on each repository (contrast: the same repository and system prompt,
+    different requests, different replies; a small model taught one question per repository learns
+    to answer the commonest one, whatever was asked)."""
     rng = random.Random(seed)
     tools = [tool_spec(t) for t in default_tools()]
-    kinds = ["find", "tests", "about", "files"]
     out: list[dict[str, Any]] = []
     for i, row in enumerate(rows):
         if len(out) >= count:
             break
         if row.get("split") != "train":
             raise ValueError(f"{row.get('instance_id')}: chat task rows come from the train split only")
-        traj = trajectory(Path(row["repo"]), kinds[i % len(kinds)], rng, tools)
-        if traj is not None:
-            text, spans = render_trajectory(traj, 0, tool_prompt)
-            out.append({"text": text, "spans": spans})
+        for kind in KINDS if all_kinds else [KINDS[i % len(KINDS)]]:
+            traj = trajectory(Path(row["repo"]), kind, rng, tools)
+            if traj is not None and len(out) < count:
+                text, spans = render_trajectory(traj, 0, tool_prompt)
+                out.append({"text": text, "spans": spans})
     return out
 
 
@@ -159,12 +175,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tool-prompt", choices=["full", "compact"], default="compact")
+    parser.add_argument("--all-kinds", action="store_true", help="every kind of question on each repository")
     args = parser.parse_args(argv)
     if args.count < 1:
         parser.error("--count must be >= 1")
     try:
         rows = [json.loads(line) for line in args.instances.read_text(encoding="utf-8").splitlines() if line.strip()]
-        records = generate(rows, args.count, args.seed, args.tool_prompt)
+        records = generate(rows, args.count, args.seed, args.tool_prompt, args.all_kinds)
         write_jsonl(records, args.out)
     except (OSError, ValueError, KeyError) as exc:
         print(f"clover: {exc}", file=sys.stderr)
