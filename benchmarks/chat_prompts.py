@@ -1,6 +1,9 @@
 """Ten everyday `clover chat` prompts on a model, replies recorded (the model card's chat check).
 
-    python -m benchmarks.chat_prompts --model embedded [--out runs/chat_prompts] [--max-tokens 256]
+    python -m benchmarks.chat_prompts --model embedded [--out runs/chat_prompts] [--max-tokens 256] [--set main|more|all]
+
+`--set more`: ten further prompts of the same kinds, worded otherwise (MORE_PROMPTS), to show a
+model fitted to the first ten.
 
 Each prompt is one headless request (`clover -p PROMPT --output-format json`, plan mode: nothing is
 edited) in a fresh git repository holding one small Python file, so questions about "this repo" have
@@ -30,6 +33,21 @@ PROMPTS = [
     "Which file defines the function add?",
     "Run the tests.",
     "Thanks, that's all.",
+]
+
+# A second set, never taught either (tests/test_chat_rows.py checks both): everyday prompts of the
+# same kinds worded otherwise, so a model fitted to the ten above shows here.
+MORE_PROMPTS = [
+    "good day!",
+    "Who built you?",
+    "How should I ask you for help?",
+    "What's the tallest building in the world?",
+    "Explain the difference between a list and a tuple in Python.",
+    "Port this code to Go.",
+    "Where is mean defined?",
+    "Do all the tests pass?",
+    "What files are in this repo?",
+    "Thank you so much!",
 ]
 
 SAMPLE = '''"""Small arithmetic helpers."""
@@ -93,15 +111,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--max-steps", type=int, default=4)
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per prompt")
+    p.add_argument("--set", choices=["main", "more", "all"], default="main",
+                   help="the model card's ten prompts, the ten more, or both")  # fmt: skip
     args = p.parse_args(argv)
+    prompts = {"main": PROMPTS, "more": MORE_PROMPTS, "all": PROMPTS + MORE_PROMPTS}[args.set]
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="clover-chat-prompts-") as tmp:
         repo = make_repo(Path(tmp))
-        for prompt in PROMPTS:
+        for prompt in prompts:
             rows.append(ask(args.model, prompt, repo, args.max_tokens, args.max_steps, args.timeout))
             r = rows[-1]
-            print(f"[{len(rows)}/{len(PROMPTS)}] {prompt!r}: {r.get('status')} {str(r.get('result'))[:100]!r}",
+            print(f"[{len(rows)}/{len(prompts)}] {prompt!r}: {r.get('status')} {str(r.get('result'))[:100]!r}",
                   flush=True)  # fmt: skip
     (args.out / "replies.json").write_text(json.dumps(rows, indent=2), encoding="utf-8")
     write_markdown(rows, args.model, args.out / "replies.md")
