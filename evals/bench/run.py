@@ -63,6 +63,7 @@ class BenchConfig:
     grounding: list[bool] = field(default_factory=lambda: [True])  # grounded tool values; [True, False]: both
     order: str = "auto"  # decode_order of the diffusion decoders; auto: the checkpoint's own
     drafts: int | None = None  # the drafts setting (context drafts' n-gram length, 0 off); None: the default
+    stable_timings: bool = True  # test durations in command output written as a fixed one (stable.py)
 
     def __post_init__(self) -> None:
         # Work trees are cloned and graded with other working directories: a relative --out
@@ -172,8 +173,13 @@ class TaskRunner:
 
         settings = self.cfg.settings(decoder)
         before = gitdiff.worktree_tree(ws)
-        result = run_agent(row["problem_statement"], settings=settings, env=build_environment(settings, ws),
-                           model=model, kind="fix", trajectory_path=traj)  # fmt: skip
+        env = build_environment(settings, ws)
+        if self.cfg.stable_timings:
+            from clover.evals.bench.stable import StableTimings
+
+            env = StableTimings(env)
+        result = run_agent(row["problem_statement"], settings=settings, env=env, model=model, kind="fix",
+                           trajectory_path=traj)  # fmt: skip
         patch = gitdiff.diff_trees(ws, before, gitdiff.worktree_tree(ws))
         out = {"exit_status": result.exit_status, "error": result.error, "patch": patch,
                "agent_seconds": result.seconds, "model_seconds": result.model_seconds}  # fmt: skip
@@ -330,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--grounding", default="on", help="grounded tool values: on, off, or on,off (both)")
     p.add_argument("--split", choices=("heldout", "handwritten"), default="heldout",
                    help="held-out SynthFix, or the hand-written set (evals/handwritten; --count caps it)")
+    p.add_argument("--real-timings", action="store_true",
+                   help="show the agent the test runs' real durations (default: a fixed one, so a run repeats exactly)")
     args = p.parse_args(argv)
     try:
         cfg = BenchConfig(
@@ -338,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
             max_tokens=args.max_tokens, time_limit=args.time_limit, workers=args.workers, device=args.device,
             think=args.think, mode=args.oracle or "agent", keep_workspaces=args.keep_workspaces,
             grounding=parse_grounding(args.grounding), split=args.split, order=args.order,
-            drafts=args.drafts,
+            drafts=args.drafts, stable_timings=not args.real_timings,
         )  # fmt: skip
         summary = run_bench(cfg)
     except model_error_types() as exc:

@@ -1,0 +1,44 @@
+"""Command output without wall-clock timings, so that a bench run can be repeated exactly.
+
+pytest's summary line says how long the tests took ("1 passed in 0.51s"); the agent reads it back and
+a small model's next tokens depend on it, so two runs of one decoder on one task could differ, and an
+A/B comparison of two decoders carried a task or two of noise. The bench runs the agent in an
+environment whose command output has such durations written as a fixed one ("in 0.01s", the kind of
+figure the model was trained on). Everything else passes through unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+from clover.core.protocols import ExecResult
+
+# pytest's summary ("= 2 failed, 1 passed in 0.12s =", "in 61.20s (0:01:01)") and unittest's
+# ("Ran 3 tests in 0.001s")
+_DURATION = re.compile(r"(\b(?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?|deselected|tests?|no tests ran)"
+                       r" in )\d+(?:\.\d+)?s(?: \(\d+:\d\d:\d\d\))?")  # fmt: skip
+FIXED = "0.01s"
+
+
+def stable_output(text: str) -> str:
+    """`text` with test-run durations written as FIXED."""
+    return _DURATION.sub(lambda m: m.group(1) + FIXED, text)
+
+
+class StableTimings:
+    """An Environment whose `execute` output has test-run durations fixed (everything else delegated)."""
+
+    def __init__(self, env: Any) -> None:
+        self._env = env
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._env, name)
+
+    def execute(self, command: str, cwd: str | None = None, timeout: float | None = None) -> ExecResult:
+        result = self._env.execute(command, cwd=cwd, timeout=timeout)
+        return dataclasses.replace(result, output=stable_output(result.output))
+
+
+__all__ = ["FIXED", "StableTimings", "stable_output"]
