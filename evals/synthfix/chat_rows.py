@@ -68,6 +68,63 @@ PROMPTS: list[tuple[str, str]] = [
     ("feature", "Implement a chess engine."), ("feature", "Create a Dockerfile and deploy this to Kubernetes."),
 ]
 
+# Templated prompts, so a kind is many wordings and many subjects rather than a few memorised
+# strings (a small model taught 75 prompts answered unseen ones of every kind with the general
+# reply). The subjects avoid the measured prompts' (benchmarks/chat_prompts.py).
+_FILL: dict[str, tuple[list[str], list[str]]] = {
+    "general4": (
+        ["What is the capital of {}?", "What language do people speak in {}?", "How big is {}?"],
+        ["Spain", "Kenya", "Peru", "Norway", "Egypt", "Vietnam", "Chile", "Poland", "Ghana", "Canada"],
+    ),
+    "general": (
+        ["Tell me about {}.", "Explain {} in simple terms.", "What do you know about {}?",
+         "Can you explain {} to me?", "Give me a summary of {}.", "I'd like to learn about {}."],
+        ["photosynthesis", "inflation", "blockchain", "the theory of relativity", "black holes", "the Roman empire",
+         "jazz", "climate change", "machine learning", "the stock market", "DNS", "quantum physics",
+         "the French revolution", "vaccines", "the moon landing", "dependency injection", "functional programming"],
+    ),
+    "general2": (
+        ["Write a function that {}.", "I need Python code that {}.", "Give me a script that {}."],
+        ["checks if a number is prime", "merges two dictionaries", "parses a CSV file", "computes a factorial",
+         "downloads a web page", "sorts a list of names", "counts the words in a file", "converts Celsius to Fahrenheit"],
+    ),
+    "general3": (
+        ["How do I {}?", "Show me how to {}.", "Can you {} for me?"],
+        ["bake bread", "tie a tie", "learn the guitar", "change a tire", "center a div in CSS", "invert a binary tree",
+         "write a cover letter", "plan a trip to Rome", "sort a list in JavaScript", "set up a Kubernetes cluster",
+         "write a SQL join", "compute 15% of 80", "train a neural network"],
+    ),
+    "feature": (
+        ["Add {} to this project.", "Please implement {}.", "I need {} in this app.", "Can you build {} for this repo?"],
+        ["user authentication", "a REST API", "a graphical interface", "a plugin system", "a caching layer",
+         "internationalization", "a command-line interface with subcommands", "a payment system", "real-time chat",
+         "a mobile version", "an admin panel", "support for PostgreSQL", "a recommendation engine", "email notifications"],
+    ),
+    "feature2": (
+        ["Rewrite this project in {}.", "Convert this codebase to {}.", "Translate all of this code into {}."],
+        ["Rust", "Java", "C++", "TypeScript", "Haskell", "Kotlin", "Swift", "C#"],
+    ),
+    "who": (
+        ["Are you {}?", "Is this {}?", "am I talking to {}?"],
+        ["ChatGPT", "Claude", "Copilot", "Gemini", "a human", "GPT-4", "an AI", "a bot", "Llama"],
+    ),
+    "greet": (
+        ["{}", "{} Clover", "{}!", "{}, Clover!", "{} :)"],
+        ["hello", "hey", "good morning", "good evening", "hiya", "greetings", "howdy", "hey there", "hello again"],
+    ),
+    "can": (
+        ["{}", "{}?", "So, {}?"],
+        ["what can you do for me", "what are your capabilities", "what commands do you support", "how do I use this tool",
+         "what are you for", "what should I ask you", "what kinds of things can you help with", "how do I start"],
+    ),
+    "thanks": (
+        ["{}", "{}!", "{}, bye", "{}, that helps"],
+        ["thanks", "thank you", "thx", "cheers", "many thanks", "ty", "great", "awesome"],
+    ),
+}
+PROMPTS += [(kind.rstrip("234"), t.format(x)) for kind, (templates, fills) in _FILL.items() for t in templates for x in fills]
+PROMPTS = list(dict.fromkeys(PROMPTS))  # a template may repeat a listed prompt
+
 # One reply per kind, always the same words: a model of a few million parameters taught three ways to
 # say a thing blends them ("I can't answer gener, beyond what I can do"); taught one, it says it.
 OPENINGS = {
