@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from clover.evals.synthfix.chat_rows import PROMPTS, generate, main
+from clover.evals.synthfix.chat_rows import PROMPTS, decision_row, generate, main
 
 
 def test_rows_answer_briefly_without_a_tool_call():
@@ -82,3 +82,16 @@ def test_repository_questions_are_answered_from_the_real_tool_output(tmp_path):
     heldout = synthfix(tmp_path / "ho", "heldout", 1, seed=0)
     with pytest.raises(ValueError, match="train split"):
         task_rows(heldout, 1, seed=0)
+
+
+def test_decision_rows_are_the_thinking_alone(tmp_path):
+    row = generate(1, seed=0)[0]
+    cut = decision_row(row)
+    (start, end), = cut["spans"]
+    assert row["text"].startswith(cut["text"]) and cut["text"].endswith("</think>") and end == len(cut["text"])
+    assert start == row["spans"][0][0] and cut["text"][start:].count("\n") == 1  # one line of thinking
+    out = tmp_path / "d.jsonl"
+    assert main(["--out", str(out), "--count", "2", "--decisions"]) == 0
+    assert all(json.loads(ln)["text"].endswith("</think>") for ln in out.read_text().splitlines())
+    with pytest.raises(ValueError, match="no thinking"):
+        decision_row({"text": "x" * 10, "spans": [(0, 10)]})

@@ -194,16 +194,33 @@ def generate(count: int, seed: int, tool_prompt: str = "compact") -> list[dict[s
     return out
 
 
+def decision_row(record: dict[str, Any]) -> dict[str, Any]:
+    """The record cut to its first turn's thinking (up to `</think>`), the only target: which kind of
+    request this is. In a whole row that choice is a few tokens of a hundred-odd target tokens, too
+    little of the loss for a small model to learn to read the request (the embedded model's scores
+    for each kind's thinking barely moved between "hello", "thanks!" and "Tell me a joke.")."""
+    text, spans = record["text"], record["spans"]
+    start, end = spans[0]
+    cut = text.find("</think>", start, end)
+    if cut < 0:
+        raise ValueError("the first assistant turn has no thinking")
+    cut += len("</think>")
+    return {"text": text[:cut], "spans": [(start, cut)]}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m clover.evals.synthfix.chat_rows", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="JSONL of rendered rows to write")
     parser.add_argument("--count", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tool-prompt", choices=["full", "compact"], default="compact")
+    parser.add_argument("--decisions", action="store_true", help="rows cut to the thinking (decision_row)")
     args = parser.parse_args(argv)
     if args.count < 1:
         parser.error("--count must be >= 1")
     rows = generate(args.count, args.seed, args.tool_prompt)
+    if args.decisions:
+        rows = [decision_row(r) for r in rows]
     write_jsonl(rows, args.out)
     print(f"wrote {len(rows)} chat rows to {args.out}")
     return 0

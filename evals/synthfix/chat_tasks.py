@@ -176,12 +176,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tool-prompt", choices=["full", "compact"], default="compact")
     parser.add_argument("--all-kinds", action="store_true", help="every kind of question on each repository")
+    parser.add_argument("--decisions", action="store_true", help="rows cut to the thinking (chat_rows.decision_row)")
     args = parser.parse_args(argv)
     if args.count < 1:
         parser.error("--count must be >= 1")
     try:
         rows = [json.loads(line) for line in args.instances.read_text(encoding="utf-8").splitlines() if line.strip()]
         records = generate(rows, args.count, args.seed, args.tool_prompt, args.all_kinds)
+        if args.decisions:
+            from clover.evals.synthfix.chat_rows import decision_row
+
+            records = [decision_row(r) for r in records]
         write_jsonl(records, args.out)
     except (OSError, ValueError, KeyError) as exc:
         print(f"clover: {exc}", file=sys.stderr)
