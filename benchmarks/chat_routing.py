@@ -1,4 +1,4 @@
-"""Does the model read the request? Which kind of reply it finds likeliest for each chat prompt.
+"""Does the model read the request? The kind of reply it starts for each chat prompt.
 
     python -m benchmarks.chat_routing [--model embedded]
 
@@ -6,11 +6,12 @@ A chat reply's kind (a greeting back, "I can't answer general questions", a defi
 the tests run...) is decided by the first line of the model's thinking, which the training data
 writes one way per kind (evals/synthfix/chat_rows.py THOUGHTS, chat_tasks.py THINK). For each of
 benchmarks/chat_prompts.py's twenty prompts (never taught), labelled here with the kind a careful
-assistant would pick, this scores every kind's thinking line after the prompt (`clover chat`'s
-system prompt and tools) by the model's mean log-probability per token, and counts the prompts
-whose best-scoring kind is the label. Seconds on a CPU, no agent run: a quick check of a
-checkpoint's chat data before the full chat_prompts run. A model that ignores the request scores
-every prompt alike (the shipped weights of session 7: the same kind for all twenty).
+assistant would pick, this decodes that line greedily (B = 1, as the verified decoder writes it)
+after `clover chat`'s system prompt and tools, reads which kind's line it begins, and counts the
+prompts where that is the label. Also printed: each kind's line scored by mean log-probability per
+token (the best two). Seconds on a CPU, no agent run: a quick check of a checkpoint's chat data
+before the full chat_prompts run. A model that ignores the request starts every prompt alike (the
+shipped weights of session 7: the general question's line for all twenty).
 """
 
 from __future__ import annotations
@@ -31,6 +32,21 @@ LABELS = {
 }  # fmt: skip
 
 
+# The lines checkpoints before session 15 were taught (each kind's line now starts with its own token)
+LEGACY = {
+    "greet": "A greeting. Say briefly who I am and what I can do.",
+    "who": "The user asks who I am. Answer briefly.",
+    "can": "The user asks what I can do. Answer briefly and concretely.",
+    "thanks": "The user says thanks. Answer briefly.",
+    "general": "This is a general question, outside what I can do. Answer briefly and say what I can do.",
+    "feature": "This is a large feature request, beyond what I can do. Say so briefly and say what I can do.",
+    "find": "The user wants the definition of `{name}`. outline finds it.",
+    "tests": "Run the tests with pytest and report the result.",
+    "about": "Read the README to see what the project is.",
+    "files": "List the Python files with glob.",
+}
+
+
 def openers(prompt: str) -> dict[str, str]:
     """Each kind's first thinking line, as the training data writes it (a definition's with the
     function the prompt names)."""
@@ -41,6 +57,22 @@ def openers(prompt: str) -> dict[str, str]:
     return {**THOUGHTS, **{k: v.format(name=name) for k, v in THINK.items()}}
 
 
+def kind_of(line: str, kinds: dict[str, str]) -> str:
+    """The kind whose thinking line (current or LEGACY) shares the longest start with `line` ("?" if
+    none shares more than its first word)."""
+    name = kinds["find"].split("`")[1]
+    kinds = {**{f"{k} ": v.format(name=name) for k, v in LEGACY.items()}, **kinds}
+
+    def shared(a: str, b: str) -> int:
+        n = 0
+        while n < min(len(a), len(b)) and a[n] == b[n]:
+            n += 1
+        return n
+
+    best = max(kinds, key=lambda k: shared(line, kinds[k]))
+    return best.strip() if shared(line, kinds[best]) > len(line.split(" ", 1)[0]) else "?"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.chat_routing", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="embedded")
@@ -49,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.chat_prompts import MORE_PROMPTS, PROMPTS
     from clover.backends.local import LocalCloverModel
     from clover.core.protocols import tool_spec
+    from clover.model.generate import DecodeSettings, generate
     from clover.model.score import continuation_logprobs
     from clover.prompts import BASE
     from clover.settings import Settings
@@ -57,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     model = LocalCloverModel(Settings(model=a.model))
     tools = [tool_spec(t) for t in default_tools()]
     right = 0
+    newline = [t for t in range(model.config.vocab_size) if "\n" in model.tokenizer.decode([t])] + model.stop_ids
     for prompt in PROMPTS + MORE_PROMPTS:
         messages = [{"role": "system", "content": BASE.format(root="/home/user/calc")}, {"role": "user", "content": prompt}]
         ids, _ = model.prompt_ids(messages, tools)
@@ -64,11 +98,13 @@ def main(argv: list[str] | None = None) -> int:
         conts = [model.tokenizer.encode(line) for line in kinds.values()]
         scores = [lp / len(c) for lp, c in zip(continuation_logprobs(model.net, ids, conts), conts, strict=True)]
         ranked = sorted(zip(scores, kinds, strict=True), reverse=True)
-        best = ranked[0][1]
+        decode = DecodeSettings(block_size=1, max_new_tokens=24, temperature=0.0, stop_token_ids=newline)
+        line = model.tokenizer.decode(generate(model.net, [ids], decode).tokens[0]).split("\n", 1)[0]
+        best = kind_of(line, kinds)
         right += best == LABELS[prompt]
         mark = "ok " if best == LABELS[prompt] else "-- "
-        print(f"{mark}{prompt[:44]:46s} {LABELS[prompt]:8s} -> {best:8s} "
-              + " ".join(f"{k}:{s:.2f}" for s, k in ranked[:4]), flush=True)  # fmt: skip
+        print(f"{mark}{prompt[:40]:42s} {LABELS[prompt]:8s} -> {best:8s} {line[:48]!r:52s} "
+              + " ".join(f"{k}:{s:.2f}" for s, k in ranked[:2]), flush=True)  # fmt: skip
     print(f"{right}/{len(LABELS)} prompts: the labelled kind scores best")
     return 0
 

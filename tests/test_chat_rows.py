@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from clover.evals.synthfix.chat_rows import PROMPTS, decision_row, generate, main
+from clover.evals.synthfix.chat_rows import PROMPTS, THOUGHTS, decision_row, generate, main
 
 
 def test_rows_answer_briefly_without_a_tool_call():
@@ -95,3 +95,17 @@ def test_decision_rows_are_the_thinking_alone(tmp_path):
     assert all(json.loads(ln)["text"].endswith("</think>") for ln in out.read_text().splitlines())
     with pytest.raises(ValueError, match="no thinking"):
         decision_row({"text": "x" * 10, "spans": [(0, 10)]})
+
+
+def test_each_kind_of_request_starts_its_thinking_with_its_own_token():
+    """Thinking lines that share a start pool their kinds' mass on it, and greedy decoding then takes
+    that start whatever was asked (evals/synthfix/chat_rows.py THOUGHTS)."""
+    from clover.evals.synthfix.chat_tasks import THINK
+    from clover.model.tokenizer import CloverTokenizer
+
+    tok = CloverTokenizer.from_dir("model/weights")
+    lines = [*THOUGHTS.values(), *(v.format(name="add") for v in THINK.values())]
+    firsts = [tok.encode(line)[0] for line in lines]
+    assert len(set(firsts)) == len(lines)
+    fix_starts = {tok.encode(w)[0] for w in ("The", "Let", "Now", "I", "Run", "Read", "All", "Found", "Edit")}
+    assert not fix_starts & set(firsts)

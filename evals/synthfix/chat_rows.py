@@ -140,13 +140,18 @@ CAN_DO = "I can find code (grep, outline), view files, fix a small bug with str_
 ASK = "Describe a bug: what you ran, what you expected and what you got."
 BIGGER = "For a bigger task, a larger model (`clover chat --model ...`) will do better."
 
+# Each kind's thinking starts with its own first token (G, Name, Help, Th, Gener, F here; Find, Test,
+# Over, List in chat_tasks.py), none a fix's thinking starts with (The, Let, Now, I, Run, Read...).
+# Lines that shared a start ("The user asks who...", "The user says thanks...", "The user wants the
+# definition...") pooled their kinds' mass on that first token: greedy decoding took it whatever was
+# asked, then the likeliest continuation (benchmarks/chat_routing.py: one kind for all twenty prompts).
 THOUGHTS = {
-    "greet": "A greeting. Say briefly who I am and what I can do.",
-    "who": "The user asks who I am. Answer briefly.",
-    "can": "The user asks what I can do. Answer briefly and concretely.",
-    "thanks": "The user says thanks. Answer briefly.",
-    "general": "This is a general question, outside what I can do. Answer briefly and say what I can do.",
-    "feature": "This is a large feature request, beyond what I can do. Say so briefly and say what I can do.",
+    "greet": "Greeting. Say briefly who I am and what I can do.",
+    "who": "Name question: the user asks who I am. Answer briefly.",
+    "can": "Help question: the user asks what I can do. Answer briefly and concretely.",
+    "thanks": "Thanks: the user says thanks. Answer briefly.",
+    "general": "General question, outside what I can do. Answer briefly and say what I can do.",
+    "feature": "Feature request, beyond what I can do. Say so briefly and say what I can do.",
 }
 
 ROOT_NAMES = ["project", "app", "myrepo", "src", "work", "toolkit", "service", "lib", "demo", "api"]

@@ -49,10 +49,10 @@ FILES = ["List the Python files.", "which files are in this project?", "Show me 
          "What modules are there?", "list the files", "What files does this repo have?",
          "Show the project structure.", "Which Python files are there?", "ls"]  # fmt: skip
 
-THINK = {
-    "find": "The user wants the definition of `{name}`. outline finds it.",
-    "tests": "Run the tests with pytest and report the result.",
-    "about": "Read the README to see what the project is.",
+THINK = {  # first tokens distinct from every other kind's (chat_rows.py THOUGHTS says why)
+    "find": "Find the definition of `{name}`: outline finds it.",
+    "tests": "Test run: run the tests with pytest and report the result.",
+    "about": "Overview: read the README to see what the project is.",
     "files": "List the Python files with glob.",
 }
 OFFER = [
