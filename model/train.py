@@ -2,6 +2,7 @@
 
     python -m clover.model.train --config tiny.json --data DIR --out DIR [--resume] [--steps N]
         [--batch B] [--seq L] [--lr LR] [--device cpu|cuda] [--time-limit MIN]
+        [--short-data DIR --short-share P --short-batch K]
     python -m clover.model.train --out DIR --export-to model/weights [--tokenizer tok.json]
 
 Per step: one block size B for the batch from BLOCK_SIZES (weighted toward 32 and 1); per block a
@@ -59,6 +60,9 @@ class TrainArgs:
     block_weights: str = ",".join(map(str, BLOCK_WEIGHTS))
     # share of B > 1 blocks masked as a suffix (left-order decoding's pattern) rather than at random
     suffix_masks: float = 0.0
+    # share of steps that draw `short_batch` rows of the --short-data set (its own, shorter row length)
+    short_share: float = 0.0
+    short_batch: int = 4
 
     def weights(self) -> list[float]:
         values = [float(v) for v in self.block_weights.split(",")]
@@ -66,6 +70,8 @@ class TrainArgs:
             raise ValueError(f"--block-weights needs {len(BLOCK_SIZES)} weights >= 0 for block sizes {BLOCK_SIZES}")
         if not 0.0 <= self.suffix_masks <= 1.0:
             raise ValueError("--suffix-masks must be a share between 0 and 1")
+        if not 0.0 <= self.short_share <= 1.0 or self.short_batch < 1:
+            raise ValueError("--short-share must be a share between 0 and 1, --short-batch at least 1")
         return values
 
 
@@ -138,21 +144,35 @@ def lr_at(step: int, args: TrainArgs, elapsed: float) -> float:
 # --------------------------------------------------------------------------- trainer
 
 
+def _useful_rows(ids: torch.Tensor, target: torch.Tensor, seq: int, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    if seq % max(BLOCK_SIZES):
+        raise ValueError(f"{name}: the row length must be a multiple of {max(BLOCK_SIZES)}, not {seq}")
+    # rows with (almost) no target, e.g. a window inside a system prompt, teach nothing
+    keep = target[:, 1:seq].sum(1) >= 8
+    if not keep.any():
+        raise ValueError(f"{name}: no row has target tokens")
+    return ids[keep, :seq], target[keep, :seq]
+
+
 class Trainer:
+    """`short` (ids, target): a second packed set of shorter rows (e.g. chat rows of ~300 tokens at
+    416): a `short_share` of the steps draws `short_batch` of them, so short examples come several
+    to a step instead of one row padded to the long length each, without leaving the long rows'
+    training (a run on short rows alone made the embedded model forget how to fix bugs)."""
+
     def __init__(self, config: CloverConfig, ids: torch.Tensor, target: torch.Tensor, out: Path,
-                 args: TrainArgs, device: str = "cpu") -> None:  # fmt: skip
+                 args: TrainArgs, device: str = "cpu",
+                 short: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:  # fmt: skip
         self.config, self.args, self.out, self.device = config, args, Path(out), device
         seq = args.seq or ids.shape[1]
         if seq > ids.shape[1]:
             raise ValueError(f"--seq {seq} is longer than the packed rows ({ids.shape[1]})")
         self.block_weights = args.weights()
-        if seq % max(BLOCK_SIZES):
-            raise ValueError(f"--seq must be a multiple of {max(BLOCK_SIZES)}")
-        # rows with (almost) no target, e.g. a window inside a system prompt, teach nothing
-        keep = target[:, 1:seq].sum(1) >= 8
-        if not keep.any():
-            raise ValueError("no packed row has target tokens")
-        self.ids, self.target, self.seq = ids[keep, :seq], target[keep, :seq], seq
+        self.ids, self.target = _useful_rows(ids, target, seq, "--data")
+        self.seq = seq
+        self.short = None
+        if short is not None and args.short_share > 0:
+            self.short = _useful_rows(short[0], short[1], short[0].shape[1], "--short-data")
         torch.manual_seed(args.seed)
         self.model = CloverForCausalLM(config).to(device)
         decay = [p for n, p in self.model.named_parameters() if p.dim() >= 2 and "embed" not in n]
@@ -169,30 +189,36 @@ class Trainer:
     # ------------------------------------------------------------------ one step
 
     def batch(self, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        rows = torch.randint(0, self.ids.shape[0], (self.args.batch,), generator=gen)
-        return self.ids[rows].to(self.device), self.target[rows].to(self.device)
+        """This step's rows: from the short set for a `short_share` of the steps (drawn only when
+        there is one, so runs without it keep their batches), else from the long one."""
+        ids, target, n = self.ids, self.target, self.args.batch
+        if self.short is not None and float(torch.rand((), generator=gen)) < self.args.short_share:
+            (ids, target), n = self.short, self.args.short_batch
+        rows = torch.randint(0, ids.shape[0], (n,), generator=gen)
+        return ids[rows].to(self.device), target[rows].to(self.device)
 
-    def loss_at(self, step: int) -> tuple[torch.Tensor, int, int]:
+    def loss_at(self, step: int) -> tuple[torch.Tensor, int, int, int]:
+        """(loss, masked positions, block size, tokens in the batch) of step `step`."""
         gen = step_generator(self.args.seed, step)
         x0, target = self.batch(gen)
-        block = sample_block_size(gen, self.seq, self.block_weights)
+        block = sample_block_size(gen, x0.shape[1], self.block_weights)
         loss, count = diffusion_step_loss(self.model, x0, target.bool(), block, gen, self.args.suffix_masks)
-        return loss, count, block
+        return loss, count, block, x0.numel()
 
     def train_step(self) -> dict[str, float]:
         self.model.train()
         lr = lr_at(self.step, self.args, self.elapsed)
         for group in self.opt.param_groups:
             group["lr"] = lr
-        loss, count, block = self.loss_at(self.step)
+        loss, count, block, tokens = self.loss_at(self.step)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.args.clip)
         self.opt.step()
         self.step += 1
-        self.tokens += self.args.batch * self.seq
+        self.tokens += tokens
         return {"step": self.step, "loss": float(loss.detach()), "block": block, "masked": count, "lr": lr,
-                "grad_norm": float(norm)}  # fmt: skip
+                "grad_norm": float(norm), "tokens": tokens}  # fmt: skip
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -255,7 +281,7 @@ class Trainer:
                 rec = self.train_step()
                 self.elapsed += time.monotonic() - t0
                 window.append(rec)
-                win_tokens += args.batch * self.seq
+                win_tokens += rec["tokens"]
                 if self.step % args.log_every == 0 or self.step == args.steps:
                     secs = time.monotonic() - win_start
                     summary = {
@@ -365,6 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2, help="CPU threads; on a busy shared machine 1 beats 2 by 5-10x (OpenMP spin-waits)")
     p.add_argument("--export-to", type=Path, help="export OUT/ckpt/last.pt to this directory and exit")
     p.add_argument("--tokenizer", type=Path, help="tokenizer.json to copy on export")
+    p.add_argument("--short-data", type=Path, help="a second packed set of shorter rows (see --short-share)")
     defaults = TrainArgs()
     for name, value in defaults.__dict__.items():
         p.add_argument("--" + name.replace("_", "-"), type=type(value), default=None if name == "steps" else value)
@@ -390,8 +417,19 @@ def main(argv: list[str] | None = None) -> int:
     if int(ids.max()) >= config.vocab_size:
         p.error(f"token id {int(ids.max())} >= vocab_size {config.vocab_size} of {a.config}")
     args = TrainArgs(**{k: getattr(a, k) for k in defaults.__dict__})
+    short = None
+    if a.short_data is not None:
+        try:
+            short_ids, short_target, _ = load_packed(a.short_data)
+        except ValueError as exc:
+            p.error(f"--short-data: {exc}")
+        if int(short_ids.max()) >= config.vocab_size:
+            p.error(f"--short-data: token id {int(short_ids.max())} >= vocab_size {config.vocab_size} of {a.config}")
+        short = (short_ids, short_target)
+    elif args.short_share > 0:
+        p.error("--short-share needs --short-data")
     try:
-        trainer = Trainer(config, ids, target, a.out, args, a.device)
+        trainer = Trainer(config, ids, target, a.out, args, a.device, short)
     except ValueError as exc:
         p.error(str(exc))
     last = a.out / "ckpt" / "last.pt"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from clover.model.config import tiny
@@ -270,3 +271,33 @@ def test_a_time_limited_run_is_not_cut_at_the_default_step_count() -> None:
     assert resolve_steps(None, 0.0) == TrainArgs.steps
     assert resolve_steps(None, 90.0) > 10**6  # the clock ends it, and drives the cosine
     assert resolve_steps(500, 90.0) == 500
+
+
+def test_short_rows_mix_into_the_long_rows_steps(tmp_path) -> None:
+    ids, target = _data(rows=4)
+    long_ids, long_target = torch.cat([ids, ids], 1), torch.cat([target, target], 1)  # rows of 64
+    short = _data(rows=6, seed=1)  # rows of 32
+    args = _args(short_share=0.5, short_batch=3)
+    trainer = Trainer(tiny(), long_ids, long_target, tmp_path / "a", args, short=short)
+    recs = [trainer.train_step() for _ in range(20)]
+    sizes = [r["tokens"] for r in recs]
+    assert set(sizes) == {2 * 64, 3 * 32} and 4 <= sizes.count(3 * 32) <= 16
+    assert trainer.tokens == sum(sizes)
+    trainer.save()
+    expected = trainer.train_step()
+    again = Trainer(tiny(), long_ids, long_target, tmp_path / "b", args, short=short)
+    again.load(tmp_path / "a" / "ckpt" / "last.pt")
+    got = again.train_step()
+    assert (got["tokens"], got["block"]) == (expected["tokens"], expected["block"])
+    assert abs(got["loss"] - expected["loss"]) < 1e-6
+
+
+def test_without_a_short_share_the_batches_are_the_long_rows_as_before(tmp_path) -> None:
+    ids, target = _data()
+    plain = Trainer(tiny(), ids, target, tmp_path / "a", _args())
+    unused = Trainer(tiny(), ids, target, tmp_path / "b", _args(), short=_data(rows=2, seed=1))
+    for _ in range(3):
+        a, b = plain.train_step(), unused.train_step()
+        assert (a["block"], a["tokens"]) == (b["block"], b["tokens"]) and abs(a["loss"] - b["loss"]) < 1e-6
+    with pytest.raises(ValueError, match="short-share"):
+        _args(short_share=1.5).weights()
