@@ -8,7 +8,8 @@ writes one way per kind (evals/synthfix/chat_rows.py THOUGHTS, chat_tasks.py THI
 benchmarks/chat_prompts.py's twenty prompts (never taught), labelled here with the kind a careful
 assistant would pick, this decodes that line greedily (B = 1, as the verified decoder writes it)
 after `clover chat`'s system prompt and tools, reads which kind's line it begins, and counts the
-prompts where that is the label. Also printed: each kind's line scored by mean log-probability per
+prompts where that is the label and the thinking ends after that line, as the training data's does
+(a model that goes on thinking, "Greeting. ...\nI need to find ...", is marked KIND+more). Also printed: each kind's line scored by mean log-probability per
 token (the best two). Seconds on a CPU, no agent run: a quick check of a checkpoint's chat data
 before the full chat_prompts run. A model that ignores the request starts every prompt alike (the
 shipped weights of session 7: the general question's line for all twenty).
@@ -81,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.chat_prompts import MORE_PROMPTS, PROMPTS
     from clover.backends.local import LocalCloverModel
     from clover.core.protocols import tool_spec
+    from clover.model.chat import THINK_CLOSE
     from clover.model.generate import DecodeSettings, generate
     from clover.model.score import continuation_logprobs
     from clover.prompts import BASE
@@ -90,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     model = LocalCloverModel(Settings(model=a.model))
     tools = [tool_spec(t) for t in default_tools()]
     right = 0
-    newline = [t for t in range(model.config.vocab_size) if "\n" in model.tokenizer.decode([t])] + model.stop_ids
+    stops = [t for t in (model.tokenizer.token_id(THINK_CLOSE), *model.stop_ids) if t is not None]
     for prompt in PROMPTS + MORE_PROMPTS:
         messages = [{"role": "system", "content": BASE.format(root="/home/user/calc")}, {"role": "user", "content": prompt}]
         ids, _ = model.prompt_ids(messages, tools)
@@ -98,9 +100,12 @@ def main(argv: list[str] | None = None) -> int:
         conts = [model.tokenizer.encode(line) for line in kinds.values()]
         scores = [lp / len(c) for lp, c in zip(continuation_logprobs(model.net, ids, conts), conts, strict=True)]
         ranked = sorted(zip(scores, kinds, strict=True), reverse=True)
-        decode = DecodeSettings(block_size=1, max_new_tokens=24, temperature=0.0, stop_token_ids=newline)
-        line = model.tokenizer.decode(generate(model.net, [ids], decode).tokens[0]).split("\n", 1)[0]
+        decode = DecodeSettings(block_size=1, max_new_tokens=40, temperature=0.0, stop_token_ids=stops)
+        thought = model.tokenizer.decode(generate(model.net, [ids], decode).tokens[0])
+        line, _, rest = thought.partition("\n")
         best = kind_of(line, kinds)
+        if not rest.startswith(THINK_CLOSE):  # the line must end the thinking, as in training
+            best = f"{best}+more"
         right += best == LABELS[prompt]
         mark = "ok " if best == LABELS[prompt] else "-- "
         print(f"{mark}{prompt[:40]:42s} {LABELS[prompt]:8s} -> {best:8s} {line[:48]!r:52s} "
