@@ -203,7 +203,10 @@ def decision_row(record: dict[str, Any]) -> dict[str, Any]:
     """The record cut to its first turn's thinking (up to `</think>`), the only target: which kind of
     request this is. In a whole row that choice is a few tokens of a hundred-odd target tokens, too
     little of the loss for a small model to learn to read the request (the embedded model's scores
-    for each kind's thinking barely moved between "hello", "thanks!" and "Tell me a joke.")."""
+    for each kind's thinking barely moved between "hello", "thanks!" and "Tell me a joke.").
+    They teach the choice and nothing after it: as most of a run's short rows (session 15) they
+    taught the model to end its turn right after the thinking, with an empty reply. Mix them with
+    whole rows, which are short enough to be short rows themselves."""
     text, spans = record["text"], record["spans"]
     start, end = spans[0]
     cut = text.find("</think>", start, end)
