@@ -414,8 +414,11 @@ def main(argv: list[str] | None = None) -> int:
         ids, target, meta = load_packed(a.data)
     except ValueError as exc:
         p.error(str(exc))
-    if int(ids.max()) >= config.vocab_size:
-        p.error(f"token id {int(ids.max())} >= vocab_size {config.vocab_size} of {a.config}")
+    def check_vocab(name: str, rows: torch.Tensor) -> None:
+        if int(rows.max()) >= config.vocab_size:
+            p.error(f"{name}: token id {int(rows.max())} >= vocab_size {config.vocab_size} of {a.config}")
+
+    check_vocab("--data", ids)
     args = TrainArgs(**{k: getattr(a, k) for k in defaults.__dict__})
     short = None
     if a.short_data is not None:
@@ -423,8 +426,7 @@ def main(argv: list[str] | None = None) -> int:
             short_ids, short_target, _ = load_packed(a.short_data)
         except ValueError as exc:
             p.error(f"--short-data: {exc}")
-        if int(short_ids.max()) >= config.vocab_size:
-            p.error(f"--short-data: token id {int(short_ids.max())} >= vocab_size {config.vocab_size} of {a.config}")
+        check_vocab("--short-data", short_ids)
         short = (short_ids, short_target)
     elif args.short_share > 0:
         p.error("--short-share needs --short-data")

@@ -27,3 +27,5 @@ def test_a_real_pytest_run_reads_the_same_twice(tmp_path):
     assert first.output == second.output
     assert env.root == str(tmp_path.resolve())  # everything else is the wrapped environment's
     assert env.read_file("test_a.py").startswith(b"import time")
+    env.on_output = print  # attributes set on the wrapper land on the wrapped environment
+    assert env._env.on_output is print

@@ -31,10 +31,13 @@ class StableTimings:
     """An Environment whose `execute` output has test-run durations fixed (everything else delegated)."""
 
     def __init__(self, env: Any) -> None:
-        self._env = env
+        object.__setattr__(self, "_env", env)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._env, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:  # e.g. `env.on_output = ...` reaches the real one
+        setattr(self._env, name, value)
 
     def execute(self, command: str, cwd: str | None = None, timeout: float | None = None) -> ExecResult:
         result = self._env.execute(command, cwd=cwd, timeout=timeout)

@@ -20,6 +20,7 @@ from typing import Any
 from clover.core.protocols import tool_spec
 from clover.evals.synthfix.generator import write_jsonl
 from clover.evals.synthfix.oracle import render_trajectory
+from clover.model.chat import THINK_CLOSE
 from clover.prompts import BASE
 from clover.tools.registry import default_tools
 
@@ -209,10 +210,10 @@ def decision_row(record: dict[str, Any]) -> dict[str, Any]:
     whole rows, which are short enough to be short rows themselves."""
     text, spans = record["text"], record["spans"]
     start, end = spans[0]
-    cut = text.find("</think>", start, end)
+    cut = text.find(THINK_CLOSE, start, end)
     if cut < 0:
         raise ValueError("the first assistant turn has no thinking")
-    cut += len("</think>")
+    cut += len(THINK_CLOSE)
     return {"text": text[:cut], "spans": [(start, cut)]}
 
 
