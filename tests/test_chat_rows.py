@@ -4,6 +4,7 @@ answer as the only target."""
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
@@ -82,6 +83,28 @@ def test_repository_questions_are_answered_from_the_real_tool_output(tmp_path):
     heldout = synthfix(tmp_path / "ho", "heldout", 1, seed=0)
     with pytest.raises(ValueError, match="train split"):
         task_rows(heldout, 1, seed=0)
+
+
+def test_the_repository_path_says_nothing_about_the_kind_of_request(tmp_path):
+    """Social rows and repository questions show paths from one distribution, never the generator's
+    own: a model that can tell them apart by the path answers "Run the tests." with "Hi!"."""
+    import re
+
+    from clover.evals.synthfix import generate as synthfix
+    from clover.evals.synthfix.chat_rows import draw_root
+    from clover.evals.synthfix.chat_tasks import generate as task_rows
+
+    def roots(records: list[dict]) -> list[str]:
+        return [re.search(r"working in the repository at (\S+)\.\n", r["text"])[1] for r in records]
+
+    rows = synthfix(tmp_path / "sf", "train", 3, seed=4)
+    tasks = roots(task_rows(rows, 12, seed=1, all_kinds=True))
+    social = roots(generate(240, seed=1))
+    assert not any(str(tmp_path) in root for root in tasks)
+    assert len(set(tasks)) == 3  # one path per repository: its four questions share a system prompt
+    top = lambda root: root.split("/")[1]  # noqa: E731
+    assert {top(r) for r in tasks} <= {top(r) for r in social} and len({top(r) for r in social}) >= 6
+    assert {top(draw_root(random.Random(seed))) for seed in range(2000)} == {top(r) for r in social}
 
 
 def test_decision_rows_are_the_thinking_alone(tmp_path):

@@ -155,13 +155,33 @@ THOUGHTS = {
     "feature": "Feature request, beyond what I can do. Say so briefly and say what I can do.",
 }
 
-ROOT_NAMES = ["project", "app", "myrepo", "src", "work", "toolkit", "service", "lib", "demo", "api"]
+ROOT_NAMES = ["project", "app", "myrepo", "src", "work", "toolkit", "service", "lib", "demo", "api", "calc",
+              "utils", "tool", "backend", "scripts", "core", "pkg", "mylib", "site", "bot"]  # fmt: skip
+_USERS = ["ana", "dev", "sam", "user", "jo", "kim", "lee", "max", "root"]
+_PARENTS = ["", "code/", "src/", "projects/", "work/", "git/", "repos/"]
+
+
+def draw_root(rng: random.Random, name: str | None = None) -> str:
+    """A repository path for a row's system prompt, from one distribution every kind of chat row shares.
+    The path says nothing about the request: when the repository questions' rows kept their generator's
+    on-disk path (/work/.../synth/repos/...) and the social rows drew /home or /tmp ones, the embedded
+    model learnt to answer by the path, and in a temporary repository "Run the tests." got "Hi!"."""
+    name = name or rng.choice(ROOT_NAMES)
+    user, parent = rng.choice(_USERS), rng.choice(_PARENTS)
+    shapes = [
+        f"/home/{user}/{parent}{name}",
+        f"/Users/{user}/{parent}{name}",
+        f"/tmp/{rng.choice(['clover', 'tmp', 'work', 'chat', 'repo', 'test'])}-{rng.getrandbits(32):08x}/{name}",
+        f"/tmp/tmp{rng.getrandbits(24):06x}/{name}",
+        f"/tmp/pytest-of-{user}/pytest-{rng.randrange(100)}/test_{rng.choice(['chat', 'repo', 'run'])}0/{name}",
+        f"/{rng.choice(['work', 'srv', 'opt', 'workspace', 'app', 'mnt/data', 'root'])}/{name}",
+    ]
+    return rng.choice(shapes)
 
 
 def chat_trajectory(kind: str, prompt: str, rng: random.Random, tools: list[dict[str, Any]]) -> dict[str, Any]:
     """One oracle-format trajectory (messages, thinking, tools): system, user prompt, a tool-free answer."""
-    root = rng.choice([f"/home/{rng.choice(['ana', 'dev', 'sam', 'user'])}/{rng.choice(ROOT_NAMES)}",
-                       f"/tmp/clover-{rng.getrandbits(32):08x}/{rng.choice(ROOT_NAMES)}"])  # fmt: skip
+    root = draw_root(rng)
     parts = [OPENINGS[kind]]
     if kind != "thanks":
         parts += [CAN_DO, ASK]

@@ -7,7 +7,8 @@ they report bugs. For each TRAINING-split SynthFix repository (read only, at its
 picks one such question, runs the tool a careful agent would (outline, bash pytest, view README.md or
 glob) through the real tools, and writes the answer from that tool's real output: the definition's
 path and lines, the pytest summary line, the README's description, the files found. The system
-prompt is the `clover chat` one (clover_cli/prompts.py BASE). Rows are rendered {"text", "spans"}
+prompt is the `clover chat` one (clover_cli/prompts.py BASE), at a path drawn like the other chat
+rows' (chat_rows.draw_root), not the generator's on-disk one. Rows are rendered {"text", "spans"}
 records like chat_rows.py's; only the assistant's turns are targets.
 """
 
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from clover.core.protocols import tool_spec
+from clover.evals.synthfix.chat_rows import decision_row, draw_root
 from clover.evals.synthfix.generator import write_jsonl
 from clover.evals.synthfix.oracle import render_trajectory
 from clover.prompts import BASE
@@ -74,6 +76,14 @@ def _defined_names(repo: Path) -> list[str]:
     return names
 
 
+def _project_name(repo: Path) -> str | None:
+    """The package's name (src/NAME or NAME/ with an __init__.py), else None."""
+    for init in sorted(repo.glob("*/__init__.py")) + sorted(repo.glob("src/*/__init__.py")):
+        if init.parent.name != "tests":
+            return init.parent.name
+    return None
+
+
 def plan(kind: str, repo: Path, rng: random.Random) -> tuple[str, str, dict[str, Any], dict[str, str]] | None:
     """(prompt, tool, arguments, format fields) for one question about `repo`; None if it has no answer."""
     if kind == "find":
@@ -117,7 +127,10 @@ def answer(kind: str, output: str, fields: dict[str, str]) -> str | None:
     return text + (f" Tests: {', '.join(tests)}." if tests else "")
 
 
-def trajectory(repo: Path, kind: str, rng: random.Random, tools: list[dict[str, Any]]) -> dict[str, Any] | None:
+def trajectory(repo: Path, kind: str, rng: random.Random, tools: list[dict[str, Any]],
+               root: str) -> dict[str, Any] | None:  # fmt: skip
+    """One question about `repo` answered with one real tool call; the system prompt shows `root`
+    (chat_rows.draw_root: the path must say nothing about the kind of request)."""
     planned = plan(kind, repo, rng)
     if planned is None:
         return None
@@ -132,7 +145,7 @@ def trajectory(repo: Path, kind: str, rng: random.Random, tools: list[dict[str, 
     return {
         "instance_id": f"chat-task-{kind}",
         "messages": [
-            {"role": "system", "content": BASE.format(root=env.root)},
+            {"role": "system", "content": BASE.format(root=root)},
             {"role": "user", "content": prompt},
             {"role": "assistant", "content": "", "tool_calls": [call]},
             {"role": "tool", "tool_call_id": "call_1_0", "name": tool, "content": result.output},
@@ -160,8 +173,10 @@ def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compac
             break
         if row.get("split") != "train":
             raise ValueError(f"{row.get('instance_id')}: chat task rows come from the train split only")
+        repo = Path(row["repo"])
+        root = draw_root(rng, _project_name(repo))  # one per repository: its questions share a prompt
         for kind in KINDS if all_kinds else [KINDS[i % len(KINDS)]]:
-            traj = trajectory(Path(row["repo"]), kind, rng, tools)
+            traj = trajectory(repo, kind, rng, tools, root)
             if traj is not None and len(out) < count:
                 text, spans = render_trajectory(traj, 0, tool_prompt)
                 out.append({"text": text, "spans": spans})
@@ -184,8 +199,6 @@ def main(argv: list[str] | None = None) -> int:
         rows = [json.loads(line) for line in args.instances.read_text(encoding="utf-8").splitlines() if line.strip()]
         records = generate(rows, args.count, args.seed, args.tool_prompt, args.all_kinds)
         if args.decisions:
-            from clover.evals.synthfix.chat_rows import decision_row
-
             records = [decision_row(r) for r in records]
         write_jsonl(records, args.out)
     except (OSError, ValueError, KeyError) as exc:
