@@ -1,6 +1,6 @@
 """Does the model read the request? The kind of reply it starts for each chat prompt.
 
-    python -m benchmarks.chat_routing [--model embedded]
+    python -m benchmarks.chat_routing [--model embedded] [--root /home/user/calc]
 
 A chat reply's kind (a greeting back, "I can't answer general questions", a definition looked up,
 the tests run...) is decided by the first line of the model's thinking, which the training data
@@ -12,7 +12,8 @@ prompts where that is the label and the thinking ends after that line, as the tr
 (a model that goes on thinking, "Greeting. ...\nI need to find ...", is marked KIND+more). Also printed: each kind's line scored by mean log-probability per
 token (the best two). Seconds on a CPU, no agent run: a quick check of a checkpoint's chat data
 before the full chat_prompts run. A model that ignores the request starts every prompt alike (the
-shipped weights of session 7: the general question's line for all twenty).
+shipped weights of session 7: the general question's line for all twenty). `--root`: the repository
+path in the system prompt; the choice should not depend on it (evals/synthfix/chat_rows.draw_root).
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ def kind_of(line: str, kinds: dict[str, str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.chat_routing", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="embedded")
+    p.add_argument("--root", default="/home/user/calc", help="the repository path the system prompt shows")
     a = p.parse_args(argv)
 
     from benchmarks.chat_prompts import MORE_PROMPTS, PROMPTS
@@ -94,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     right = 0
     stops = [t for t in (model.tokenizer.token_id(THINK_CLOSE), *model.stop_ids) if t is not None]
     for prompt in PROMPTS + MORE_PROMPTS:
-        messages = [{"role": "system", "content": BASE.format(root="/home/user/calc")}, {"role": "user", "content": prompt}]
+        messages = [{"role": "system", "content": BASE.format(root=a.root)}, {"role": "user", "content": prompt}]
         ids, _ = model.prompt_ids(messages, tools)
         kinds = openers(prompt)
         conts = [model.tokenizer.encode(line) for line in kinds.values()]
