@@ -8,8 +8,9 @@ model fitted to the first ten.
 Each prompt is one headless request (`clover -p PROMPT --output-format json`, plan mode: nothing is
 edited) in a fresh git repository holding one small Python file, so questions about "this repo" have
 something to look at. Writes OUT/replies.json (status, reply, steps, tokens, seconds per prompt) and
-OUT/replies.md. Judging "coherent or an honest I can't" is left to the reader; the script records
-the replies and flags the mechanical failures: a truncated or runaway reply, an error, no reply.
+OUT/replies.md. It flags the mechanical failures (a truncated or runaway reply, an error, no reply)
+and gives each reply a verdict (verdict(): the reply of the prompt's kind, an honest "I can't" of
+another kind, or other); whether an "other" is still coherent is left to the reader.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -50,6 +52,21 @@ MORE_PROMPTS = [
     "Thank you so much!",
 ]
 
+# The kind of reply a careful assistant picks for each prompt (benchmarks/chat_routing.py reads the
+# model's choice; verdict() below checks the reply).
+LABELS = {
+    "hi": "greet", "What can you do?": "can", "What does this repository do?": "about",
+    "Explain what a Python decorator is.": "general", "Write a function that reverses a string.": "general",
+    "What is the capital of France?": "general", "Add a web dashboard with user accounts to this project.": "feature",
+    "Which file defines the function add?": "find", "Run the tests.": "tests", "Thanks, that's all.": "thanks",
+    "good day!": "greet", "Who built you?": "who", "How should I ask you for help?": "can",
+    "What's the tallest building in the world?": "general",
+    "Explain the difference between a list and a tuple in Python.": "general", "Port this code to Go.": "feature",
+    "Where is mean defined?": "find", "Do all the tests pass?": "tests", "What files are in this repo?": "files",
+    "Thank you so much!": "thanks",
+}  # fmt: skip
+
+
 SAMPLE = '''"""Small arithmetic helpers."""
 
 
@@ -60,6 +77,25 @@ def add(a, b):
 def mean(values):
     return sum(values) / len(values)
 '''
+
+
+def verdict(prompt: str, reply: str) -> str:
+    """"fit": the reply a careful assistant gives for the prompt's kind (the taught opening for the
+    social kinds and for what it cannot do; for the repository questions, what the tool shows about
+    make_repo's repository); "cannot": an honest "I can't" of another kind; "other" otherwise."""
+    from clover.evals.synthfix.chat_rows import OPENINGS
+
+    kind, text = LABELS[prompt], reply.strip()
+    name = "mean" if "mean" in prompt.split() else "add"
+    fits = {
+        "find": f"`{name}`" in text and "calc.py" in text,
+        "tests": re.search(r"\b1 passed\b", text) is not None,
+        "about": "arithmetic" in text.lower(),
+        "files": "calc.py" in text,
+    }
+    if fits.get(kind, kind in OPENINGS and text.startswith(OPENINGS[kind])):
+        return "fit"
+    return "cannot" if text.startswith((OPENINGS["general"], OPENINGS["feature"])) else "other"
 
 
 def make_repo(root: Path) -> Path:
@@ -99,7 +135,7 @@ def write_markdown(rows: list[dict], model: str, path: Path) -> None:
     lines = [f"# Chat prompts on `{model}`", ""]
     for i, r in enumerate(rows, 1):
         reply = (r.get("result") or "").strip().replace("\n", "\n> ")
-        lines += [f"{i}. **{r['prompt']}** ({r.get('status')}, {r.get('steps')} steps, "
+        lines += [f"{i}. **{r['prompt']}** ({r.get('status')}, {r.get('verdict')}, {r.get('steps')} steps, "
                   f"{r.get('completion_tokens')} tokens, {r.get('seconds')} s)", "", f"> {reply or '(no reply)'}", ""]  # fmt: skip
     path.write_text("\n".join(lines), encoding="utf-8")
 
@@ -122,12 +158,15 @@ def main(argv: list[str] | None = None) -> int:
         for prompt in prompts:
             rows.append(ask(args.model, prompt, repo, args.max_tokens, args.max_steps, args.timeout))
             r = rows[-1]
-            print(f"[{len(rows)}/{len(prompts)}] {prompt!r}: {r.get('status')} {str(r.get('result'))[:100]!r}",
-                  flush=True)  # fmt: skip
+            r["verdict"] = verdict(prompt, r.get("result") or "")
+            print(f"[{len(rows)}/{len(prompts)}] {prompt!r}: {r.get('status')} {r['verdict']} "
+                  f"{str(r.get('result'))[:100]!r}", flush=True)  # fmt: skip
     (args.out / "replies.json").write_text(json.dumps(rows, indent=2), encoding="utf-8")
     write_markdown(rows, args.model, args.out / "replies.md")
     bad = sum(1 for r in rows if r.get("status") != "submitted")
     print(f"{len(rows) - bad}/{len(rows)} replied without truncation, runaway or error -> {args.out / 'replies.md'}")
+    count = {v: sum(r["verdict"] == v for r in rows) for v in ("fit", "cannot", "other")}
+    print(f"fit {count['fit']}/{len(rows)}, an honest I-can't of another kind {count['cannot']}, other {count['other']}")
     return 0
 
 

@@ -21,18 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-LABELS = {
-    "hi": "greet", "What can you do?": "can", "What does this repository do?": "about",
-    "Explain what a Python decorator is.": "general", "Write a function that reverses a string.": "general",
-    "What is the capital of France?": "general", "Add a web dashboard with user accounts to this project.": "feature",
-    "Which file defines the function add?": "find", "Run the tests.": "tests", "Thanks, that's all.": "thanks",
-    "good day!": "greet", "Who built you?": "who", "How should I ask you for help?": "can",
-    "What's the tallest building in the world?": "general",
-    "Explain the difference between a list and a tuple in Python.": "general", "Port this code to Go.": "feature",
-    "Where is mean defined?": "find", "Do all the tests pass?": "tests", "What files are in this repo?": "files",
-    "Thank you so much!": "thanks",
-}  # fmt: skip
-
+from benchmarks.chat_prompts import LABELS  # the kind a careful assistant picks for each prompt
 
 # The lines checkpoints before session 15 were taught (each kind's line now starts with its own token)
 LEGACY = {

@@ -132,3 +132,21 @@ def test_each_kind_of_request_starts_its_thinking_with_its_own_token():
     assert len(set(firsts)) == len(lines)
     fix_starts = {tok.encode(w)[0] for w in ("The", "Let", "Now", "I", "Run", "Read", "All", "Found", "Edit")}
     assert not fix_starts & set(firsts)
+
+
+def test_chat_prompt_replies_get_a_verdict_by_kind():
+    """benchmarks/chat_prompts.verdict: the taught reply of the prompt's kind fits, another kind's
+    does not, and an "I can't" of another kind is told apart from other replies."""
+    from benchmarks.chat_prompts import LABELS, MORE_PROMPTS, verdict
+    from benchmarks.chat_prompts import PROMPTS as MEASURED
+    from clover.evals.synthfix.chat_rows import OPENINGS
+
+    assert set(LABELS) == set(MEASURED + MORE_PROMPTS)
+    assert verdict("hi", OPENINGS["greet"] + " I can find code.") == "fit"
+    assert verdict("Thank you so much!", OPENINGS["thanks"]) == "fit"
+    assert verdict("Run the tests.", OPENINGS["greet"]) == "other"
+    assert verdict("Run the tests.", "All tests pass: 1 passed in 0.01s.") == "fit"
+    assert verdict("Do all the tests pass?", OPENINGS["general"] + " I can run the tests.") == "cannot"
+    assert verdict("Where is mean defined?", "`mean` is defined in calc.py, lines 8-9: `def mean(values)`.") == "fit"
+    assert verdict("Where is mean defined?", "`add` is defined in calc.py, lines 4-5.") == "other"
+    assert verdict("Port this code to Go.", OPENINGS["feature"]) == "fit"
