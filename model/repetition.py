@@ -4,10 +4,13 @@ A small model that has lost the thread tends to loop (`= = = = =`, `pathpathpath
 budget runs out, which costs the user the whole budget and shows them garbage. `generate` checks each
 sequence's output after every block and stops it with finish reason "repetition" when its tail is
 periodic: one n-gram (period 1 to `max_period` tokens) repeated at least `min_repeats` times, over at
-least `min_tokens` tokens (one token over and over: `single_tokens` in a row); or a longer one (a whole sentence or reply, up to `long_period` tokens)
-repeated `long_repeats` times in a row. The thresholds keep real output safe: code repeats short
-patterns (`0, 0,` or a row of `-`), but rarely 64 tokens of one pattern in a row, and hardly ever
-three identical copies of a 33-token stretch back to back. One token 24 times in a row is a loop
+least `min_tokens` tokens (one token over and over: `single_tokens` in a row); or a longer one (a
+whole sentence or reply, up to `long_period` tokens) repeated `long_repeats` times in a row, or only
+twice when it is at least `twice_period` tokens long. The thresholds keep real output safe: code
+repeats short patterns (`0, 0,` or a row of `-`), but rarely 64 tokens of one pattern in a row,
+hardly ever three identical copies of a 33-token stretch back to back, and a 64-token stretch
+written twice over, identical to the token, is a loop (a 77-token reply looped twice filled a
+256-token turn before the third copy could show, session 17). One token 24 times in a row is a loop
 already: byte-level BPE merges a run of one character, so that is hundreds of characters (the
 embedded model wrote `zzzz...` into its thinking, 64 tokens of it before the stop).
 """
@@ -25,6 +28,7 @@ class RepetitionStop:
     max_period: int = 32  # longest n-gram (in tokens) held to min_repeats
     long_period: int = 128  # longer n-grams up to this (0: none): a reply that repeats itself whole
     long_repeats: int = 3  # copies in a row of such a long n-gram
+    twice_period: int = 64  # n-grams at least this long (up to long_period) need only two copies (0: off)
     single_tokens: int = 24  # one token repeated: this many in a row is enough
 
     def __post_init__(self) -> None:
@@ -43,6 +47,8 @@ def repeated_tail(tokens: Sequence[int], rule: RepetitionStop = RepetitionStop()
     best: tuple[int, int] | None = None
     for p in range(1, min(longest, m // 2) + 1):
         repeats = rule.min_repeats if p <= rule.max_period else rule.long_repeats
+        if rule.twice_period and p >= rule.twice_period > rule.max_period:
+            repeats = 2
         if repeats * p > m:
             continue
         run = 0  # trailing positions i with tail[i] == tail[i - p]

@@ -66,6 +66,11 @@ def test_thresholds():
     assert not is_runaway(sentence * 2, rule) and repeated_tail([1, 2] + sentence * 3, rule) == (60, 180)
     assert not is_runaway(list(range(40)) * 5, RepetitionStop(max_period=32, long_period=0))
     assert not is_runaway(list(range(130)) * 3, rule)  # longer than long_period
+    # from twice_period tokens on, two copies in a row are a loop (a looping reply seen twice)
+    assert not is_runaway([1, 2] + list(range(300, 363)) * 2, rule)  # 63 tokens
+    assert repeated_tail([1, 2] + list(range(300, 364)) * 2, rule) == (64, 128)
+    assert repeated_tail([1, 2] + list(range(300, 377)) * 2, rule) == (77, 154)
+    assert not is_runaway(list(range(300, 377)) * 2, RepetitionStop(twice_period=0))
     assert not is_runaway([7] * 200, None)
     with pytest.raises(ValueError):
         RepetitionStop(min_repeats=1)
