@@ -82,7 +82,8 @@ def mean(values):
 def verdict(prompt: str, reply: str) -> str:
     """"fit": the reply a careful assistant gives for the prompt's kind (the taught opening for the
     social kinds and for what it cannot do; for the repository questions, what the tool shows about
-    make_repo's repository); "cannot": an honest "I can't" of another kind; "other" otherwise."""
+    make_repo's repository); "cannot": another kind's taught reply that says what it can and cannot
+    do (general question, feature request, who it is, what it can do); "other" otherwise."""
     from clover.evals.synthfix.chat_rows import OPENINGS
 
     kind, text = LABELS[prompt], reply.strip()
@@ -95,7 +96,8 @@ def verdict(prompt: str, reply: str) -> str:
     }
     if fits.get(kind, kind in OPENINGS and text.startswith(OPENINGS[kind])):
         return "fit"
-    return "cannot" if text.startswith((OPENINGS["general"], OPENINGS["feature"])) else "other"
+    limits = tuple(OPENINGS[k] for k in ("general", "feature", "who", "can"))
+    return "cannot" if text.startswith(limits) else "other"
 
 
 def make_repo(root: Path) -> Path:

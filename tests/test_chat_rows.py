@@ -147,6 +147,8 @@ def test_chat_prompt_replies_get_a_verdict_by_kind():
     assert verdict("Run the tests.", OPENINGS["greet"]) == "other"
     assert verdict("Run the tests.", "All tests pass: 1 passed in 0.01s.") == "fit"
     assert verdict("Do all the tests pass?", OPENINGS["general"] + " I can run the tests.") == "cannot"
+    assert verdict("Port this code to Go.", OPENINGS["can"] + " I can find code.") == "cannot"
+    assert verdict("Who built you?", OPENINGS["thanks"]) == "other"
     assert verdict("Where is mean defined?", "`mean` is defined in calc.py, lines 8-9: `def mean(values)`.") == "fit"
     assert verdict("Where is mean defined?", "`add` is defined in calc.py, lines 4-5.") == "other"
     assert verdict("Port this code to Go.", OPENINGS["feature"]) == "fit"
