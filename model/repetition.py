@@ -8,9 +8,9 @@ least `min_tokens` tokens (one token over and over: `single_tokens` in a row); o
 whole sentence or reply, up to `long_period` tokens) repeated `long_repeats` times in a row, or only
 twice when it is at least `twice_period` tokens long. The thresholds keep real output safe: code
 repeats short patterns (`0, 0,` or a row of `-`), but rarely 64 tokens of one pattern in a row,
-hardly ever three identical copies of a 33-token stretch back to back, and a 64-token stretch
-written twice over, identical to the token, is a loop (a 77-token reply looped twice filled a
-256-token turn before the third copy could show, session 17). One token 24 times in a row is a loop
+hardly ever three identical copies of a 33-token stretch back to back, and hardly ever a 64-token
+stretch twice over, identical to the token (a 77-token reply looped twice filled a 256-token turn
+before a third copy could show, session 17). One token 24 times in a row is a loop
 already: byte-level BPE merges a run of one character, so that is hundreds of characters (the
 embedded model wrote `zzzz...` into its thinking, 64 tokens of it before the stop).
 """
@@ -34,6 +34,8 @@ class RepetitionStop:
     def __post_init__(self) -> None:
         if self.min_tokens < 2 or self.min_repeats < 2 or self.max_period < 1 or self.long_repeats < 2 or self.single_tokens < 2:
             raise ValueError("need min_tokens, single_tokens >= 2, min_repeats >= 2, max_period >= 1, long_repeats >= 2")
+        if 0 < self.twice_period <= self.max_period:
+            raise ValueError("twice_period must be 0 (off) or longer than max_period")
 
 
 def repeated_tail(tokens: Sequence[int], rule: RepetitionStop = RepetitionStop()) -> tuple[int, int] | None:
@@ -47,7 +49,7 @@ def repeated_tail(tokens: Sequence[int], rule: RepetitionStop = RepetitionStop()
     best: tuple[int, int] | None = None
     for p in range(1, min(longest, m // 2) + 1):
         repeats = rule.min_repeats if p <= rule.max_period else rule.long_repeats
-        if rule.twice_period and p >= rule.twice_period > rule.max_period:
+        if rule.twice_period and p >= rule.twice_period:
             repeats = 2
         if repeats * p > m:
             continue

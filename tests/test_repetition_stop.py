@@ -76,6 +76,8 @@ def test_thresholds():
         RepetitionStop(min_repeats=1)
     with pytest.raises(ValueError):
         RepetitionStop(long_repeats=1)
+    with pytest.raises(ValueError):
+        RepetitionStop(twice_period=32)  # not longer than max_period: the short tier's n-grams
 
 
 def test_a_reply_that_repeats_itself_whole_stops(model):
