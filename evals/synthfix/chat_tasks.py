@@ -160,11 +160,13 @@ KINDS = ["find", "tests", "about", "files"]
 
 
 def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compact",
-             all_kinds: bool = False) -> list[dict[str, str]]:  # fmt: skip
+             all_kinds: bool = False, history_cut: bool = False) -> list[dict[str, str]]:  # fmt: skip
     """Up to `count` rendered records: one per repository with the kinds taken in turn or, with
     `all_kinds`, every kind on each repository (contrast: the same repository and system prompt,
     different requests, different replies; a small model taught one question per repository learns
-    to answer the commonest one, whatever was asked)."""
+    to answer the commonest one, whatever was asked). With `history_cut`, only the answer turn is a
+    target and the tool call before it shows no thinking, as the agent's history does: the reply
+    must then be chosen from the user's request, the thinking that named the kind being gone."""
     rng = random.Random(seed)
     tools = [tool_spec(t) for t in default_tools()]
     out: list[dict[str, Any]] = []
@@ -178,7 +180,7 @@ def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compac
         for kind in KINDS if all_kinds else [KINDS[i % len(KINDS)]]:
             traj = trajectory(repo, kind, rng, tools, root)
             if traj is not None and len(out) < count:
-                text, spans = render_trajectory(traj, 0, tool_prompt)
+                text, spans = render_trajectory(traj, 1 if history_cut else 0, tool_prompt)
                 out.append({"text": text, "spans": spans})
     return out
 
@@ -192,12 +194,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tool-prompt", choices=["full", "compact"], default="compact")
     parser.add_argument("--all-kinds", action="store_true", help="every kind of question on each repository")
     parser.add_argument("--decisions", action="store_true", help="rows cut to the thinking (chat_rows.decision_row)")
+    parser.add_argument("--history-cut", action="store_true",
+                        help="the answer turn the only target, after a history without thinking")  # fmt: skip
     args = parser.parse_args(argv)
     if args.count < 1:
         parser.error("--count must be >= 1")
     try:
         rows = [json.loads(line) for line in args.instances.read_text(encoding="utf-8").splitlines() if line.strip()]
-        records = generate(rows, args.count, args.seed, args.tool_prompt, args.all_kinds)
+        records = generate(rows, args.count, args.seed, args.tool_prompt, args.all_kinds, args.history_cut)
         if args.decisions:
             records = [decision_row(r) for r in records]
         write_jsonl(records, args.out)
