@@ -45,21 +45,19 @@ def embedded():
 
     loaded = load_checkpoint(WEIGHTS, device="cpu", dtype=torch.float32)
     tok = CloverTokenizer.from_dir(WEIGHTS)
-    script = "python - <<'EOF'\nfrom shop.prices import total\nprint(total([2, 3]))\nEOF"
+    source = '     1\tdef total(items):\n     2\t    """Sum of the prices."""\n     3\t    return sum(items) + 1\n'
 
     def call(i: int, name: str, args: dict) -> dict:
         fn = {"name": name, "arguments": json.dumps(args)}
         return {"role": "assistant", "content": "", "tool_calls": [{"id": f"c{i}", "type": "function", "function": fn}]}
 
-    messages = [
+    messages = [  # after the view: the str_replace's old_str is copied from the tool's output
         {"role": "system", "content": "You are Clover, a coding agent."},
-        {"role": "user", "content": "`total([2, 3])` returns 6 but should be 5.\n\n```python\n"
-                                    ">>> from shop.prices import total\n>>> total([2, 3])\n6\n```"},
-        call(1, "bash", {"command": script}),
-        {"role": "tool", "tool_call_id": "c1", "name": "bash", "content": "6\n"},
-        call(2, "str_replace", {"path": "shop/prices.py", "old_str": "    return sum(items) + 1",
-                                "new_str": "    return sum(items)"}),
-        {"role": "tool", "tool_call_id": "c2", "name": "str_replace", "content": "Edited shop/prices.py: replaced 1 occurrence."},
+        {"role": "user", "content": "`total([2, 3])` returns 6 but should be 5."},
+        call(1, "outline", {"symbol": "total"}),
+        {"role": "tool", "tool_call_id": "c1", "name": "outline", "content": "shop/prices.py:1-3: def total(items)"},
+        call(2, "view", {"path": "shop/prices.py", "view_range": [1, 3]}),
+        {"role": "tool", "tool_call_id": "c2", "name": "view", "content": source},
     ]  # fmt: skip
     prompt = tok.encode(render_messages(messages, think=True, template=loaded.chat_template))
     return loaded.model, tok, prompt
@@ -67,8 +65,9 @@ def embedded():
 
 def _run(embedded, block: int, drafts: int):
     model, tok, prompt = embedded
-    s = DecodeSettings(block_size=block, order="left", max_new_tokens=96, stop_token_ids=tok.stop_ids(),
-                       draft_ngram=drafts)  # fmt: skip
+    # a strict threshold, so that plain rounds accept little and the drafts' agreement shows
+    s = DecodeSettings(block_size=block, order="left", threshold=0.999, max_new_tokens=96,
+                       stop_token_ids=tok.stop_ids(), draft_ngram=drafts)  # fmt: skip
     return generate(model, [prompt], s)
 
 
@@ -76,9 +75,8 @@ def test_drafts_save_forwards_where_the_model_copies_its_context(embedded):
     plain, drafted = _run(embedded, 16, 0), _run(embedded, 16, 3)
     assert plain.stats["drafted_tokens"] == 0 and drafted.stats["drafted_tokens"] > 0
     assert drafted.stats["forwards"] < plain.stats["forwards"]
-    # the command's end is copied from the prompt as it was (without drafts, the model wrote the
-    # issue's output into it)
-    assert "print(total([2, 3]))\nEOF\n</parameter>" in embedded[1].decode(drafted.tokens[0])
+    # the old_str is the viewed line, copied as it was
+    assert "<parameter=old_str>\n    return sum(items) + 1\n</parameter>" in embedded[1].decode(drafted.tokens[0])
 
 
 def test_drafts_change_nothing_autoregressively(embedded):
