@@ -24,7 +24,7 @@ from typing import Any
 
 from clover.core.protocols import tool_spec
 from clover.evals.synthfix.chat_rows import decision_row, draw_root
-from clover.evals.synthfix.generator import write_jsonl
+from clover.evals.synthfix.generator import read_jsonl, write_jsonl
 from clover.evals.synthfix.oracle import render_trajectory
 from clover.prompts import BASE
 from clover.tools.environment import LocalEnvironment
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.count < 1:
         parser.error("--count must be >= 1")
     try:
-        rows = [json.loads(line) for line in args.instances.read_text(encoding="utf-8").splitlines() if line.strip()]
+        rows = read_jsonl(args.instances)
         records = generate(rows, args.count, args.seed, args.tool_prompt, args.all_kinds, args.history_cut)
         if args.decisions:
             records = [decision_row(r) for r in records]

@@ -333,3 +333,8 @@ def write_jsonl(rows: list[dict], path: str | Path) -> Path:
         for row in rows:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
     return path
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    """write_jsonl's rows back (blank lines skipped); OSError / ValueError on a missing or bad file."""
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]

@@ -15,13 +15,12 @@ its call are the only target): short enough for the trainer's short set, next to
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from clover.evals.synthfix.augment import rename_trajectory
-from clover.evals.synthfix.generator import write_jsonl
+from clover.evals.synthfix.generator import read_jsonl, write_jsonl
 from clover.evals.synthfix.oracle import render_trajectory
 
 
@@ -59,9 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     if min(args.turns) < 0 or args.renamed_copies < 0:
         parser.error("--turns and --renamed-copies must be >= 0")
     try:
-        lines = args.trajectories.read_text(encoding="utf-8").splitlines()
-        trajectories = [json.loads(line) for line in lines if line.strip()]
-        rows = generate(trajectories, args.turns, args.renamed_copies, args.seed, args.tool_prompt)
+        rows = generate(read_jsonl(args.trajectories), args.turns, args.renamed_copies, args.seed, args.tool_prompt)
         write_jsonl(rows, args.out)
     except (OSError, ValueError, KeyError) as exc:
         print(f"clover: {exc}", file=sys.stderr)
