@@ -80,6 +80,11 @@ def test_repository_questions_are_answered_from_the_real_tool_output(tmp_path):
     assert len(set(first_repo)) == 1  # the same system prompt (repository) ...
     asks = [r["text"].split("<|im_start|>user\n", 1)[1].split("<tool_response>", 1)[0] for r in contrast[:4]]
     assert {a.split("<function=", 1)[1].split(">", 1)[0] for a in asks} == {"outline", "bash", "view", "glob"}
+    only = task_rows(rows, 4, seed=0, all_kinds=True, kinds=["tests", "files"])
+    calls = {r["text"].split("<|im_start|>user\n", 1)[1].split("<function=", 1)[1].split(">", 1)[0] for r in only}
+    assert len(only) == 4 and calls == {"bash", "glob"}  # two repositories, the two kinds asked for
+    with pytest.raises(ValueError, match="unknown kind"):
+        task_rows(rows, 1, seed=0, kinds=["poem"])
     heldout = synthfix(tmp_path / "ho", "heldout", 1, seed=0)
     with pytest.raises(ValueError, match="train split"):
         task_rows(heldout, 1, seed=0)
@@ -105,6 +110,13 @@ def test_the_repository_path_says_nothing_about_the_kind_of_request(tmp_path):
     top = lambda root: root.split("/")[1]  # noqa: E731
     assert {top(r) for r in tasks} <= {top(r) for r in social} and len({top(r) for r in social}) >= 6
     assert {top(draw_root(random.Random(seed))) for seed in range(2000)} == {top(r) for r in social}
+    # ... directory names included: when the questions kept their package's name, `calc` meant "chat"
+    from clover.evals.synthfix.chat_rows import ROOT_NAMES
+    from clover.evals.synthfix.repo import PACKAGES
+
+    base = lambda root: root.rsplit("/", 1)[1]  # noqa: E731
+    assert {base(r) for r in tasks} <= set(ROOT_NAMES) and set(PACKAGES["train"]) < set(ROOT_NAMES)
+    assert {base(r) for r in social} == set(ROOT_NAMES)
 
 
 def test_decision_rows_are_the_thinking_alone(tmp_path):

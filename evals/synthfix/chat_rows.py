@@ -20,6 +20,7 @@ from typing import Any
 from clover.core.protocols import tool_spec
 from clover.evals.synthfix.generator import write_jsonl
 from clover.evals.synthfix.oracle import render_trajectory
+from clover.evals.synthfix.repo import PACKAGES
 from clover.model.chat import THINK_CLOSE
 from clover.prompts import BASE
 from clover.tools.registry import default_tools
@@ -155,18 +156,25 @@ THOUGHTS = {
     "feature": "Feature request, beyond what I can do. Say so briefly and say what I can do.",
 }
 
+# The repository's directory name, drawn from one pool for every kind of chat row: the social rows'
+# names and the SynthFix train packages' (chat_tasks.py asks its questions of those repositories). When
+# the repository questions kept their package's name (8 names) and the social rows drew these 20, the
+# name alone told the kinds apart: in a repository called `calc` (a social name) the embedded model
+# answered "Run all the tests." — a taught prompt — with "You're welcome.", in one called `utilkit` it ran
+# pytest (benchmarks/chat_routing.py --root).
 ROOT_NAMES = ["project", "app", "myrepo", "src", "work", "toolkit", "service", "lib", "demo", "api", "calc",
-              "utils", "tool", "backend", "scripts", "core", "pkg", "mylib", "site", "bot"]  # fmt: skip
+              "utils", "tool", "backend", "scripts", "core", "pkg", "mylib", "site", "bot", *PACKAGES["train"]]  # fmt: skip
 _USERS = ["ana", "dev", "sam", "user", "jo", "kim", "lee", "max", "root"]
 _PARENTS = ["", "code/", "src/", "projects/", "work/", "git/", "repos/"]
 
 
-def draw_root(rng: random.Random, name: str | None = None) -> str:
-    """A repository path for a row's system prompt, from one distribution every kind of chat row shares.
-    The path says nothing about the request: when the repository questions' rows kept their generator's
-    on-disk path (/work/.../synth/repos/...) and the social rows drew /home or /tmp ones, the embedded
-    model learnt to answer by the path, and in a temporary repository "Run the tests." got "Hi!"."""
-    name = name or rng.choice(ROOT_NAMES)
+def draw_root(rng: random.Random) -> str:
+    """A repository path for a row's system prompt, from one distribution every kind of chat row shares,
+    directory name included (ROOT_NAMES). The path says nothing about the request: when the repository
+    questions' rows kept their generator's on-disk path (/work/.../synth/repos/...) and the social rows
+    drew /home or /tmp ones, the embedded model learnt to answer by the path, and in a temporary
+    repository "Run the tests." got "Hi!"."""
+    name = rng.choice(ROOT_NAMES)
     user, parent = rng.choice(_USERS), rng.choice(_PARENTS)
     shapes = [
         f"/home/{user}/{parent}{name}",

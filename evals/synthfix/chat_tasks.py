@@ -51,6 +51,50 @@ FILES = ["List the Python files.", "which files are in this project?", "Show me 
          "What modules are there?", "list the files", "What files does this repo have?",
          "Show the project structure.", "Which Python files are there?", "ls"]  # fmt: skip
 
+# Templated wordings on top of the lists above: a small model taught a few dozen fixed strings per kind
+# answered "Run the tests." with "You're welcome." (benchmarks/chat_routing.py); many wordings make the
+# kind a property of the request's words, not of a memorised string. The templates avoid the measured
+# prompts' exact wordings (tests/test_chat_rows.py checks).
+_TEMPLATES: dict[str, tuple[list[str], list[str]]] = {
+    "tests": (
+        ["please run {}", "Can you run {}?", "Could you run {}?", "Go ahead and run {}.", "Execute {}.",
+         "run {} now", "Kick off {}.", "I'd like you to run {}.", "Let's run {}.", "Run {} and tell me the result."],
+        ["the tests", "the test suite", "pytest", "all the tests", "the unit tests", "every test",
+         "the project's tests", "the tests in this repo"],
+    ),
+    "tests2": (
+        ["Does {} pass?", "Is {} passing?", "Is {} green?", "Does {} still pass?", "Is {} failing?",
+         "Did I break {}?", "Is {} OK?", "what's the state of {}?"],
+        ["the test suite", "the build", "everything", "pytest", "the testsuite", "the suite"],
+    ),
+    "tests3": (
+        ["Are {} passing?", "Do {} pass now?", "Are {} green?", "Are {} OK?", "are {} failing?",
+         "Do {} still pass?", "How are {} doing?", "Did {} break?"],
+        ["the tests", "all tests", "my tests", "the unit tests", "the tests here", "these tests"],
+    ),
+    "find": (
+        ["Where is {} defined?", "Where does {} live?", "find where {} is defined",
+         "Show me the definition of {}.", "Which module defines {}?", "Where is {} implemented?",
+         "What file has the definition of {}?", "Can you find {}?", "where do I find {}?"],
+        ["`{name}`", "the function {name}", "the {name} function", "{name}()"],
+    ),
+    "files": (
+        ["{}", "{}?", "Can you {}?", "please {}"],
+        ["list the python files", "show me the files", "what files are there", "list the source files",
+         "show the python modules", "which modules does this project have", "list the modules"],
+    ),
+}
+
+
+def _with_templates(kind: str, listed: list[str]) -> list[str]:
+    """`listed` followed by every templated wording of `kind` (its _TEMPLATES entries) not listed."""
+    filled = [f.format(x) for k, (forms, fills) in _TEMPLATES.items() if k.rstrip("23") == kind
+              for f in forms for x in fills]  # fmt: skip
+    return list(dict.fromkeys(listed + filled))
+
+
+TESTS, FIND, FILES = _with_templates("tests", TESTS), _with_templates("find", FIND), _with_templates("files", FILES)
+
 THINK = {  # first tokens distinct from every other kind's (chat_rows.py THOUGHTS says why)
     "find": "Find the definition of `{name}`: outline finds it.",
     "tests": "Test run: run the tests with pytest and report the result.",
@@ -74,14 +118,6 @@ def _defined_names(repo: Path) -> list[str]:
             continue
         names += re.findall(r"^def ([a-z_][a-z0-9_]*)\(", path.read_text(encoding="utf-8"), re.M)
     return names
-
-
-def _project_name(repo: Path) -> str | None:
-    """The package's name (src/NAME or NAME/ with an __init__.py), else None."""
-    for init in sorted(repo.glob("*/__init__.py")) + sorted(repo.glob("src/*/__init__.py")):
-        if init.parent.name != "tests":
-            return init.parent.name
-    return None
 
 
 def plan(kind: str, repo: Path, rng: random.Random) -> tuple[str, str, dict[str, Any], dict[str, str]] | None:
@@ -159,14 +195,18 @@ def trajectory(repo: Path, kind: str, rng: random.Random, tools: list[dict[str, 
 KINDS = ["find", "tests", "about", "files"]
 
 
-def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compact",
-             all_kinds: bool = False, history_cut: bool = False) -> list[dict[str, str]]:  # fmt: skip
+def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compact", all_kinds: bool = False,
+             history_cut: bool = False, kinds: list[str] | None = None) -> list[dict[str, str]]:  # fmt: skip
     """Up to `count` rendered records: one per repository with the kinds taken in turn or, with
     `all_kinds`, every kind on each repository (contrast: the same repository and system prompt,
     different requests, different replies; a small model taught one question per repository learns
     to answer the commonest one, whatever was asked). With `history_cut`, only the answer turn is a
     target and the tool call before it shows no thinking, as the agent's history does: the reply
-    must then be chosen from the user's request, the thinking that named the kind being gone."""
+    must then be chosen from the user's request, the thinking that named the kind being gone. `kinds`:
+    only these kinds (default all of KINDS)."""
+    kinds = kinds or KINDS
+    if unknown := set(kinds) - set(KINDS):
+        raise ValueError(f"unknown kind(s) {sorted(unknown)}; choose from {KINDS}")
     rng = random.Random(seed)
     tools = [tool_spec(t) for t in default_tools()]
     out: list[dict[str, Any]] = []
@@ -176,8 +216,8 @@ def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compac
         if row.get("split") != "train":
             raise ValueError(f"{row.get('instance_id')}: chat task rows come from the train split only")
         repo = Path(row["repo"])
-        root = draw_root(rng, _project_name(repo))  # one per repository: its questions share a prompt
-        for kind in KINDS if all_kinds else [KINDS[i % len(KINDS)]]:
+        root = draw_root(rng)  # one per repository: its questions share a prompt
+        for kind in kinds if all_kinds else [kinds[i % len(kinds)]]:
             traj = trajectory(repo, kind, rng, tools, root)
             if traj is not None and len(out) < count:
                 text, spans = render_trajectory(traj, 1 if history_cut else 0, tool_prompt)
@@ -193,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tool-prompt", choices=["full", "compact"], default="compact")
     parser.add_argument("--all-kinds", action="store_true", help="every kind of question on each repository")
+    parser.add_argument("--kinds", nargs="+", choices=KINDS, help="only these kinds of question (default: all)")
     parser.add_argument("--decisions", action="store_true", help="rows cut to the thinking (chat_rows.decision_row)")
     parser.add_argument("--history-cut", action="store_true",
                         help="the answer turn the only target, after a history without thinking")  # fmt: skip
@@ -201,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--count must be >= 1")
     try:
         rows = read_jsonl(args.instances)
-        records = generate(rows, args.count, args.seed, args.tool_prompt, args.all_kinds, args.history_cut)
+        records = generate(rows, args.count, args.seed, args.tool_prompt, args.all_kinds, args.history_cut, args.kinds)
         if args.decisions:
             records = [decision_row(r) for r in records]
         write_jsonl(records, args.out)
