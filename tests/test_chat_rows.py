@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import pytest
 
@@ -85,6 +86,14 @@ def test_repository_questions_are_answered_from_the_real_tool_output(tmp_path):
     assert len(only) == 4 and calls == {"bash", "glob"}  # two repositories, the two kinds asked for
     with pytest.raises(ValueError, match="unknown kind"):
         task_rows(rows, 1, seed=0, kinds=["poem"])
+    bare = task_rows(rows, 2, seed=0, no_readme=True)  # overviews of copies without the README
+    assert len(bare) == 2 and all((Path(r["repo"]) / "README.md").is_file() for r in rows)  # originals kept
+    for record in bare:
+        text = record["text"]
+        assert "README.md: no such file" in text and len(record["spans"]) == 4
+        module = text.rsplit("<parameter=path>\n", 1)[1].split("\n", 1)[0]
+        doc = text.rsplit("<tool_response>\n", 1)[1].split('"""')[1].strip()
+        assert f"There is no README; {module} says: {doc}" in text[record["spans"][-1][0]:]
     heldout = synthfix(tmp_path / "ho", "heldout", 1, seed=0)
     with pytest.raises(ValueError, match="train split"):
         task_rows(heldout, 1, seed=0)

@@ -18,7 +18,9 @@ import argparse
 import json
 import random
 import re
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -192,18 +194,68 @@ def trajectory(repo: Path, kind: str, rng: random.Random, tools: list[dict[str, 
     }
 
 
+# A repository without a README (the chat benchmark's is one module and its tests): the README view
+# fails, so the overview comes from the first source module's docstring, found with glob.
+NO_README = [("view", {"path": "README.md"}, THINK["about"]),
+             ("glob", {"pattern": "**/*.py"}, "There is no README: list the Python files with glob."),
+             ("view", None, "Read the first source module.")]  # fmt: skip
+
+
+def first_module(listing: str) -> str | None:
+    """The first source module a glob lists (not a test, an __init__.py, conftest.py or setup.py)."""
+    for path in listing.splitlines():
+        name = path.rsplit("/", 1)[-1]
+        if path.endswith(".py") and not path.startswith("tests/") and name not in ("__init__.py", "conftest.py", "setup.py"):
+            return path
+    return None
+
+
+def overview_without_readme(repo: Path, rng: random.Random, tools: list[dict[str, Any]], root: str) -> dict[str, Any] | None:
+    """"What is this project?" in a repository without a README, answered from real tool output:
+    the failed README view, the glob, the first source module's docstring."""
+    if (repo / "README.md").exists():
+        raise ValueError(f"{repo}: overview_without_readme needs a repository without README.md")
+    env = LocalEnvironment(str(repo), timeout=60, output_limit=4000)
+    messages: list[dict[str, Any]] = [{"role": "system", "content": BASE.format(root=root)},
+                                      {"role": "user", "content": rng.choice(ABOUT)}]  # fmt: skip
+    thinking, output = [], ""
+    for n, (tool, arguments, thought) in enumerate(NO_README):
+        if arguments is None:
+            module = first_module(output)
+            if module is None:
+                return None
+            arguments = {"path": module}
+        result = tools_by_name()[tool].run(arguments, env)
+        if result.is_error != (n == 0):  # only the README view fails
+            return None
+        output = result.output
+        call = {"id": f"call_{n + 1}_0", "type": "function", "function": {"name": tool, "arguments": json.dumps(arguments)}}
+        messages += [{"role": "assistant", "content": "", "tool_calls": [call]},
+                     {"role": "tool", "tool_call_id": call["id"], "name": tool, "content": output}]  # fmt: skip
+        thinking.append(thought)
+    doc = re.match(r'\s*1\t"""(.+?)(""")?$', output.split("\n", 1)[0])
+    if doc is None:
+        return None
+    reply = f"There is no README; {arguments['path']} says: {doc[1].strip()}"
+    messages.append({"role": "assistant", "content": f"{reply} {rng.choice(OFFER)}".strip()})
+    return {"instance_id": "chat-task-about", "messages": messages, "thinking": [*thinking, "I have the answer."],
+            "tools": tools}  # fmt: skip
+
+
 KINDS = ["find", "tests", "about", "files"]
 
 
 def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compact", all_kinds: bool = False,
-             history_cut: bool = False, kinds: list[str] | None = None) -> list[dict[str, str]]:  # fmt: skip
+             history_cut: bool = False, kinds: list[str] | None = None,
+             no_readme: bool = False) -> list[dict[str, str]]:  # fmt: skip
     """Up to `count` rendered records: one per repository with the kinds taken in turn or, with
     `all_kinds`, every kind on each repository (contrast: the same repository and system prompt,
     different requests, different replies; a small model taught one question per repository learns
     to answer the commonest one, whatever was asked). With `history_cut`, only the answer turn is a
     target and the tool call before it shows no thinking, as the agent's history does: the reply
     must then be chosen from the user's request, the thinking that named the kind being gone. `kinds`:
-    only these kinds (default all of KINDS)."""
+    only these kinds (default all of KINDS). `no_readme`: overview questions only, each asked of a copy
+    of the repository without its README (overview_without_readme)."""
     kinds = kinds or KINDS
     if unknown := set(kinds) - set(KINDS):
         raise ValueError(f"unknown kind(s) {sorted(unknown)}; choose from {KINDS}")
@@ -217,10 +269,16 @@ def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compac
             raise ValueError(f"{row.get('instance_id')}: chat task rows come from the train split only")
         repo = Path(row["repo"])
         root = draw_root(rng)  # one per repository: its questions share a prompt
-        for kind in kinds if all_kinds else [kinds[i % len(kinds)]]:
-            traj = trajectory(repo, kind, rng, tools, root)
+        if no_readme:
+            with tempfile.TemporaryDirectory(prefix="clover-noreadme-") as tmp:
+                copy = Path(tmp) / repo.name
+                shutil.copytree(repo, copy, ignore=shutil.ignore_patterns("README.md", ".git", ".pytest_cache"))
+                trajs = [overview_without_readme(copy, rng, tools, root)]
+        else:
+            trajs = [trajectory(repo, kind, rng, tools, root) for kind in (kinds if all_kinds else [kinds[i % len(kinds)]])]
+        for traj in trajs:
             if traj is not None and len(out) < count:
-                text, spans = render_trajectory(traj, 1 if history_cut else 0, tool_prompt)
+                text, spans = render_trajectory(traj, len(traj["thinking"]) - 1 if history_cut else 0, tool_prompt)
                 out.append({"text": text, "spans": spans})
     return out
 
@@ -234,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tool-prompt", choices=["full", "compact"], default="compact")
     parser.add_argument("--all-kinds", action="store_true", help="every kind of question on each repository")
     parser.add_argument("--kinds", nargs="+", choices=KINDS, help="only these kinds of question (default: all)")
+    parser.add_argument("--no-readme", action="store_true",
+                        help="overview questions asked of copies without README.md (answered from a module)")
     parser.add_argument("--decisions", action="store_true", help="rows cut to the thinking (chat_rows.decision_row)")
     parser.add_argument("--history-cut", action="store_true",
                         help="the answer turn the only target, after a history without thinking")  # fmt: skip
@@ -242,7 +302,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--count must be >= 1")
     try:
         rows = read_jsonl(args.instances)
-        records = generate(rows, args.count, args.seed, args.tool_prompt, args.all_kinds, args.history_cut, args.kinds)
+        records = generate(rows, args.count, args.seed, args.tool_prompt, args.all_kinds, args.history_cut, args.kinds,
+                           args.no_readme)
         if args.decisions:
             records = [decision_row(r) for r in records]
         write_jsonl(records, args.out)
