@@ -1,4 +1,4 @@
-"""Chat rows for small repository questions, answered with one real tool call.
+"""Chat rows for small repository questions, answered with a real tool call.
 
     python -m clover.evals.synthfix.chat_tasks --instances RUN/synth/instances.jsonl --out RUN/chat_tasks.jsonl
 
@@ -6,7 +6,9 @@
 they report bugs. For each TRAINING-split SynthFix repository (read only, at its base commit) this
 picks one such question, runs the tool a careful agent would (outline, bash pytest, view README.md or
 glob) through the real tools, and writes the answer from that tool's real output: the definition's
-path and lines, the pytest summary line, the README's description, the files found. The system
+path and lines, the pytest summary line, the README's description, the files found (`--no-readme`:
+the overview of a copy without README.md, in three calls: the failing README view, glob, the first
+source module, whose docstring is the answer). The system
 prompt is the `clover chat` one (clover_cli/prompts.py BASE), at a path drawn like the other chat
 rows' (chat_rows.draw_root), not the generator's on-disk one. Rows are rendered {"text", "spans"}
 records like chat_rows.py's; only the assistant's turns are targets.
