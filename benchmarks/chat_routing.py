@@ -1,6 +1,6 @@
 """Does the model read the request? The kind of reply it starts for each chat prompt.
 
-    python -m benchmarks.chat_routing [--model embedded] [--root /home/user/calc]
+    python -m benchmarks.chat_routing [--model embedded] [--root /home/user/calc [/home/user/utilkit ...]]
 
 A chat reply's kind (a greeting back, "I can't answer general questions", a definition looked up,
 the tests run...) is decided by the first line of the model's thinking, which the training data
@@ -14,6 +14,8 @@ token (the best two). Seconds on a CPU, no agent run: a quick check of a checkpo
 before the full chat_prompts run. A model that ignores the request starts every prompt alike (the
 shipped weights of session 7: the general question's line for all twenty). `--root`: the repository
 path in the system prompt; the choice should not depend on it (evals/synthfix/chat_rows.draw_root).
+Given several, each is scored and the prompts whose choice moves with the path are counted (session
+18's model: 9/20 at .../calc, 8/20 at .../utilkit, a SynthFix package's name, with most choices moved).
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ def kind_of(line: str, kinds: dict[str, str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.chat_routing", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="embedded")
-    p.add_argument("--root", default="/home/user/calc", help="the repository path the system prompt shows")
+    p.add_argument("--root", nargs="+", default=["/home/user/calc"], help="the repository path(s) the system prompt shows")
     a = p.parse_args(argv)
 
     from benchmarks.chat_prompts import MORE_PROMPTS, PROMPTS
@@ -82,26 +84,35 @@ def main(argv: list[str] | None = None) -> int:
 
     model = LocalCloverModel(Settings(model=a.model))
     tools = [tool_spec(t) for t in default_tools()]
-    right = 0
     stops = [t for t in (model.tokenizer.token_id(THINK_CLOSE), *model.stop_ids) if t is not None]
-    for prompt in PROMPTS + MORE_PROMPTS:
-        messages = [{"role": "system", "content": BASE.format(root=a.root)}, {"role": "user", "content": prompt}]
-        ids, _ = model.prompt_ids(messages, tools)
-        kinds = openers(prompt)
-        conts = [model.tokenizer.encode(line) for line in kinds.values()]
-        scores = [lp / len(c) for lp, c in zip(continuation_logprobs(model.net, ids, conts), conts, strict=True)]
-        ranked = sorted(zip(scores, kinds, strict=True), reverse=True)
-        decode = DecodeSettings(block_size=1, max_new_tokens=40, temperature=0.0, stop_token_ids=stops)
-        thought = model.tokenizer.decode(generate(model.net, [ids], decode).tokens[0])
-        line, _, rest = thought.partition("\n")
-        best = kind_of(line, kinds)
-        if not rest.startswith(THINK_CLOSE):  # the line must end the thinking, as in training
-            best = f"{best}+more"
-        right += best == LABELS[prompt]
-        mark = "ok " if best == LABELS[prompt] else "-- "
-        print(f"{mark}{prompt[:40]:42s} {LABELS[prompt]:8s} -> {best:8s} {line[:48]!r:52s} "
-              + " ".join(f"{k}:{s:.2f}" for s, k in ranked[:2]), flush=True)  # fmt: skip
-    print(f"{right}/{len(LABELS)} prompts: the labelled kind scores best")
+    decode = DecodeSettings(block_size=1, max_new_tokens=40, temperature=0.0, stop_token_ids=stops)
+    prompts = PROMPTS + MORE_PROMPTS
+    chosen: dict[str, list[str]] = {}
+    for root in a.root:
+        if len(a.root) > 1:
+            print(f"# {root}")
+        right = 0
+        for prompt in prompts:
+            messages = [{"role": "system", "content": BASE.format(root=root)}, {"role": "user", "content": prompt}]
+            ids, _ = model.prompt_ids(messages, tools)
+            kinds = openers(prompt)
+            conts = [model.tokenizer.encode(line) for line in kinds.values()]
+            scores = [lp / len(c) for lp, c in zip(continuation_logprobs(model.net, ids, conts), conts, strict=True)]
+            ranked = sorted(zip(scores, kinds, strict=True), reverse=True)
+            thought = model.tokenizer.decode(generate(model.net, [ids], decode).tokens[0])
+            line, _, rest = thought.partition("\n")
+            best = kind_of(line, kinds)
+            if not rest.startswith(THINK_CLOSE):  # the line must end the thinking, as in training
+                best = f"{best}+more"
+            chosen.setdefault(prompt, []).append(best)
+            right += best == LABELS[prompt]
+            mark = "ok " if best == LABELS[prompt] else "-- "
+            print(f"{mark}{prompt[:40]:42s} {LABELS[prompt]:8s} -> {best:8s} {line[:48]!r:52s} "
+                  + " ".join(f"{k}:{s:.2f}" for s, k in ranked[:2]), flush=True)  # fmt: skip
+        print(f"{right}/{len(LABELS)} prompts: the labelled kind scores best" + (f" at {root}" if len(a.root) > 1 else ""))
+    if len(a.root) > 1:
+        moved = sum(len(set(kinds)) > 1 for kinds in chosen.values())
+        print(f"{moved}/{len(prompts)} prompts: the choice moves with the repository path")
     return 0
 
 
