@@ -5,9 +5,12 @@
 `--set more`: ten further prompts of the same kinds, worded otherwise (MORE_PROMPTS), to show a
 model fitted to the first ten.
 
-Each prompt is one headless request (`clover -p PROMPT --output-format json`, plan mode: nothing is
-edited) in a fresh git repository holding one small Python file, so questions about "this repo" have
-something to look at. Writes OUT/replies.json (status, reply, steps, tokens, seconds per prompt) and
+Each prompt is one headless request (`clover -p PROMPT --output-format json`) in a fresh git
+repository holding one small Python file, so questions about "this repo" have something to look at.
+Ask mode, with the user's approval of the test command given up front (an allow rule for
+`python -m pytest*` in a throwaway user config): read-only tools and the tests run, every other
+command and every edit is refused, as headless requests refuse what needs approval. (Until session
+19 this ran in plan mode, where "Run the tests." could never be answered: pytest was refused.) Writes OUT/replies.json (status, reply, steps, tokens, seconds per prompt) and
 OUT/replies.md. It flags the mechanical failures (a truncated or runaway reply, an error, no reply)
 and gives each reply a verdict (verdict(): the reply of the prompt's kind, an honest "I can't" of
 another kind, or other); whether an "other" is still coherent is left to the reader.
@@ -115,11 +118,18 @@ def make_repo(root: Path) -> Path:
     return repo
 
 
-def ask(model: str, prompt: str, repo: Path, max_tokens: int, max_steps: int, timeout: float) -> dict:
+def user_config(root: Path) -> Path:
+    """An XDG config home whose clover config approves the test command and nothing else."""
+    (root / "clover").mkdir(parents=True)
+    (root / "clover" / "config.toml").write_text('allow = ["bash(python -m pytest*)"]\n', encoding="utf-8")
+    return root
+
+
+def ask(model: str, prompt: str, repo: Path, max_tokens: int, max_steps: int, timeout: float, config: Path) -> dict:
     env = {**os.environ, "CLOVER_MAX_TOKENS": str(max_tokens), "CLOVER_MAX_STEPS": str(max_steps),
-           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}  # fmt: skip
+           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "XDG_CONFIG_HOME": str(config)}  # fmt: skip
     cmd = [sys.executable, "-m", "clover", "-p", prompt, "--model", model, "--repo", str(repo),
-           "--output-format", "json", "--mode", "plan"]  # fmt: skip
+           "--output-format", "json", "--mode", "ask"]  # fmt: skip
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -156,9 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="clover-chat-prompts-") as tmp:
-        repo = make_repo(Path(tmp))
+        repo, config = make_repo(Path(tmp)), user_config(Path(tmp) / "config")
         for prompt in prompts:
-            rows.append(ask(args.model, prompt, repo, args.max_tokens, args.max_steps, args.timeout))
+            rows.append(ask(args.model, prompt, repo, args.max_tokens, args.max_steps, args.timeout, config))
             r = rows[-1]
             r["verdict"] = verdict(prompt, r.get("result") or "")
             print(f"[{len(rows)}/{len(prompts)}] {prompt!r}: {r.get('status')} {r['verdict']} "
