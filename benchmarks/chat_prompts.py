@@ -10,8 +10,8 @@ repository holding one small Python file, so questions about "this repo" have so
 Ask mode, with the user's approval of the test command given up front (an allow rule for
 `python -m pytest*` in a throwaway user config): read-only tools and the tests run, every other
 command and every edit is refused, as headless requests refuse what needs approval. (Until session
-19 this ran in plan mode, where "Run the tests." could never be answered: pytest was refused.) Writes OUT/replies.json (status, reply, steps, tokens, seconds per prompt) and
-OUT/replies.md. It flags the mechanical failures (a truncated or runaway reply, an error, no reply)
+19 this ran in plan mode, where "Run the tests." could never be answered: pytest was refused.)
+Writes OUT/replies.json (status, reply, steps, tokens, seconds per prompt) and OUT/replies.md. It flags the mechanical failures (a truncated or runaway reply, an error, no reply)
 and gives each reply a verdict (verdict(): the reply of the prompt's kind, an honest "I can't" of
 another kind, or other); whether an "other" is still coherent is left to the reader.
 """

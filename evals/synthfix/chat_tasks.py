@@ -17,7 +17,6 @@ records like chat_rows.py's; only the assistant's turns are targets.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import re
 import shutil
@@ -29,7 +28,7 @@ from typing import Any
 from clover.core.protocols import tool_spec
 from clover.evals.synthfix.chat_rows import decision_row, draw_root
 from clover.evals.synthfix.generator import read_jsonl, write_jsonl
-from clover.evals.synthfix.oracle import render_trajectory
+from clover.evals.synthfix.oracle import render_trajectory, tool_turn
 from clover.prompts import BASE
 from clover.tools.environment import LocalEnvironment
 from clover.tools.registry import default_tools, tools_by_name
@@ -181,14 +180,12 @@ def trajectory(repo: Path, kind: str, rng: random.Random, tools: list[dict[str, 
     if reply is None:
         return None
     offer = rng.choice(OFFER)
-    call = {"id": "call_1_0", "type": "function", "function": {"name": tool, "arguments": json.dumps(arguments)}}
     return {
         "instance_id": f"chat-task-{kind}",
         "messages": [
             {"role": "system", "content": BASE.format(root=root)},
             {"role": "user", "content": prompt},
-            {"role": "assistant", "content": "", "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": "call_1_0", "name": tool, "content": result.output},
+            *tool_turn(1, tool, arguments, result.output),
             {"role": "assistant", "content": f"{reply} {offer}".strip()},
         ],
         "thinking": [THINK[kind].format(**fields), "I have the answer."],
@@ -231,9 +228,7 @@ def overview_without_readme(repo: Path, rng: random.Random, tools: list[dict[str
         if result.is_error != (n == 0):  # only the README view fails
             return None
         output = result.output
-        call = {"id": f"call_{n + 1}_0", "type": "function", "function": {"name": tool, "arguments": json.dumps(arguments)}}
-        messages += [{"role": "assistant", "content": "", "tool_calls": [call]},
-                     {"role": "tool", "tool_call_id": call["id"], "name": tool, "content": output}]  # fmt: skip
+        messages += tool_turn(n + 1, tool, arguments, output)
         thinking.append(thought)
     doc = re.match(r'\s*1\t"""(.+?)(""")?$', output.split("\n", 1)[0])
     if doc is None:

@@ -336,5 +336,13 @@ def write_jsonl(rows: list[dict], path: str | Path) -> Path:
 
 
 def read_jsonl(path: str | Path) -> list[dict]:
-    """write_jsonl's rows back (blank lines skipped); OSError / ValueError on a missing or bad file."""
-    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    """write_jsonl's rows back (blank lines skipped); OSError / ValueError on a missing or bad file
+    (the ValueError names the file and line)."""
+    rows = []
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{n}: not a JSON row ({exc.msg})") from None
+    return rows

@@ -302,14 +302,10 @@ def solve(row: dict, seed: int = 0, work_root: str | None = None, reproduce: boo
             if step.tool is None:
                 messages.append({"role": "assistant", "content": step.answer})
                 break
-            call_id = f"call_{i + 1}_0"
-            call = {"id": call_id, "type": "function",
-                    "function": {"name": step.tool, "arguments": json.dumps(step.arguments)}}  # fmt: skip
-            messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
             result = tools[step.tool].run(step.arguments, env)
             if result.is_error and step.tool != "bash":
                 raise OracleError(f"{step.tool} failed: {result.output.splitlines()[0][:200]}")
-            messages.append({"role": "tool", "tool_call_id": call_id, "name": step.tool, "content": result.output})
+            messages += tool_turn(i + 1, step.tool, step.arguments, result.output)
             last_output = result.output
         if not re.search(r"\d+ passed", last_output) or re.search(r"\d+ (failed|error)", last_output):
             raise OracleError(f"tests do not pass after the fix: {_short(last_output, 160)}")
@@ -327,6 +323,13 @@ def solve(row: dict, seed: int = 0, work_root: str | None = None, reproduce: boo
 
 
 # --------------------------------------------------------------------------- rendering
+
+
+def tool_turn(n: int, tool: str, arguments: dict[str, Any], output: str) -> list[dict[str, Any]]:
+    """The n-th (1-based) tool call of a trajectory and its result, as OpenAI-format messages."""
+    call = {"id": f"call_{n}_0", "type": "function", "function": {"name": tool, "arguments": json.dumps(arguments)}}
+    return [{"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call["id"], "name": tool, "content": output}]  # fmt: skip
 
 
 def render_trajectory(
