@@ -173,3 +173,25 @@ def test_chat_prompt_replies_get_a_verdict_by_kind():
     assert verdict("Where is mean defined?", "`mean` is defined in calc.py, lines 8-9: `def mean(values)`.") == "fit"
     assert verdict("Where is mean defined?", "`add` is defined in calc.py, lines 4-5.") == "other"
     assert verdict("Port this code to Go.", OPENINGS["feature"]) == "fit"
+
+
+def test_renamed_find_rows_ask_for_the_new_name_everywhere(tmp_path):
+    import re
+
+    from clover.evals.synthfix import generate as synthfix
+    from clover.evals.synthfix.chat_tasks import generate as task_rows
+
+    rows = synthfix(tmp_path / "sf", "train", 2, seed=3)
+    records = task_rows(rows, 20, seed=0, kinds=["find"], renamed_copies=2)
+    assert len(records) == 6  # each repository's row and its two renamed copies
+    symbols = []
+    for record in records:
+        text = record["text"]
+        symbol = text.split("<parameter=symbol>\n", 1)[1].split("\n", 1)[0]
+        output = text.split("<tool_response>\n", 1)[1].split("</tool_response>", 1)[0]
+        answer = text[record["spans"][-1][0] : record["spans"][-1][1]]
+        assert f"def {symbol}(" in output and answer.split("</think>\n\n", 1)[1].startswith(f"`{symbol}` is defined")
+        assert re.search(rf"(?<![A-Za-z0-9_]){re.escape(symbol)}(?![A-Za-z0-9_])", text.split("<|im_start|>user\n", 1)[1].split("<|im_end|>", 1)[0])
+        symbols.append(symbol)
+    assert len(set(symbols[:3])) == 3 and len(set(symbols[3:])) == 3  # the copies name other functions
+    assert [r["text"] for r in task_rows(rows, 20, seed=0, kinds=["find"])] == [records[0]["text"], records[3]["text"]]

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from clover.core.protocols import tool_spec
+from clover.evals.synthfix.augment import rename_trajectory
 from clover.evals.synthfix.chat_rows import decision_row, draw_root
 from clover.evals.synthfix.generator import read_jsonl, write_jsonl
 from clover.evals.synthfix.oracle import render_trajectory, tool_turn
@@ -244,7 +245,7 @@ KINDS = ["find", "tests", "about", "files"]
 
 def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compact", all_kinds: bool = False,
              history_cut: bool = False, kinds: list[str] | None = None,
-             no_readme: bool = False) -> list[dict[str, str]]:  # fmt: skip
+             no_readme: bool = False, renamed_copies: int = 0) -> list[dict[str, str]]:  # fmt: skip
     """Up to `count` rendered records: one per repository with the kinds taken in turn or, with
     `all_kinds`, every kind on each repository (contrast: the same repository and system prompt,
     different requests, different replies; a small model taught one question per repository learns
@@ -252,7 +253,9 @@ def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compac
     target and the tool call before it shows no thinking, as the agent's history does: the reply
     must then be chosen from the user's request, the thinking that named the kind being gone. `kinds`:
     only these kinds (default all of KINDS). `no_readme`: overview questions only, each asked of a copy
-    of the repository without its README (overview_without_readme)."""
+    of the repository without its README (overview_without_readme). `renamed_copies`: each "where is
+    X defined" row also this many times with X renamed everywhere (augment.rename_trajectory): about a
+    hundred train-split names are too few to learn to copy the one asked about, not recall one."""
     kinds = kinds or KINDS
     if unknown := set(kinds) - set(KINDS):
         raise ValueError(f"unknown kind(s) {sorted(unknown)}; choose from {KINDS}")
@@ -273,6 +276,8 @@ def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compac
                 trajs = [overview_without_readme(copy, rng, tools, root)]
         else:
             trajs = [trajectory(repo, kind, rng, tools, root) for kind in (kinds if all_kinds else [kinds[i % len(kinds)]])]
+            trajs += [rename_trajectory(t, (seed, i, k)) for t in trajs if t is not None and t["instance_id"] == "chat-task-find"
+                      for k in range(renamed_copies)]  # fmt: skip
         for traj in trajs:
             if traj is not None and len(out) < count:
                 text, spans = render_trajectory(traj, len(traj["thinking"]) - 1 if history_cut else 0, tool_prompt)
@@ -294,13 +299,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--decisions", action="store_true", help="rows cut to the thinking (chat_rows.decision_row)")
     parser.add_argument("--history-cut", action="store_true",
                         help="the answer turn the only target, after a history without thinking")  # fmt: skip
+    parser.add_argument("--renamed-copies", type=int, default=0,
+                        help="each find row also this many times with the symbol renamed (augment.py)")
     args = parser.parse_args(argv)
     if args.count < 1:
         parser.error("--count must be >= 1")
+    if args.renamed_copies < 0:
+        parser.error("--renamed-copies must be >= 0")
     try:
         rows = read_jsonl(args.instances)
         records = generate(rows, args.count, args.seed, args.tool_prompt, args.all_kinds, args.history_cut, args.kinds,
-                           args.no_readme)
+                           args.no_readme, args.renamed_copies)
         if args.decisions:
             records = [decision_row(r) for r in records]
         write_jsonl(records, args.out)
