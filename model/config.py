@@ -76,6 +76,10 @@ class CloverConfig:
     mask_token_id: int = 248319
     eos_token_ids: list[int] = field(default_factory=list)
     pad_token_id: int | None = None
+    # ids every prompt starts with, the way the checkpoint's training rows started: the embedded
+    # model's rows open with <|endoftext|> (left padding, or the separator of packed documents);
+    # its first token became the one attention rests on, and a prompt without it miswrites tokens
+    prompt_start_ids: list[int] = field(default_factory=list)
     # chat rendering: "compact" lists tools as name(params) lines, for small models whose context
     # and capacity a full JSON-ish tool section would swamp
     tool_prompt: str = "full"
@@ -116,6 +120,9 @@ class CloverConfig:
             raise ValueError(f"early_answer_redos must be 0 (none) or more, not {self.early_answer_redos}")
         if not 0 <= self.mask_token_id < self.vocab_size:
             raise ValueError(f"mask_token_id {self.mask_token_id} outside the vocabulary ({self.vocab_size})")
+        for token in self.prompt_start_ids:
+            if not 0 <= token < self.vocab_size:
+                raise ValueError(f"prompt_start_ids: {token} outside the vocabulary ({self.vocab_size})")
 
     # ------------------------------------------------------------------ derived sizes
 

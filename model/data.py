@@ -73,12 +73,16 @@ def pack(
 def end_aligned(
     docs: Iterable[tuple[list[int], list[bool]]], seq_len: int, pad_id: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """One row per document: its last `seq_len` tokens (left-padded, padding not a target). An
+    """One row per document: its last `seq_len - 1` tokens, left-padded (padding not a target). An
     agent trajectory puts its targets at the end, after a long constant system prompt, so the end
-    window keeps every target of the document and the issue and tool outputs they depend on."""
+    window keeps every target of the document and the issue and tool outputs they depend on.
+    Every row opens with at least one `pad_id`: the token a model trained on these rows expects
+    first (its config's prompt_start_ids), cut rows included."""
+    if seq_len < 2:
+        raise ValueError(f"end-aligned rows need a sequence length of 2 or more, not {seq_len}")
     rows_ids, rows_tgt = [], []
     for doc_ids, doc_target in docs:
-        ids, tgt = doc_ids[-seq_len:], doc_target[-seq_len:]
+        ids, tgt = doc_ids[-(seq_len - 1):], doc_target[-(seq_len - 1):]
         pad = seq_len - len(ids)
         rows_ids.append([pad_id] * pad + ids)
         rows_tgt.append([False] * pad + tgt)

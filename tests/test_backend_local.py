@@ -334,3 +334,29 @@ def test_decode_benchmark_runs_on_the_tiny_checkpoint(ckpt, tmp_path, capsys):
     assert rows[0]["agreement"] == 1.0 and rows[0]["tokens"] == 8
     # threshold 0 accepts every position in the first round: one forward per block
     assert rows[2]["rounds_per_block"] == 1.0 and rows[2]["tokens_per_forward"] > 1.0
+
+
+def test_prompt_start_ids_open_every_prompt(ckpt, tmp_path):
+    d = tmp_path / "started"
+    shutil.copytree(ckpt, d)
+    config = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**config, "prompt_start_ids": [0]}))
+    plain, _ = LocalCloverModel(Settings(model=str(ckpt))).prompt_ids(USER, [])
+    started, _ = LocalCloverModel(Settings(model=str(d))).prompt_ids(USER, [])
+    assert started == [0] + plain
+    (d / "config.json").write_text(json.dumps({**config, "prompt_start_ids": [10**6]}))
+    with pytest.raises(ModelError, match="prompt_start_ids"):
+        LocalCloverModel(Settings(model=str(d)))
+
+
+def test_the_embedded_prompt_opens_as_its_training_rows_do():
+    """The embedded model's rows are end-aligned after <|endoftext|> padding (model/data.py); a
+    prompt without it made the shipped model write "running on youran" where every row has
+    "running on your machine"."""
+    from clover.model.data import end_aligned
+
+    model = LocalCloverModel(Settings(model="embedded"))
+    eot = model.tokenizer.token_id("<|endoftext|>")
+    rows, _ = end_aligned([([5] * 10, [True] * 10), ([5] * 3, [True] * 3)], 8, eot)
+    assert rows[:, 0].tolist() == [eot, eot]
+    assert model.prompt_ids(USER, [])[0][0] == eot and model.config.prompt_start_ids == [eot]

@@ -59,7 +59,7 @@ def embedded():
         call(2, "view", {"path": "shop/prices.py", "view_range": [1, 3]}),
         {"role": "tool", "tool_call_id": "c2", "name": "view", "content": source},
     ]  # fmt: skip
-    prompt = tok.encode(render_messages(messages, think=True, template=loaded.chat_template))
+    prompt = loaded.config.prompt_start_ids + tok.encode(render_messages(messages, think=True, template=loaded.chat_template))
     return loaded.model, tok, prompt
 
 

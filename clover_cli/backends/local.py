@@ -179,7 +179,8 @@ class LocalCloverModel:
                                    tool_prompt=self.config.tool_prompt)
         except Exception as exc:  # a checkpoint's jinja template that fails on these messages
             raise ModelError(f"the checkpoint's chat template failed: {_one_line(exc)}") from None
-        return self.tokenizer.encode(text), text.rstrip().endswith(THINK_OPEN)
+        ids = list(self.config.prompt_start_ids) + self.tokenizer.encode(text)
+        return ids, text.rstrip().endswith(THINK_OPEN)
 
     def complete(
         self,
