@@ -205,6 +205,12 @@ def thought_and_reply(thinking: str, content: str) -> str:
     return f"{thinking}\n{THINK_CLOSE}\n\n{content}<|im_end|>"
 
 
+def encode_prompt(tokenizer: Any, config: Any, text: str) -> list[int]:
+    """Token ids of a rendered prompt, opened with the checkpoint's `prompt_start_ids` (the token its
+    training rows started with; a prompt without it is one the model never saw)."""
+    return list(config.prompt_start_ids) + tokenizer.encode(text)
+
+
 def render_messages(
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]] | None = None,
@@ -270,6 +276,7 @@ __all__ = [  # parsing lives in model/chat_parse.py; re-exported here as the one
     "SPECIAL_TOKENS",
     "ParsedCall",
     "StreamParser",
+    "encode_prompt",
     "generation_prompt",
     "parse_assistant",
     "parse_tool_calls",

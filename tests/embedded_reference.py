@@ -19,7 +19,7 @@ NEW_TOKENS = 24
 def reference_tokens() -> dict[str, list[int]]:
     import torch
 
-    from clover.model.chat import render_messages
+    from clover.model.chat import encode_prompt, render_messages
     from clover.model.generate import DecodeSettings, generate
     from clover.model.load import load_checkpoint
     from clover.model.tokenizer import CloverTokenizer
@@ -27,7 +27,7 @@ def reference_tokens() -> dict[str, list[int]]:
     torch.manual_seed(0)
     loaded = load_checkpoint(WEIGHTS, device="cpu", dtype=torch.float32)
     tokenizer = CloverTokenizer.from_dir(WEIGHTS)
-    prompt = loaded.config.prompt_start_ids + tokenizer.encode(render_messages(MESSAGES, think=True, template=loaded.chat_template))
+    prompt = encode_prompt(tokenizer, loaded.config, render_messages(MESSAGES, think=True, template=loaded.chat_template))
     out = {}
     for key, block, order in (("B1", 1, None), ("B32", 32, "left"), ("B16-verify", 16, "verify")):
         settings = DecodeSettings(block_size=block, order=order, temperature=0.0, max_new_tokens=NEW_TOKENS,

@@ -39,7 +39,7 @@ def test_an_agreeing_run_from_the_leftmost_mask_is_accepted_below_the_threshold(
 
 @pytest.fixture(scope="module")
 def embedded():
-    from clover.model.chat import render_messages
+    from clover.model.chat import encode_prompt, render_messages
     from clover.model.load import load_checkpoint
     from clover.model.tokenizer import CloverTokenizer
 
@@ -59,7 +59,7 @@ def embedded():
         call(2, "view", {"path": "shop/prices.py", "view_range": [1, 3]}),
         {"role": "tool", "tool_call_id": "c2", "name": "view", "content": source},
     ]  # fmt: skip
-    prompt = loaded.config.prompt_start_ids + tok.encode(render_messages(messages, think=True, template=loaded.chat_template))
+    prompt = encode_prompt(tok, loaded.config, render_messages(messages, think=True, template=loaded.chat_template))
     return loaded.model, tok, prompt
 
 

@@ -34,6 +34,7 @@ from clover.model.chat import (
     THINK_CLOSE,
     THINK_OPEN,
     StreamParser,
+    encode_prompt,
     parse_assistant,
     render_messages,
     tool_schemas,
@@ -179,8 +180,7 @@ class LocalCloverModel:
                                    tool_prompt=self.config.tool_prompt)
         except Exception as exc:  # a checkpoint's jinja template that fails on these messages
             raise ModelError(f"the checkpoint's chat template failed: {_one_line(exc)}") from None
-        ids = list(self.config.prompt_start_ids) + self.tokenizer.encode(text)
-        return ids, text.rstrip().endswith(THINK_OPEN)
+        return encode_prompt(self.tokenizer, self.config, text), text.rstrip().endswith(THINK_OPEN)
 
     def complete(
         self,
