@@ -195,3 +195,38 @@ def test_renamed_find_rows_ask_for_the_new_name_everywhere(tmp_path):
         symbols.append(symbol)
     assert len(set(symbols[:3])) == 3 and len(set(symbols[3:])) == 3  # the copies name other functions
     assert [r["text"] for r in task_rows(rows, 20, seed=0, kinds=["find"])] == [records[0]["text"], records[3]["text"]]
+
+
+def test_flat_copies_put_every_module_at_the_top_level(tmp_path):
+    from clover.evals.synthfix import generate as synthfix
+    from clover.evals.synthfix.chat_tasks import flat_copy
+    from clover.evals.synthfix.chat_tasks import generate as task_rows
+
+    rows = synthfix(tmp_path / "sf", "train", 2, seed=3)
+    copy = tmp_path / "flat"
+    assert flat_copy(Path(rows[0]["repo"]), copy)
+    sources = sorted(p.relative_to(copy).as_posix() for p in copy.rglob("*.py") if "tests" not in p.parts)
+    assert sources and all("/" not in s for s in sources) and (copy / "tests").is_dir()
+    records = task_rows(rows, 20, seed=0, kinds=["find", "files"], flat=True, all_kinds=True, renamed_copies=1)
+    assert len(records) == 6  # per repository: find, its renamed copy, files
+    for record in records:
+        output = record["text"].split("<tool_response>\n", 1)[1].split("</tool_response>", 1)[0]
+        sources = [line.split(":", 1)[0] for line in output.splitlines() if not line.startswith("tests/")]
+        assert sources and all(s.endswith(".py") and "/" not in s for s in sources)
+        answer = record["text"][record["spans"][-1][0] : record["spans"][-1][1]]
+        assert sources[0] in answer
+    with pytest.raises(ValueError, match="flat copies"):
+        task_rows(rows, 20, seed=0, kinds=["tests"], flat=True)
+
+
+def test_renamed_find_rows_rename_the_module_path_too(tmp_path):
+    from clover.evals.synthfix import generate as synthfix
+    from clover.evals.synthfix.chat_tasks import generate as task_rows
+
+    rows = synthfix(tmp_path / "sf", "train", 1, seed=3)
+    original, renamed = task_rows(rows, 20, seed=0, kinds=["find"], renamed_copies=1)
+    path = original["text"].split("<tool_response>\n", 1)[1].split(":", 1)[0]
+    new_path = renamed["text"].split("<tool_response>\n", 1)[1].split(":", 1)[0]
+    assert path.count("/") == new_path.count("/") and set(path[:-3].split("/")).isdisjoint(new_path[:-3].split("/"))
+    answer = renamed["text"][renamed["spans"][-1][0] : renamed["spans"][-1][1]]
+    assert f" in {new_path}, lines" in answer and path not in renamed["text"]

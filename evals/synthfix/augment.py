@@ -71,16 +71,26 @@ def _first_call(traj: dict[str, Any], tool: str) -> dict[str, Any] | None:
     return None
 
 
+def _outline_hit(traj: dict[str, Any]) -> str | None:
+    """The path of the first definition the first tool output lists (`pkg/mod.py:4-5: def f(...)`): a
+    trajectory that only looks a name up (chat_tasks' find rows) has no view call to take it from."""
+    output = next((m.get("content") for m in traj["messages"] if m.get("role") == "tool"), None)
+    hit = re.search(r"^([\w./-]+\.py):\d+-\d+: ", output, re.M) if isinstance(output, str) else None
+    return hit[1] if hit else None
+
+
 def renames(traj: dict[str, Any], rng: random.Random) -> dict[str, str]:
     """old -> new for the trajectory's function (the outline symbol) and the parts of the edited
-    module's path; names Python or the tools rely on (keywords, builtins, stdlib modules) stay."""
+    module's path (the viewed one, else the outline's hit); names Python or the tools rely on
+    (keywords, builtins, stdlib modules) stay."""
     names: list[str] = []
     outline = _first_call(traj, "outline")
     if outline and isinstance(outline.get("symbol"), str):
         names.append(outline["symbol"].split(".")[-1])
     view = _first_call(traj, "view")
-    if view and isinstance(view.get("path"), str) and view["path"].endswith(".py"):
-        names += [p for p in view["path"][:-3].split("/") if p.isidentifier()]
+    path = view.get("path") if view else _outline_hit(traj) if outline else None
+    if isinstance(path, str) and path.endswith(".py"):
+        names += [p for p in path[:-3].split("/") if p.isidentifier()]
     taken: set[str] = set()
     out: dict[str, str] = {}
     for name in names:

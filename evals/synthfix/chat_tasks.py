@@ -241,11 +241,30 @@ def overview_without_readme(repo: Path, rng: random.Random, tools: list[dict[str
 
 
 KINDS = ["find", "tests", "about", "files"]
+_NOT_SOURCE = ("__init__.py", "conftest.py", "setup.py")
+
+
+def flat_copy(repo: Path, dest: Path) -> bool:
+    """Copy `repo` to `dest` with every source module at the top level (pkg/sub/mod.py -> mod.py), README
+    and tests kept: the one-module layout of many small projects (`calc.py`), which no SynthFix repository
+    has, so a model taught on them only ever copied `pkg/mod.py` paths. False (nothing usable) when two
+    modules share a file name. The tests' imports no longer resolve: only ask what needs no test run."""
+    modules = [p for p in sorted(repo.rglob("*.py"))
+               if p.relative_to(repo).parts[0] != "tests" and p.name not in _NOT_SOURCE]  # fmt: skip
+    if not modules or len({p.name for p in modules}) < len(modules):
+        return False
+    shutil.copytree(repo / "tests", dest / "tests", ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+    for name in ("README.md", "conftest.py"):
+        if (repo / name).is_file():
+            shutil.copy2(repo / name, dest / name)
+    for module in modules:
+        shutil.copy2(module, dest / module.name)
+    return True
 
 
 def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compact", all_kinds: bool = False,
              history_cut: bool = False, kinds: list[str] | None = None,
-             no_readme: bool = False, renamed_copies: int = 0) -> list[dict[str, str]]:  # fmt: skip
+             no_readme: bool = False, renamed_copies: int = 0, flat: bool = False) -> list[dict[str, str]]:  # fmt: skip
     """Up to `count` rendered records: one per repository with the kinds taken in turn or, with
     `all_kinds`, every kind on each repository (contrast: the same repository and system prompt,
     different requests, different replies; a small model taught one question per repository learns
@@ -255,10 +274,15 @@ def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compac
     only these kinds (default all of KINDS). `no_readme`: overview questions only, each asked of a copy
     of the repository without its README (overview_without_readme). `renamed_copies`: each "where is
     X defined" row also this many times with X renamed everywhere (augment.rename_trajectory): about a
-    hundred train-split names are too few to learn to copy the one asked about, not recall one."""
+    hundred train-split names are too few to learn to copy the one asked about, not recall one.
+    `flat`: each question asked of a flat_copy of the repository (no test runs there)."""
     kinds = kinds or KINDS
     if unknown := set(kinds) - set(KINDS):
         raise ValueError(f"unknown kind(s) {sorted(unknown)}; choose from {KINDS}")
+    if flat:
+        kinds = [k for k in kinds if k != "tests"]
+        if not kinds or no_readme:
+            raise ValueError("flat copies take find, about and files questions (their tests cannot run)")
     rng = random.Random(seed)
     tools = [tool_spec(t) for t in default_tools()]
     out: list[dict[str, Any]] = []
@@ -274,10 +298,15 @@ def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compac
                 copy = Path(tmp) / repo.name
                 shutil.copytree(repo, copy, ignore=shutil.ignore_patterns("README.md", ".git", ".pytest_cache"))
                 trajs = [overview_without_readme(copy, rng, tools, root)]
+        elif flat:
+            with tempfile.TemporaryDirectory(prefix="clover-flat-") as tmp:
+                copy = Path(tmp) / repo.name
+                asked = kinds if all_kinds else [kinds[i % len(kinds)]]
+                trajs = [trajectory(copy, kind, rng, tools, root) for kind in asked] if flat_copy(repo, copy) else []
         else:
             trajs = [trajectory(repo, kind, rng, tools, root) for kind in (kinds if all_kinds else [kinds[i % len(kinds)]])]
-            trajs += [rename_trajectory(t, (seed, i, k)) for t in trajs if t is not None and t["instance_id"] == "chat-task-find"
-                      for k in range(renamed_copies)]  # fmt: skip
+        trajs += [rename_trajectory(t, (seed, i, k)) for t in trajs if t is not None and t["instance_id"] == "chat-task-find"
+                  for k in range(renamed_copies)]  # fmt: skip
         for traj in trajs:
             if traj is not None and len(out) < count:
                 text, spans = render_trajectory(traj, len(traj["thinking"]) - 1 if history_cut else 0, tool_prompt)
@@ -296,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kinds", nargs="+", choices=KINDS, help="only these kinds of question (default: all)")
     parser.add_argument("--no-readme", action="store_true",
                         help="overview questions asked of copies without README.md (answered from a module)")
+    parser.add_argument("--flat", action="store_true",
+                        help="questions asked of copies with every module at the top level (no test runs)")
     parser.add_argument("--decisions", action="store_true", help="rows cut to the thinking (chat_rows.decision_row)")
     parser.add_argument("--history-cut", action="store_true",
                         help="the answer turn the only target, after a history without thinking")  # fmt: skip
@@ -309,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rows = read_jsonl(args.instances)
         records = generate(rows, args.count, args.seed, args.tool_prompt, args.all_kinds, args.history_cut, args.kinds,
-                           args.no_readme, args.renamed_copies)
+                           args.no_readme, args.renamed_copies, args.flat)
         if args.decisions:
             records = [decision_row(r) for r in records]
         write_jsonl(records, args.out)
