@@ -145,14 +145,17 @@ class CloverForCausalLM(nn.Module):
         h, _ = self._run(input_ids, None, None, commit=False)
         return self.lm_head(h)
 
-    def forward_train(self, x_t: Tensor, x_0: Tensor, block_size: int, select: Tensor | None = None) -> Tensor:
+    def forward_train(self, x_t: Tensor, x_0: Tensor, block_size: int, select: Tensor | None = None,
+                      causal: bool = False) -> Tensor | tuple[Tensor, Tensor]:  # fmt: skip
         """Block-diffusion training forward (BD3-LM x_t ⊕ x_0). x_t, x_0 [N, T], T a multiple of
         block_size. Returns logits [N, T, V] where logits[:, i] predicts x_0[:, i] (row 0 is zeros:
         nothing precedes it). A block's first row comes from the clean stream (the committed
         prefix), the others from the noisy block itself, matching `denoise` exactly; at block_size 1
         every row comes from the clean stream, so the noisy one is not run.
         `select` (bool [N, T]): only those rows, logits [K, V], with lm_head run on them alone (in
-        training most rows are context, and lm_head is a third of the FLOPs)."""
+        training most rows are context, and lm_head is a third of the FLOPs).
+        `causal` (with `select`): also the clean stream's logits at the same rows, detached: what the
+        causal (B = 1) path predicts there from the clean tokens before, at no extra pass."""
         n, t = x_0.shape
         if t % block_size:
             raise ValueError(f"sequence length {t} is not a multiple of block_size {block_size}")
@@ -168,7 +171,14 @@ class CloverForCausalLM(nn.Module):
             starts = torch.arange(block_size, t, block_size, device=x_0.device)
             src[:, starts] = clean[:, starts - 1]
         if select is not None:
+            if causal:
+                prev = torch.cat([torch.zeros_like(clean[:, :1]), clean[:, :-1]], dim=1)[select].detach()
+                with torch.no_grad():
+                    teacher = self.lm_head(prev)
+                return self.lm_head(src[select]), teacher
             return self.lm_head(src[select])
+        if causal:
+            raise ValueError("forward_train(causal=True) needs `select`")
         logits = self.lm_head(src)
         logits[:, 0] = 0
         return logits

@@ -60,6 +60,9 @@ class TrainArgs:
     block_weights: str = ",".join(map(str, BLOCK_WEIGHTS))
     # share of B > 1 blocks masked as a suffix (left-order decoding's pattern) rather than at random
     suffix_masks: float = 0.0
+    # share of B > 1 steps whose masked targets are the model's own causal (B = 1) argmax, not the
+    # data: verified decoding keeps a draft token only where it equals that argmax
+    distill: float = 0.0
     # share of steps that draw `short_batch` rows of the --short-data set (its own, shorter row length)
     short_share: float = 0.0
     short_batch: int = 4
@@ -70,6 +73,8 @@ class TrainArgs:
             raise ValueError(f"--block-weights needs {len(BLOCK_SIZES)} weights >= 0 for block sizes {BLOCK_SIZES}")
         if not 0.0 <= self.suffix_masks <= 1.0:
             raise ValueError("--suffix-masks must be a share between 0 and 1")
+        if not 0.0 <= self.distill <= 1.0:
+            raise ValueError("--distill must be a share between 0 and 1")
         if not 0.0 <= self.short_share <= 1.0 or self.short_batch < 1:
             raise ValueError("--short-share must be a share between 0 and 1, --short-batch at least 1")
         return values
@@ -113,9 +118,13 @@ def add_noise(x0: torch.Tensor, target: torch.Tensor, block: int, mask_id: int, 
 
 def diffusion_step_loss(
     model: CloverForCausalLM, x0: torch.Tensor, target: torch.Tensor, block: int, gen: torch.Generator,
-    suffix_fraction: float = 0.0,
+    suffix_fraction: float = 0.0, distill: bool = False,
 ) -> tuple[torch.Tensor, int]:
-    """(mean CE over the masked target positions, their count). Position 0 predicts nothing."""
+    """(mean CE over the masked target positions, their count). Position 0 predicts nothing.
+
+    `distill` (B > 1 only): the targets are the model's own causal argmax at those positions given
+    the row's tokens before them (the same pass's clean stream, no gradient through it), so the denoiser learns to draft what the
+    causal pass that verifies it would write, not the data where the two differ."""
     mask_id = model.config.mask_token_id
     if block == 1:  # autoregressive: every target position, inputs clean
         x_t, use = x0, target.clone()
@@ -126,6 +135,9 @@ def diffusion_step_loss(
     count = int(use.sum())
     if count == 0:
         return sum(p.sum() for p in model.parameters()) * 0.0, 0
+    if distill and block > 1:  # the clean stream of the same pass is the causal path
+        logits, teacher = model.forward_train(x_t, x0, block, select=use, causal=True)
+        return F.cross_entropy(logits.float(), teacher.argmax(-1)), count
     logits = model.forward_train(x_t, x0, block, select=use)
     return F.cross_entropy(logits.float(), x0[use]), count
 
@@ -202,7 +214,9 @@ class Trainer:
         gen = step_generator(self.args.seed, step)
         x0, target = self.batch(gen)
         block = sample_block_size(gen, x0.shape[1], self.block_weights)
-        loss, count = diffusion_step_loss(self.model, x0, target.bool(), block, gen, self.args.suffix_masks)
+        # drawn only when used, so runs without it keep their masks
+        distill = self.args.distill > 0 and block > 1 and float(torch.rand((), generator=gen)) < self.args.distill
+        loss, count = diffusion_step_loss(self.model, x0, target.bool(), block, gen, self.args.suffix_masks, distill)
         return loss, count, block, x0.numel()
 
     def train_step(self) -> dict[str, float]:

@@ -114,6 +114,39 @@ def test_selected_rows_match_the_full_forward_train() -> None:
     torch.testing.assert_close(ar_fast, ar_full, rtol=1e-4, atol=1e-4)
 
 
+def test_distill_targets_are_the_causal_paths_argmax() -> None:
+    """The teacher a B > 1 pass gives (its clean stream) is what B = 1 predicts at the same rows, and a
+    distilled loss moves the denoiser's argmax towards it."""
+    torch.manual_seed(0)
+    model = CloverForCausalLM(tiny())
+    ids, target = _data()
+    x_t = add_noise(ids, target, 4, model.config.mask_token_id, torch.Generator().manual_seed(2))
+    use = (x_t == model.config.mask_token_id) & target
+    logits, teacher = model.forward_train(x_t, ids, 4, select=use, causal=True)
+    assert not teacher.requires_grad and logits.requires_grad
+    with torch.no_grad():
+        torch.testing.assert_close(teacher, model.forward_train(ids, ids, 1, select=use), rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="needs `select`"):
+        model.forward_train(x_t, ids, 4, causal=True)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+
+    def agreement() -> float:
+        with torch.no_grad():
+            draft, causal = model.forward_train(x_t, ids, 4, select=use, causal=True)
+            return float((draft.argmax(-1) == causal.argmax(-1)).float().mean())
+
+    before = agreement()
+    for _ in range(15):
+        gen = torch.Generator().manual_seed(2)  # the same masks as x_t
+        loss, _ = diffusion_step_loss(model, ids, target, 4, gen, distill=True)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert before < 0.5 < 0.75 < agreement()
+    with pytest.raises(ValueError, match="--distill"):
+        TrainArgs(distill=1.5).weights()
+
+
 def test_few_steps_reduce_loss_on_fixed_batch(tmp_path) -> None:
     ids, target = _data()
     trainer = Trainer(tiny(), ids, target, tmp_path, _args())
