@@ -93,7 +93,7 @@ def test_repository_questions_are_answered_from_the_real_tool_output(tmp_path):
         assert "README.md: no such file" in text and len(record["spans"]) == 4
         module = text.rsplit("<parameter=path>\n", 1)[1].split("\n", 1)[0]
         doc = text.rsplit("<tool_response>\n", 1)[1].split('"""')[1].strip()
-        assert f"There is no README; {module} says: {doc}" in text[record["spans"][-1][0]:]
+        assert f"There is no README; `{module}` says: {doc}" in text[record["spans"][-1][0]:]
     heldout = synthfix(tmp_path / "ho", "heldout", 1, seed=0)
     with pytest.raises(ValueError, match="train split"):
         task_rows(heldout, 1, seed=0)
@@ -214,7 +214,7 @@ def test_flat_copies_put_every_module_at_the_top_level(tmp_path):
         sources = [line.split(":", 1)[0] for line in output.splitlines() if not line.startswith("tests/")]
         assert sources and all(s.endswith(".py") and "/" not in s for s in sources)
         answer = record["text"][record["spans"][-1][0] : record["spans"][-1][1]]
-        assert sources[0] in answer
+        assert f"`{sources[0]}`" in answer  # quoted: the same tokens as the tool output
     with pytest.raises(ValueError, match="flat copies"):
         task_rows(rows, 20, seed=0, kinds=["tests"], flat=True)
 
@@ -229,4 +229,4 @@ def test_renamed_find_rows_rename_the_module_path_too(tmp_path):
     new_path = renamed["text"].split("<tool_response>\n", 1)[1].split(":", 1)[0]
     assert path.count("/") == new_path.count("/") and set(path[:-3].split("/")).isdisjoint(new_path[:-3].split("/"))
     answer = renamed["text"][renamed["spans"][-1][0] : renamed["spans"][-1][1]]
-    assert f" in {new_path}, lines" in answer and path not in renamed["text"]
+    assert f" in `{new_path}`, lines" in answer and path not in renamed["text"]

@@ -140,12 +140,15 @@ def plan(kind: str, repo: Path, rng: random.Random) -> tuple[str, str, dict[str,
 
 
 def answer(kind: str, output: str, fields: dict[str, str]) -> str | None:
-    """The reply, read off the tool's real output; None when the output is not what it should be."""
+    """The reply, read off the tool's real output; None when the output is not what it should be.
+    Paths are quoted in backticks: after "` the path's tokens are those of the tool output, which
+    starts its lines with the path ("calc.py" -> `cal` `c` `.py`); after a space they differ (` cal`),
+    and a small model wrote the commoner " src" there ("srcc.py")."""
     if kind == "find":
         hit = _DEF.search(output)
         if hit is None:
             return None
-        return f"`{fields['name']}` is defined in {hit['path']}, lines {hit['start']}-{hit['end']}: `{hit['sig']}`."
+        return f"`{fields['name']}` is defined in `{hit['path']}`, lines {hit['start']}-{hit['end']}: `{hit['sig']}`."
     if kind == "tests":
         found = _SUMMARY.findall(output)
         if not found:
@@ -163,8 +166,8 @@ def answer(kind: str, output: str, fields: dict[str, str]) -> str | None:
         return None
     src = [f for f in files if not f.startswith("tests/")]
     tests = [f for f in files if f.startswith("tests/")]
-    text = "Source files: " + ", ".join(src) + "."
-    return text + (f" Tests: {', '.join(tests)}." if tests else "")
+    text = "Source files: " + ", ".join(f"`{f}`" for f in src) + "."
+    return text + (" Tests: " + ", ".join(f"`{f}`" for f in tests) + "." if tests else "")
 
 
 def trajectory(repo: Path, kind: str, rng: random.Random, tools: list[dict[str, Any]],
@@ -234,7 +237,7 @@ def overview_without_readme(repo: Path, rng: random.Random, tools: list[dict[str
     doc = re.match(r'\s*1\t"""(.+?)(""")?$', output.split("\n", 1)[0])
     if doc is None:
         return None
-    reply = f"There is no README; {arguments['path']} says: {doc[1].strip()}"
+    reply = f"There is no README; `{arguments['path']}` says: {doc[1].strip()}"
     messages.append({"role": "assistant", "content": f"{reply} {rng.choice(OFFER)}".strip()})
     return {"instance_id": "chat-task-about", "messages": messages, "thinking": [*thinking, "I have the answer."],
             "tools": tools}  # fmt: skip
