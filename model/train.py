@@ -123,8 +123,9 @@ def diffusion_step_loss(
     """(mean CE over the masked target positions, their count). Position 0 predicts nothing.
 
     `distill` (B > 1 only): the targets are the model's own causal argmax at those positions given
-    the row's tokens before them (the same pass's clean stream, no gradient through it), so the denoiser learns to draft what the
-    causal pass that verifies it would write, not the data where the two differ."""
+    the row's tokens before them (the same pass's clean stream, no gradient through it), so the
+    denoiser learns to draft what the causal pass that verifies it would write, not the data where
+    the two differ."""
     mask_id = model.config.mask_token_id
     if block == 1:  # autoregressive: every target position, inputs clean
         x_t, use = x0, target.clone()
