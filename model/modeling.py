@@ -77,6 +77,11 @@ class CloverModel(nn.Module):
         self.rotary_emb = RotaryEmbedding(config.rotary_dim, config.rope_theta)
 
 
+
+def _shifted(h: Tensor) -> Tensor:
+    """h [N, T, D] moved one place right (row i holds h[:, i - 1], row 0 zeros): the state that predicts token i."""
+    return torch.cat([torch.zeros_like(h[:, :1]), h[:, :-1]], dim=1)
+
 class CloverForCausalLM(nn.Module):
     def __init__(self, config: CloverConfig) -> None:
         super().__init__()
@@ -161,18 +166,18 @@ class CloverForCausalLM(nn.Module):
             raise ValueError(f"sequence length {t} is not a multiple of block_size {block_size}")
         if block_size == 1:
             clean, _ = self._run(x_0, None, None, commit=False)
-            src = torch.cat([torch.zeros_like(clean[:, :1]), clean[:, :-1]], dim=1)
+            src = _shifted(clean)
         else:
             clean, noisy = self._run(
                 x_0, x_t.view(n, t // block_size, block_size), None, commit=False, chunk_size=block_size
             )
             noisy = noisy.reshape(n, t, -1)
-            src = torch.cat([torch.zeros_like(noisy[:, :1]), noisy[:, :-1]], dim=1)
+            src = _shifted(noisy)
             starts = torch.arange(block_size, t, block_size, device=x_0.device)
             src[:, starts] = clean[:, starts - 1]
         if select is not None:
             if causal:
-                prev = torch.cat([torch.zeros_like(clean[:, :1]), clean[:, :-1]], dim=1)[select].detach()
+                prev = _shifted(clean)[select].detach()
                 with torch.no_grad():
                     teacher = self.lm_head(prev)
                 return self.lm_head(src[select]), teacher

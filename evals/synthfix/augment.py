@@ -71,12 +71,16 @@ def _first_call(traj: dict[str, Any], tool: str) -> dict[str, Any] | None:
     return None
 
 
+# one definition as the outline tool lists it: `pkg/mod.py:4-5: def f(a, b)`
+OUTLINE_HIT = re.compile(r"^(?P<path>[^:\n]+):(?P<start>\d+)-(?P<end>\d+): (?P<sig>.+)$", re.M)
+
+
 def _outline_hit(traj: dict[str, Any]) -> str | None:
-    """The path of the first definition the first tool output lists (`pkg/mod.py:4-5: def f(...)`): a
-    trajectory that only looks a name up (chat_tasks' find rows) has no view call to take it from."""
+    """The path of the first definition the first tool output lists: a trajectory that only looks a
+    name up (chat_tasks' find rows) has no view call to take it from."""
     output = next((m.get("content") for m in traj["messages"] if m.get("role") == "tool"), None)
-    hit = re.search(r"^([\w./-]+\.py):\d+-\d+: ", output, re.M) if isinstance(output, str) else None
-    return hit[1] if hit else None
+    hit = OUTLINE_HIT.search(output) if isinstance(output, str) else None
+    return hit["path"] if hit else None
 
 
 def renames(traj: dict[str, Any], rng: random.Random) -> dict[str, str]:

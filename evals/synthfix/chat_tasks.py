@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from clover.core.protocols import tool_spec
-from clover.evals.synthfix.augment import rename_trajectory
+from clover.evals.synthfix.augment import OUTLINE_HIT, rename_trajectory
 from clover.evals.synthfix.chat_rows import decision_row, draw_root
 from clover.evals.synthfix.generator import read_jsonl, write_jsonl
 from clover.evals.synthfix.oracle import render_trajectory, tool_turn
@@ -111,7 +111,7 @@ OFFER = [
     "",
 ]
 
-_DEF = re.compile(r"^(?P<path>[^:\n]+):(?P<start>\d+)-(?P<end>\d+): (?P<sig>.+)$", re.M)
+_NOT_SOURCE = ("__init__.py", "conftest.py", "setup.py")  # Python files that are not a source module
 _SUMMARY = re.compile(r"^=*\s*(\d+ (passed|failed).*?)\s*=*$", re.M)
 
 
@@ -145,7 +145,7 @@ def answer(kind: str, output: str, fields: dict[str, str]) -> str | None:
     starts its lines with the path ("calc.py" -> `cal` `c` `.py`); after a space they differ (` cal`),
     and a small model wrote the commoner " src" there ("srcc.py")."""
     if kind == "find":
-        hit = _DEF.search(output)
+        hit = OUTLINE_HIT.search(output)
         if hit is None:
             return None
         return f"`{fields['name']}` is defined in `{hit['path']}`, lines {hit['start']}-{hit['end']}: `{hit['sig']}`."
@@ -208,7 +208,7 @@ def first_module(listing: str) -> str | None:
     """The first source module a glob lists (not a test, an __init__.py, conftest.py or setup.py)."""
     for path in listing.splitlines():
         name = path.rsplit("/", 1)[-1]
-        if path.endswith(".py") and not path.startswith("tests/") and name not in ("__init__.py", "conftest.py", "setup.py"):
+        if path.endswith(".py") and not path.startswith("tests/") and name not in _NOT_SOURCE:
             return path
     return None
 
@@ -244,7 +244,6 @@ def overview_without_readme(repo: Path, rng: random.Random, tools: list[dict[str
 
 
 KINDS = ["find", "tests", "about", "files"]
-_NOT_SOURCE = ("__init__.py", "conftest.py", "setup.py")
 
 
 def flat_copy(repo: Path, dest: Path) -> bool:
@@ -296,6 +295,7 @@ def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compac
             raise ValueError(f"{row.get('instance_id')}: chat task rows come from the train split only")
         repo = Path(row["repo"])
         root = draw_root(rng)  # one per repository: its questions share a prompt
+        asked = kinds if all_kinds else [kinds[i % len(kinds)]]
         if no_readme:
             with tempfile.TemporaryDirectory(prefix="clover-noreadme-") as tmp:
                 copy = Path(tmp) / repo.name
@@ -304,10 +304,9 @@ def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compac
         elif flat:
             with tempfile.TemporaryDirectory(prefix="clover-flat-") as tmp:
                 copy = Path(tmp) / repo.name
-                asked = kinds if all_kinds else [kinds[i % len(kinds)]]
                 trajs = [trajectory(copy, kind, rng, tools, root) for kind in asked] if flat_copy(repo, copy) else []
         else:
-            trajs = [trajectory(repo, kind, rng, tools, root) for kind in (kinds if all_kinds else [kinds[i % len(kinds)]])]
+            trajs = [trajectory(repo, kind, rng, tools, root) for kind in asked]
         trajs += [rename_trajectory(t, (seed, i, k)) for t in trajs if t is not None and t["instance_id"] == "chat-task-find"
                   for k in range(renamed_copies)]  # fmt: skip
         for traj in trajs:
