@@ -30,6 +30,7 @@ def bench_command(
     keep_workspaces: Annotated[bool, typer.Option("--keep-workspaces", help="Keep the agents' work trees.")] = False,
     grounding: Annotated[str, typer.Option("--grounding", help="Tool values grounded in the workspace: on, off, or on,off (both, side by side).")] = "on",
     real_timings: Annotated[bool, typer.Option("--real-timings", help="Show the agent the test runs' real durations (default: a fixed one, so a run repeats exactly).")] = False,
+    fused_rounds: Annotated[bool, typer.Option("--fused-rounds", help="Verify decoding: each round's check also drafts the next round (one forward per round).")] = False,
 ) -> None:
     """Run `clover fix` on SynthFix held-out with block diffusion (B=32) and with B=1 (AR), side by side."""
     from clover.cli_common import fail
@@ -48,6 +49,7 @@ def bench_command(
             threshold=threshold, max_steps=max_steps, max_tokens=max_tokens, time_limit=time_limit,
             workers=workers, device=device, think=think, mode=oracle or "agent", keep_workspaces=keep_workspaces,
             grounding=parse_grounding(grounding), order=order, split=split, stable_timings=not real_timings,
+            fused_rounds=fused_rounds,
         )  # fmt: skip
         summary = run_bench(cfg, log=lambda line: typer.echo(line, err=True))
     except model_error_types() as exc:

@@ -30,7 +30,7 @@ from clover.model.config import DECODE_ORDERS
 from clover.model.drafts import DraftIndex
 from clover.model.modeling import CloverForCausalLM
 from clover.model.repetition import RepetitionStop, is_runaway
-from clover.model.verify import needs_draft, verified_round, windows
+from clover.model.verify import Guess, needs_draft, speculate, verified_round, windows
 
 POLICIES = ("threshold", "margin", "entropy", "fixed-k")
 ORDERS = DECODE_ORDERS
@@ -60,6 +60,9 @@ class DecodeSettings:
     # > 0: drafts from the prompt (model/drafts.py): a run of masked positions whose predictions
     # match what followed the last `draft_ngram` tokens in the prompt is accepted at once
     draft_ngram: int = 0
+    # verify: each round's checking forward also denoises a guess of the next round's block
+    # (model/verify.py `speculate`), so a round after a block's first costs one forward, not two
+    fused_rounds: bool = False
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -251,6 +254,7 @@ def generate(
             block, frozen, extra_ban, bias = _steer(constraint(blk, block, open_, given))
         block, stop_at = _fill_after_stop(block, open_, stop_ids, mask_id)
         rnd = 0
+        guess: Guess | None = None  # verify with fused rounds: this round's logits, from the last round
         while (block == mask_id).any():
             masked = block == mask_id
             spans = None
@@ -263,6 +267,8 @@ def generate(
                 if rnd == 0 and pending:
                     model.commit(torch.cat(pending, dim=1), cache)
                     pending = []
+            elif guess is not None:  # denoised in the last round's checking forward
+                logits = guess.logits
             elif rnd == 0 and pending:  # only the masked positions' logits are read
                 logits = model.commit_and_denoise(torch.cat(pending, dim=1), block, cache, need=masked)
                 pending = []
@@ -270,12 +276,18 @@ def generate(
                 logits = model.denoise(block, cache, need=masked)
             banned = ban if extra_ban is None else ban | extra_ban
             if verify:
-                draft = None
+                draft = spec = None
                 if logits is not None:
                     steered = logits.masked_fill(banned, float("-inf"))
-                    draft = propose(steered if bias is None else steered + bias.to(steered.dtype), s, gen)[0]
-                accept, tok = verified_round(model, cache, block, masked, spans, draft, banned, bias,
-                                             _rows(rows_for, open_), ban)
+                    draft, score = propose(steered if bias is None else steered + bias.to(steered.dtype), s, gen)
+                    if guess is not None:  # where the guess had the last draft's tokens, they stay the draft
+                        draft = torch.where(guess.given, guess.draft, draft)
+                        score = torch.where(guess.given, guess.score, score)
+                    if s.fused_rounds:
+                        spec, given = speculate(block, masked, draft, score, spans)
+                accept, tok, nxt = verified_round(model, cache, block, masked, spans, draft, banned, bias,
+                                                  _rows(rows_for, open_), ban, spec=spec)
+                guess = Guess(nxt, draft, score, given) if nxt is not None else None
             else:
                 steered = logits.masked_fill(banned, float("-inf"))
                 tok, score = propose(steered if bias is None else steered + bias.to(steered.dtype), s, gen)

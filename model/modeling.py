@@ -237,6 +237,20 @@ class CloverForCausalLM(nn.Module):
         return h
 
     @torch.no_grad()
+    def peek_and_denoise(
+        self, ids: Tensor, block_ids: Tensor, cache: CloverCache, need: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """`peek(ids)` and `denoise(block_ids)` in one forward, both starting right after the cache:
+        (hidden [N, B, D], logits [N, B, V]). The noisy block sees the cache and itself, never
+        `ids` (the training layout x_t ⊕ x_0 with one block), so each result equals its own pass.
+        `ids` may be shorter than the block (a check reads up to its window's end)."""
+        n, b = block_ids.shape
+        if ids.shape[0] != n or not 0 < ids.shape[1] <= b or b < 2:
+            raise ValueError("peek_and_denoise needs ids [N, T] and a block [N, B] with 0 < T <= B, B > 1")
+        clean, noisy = self._run(ids, block_ids[:, None], cache, commit=False, noisy_offset=0, chunk_size=b)
+        return clean, self._block_logits(noisy, cache, n, b, need)
+
+    @torch.no_grad()
     def denoise(self, block_ids: Tensor, cache: CloverCache, need: Tensor | None = None) -> Tensor:
         """One denoising round for the block [N, B] after the cache; logits [N, B, V] (`need`: the
         positions whose logits are wanted, the others zeros). The cache is not changed."""

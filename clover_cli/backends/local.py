@@ -214,6 +214,7 @@ class LocalCloverModel:
             max_new_tokens=min(s.max_tokens, room),
             stop_token_ids=self.stop_ids,
             draft_ngram=max(int(getattr(s, "drafts", 0)), 0),
+            fused_rounds=bool(getattr(s, "fused_rounds", False)),
         )
         context = self.tokenizer.decode(ids)  # the prompt as text: what the copy prior of grounded values reads
         answer_only = options is not None and options.tool_choice == "none"

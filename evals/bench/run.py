@@ -64,6 +64,7 @@ class BenchConfig:
     order: str = "auto"  # decode_order of the diffusion decoders; auto: the checkpoint's own
     drafts: int | None = None  # the drafts setting (context drafts' n-gram length, 0 off); None: the default
     stable_timings: bool = True  # test durations in command output written as a fixed one (stable.py)
+    fused_rounds: bool = False  # verify decoders: one forward per round (model/verify.py)
 
     def __post_init__(self) -> None:
         # Work trees are cloned and graded with other working directories: a relative --out
@@ -83,6 +84,7 @@ class BenchConfig:
             "decode_order": decoder.order, "think": self.think, "device": self.device, "temperature": 0.0, "grounded": decoder.grounded,
             "checkpoints": False,  # undo snapshots would fill ~/.cache for throwaway clones
             "drafts": self.drafts,  # None: the setting's default
+            "fused_rounds": self.fused_rounds,
         }  # fmt: skip
         try:
             return Settings().merged(values, "bench")

@@ -87,14 +87,17 @@ class GatedDeltaNet(nn.Module):
             state = torch.zeros(n, self.num_v_heads, self.dk, self.dv, device=ref.device)
             tail = ref.new_zeros(n, self.conv_dim, self.kernel - 1)
 
-        clean_out, starts, u = None, None, tail
+        clean_out, starts, u, state0 = None, None, tail, state
+        # one block at the clean stream's start (a check and a denoising round in one forward)
+        # reads the state before the stream: no chunk states needed
+        at_start = noisy is not None and ctx.noisy_offset == 0 and noisy.shape[1] == 1
         if clean is not None:
             pre = self.in_proj_qkv(clean)
             if ctx.clean_valid is not None:
                 pre = pre * ctx.clean_valid[..., None].to(pre.dtype)
             u = torch.cat([tail, pre.transpose(1, 2)], dim=2)
             q, k, v, g, beta = self._heads(self._conv(u), clean, ctx.clean_valid)
-            want_starts = noisy is not None and ctx.noisy_offset != ctx.clean_len
+            want_starts = noisy is not None and ctx.noisy_offset != ctx.clean_len and not at_start
             # Block starts come from one 64-token-chunk pass whatever the block size (B = 1 would
             # otherwise be a loop over every token).
             chunk, every = ctx.chunk_size, None
@@ -125,7 +128,9 @@ class GatedDeltaNet(nn.Module):
         noisy_out = None
         if noisy is not None:
             n, nb, b, dim = noisy.shape
-            if starts is None:  # one block right after the clean stream
+            if at_start:
+                block_states = state0[:, None]
+            elif starts is None:  # one block right after the clean stream
                 assert nb == 1 and ctx.noisy_offset == ctx.clean_len
                 block_states = state[:, None]
             else:  # training: blocks tile the clean stream, chunk = block
