@@ -287,7 +287,9 @@ def generate(
                         spec, given = speculate(block, masked, draft, score, spans)
                 accept, tok, nxt = verified_round(model, cache, block, masked, spans, draft, banned, bias,
                                                   _rows(rows_for, open_), ban, spec=spec)
-                guess = Guess(nxt, draft, score, given) if nxt is not None else None
+                # a guess made after a token the check then rejected drafts worse than a fresh round
+                kept = nxt is not None and not (given & ~(accept & (tok == draft))).any()
+                guess = Guess(nxt, draft, score, given) if kept else None
             else:
                 steered = logits.masked_fill(banned, float("-inf"))
                 tok, score = propose(steered if bias is None else steered + bias.to(steered.dtype), s, gen)

@@ -18,12 +18,13 @@ window is the frontier alone, the draft is skipped and the round is a plain caus
 
 Fused rounds (DecodeSettings.fused_rounds): the check's forward also denoises a guess of the next
 round's block, the draft's confident run placed as if kept (`speculate`; the noisy block sees the
-cache and itself, not the check's tokens, so both results are those of their own passes). Every
-round after a block's first then costs one forward. The guess knows fewer of the block's tokens
-than a fresh round would (some are masked, a rejected one may be in it), so a round keeps fewer:
-on the held-out oracle turns of benchmarks/verify.py, 2.8 tokens per forward against 2.3, while
-on a 2-core CPU a forward's cost grows with its width and decode time is about the same; where
-width is nearly free (a GPU), fewer forwards is less time.
+cache and itself, not the check's tokens, so both results are those of their own passes). When the
+check keeps every guessed token, the next round needs no forward of its own; when it rejects one,
+the guess is dropped (it was drafted after a wrong token) and the next round denoises afresh. The
+guess knows fewer of the block's tokens than a fresh round would (the ones kept past it are still
+masked in it), so a round keeps fewer: on the held-out oracle turns of benchmarks/verify.py, 2.9
+tokens per forward against 2.4. On a 2-core CPU a forward's cost grows with its width, so decode
+time is about the same; where width is nearly free (a GPU), fewer forwards is less time.
 """
 
 from __future__ import annotations
