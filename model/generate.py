@@ -30,7 +30,7 @@ from clover.model.config import DECODE_ORDERS
 from clover.model.drafts import DraftIndex
 from clover.model.modeling import CloverForCausalLM
 from clover.model.repetition import RepetitionStop, is_runaway
-from clover.model.verify import Guess, needs_draft, speculate, verified_round, windows
+from clover.model.verify import needs_draft, speculate, verified_round, windows
 
 POLICIES = ("threshold", "margin", "entropy", "fixed-k")
 ORDERS = DECODE_ORDERS
@@ -254,7 +254,7 @@ def generate(
             block, frozen, extra_ban, bias = _steer(constraint(blk, block, open_, given))
         block, stop_at = _fill_after_stop(block, open_, stop_ids, mask_id)
         rnd = 0
-        guess: Guess | None = None  # verify with fused rounds: this round's logits, from the last round
+        guess: Tensor | None = None  # verify, fused rounds: this round's logits, from the last round's forward
         while (block == mask_id).any():
             masked = block == mask_id
             spans = None
@@ -268,7 +268,7 @@ def generate(
                     model.commit(torch.cat(pending, dim=1), cache)
                     pending = []
             elif guess is not None:  # denoised in the last round's checking forward
-                logits = guess.logits
+                logits = guess
             elif rnd == 0 and pending:  # only the masked positions' logits are read
                 logits = model.commit_and_denoise(torch.cat(pending, dim=1), block, cache, need=masked)
                 pending = []
@@ -280,16 +280,13 @@ def generate(
                 if logits is not None:
                     steered = logits.masked_fill(banned, float("-inf"))
                     draft, score = propose(steered if bias is None else steered + bias.to(steered.dtype), s, gen)
-                    if guess is not None:  # where the guess had the last draft's tokens, they stay the draft
-                        draft = torch.where(guess.given, guess.draft, draft)
-                        score = torch.where(guess.given, guess.score, score)
                     if s.fused_rounds:
                         spec, given = speculate(block, masked, draft, score, spans)
                 accept, tok, nxt = verified_round(model, cache, block, masked, spans, draft, banned, bias,
                                                   _rows(rows_for, open_), ban, spec=spec)
-                # a guess made after a token the check then rejected drafts worse than a fresh round
-                kept = nxt is not None and not (given & ~(accept & (tok == draft))).any()
-                guess = Guess(nxt, draft, score, given) if kept else None
+                # kept only when the check kept every guessed token: a guess made after a token the
+                # check rejected drafts worse than a fresh round
+                guess = nxt if spec is not None and not (given & ~(accept & (tok == draft))).any() else None
             else:
                 steered = logits.masked_fill(banned, float("-inf"))
                 tok, score = propose(steered if bias is None else steered + bias.to(steered.dtype), s, gen)

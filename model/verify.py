@@ -30,7 +30,6 @@ time is about the same; where width is nearly free (a GPU), fewer forwards is le
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -150,15 +149,6 @@ def mask_of(model: CloverForCausalLM) -> int:
     return model.config.mask_token_id
 
 
-class Guess(NamedTuple):
-    """A round's draft, denoised in the last round's checking forward (fused rounds)."""
-
-    logits: Tensor  # [N, B, V] of the guessed block's masked positions
-    draft: Tensor  # [N, B]: the last round's draft
-    score: Tensor  # [N, B]: its confidence
-    given: Tensor  # [N, B]: where the guessed block held that draft (those positions keep it)
-
-
 # A draft token at least this likely is taken as kept when guessing the next round (benchmarks/verify.py:
 # 0.8-0.95 give the same tokens per forward, 0 (the whole draft) far fewer: one wrong token spoils the guess)
 GUESS_SURE = 0.9
@@ -175,8 +165,8 @@ def speculate(
     """(spec block [N, B] | None, given [N, B]): the next round's block as a guess, to denoise in this
     round's checking forward. Per sequence, the draft's tokens are placed from the frontier while
     its confidence is at least `sure` (the run the check will likely keep) and the positions after
-    stay masked; `given` marks the placed ones. A guess conditioned on a token the check then
-    rejects only drafts worse: every token is still checked."""
+    stay masked; `given` marks the placed ones. None when the guess leaves no mask (the block would
+    be done: no round reads it)."""
     given = torch.zeros_like(masked)
     rows, sc = masked.tolist(), score.tolist()
     for i, sp in enumerate(spans):
