@@ -67,7 +67,7 @@ class Settings:
     # `drafts` tokens earlier in the context is accepted in one round (model/drafts.py; 0: off)
     drafts: int = 3
     # local verify decoding: each round's check also denoises a guess of the next round (one forward
-    # per round instead of two; fewer forwards, about the same time on a CPU, less on a GPU)
+    # per round instead of two: fewer forwards; no faster on a CPU, where a wider forward costs more)
     fused_rounds: bool = False
     # local decoding: str_replace's new_str chosen among one-site repairs of old_str by the model's
     # likelihood (on, off, or auto: the checkpoint's config.json edit_repairs)
@@ -140,7 +140,7 @@ def _coerce(name: str, value: Any, current: Any, source: str) -> Any:
     """Coerce strings (environment variables) and check types against the default's type."""
     try:
         if isinstance(current, bool) or name in ("think", "sandbox", "network", "checkpoints", "live",
-                                                 "trust_repo_config", "fused_rounds"):
+                                                 "trust_repo_config"):
             if isinstance(value, str):
                 low = value.strip().lower()
                 if low not in ("1", "0", "true", "false", "yes", "no", "on", "off"):

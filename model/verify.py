@@ -22,9 +22,10 @@ cache and itself, not the check's tokens, so both results are those of their own
 check keeps every guessed token, the next round needs no forward of its own; when it rejects one,
 the guess is dropped (it was drafted after a wrong token) and the next round denoises afresh. The
 guess knows fewer of the block's tokens than a fresh round would (the ones kept past it are still
-masked in it), so a round keeps fewer: on the held-out oracle turns of benchmarks/verify.py, 2.9
-tokens per forward against 2.4. On a 2-core CPU a forward's cost grows with its width, so decode
-time is about the same; where width is nearly free (a GPU), fewer forwards is less time.
+masked in it), so a round keeps fewer; still, the embedded model's oracle turns in benchmarks/verify.py
+take 377 forwards fused against 439 (MODEL_CARD, session 22). On a 2-core CPU a forward's cost grows
+with its width, so decode time is not less; where width is nearly free (a GPU), fewer forwards is
+less time.
 """
 
 from __future__ import annotations
@@ -103,7 +104,8 @@ def verified_round(
     last = max((sp[1] - 1 for sp in spans if sp is not None), default=0)
     next_logits = None
     if spec is not None:
-        hidden, next_logits = model.peek_and_denoise(filled[:, : max(last, 1)], spec, cache, need=spec == mask_of(model))
+        need = spec == model.config.mask_token_id
+        hidden, next_logits = model.peek_and_denoise(filled[:, : max(last, 1)], spec, cache, need=need)
     else:
         hidden = model.peek(filled[:, :last], cache) if last > 0 else None
     accept = torch.zeros_like(masked)
@@ -145,12 +147,8 @@ def verified_round(
     return accept, tokens, next_logits
 
 
-def mask_of(model: CloverForCausalLM) -> int:
-    return model.config.mask_token_id
-
-
-# A draft token at least this likely is taken as kept when guessing the next round (benchmarks/verify.py:
-# 0.8-0.95 give the same tokens per forward, 0 (the whole draft) far fewer: one wrong token spoils the guess)
+# A draft token at least this likely is taken as kept when guessing the next round: the best of 0.5, 0.7,
+# 0.9, 0.97 on benchmarks/verify.py (B = 32: 2.82, 2.89, 3.04, 2.97 tokens per forward)
 GUESS_SURE = 0.9
 
 
