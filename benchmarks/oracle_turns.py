@@ -4,6 +4,7 @@ their assistant turns."""
 
 from __future__ import annotations
 
+import re
 import tempfile
 import time
 from collections.abc import Iterator
@@ -14,7 +15,9 @@ from typing import Any
 
 def held_out_turns(seed: int, count: int) -> Iterator[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
     """(the messages before an assistant turn, the tools) for every assistant turn of the oracle's
-    trajectories on the first `count` held-out instances of `seed` it solves (of 4 x count tried)."""
+    trajectories on the first `count` held-out instances of `seed` it solves (of 4 x count tried).
+    Test-run durations in tool outputs and the workspace's random temporary name are written as fixed
+    ones (as `clover bench` does for the former), so two runs decode the same contexts."""
     from clover.evals.synthfix.generator import build_instance
     from clover.evals.synthfix.oracle import OracleError, solve
 
@@ -28,10 +31,24 @@ def held_out_turns(seed: int, count: int) -> Iterator[tuple[list[dict[str, Any]]
             except OracleError:
                 continue
             solved += 1
-            messages, tools = traj["messages"], traj["tools"]
+            tools = traj["tools"]
+            messages = [_stable(m) for m in traj["messages"]]
             for k, m in enumerate(messages):
                 if m["role"] == "assistant":
                     yield messages[:k], tools
+
+
+_WORKSPACE = re.compile(r"/tmp/clover-[A-Za-z0-9_]+")
+
+
+def _stable(message: dict[str, Any]) -> dict[str, Any]:
+    from clover.evals.bench.stable import stable_output
+
+    content = message.get("content")
+    if not isinstance(content, str):
+        return message
+    content = _WORKSPACE.sub("/tmp/clover-workspace", content)
+    return {**message, "content": stable_output(content) if message["role"] == "tool" else content}
 
 
 @dataclass
