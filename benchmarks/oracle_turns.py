@@ -4,7 +4,6 @@ their assistant turns."""
 
 from __future__ import annotations
 
-import re
 import tempfile
 import time
 from collections.abc import Iterator
@@ -32,22 +31,24 @@ def held_out_turns(seed: int, count: int) -> Iterator[tuple[list[dict[str, Any]]
                 continue
             solved += 1
             tools = traj["tools"]
-            messages = [_stable(m) for m in traj["messages"]]
+            root = str(traj["root"])  # a fresh temporary directory each run, then the repository's name
+            fixed = f"{FIXED_TMP}/{Path(root).name}"
+            messages = [_stable(m, root, fixed) for m in traj["messages"]]
             for k, m in enumerate(messages):
                 if m["role"] == "assistant":
                     yield messages[:k], tools
 
 
-_WORKSPACE = re.compile(r"/tmp/clover-[A-Za-z0-9_]+")
+FIXED_TMP = "/tmp/clover-workspace"
 
 
-def _stable(message: dict[str, Any]) -> dict[str, Any]:
+def _stable(message: dict[str, Any], root: str, fixed: str) -> dict[str, Any]:
     from clover.evals.bench.stable import stable_output
 
     content = message.get("content")
     if not isinstance(content, str):
         return message
-    content = _WORKSPACE.sub("/tmp/clover-workspace", content)
+    content = content.replace(root, fixed)
     return {**message, "content": stable_output(content) if message["role"] == "tool" else content}
 
 

@@ -77,10 +77,10 @@ class CloverModel(nn.Module):
         self.rotary_emb = RotaryEmbedding(config.rotary_dim, config.rope_theta)
 
 
-
 def _shifted(h: Tensor) -> Tensor:
     """h [N, T, D] moved one place right (row i holds h[:, i - 1], row 0 zeros): the state that predicts token i."""
     return torch.cat([torch.zeros_like(h[:, :1]), h[:, :-1]], dim=1)
+
 
 class CloverForCausalLM(nn.Module):
     def __init__(self, config: CloverConfig) -> None:
