@@ -4,7 +4,10 @@ pytest's summary line says how long the tests took ("1 passed in 0.51s"); the ag
 a small model's next tokens depend on it, so two runs of one decoder on one task could differ, and an
 A/B comparison of two decoders carried a task or two of noise. The bench runs the agent in an
 environment whose command output has such durations written as a fixed one ("in 0.01s", the kind of
-figure the model was trained on). Everything else passes through unchanged.
+figure the model was trained on). Object addresses in reprs ("<cart.Cart object at 0x7fce64784f50>",
+which pytest prints in a failed assertion's explanation) differ from process to process the same
+way, and a hand-written task's outcome once turned on one: they are written as FIXED_ADDRESS.
+Everything else passes through unchanged.
 """
 
 from __future__ import annotations
@@ -20,11 +23,14 @@ from clover.core.protocols import ExecResult
 _DURATION = re.compile(r"(\b(?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?|deselected|tests?|no tests ran)"
                        r" in )\d+(?:\.\d+)?s(?: \(\d+:\d\d:\d\d\))?")  # fmt: skip
 FIXED = "0.01s"
+_ADDRESS = re.compile(r"(\bat )0x[0-9a-f]{6,16}\b")
+FIXED_ADDRESS = "0x7f0000000000"
 
 
 def stable_output(text: str) -> str:
-    """`text` with test-run durations written as FIXED."""
-    return _DURATION.sub(lambda m: m.group(1) + FIXED, text)
+    """`text` with test-run durations written as FIXED and object addresses as FIXED_ADDRESS."""
+    text = _DURATION.sub(lambda m: m.group(1) + FIXED, text)
+    return _ADDRESS.sub(lambda m: m.group(1) + FIXED_ADDRESS, text)
 
 
 class StableTimings:
@@ -44,4 +50,4 @@ class StableTimings:
         return dataclasses.replace(result, output=stable_output(result.output))
 
 
-__all__ = ["FIXED", "StableTimings", "stable_output"]
+__all__ = ["FIXED", "FIXED_ADDRESS", "StableTimings", "stable_output"]
