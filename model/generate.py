@@ -29,7 +29,7 @@ from clover.model.cache import CacheSnapshot, CloverCache
 from clover.model.config import DECODE_ORDERS
 from clover.model.drafts import DraftIndex
 from clover.model.modeling import CloverForCausalLM
-from clover.model.repetition import RepetitionStop, is_runaway
+from clover.model.repetition import RepetitionStop, first_runaway
 from clover.model.verify import needs_draft, speculate, verified_round, windows
 
 POLICIES = ("threshold", "margin", "entropy", "fixed-k")
@@ -310,11 +310,14 @@ def generate(
         for i in range(n):
             if done[i]:
                 continue
+            before = len(out[i])
             out[i].extend(block[i][keep[i]].tolist())
-            if int(stop_at[i]) < b:
-                done[i], reasons[i] = True, "stop"
-            elif is_runaway(out[i], s.repetition):
+            looped = first_runaway(out[i], before, s.repetition)
+            if looped is not None:  # what followed the loop inside this block is dropped with it
+                del out[i][looped:]
                 done[i], reasons[i] = True, "repetition"
+            elif int(stop_at[i]) < b:
+                done[i], reasons[i] = True, "stop"
             elif len(out[i]) >= s.max_new_tokens:
                 done[i] = True
         pending.append(block)

@@ -38,12 +38,18 @@ class RepetitionStop:
             raise ValueError("twice_period must be 0 (off) or longer than max_period")
 
 
+def _window(rule: RepetitionStop) -> int:
+    """How many trailing tokens can hold a runaway under `rule`."""
+    longest = max(rule.max_period, rule.long_period)
+    return max(rule.min_tokens, rule.min_repeats * rule.max_period, rule.long_repeats * rule.long_period) + longest
+
+
 def repeated_tail(tokens: Sequence[int], rule: RepetitionStop = RepetitionStop()) -> tuple[int, int] | None:
     """(period, length) of the longest-running periodic tail of `tokens` that breaks `rule`, or None.
     `length` counts every token of the tail, the first occurrence of the n-gram included."""
     n = len(tokens)
     longest = max(rule.max_period, rule.long_period)
-    window = max(rule.min_tokens, rule.min_repeats * rule.max_period, rule.long_repeats * rule.long_period) + longest
+    window = _window(rule)
     tail = list(tokens[-window:]) if n > window else list(tokens)
     m = len(tail)
     best: tuple[int, int] | None = None
@@ -68,6 +74,20 @@ def repeated_tail(tokens: Sequence[int], rule: RepetitionStop = RepetitionStop()
 def is_runaway(tokens: Sequence[int], rule: RepetitionStop | None = RepetitionStop()) -> bool:
     """Whether generation should stop for repetition (`rule` None: never)."""
     return rule is not None and repeated_tail(tokens, rule) is not None
+
+
+def first_runaway(tokens: Sequence[int], start: int, rule: RepetitionStop | None = RepetitionStop()) -> int | None:
+    """The shortest length L > start such that tokens[:L] ends in a runaway (`rule`), or None. The
+    decoder checks after each block: a loop that ends inside a block ("read read ... read" 24
+    times, then " Let me read ...") has no periodic tail at the block's end, so each new position
+    is checked as an end."""
+    if rule is None:
+        return None
+    window = _window(rule)
+    for end in range(max(start, 0) + 1, len(tokens) + 1):
+        if repeated_tail(tokens[max(0, end - window) : end], rule) is not None:
+            return end
+    return None
 
 
 def cut_runaway(tokens: Sequence[int], rule: RepetitionStop | None = RepetitionStop()) -> list[int]:

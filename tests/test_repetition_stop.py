@@ -10,7 +10,7 @@ import torch
 from clover.model.config import tiny
 from clover.model.generate import DecodeSettings, generate
 from clover.model.modeling import CloverForCausalLM
-from clover.model.repetition import RepetitionStop, cut_runaway, is_runaway, repeated_tail
+from clover.model.repetition import RepetitionStop, cut_runaway, first_runaway, is_runaway, repeated_tail
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +32,27 @@ def test_a_looping_generation_stops_with_reason_repetition(model, block_size):
     assert res.finish_reasons == ["repetition"]
     assert 64 <= len(res.tokens[0]) < 64 + block_size + 1
     assert repeated_tail(res.tokens[0]) == (3, len(res.tokens[0]))
+
+
+@pytest.mark.parametrize("order", ["any", "verify"])
+def test_a_loop_that_ends_inside_a_block_still_stops(model, order):
+    # 24 copies of one token end at offset 28; four other tokens follow in the same 32-token block,
+    # so the block's end has no periodic tail (the embedded model wrote " read" 24 times, then
+    # " Let me read where it is defined.", and the check at block ends let it through).
+    fixed = {k: 7 for k in range(4, 28)} | {28: 100, 29: 101, 30: 102, 31: 103}
+    s = DecodeSettings(block_size=32, max_new_tokens=96, stop_token_ids=[], order=order)
+    res = generate(model, [[5, 6, 7, 8]], s, fixed=[fixed])
+    assert res.finish_reasons == ["repetition"] and len(res.tokens[0]) == 28
+    assert cut_runaway(res.tokens[0])[-2:] != [7, 7]  # the loop is then cut to one copy
+
+
+def test_first_runaway_finds_the_earliest_end():
+    rule = RepetitionStop()
+    tokens = [1, 2, 3] + [7] * 30 + [4, 5, 6]
+    assert first_runaway(tokens, 0, rule) == 3 + 24
+    assert first_runaway(tokens, 3 + 24, rule) == 3 + 25  # from a later start: the next end still in the loop
+    assert first_runaway(tokens, 3 + 30, rule) is None  # past the loop: nothing new ends one
+    assert first_runaway(tokens, 0, None) is None
 
 
 def test_switched_off_it_runs_to_the_budget(model):
