@@ -7,6 +7,9 @@ model fitted to the first ten.
 
 Each prompt is one headless request (`clover -p PROMPT --output-format json`) in a fresh git
 repository holding one small Python file, so questions about "this repo" have something to look at.
+The repository is made at one fixed path (`--workdir`/calc, made afresh): its path is in the system
+prompt, and a small model's reply can change with it, so a random temporary name made two runs of
+one model differ.
 Ask mode, with the user's approval of the test command given up front (an allow rule for
 `python -m pytest*` in a throwaway user config): read-only tools and the tests run, every other
 command and every edit is refused, as headless requests refuse what needs approval. (Until session
@@ -22,6 +25,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -161,18 +165,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per prompt")
     p.add_argument("--set", choices=["main", "more", "all"], default="main",
                    help="the model card's ten prompts, the ten more, or both")  # fmt: skip
+    p.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "clover-chat-prompts",
+                   help="where the repository (WORKDIR/calc, made afresh) and a user config go; the path is in the prompt")  # fmt: skip
     args = p.parse_args(argv)
     prompts = {"main": PROMPTS, "more": MORE_PROMPTS, "all": PROMPTS + MORE_PROMPTS}[args.set]
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
-    with tempfile.TemporaryDirectory(prefix="clover-chat-prompts-") as tmp:
-        repo, config = make_repo(Path(tmp)), user_config(Path(tmp) / "config")
+    made = [args.workdir / "calc", args.workdir / "config"]  # only what this run makes is removed
+    for path in made:
+        shutil.rmtree(path, ignore_errors=True)
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        repo, config = make_repo(args.workdir), user_config(args.workdir / "config")
         for prompt in prompts:
             rows.append(ask(args.model, prompt, repo, args.max_tokens, args.max_steps, args.timeout, config))
             r = rows[-1]
             r["verdict"] = verdict(prompt, r.get("result") or "")
             print(f"[{len(rows)}/{len(prompts)}] {prompt!r}: {r.get('status')} {r['verdict']} "
                   f"{str(r.get('result'))[:100]!r}", flush=True)  # fmt: skip
+    finally:
+        for path in made:
+            shutil.rmtree(path, ignore_errors=True)
     (args.out / "replies.json").write_text(json.dumps(rows, indent=2), encoding="utf-8")
     write_markdown(rows, args.model, args.out / "replies.md")
     bad = sum(1 for r in rows if r.get("status") != "submitted")
