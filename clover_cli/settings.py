@@ -26,7 +26,7 @@ else:  # pragma: no cover
 # pass; limits pass only when lower; deny/ask rules are added to the user's, never replace them.
 REPO_SAFE_KEYS = frozenset({
     "think", "temperature", "max_tokens", "block_size", "threshold", "decode_order", "tool_format", "live", "threads",
-    "copy_bias", "edit_repairs", "drafts", "fused_rounds",
+    "copy_bias", "edit_repairs", "drafts", "fused_rounds", "grounded_spans",
 })
 DECODE_ORDERS = ("auto", *MODEL_DECODE_ORDERS)  # auto: the checkpoint's own
 REPO_LOWER_ONLY = frozenset({"max_steps", "time_limit", "token_limit", "command_timeout", "output_limit"})
@@ -72,6 +72,9 @@ class Settings:
     # local decoding: str_replace's new_str chosen among one-site repairs of old_str by the model's
     # likelihood (on, off, or auto: the checkpoint's config.json edit_repairs)
     edit_repairs: str = "auto"
+    # local decoding, grounded: the answer's `code spans` copy the user's words or tool output (on,
+    # off, or auto: the checkpoint's config.json grounded_spans)
+    grounded_spans: str = "auto"
     # Agent limits.
     max_steps: int = 50
     time_limit: float = 3600.0
@@ -130,8 +133,9 @@ class Settings:
             raise SettingsError(f"{source}: copy_bias must be 0 (off) or positive")
         if not 0.0 <= self.threshold <= 1.0:
             raise SettingsError(f"{source}: threshold must be between 0 and 1")
-        if self.edit_repairs not in ("auto", "on", "off"):
-            raise SettingsError(f"{source}: edit_repairs must be auto, on or off")
+        for name in ("edit_repairs", "grounded_spans"):
+            if getattr(self, name) not in ("auto", "on", "off"):
+                raise SettingsError(f"{source}: {name} must be auto, on or off")
         if self.decode_order not in DECODE_ORDERS:
             raise SettingsError(f"{source}: decode_order must be one of {', '.join(DECODE_ORDERS)}")
 

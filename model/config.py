@@ -86,6 +86,13 @@ class CloverConfig:
     # str_replace's new_str taken from one-site repairs of old_str by likelihood, not free-written
     # (clover_cli/backends/edit_choice.py): for a small model that finds bugs but garbles fixes
     edit_repairs: bool = False
+    # the answer's `code spans` copy what the user wrote or a tool showed (clover_cli/backends/
+    # answer_spans.py): for a small model that invents the names it quotes; a model that writes
+    # its own inline code leaves it off
+    grounded_spans: bool = False
+    # text those spans may also copy: what the checkpoint's own taught replies quote (the embedded
+    # one's "For a bigger task, a larger model (`clover chat --model ...`) will do better.")
+    answer_quotes: list[str] = field(default_factory=list)
     # at the agent's step limit, a last turn without tools for a reply (agent.py): off for a model
     # that answers such a request with garbage (the embedded one wrote its calls out as text)
     wrap_up: bool = True

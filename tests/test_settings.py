@@ -52,6 +52,7 @@ def test_command_defaults_sit_below_files(homes):
         ("colour = 1\n", "unknown setting 'colour'"),
         ("copy_bias = -1.0\n", "copy_bias must be 0 (off) or positive"),
         ('edit_repairs = "sometimes"\n', "edit_repairs must be auto, on or off"),
+        ("grounded_spans = true\n", "grounded_spans must be auto, on or off"),
         ("mode = \n", "config.toml"),
     ],
 )

@@ -33,9 +33,13 @@ import bisect
 import re
 from typing import Any
 
+from clover.backends.answer_spans import AnswerSpans
 from clover.backends.mentions import Mentions
 from clover.core.protocols import Environment
+from clover.model.chat import FUNC_CLOSE, FUNC_OPEN, PARAM_CLOSE, PARAM_OPEN, SPECIAL_TOKENS
 
+# the chat format's markup, left in the decoded prompt: not text an answer may quote
+MARKUP = (*SPECIAL_TOKENS, FUNC_OPEN, FUNC_CLOSE, PARAM_OPEN, PARAM_CLOSE)
 CLOSE = -1  # the value may close here (the grammar's `</parameter>`)
 NL = b"\n"
 MAX_SYMBOL_FILES = 2000
@@ -434,15 +438,27 @@ class Workspace:
 class Grounding:
     """One turn's grounded values, for the tool grammar: `node(tool, param, path)` is the root node
     of a grounded value (None: free text), `lines(path)` the named file's line count. `context`:
-    the conversation so far, whose mentions the copy prior prefers."""
+    the conversation so far, whose mentions the copy prior prefers; `quotable`: the text the answer's
+    code spans may copy (answer_spans.quotable_text)."""
 
-    def __init__(self, workspace: Workspace, vocab: Vocab, context: str = "") -> None:
-        self.ws, self.vocab = workspace, vocab
+    def __init__(self, workspace: Workspace, vocab: Vocab, context: str = "", quotable: str | None = None) -> None:
+        self.ws, self.vocab, self.context, self.quotable = workspace, vocab, context, quotable
         self.mentions = Mentions(context) if context else None
+        self._spans: AnswerSpans | None = None
         self.files, self.dirs = workspace.listing()
         self._sets: dict[str, CandidateSet] = {}
         self._roots: dict[tuple[str, str, str], Node | None] = {}
         self._lines: dict[str, int | None] = {}
+
+    def answer_spans(self) -> AnswerSpans:
+        """What the answer's code spans copy (answer_spans.py): `quotable`, else the prompt without
+        its markup."""
+        if self._spans is None:
+            text = self.context if self.quotable is None else self.quotable
+            for mark in MARKUP:
+                text = text.replace(mark, "\n")
+            self._spans = AnswerSpans(self.vocab, text, lambda: [*self.files, *self.ws.symbols(self.files)])
+        return self._spans
 
     def _set(self, kind: str) -> CandidateSet:
         if kind not in self._sets:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import clover.model.chat
+from clover.backends.answer_spans import quotable_text
 from clover.core.protocols import (
     AssistantTurn,
     EventHandler,
@@ -217,10 +218,12 @@ class LocalCloverModel:
             fused_rounds=bool(getattr(s, "fused_rounds", False)),
         )
         context = self.tokenizer.decode(ids)  # the prompt as text: what the copy prior of grounded values reads
+        # what the answer's code spans may copy: the conversation, and what the checkpoint's replies quote
+        quotable = "\n".join([quotable_text(messages), *getattr(self.config, "answer_quotes", [])])
         answer_only = options is not None and options.tool_choice == "none"
         required = options is not None and options.tool_choice == "required"
         grammar = self._grammar(tools, opened, decode.max_new_tokens, context, answer_only=answer_only,
-                                call_required=required)  # fmt: skip
+                                call_required=required, quotable=quotable)  # fmt: skip
         grammars = [grammar]  # the turn's grammars, one per decoded piece (their stats add up)
         out, result, stream = self._decode(ids, decode, grammar, emit, forced, thinking=opened)
         stats = dict(result.stats)
@@ -235,7 +238,7 @@ class LocalCloverModel:
                 # or an answer instead of leaving a turn with neither.
                 out = out + self._after_thought
                 after = self._grammar(tools, False, left, context, thought_closed=True, answer_only=answer_only,
-                                      call_required=required)
+                                      call_required=required, quotable=quotable)
                 grammars.append(after)
                 more, result, _ = self._decode(
                     ids + out, dataclasses.replace(decode, max_new_tokens=left), after, emit, None, thinking=False
@@ -309,7 +312,8 @@ class LocalCloverModel:
         return choose_turn_edit(self, turn, ids, reply, messages, context)
 
     def _grammar(self, tools: list[ToolSpec], opened: bool, budget: int, context: str = "",
-                 thought_closed: bool = False, answer_only: bool = False, call_required: bool = False):  # fmt: skip
+                 thought_closed: bool = False, answer_only: bool = False, call_required: bool = False,
+                 quotable: str | None = None):  # fmt: skip
         """The tool-call grammar for this turn, or None (no tools, switched off, or a vocabulary
         without the markup tokens)."""
         if not tools or not self.constrain_tool_calls:
@@ -320,20 +324,26 @@ class LocalCloverModel:
 
         return ToolCallGrammar.build(
             self.tokenizer, tools, opened=opened, stop_ids=self.stop_ids, vocab_size=self.config.vocab_size,
-            mask_id=self.config.mask_token_id, budget=budget, device=self.device, grounding=self._grounding(context),
+            mask_id=self.config.mask_token_id, budget=budget, device=self.device, grounding=self._grounding(context, quotable),
             thought_closed=thought_closed, copy_bias=float(getattr(self.settings, "copy_bias", 0.0)),
-            answer_only=answer_only, call_required=call_required,
+            answer_only=answer_only, call_required=call_required, spans=self._spans_on(),
         )  # fmt: skip
 
-    def _grounding(self, context: str = ""):
-        """This turn's workspace grounding, or None (off, or no workspace bound)."""
+    def _spans_on(self) -> bool:
+        """Do the answer's code spans copy the conversation (the `grounded_spans` setting, or the checkpoint's)?"""
+        on = getattr(self.settings, "grounded_spans", "auto")
+        return on == "on" or (on == "auto" and bool(getattr(self.config, "grounded_spans", False)))
+
+    def _grounding(self, context: str = "", quotable: str | None = None):
+        """This turn's workspace grounding, or None (off, or no workspace bound). `quotable`: what
+        the answer's code spans may copy (default: the prompt)."""
         if not getattr(self.settings, "grounded", True) or getattr(self, "workspace", None) is None:
             return None
         from clover.backends.grounding import Grounding, Vocab
 
         if getattr(self, "_vocab", None) is None:
             self._vocab = Vocab(self.tokenizer, self.config.vocab_size)
-        return Grounding(self.workspace, self._vocab, context)
+        return Grounding(self.workspace, self._vocab, context, quotable)
 
 
 def block_size_of(decode: Any) -> int:

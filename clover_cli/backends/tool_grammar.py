@@ -38,6 +38,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from clover.backends.answer_spans import OUT, in_span
 from clover.backends.grounding import CLOSE, LINE_BOUNDED, Grounding, Node
 from clover.backends.typed_values import TypedTokens, ValueShape, value_shape
 from clover.model.chat import (
@@ -93,6 +94,7 @@ class _State:
     path: str = ""  # CALL/VALUE: the call's grounded path, once written
     called: bool = False  # a call was closed in this turn
     lead: int = 0  # TEXT, a call required: whitespace tokens written before it
+    code: tuple = OUT  # TEXT with grounding: where the answer is in its code spans (answer_spans.py)
 
 
 @dataclass
@@ -118,10 +120,14 @@ class ToolCallGrammar:
         self, tokenizer: Any, tools: list[dict[str, Any]], *, opened: bool, stop_ids: list[int],
         vocab_size: int, mask_id: int, budget: int | None = None, device: Any = "cpu", batch_size: int = 1,
         grounding: Grounding | None = None, thought_closed: bool = False, copy_bias: float = 0.0,
-        answer_only: bool = False, call_required: bool = False,
+        answer_only: bool = False, call_required: bool = False, spans: bool = False,
     ) -> None:  # fmt: skip
         self.tok, self.vocab, self.mask_id, self.budget = tokenizer, vocab_size, mask_id, budget
         self.grounding, self.copy_bias = grounding, copy_bias  # copy_bias: grounding.py's copy prior
+        # spans: the answer's code spans copy the conversation (answer_spans.py), where grounded
+        self.spans = grounding.answer_spans() if grounding is not None and spans else None
+        self._span_bans: dict[tuple, Tensor] = {}
+        self._code_rows: dict[tuple, Tensor] = {}  # mode rows with the code-span state's bans
         self.answer_only = answer_only
         self.device = torch.device(device)
         ids = {m: tokenizer.token_id(m) for m in (CALL_OPEN, PARAM_CLOSE, FUNC_OPEN, THINK_OPEN, THINK_CLOSE)}
@@ -174,7 +180,8 @@ class ToolCallGrammar:
         self.block_index, self.rounds = -1, 0
         # grammar_tokens: placed without a forward (scaffold and grounded values); grounded_tokens:
         # those inside grounded values
-        self.stats = {"grammar_tokens": 0, "grammar_remasked": 0, "grammar_closed": 0, "grounded_tokens": 0}
+        self.stats = {"grammar_tokens": 0, "grammar_remasked": 0, "grammar_closed": 0, "grounded_tokens": 0,
+                      "span_tokens": 0}  # span_tokens: placed inside the answer's code spans
 
     @classmethod
     def build(cls, tokenizer: Any, tools: list[dict[str, Any]] | None, **kw: Any) -> ToolCallGrammar | None:
@@ -280,6 +287,12 @@ class ToolCallGrammar:
                 return None
             return replace(st, mode=TEXT) if t == self.think_close else st
         if mode == TEXT:
+            if self.spans is not None:
+                code = self.spans.after(st.code, t)
+                if code is None:
+                    return None
+                if code != st.code:
+                    st = replace(st, code=code)
             if self._must_call(st, left) and t != self.call_open:
                 return replace(st, lead=st.lead + 1) if t in self.spaces and st.lead < MAX_LEAD else None
             if t == self.call_open:
@@ -428,7 +441,7 @@ class ToolCallGrammar:
                 frozen[i][f + 1 :] = [True] * (b - f - 1)  # a choice, a typed value: a token at a time
                 bans.append((i, f, front))
                 continue
-            if st.ground is not None:  # the frontier is grounded; later positions are checked on arrival
+            if st.ground is not None or self._span_only(st) is not None:  # later positions are checked on arrival
                 firsts.append((i, f, front))
             bans.append((i, f, self._mode_row(st, left)))
             if st.mode != THINK:  # hold what follows a switch the model already wrote further on
@@ -496,7 +509,25 @@ class ToolCallGrammar:
                 bias = torch.zeros(self.vocab, device=self.device)
                 bias[[self.param_close if t == CLOSE else t for t in named]] = self.copy_bias
             return self._ground_ban(st.ground), bias
+        if (only := self._span_only(st)) is not None:
+            bias = None
+            if self.copy_bias and in_span(st.code) and (named := self.spans.preferred(st.code[1])):
+                bias = torch.zeros(self.vocab, device=self.device)
+                bias[named] = self.copy_bias
+            return self._span_ban(st.code, only), bias
         return self._mode_row(st, left), None
+
+    def _span_only(self, st: _State) -> list[int] | None:
+        """The few tokens allowed in the answer's code-span state (inside a span, after ``); None: many."""
+        if st.mode != TEXT or self.spans is None or st.code == OUT:
+            return None
+        return self.spans.only(st.code)
+
+    def _span_ban(self, code: tuple, only: list[int]) -> Tensor:
+        """Every token but those that copy a code span on (or close it), or go on from ``."""
+        if code not in self._span_bans:
+            self._span_bans[code] = self._ban_row(only, ban_listed=False)
+        return self._span_bans[code]
 
     def _mode_row(self, st: _State, left: int | None) -> Tensor | None:
         """The ban row of free positions in thinking, text or an untyped value (None: other modes)."""
@@ -507,7 +538,14 @@ class ToolCallGrammar:
         if self._must_call(st, left):
             return self._rows["required" if st.lead < MAX_LEAD else "call now"]
         late = st.mode == TEXT and left is not None and left - 1 < self.shortest_call
-        return self._rows["late" if late else "thought" if st.mode == TEXT and st.thought else st.mode]
+        key = "late" if late else "thought" if st.mode == TEXT and st.thought else st.mode
+        if st.mode == TEXT and self.spans is not None:  # no token may open a span that copies nothing
+            code_key = (key, OUT if in_span(st.code) else st.code)  # past a span's frontier: checked on arrival
+            if code_key not in self._code_rows:
+                banned = self.spans.banned(code_key[1])
+                self._code_rows[code_key] = self._rows[key] | self._ban_row(banned, ban_listed=True)
+            return self._code_rows[code_key]
+        return self._rows[key]
 
     def _must_call(self, st: _State, left: int | None) -> bool:
         """Is a call required here (tool_choice "required", none made yet, and one still fits)?"""
@@ -542,6 +580,9 @@ class ToolCallGrammar:
                 if st.mode == VALUE and st.ground is not None and (one := st.ground.forced()) is not None:
                     choices = [self.param_close if one == CLOSE else one]
                     self.stats["grounded_tokens"] += 1
+                elif (only := self._span_only(st)) is not None and len(only) == 1:
+                    choices = only  # the one copy left spells on: placed without a forward
+                    self.stats["span_tokens"] += 1
                 if len(choices) != 1:
                     return j, st, left, changed
                 row[j] = t = choices[0]
