@@ -192,3 +192,15 @@ def test_random_model_pushed_to_backticks_writes_only_copies(clover, tmp_path, o
     grounded, free = closed_spans(on), closed_spans(off)
     assert grounded and all(s in quoted for s in grounded), [s for s in grounded if s not in quoted]
     assert any(s not in quoted for s in free), free
+
+
+def test_the_embedded_model_names_what_it_found(tmp_path):
+    """`clover -p "Which file defines the function add?"` on the embedded model, as a user runs it:
+    the outline finds add in calc.py and the reply quotes both (it wrote "`ir`" before the spans
+    were grounded, session 22)."""
+    from benchmarks.chat_prompts import ask, make_repo, user_config
+
+    repo, config = make_repo(tmp_path), user_config(tmp_path / "config")
+    reply = ask("embedded", "Which file defines the function add?", repo, 256, 4, 300, config)
+    assert reply["status"] == "submitted", reply
+    assert reply["result"].startswith("`add` is defined in `calc.py`"), reply["result"]
