@@ -69,6 +69,8 @@ def test_copies_and_fences_are_accepted(shipped, answer):
     "`def add(a, b) plus`",  # runs past what the tool showed
     "`calc.`",  # a path cut after its dot
     "`.py`",  # a path's tail that starts on the dot
+    "`def add(a`",  # a bracket left open
+    "`b)`",  # a bracket closed that was not opened
     "`add``mean`",  # a span right after a span: reads as ``
 ])  # fmt: skip
 def test_inventions_are_refused(shipped, answer):

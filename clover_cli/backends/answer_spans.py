@@ -5,8 +5,9 @@ loses the thread, invents them: the embedded model answered "Which file defines 
 add?" with "`ir` is defined in `calc.py`". In the answer (not the thinking, not a call), the text
 between a backtick and the next one must be a stretch of what the user wrote or a tool showed
 (quotable_text): one line, starting and ending on a word boundary, without leading or trailing
-whitespace, with a letter, digit or underscore in it. A name, a path, a signature or a pytest
-summary line all qualify; "ir" cut out of "directory" does not. Fences (three or more backticks in
+whitespace, with a letter, digit or underscore in it, its brackets and double quotes balanced. A
+name, a path, a signature, a whole line of code or a pytest summary line all qualify; "ir" cut out
+of "directory" does not, nor "return sum(points" cut out of "return sum(points) / len(points)". Fences (three or more backticks in
 a row, as in a code block) stay free: code the model writes is its own. Two backticks in a row
 (an empty span, or a ``double`` one) are not written: a model kept out of a span by the rule
 otherwise slipped through them.
@@ -63,6 +64,7 @@ class AnswerSpans:
         self._prefix: dict[bytes, list[int]] = {}
         self._allowed: dict[bytes, list[int]] = {}
         self._goes_on: dict[bytes, bool] = {}
+        self._viable: dict[bytes, bool] = {}
         self._checked: dict[tuple, list[int]] = {}
 
     # ------------------------------------------------------------------ the text
@@ -101,13 +103,44 @@ class AnswerSpans:
 
     def closable(self, span: bytes) -> bool:
         """May a span end here: a copy with a letter, digit or underscore in it, ending on a word
-        boundary, without trailing whitespace?"""
+        boundary, without trailing whitespace, its brackets and double quotes balanced?"""
         if not span:
             return False
-        word = span[-1] not in SPACE and any(b in WORD for b in span)
-        if word and any(_ends(self.text, i + len(span)) for i in self.occurrences(span)):
+        if any(self._closes_on(i, len(span), exact=True) for i in self.occurrences(span)):
             return True
         return not self._continues(span)  # a dead end (the vocabulary cannot spell on): it may close
+
+    def viable(self, span: bytes) -> bool:
+        """Can some copy of `span` still close: read on along its line, does it reach an end where a
+        span may close (on a word boundary, brackets and quotes balanced)? A copy that has left a
+        bracket open must go on to close it ("return sum(points" -> "...(points)"); one that
+        closed a bracket it never opened ("b)") cannot."""
+        if span not in self._viable:
+            self._viable[span] = any(self._closes_on(i, len(span)) for i in self.occurrences(span))
+        return self._viable[span]
+
+    def _closes_on(self, i: int, n: int, *, exact: bool = False) -> bool:
+        """Does the copy text[i:i+n] close there (`exact`) or there or further on its line? Only
+        outside double quotes do brackets count: `f"{x}"` and `"("` are whole."""
+        t = self.text
+        stack: list[int] = []
+        quoted = word = False
+        for e in range(i, len(t) + 1):
+            if e >= i + n and e > i and word and t[e - 1] not in SPACE and not stack and not quoted and _ends(t, e):
+                return True
+            if (exact and e >= i + n) or e == len(t) or t[e] == NEWLINE or t[e] == TICK:
+                return False
+            b = t[e]
+            word |= b in WORD
+            if b == QUOTE:
+                quoted = not quoted
+            elif quoted:
+                continue
+            elif b in OPENERS:
+                stack.append(b)
+            elif b in PAIRS and (not stack or stack.pop() != PAIRS[b]):
+                return False
+        return False
 
     def _continues(self, span: bytes) -> bool:
         """Can some token spell the span on (not close it)?"""
@@ -161,7 +194,7 @@ class AnswerSpans:
             if b == NEWLINE:
                 return None
             text += bytes((b,))
-            return ("span", text) if self.occurrences(text) else None
+            return ("span", text) if self.viable(text) else None
         run = state[1]  # the backticks in a row just read
         if kind == "ticks":
             if b == TICK:
@@ -234,6 +267,11 @@ def quotable_text(messages: list[dict[str, Any]]) -> str:
     or the chat format's role names: words such as "user" are there, and a span is meant to name
     what the user asked about or a tool showed."""
     return "\n".join(_content_text(m.get("content")) for m in messages if m.get("role") in ("user", "tool"))
+
+
+PAIRS = {ord(")"): ord("("), ord("]"): ord("["), ord("}"): ord("{")}
+OPENERS = frozenset(PAIRS.values())
+QUOTE = ord('"')
 
 
 def _starts(text: bytes, i: int) -> bool:
