@@ -36,10 +36,7 @@ from typing import Any
 from clover.backends.answer_spans import AnswerSpans
 from clover.backends.mentions import Mentions
 from clover.core.protocols import Environment
-from clover.model.chat import FUNC_CLOSE, FUNC_OPEN, PARAM_CLOSE, PARAM_OPEN, SPECIAL_TOKENS
 
-# the chat format's markup, left in the decoded prompt: not text an answer may quote
-MARKUP = (*SPECIAL_TOKENS, FUNC_OPEN, FUNC_CLOSE, PARAM_OPEN, PARAM_CLOSE)
 CLOSE = -1  # the value may close here (the grammar's `</parameter>`)
 NL = b"\n"
 MAX_SYMBOL_FILES = 2000
@@ -441,8 +438,8 @@ class Grounding:
     the conversation so far, whose mentions the copy prior prefers; `quotable`: the text the answer's
     code spans may copy (answer_spans.quotable_text)."""
 
-    def __init__(self, workspace: Workspace, vocab: Vocab, context: str = "", quotable: str | None = None) -> None:
-        self.ws, self.vocab, self.context, self.quotable = workspace, vocab, context, quotable
+    def __init__(self, workspace: Workspace, vocab: Vocab, context: str = "", quotable: str = "") -> None:
+        self.ws, self.vocab, self.quotable = workspace, vocab, quotable
         self.mentions = Mentions(context) if context else None
         self._spans: AnswerSpans | None = None
         self.files, self.dirs = workspace.listing()
@@ -451,13 +448,10 @@ class Grounding:
         self._lines: dict[str, int | None] = {}
 
     def answer_spans(self) -> AnswerSpans:
-        """What the answer's code spans copy (answer_spans.py): `quotable`, else the prompt without
-        its markup."""
+        """What the answer's code spans copy (answer_spans.py): `quotable`, the workspace's files and
+        defined names preferred."""
         if self._spans is None:
-            text = self.context if self.quotable is None else self.quotable
-            for mark in MARKUP:
-                text = text.replace(mark, "\n")
-            self._spans = AnswerSpans(self.vocab, text, lambda: [*self.files, *self.ws.symbols(self.files)])
+            self._spans = AnswerSpans(self.vocab, self.quotable, lambda: [*self.files, *self.ws.symbols(self.files)])
         return self._spans
 
     def _set(self, kind: str) -> CandidateSet:

@@ -313,7 +313,7 @@ class LocalCloverModel:
 
     def _grammar(self, tools: list[ToolSpec], opened: bool, budget: int, context: str = "",
                  thought_closed: bool = False, answer_only: bool = False, call_required: bool = False,
-                 quotable: str | None = None):  # fmt: skip
+                 quotable: str = ""):  # fmt: skip
         """The tool-call grammar for this turn, or None (no tools, switched off, or a vocabulary
         without the markup tokens)."""
         if not tools or not self.constrain_tool_calls:
@@ -334,9 +334,9 @@ class LocalCloverModel:
         on = getattr(self.settings, "grounded_spans", "auto")
         return on == "on" or (on == "auto" and bool(getattr(self.config, "grounded_spans", False)))
 
-    def _grounding(self, context: str = "", quotable: str | None = None):
+    def _grounding(self, context: str = "", quotable: str = ""):
         """This turn's workspace grounding, or None (off, or no workspace bound). `quotable`: what
-        the answer's code spans may copy (default: the prompt)."""
+        the answer's code spans may copy."""
         if not getattr(self.settings, "grounded", True) or getattr(self, "workspace", None) is None:
             return None
         from clover.backends.grounding import Grounding, Vocab
