@@ -66,8 +66,8 @@ def test_history_cut_chat_rows_answer_after_a_call_without_thinking(fix_and_rows
     cut = task_rows(rows[:1], 4, seed=0, all_kinds=True, history_cut=True)
     timing = re.compile(r"in \d+\.\d+s")  # pytest's real durations differ between the two runs
     for w, c in zip(whole, cut, strict=True):
-        assert len(w["spans"]) == 2 and len(c["spans"]) == 1
+        assert len(w["spans"]) in (2, 3) and len(c["spans"]) == 1  # an overview makes two calls
         (start, end), = c["spans"]
-        answer = w["text"][w["spans"][1][0] : w["spans"][1][1]]
+        answer = w["text"][w["spans"][-1][0] : w["spans"][-1][1]]
         assert timing.sub("", c["text"][start:end]) == timing.sub("", answer)  # the same answer turn
         assert not any(t.split(":")[0].split("`")[0] in c["text"][:start] for t in THINK.values())

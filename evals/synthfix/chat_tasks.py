@@ -4,11 +4,13 @@
 
 `clover chat` users ask "where is X defined?", "run the tests", "what is this project?" as often as
 they report bugs. For each TRAINING-split SynthFix repository (read only, at its base commit) this
-picks one such question, runs the tool a careful agent would (outline, bash pytest, view README.md or
-glob) through the real tools, and writes the answer from that tool's real output: the definition's
-path and lines, the pytest summary line, the README's description, the files found (`--no-readme`:
-the overview of a copy without README.md, in three calls: the failing README view, glob, the first
-source module, whose docstring is the answer). The system
+picks one such question, runs the tools a careful agent would (outline, bash pytest, glob) through
+the real tools, and writes the answer from their real output: the definition's path and lines, the
+pytest summary line, the files found, or an overview in two calls: a glob of every file, then the
+README's description or, without one (`--no-readme` asks copies without README.md), the first source
+module's docstring. The overview lists before it reads: the decoder grounds paths in the workspace,
+so a model taught to view README.md first could not, in a repository without one, and viewed
+whatever file the grammar let it (conftest.py) instead. The system
 prompt is the `clover chat` one (clover_cli/prompts.py BASE), at a path drawn like the other chat
 rows' (chat_rows.draw_root), not the generator's on-disk one. Rows are rendered {"text", "spans"}
 records like chat_rows.py's; only the assistant's turns are targets.
@@ -102,7 +104,7 @@ TESTS, FIND, FILES = _with_templates("tests", TESTS), _with_templates("find", FI
 THINK = {  # first tokens distinct from every other kind's (chat_rows.py THOUGHTS says why)
     "find": "Find the definition of `{name}`: outline finds it.",
     "tests": "Test run: run the tests with pytest and report the result.",
-    "about": "Overview: read the README to see what the project is.",
+    "about": "Overview: list the files to find the README or the main module.",
     "files": "List the Python files with glob.",
 }
 OFFER = [
@@ -134,8 +136,6 @@ def plan(kind: str, repo: Path, rng: random.Random) -> tuple[str, str, dict[str,
         return rng.choice(FIND).format(name=name), "outline", {"symbol": name}, {"name": name}
     if kind == "tests":
         return rng.choice(TESTS), "bash", {"command": "python -m pytest -q --tb=short"}, {}
-    if kind == "about" and (repo / "README.md").is_file():
-        return rng.choice(ABOUT), "view", {"path": "README.md"}, {}
     return rng.choice(FILES), "glob", {"pattern": "**/*.py"}, {}
 
 
@@ -172,8 +172,11 @@ def answer(kind: str, output: str, fields: dict[str, str]) -> str | None:
 
 def trajectory(repo: Path, kind: str, rng: random.Random, tools: list[dict[str, Any]],
                root: str) -> dict[str, Any] | None:  # fmt: skip
-    """One question about `repo` answered with one real tool call; the system prompt shows `root`
-    (chat_rows.draw_root: the path must say nothing about the kind of request)."""
+    """One question about `repo` answered with one real tool call (an overview: two, see `overview`);
+    the system prompt shows `root` (chat_rows.draw_root: the path must say nothing about the kind of
+    request)."""
+    if kind == "about":
+        return overview(repo, rng, tools, root)
     planned = plan(kind, repo, rng)
     if planned is None:
         return None
@@ -197,11 +200,10 @@ def trajectory(repo: Path, kind: str, rng: random.Random, tools: list[dict[str, 
     }
 
 
-# A repository without a README (the chat benchmark's is one module and its tests): the README view
-# fails, so the overview comes from the first source module's docstring, found with glob.
-NO_README = [("view", {"path": "README.md"}, THINK["about"]),
-             ("glob", {"pattern": "**/*.py"}, "There is no README: list the Python files with glob."),
-             ("view", None, "Read the first source module.")]  # fmt: skip
+# "What is this project?": list every file, then read the README or, without one (the chat
+# benchmark's repository is one module and its tests), the first source module.
+LISTING = ("glob", {"pattern": "**/*"})
+READ_README, READ_MODULE = "Read the README.", "There is no README: read the first source module."
 
 
 def first_module(listing: str) -> str | None:
@@ -213,34 +215,33 @@ def first_module(listing: str) -> str | None:
     return None
 
 
-def overview_without_readme(repo: Path, rng: random.Random, tools: list[dict[str, Any]], root: str) -> dict[str, Any] | None:
-    """"What is this project?" in a repository without a README, answered from real tool output:
-    the failed README view, the glob, the first source module's docstring."""
-    if (repo / "README.md").exists():
-        raise ValueError(f"{repo}: overview_without_readme needs a repository without README.md")
+def overview(repo: Path, rng: random.Random, tools: list[dict[str, Any]], root: str) -> dict[str, Any] | None:
+    """"What is this project?" answered from real tool output: a glob of every file, then the README's
+    title and first line of prose, or (no README.md listed) the first source module's docstring."""
     env = LocalEnvironment(str(repo), timeout=60, output_limit=4000)
-    messages: list[dict[str, Any]] = [{"role": "system", "content": BASE.format(root=root)},
-                                      {"role": "user", "content": rng.choice(ABOUT)}]  # fmt: skip
-    thinking, output = [], ""
-    for n, (tool, arguments, thought) in enumerate(NO_README):
-        if arguments is None:
-            module = first_module(output)
-            if module is None:
-                return None
-            arguments = {"path": module}
-        result = tools_by_name()[tool].run(arguments, env)
-        if result.is_error != (n == 0):  # only the README view fails
-            return None
-        output = result.output
-        messages += tool_turn(n + 1, tool, arguments, output)
-        thinking.append(thought)
-    doc = re.match(r'\s*1\t"""(.+?)(""")?$', output.split("\n", 1)[0])
-    if doc is None:
+    run = tools_by_name()
+    listing = run[LISTING[0]].run(LISTING[1], env)
+    if listing.is_error:
         return None
-    reply = f"There is no README; `{arguments['path']}` says: {doc[1].strip()}"
-    messages.append({"role": "assistant", "content": f"{reply} {rng.choice(OFFER)}".strip()})
-    return {"instance_id": "chat-task-about", "messages": messages, "thinking": [*thinking, "I have the answer."],
-            "tools": tools}  # fmt: skip
+    files = listing.output.splitlines()
+    path = "README.md" if "README.md" in files else first_module(listing.output)
+    if path is None:
+        return None
+    read = run["view"].run({"path": path}, env)
+    if read.is_error:
+        return None
+    if path == "README.md":
+        reply = answer("about", read.output, {})
+    else:
+        doc = re.match(r'\s*1\t"""(.+?)(""")?$', read.output.split("\n", 1)[0])
+        reply = f"There is no README; `{path}` says: {doc[1].strip()}" if doc else None
+    if reply is None:
+        return None
+    messages = [{"role": "system", "content": BASE.format(root=root)}, {"role": "user", "content": rng.choice(ABOUT)},
+                *tool_turn(1, LISTING[0], LISTING[1], listing.output), *tool_turn(2, "view", {"path": path}, read.output),
+                {"role": "assistant", "content": f"{reply} {rng.choice(OFFER)}".strip()}]  # fmt: skip
+    thinking = [THINK["about"], READ_README if path == "README.md" else READ_MODULE, "I have the answer."]
+    return {"instance_id": "chat-task-about", "messages": messages, "thinking": thinking, "tools": tools}
 
 
 KINDS = ["find", "tests", "about", "files"]
@@ -274,7 +275,7 @@ def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compac
     target and the tool call before it shows no thinking, as the agent's history does: the reply
     must then be chosen from the user's request, the thinking that named the kind being gone. `kinds`:
     only these kinds (default all of KINDS). `no_readme`: overview questions only, each asked of a copy
-    of the repository without its README (overview_without_readme). `renamed_copies`: each "where is
+    of the repository without its README (`overview` then reads its first module). `renamed_copies`: each "where is
     X defined" row also this many times with X renamed everywhere (augment.rename_trajectory): about a
     hundred train-split names are too few to learn to copy the one asked about, not recall one.
     `flat`: each question asked of a flat_copy of the repository (no test runs there)."""
@@ -300,7 +301,7 @@ def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compac
             with tempfile.TemporaryDirectory(prefix="clover-noreadme-") as tmp:
                 copy = Path(tmp) / repo.name
                 shutil.copytree(repo, copy, ignore=shutil.ignore_patterns("README.md", ".git", ".pytest_cache"))
-                trajs = [overview_without_readme(copy, rng, tools, root)]
+                trajs = [overview(copy, rng, tools, root)]
         elif flat:
             with tempfile.TemporaryDirectory(prefix="clover-flat-") as tmp:
                 copy = Path(tmp) / repo.name
