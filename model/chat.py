@@ -48,7 +48,7 @@ SPECIAL_TOKENS = [
 # --------------------------------------------------------------------------- rendering
 
 
-def _content_text(content: Any) -> str:
+def content_text(content: Any) -> str:
     """Message content as text: a string, None, or a list of OpenAI content parts."""
     if content is None:
         return ""
@@ -135,7 +135,7 @@ def render_tool_call(name: str, arguments: Any) -> str:
 
 def render_assistant_content(content: Any, tool_calls: list[dict[str, Any]] | None = None) -> str:
     """An assistant history turn: the final answer (thinking dropped) and its calls as text."""
-    _, answer = split_thinking(_content_text(content))
+    _, answer = split_thinking(content_text(content))
     pieces = [answer.strip()] if answer.strip() else []
     for call in tool_calls or []:
         fn = call.get("function", call)
@@ -162,7 +162,7 @@ def text_messages(
     for msg in messages:
         role = msg.get("role", "user")
         if role == "tool":
-            pending.append(_content_text(msg.get("content")))
+            pending.append(content_text(msg.get("content")))
             continue
         flush()
         if role == "assistant":
@@ -176,7 +176,7 @@ def text_messages(
             out.append(
                 {
                     "role": "system" if role in ("system", "developer") else role,
-                    "content": _content_text(msg.get("content")),
+                    "content": content_text(msg.get("content")),
                 }
             )
     flush()

@@ -30,7 +30,7 @@ import bisect
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from clover.model.chat import _content_text
+from clover.model.chat import content_text
 
 TICK = ord("`")
 NEWLINE = ord("\n")
@@ -266,7 +266,7 @@ def quotable_text(messages: list[dict[str, Any]]) -> str:
     """What an answer may quote: the user's messages and the tool outputs. Not the system prompt
     or the chat format's role names: words such as "user" are there, and a span is meant to name
     what the user asked about or a tool showed."""
-    return "\n".join(_content_text(m.get("content")) for m in messages if m.get("role") in ("user", "tool"))
+    return "\n".join(content_text(m.get("content")) for m in messages if m.get("role") in ("user", "tool"))
 
 
 PAIRS = {ord(")"): ord("("), ord("]"): ord("["), ord("}"): ord("{")}

@@ -127,7 +127,8 @@ def _defined_names(repo: Path) -> list[str]:
 
 
 def plan(kind: str, repo: Path, rng: random.Random) -> tuple[str, str, dict[str, Any], dict[str, str]] | None:
-    """(prompt, tool, arguments, format fields) for one question about `repo`; None if it has no answer."""
+    """(prompt, tool, arguments, format fields) for a one-call question about `repo` (find, tests,
+    files; an overview takes two: `overview`); None if it has no answer."""
     if kind == "find":
         names = _defined_names(repo)
         if not names:
