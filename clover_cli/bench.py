@@ -31,6 +31,7 @@ def bench_command(
     grounding: Annotated[str, typer.Option("--grounding", help="Tool values grounded in the workspace: on, off, or on,off (both, side by side).")] = "on",
     real_timings: Annotated[bool, typer.Option("--real-timings", help="Show the agent the test runs' real durations (default: a fixed one, so a run repeats exactly).")] = False,
     fused_rounds: Annotated[bool, typer.Option("--fused-rounds", help="Verify decoding: each round's check also drafts the next round (one forward per round).")] = False,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="KEY=VALUE: another agent setting for every task, e.g. grounded_spans=off (repeatable; CLOVER_* variables and config files do not reach the bench).")] = None,
 ) -> None:
     """Run `clover fix` on SynthFix held-out with block diffusion (B=32) and with B=1 (AR), side by side."""
     from clover.cli_common import fail
@@ -39,6 +40,7 @@ def bench_command(
         model_error_types,
         parse_block_sizes,
         parse_grounding,
+        parse_settings,
         run_bench,
     )
     from clover.evals.bench.stats import print_report
@@ -49,7 +51,7 @@ def bench_command(
             threshold=threshold, max_steps=max_steps, max_tokens=max_tokens, time_limit=time_limit,
             workers=workers, device=device, think=think, mode=oracle or "agent", keep_workspaces=keep_workspaces,
             grounding=parse_grounding(grounding), order=order, split=split, stable_timings=not real_timings,
-            fused_rounds=fused_rounds,
+            fused_rounds=fused_rounds, extra=parse_settings(set_ or []),
         )  # fmt: skip
         summary = run_bench(cfg, log=lambda line: typer.echo(line, err=True))
     except model_error_types() as exc:

@@ -113,6 +113,10 @@ def test_summary_ratios_are_against_the_ar_baseline():
         (["--count", "0"], "--count"),
         (["--threshold", "2"], "threshold"),
         (["--model", "/nonexistent/ckpt"], "checkpoint directory"),
+        (["--set", "grounded_spans"], "KEY=VALUE"),
+        (["--set", "grounded_spans=maybe"], "grounded_spans must be auto, on or off"),
+        (["--set", "no_such_setting=1"], "unknown setting"),
+        (["--set", "block_size=4"], "the bench sets it"),
     ],
 )
 def test_bad_options_are_one_line(tmp_path, capsys, argv, message):
@@ -189,6 +193,15 @@ def test_task_runner_reuses_one_model_per_decoder(tmp_path):
     runner = TaskRunner(BenchConfig(out=tmp_path, model="scripted:unused"), model=ScriptedModel([]))
     a, b = runner.model_for(Decoder(32, 0.9)), runner.model_for(Decoder(1, 0.9))
     assert a is runner.model_for(Decoder(32, 0.9)) and a is not b
+
+
+def test_set_reaches_every_decoders_settings(tmp_path):
+    """`--set KEY=VALUE`: a setting the bench has no option for (CLOVER_* variables do not reach it)."""
+    from clover.evals.bench.run import parse_settings
+
+    cfg = BenchConfig(out=tmp_path, block_sizes=[16, 1], extra=parse_settings(["grounded-spans=off", "edit_repairs=off"]))
+    assert [(s.grounded_spans, s.edit_repairs) for s in map(cfg.settings, cfg.decoders())] == [("off", "off")] * 2
+    assert BenchConfig(out=tmp_path).settings(cfg.decoders()[0]).grounded_spans == "auto"
 
 
 def test_grounding_side_by_side_and_the_value_errors_it_rules_out(tmp_path):

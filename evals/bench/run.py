@@ -65,6 +65,7 @@ class BenchConfig:
     drafts: int | None = None  # the drafts setting (context drafts' n-gram length, 0 off); None: the default
     stable_timings: bool = True  # test durations in command output written as a fixed one (stable.py)
     fused_rounds: bool = False  # verify decoders: one forward per round (model/verify.py)
+    extra: dict[str, str] = field(default_factory=dict)  # --set KEY=VALUE: further agent settings
 
     def __post_init__(self) -> None:
         # Work trees are cloned and graded with other working directories: a relative --out
@@ -86,8 +87,11 @@ class BenchConfig:
             "drafts": self.drafts,  # None: the setting's default
             "fused_rounds": self.fused_rounds,
         }  # fmt: skip
+        owned = sorted(set(values) & set(self.extra))
+        if owned:
+            raise BenchError(f"--set {owned[0]}: the bench sets it (use its own option)")
         try:
-            return Settings().merged(values, "bench")
+            return Settings().merged({**values, **self.extra}, "bench --set")
         except SettingsError as exc:
             raise BenchError(str(exc)) from None
 
@@ -308,6 +312,17 @@ def parse_grounding(text: str) -> list[bool]:
     return [flags[p] for p in parts]
 
 
+def parse_settings(pairs: list[str]) -> dict[str, str]:
+    """`KEY=VALUE` options -> {key: value}; the values are checked as settings later."""
+    extra: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise BenchError(f"--set takes KEY=VALUE (a setting, e.g. grounded_spans=off), not {pair!r}")
+        extra[key.strip().replace("-", "_")] = value.strip()
+    return extra
+
+
 def model_error_types() -> tuple[type[BaseException], ...]:
     from clover.core.protocols import ModelError
 
@@ -340,6 +355,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="held-out SynthFix, or the hand-written set (evals/handwritten; --count caps it)")
     p.add_argument("--real-timings", action="store_true",
                    help="show the agent the test runs' real durations (default: a fixed one, so a run repeats exactly)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="another agent setting for every task, e.g. grounded_spans=off (repeatable)")
     args = p.parse_args(argv)
     try:
         cfg = BenchConfig(
@@ -348,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
             max_tokens=args.max_tokens, time_limit=args.time_limit, workers=args.workers, device=args.device,
             think=args.think, mode=args.oracle or "agent", keep_workspaces=args.keep_workspaces,
             grounding=parse_grounding(args.grounding), split=args.split, order=args.order,
-            drafts=args.drafts, stable_timings=not args.real_timings,
+            drafts=args.drafts, stable_timings=not args.real_timings, extra=parse_settings(args.set),
         )  # fmt: skip
         summary = run_bench(cfg)
     except model_error_types() as exc:
