@@ -39,10 +39,10 @@ import torch
 from torch import Tensor
 
 from clover.backends.answer_spans import OUT, in_span
+from clover.backends.call_syntax import CallSyntax, TrieNode
 from clover.backends.grounding import CLOSE, LINE_BOUNDED, Grounding, Node
 from clover.backends.typed_values import TypedTokens, ValueShape, value_shape
 from clover.model.chat import (
-    CALL_CLOSE,
     CALL_OPEN,
     FUNC_CLOSE,
     FUNC_OPEN,
@@ -58,32 +58,10 @@ THINK, TEXT, CALL, VALUE, OFF = "think", "text", "call", "value", "off"
 MAX_LEAD = 2  # whitespace tokens allowed before a required call (`\n\n` after the thinking)
 
 
-class _Node:
-    """A trie over token sequences; `action` marks the end of one alternative."""
-
-    __slots__ = ("action", "ban", "children", "ways")
-
-    def __init__(self) -> None:
-        self.children: dict[int, _Node] = {}
-        self.action: tuple[str, str] | None = None
-        self.ban: Tensor | None = None  # cached: every token but the children banned
-        self.ways: dict[int, int] | None = None  # cached: child -> fewest tokens to close the call
-
-
-def _trie(alternatives: list[tuple[list[int], tuple[str, str]]]) -> _Node:
-    root = _Node()
-    for ids, action in alternatives:
-        node = root
-        for t in ids:
-            node = node.children.setdefault(t, _Node())
-        node.action = action
-    return root
-
-
 @dataclass(frozen=True)
 class _State:
     mode: str
-    node: _Node | None = None  # CALL: where we are in the current trie
+    node: TrieNode | None = None  # CALL: where we are in the current trie
     tool: str = ""
     used: frozenset[str] = frozenset()  # parameters written (VALUE: the current one included)
     shape: ValueShape | None = None  # VALUE: the typed parameter's shape (None: free text)
@@ -151,15 +129,10 @@ class ToolCallGrammar:
         self.value_banned = set(stop_ids) | (markup - {self.param_close})
         self.text_banned = text_banned
         self.schemas = tool_schemas(tools)
-        self.call_trie = _trie(
-            [(tokenizer.encode(f"\n{FUNC_OPEN}{name}>\n"), ("tool", name)) for name in self.schemas]
-        )
-        self._params_cache: dict[tuple[str, frozenset[str], bool], _Node] = {}
-        self._chains: dict[tuple[int, ...], _Node] = {}
-        self._closes: dict[tuple[str, frozenset[str]], list[int]] = {}
+        self.syntax = CallSyntax(tokenizer, self.schemas, grounding)
         self.typed = TypedTokens(tokenizer, vocab_size, skip={mask_id})
         self._typed_bans: dict[tuple[ValueShape, str], Tensor] = {}
-        self.shortest_call = min(self._ways(_State(CALL, self.call_trie)).values())  # after `<tool_call>`
+        self.shortest_call = min(self.syntax.ways(self.syntax.root, "", frozenset()).values())  # after `<tool_call>`
         self._rows: dict[str, Tensor] = {
             TEXT: self._ban_row(text_banned, ban_listed=True),
             "thought": self._ban_row(thought_banned, ban_listed=True),
@@ -200,81 +173,9 @@ class ToolCallGrammar:
 
     # ------------------------------------------------------------------ grammar
 
-    def _signature(self, tool: str) -> tuple[list[str], list[str]]:
-        """(parameter names, required names) of a tool's schema."""
-        schema = self.schemas.get(tool)
-        schema = schema if isinstance(schema, dict) else {}
-        props, required = schema.get("properties"), schema.get("required")
-        req = [r for r in (required if isinstance(required, list) else []) if isinstance(r, str)]
-        names = list(props) if isinstance(props, dict) else []
-        return names + [r for r in req if r not in names], req
-
-    def _params(self, tool: str, used: frozenset[str], after_value: bool) -> _Node:
-        """The trie of what may follow `>\n` of the name or `</parameter>`: another parameter not
-        yet written, or the end of the call once no required one is missing."""
-        key = (tool, used, after_value)
-        node = self._params_cache.get(key)
-        if node is None:
-            names, req = self._signature(tool)
-            lead = "\n" if after_value else ""
-            g = self.grounding  # a value grounded in the call's file comes after its path
-            alts = [
-                (self.tok.encode(f"{lead}{PARAM_OPEN}{p}>\n"), ("param", p)) for p in names
-                if p not in used and not (g is not None and g.needs_path(tool, p) and "path" not in used)
-            ]  # fmt: skip
-            if all(r in used for r in req):
-                alts.append((self.tok.encode(f"{lead}{FUNC_CLOSE}\n{CALL_CLOSE}"), ("end", "")))
-            node = self._params_cache[key] = _trie(alts)
-        return node
-
-    def _rest(self, tool: str, used: frozenset[str], after_value: bool) -> str:
-        """The shortest text that closes a call to `tool` here: missing required parameters empty."""
-        lead, out = ("\n" if after_value else ""), []
-        for r in self._signature(tool)[1]:
-            if r not in used:
-                out.append(f"{lead}{PARAM_OPEN}{r}>\n{PARAM_CLOSE}")
-                lead = "\n"
-        return "".join(out) + f"{lead}{FUNC_CLOSE}\n{CALL_CLOSE}"
-
-    def _close_value(self, st: _State) -> list[int]:
-        """The fewest tokens that complete the call from inside a value."""
-        key = (st.tool, st.used)
-        if key not in self._closes:
-            self._closes[key] = self.tok.encode(PARAM_CLOSE + self._rest(st.tool, st.used, True))
-        return self._closes[key]
-
-    def _ways(self, st: _State) -> dict[int, int]:
-        """For each next token at a CALL node: the fewest tokens, itself included, that close the
-        call through it. (A node belongs to one tool and set of written parameters, so caching
-        on the node is sound.)"""
-        node = st.node
-        assert node is not None
-        if node.ways is None:
-            ways = {}
-            for t, child in node.children.items():
-                if child.action is None:
-                    rest = min(self._ways(replace(st, node=child)).values())
-                elif child.action[0] == "tool":
-                    rest = len(self.tok.encode(self._rest(child.action[1], frozenset(), False)))
-                elif child.action[0] == "param":
-                    rest = len(self._close_value(replace(st, mode=VALUE, used=st.used | {child.action[1]})))
-                else:
-                    rest = 0
-                ways[t] = 1 + rest
-            node.ways = ways
-        return node.ways
-
     def _choices(self, st: _State, left: int | None) -> list[int]:
-        """The tokens allowed next at a CALL node: those after which the call still fits."""
-        ways = self._ways(st)
-        fit = [t for t, n in ways.items() if left is None or n <= left]
-        return fit or list(ways)  # nothing fits (the caller forced it late): keep the grammar
-
-    def _chain(self, ids: list[int]) -> _Node:
-        key = tuple(ids)
-        if key not in self._chains:
-            self._chains[key] = _trie([(ids, ("end", ""))])
-        return self._chains[key]
+        assert st.node is not None
+        return self.syntax.choices(st.node, st.tool, st.used, left)
 
     def step(self, st: _State, t: int, left: int | None = None) -> _State | None:
         """The state after token t, or None when t is not allowed there. `left`: output positions
@@ -297,7 +198,7 @@ class ToolCallGrammar:
                 return replace(st, lead=st.lead + 1) if t in self.spaces and st.lead < MAX_LEAD else None
             if t == self.call_open:
                 late = left is not None and left - 1 < self.shortest_call
-                return None if late or self.answer_only else replace(st, mode=CALL, node=self.call_trie)
+                return None if late or self.answer_only else replace(st, mode=CALL, node=self.syntax.root)
             if t == self.think_open and not st.thought:
                 return replace(st, mode=THINK, thought=True)
             return None if t in self.text_banned or t == self.think_open else st
@@ -307,7 +208,7 @@ class ToolCallGrammar:
             if t == self.param_close:
                 if st.shape is not None and not st.shape.complete(st.value) and not self._dead_end(st):
                     return None
-                return replace(st, mode=CALL, node=self._params(st.tool, st.used, True), shape=None, value="")
+                return replace(st, mode=CALL, node=self.syntax.params(st.tool, st.used, True), shape=None, value="")
             if t in self.value_banned:
                 return None
             if st.shape is None:
@@ -321,7 +222,7 @@ class ToolCallGrammar:
             return replace(st, node=child)
         kind, name = child.action
         if kind == "tool":
-            return replace(st, node=self._params(name, frozenset(), False), tool=name, used=frozenset())
+            return replace(st, node=self.syntax.params(name, frozenset(), False), tool=name, used=frozenset())
         if kind == "param":
             shape, ground = self._shape(st.tool, name), None
             if self.grounding is not None:
@@ -337,7 +238,7 @@ class ToolCallGrammar:
             if CLOSE not in st.ground.options():
                 return None
             path = st.ground.text() if st.param == "path" else st.path
-            node = self._params(st.tool, st.used, True)
+            node = self.syntax.params(st.tool, st.used, True)
             return replace(st, mode=CALL, node=node, shape=None, value="", ground=None, param="", path=path)
         nxt = st.ground.next(t)
         return None if nxt is None else replace(st, ground=nxt)
@@ -352,7 +253,7 @@ class ToolCallGrammar:
         """Tokens that close sequence i's call if its output stopped inside a value (the decoder's
         repetition stop): the value is cut there, as when the token budget runs out."""
         st = self.seqs[i].end
-        return self._close_value(st) if st is not None and st.mode == VALUE else []
+        return self.syntax.close_value(st.tool, st.used) if st is not None and st.mode == VALUE else []
 
     def _opens(self, st: _State, t: int) -> bool:
         """Does t leave free text for a constrained part (later positions are then redone)?"""
@@ -488,8 +389,8 @@ class ToolCallGrammar:
             left = None
             if self.budget is not None:
                 left = self.budget - (s.base + j - first)
-                if st.mode == VALUE and left <= len(close := self._close_value(st)):
-                    st = replace(st, mode=CALL, node=self._chain(close))
+                if st.mode == VALUE and left <= len(close := self.syntax.close_value(st.tool, st.used)):
+                    st = replace(st, mode=CALL, node=self.syntax.chain(close))
             rows.append(self._frontier_rows(st, left))
             nxt = self.step(st, row[j], left)
             if nxt is None:
@@ -563,9 +464,9 @@ class ToolCallGrammar:
                 continue
             if self.budget is not None:
                 left = self.budget - (s.base + j - first)
-                if st.mode == VALUE and left <= len(close := self._close_value(st)):
+                if st.mode == VALUE and left <= len(close := self.syntax.close_value(st.tool, st.used)):
                     # just room left to close the call: the value ends here
-                    st = replace(st, mode=CALL, node=self._chain(close))
+                    st = replace(st, mode=CALL, node=self.syntax.chain(close))
                     self.stats["grammar_closed"] += j >= s.frontier
             t = row[j]
             nxt = self.step(st, t, left) if t != self.mask_id else None
