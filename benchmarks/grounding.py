@@ -48,9 +48,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from clover.backends.grounding import CandidateSet, FileIndex, Vocab
     from clover.backends.local import checkpoint_dir, load_model
     from clover.backends.tool_grammar import ToolCallGrammar
+    from clover.backends.value_nodes import CandidateSet, FileIndex, Vocab
     from clover.model.tokenizer import CloverTokenizer
 
     torch.set_num_threads(1)

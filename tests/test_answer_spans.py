@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from clover.backends.answer_spans import CLOSED, OUT, AnswerSpans, quotable_text  # noqa: E402
-from clover.backends.grounding import Vocab  # noqa: E402
+from clover.backends.value_nodes import Vocab  # noqa: E402
 from clover.model.tokenizer import CloverTokenizer  # noqa: E402
 from tests.test_grounding import tools, workspace  # noqa: E402
 from tests.test_tool_grammar import _Biased, variant  # noqa: E402

@@ -7,8 +7,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from clover.backends.grounding import CLOSE, Grounding, Vocab, Workspace  # noqa: E402
+from clover.backends.grounding import Grounding, Workspace  # noqa: E402
 from clover.backends.mentions import Mentions  # noqa: E402
+from clover.backends.value_nodes import CLOSE, Vocab  # noqa: E402
 from tests.test_grounding import steered, tools, workspace  # noqa: E402
 from tests.test_tool_grammar import clover as clover  # noqa: E402,F401 - the module fixture
 

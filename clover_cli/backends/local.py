@@ -339,7 +339,8 @@ class LocalCloverModel:
         the answer's code spans may copy."""
         if not getattr(self.settings, "grounded", True) or getattr(self, "workspace", None) is None:
             return None
-        from clover.backends.grounding import Grounding, Vocab
+        from clover.backends.grounding import Grounding
+        from clover.backends.value_nodes import Vocab
 
         if getattr(self, "_vocab", None) is None:
             self._vocab = Vocab(self.tokenizer, self.config.vocab_size)
