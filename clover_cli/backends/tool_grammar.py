@@ -175,6 +175,7 @@ class ToolCallGrammar:
     # ------------------------------------------------------------------ grammar
 
     def _choices(self, st: _State, left: int | None) -> list[int]:
+        """The tokens allowed next at a CALL node: those after which the call still fits."""
         assert st.node is not None
         return self.syntax.choices(st.node, st.tool, st.used, left)
 
