@@ -197,11 +197,15 @@ def test_task_runner_reuses_one_model_per_decoder(tmp_path):
 
 def test_set_reaches_every_decoders_settings(tmp_path):
     """`--set KEY=VALUE`: a setting the bench has no option for (CLOVER_* variables do not reach it)."""
-    from clover.evals.bench.run import parse_settings
+    from clover.evals.bench.run import BenchError, parse_settings
 
     cfg = BenchConfig(out=tmp_path, block_sizes=[16, 1], extra=parse_settings(["grounded-spans=off", "edit_repairs=off"]))
     assert [(s.grounded_spans, s.edit_repairs) for s in map(cfg.settings, cfg.decoders())] == [("off", "off")] * 2
     assert BenchConfig(out=tmp_path).settings(cfg.decoders()[0]).grounded_spans == "auto"
+    # drafts: an option of `python -m clover.evals.bench` only; unset there, --set may give it
+    assert BenchConfig(out=tmp_path, extra={"drafts": "0"}).settings(cfg.decoders()[0]).drafts == 0
+    with pytest.raises(BenchError, match="the bench sets it"):
+        BenchConfig(out=tmp_path, drafts=3, extra={"drafts": "0"}).settings(cfg.decoders()[0])
 
 
 def test_grounding_side_by_side_and_the_value_errors_it_rules_out(tmp_path):

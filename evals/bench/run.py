@@ -87,7 +87,9 @@ class BenchConfig:
             "drafts": self.drafts,  # None: the setting's default
             "fused_rounds": self.fused_rounds,
         }  # fmt: skip
-        owned = sorted(set(values) & set(self.extra))
+        # a key the bench set from one of its options (None: left to the setting's default, so
+        # `clover bench`, which has no --drafts, can still take `--set drafts=0`)
+        owned = sorted(k for k in self.extra if values.get(k) is not None)
         if owned:
             raise BenchError(f"--set {owned[0]}: the bench sets it (use its own option)")
         try:
