@@ -114,6 +114,20 @@ def test_view_directory_listing(env: LocalEnvironment, tmp_path: Path) -> None:
     assert "'path' is required" in ViewTool().run({}, env).output
 
 
+def test_a_big_directory_view_folds_its_largest_directories(env: LocalEnvironment, tmp_path: Path) -> None:
+    files = ["README.md", "src/app/__init__.py", "src/app/core.py", *(f"docs/d{i}.md" for i in range(30)),
+             *(f"tests/test_{i}.py" for i in range(120))]  # fmt: skip
+    for rel in files:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x\n")
+    lines = ViewTool().run({"path": "."}, env).output.splitlines()
+    assert "  tests/ (120 files) [not listed]" in lines and not any("test_7.py" in ln for ln in lines)
+    assert "    d0.md" in lines and "    app/ (2 files)" in lines  # what fits is still shown
+    assert lines[-1] == "[1 large directory not listed; view one to see it]" and len(lines) <= 80
+    inside = ViewTool().run({"path": "tests"}, env).output.splitlines()  # viewed itself: listed in full
+    assert len(inside) == 121 and "  test_7.py" in inside
+
+
 def test_create_and_insert(env: LocalEnvironment, tmp_path: Path) -> None:
     created = CreateTool().run({"path": "new/dir/f.txt", "file_text": "a\nc\n"}, env)
     assert not created.is_error and created.output.startswith("Created new/dir/f.txt")

@@ -39,6 +39,7 @@ from clover.tools.textio import (
 MAX_VIEW_LINES = 800
 MAX_VIEW_CHARS = 40_000
 MAX_LISTING = 300
+LISTING_LINES = 80  # a directory view past this folds its largest top-level directories (see _folded)
 
 
 def _schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -200,16 +201,38 @@ def _listing(env: Environment, directory: str) -> str:
             return f"{rel}/ is empty"
         shown = "\n".join("  " + printable(e) for e in entries[:MAX_LISTING])
         return f"{rel}/ (ignored by .gitignore; one level):\n{shown}"
+    folded = _folded(counts)
+    keys = [k for k in sorted(counts) if k.split("/", 1)[0] + "/" not in folded or "/" not in k.rstrip("/")]
     out = [f"{rel}/ (two levels; ignored files skipped):"]
-    for key in sorted(counts)[:MAX_LISTING]:
+    for key in keys[:MAX_LISTING]:
         depth = key.rstrip("/").count("/")
         name = key.rstrip("/").rsplit("/", 1)[-1]
         n = counts[key]
         label = f"{name}/ ({n} file{'' if n == 1 else 's'})" if key.endswith("/") else name
-        out.append("  " * (depth + 1) + printable(label))
-    if len(counts) > MAX_LISTING:
-        out.append(f"[{len(counts) - MAX_LISTING} more entries; view a subdirectory or use glob]")
+        out.append("  " * (depth + 1) + printable(label) + (" [not listed]" if key in folded else ""))
+    if len(keys) > MAX_LISTING:
+        out.append(f"[{len(keys) - MAX_LISTING} more entries; view a subdirectory or use glob]")
+    if folded:
+        out.append(f"[{len(folded)} large director{'y' if len(folded) == 1 else 'ies'} not listed; view one to see it]")
     return "\n".join(out)
+
+
+def _folded(counts: dict[str, int]) -> set[str]:
+    """Top-level directories whose entries are left out, largest first, until the listing fits
+    LISTING_LINES: a repository's overview should show its shape (README, packages, tests) in a screen,
+    not three hundred test files."""
+    children: dict[str, int] = {}
+    for key in counts:
+        top, sep, _ = key.rstrip("/").partition("/")
+        if sep:
+            children[top + "/"] = children.get(top + "/", 0) + 1
+    lines, folded = len(counts), set()
+    for top in sorted(children, key=lambda t: (-children[t], t)):
+        if lines <= LISTING_LINES:
+            break
+        folded.add(top)
+        lines -= children[top]
+    return folded
 
 
 # --------------------------------------------------------------------------- create
