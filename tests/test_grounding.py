@@ -151,8 +151,10 @@ def test_line_numbers_stay_in_the_file():
     view_range = {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2}
     shape = replace(value_shape(view_range), lines=30)
     assert all(shape.prefix_ok(t) for t in ("[1", "[12, 3", "[12, -", "[3"))  # "3" may grow to 30
-    assert not any(shape.prefix_ok(t) for t in ("[31", "[0", "[5, 4", "[5, -2"))
+    assert not any(shape.prefix_ok(t) for t in ("[31", "[0", "[5, 0", "[5, 4]", "[5, -2"))
     assert shape.complete("[12, 30]") and shape.complete("[4, -1]") and not shape.complete("[12, 11]")
+    assert shape.complete("[1, 40]") and shape.complete("[1, 800]")  # past the end: the tool clamps it
+    assert not shape.prefix_ok("[1, 801") and not shape.complete("[1, 801]")  # more than one view shows
     assert not shape.prefix_ok("[30,  5\n")  # a finished 5 < 30 (a `$` took the newline for the end)
     line = replace(value_shape({"type": "integer"}), lines=5)
     assert line.complete("0") and line.complete("5") and not line.prefix_ok("6") and not line.prefix_ok("-")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clover.model.chat_parse import _coerce, _types_of
+from clover.tools.files import MAX_VIEW_LINES
 
 # JSON numbers (no leading zeros: `json.loads` refuses them), whole and while being written
 _INT, _INT_PART = r"-?(?:0|[1-9]\d*)", r"-?(?:0|[1-9]\d*)?"
@@ -53,7 +54,9 @@ class ValueShape:
     most: int | None = None  # arrays: maxItems
     spec: Any = field(default=None, compare=False)  # the schema, for the parser's own coercion
     # grounding: line numbers of a file with this many lines (an integer: 0..lines, insert after a
-    # line; an array: a view_range [start, end], 1 <= start <= end <= lines or end = -1)
+    # line; an array: a view_range [start, end], 1 <= start <= lines, end = -1 or start <= end <
+    # start + MAX_VIEW_LINES: the tool clamps an end past the file, so "[1, 30]" reads a README's top
+    # whatever its length)
     lines: int | None = None
 
     def prefix_ok(self, text: str) -> bool:
@@ -83,11 +86,14 @@ class ValueShape:
         items = [i for i in items if i]
         last_open = partial and bool(items) and bool(re.search(r"[-\d]\Z", text))  # not `$`: it matches before a final newline
         for k, item in enumerate(items):
-            lo, minus_one = 0, False  # insert_line: after line 0 (the top) .. the last line
+            lo, hi, minus_one = 0, self.lines, False  # insert_line: after line 0 (the top) .. the last line
             if self.key.startswith("array"):  # view_range: a start line, then an end at or after it
                 start = int(items[0]) if items[0].lstrip("-").isdigit() else 1
-                lo, minus_one = (1, False) if k == 0 else (max(start, 1), True)
-            if not _line_ok(item, lo, self.lines, minus_one, growing=last_open and k == len(items) - 1):
+                if k > 0:
+                    lo, hi, minus_one = max(start, 1), max(start, 1) + MAX_VIEW_LINES - 1, True
+                else:
+                    lo = 1
+            if not _line_ok(item, lo, hi, minus_one, growing=last_open and k == len(items) - 1):
                 return False
         return True
 
