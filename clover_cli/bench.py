@@ -30,6 +30,7 @@ def bench_command(
     keep_workspaces: Annotated[bool, typer.Option("--keep-workspaces", help="Keep the agents' work trees.")] = False,
     grounding: Annotated[str, typer.Option("--grounding", help="Tool values grounded in the workspace: on, off, or on,off (both, side by side).")] = "on",
     real_timings: Annotated[bool, typer.Option("--real-timings", help="Show the agent the test runs' real durations (default: a fixed one, so a run repeats exactly).")] = False,
+    drafts: Annotated[int | None, typer.Option("--drafts", help="Context drafts for block decoding: n-gram length, 0 off (default: the setting's default).")] = None,
     fused_rounds: Annotated[bool, typer.Option("--fused-rounds", help="Verify decoding: each round's check also drafts the next round (one forward per round).")] = False,
     set_: Annotated[list[str] | None, typer.Option("--set", help="KEY=VALUE: another agent setting for every task, e.g. grounded_spans=off (repeatable; CLOVER_* variables and config files do not reach the bench).")] = None,
 ) -> None:
@@ -51,7 +52,7 @@ def bench_command(
             threshold=threshold, max_steps=max_steps, max_tokens=max_tokens, time_limit=time_limit,
             workers=workers, device=device, think=think, mode=oracle or "agent", keep_workspaces=keep_workspaces,
             grounding=parse_grounding(grounding), order=order, split=split, stable_timings=not real_timings,
-            fused_rounds=fused_rounds, extra=parse_settings(set_ or []),
+            drafts=drafts, fused_rounds=fused_rounds, extra=parse_settings(set_ or []),
         )  # fmt: skip
         summary = run_bench(cfg, log=lambda line: typer.echo(line, err=True))
     except model_error_types() as exc:

@@ -117,6 +117,7 @@ def test_summary_ratios_are_against_the_ar_baseline():
         (["--set", "grounded_spans=maybe"], "grounded_spans must be auto, on or off"),
         (["--set", "no_such_setting=1"], "unknown setting"),
         (["--set", "block_size=4"], "the bench sets it"),
+        (["--drafts", "2", "--set", "drafts=0"], "the bench sets it"),  # both CLIs: one parser
     ],
 )
 def test_bad_options_are_one_line(tmp_path, capsys, argv, message):
@@ -202,7 +203,7 @@ def test_set_reaches_every_decoders_settings(tmp_path):
     cfg = BenchConfig(out=tmp_path, block_sizes=[16, 1], extra=parse_settings(["grounded-spans=off", "edit_repairs=off"]))
     assert [(s.grounded_spans, s.edit_repairs) for s in map(cfg.settings, cfg.decoders())] == [("off", "off")] * 2
     assert BenchConfig(out=tmp_path).settings(cfg.decoders()[0]).grounded_spans == "auto"
-    # drafts: an option of `python -m clover.evals.bench` only; unset there, --set may give it
+    # drafts: unset by its own option (--drafts), --set may give it
     assert BenchConfig(out=tmp_path, extra={"drafts": "0"}).settings(cfg.decoders()[0]).drafts == 0
     with pytest.raises(BenchError, match="the bench sets it"):
         BenchConfig(out=tmp_path, drafts=3, extra={"drafts": "0"}).settings(cfg.decoders()[0])

@@ -16,7 +16,6 @@ DIR/summary.json and DIR/summary.md.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import dataclasses
 import json
@@ -30,7 +29,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from clover.evals.bench.stats import Decoder, print_report, summarize, trajectory_stats, write_markdown
+from clover.evals.bench.stats import Decoder, summarize, trajectory_stats, write_markdown
 from clover.evals.grading import fresh_clone, grade  # one grader core (also SynthFix, SWE-bench)
 from clover.model.config import CloverConfig
 from clover.settings import DECODE_ORDERS
@@ -332,49 +331,18 @@ def model_error_types() -> tuple[type[BaseException], ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m clover.evals.bench", description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default="embedded", help="checkpoint directory (default: the embedded Clover)")
-    p.add_argument("--count", type=int, default=20, help="held-out instances")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--block-size", default="model,1",
-                   help="comma-separated block sizes; 1 is the AR baseline, `model` the checkpoint's own")
-    p.add_argument("--threshold", type=float, default=0.9, help="confidence threshold τ of the diffusion decoder")
-    p.add_argument("--order", choices=DECODE_ORDERS, default="auto",
-                   help="which passing positions a diffusion round keeps: any, the run from the left, the draft's run a causal pass confirms (verify), or auto (the checkpoint's own)")
-    p.add_argument("--drafts", type=int, default=None,
-                   help="context drafts for block decoding: n-gram length, 0 off (default: the setting's default)")
-    p.add_argument("--max-steps", type=int, default=12)
-    p.add_argument("--max-tokens", type=int, default=4096, help="generated tokens per assistant turn")
-    p.add_argument("--time-limit", type=float, default=1800.0, help="seconds per task")
-    p.add_argument("--out", type=Path, default=Path("runs/agent-decode"))
-    p.add_argument("--workers", type=int, default=1)
-    p.add_argument("--device", default=None, help="cpu (default), cuda, cuda:N or auto")
-    p.add_argument("--think", action=argparse.BooleanOptionalAction, default=True)
-    p.add_argument("--oracle", choices=("gold", "empty"), help="grade the gold / an empty patch, no model")
-    p.add_argument("--keep-workspaces", action="store_true")
-    p.add_argument("--grounding", default="on", help="grounded tool values: on, off, or on,off (both)")
-    p.add_argument("--split", choices=("heldout", "handwritten"), default="heldout",
-                   help="held-out SynthFix, or the hand-written set (evals/handwritten; --count caps it)")
-    p.add_argument("--real-timings", action="store_true",
-                   help="show the agent the test runs' real durations (default: a fixed one, so a run repeats exactly)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="another agent setting for every task, e.g. grounded_spans=off (repeatable)")
-    args = p.parse_args(argv)
+    """`python -m clover.evals.bench`: `clover bench` itself (one option parser, the same options,
+    defaults and one-line errors); the exit code is returned."""
+    import typer
+
+    from clover.bench import bench_command
+
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    app.command()(bench_command)
     try:
-        cfg = BenchConfig(
-            out=args.out, model=args.model, count=args.count, seed=args.seed,
-            block_sizes=parse_block_sizes(args.block_size), threshold=args.threshold, max_steps=args.max_steps,
-            max_tokens=args.max_tokens, time_limit=args.time_limit, workers=args.workers, device=args.device,
-            think=args.think, mode=args.oracle or "agent", keep_workspaces=args.keep_workspaces,
-            grounding=parse_grounding(args.grounding), split=args.split, order=args.order,
-            drafts=args.drafts, stable_timings=not args.real_timings, extra=parse_settings(args.set),
-        )  # fmt: skip
-        summary = run_bench(cfg)
-    except model_error_types() as exc:
-        print(f"clover: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}", file=sys.stderr)
-        return 2
-    print_report(summary)
-    print(f"wrote {cfg.out / 'summary.json'} and {cfg.out / 'summary.md'}")
+        app(args=argv, prog_name="python -m clover.evals.bench")
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else int(exc.code is not None)
     return 0
 
 
