@@ -64,7 +64,7 @@ def test_repository_questions_are_answered_from_the_real_tool_output(tmp_path):
     for record in records:
         text, spans = record["text"], record["spans"]
         assert text.startswith("<|im_start|>system\nYou are Clover, a coding agent working in the repository at")
-        overview = "Overview:" in text  # lists the files, then reads the README: two calls
+        overview = "Overview:" in text  # views the top, then reads the README: two calls
         assert len(spans) == (3 if overview else 2)  # the calls and the answer; the tools' output is not a target
         output = text.rsplit("<tool_response>\n", 1)[1].split("</tool_response>", 1)[0]
         answer = text[spans[-1][0] : spans[-1][1]].split("</think>\n\n", 1)[1]
@@ -82,7 +82,7 @@ def test_repository_questions_are_answered_from_the_real_tool_output(tmp_path):
     first_repo = [r["text"].split("<|im_end|>", 1)[0] for r in contrast[:4]]
     assert len(set(first_repo)) == 1  # the same system prompt (repository) ...
     asks = [r["text"].split("<|im_start|>user\n", 1)[1].split("<tool_response>", 1)[0] for r in contrast[:4]]
-    assert [a.split("<function=", 1)[1].split(">", 1)[0] for a in asks] == ["outline", "bash", "glob", "glob"]
+    assert [a.split("<function=", 1)[1].split(">", 1)[0] for a in asks] == ["outline", "bash", "view", "glob"]
     only = task_rows(rows, 4, seed=0, all_kinds=True, kinds=["tests", "files"])
     calls = {r["text"].split("<|im_start|>user\n", 1)[1].split("<function=", 1)[1].split(">", 1)[0] for r in only}
     assert len(only) == 4 and calls == {"bash", "glob"}  # two repositories, the two kinds asked for
@@ -90,9 +90,10 @@ def test_repository_questions_are_answered_from_the_real_tool_output(tmp_path):
         task_rows(rows, 1, seed=0, kinds=["poem"])
     bare = task_rows(rows, 2, seed=0, no_readme=True)  # overviews of copies without the README
     assert len(bare) == 2 and all((Path(r["repo"]) / "README.md").is_file() for r in rows)  # originals kept
-    for record in bare:
+    for record in bare:  # a package: no module at the top either, so a glob finds one
         text = record["text"]
-        assert "README.md" not in text.split("<tool_response>")[1] and len(record["spans"]) == 3  # listed: none
+        assert "README.md" not in text.split("<tool_response>")[1] and len(record["spans"]) == 4  # listed: none
+        assert "<function=glob>" in text.split("<tool_response>")[1]
         module = text.rsplit("<parameter=path>\n", 1)[1].split("\n", 1)[0]
         doc = text.rsplit("<tool_response>\n", 1)[1].split('"""')[1].strip()
         assert f"There is no README; `{module}` says: {doc}" in text[record["spans"][-1][0]:]
@@ -219,6 +220,48 @@ def test_flat_copies_put_every_module_at_the_top_level(tmp_path):
         assert f"`{sources[0]}`" in answer  # quoted: the same tokens as the tool output
     with pytest.raises(ValueError, match="flat copies"):
         task_rows(rows, 20, seed=0, kinds=["tests"], flat=True)
+
+
+def test_overviews_view_the_top_then_read_what_it_shows(tmp_path):
+    """One module at the top and no README (the chat benchmark's repository): its top is read at once.
+    A copy padded to a real project's size: its big test directory is folded, the README's top read."""
+    from clover.evals.synthfix import generate as synthfix
+    from clover.evals.synthfix.chat_tasks import HEAD, pad_copy
+    from clover.evals.synthfix.chat_tasks import generate as task_rows
+
+    def calls(text: str) -> list[str]:
+        return [c.split(">", 1)[0] for c in text.split("<|im_start|>user\n", 1)[1].split("<function=")[1:]]
+
+    rows = synthfix(tmp_path / "sf", "train", 2, seed=3)
+    flat = task_rows(rows, 2, seed=0, flat=True, no_readme=True)
+    assert len(flat) == 2
+    for record in flat:
+        text = record["text"]
+        assert calls(text) == ["view", "view"] and len(record["spans"]) == 3
+        module = text.rsplit("<parameter=path>\n", 1)[1].split("\n", 1)[0]
+        assert "/" not in module and f"<parameter=view_range>\n{HEAD}\n" in text
+        assert f"There is no README; `{module}` says:" in text[record["spans"][-1][0]:]
+    big = task_rows(rows, 2, seed=0, big=True)
+    for record in big:
+        listing = record["text"].split("<tool_response>\n", 2)[1]
+        assert "tests/ (" in listing and "[not listed]" in listing and "docs/ (" in listing
+        assert len(listing.splitlines()) <= 90  # folded: the shape of the project, not every test file
+        read = record["text"].split("<tool_response>\n", 3)[2].split("</tool_response>", 1)[0]
+        assert read.splitlines()[-1].lstrip().startswith(str(HEAD[1]))  # a long README: its top only
+        answer = record["text"][record["spans"][-1][0]:]
+        assert answer.split("</think>\n\n", 1)[1].startswith("This is `")
+    padded = tmp_path / "padded"
+    pad_copy(Path(rows[0]["repo"]), padded, random.Random(0))
+    assert len(list((padded / "tests").glob("test_*.py"))) > 60 and not (Path(rows[0]["repo"]) / "docs").exists()
+    second = task_rows(rows, 4, seed=0, no_readme=True, cut_at=1)  # the step after the listing: a target
+    assert len(second) == 2
+    for record in second:
+        first_target = record["text"][record["spans"][0][0] :]
+        assert "<function=view>\n<parameter=path>\n.\n" in record["text"][: record["spans"][0][0]]
+        assert first_target.startswith("There is no README")  # the listing's thinking is gone
+        assert "Overview:" not in record["text"]
+    with pytest.raises(ValueError, match="big copies"):
+        task_rows(rows, 1, seed=0, big=True, flat=True)
 
 
 def test_renamed_find_rows_rename_the_module_path_too(tmp_path):

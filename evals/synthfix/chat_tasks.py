@@ -6,11 +6,13 @@
 they report bugs. For each TRAINING-split SynthFix repository (read only, at its base commit) this
 picks one such question, runs the tools a careful agent would (outline, bash pytest, glob) through
 the real tools, and writes the answer from their real output: the definition's path and lines, the
-pytest summary line, the files found, or an overview in two calls: a glob of every file, then the
-README's description or, without one (`--no-readme` asks copies without README.md), the first source
-module's docstring. The overview lists before it reads: the decoder grounds paths in the workspace,
+pytest summary line, the files found, or an overview (`overview`): a view of the repository's top,
+then the README's first lines or, without one (`--no-readme` asks copies without README.md), the
+first source module's. The overview lists before it reads: the decoder grounds paths in the workspace,
 so a model taught to view README.md first could not, in a repository without one, and viewed
-whatever file the grammar let it (conftest.py) instead. The system
+whatever file the grammar let it (conftest.py) instead. `--big` asks it of copies padded to a
+real project's size (`pad_copy`). The system
+The system
 prompt is the `clover chat` one (clover_cli/prompts.py BASE), at a path drawn like the other chat
 rows' (chat_rows.draw_root), not the generator's on-disk one. Rows are rendered {"text", "spans"}
 records like chat_rows.py's; only the assistant's turns are targets.
@@ -104,7 +106,7 @@ TESTS, FIND, FILES = _with_templates("tests", TESTS), _with_templates("find", FI
 THINK = {  # first tokens distinct from every other kind's (chat_rows.py THOUGHTS says why)
     "find": "Find the definition of `{name}`: outline finds it.",
     "tests": "Test run: run the tests with pytest and report the result.",
-    "about": "Overview: list the files to find the README or the main module.",
+    "about": "Overview: view the top of the repository to find the README or the main module.",
     "files": "List the Python files with glob.",
 }
 OFFER = [
@@ -201,10 +203,15 @@ def trajectory(repo: Path, kind: str, rng: random.Random, tools: list[dict[str, 
     }
 
 
-# "What is this project?": list every file, then read the README or, without one (the chat
-# benchmark's repository is one module and its tests), the first source module.
-LISTING = ("glob", {"pattern": "**/*"})
-READ_README, READ_MODULE = "Read the README.", "There is no README: read the first source module."
+# "What is this project?": view the repository's top (a listing unlike the files question's glob, so
+# the step after it cannot be mistaken for that question's answer; big directories folded, so a real
+# project's fits), then the README's first lines or, without one, the first source module's; a
+# package with no module at the top needs a glob to find one.
+LISTING = ("view", {"path": "."})
+HEAD = [1, 30]  # the lines read: a title and a description are at the top, a long README is not read whole
+READ_README = "Read the top of the README."
+READ_MODULE = "There is no README: read the first source module."
+FIND_MODULE = "There is no README and no module at the top: list the Python files."
 
 
 def first_module(listing: str) -> str | None:
@@ -216,19 +223,34 @@ def first_module(listing: str) -> str | None:
     return None
 
 
+def top_files(tree: str) -> list[str]:
+    """The files at the top of a directory view (`view .`): its lines indented once, not directories."""
+    return [ln[2:] for ln in tree.splitlines()[1:] if re.fullmatch(r"  [^ ].*", ln) and "/ (" not in ln]
+
+
 def overview(repo: Path, rng: random.Random, tools: list[dict[str, Any]], root: str) -> dict[str, Any] | None:
-    """"What is this project?" answered from real tool output: a glob of every file, then the README's
-    title and first line of prose, or (no README.md listed) the first source module's docstring."""
+    """"What is this project?" answered from real tool output: a view of the repository's top, then the
+    README's title and first line of prose or (no README.md) the first source module's docstring."""
     env = LocalEnvironment(str(repo), timeout=60, output_limit=4000)
     run = tools_by_name()
-    listing = run[LISTING[0]].run(LISTING[1], env)
-    if listing.is_error:
+    tree = run[LISTING[0]].run(LISTING[1], env)
+    if tree.is_error:
         return None
-    files = listing.output.splitlines()
-    path = "README.md" if "README.md" in files else first_module(listing.output)
+    turns, thinking = [*tool_turn(1, LISTING[0], LISTING[1], tree.output)], [THINK["about"]]
+    top = top_files(tree.output)
+    if "README.md" in top:
+        path, thinking = "README.md", [*thinking, READ_README]
+    else:
+        path = first_module("\n".join(top))
+        if path is None:  # a package: find its first module
+            found = run["glob"].run({"pattern": "**/*.py"}, env)
+            path = None if found.is_error else first_module(found.output)
+            turns += tool_turn(2, "glob", {"pattern": "**/*.py"}, found.output)
+            thinking.append(FIND_MODULE)
+        thinking.append(READ_MODULE)
     if path is None:
         return None
-    read = run["view"].run({"path": path}, env)
+    read = run["view"].run({"path": path, "view_range": HEAD}, env)
     if read.is_error:
         return None
     if path == "README.md":
@@ -238,14 +260,44 @@ def overview(repo: Path, rng: random.Random, tools: list[dict[str, Any]], root: 
         reply = f"There is no README; `{path}` says: {doc[1].strip()}" if doc else None
     if reply is None:
         return None
+    turns += tool_turn(len(thinking), "view", {"path": path, "view_range": HEAD}, read.output)
     messages = [{"role": "system", "content": BASE.format(root=root)}, {"role": "user", "content": rng.choice(ABOUT)},
-                *tool_turn(1, LISTING[0], LISTING[1], listing.output), *tool_turn(2, "view", {"path": path}, read.output),
-                {"role": "assistant", "content": f"{reply} {rng.choice(OFFER)}".strip()}]  # fmt: skip
-    thinking = [THINK["about"], READ_README if path == "README.md" else READ_MODULE, "I have the answer."]
-    return {"instance_id": "chat-task-about", "messages": messages, "thinking": thinking, "tools": tools}
+                *turns, {"role": "assistant", "content": f"{reply} {rng.choice(OFFER)}".strip()}]  # fmt: skip
+    return {"instance_id": "chat-task-about", "messages": messages, "thinking": [*thinking, "I have the answer."],
+            "tools": tools}
 
 
 KINDS = ["find", "tests", "about", "files"]
+
+_DOCS = ["index", "install", "usage", "api", "changelog", "faq", "design", "testing", "release", "tutorial",
+         "configuration", "contributing", "roadmap", "glossary"]  # fmt: skip
+_SECTIONS = ["Installation", "Usage", "Development", "Testing", "Configuration", "Contributing", "License",
+             "Changelog", "Roadmap", "Acknowledgements"]  # fmt: skip
+_TOP = ["CHANGELOG.md", "LICENSE", "Makefile", "CONTRIBUTING.md", "tox.ini", "setup.cfg", "MANIFEST.in"]
+
+
+def pad_copy(repo: Path, dest: Path, rng: random.Random) -> None:
+    """Copy `repo` to `dest` grown to a real project's size: docs, examples, scripts, CI files and a few
+    dozen more tests, a README of many sections. Every SynthFix repository is a dozen files, so a model
+    taught on them only lost its way in a real one (a 389-file listing, a 200-line README)."""
+    shutil.copytree(repo, dest, ignore=shutil.ignore_patterns(".git", ".pytest_cache", "__pycache__"))
+    readme = dest / "README.md"
+    if readme.is_file():
+        extra = "".join(f"\n## {name}\n\n" + "".join(f"- {name.lower()} note {k}: see the docs.\n"
+                                                  for k in range(rng.randint(4, 9)))
+                        for name in rng.sample(_SECTIONS, rng.randint(5, len(_SECTIONS))))  # fmt: skip
+        readme.write_text(readme.read_text(encoding="utf-8") + extra, encoding="utf-8")
+    files = {f"docs/{d}.md": f"# {d.title()}\n" for d in rng.sample(_DOCS, rng.randint(6, len(_DOCS)))}
+    files |= {f"examples/example_{k}.py": f'"""Example {k}."""\n' for k in range(rng.randint(2, 6))}
+    files |= {f"scripts/{n}.sh": "#!/bin/sh\n" for n in rng.sample(["build", "lint", "release", "bench"], 2)}
+    files |= {".github/workflows/ci.yml": "name: ci\n"} | {t: "\n" for t in rng.sample(_TOP, rng.randint(2, 6))}
+    tests = sorted((dest / "tests").glob("test_*.py"))
+    for k in range(rng.randint(60, 120)) if tests else []:
+        source = tests[k % len(tests)]
+        files[f"tests/{source.stem}_{k}.py"] = source.read_text(encoding="utf-8")
+    for rel, text in files.items():
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        (dest / rel).write_text(text, encoding="utf-8")
 
 
 def flat_copy(repo: Path, dest: Path) -> bool:
@@ -268,7 +320,8 @@ def flat_copy(repo: Path, dest: Path) -> bool:
 
 def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compact", all_kinds: bool = False,
              history_cut: bool = False, kinds: list[str] | None = None,
-             no_readme: bool = False, renamed_copies: int = 0, flat: bool = False) -> list[dict[str, str]]:  # fmt: skip
+             no_readme: bool = False, renamed_copies: int = 0, flat: bool = False,
+             big: bool = False, cut_at: int | None = None) -> list[dict[str, str]]:  # fmt: skip
     """Up to `count` rendered records: one per repository with the kinds taken in turn or, with
     `all_kinds`, every kind on each repository (contrast: the same repository and system prompt,
     different requests, different replies; a small model taught one question per repository learns
@@ -279,14 +332,20 @@ def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compac
     of the repository without its README (`overview` then reads its first module). `renamed_copies`: each "where is
     X defined" row also this many times with X renamed everywhere (augment.rename_trajectory): about a
     hundred train-split names are too few to learn to copy the one asked about, not recall one.
-    `flat`: each question asked of a flat_copy of the repository (no test runs there)."""
+    `flat`: each question asked of a flat_copy of the repository (no test runs there). `big`: overview
+    questions only, each asked of a pad_copy of the repository (a real project's size). `cut_at`: only
+    turns from this (0-based) one on are targets, those before it history without thinking, as the
+    agent shows them (an overview's second step is chosen after a listing whose thinking is gone);
+    rows with fewer turns are skipped."""
     kinds = kinds or KINDS
     if unknown := set(kinds) - set(KINDS):
         raise ValueError(f"unknown kind(s) {sorted(unknown)}; choose from {KINDS}")
     if flat:
         kinds = [k for k in kinds if k != "tests"]
-        if not kinds or no_readme:
+        if not kinds:
             raise ValueError("flat copies take find, about and files questions (their tests cannot run)")
+    if big and (flat or no_readme):
+        raise ValueError("big copies are asked overviews only, of the whole repository")
     rng = random.Random(seed)
     tools = [tool_spec(t) for t in default_tools()]
     out: list[dict[str, Any]] = []
@@ -298,11 +357,21 @@ def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compac
         repo = Path(row["repo"])
         root = draw_root(rng)  # one per repository: its questions share a prompt
         asked = kinds if all_kinds else [kinds[i % len(kinds)]]
-        if no_readme:
+        if no_readme and flat:  # one module and its tests, no README: the chat benchmark's repository
+            with tempfile.TemporaryDirectory(prefix="clover-flat-") as tmp:
+                copy = Path(tmp) / repo.name
+                ok = flat_copy(repo, copy)
+                (copy / "README.md").unlink(missing_ok=True)
+                trajs = [overview(copy, rng, tools, root)] if ok else []
+        elif no_readme:
             with tempfile.TemporaryDirectory(prefix="clover-noreadme-") as tmp:
                 copy = Path(tmp) / repo.name
                 shutil.copytree(repo, copy, ignore=shutil.ignore_patterns("README.md", ".git", ".pytest_cache"))
                 trajs = [overview(copy, rng, tools, root)]
+        elif big:
+            with tempfile.TemporaryDirectory(prefix="clover-big-") as tmp:
+                pad_copy(repo, Path(tmp) / repo.name, rng)
+                trajs = [overview(Path(tmp) / repo.name, rng, tools, root)]
         elif flat:
             with tempfile.TemporaryDirectory(prefix="clover-flat-") as tmp:
                 copy = Path(tmp) / repo.name
@@ -313,7 +382,11 @@ def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compac
                   for k in range(renamed_copies)]  # fmt: skip
         for traj in trajs:
             if traj is not None and len(out) < count:
-                text, spans = render_trajectory(traj, len(traj["thinking"]) - 1 if history_cut else 0, tool_prompt)
+                last = len(traj["thinking"]) - 1
+                if cut_at is not None and cut_at > last:
+                    continue
+                cut = last if history_cut else cut_at or 0
+                text, spans = render_trajectory(traj, cut, tool_prompt)
                 out.append({"text": text, "spans": spans})
     return out
 
@@ -331,20 +404,25 @@ def main(argv: list[str] | None = None) -> int:
                         help="overview questions asked of copies without README.md (answered from a module)")
     parser.add_argument("--flat", action="store_true",
                         help="questions asked of copies with every module at the top level (no test runs)")
+    parser.add_argument("--big", action="store_true",
+                        help="overview questions asked of copies padded to a real project's size")
     parser.add_argument("--decisions", action="store_true", help="rows cut to the thinking (chat_rows.decision_row)")
     parser.add_argument("--history-cut", action="store_true",
                         help="the answer turn the only target, after a history without thinking")  # fmt: skip
+    parser.add_argument("--cut-at", type=int, help="only turns from this (0-based) one on are targets")
     parser.add_argument("--renamed-copies", type=int, default=0,
                         help="each find row also this many times with the symbol renamed (augment.py)")
     args = parser.parse_args(argv)
     if args.count < 1:
         parser.error("--count must be >= 1")
+    if args.cut_at is not None and (args.cut_at < 1 or args.history_cut):
+        parser.error("--cut-at takes a turn >= 1, without --history-cut")
     if args.renamed_copies < 0:
         parser.error("--renamed-copies must be >= 0")
     try:
         rows = read_jsonl(args.instances)
         records = generate(rows, args.count, args.seed, args.tool_prompt, args.all_kinds, args.history_cut, args.kinds,
-                           args.no_readme, args.renamed_copies, args.flat)
+                           args.no_readme, args.renamed_copies, args.flat, args.big, args.cut_at)
         if args.decisions:
             records = [decision_row(r) for r in records]
         write_jsonl(records, args.out)
