@@ -208,7 +208,7 @@ def trajectory(repo: Path, kind: str, rng: random.Random, tools: list[dict[str, 
 # project's fits), then the README's first lines or, without one, the first source module's; a
 # package with no module at the top needs a glob to find one.
 LISTING = ("view", {"path": "."})
-HEAD = [1, 30]  # the lines read: a title and a description are at the top, a long README is not read whole
+HEAD = [1, 20]  # the lines read: a title and a description are at the top, a long README is not read whole
 READ_README = "Read the top of the README."
 READ_MODULE = "There is no README: read the first source module."
 FIND_MODULE = "There is no README and no module at the top: list the Python files."
