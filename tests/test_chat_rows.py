@@ -275,3 +275,14 @@ def test_renamed_find_rows_rename_the_module_path_too(tmp_path):
     assert path.count("/") == new_path.count("/") and set(path[:-3].split("/")).isdisjoint(new_path[:-3].split("/"))
     answer = renamed["text"][renamed["spans"][-1][0] : renamed["spans"][-1][1]]
     assert f" in `{new_path}`, lines" in answer and path not in renamed["text"]
+
+
+def test_an_overview_reply_skips_a_readmes_commands_and_badges():
+    from clover.evals.synthfix.chat_tasks import answer
+
+    readme = ["# Tool", "", "[![CI](https://x/badge.svg)](https://x)", "```bash", "pip install tool", "```",
+              "- a list item", "Tool turns CSV files into charts.", "", "More prose."]  # fmt: skip
+    viewed = "\n".join(f"{n:6d}\t{line}" for n, line in enumerate(readme, 1))
+    assert answer("about", viewed, {}) == "This is `Tool`: Tool turns CSV files into charts."
+    assert answer("about", viewed + "\n[README.md has 90 lines; showing 1-10.]", {}).endswith("charts.")
+    assert answer("about", "     1\t# Tool\n     2\t```\n     3\tonly code\n     4\t```", {}) is None

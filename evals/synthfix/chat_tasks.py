@@ -160,10 +160,7 @@ def answer(kind: str, output: str, fields: dict[str, str]) -> str | None:
         verdict = "All tests pass" if "failed" not in summary and "error" not in summary else "Some tests fail"
         return f"{verdict}: {summary}."
     if kind == "about":
-        lines = [re.sub(r"^\s*\d+\t", "", ln) for ln in output.splitlines()]
-        title = next((ln[2:] for ln in lines if ln.startswith("# ")), "")
-        desc = next((ln for ln in lines if ln and not ln.startswith(("#", "-", "`"))), "")
-        return f"This is `{title}`: {desc}" if title and desc else None
+        return _about(output)
     files = [ln for ln in output.splitlines() if ln.endswith(".py") and not ln.endswith("__init__.py")]
     if not files:
         return None
@@ -171,6 +168,22 @@ def answer(kind: str, output: str, fields: dict[str, str]) -> str | None:
     tests = [f for f in files if f.startswith("tests/")]
     text = "Source files: " + ", ".join(f"`{f}`" for f in src) + "."
     return text + (" Tests: " + ", ".join(f"`{f}`" for f in tests) + "." if tests else "")
+
+
+def _about(readme: str) -> str | None:
+    """"This is `title`: first line of prose." from a README as `view` numbers it. Prose skips code
+    fences (a real README often opens with install commands), badges, lists and the view's own note."""
+    title, fenced = "", False
+    for line in (re.sub(r"^\s*\d+\t", "", ln) for ln in readme.splitlines()):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif fenced or not line.strip():
+            continue
+        elif line.startswith("# ") and not title:
+            title = line[2:].strip()
+        elif title and not line.startswith(("#", "-", "*", "`", "[", "!", "<", "|", ">")):
+            return f"This is `{title}`: {line.strip()}"
+    return None
 
 
 def trajectory(repo: Path, kind: str, rng: random.Random, tools: list[dict[str, Any]],
