@@ -202,8 +202,8 @@ def test_renamed_find_rows_ask_for_the_new_name_everywhere(tmp_path):
 
 def test_flat_copies_put_every_module_at_the_top_level(tmp_path):
     from clover.evals.synthfix import generate as synthfix
-    from clover.evals.synthfix.chat_tasks import flat_copy
     from clover.evals.synthfix.chat_tasks import generate as task_rows
+    from clover.evals.synthfix.repo_copies import flat_copy
 
     rows = synthfix(tmp_path / "sf", "train", 2, seed=3)
     copy = tmp_path / "flat"
@@ -226,8 +226,9 @@ def test_overviews_view_the_top_then_read_what_it_shows(tmp_path):
     """One module at the top and no README (the chat benchmark's repository): its top is read at once.
     A copy padded to a real project's size: its big test directory is folded, the README's top read."""
     from clover.evals.synthfix import generate as synthfix
-    from clover.evals.synthfix.chat_tasks import HEAD, pad_copy
+    from clover.evals.synthfix.chat_tasks import HEAD
     from clover.evals.synthfix.chat_tasks import generate as task_rows
+    from clover.evals.synthfix.repo_copies import pad_copy
 
     def calls(text: str) -> list[str]:
         return [c.split(">", 1)[0] for c in text.split("<|im_start|>user\n", 1)[1].split("<function=")[1:]]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clover.core.protocols import Environment, Tool, ToolResult
-from clover.tools.listing import NOISE_DIRS
+from clover.tools.dirview import directory_view
 from clover.tools.paths import PathError
 from clover.tools.pysyntax import newly_broken
 from clover.tools.textio import (
@@ -28,7 +28,6 @@ from clover.tools.textio import (
     error,
     lines_of,
     numbered,
-    printable,
     read_text,
     resolve,
     snippet,
@@ -38,8 +37,6 @@ from clover.tools.textio import (
 
 MAX_VIEW_LINES = 800
 MAX_VIEW_CHARS = 40_000
-MAX_LISTING = 300
-LISTING_LINES = 80  # a directory view past this folds its largest top-level directories (see _folded)
 
 
 def _schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -130,12 +127,12 @@ class ViewTool(Tool):
         rel = display_path(env, full)
         info = env.stat(full)
         if info is not None and info.kind == "dir":
-            return ToolResult(_listing(env, full), data={"path": rel})
+            return ToolResult(directory_view(env, full), data={"path": rel})
         try:
             text = read_text(env, full)
         except ValueError as exc:
             if "is a directory" in str(exc):
-                return ToolResult(_listing(env, full), data={"path": rel})
+                return ToolResult(directory_view(env, full), data={"path": rel})
             return error(str(exc))
         lines = lines_of(text)
         total = len(lines)
@@ -179,60 +176,6 @@ def _parse_range(value: Any, total: int) -> tuple[int, int]:
     if end < start:
         raise ValueError(f"end line {end} is before start line {start}")
     return start, end
-
-
-def _listing(env: Environment, directory: str) -> str:
-    counts: dict[str, int] = {}
-    for rel in env.list_files(directory):
-        parts = rel.split("/")
-        if any(p in NOISE_DIRS for p in parts[:-1]):
-            continue
-        for depth in range(1, min(len(parts), 2) + 1):
-            key = "/".join(parts[:depth]) + ("/" if depth < len(parts) else "")
-            counts[key] = counts.get(key, 0) + 1
-    rel = display_path(env, directory)
-    if not counts:
-        # Everything here is ignored (e.g. build/): the caller asked for it, so show one level anyway.
-        try:
-            entries = env.list(directory)
-        except OSError as exc:
-            return f"{rel}/: cannot list: {exc.strerror or exc}"
-        if not entries:
-            return f"{rel}/ is empty"
-        shown = "\n".join("  " + printable(e) for e in entries[:MAX_LISTING])
-        return f"{rel}/ (ignored by .gitignore; one level):\n{shown}"
-    folded = _folded(counts)
-    keys = [k for k in sorted(counts) if k.split("/", 1)[0] + "/" not in folded or "/" not in k.rstrip("/")]
-    out = [f"{rel}/ (two levels; ignored files skipped):"]
-    for key in keys[:MAX_LISTING]:
-        depth = key.rstrip("/").count("/")
-        name = key.rstrip("/").rsplit("/", 1)[-1]
-        n = counts[key]
-        label = f"{name}/ ({n} file{'' if n == 1 else 's'})" if key.endswith("/") else name
-        out.append("  " * (depth + 1) + printable(label) + (" [not listed]" if key in folded else ""))
-    if len(keys) > MAX_LISTING:
-        out.append(f"[{len(keys) - MAX_LISTING} more entries; view a subdirectory or use glob]")
-    if folded:
-        out.append(f"[{len(folded)} large director{'y' if len(folded) == 1 else 'ies'} not listed; view one to see it]")
-    return "\n".join(out)
-
-
-def _folded(counts: dict[str, int]) -> set[str]:
-    """Top-level directories whose entries are left out, largest first, until the listing fits
-    LISTING_LINES: a repository's overview should show its shape (README, packages, tests) in a screen,
-    not three hundred test files."""
-    children: dict[str, int] = {}
-    for key in counts:
-        top, sep, _ = key.rstrip("/").partition("/")
-        if sep:
-            children[top + "/"] = children.get(top + "/", 0) + 1
-    lines, folded = len(counts), set()
-    for top in sorted(children, key=lambda t: (-children[t], t)):
-        if lines <= LISTING_LINES:
-            break
-        folded.add(top)
-        lines -= children[top]
-    return folded
 
 
 # --------------------------------------------------------------------------- create

@@ -11,9 +11,7 @@ then the README's first lines or, without one (`--no-readme` asks copies without
 first source module's. The overview lists before it reads: the decoder grounds paths in the workspace,
 so a model taught to view README.md first could not, in a repository without one, and viewed
 whatever file the grammar let it (conftest.py) instead. `--big` asks it of copies padded to a
-real project's size (`pad_copy`). The system
-The system
-prompt is the `clover chat` one (clover_cli/prompts.py BASE), at a path drawn like the other chat
+real project's size (repo_copies.py). The system prompt is the `clover chat` one (clover_cli/prompts.py BASE), at a path drawn like the other chat
 rows' (chat_rows.draw_root), not the generator's on-disk one. Rows are rendered {"text", "spans"}
 records like chat_rows.py's; only the assistant's turns are targets.
 """
@@ -34,6 +32,7 @@ from clover.evals.synthfix.augment import OUTLINE_HIT, rename_trajectory
 from clover.evals.synthfix.chat_rows import decision_row, draw_root
 from clover.evals.synthfix.generator import read_jsonl, write_jsonl
 from clover.evals.synthfix.oracle import render_trajectory, tool_turn
+from clover.evals.synthfix.repo_copies import NOT_SOURCE, flat_copy, pad_copy
 from clover.prompts import BASE
 from clover.tools.environment import LocalEnvironment
 from clover.tools.registry import default_tools, tools_by_name
@@ -115,7 +114,6 @@ OFFER = [
     "",
 ]
 
-_NOT_SOURCE = ("__init__.py", "conftest.py", "setup.py")  # Python files that are not a source module
 _SUMMARY = re.compile(r"^=*\s*(\d+ (passed|failed).*?)\s*=*$", re.M)
 
 
@@ -231,7 +229,7 @@ def first_module(listing: str) -> str | None:
     """The first source module a glob lists (not a test, an __init__.py, conftest.py or setup.py)."""
     for path in listing.splitlines():
         name = path.rsplit("/", 1)[-1]
-        if path.endswith(".py") and not path.startswith("tests/") and name not in _NOT_SOURCE:
+        if path.endswith(".py") and not path.startswith("tests/") and name not in NOT_SOURCE:
             return path
     return None
 
@@ -281,55 +279,6 @@ def overview(repo: Path, rng: random.Random, tools: list[dict[str, Any]], root: 
 
 
 KINDS = ["find", "tests", "about", "files"]
-
-_DOCS = ["index", "install", "usage", "api", "changelog", "faq", "design", "testing", "release", "tutorial",
-         "configuration", "contributing", "roadmap", "glossary"]  # fmt: skip
-_SECTIONS = ["Installation", "Usage", "Development", "Testing", "Configuration", "Contributing", "License",
-             "Changelog", "Roadmap", "Acknowledgements"]  # fmt: skip
-_TOP = ["CHANGELOG.md", "LICENSE", "Makefile", "CONTRIBUTING.md", "tox.ini", "setup.cfg", "MANIFEST.in"]
-
-
-def pad_copy(repo: Path, dest: Path, rng: random.Random) -> None:
-    """Copy `repo` to `dest` grown to a real project's size: docs, examples, scripts, CI files and a few
-    dozen more tests, a README of many sections. Every SynthFix repository is a dozen files, so a model
-    taught on them only lost its way in a real one (a 389-file listing, a 200-line README)."""
-    shutil.copytree(repo, dest, ignore=shutil.ignore_patterns(".git", ".pytest_cache", "__pycache__"))
-    readme = dest / "README.md"
-    if readme.is_file():
-        extra = "".join(f"\n## {name}\n\n" + "".join(f"- {name.lower()} note {k}: see the docs.\n"
-                                                  for k in range(rng.randint(4, 9)))
-                        for name in rng.sample(_SECTIONS, rng.randint(5, len(_SECTIONS))))  # fmt: skip
-        readme.write_text(readme.read_text(encoding="utf-8") + extra, encoding="utf-8")
-    files = {f"docs/{d}.md": f"# {d.title()}\n" for d in rng.sample(_DOCS, rng.randint(6, len(_DOCS)))}
-    files |= {f"examples/example_{k}.py": f'"""Example {k}."""\n' for k in range(rng.randint(2, 6))}
-    files |= {f"scripts/{n}.sh": "#!/bin/sh\n" for n in rng.sample(["build", "lint", "release", "bench"], 2)}
-    files |= {".github/workflows/ci.yml": "name: ci\n"} | {t: "\n" for t in rng.sample(_TOP, rng.randint(2, 6))}
-    tests = sorted((dest / "tests").glob("test_*.py"))
-    for k in range(rng.randint(60, 120)) if tests else []:
-        source = tests[k % len(tests)]
-        files[f"tests/{source.stem}_{k}.py"] = source.read_text(encoding="utf-8")
-    for rel, text in files.items():
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        (dest / rel).write_text(text, encoding="utf-8")
-
-
-def flat_copy(repo: Path, dest: Path) -> bool:
-    """Copy `repo` to `dest` with every source module at the top level (pkg/sub/mod.py -> mod.py), README
-    and tests kept: the one-module layout of many small projects (`calc.py`), which no SynthFix repository
-    has, so a model taught on them only ever copied `pkg/mod.py` paths. False (nothing usable) when two
-    modules share a file name. The tests' imports no longer resolve: only ask what needs no test run."""
-    modules = [p for p in sorted(repo.rglob("*.py"))
-               if p.relative_to(repo).parts[0] != "tests" and p.name not in _NOT_SOURCE]  # fmt: skip
-    if not modules or len({p.name for p in modules}) < len(modules):
-        return False
-    shutil.copytree(repo / "tests", dest / "tests", ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
-    for name in ("README.md", "conftest.py"):
-        if (repo / name).is_file():
-            shutil.copy2(repo / name, dest / name)
-    for module in modules:
-        shutil.copy2(module, dest / module.name)
-    return True
-
 
 def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compact", all_kinds: bool = False,
              history_cut: bool = False, kinds: list[str] | None = None,
