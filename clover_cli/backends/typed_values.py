@@ -55,7 +55,7 @@ class ValueShape:
     spec: Any = field(default=None, compare=False)  # the schema, for the parser's own coercion
     # grounding: line numbers of a file with this many lines (an integer: 0..lines, insert after a
     # line; an array: a view_range [start, end], 1 <= start <= lines, end = -1 or start <= end <
-    # start + MAX_VIEW_LINES: the tool clamps an end past the file, so "[1, 30]" reads a README's top
+    # start + MAX_VIEW_LINES: the tool clamps an end past the file, so "[1, 20]" reads a README's top
     # whatever its length)
     lines: int | None = None
 
