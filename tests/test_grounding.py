@@ -160,6 +160,29 @@ def test_line_numbers_stay_in_the_file():
     assert line.complete("0") and line.complete("5") and not line.prefix_ok("6") and not line.prefix_ok("-")
 
 
+def test_a_directory_view_takes_no_view_range(clover, vocab, tmp_path):
+    from clover.backends.tool_grammar import ToolCallGrammar
+
+    env = workspace(tmp_path, {"pkg/calc.py": CALC, "tests/test_calc.py": "x = 1\n"})
+    g = ToolCallGrammar(clover.tokenizer, tools("view"), opened=False, stop_ids=clover.stop_ids,
+                        vocab_size=clover.config.vocab_size, mask_id=clover.config.mask_token_id,
+                        grounding=Grounding(Workspace(env), vocab))  # fmt: skip
+
+    def run(text: str):
+        st = g.seqs[0].start
+        for t in clover.tokenizer.encode(text):
+            st = g.step(st, t)
+            if st is None:
+                return None
+        return st
+
+    call = "<tool_call>\n<function=view>\n<parameter=path>\n{}\n</parameter>\n"
+    assert run(call.format("pkg/calc.py") + "<parameter=view_range>\n[1, 20]\n</parameter>") is not None
+    for directory in ("tests", "pkg", "."):  # a directory has no lines to range over
+        assert run(call.format(directory) + "<parameter=view_range>") is None, directory
+        assert run(call.format(directory) + "</function>\n</tool_call>") is not None, directory
+
+
 def test_the_index_follows_edits(clover, vocab, tmp_path):
     env = workspace(tmp_path, {"pkg/calc.py": CALC})
     ws = Workspace(env)  # one per agent, kept across turns
@@ -197,10 +220,12 @@ def test_random_model_writes_only_grounded_values(clover, tmp_path_factory, line
             content = (root / path).read_text()
             old = call.arguments["old_str"]
             assert old and content.count(old) == 1, (old, content)
+        assert not (call.name == "view" and "view_range" in call.arguments and (root / path).is_dir()), call
         if call.name == "view" and "view_range" in call.arguments and (root / path).is_file():
             start, end = call.arguments["view_range"]
             n = len((root / path).read_text().splitlines())
-            assert 1 <= start <= n and (end == -1 or start <= end <= n), (call.arguments, n)
+            # the end may pass the last line (the tool clamps it), by less than one view's span
+            assert 1 <= start <= n and (end == -1 or start <= end < start + 800), (call.arguments, n)
 
 
 @pytest.mark.slow

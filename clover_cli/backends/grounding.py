@@ -176,6 +176,9 @@ class Grounding:
             return None  # nothing to choose from (an empty workspace): leave the value free
         return root
 
+    def is_dir(self, path: str) -> bool:
+        return path.rstrip("/") in self.dirs or path in ("./", "")
+
     def lines(self, path: str) -> int | None:
         if path not in self._lines:
             index = self.ws.file_index(self.vocab, path) if path else None

@@ -240,8 +240,13 @@ class ToolCallGrammar:
             if CLOSE not in st.ground.options():
                 return None
             path = st.ground.text() if st.param == "path" else st.path
-            node = self.syntax.params(st.tool, st.used, True)
-            return replace(st, mode=CALL, node=node, shape=None, value="", ground=None, param="", path=path)
+            used = st.used
+            if st.param == "path" and self.grounding is not None and self.grounding.is_dir(path):
+                # a directory has no lines: its view takes no view_range (as if already given)
+                used = used | {p for tool, p in LINE_BOUNDED if tool == st.tool}
+            node = self.syntax.params(st.tool, used, True)
+            return replace(st, mode=CALL, node=node, shape=None, value="", ground=None, param="", path=path,
+                           used=used)  # fmt: skip
         nxt = st.ground.next(t)
         return None if nxt is None else replace(st, ground=nxt)
 
