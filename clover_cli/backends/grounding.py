@@ -123,6 +123,7 @@ class Grounding:
         self.mentions = Mentions(context) if context else None
         self._spans: AnswerSpans | None = None
         self.files, self.dirs = workspace.listing()
+        self._dir_set = set(self.dirs)
         self._sets: dict[str, CandidateSet] = {}
         self._roots: dict[tuple[str, str, str], Node | None] = {}
         self._lines: dict[str, int | None] = {}
@@ -177,7 +178,7 @@ class Grounding:
         return root
 
     def is_dir(self, path: str) -> bool:
-        return path.rstrip("/") in self.dirs or path in ("./", "")
+        return path.rstrip("/") in self._dir_set  # "pkg/" and "./" are written forms too
 
     def lines(self, path: str) -> int | None:
         if path not in self._lines:
