@@ -11,8 +11,8 @@ then the README's first lines or, without one (`--no-readme` asks copies without
 first source module's. The overview lists before it reads: the decoder grounds paths in the workspace,
 so a model taught to view README.md first could not, in a repository without one, and viewed
 whatever file the grammar let it (conftest.py) instead. `--big` asks it of copies padded to a
-real project's size (repo_copies.py). The system prompt is the `clover chat` one (clover_cli/prompts.py BASE), at a path drawn like the other chat
-rows' (chat_rows.draw_root), not the generator's on-disk one. Rows are rendered {"text", "spans"}
+real project's size (repo_copies.py). The system prompt is the `clover chat` one
+(clover_cli/prompts.py BASE), at a path drawn like the other chat rows' (chat_rows.draw_root), not the generator's on-disk one. Rows are rendered {"text", "spans"}
 records like chat_rows.py's; only the assistant's turns are targets.
 """
 
