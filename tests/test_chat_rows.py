@@ -222,6 +222,28 @@ def test_flat_copies_put_every_module_at_the_top_level(tmp_path):
         task_rows(rows, 20, seed=0, kinds=["tests"], flat=True)
 
 
+def test_flat_overviews_read_a_module_not_the_conftest(tmp_path):
+    """The chat benchmark's repository lists an empty conftest.py next to its module: a flat copy can
+    have one too, and the overview reads the module, never the conftest."""
+    from clover.core.protocols import tool_spec
+    from clover.evals.synthfix import generate as synthfix
+    from clover.evals.synthfix.chat_tasks import overview
+    from clover.evals.synthfix.repo_copies import flat_copy
+    from clover.tools.registry import default_tools
+
+    rows = synthfix(tmp_path / "sf", "train", 2, seed=3)
+    for k, row in enumerate(rows):
+        copy = tmp_path / f"flat{k}"
+        assert flat_copy(Path(row["repo"]), copy, conftest=True)
+        (copy / "README.md").unlink(missing_ok=True)
+        assert (copy / "conftest.py").read_text(encoding="utf-8") == ""
+        record = overview(copy, random.Random(0), [tool_spec(t) for t in default_tools()], "/home/user/x")
+        assert record is not None
+        calls = [json.loads(m["tool_calls"][0]["function"]["arguments"]) for m in record["messages"] if m.get("tool_calls")]
+        assert calls[0] == {"path": "."} and calls[-1]["path"].endswith(".py") and calls[-1]["path"] != "conftest.py"
+        assert f"`{calls[-1]['path']}` says:" in record["messages"][-1]["content"]
+
+
 def test_overviews_view_the_top_then_read_what_it_shows(tmp_path):
     """One module at the top and no README (the chat benchmark's repository): its top is read at once.
     A copy padded to a real project's size: its big test directory is folded, the README's top read."""

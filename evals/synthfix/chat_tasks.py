@@ -52,7 +52,7 @@ TESTS = ["run the test suite", "Do the tests pass?", "please run pytest", "Check
          "Are the tests passing?"]  # fmt: skip
 ABOUT = ["What is this project?", "Give me an overview of this repo.", "what's in this repository?",
          "What is this code for?", "Describe this project briefly.", "What does this project do?",
-         "what is this repo about?", "Explain this codebase.", "Tell me about this project.",
+         "what is this repo about?", "Give me a tour of this codebase.", "Tell me about this project.",
          "What's this package for?", "summarize the repository"]  # fmt: skip
 FILES = ["List the Python files.", "which files are in this project?", "Show me the source files.",
          "What modules are there?", "list the files", "What files does this repo have?",
@@ -322,7 +322,7 @@ def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compac
         if no_readme and flat:  # one module and its tests, no README: the chat benchmark's repository
             with tempfile.TemporaryDirectory(prefix="clover-flat-") as tmp:
                 copy = Path(tmp) / repo.name
-                ok = flat_copy(repo, copy)
+                ok = flat_copy(repo, copy, conftest=rng.random() < 0.5)
                 (copy / "README.md").unlink(missing_ok=True)
                 trajs = [overview(copy, rng, tools, root)] if ok else []
         elif no_readme:
@@ -337,7 +337,7 @@ def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compac
         elif flat:
             with tempfile.TemporaryDirectory(prefix="clover-flat-") as tmp:
                 copy = Path(tmp) / repo.name
-                trajs = [trajectory(copy, kind, rng, tools, root) for kind in asked] if flat_copy(repo, copy) else []
+                trajs = [trajectory(copy, kind, rng, tools, root) for kind in asked] if flat_copy(repo, copy, conftest=rng.random() < 0.5) else []
         else:
             trajs = [trajectory(repo, kind, rng, tools, root) for kind in asked]
         trajs += [rename_trajectory(t, (seed, i, k)) for t in trajs if t is not None and t["instance_id"] == "chat-task-find"

@@ -40,11 +40,13 @@ def pad_copy(repo: Path, dest: Path, rng: random.Random) -> None:
         (dest / rel).write_text(text, encoding="utf-8")
 
 
-def flat_copy(repo: Path, dest: Path) -> bool:
+def flat_copy(repo: Path, dest: Path, conftest: bool = False) -> bool:
     """Copy `repo` to `dest` with every source module at the top level (pkg/sub/mod.py -> mod.py), README
     and tests kept: the one-module layout of many small projects (`calc.py`), which no SynthFix repository
     has, so a model taught on them only ever copied `pkg/mod.py` paths. False (nothing usable) when two
-    modules share a file name. The tests' imports no longer resolve: only ask what needs no test run."""
+    modules share a file name. The tests' imports no longer resolve: only ask what needs no test run.
+    `conftest`: add an empty top-level conftest.py (the usual way such a project puts its root on the
+    tests' path), a listed file that is not the module to read."""
     modules = [p for p in sorted(repo.rglob("*.py"))
                if p.relative_to(repo).parts[0] != "tests" and p.name not in NOT_SOURCE]  # fmt: skip
     if not modules or len({p.name for p in modules}) < len(modules):
@@ -55,4 +57,6 @@ def flat_copy(repo: Path, dest: Path) -> bool:
             shutil.copy2(repo / name, dest / name)
     for module in modules:
         shutil.copy2(module, dest / module.name)
+    if conftest and not (dest / "conftest.py").exists():
+        (dest / "conftest.py").write_text("", encoding="utf-8")
     return True
