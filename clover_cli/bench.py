@@ -27,7 +27,8 @@ def bench_command(
     device: Annotated[str | None, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = None,
     think: Annotated[bool, typer.Option("--think/--no-think", help="Thinking mode.")] = True,
     oracle: Annotated[str | None, typer.Option("--oracle", help="gold | empty: grade that patch instead of running the agent.")] = None,
-    keep_workspaces: Annotated[bool, typer.Option("--keep-workspaces", help="Keep the agents' work trees.")] = False,
+    keep_workspaces: Annotated[bool, typer.Option("--keep-workspaces", help="Keep the agents' work trees (under OUT/work).")] = False,
+    work_dir: Annotated[Path | None, typer.Option("--work-dir", help="Where the agents work: the path is in the model's prompt, so runs compare only with runs from the same one (default: one per user under the temp dir; one run at a time).")] = None,
     grounding: Annotated[str, typer.Option("--grounding", help="Tool values grounded in the workspace: on, off, or on,off (both, side by side).")] = "on",
     real_timings: Annotated[bool, typer.Option("--real-timings", help="Show the agent the test runs' real durations (default: a fixed one, so a run repeats exactly).")] = False,
     drafts: Annotated[int | None, typer.Option("--drafts", help="Context drafts for block decoding: n-gram length, 0 off (default: the setting's default).")] = None,
@@ -50,7 +51,7 @@ def bench_command(
         cfg = BenchConfig(
             out=out, model=model, count=count, seed=seed, block_sizes=parse_block_sizes(block_size),
             threshold=threshold, max_steps=max_steps, max_tokens=max_tokens, time_limit=time_limit,
-            workers=workers, device=device, think=think, mode=oracle or "agent", keep_workspaces=keep_workspaces,
+            workers=workers, device=device, think=think, mode=oracle or "agent", keep_workspaces=keep_workspaces, work_dir=work_dir,
             grounding=parse_grounding(grounding), order=order, split=split, stable_timings=not real_timings,
             drafts=drafts, fused_rounds=fused_rounds, extra=parse_settings(set_ or []),
         )  # fmt: skip

@@ -15,9 +15,16 @@ from clover.backends.scripted import ScriptedModel
 from clover.bench import bench_command
 from clover.evals.bench.run import BenchConfig, TaskRunner, grade, main, run_bench
 from clover.evals.bench.stats import DECODER_KEYS, Decoder, summarize
+from clover.evals.bench.workspace import WORK_DIR_ENV, hold
 from clover.evals.synthfix import generate
 
 RATIO_KEYS = {"wall_clock_speedup", "total_time_speedup", "tok_per_s_speedup", "tokens_per_forward_ratio"}
+
+
+@pytest.fixture(autouse=True)
+def own_work_dir(tmp_path, monkeypatch):
+    """Each test's agents work in its own directory: a bench run elsewhere on the machine holds the default."""
+    monkeypatch.setenv(WORK_DIR_ENV, str(tmp_path / "bench-work"))
 
 
 def _summary(out: Path) -> dict:
@@ -87,6 +94,41 @@ def test_scripted_agent_counts_malformed_calls_and_resolves(tmp_path):
         assert d["steps_mean"] == 5 and d["exit_statuses"] == {"submitted": 1}
     rec = json.loads(_task_files(out)[0].read_text())
     assert rec["patch"].strip() and Path(rec["trajectory"]).is_file()
+
+
+def test_workspaces_do_not_move_with_out_or_the_decoder(tmp_path):
+    """A workspace's path is in the model's system prompt: it depends on the task alone, so the same
+    weights give the same run under any --out and every decoder sees the same prompt."""
+    turns = [{"tool_calls": [{"name": "bash", "arguments": {"command": "pwd > where.txt"}}]}, {"text": "Done."}]
+    where = set()
+    for name in ("a", "other-out"):
+        out = tmp_path / name
+        cfg = BenchConfig(out=out, model="scripted:unused", count=1, max_steps=4, block_sizes=[8, 1])
+        run_bench(cfg, model=ScriptedModel(turns), log=lambda line: None)
+        patches = [json.loads(p.read_text())["patch"] for p in _task_files(out)]
+        assert len(patches) == 2
+        where |= {line[1:] for patch in patches for line in patch.splitlines() if line.startswith("+/")}
+    iid = json.loads(_task_files(tmp_path / "a")[0].read_text())["instance_id"]
+    assert where == {str(tmp_path / "bench-work" / iid)}
+    assert not (tmp_path / "bench-work" / iid).exists() and not (tmp_path / "a" / "work").exists()
+
+
+def test_a_work_dir_in_use_is_refused_in_one_line(tmp_path, capsys):
+    argv = ["--oracle", "gold", "--count", "1", "--block-size", "1", "--out", str(tmp_path / "o")]
+    with hold(tmp_path / "bench-work"):  # another run holds the default
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "another clover bench is working in" in err and "--work-dir" in err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+        assert main([*argv, "--work-dir", str(tmp_path / "beside")]) == 0
+    assert [d["resolved"] for d in _summary(tmp_path / "o")["decoders"]] == [1]
+
+
+def test_kept_workspaces_are_under_out(tmp_path):
+    out = tmp_path / "o"
+    assert main(["--oracle", "empty", "--count", "1", "--block-size", "8,1", "--out", str(out), "--keep-workspaces"]) == 0
+    kept = sorted(p.relative_to(out / "work").parts for p in (out / "work").glob("*/*"))
+    assert [k[0] for k in kept] == ["ar-b1", "diffusion-b8-t0.9"] and all((out / "work" / k[0] / k[1] / ".git").is_dir() for k in kept)
 
 
 def test_summary_ratios_are_against_the_ar_baseline():

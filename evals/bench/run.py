@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from clover.evals.bench.stats import Decoder, summarize, trajectory_stats, write_markdown
+from clover.evals.bench.workspace import WorkDirBusy, default_work_dir, hold, task_workspace
 from clover.evals.grading import fresh_clone, grade  # one grader core (also SynthFix, SWE-bench)
 from clover.model.config import CloverConfig
 from clover.settings import DECODE_ORDERS
@@ -59,6 +60,7 @@ class BenchConfig:
     test_timeout: float = 120.0
     split: str = "heldout"
     keep_workspaces: bool = False
+    work_dir: Path | None = None  # where the agents work (workspace.py); None: default_work_dir()
     grounding: list[bool] = field(default_factory=lambda: [True])  # grounded tool values; [True, False]: both
     order: str = "auto"  # decode_order of the diffusion decoders; auto: the checkpoint's own
     drafts: int | None = None  # the drafts setting (context drafts' n-gram length, 0 off); None: the default
@@ -70,6 +72,7 @@ class BenchConfig:
         # Work trees are cloned and graded with other working directories: a relative --out
         # (the default, runs/bench) made every task a "harness error".
         self.out = Path(self.out).absolute()
+        self.work_dir = Path(self.work_dir).absolute() if self.work_dir else default_work_dir()
 
     def decoders(self) -> list[Decoder]:
         return [Decoder(b, self.threshold, g, self.order) for g in self.grounding for b in self.block_sizes]
@@ -151,7 +154,14 @@ class TaskRunner:
         model = self.model_for(decoder) if cfg.mode == "agent" else None  # loaded before the clock
         record: dict[str, Any] = {"instance_id": iid, "family": row.get("family", ""), **decoder.describe(),
                                   "exit_status": "error", "error": "", "patch": "", **trajectory_stats([])}  # fmt: skip
-        ws = cfg.out / "work" / decoder.key / iid
+        with task_workspace(cfg.work_dir, iid) as ws:
+            record = self._in_workspace(row, decoder, model, ws, traj, record)
+        (task_dir / f"{iid}.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
+        return record
+
+    def _in_workspace(self, row: dict, decoder: Decoder, model: Any, ws: Path, traj: Path,
+                      record: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+        cfg = self.cfg
         start = time.perf_counter()
         try:
             fresh_clone(row["repo"], row["base_commit"], ws)
@@ -167,10 +177,13 @@ class TaskRunner:
             record.setdefault("seconds", time.perf_counter() - start)
             record["grade"] = {"resolved": False, "patch_applied": False, "error": record["error"]}
         finally:
-            if not cfg.keep_workspaces:
-                shutil.rmtree(ws, ignore_errors=True)
+            if cfg.keep_workspaces and ws.exists():  # kept where the run's other files are
+                kept = cfg.out / "work" / decoder.key / ws.name
+                shutil.rmtree(kept, ignore_errors=True)
+                kept.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(ws, kept)
+            shutil.rmtree(ws, ignore_errors=True)
         record["resolved"] = record["grade"]["resolved"]
-        (task_dir / f"{iid}.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
         return record
 
     def _agent(self, row: dict, decoder: Decoder, model: Any, ws: Path, traj: Path) -> dict[str, Any]:
@@ -253,23 +266,29 @@ def run_bench(cfg: BenchConfig, model: Any = None, log=print) -> dict[str, Any]:
             f"{'resolved' if rec['resolved'] else 'unresolved'} ({rec['exit_status']}, {rec['steps']} steps, "
             f"{rec['seconds']:.1f} s)")  # fmt: skip
 
-    if in_process:
-        for row, decoder in jobs:
-            done(runner.run(row, decoder))
-    else:
-        ctx = get_context("spawn")  # torch and fork do not mix
-        with ProcessPoolExecutor(cfg.workers, mp_context=ctx, initializer=_init_worker, initargs=(cfg,)) as pool:
-            futures = [pool.submit(_run_in_worker, row, d) for row, d in jobs]
-            for fut in futures:
-                done(fut.result())
+    try:
+        with hold(cfg.work_dir):
+            if in_process:
+                for row, decoder in jobs:
+                    done(runner.run(row, decoder))
+            else:
+                ctx = get_context("spawn")  # torch and fork do not mix
+                with ProcessPoolExecutor(cfg.workers, mp_context=ctx, initializer=_init_worker,
+                                         initargs=(cfg,)) as pool:  # fmt: skip
+                    # one task's decoders far apart: its workspace serves one job at a time
+                    n = len(cfg.decoders())
+                    futures = [pool.submit(_run_in_worker, *jobs[i]) for k in range(n) for i in range(k, len(jobs), n)]
+                    for fut in futures:
+                        done(fut.result())
+    except WorkDirBusy as busy:
+        raise BenchError(f"another clover bench is working in {busy}; wait for it, or run beside it with "
+                         "--work-dir DIR (results then compare only with runs from that directory)") from None
     summary = summarize(records, cfg.decoders())
     summary["config"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(cfg).items()}
     summary["instances"] = [r["instance_id"] for r in rows]
     summary["wall_seconds"] = time.perf_counter() - started
     (cfg.out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     write_markdown(summary, cfg.out / "summary.md")
-    if not cfg.keep_workspaces:
-        shutil.rmtree(cfg.out / "work", ignore_errors=True)
     return summary
 
 
