@@ -11,7 +11,8 @@ fall on both alike. `--oracle gold|empty` replaces the agent by the gold / an em
 the grading itself, no model is loaded.
 
 Output: DIR/instances/ (repos + instances.jsonl), DIR/tasks/<decoder>/<id>.json (+ .traj.jsonl),
-DIR/summary.json and DIR/summary.md.
+DIR/summary.json and DIR/summary.md. The agents work in WORK_DIR/<id> (workspace.py: the path is in
+the model's prompt, so it does not move with DIR).
 """
 
 from __future__ import annotations
