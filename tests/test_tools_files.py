@@ -104,11 +104,13 @@ def test_view_directory_listing(env: LocalEnvironment, tmp_path: Path) -> None:
         (tmp_path / rel).write_text("x\n")
     (tmp_path / ".gitignore").write_text("build/\n*.log\n")
     out = ViewTool().run({"path": "."}, env).output
-    assert "README.md" in out and "src/ (2 files)" in out and "main.py" in out and "pkg/ (1 file)" in out
+    lines = out.splitlines()
+    assert lines[1:] == [".gitignore", "README.md", "src/ (2 files)", "src/main.py", "src/pkg/ (1 file)"]  # paths to pass back
     assert "deep" not in out  # two levels only
     for hidden in ("build", "out.o", "node_modules", "a.log"):
         assert hidden not in out
-    assert ViewTool().run({"path": "build"}, env).output.splitlines()[1:] == ["  out.o"]
+    assert ViewTool().run({"path": "build"}, env).output.splitlines()[1:] == ["build/out.o"]
+    assert ViewTool().run({"path": "./src/"}, env).output.splitlines()[1:] == ["src/main.py", "src/pkg/ (1 file)", "src/pkg/deep/ (1 file)"]
     (tmp_path / "empty").mkdir()
     assert ViewTool().run({"path": "empty"}, env).output == "empty/ is empty"
     assert "'path' is required" in ViewTool().run({}, env).output
@@ -121,11 +123,11 @@ def test_a_big_directory_view_folds_its_largest_directories(env: LocalEnvironmen
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("x\n")
     lines = ViewTool().run({"path": "."}, env).output.splitlines()
-    assert "  tests/ (120 files) [not listed]" in lines and not any("test_7.py" in ln for ln in lines)
-    assert "    d0.md" in lines and "    app/ (2 files)" in lines  # what fits is still shown
+    assert "tests/ (120 files) [not listed]" in lines and not any("test_7.py" in ln for ln in lines)
+    assert "docs/d0.md" in lines and "src/app/ (2 files)" in lines  # what fits is still shown
     assert lines[-1] == "[1 large directory not listed; view one to see it]" and len(lines) <= 80
     inside = ViewTool().run({"path": "tests"}, env).output.splitlines()  # viewed itself: listed in full
-    assert len(inside) == 121 and "  test_7.py" in inside
+    assert len(inside) == 121 and "tests/test_7.py" in inside
 
 
 def test_create_and_insert(env: LocalEnvironment, tmp_path: Path) -> None:

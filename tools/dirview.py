@@ -1,5 +1,10 @@
 """`view` of a directory: a two-level listing with file counts, .gitignore honoured, the largest
-top-level directories folded when the whole would not fit a screen."""
+top-level directories folded when the whole would not fit a screen.
+
+Every entry is written as the path to pass back to a tool (`tests/test_calc.py`, not `test_calc.py`
+indented under `tests/`) and starts its line: a model copies a path that starts a line as the tokens
+it will write, while an indented name is other tokens (` calc` after a space, `calc` at a line's
+start); the small embedded model copied the wrong entry from the indented tree."""
 
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ def directory_view(env: Environment, directory: str) -> str:
             key = "/".join(parts[:depth]) + ("/" if depth < len(parts) else "")
             counts[key] = counts.get(key, 0) + 1
     rel = display_path(env, directory)
+    prefix = "" if rel == "." else rel.rstrip("/") + "/"
     if not counts:
         # Everything here is ignored (e.g. build/): the caller asked for it, so show one level anyway.
         try:
@@ -31,17 +37,15 @@ def directory_view(env: Environment, directory: str) -> str:
             return f"{rel}/: cannot list: {exc.strerror or exc}"
         if not entries:
             return f"{rel}/ is empty"
-        shown = "\n".join("  " + printable(e) for e in entries[:MAX_LISTING])
+        shown = "\n".join(printable(prefix + e) for e in entries[:MAX_LISTING])
         return f"{rel}/ (ignored by .gitignore; one level):\n{shown}"
     folded = _folded(counts)
     keys = [k for k in sorted(counts) if k.split("/", 1)[0] + "/" not in folded or "/" not in k.rstrip("/")]
     out = [f"{rel}/ (two levels; ignored files skipped):"]
     for key in keys[:MAX_LISTING]:
-        depth = key.rstrip("/").count("/")
-        name = key.rstrip("/").rsplit("/", 1)[-1]
         n = counts[key]
-        label = f"{name}/ ({n} file{'' if n == 1 else 's'})" if key.endswith("/") else name
-        out.append("  " * (depth + 1) + printable(label) + (" [not listed]" if key in folded else ""))
+        label = f"{key} ({n} file{'' if n == 1 else 's'})" if key.endswith("/") else key
+        out.append(printable(prefix + label) + (" [not listed]" if key in folded else ""))
     if len(keys) > MAX_LISTING:
         out.append(f"[{len(keys) - MAX_LISTING} more entries; view a subdirectory or use glob]")
     if folded:

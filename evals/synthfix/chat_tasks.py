@@ -217,7 +217,7 @@ def trajectory(repo: Path, kind: str, rng: random.Random, tools: list[dict[str, 
 # "What is this project?": view the repository's top (a listing unlike the files question's glob, so
 # the step after it cannot be mistaken for that question's answer; big directories folded, so a real
 # project's fits), then the README's first lines or, without one, the first source module's; a
-# package with no module at the top needs a glob to find one.
+# module deeper than the view's two levels needs a glob to find it.
 LISTING = ("view", {"path": "."})
 HEAD = [1, 20]  # the lines read: a title and a description are at the top, a long README is not read whole
 READ_README = "Read the top of the README."
@@ -234,9 +234,11 @@ def first_module(listing: str) -> str | None:
     return None
 
 
-def top_files(tree: str) -> list[str]:
-    """The files at the top of a directory view (`view .`): its lines indented once, not directories."""
-    return [ln[2:] for ln in tree.splitlines()[1:] if re.fullmatch(r"  [^ ].*", ln) and "/ (" not in ln]
+def listed_files(tree: str) -> list[str]:
+    """The files a directory view (`view .`) lists, top level first: its entries that are not
+    directories (`tests/ (3 files)`) or notes (`[...]`)."""
+    files = [ln for ln in tree.splitlines()[1:] if ln and not ln.startswith("[") and "/ (" not in ln]
+    return sorted(files, key=lambda f: "/" in f)
 
 
 def overview(repo: Path, rng: random.Random, tools: list[dict[str, Any]], root: str) -> dict[str, Any] | None:
@@ -248,12 +250,12 @@ def overview(repo: Path, rng: random.Random, tools: list[dict[str, Any]], root: 
     if tree.is_error:
         return None
     turns, thinking = [*tool_turn(1, LISTING[0], LISTING[1], tree.output)], [THINK["about"]]
-    top = top_files(tree.output)
-    if "README.md" in top:
+    listed = listed_files(tree.output)
+    if "README.md" in listed:
         path, thinking = "README.md", [*thinking, READ_README]
     else:
-        path = first_module("\n".join(top))
-        if path is None:  # a package: find its first module
+        path = first_module("\n".join(listed))  # at the top, else in a package the view shows
+        if path is None:  # deeper (src/pkg/mod.py): find the first module
             found = run["glob"].run({"pattern": "**/*.py"}, env)
             path = None if found.is_error else first_module(found.output)
             turns += tool_turn(2, "glob", {"pattern": "**/*.py"}, found.output)
