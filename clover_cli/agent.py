@@ -5,6 +5,7 @@ nor a call (thinking cut off by the token limit) is not an answer: the model is 
 from __future__ import annotations
 
 import json
+import posixpath
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +34,17 @@ from clover.core.protocols import (
 from clover.schema import check_arguments
 from clover.tools.redact import redact
 from clover.trajectory import Trajectory
+
+
+def call_signature(call: ToolCall) -> str:
+    """What makes two calls the same call: their name and arguments, a `path` compared as the file it
+    names (`tests`, `tests/` and `./tests` are one directory; a model that alternates them is still
+    repeating itself)."""
+    args = dict(call.arguments)
+    if isinstance(args.get("path"), str) and args["path"].strip():
+        args["path"] = posixpath.normpath(args["path"].strip())
+    return json.dumps([call.name, args], sort_keys=True, default=str)
+
 
 WRAP_UP = (
     "You have used all {steps} steps this request allows, so no tool will run now. Reply to the user "
@@ -249,7 +261,7 @@ class Agent:
             return ToolResult(error, is_error=True, data={"format_error": True})
         if call.held:
             return ToolResult(call.held, is_error=True, data={"held": True})
-        signature = json.dumps([call.name, call.arguments], sort_keys=True, default=str)
+        signature = call_signature(call)
         self.repeats = self.repeats + 1 if signature == self.last_call else 1
         self.last_call = signature
         if self.repeats > self.limits.max_repeats:

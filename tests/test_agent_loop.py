@@ -154,6 +154,21 @@ def test_repeated_identical_calls_are_flagged_then_stop():
     assert "3 times in a row" in flagged
 
 
+def test_a_path_spelt_three_ways_is_still_the_same_call():
+    # the embedded model alternated `view tests` and `view tests/` until the step limit
+    spellings = ["tests", "tests/", "./tests", "tests//"]
+    turns = [AssistantTurn(tool_calls=[call(text="x", path=p)]) for p in spellings]
+    agent, _, tool = make_agent(turns)
+    tool.parameters["properties"]["path"] = {"type": "string"}
+    result = agent.run("task")
+    assert result.exit_status == "repeated_calls" and tool.calls == 2
+    other = [AssistantTurn(tool_calls=[call(text="x", path=p)]) for p in ["tests", "tests/a.py", "tests"]]
+    other.append(AssistantTurn(text="done"))
+    agent, _, tool = make_agent(other)
+    tool.parameters["properties"]["path"] = {"type": "string"}
+    assert agent.run("task").exit_status == "submitted" and tool.calls == 3
+
+
 @pytest.mark.parametrize(
     ("limits", "status"),
     [({"max_steps": 2}, "limits_exceeded"), ({"token_limit": 15}, "limits_exceeded")],
