@@ -96,7 +96,7 @@ def test_repository_questions_are_answered_from_the_real_tool_output(tmp_path):
         assert "<function=glob>" in text.split("<tool_response>")[1]
         module = text.rsplit("<parameter=path>\n", 1)[1].split("\n", 1)[0]
         doc = text.rsplit("<tool_response>\n", 1)[1].split('"""')[1].strip()
-        assert f"There is no README; `{module}` says: {doc}" in text[record["spans"][-1][0]:]
+        assert f'There is no README; `{module}` says: "{doc}"' in text[record["spans"][-1][0]:]
     heldout = synthfix(tmp_path / "ho", "heldout", 1, seed=0)
     with pytest.raises(ValueError, match="train split"):
         task_rows(heldout, 1, seed=0)
@@ -272,7 +272,7 @@ def test_overviews_view_the_top_then_read_what_it_shows(tmp_path):
         read = record["text"].split("<tool_response>\n", 3)[2].split("</tool_response>", 1)[0]
         assert read.splitlines()[-1].lstrip().startswith(str(HEAD[1]))  # a long README: its top only
         answer = record["text"][record["spans"][-1][0]:]
-        assert answer.split("</think>\n\n", 1)[1].startswith("This is `")
+        assert answer.split("</think>\n\n", 1)[1].startswith("This is ")
     padded = tmp_path / "padded"
     pad_copy(Path(rows[0]["repo"]), padded, random.Random(0))
     assert len(list((padded / "tests").glob("test_*.py"))) > 60 and not (Path(rows[0]["repo"]) / "docs").exists()
@@ -306,6 +306,7 @@ def test_an_overview_reply_skips_a_readmes_commands_and_badges():
     readme = ["# Tool", "", "[![CI](https://x/badge.svg)](https://x)", "```bash", "pip install tool", "```",
               "- a list item", "Tool turns CSV files into charts.", "", "More prose."]  # fmt: skip
     viewed = "\n".join(f"{n:6d}\t{line}" for n, line in enumerate(readme, 1))
-    assert answer("about", viewed, {}) == "This is `Tool`: Tool turns CSV files into charts."
-    assert answer("about", viewed + "\n[README.md has 90 lines; showing 1-10.]", {}).endswith("charts.")
+    # quoted so the copies are the file's tokens: " Tool" as after "# ", '"Tool' as at a line's start
+    assert answer("about", viewed, {}) == 'This is Tool: "Tool turns CSV files into charts."'
+    assert answer("about", viewed + "\n[README.md has 90 lines; showing 1-10.]", {}).endswith('charts."')
     assert answer("about", "     1\t# Tool\n     2\t```\n     3\tonly code\n     4\t```", {}) is None

@@ -169,8 +169,12 @@ def answer(kind: str, output: str, fields: dict[str, str]) -> str | None:
 
 
 def _about(readme: str) -> str | None:
-    """"This is `title`: first line of prose." from a README as `view` numbers it. Prose skips code
-    fences (a real README often opens with install commands), badges, lists and the view's own note."""
+    """'This is Title: "First line of prose."' from a README as `view` numbers it. Prose skips code
+    fences (a real README often opens with install commands), badges, lists and the view's own note.
+
+    Both copies are written as the tokens they are in the file (answer() says why for paths): the
+    title follows a space, as after "# " (` Clover`), and the prose follows a quote, as at a line's
+    start (`A` ` tiny`, where after a bare space it would be ` A`)."""
     title, fenced = "", False
     for line in (re.sub(r"^\s*\d+\t", "", ln) for ln in readme.splitlines()):
         if line.startswith("```"):
@@ -180,7 +184,7 @@ def _about(readme: str) -> str | None:
         elif line.startswith("# ") and not title:
             title = line[2:].strip()
         elif title and not line.startswith(("#", "-", "*", "`", "[", "!", "<", "|", ">")):
-            return f"This is `{title}`: {line.strip()}"
+            return f'This is {title}: "{line.strip()}"'
     return None
 
 
@@ -270,7 +274,7 @@ def overview(repo: Path, rng: random.Random, tools: list[dict[str, Any]], root: 
         reply = answer("about", read.output, {})
     else:
         doc = re.match(r'\s*1\t"""(.+?)(""")?$', read.output.split("\n", 1)[0])
-        reply = f"There is no README; `{path}` says: {doc[1].strip()}" if doc else None
+        reply = f'There is no README; `{path}` says: "{doc[1].strip()}"' if doc else None  # quoted: see _about
     if reply is None:
         return None
     turns += tool_turn(len(thinking), "view", {"path": path, "view_range": HEAD}, read.output)
