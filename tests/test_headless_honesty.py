@@ -100,7 +100,9 @@ def test_fix_whose_every_edit_is_refused_says_so_everywhere_and_exits_3(tmp_path
 
 def test_print_with_an_edit_and_a_command_refused_exits_3(tmp_path: Path) -> None:
     """`clover -p "fix it"` in the default mode: HEAD printed `Fixed.` and exited 0, file unchanged."""
-    (tmp_path / "calc.py").write_text(BUGGY)
+    work = tmp_path / "work"  # not tmp_path itself: the isolated home (checkpoint store) lies there
+    work.mkdir()
+    (work / "calc.py").write_text(BUGGY)
     env = isolated_env(tmp_path)
     edit = {"name": "str_replace", "arguments": {"path": "calc.py", "old_str": "return a - b",
                                                  "new_str": "return a + b"}}
@@ -108,7 +110,7 @@ def test_print_with_an_edit_and_a_command_refused_exits_3(tmp_path: Path) -> Non
     for fmt in ("text", "json", "stream-json"):
         replies = [FakeReply(tool_calls=[edit, command]), FakeReply(text="Fixed.")]
         with FakeChatServer(replies) as server:
-            args = ["-p", "fix it", "--repo", str(tmp_path), "--base-url", server.url, "--model", "m",
+            args = ["-p", "fix it", "--repo", str(work), "--base-url", server.url, "--model", "m",
                     "--output-format", fmt]
             if fmt == "text":
                 proc = run_clover(*args, env=env)
@@ -116,7 +118,7 @@ def test_print_with_an_edit_and_a_command_refused_exits_3(tmp_path: Path) -> Non
             else:
                 code, out, err = _invoke(args, env)
         assert code == 3, (fmt, out, err)
-        assert (tmp_path / "calc.py").read_text() == BUGGY and not (tmp_path / "ran.txt").exists()
+        assert (work / "calc.py").read_text() == BUGGY and not (work / "ran.txt").exists()
         lines = err.splitlines()
         assert any(ln.startswith("clover: refused: str_replace calc.py") for ln in lines), err
         assert any(ln.startswith("clover: refused: bash echo ran > ran.txt") for ln in lines), err
@@ -235,10 +237,11 @@ def test_a_reply_cut_by_the_server_is_labelled_and_the_full_answer_is_never_cut(
 
 
 def test_a_cut_answer_to_a_question_is_a_limit(tmp_path: Path) -> None:
-    env = isolated_env(tmp_path)
+    env, work = isolated_env(tmp_path), tmp_path / "work"
+    work.mkdir()
     with FakeChatServer([FakeReply(text="The answer is", finish_reason="length")]) as server:
-        proc = run_clover("-p", "q", "--repo", str(tmp_path), "--base-url", server.url, "--model", "m", env=env)
-    assert proc.returncode == 4 and "clover: truncated:" in proc.stderr
+        proc = run_clover("-p", "q", "--repo", str(work), "--base-url", server.url, "--model", "m", env=env)
+    assert proc.returncode == 4 and "clover: truncated:" in proc.stderr and "warning" not in proc.stderr
 
 
 # --------------------------------------------------------------------------- progress
