@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import IO, Any
@@ -151,14 +150,3 @@ class CallLog:
         return {"permission_denials": self.denials, "tool_errors": self.errors,
                 "last_test": asdict(self.last_test) if self.last_test else None}
 
-
-class Stopwatch:
-    """`with Stopwatch() as t: ...; t.seconds`."""
-
-    def __enter__(self) -> Stopwatch:
-        self.started = time.monotonic()
-        self.seconds = 0.0
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.seconds = time.monotonic() - self.started

@@ -89,7 +89,7 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
                          "error": message})
         fail(message, code=int(ExitCode.BACKEND))
 
-    change = _change(tracker, log)
+    change = _change(tracker)
     cut = recording.cut_reason()
     changed = bool(change.files) if tracker is not None else log.mutated
     outcome = decide(result.exit_status, refused=len(log.denials), changed=changed, needs_change=True,
@@ -102,7 +102,16 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
     if opts.commit and change.files:
         _commit(root, result, [f.path for f in change.files])
     summary = _summary(change if tracker else None, log, outcome, settings.mode)
-    report = {
+    report = _record(result, outcome, summary, change, log, settings.mode, cut, trajectory)
+    _report(opts.output_format, report, result, cut)
+    return int(outcome.code)
+
+
+def _record(result: RunResult, outcome: Outcome, summary: str, change: Change, log: CallLog, mode: str,
+            cut: str, trajectory: Path) -> dict[str, Any]:
+    """The json result (and stream-json's last line): Claude Code's `is_error` and
+    `permission_denials` (tool_name, tool_use_id, tool_input, plus our `reason`), and ours."""
+    return {
         "status": result.exit_status,
         "outcome": outcome.label,
         "exit_code": int(outcome.code),
@@ -110,10 +119,10 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
         "summary": summary,
         "patch": change.patch,
         "changes": {"files": [asdict(f) for f in change.files], "added": change.added, "removed": change.removed},
-        "final_text": result.final_text,
+        "final_text": result.final_text,  # the model's words, whole
         "truncated": _cut_text(cut) if cut else None,
         "error": result.error,
-        "mode": settings.mode,
+        "mode": mode,
         **log.record(),
         "steps": result.steps,
         "tokens": result.tokens,
@@ -124,8 +133,6 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
         "stats": result.stats,
         "trajectory": str(trajectory),
     }
-    _report(opts.output_format, report, result, cut)
-    return int(outcome.code)
 
 
 def _check_input(opts: FixOptions) -> tuple[str, Path]:
@@ -182,7 +189,7 @@ def _tracker(root: Path) -> WorkTreeChange | None:
         return None
 
 
-def _change(tracker: WorkTreeChange | None, log: CallLog) -> Change:
+def _change(tracker: WorkTreeChange | None) -> Change:
     if tracker is None:
         return Change()
     try:
