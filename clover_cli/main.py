@@ -9,10 +9,20 @@ from typing import Annotated
 import typer
 
 from clover import __version__
+from clover.exit_codes import HELP as EXIT_CODES_HELP
+
+HEADLESS_HELP = (
+    "Headless runs never ask: a call that would need approval is refused, said on stderr at once and listed "
+    "in json's permission_denials. clover -p uses your permission mode (default ask: edits and commands are "
+    "refused unless allow rules cover them); clover fix defaults to auto-edit (edits inside the repository "
+    "run, checkpointed for clover undo; commands need allow rules). --yes allows every call (commands run in "
+    "the sandbox where bubblewrap works). " + EXIT_CODES_HELP
+)
 
 app = typer.Typer(
     name="clover",
     help="Clover: a terminal coding assistant built around a local block-diffusion language model.",
+    epilog=HEADLESS_HELP,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -42,8 +52,8 @@ ModeOpt = Annotated[str | None, typer.Option("--mode", help="Permission mode: pl
 AddDirOpt = Annotated[list[str] | None, typer.Option("--add-dir", help="Also allow file tools in this directory.")]
 PrintOpt = Annotated[
     str | None,
-    typer.Option("--print", "-p", help="One-shot: answer PROMPT and exit ('-': the prompt is stdin; piped stdin is appended).",
-                 show_default=False),
+    typer.Option("--print", "-p", help="One-shot: answer PROMPT and exit ('-': the prompt is stdin; piped stdin is "
+                 "appended). Calls needing approval are refused and reported; exit codes below.", show_default=False),
 ]
 OutputFormatOpt = Annotated[str, typer.Option("--output-format", help="With -p: text | json | stream-json")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Allow every tool call (yolo mode).")]
@@ -93,7 +103,7 @@ def _one_shot(repo: Path, flags: dict, prompt: str | None, output_format: str) -
     return run_print(settings, repo.resolve(), read_prompt(prompt, sys.stdin), output_format)
 
 
-@app.command()
+@app.command(epilog=HEADLESS_HELP)
 def fix(
     issue: Annotated[Path, typer.Argument(help="The issue to fix, as a Markdown or text file.")],
     repo: Annotated[Path, typer.Option("--repo", help="Repository to work in.")] = Path("."),
@@ -112,7 +122,8 @@ def fix(
     add_dir: AddDirOpt = None,
     trajectory: Annotated[Path | None, typer.Option("--trajectory", help="Write the JSONL trajectory here.")] = None,
 ) -> None:
-    """Fix ISSUE headless: explore, reproduce, edit, test; print the diff and a report."""
+    """Fix ISSUE headless: explore, reproduce, edit, test; print a report computed from the real diff
+    (files, +/- lines, the last test command and its exit code), the model's own words, and the diff."""
     from clover.fix import FixOptions, run_fix
 
     flags = {
@@ -124,7 +135,7 @@ def fix(
     raise typer.Exit(run_fix(options, flags))
 
 
-@app.command()
+@app.command(epilog=HEADLESS_HELP)
 def chat(
     resume: Annotated[
         str | None, typer.Option("--resume", help="Continue a saved session (ID, or 'last').", show_default=False)

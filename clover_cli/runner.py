@@ -65,6 +65,7 @@ def build_agent(
     ask_user: Callable[[ToolCall, Tool, str], str] | None = None,
     before_step: Callable[[int], None] | None = None,
     on_tool_result: Callable[[ToolCall, ToolResult], None] | None = None,
+    on_call_done: Callable[[ToolCall, ToolResult], None] | None = None,
     prompt: str | None = None,
 ) -> Agent:
     from clover.tools.registry import default_tools
@@ -75,7 +76,7 @@ def build_agent(
         model,
         env,
         tools if tools is not None else default_tools(),
-        system_prompt=prompt if prompt is not None else system_prompt(env.root, kind),
+        system_prompt=prompt if prompt is not None else system_prompt(env.root, kind, offer_no_change=not redos),
         # a fix's answers before any edit are redone where the model asks for it (its config.json)
         limits=dataclasses.replace(limits_from(settings), early_answer_redos=redos if kind == "fix" else 0),
         trajectory=Trajectory(trajectory_path) if trajectory_path else None,
@@ -83,6 +84,7 @@ def build_agent(
         on_event=on_event,
         before_step=before_step,
         on_tool_result=on_tool_result,
+        on_call_done=on_call_done,
     )
     bind = getattr(model, "bind_workspace", None)
     if bind is not None:  # a local decoder grounds paths and edits in this workspace's files, and
@@ -130,11 +132,12 @@ def run_agent(
     trajectory_path: str | Path | None = None,
     on_event: EventHandler | None = None,
     before_step: Callable[[int], None] | None = None,
+    on_call_done: Callable[[ToolCall, ToolResult], None] | None = None,
 ) -> RunResult:
     """Run the agent once, headless (permission prompts become refusals)."""
     agent = build_agent(
         settings, env, kind=kind, model=model, trajectory_path=trajectory_path, on_event=on_event,
-        before_step=before_step,
+        before_step=before_step, on_call_done=on_call_done,
     )
     try:
         return agent.run(task)
