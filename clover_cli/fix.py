@@ -61,7 +61,8 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
     printer = _stream_printer() if opts.output_format == "stream-json" else None
     result = run_agent(task, settings=settings, env=env, model=model, kind="fix",
                        trajectory_path=trajectory, on_event=printer,
-                       before_step=checkpointer(settings, root))
+                       recorder=checkpointer(settings, root, f"fix {opts.issue.name}: {task.splitlines()[0][:60]}",
+                                             session=f"fix-{time.strftime('%Y%m%d-%H%M%S')}"))
     if result.exit_status == ModelError.exit_status and result.steps <= 1:
         # The model never answered: nothing was done, so leave nothing behind.
         Path(trajectory).unlink(missing_ok=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -78,7 +79,9 @@ def run_print(
     try:
         agent = build_agent(settings, env, kind="chat", model=recording, on_event=stream if streaming else None,
                             on_tool_result=tool_result if streaming else None,
-                            before_step=checkpointer(settings, root))  # `clover undo` reverts a -p run
+                            # `clover undo` reverts a -p run
+                            recorder=checkpointer(settings, root, prompt.strip().splitlines()[0][:70],
+                                                  session=f"p-{time.strftime('%Y%m%d-%H%M%S')}"))
     except ValueError as exc:  # a bad permission rule
         print(f"clover: {exc}", file=err)
         return 2
