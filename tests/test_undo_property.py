@@ -136,7 +136,8 @@ def test_undo_all_agent_steps_keeps_every_user_change(episodes):
 
 
 @pytest.mark.slow
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.timeout(1800)
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(episode, min_size=1, max_size=10))
 def test_undo_all_agent_steps_keeps_every_user_change_many(episodes):
     check(episodes)

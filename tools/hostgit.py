@@ -36,13 +36,12 @@ def _lib() -> Any:
 def open_repo(root: str | os.PathLike[str]) -> pygit2.Repository:
     """The repository whose work tree holds `root` (a `.git` file is followed; GIT_DIR is not read)."""
     pygit2 = _lib()
-    found = pygit2.discover_repository(os.fspath(root))
-    if found is None:
+    if pygit2.discover_repository(os.fspath(root)) is None:
         raise HostGitError(f"{os.fspath(root)} is not inside a git repository")
-    try:
-        repo = pygit2.Repository(found)
+    try:  # opened from the work tree (searching up), so a `.git` file's work tree is this one
+        repo = pygit2.Repository(os.fspath(root))
     except pygit2.GitError as exc:
-        raise HostGitError(f"cannot open the repository at {found}: {exc}") from exc
+        raise HostGitError(f"cannot open the repository at {os.fspath(root)}: {exc}") from exc
     if repo.is_bare or repo.workdir is None:
         raise HostGitError(f"{os.fspath(root)} is not inside a git work tree")
     inside, gitdir = os.path.realpath(root), os.path.realpath(repo.path)
@@ -286,7 +285,8 @@ def log_lines(root: str | os.PathLike[str], n: int = 10, path: str | None = None
         return ""
     only = _relative(repo, path)
     lines: list[str] = []
-    for commit in repo.walk(head.id, _lib().enums.SortMode.TIME):
+    order = _lib().enums.SortMode
+    for commit in repo.walk(head.id, order.TOPOLOGICAL | order.TIME):  # git log's: children first
         if only is not None and not _touches(repo, commit, only):
             continue
         summary = " ".join(commit.message.strip().split("\n\n", 1)[0].split())
@@ -311,7 +311,7 @@ def show_text(root: str | os.PathLike[str], rev: str = "HEAD") -> str:
     when = datetime.fromtimestamp(author.time, timezone(timedelta(minutes=author.offset)))
     body = "\n".join(("    " + ln).rstrip() for ln in commit.message.rstrip("\n").split("\n"))
     fmt = pygit2.enums.DiffStatsFormat
-    stats = diff.stats.format(fmt.FULL | fmt.INCLUDE_SUMMARY, 80) if diff.deltas else ""
+    stats = diff.stats.format(fmt.FULL | fmt.INCLUDE_SUMMARY, 80) if len(diff) else ""
     return (f"commit {commit.id}\nAuthor: {author.name} <{author.email}>\n"
             f"Date:   {when.strftime('%a %b %-d %H:%M:%S %Y %z')}\n\n{body}\n\n{stats}\n{_patch_text(diff)}")
 
