@@ -412,3 +412,19 @@ def test_an_older_request_is_not_undone_over_what_a_later_one_left(repo, tmp_pat
     assert not (repo / "a.txt").exists()
     assert [c.conflict for c in first.conflicts] == ["deleted since the agent's step"]
     assert [c.conflict for c in second.conflicts] == ["changed by a later request that is not undone"]
+
+
+def test_a_user_change_seen_between_steps_is_never_reverted_even_when_changed_back(repo, tmp_path):
+    """The user rewrites what the agent deleted and deletes it again; the path looks as the agent
+    left it, but a scan between the two (the next step's) saw the user's version: not reverted."""
+    steps = Steps(repo, tmp_path / "store")
+    steps.request_("one")
+    steps.run("rm a.txt")
+    (repo / "a.txt").write_text("the user's\n")
+    steps.request_("two")
+    steps.run("echo other > other.txt")  # its scan sees the user's a.txt
+    (repo / "a.txt").unlink()
+    steps.cp.undo()
+    outcome = steps.cp.undo()
+    assert not (repo / "a.txt").exists()
+    assert [c.conflict for c in outcome.conflicts] == ["changed since the agent's step, and back"]

@@ -97,12 +97,15 @@ def check(episodes: list) -> None:
         cp = Checkpoints(str(root), store=os.path.join(tmp, "store"))
         user_last: dict[str, tuple | None] = {}  # path -> its state after the user's last change to it
         request = step = 0
-        for who, ops in episodes:
+        for i, (who, ops) in enumerate(episodes):
             if who == "user":
-                before = state(root)
+                if i == 0 or episodes[i - 1][0] != "user":  # user edits in a row are seen as one
+                    before = state(root)
                 for operation in ops:
                     perform(root, operation)
-                after = state(root)
+                if i + 1 < len(episodes) and episodes[i + 1][0] == "user":
+                    continue
+                after = state(root)  # (a change and its reverse in between cannot be seen: no scan ran)
                 for path in set(before) | set(after):
                     if before.get(path) != after.get(path):
                         user_last[path] = after.get(path)

@@ -83,7 +83,8 @@ class Checkpoints:
             raise SnapshotError(f"checkpoints: cannot use {self.store}: {exc.strerror or exc}") from exc
         self.journal_path = os.path.join(self.store, "journal.json")
         self.cache_path = os.path.join(self.store, "scan-cache.json")
-        self.scanner = Scanner(self.root, self.repo, self._load_json(self.cache_path, {}))
+        cache = self._load_json(self.cache_path, None)
+        self.scanner = Scanner(self.root, self.repo, cache if isinstance(cache, dict) else None)
         self._before: Scan | None = None
 
     def _open_objects(self) -> Any:
@@ -101,9 +102,13 @@ class Checkpoints:
     # ----------------------------------------------------------------------- recording
 
     def begin(self) -> None:
-        """Scan the tree before a step (the baseline its record is measured from)."""
-        journal = self._load()
-        self._before = self.scanner.scan(set(journal["agent_repos"]))
+        """Scan the tree before a step (the baseline its record is measured from); what changed
+        since the last scan is the user's, noted so that no undo reverts over it."""
+        with self._locked():
+            journal = self._load()
+            self._before = self._observe(journal)
+            self._save(journal)
+            self._save_cache()
 
     def end(self, session: str, request: int, label: str, step: int) -> Record | None:
         """Scan after the step and keep what it changed; None when it changed nothing."""
@@ -118,6 +123,9 @@ class Checkpoints:
             self._save_cache()
             if not (changes or moves):
                 return None
+            journal["clock"] += 1
+            for ch in changes:
+                ch.at = journal["clock"]
             journal["agent_repos"] = sorted(agent_repos | {after.gitdirs[p] for p in new_repos})
             record = Record(journal["next_id"], session, request, label, step, time.time(), changes, moves,
                             new_repos)
@@ -127,6 +135,19 @@ class Checkpoints:
             self._trim(journal)
             self._save(journal)
             return record
+
+    def _observe(self, journal: dict[str, Any]) -> Scan:
+        """Scan now; a recorded path that differs from the last scan was changed by the user (or
+        anything else that is not an agent step): `touched` keeps when it was seen."""
+        scan = self.scanner.scan(set(journal["agent_repos"]))
+        previous = self.scanner.previous
+        if previous is not None:
+            recorded = {c.path for r in journal["records"] for c in r.changes}
+            for path in recorded:
+                old, new = previous.get(path), scan.entries.get(path)
+                if not (old is None and new is None or (old is not None and old.same(new))):
+                    journal["touched"][path] = journal["clock"]
+        return scan
 
     # ----------------------------------------------------------------------- history
 
@@ -142,29 +163,37 @@ class Checkpoints:
     def plan(self, *, redo: bool = False, session: str | None = None, force: bool = False) -> tuple[Group, Plan]:
         """What an undo (redo) would do now, for the latest group (of `session`); raises
         SnapshotError when there is nothing to undo (redo)."""
-        journal = self._load()
-        group = self._target(journal, redo, session, force)
-        return group, self._plan(journal, group, redo, force)
+        with self._locked():
+            journal = self._load()
+            self._observe(journal)
+            self._save(journal)
+            self._save_cache()
+            group = self._target(journal, redo, session, force)
+            return group, self._plan(journal, group, redo, force)
 
     def apply(self, shown: Plan, *, session: str | None = None, force: bool = False) -> tuple[Group, Outcome]:
         """Carry out the undo (redo) `shown` to the user; if the files changed since it was made,
         nothing is done (SnapshotError), so nothing happens that was not shown."""
         with self._locked():
             journal = self._load()
+            self._observe(journal)
             group = self._target(journal, shown.redo, session, force)
             fresh = self._plan(journal, group, shown.redo, force)
             if fresh.key() != shown.key():
+                self._save(journal)
+                self._save_cache()
                 raise SnapshotError("the files changed since the plan was shown; nothing was done (run it again)")
             stamp = time.strftime("%Y%m%d-%H%M%S")
             where = os.path.join(self.store, "saved", f"{stamp}-{'redo' if shown.redo else 'undo'}")
-            outcome = undoplan.apply(fresh, undoplan.Writer(self.root, self.repo), lambda: where)
+            journal["clock"] += 1
+            outcome = undoplan.apply(fresh, undoplan.Writer(self.root, self.repo), lambda: where, journal["clock"])
             key = [group.session, group.request]
             for stack in ("redo", "undone"):
                 journal[stack] = [g for g in journal[stack] if g != key]
                 if not shown.redo:
                     journal[stack].append(key)
             self._save(journal)
-            self.scanner.cache.clear()  # written files: read them again
+            self.scanner.scan(set(journal["agent_repos"]))  # the new baseline: what the undo wrote is not the user's
             self._save_cache()
             return group, outcome
 
@@ -181,7 +210,7 @@ class Checkpoints:
         mine = {r.id for r in group.records}
         others = [r for r in journal["records"] if r.id not in mine]
         return undoplan.plan(group.records, self.scanner.entry, self._paths_under, redo=redo, force=force,
-                             others=others)
+                             others=others, touched=journal["touched"])
 
     def _paths_under(self, top: str) -> list[str]:
         out = []
@@ -240,6 +269,7 @@ class Checkpoints:
         except (KeyError, TypeError, ValueError, IndexError):
             records = []
         return {"records": records, "redo": list(data.get("redo", [])), "undone": list(data.get("undone", [])),
+                "clock": int(data.get("clock", 0)), "touched": dict(data.get("touched", {})),
                 "agent_repos": list(data.get("agent_repos", [])),
                 "next_id": int(data.get("next_id", max((r.id for r in records), default=0) + 1))}
 
@@ -248,15 +278,13 @@ class Checkpoints:
         self._write_json(self.journal_path, data)
 
     def _save_cache(self) -> None:
-        if self.scanner.cache_changed:
-            self._write_json(self.cache_path, self.scanner.cache)
-            self.scanner.cache_changed = False
+        self._write_json(self.cache_path, self.scanner.dump_cache())
 
     @staticmethod
     def _write_json(path: str, data: Any) -> None:
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "w") as fh:
-            json.dump(data, fh, separators=(",", ":"))
+            fh.write(json.dumps(data, separators=(",", ":")))  # dumps: the C encoder (dump is Python)
         os.replace(tmp, path)
 
     @staticmethod
@@ -265,6 +293,8 @@ class Checkpoints:
         if len(groups) > KEEP_GROUPS:
             keep = set(groups[-KEEP_GROUPS:])
             journal["records"] = [r for r in journal["records"] if r.group in keep]
+            recorded = {c.path for r in journal["records"] for c in r.changes}
+            journal["touched"] = {p: t for p, t in journal["touched"].items() if p in recorded}
 
     @contextlib.contextmanager
     def _locked(self):

@@ -4,9 +4,10 @@ A scan maps each path (relative, '/'-separated) to an Entry: a regular file's pe
 content (a blob in the checkpoint store's object database, written through libgit2: no git
 program, no filter), a symlink's target, a directory's bits, or, for a file over MAX_CONTENT_BYTES
 or one that cannot be read, only its size, mtime and inode (kind "big": it can be deleted when it
-is still exactly that, never restored). A stat cache (size, mtime, ctime, inode) spares re-reading
-unchanged files, as git's index does; a file changed within the clock's granularity of being read
-is read again next time.
+is still exactly that, never restored). The last scan is kept with each file's stat data (size,
+mtime, ctime, inode), which spares re-reading unchanged files, as git's index does (a file changed
+within the clock's granularity of being read is read again next time), and shows what changed
+between two scans.
 
 Left out: regenerable caches (CACHE_DIRS, by name at any depth: node_modules, .venv, __pycache__
 ...), FIFOs, sockets and devices. Git directories are found by what they hold (HEAD, objects/,
@@ -78,12 +79,25 @@ def _join(rel: str, name: str) -> str:
 
 
 class Scanner:
-    """Scans one work tree into Entries, writing contents into `repo` (a pygit2 Repository)."""
+    """Scans one work tree into Entries, writing contents into `repo` (a pygit2 Repository).
+
+    `cache` holds the last full scan: every path's Entry, with the stat data (size, mtime, ctime,
+    inode) under which a file's content is known not to have changed (None where a file changed
+    too recently to trust it, and for directories). `previous` is the scan before the last one's
+    entries (None before any): what changed between the two, no agent step running, is the user's."""
 
     def __init__(self, root: str, repo: Any, cache: dict[str, list[Any]] | None = None) -> None:
         self.root, self.repo = root, repo
-        self.cache: dict[str, list[Any]] = cache if cache is not None else {}
-        self.cache_changed = False
+        self.cache: dict[str, tuple[tuple[int, ...] | None, Entry]] = {}
+        for rel, row in (cache or {}).items():
+            try:
+                self.cache[rel] = (tuple(row[0]) if row[0] else None, Entry.load(row[1]))  # type: ignore[misc]
+            except (TypeError, ValueError, IndexError):
+                continue
+        self.scanned = cache is not None  # a baseline exists (from this process or an earlier one)
+        self.previous: dict[str, Entry] | None = None
+        self._now = 0  # when the running scan started: files changed since then are read again next time
+        self._fresh: dict[str, tuple[tuple[int, ...] | None, Entry]] = {}
 
     # ------------------------------------------------------------------ whole tree
 
@@ -93,18 +107,20 @@ class Scanner:
         `new_allowed`, for any repository whose identity is not in `known` (one the step made)."""
         entries: dict[str, Entry] = {}
         gitdirs: dict[str, str] = {}
-        seen: set[str] = set()
-        self._walk("", self.root, entries, gitdirs, seen, (agent_repos, new_allowed, known))
-        for gone in set(self.cache) - seen:
-            del self.cache[gone]
-            self.cache_changed = True
+        self._now, self._fresh = time.time_ns(), {}
+        try:
+            self._walk("", self.root, entries, gitdirs, (agent_repos, new_allowed, known))
+            self.previous = {rel: e for rel, (_k, e) in self.cache.items()} if self.scanned else None
+            self.cache, self.scanned = self._fresh, True
+        finally:
+            self._now, self._fresh = 0, {}
         return Scan(entries, gitdirs)
 
     def _walk(self, rel: str, full: str, entries: dict[str, Entry], gitdirs: dict[str, str],
-              seen: set[str], policy: tuple[Any, ...], in_gitdir: bool = False, whole: bool = True) -> None:
+              policy: tuple[Any, ...], in_gitdir: bool = False, whole: bool = True) -> None:
         try:
             with os.scandir(full) as it:
-                children = sorted(it, key=lambda e: e.name)
+                children = list(it)
         except OSError:
             return
         here = is_gitdir({c.name for c in children}, full)
@@ -130,17 +146,20 @@ class Scanner:
                 if child.name in CACHE_DIRS:
                     continue
                 entries[crel] = Entry("d", stat.S_IMODE(info.st_mode))
-                self._walk(crel, child.path, entries, gitdirs, seen, policy, in_gitdir, whole)
+                self._fresh[crel] = (None, entries[crel])
+                self._walk(crel, child.path, entries, gitdirs, policy, in_gitdir, whole)
             elif stat.S_ISLNK(info.st_mode) or stat.S_ISREG(info.st_mode):
-                seen.add(crel)
                 entry = self._file(crel, child.path, info, here and child.name == "index")
                 if entry is not None:
                     entries[crel] = entry
 
+    def dump_cache(self) -> dict[str, list[Any]]:
+        return {rel: [key, entry.dump()] for rel, (key, entry) in self.cache.items()}
+
     # ------------------------------------------------------------------ one path
 
     def entry(self, rel: str) -> Entry | None:
-        """The current state of one path (a directory: only its bits)."""
+        """The current state of one path (a directory: only its bits); the baseline is not changed."""
         full = os.path.join(self.root, rel)
         try:
             info = os.lstat(full)
@@ -154,19 +173,15 @@ class Scanner:
         return self._file(rel, full, info, index)
 
     def _file(self, rel: str, full: str, info: os.stat_result, index: bool) -> Entry | None:
-        mode = stat.S_IMODE(info.st_mode)
-        key = [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino]
+        key = (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
         cached = self.cache.get(rel)
-        if cached is not None and cached[:4] == key:  # a chmod changes ctime: the bits are in the key
-            return Entry.load(cached[4])
-        entry = self._read(full, info, mode, index)
-        fresh = time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) > RACY_NS
-        if fresh and entry is not None:
-            self.cache[rel] = [*key, entry.dump()]
-            self.cache_changed = True
-        elif rel in self.cache:
-            del self.cache[rel]
-            self.cache_changed = True
+        if cached is not None and cached[0] == key:  # a chmod changes ctime: the bits are in the key
+            entry: Entry | None = cached[1]
+        else:
+            entry = self._read(full, info, stat.S_IMODE(info.st_mode), index)
+        if self._now and entry is not None:  # in a full scan: the new baseline
+            trusted = self._now - max(info.st_mtime_ns, info.st_ctime_ns) > RACY_NS
+            self._fresh[rel] = (key if trusted else None, entry)
         return entry
 
     def _read(self, full: str, info: os.stat_result, mode: int, index: bool) -> Entry | None:

@@ -32,13 +32,14 @@ class Change:
     before: Entry | None
     after: Entry | None
     state: str = "applied"  # "undone" once an undo reverted it
+    at: int = 0  # the journal's clock when it was made, undone or redone last
 
     def dump(self) -> list[Any]:
-        return [self.path, self.before and self.before.dump(), self.after and self.after.dump(), self.state]
+        return [self.path, self.before and self.before.dump(), self.after and self.after.dump(), self.state, self.at]
 
     @classmethod
     def load(cls, data: list[Any]) -> Change:
-        return cls(str(data[0]), Entry.load(data[1]), Entry.load(data[2]), str(data[3]))
+        return cls(str(data[0]), Entry.load(data[1]), Entry.load(data[2]), str(data[3]), int(data[4]))
 
 
 @dataclass
@@ -145,11 +146,16 @@ class Plan:
 
 
 def plan(records: list[Record], current: Callable[[str], Entry | None], exists_under: Callable[[str], list[str]],
-         *, redo: bool = False, force: bool = False, others: list[Record] = ()) -> Plan:
+         *, redo: bool = False, force: bool = False, others: list[Record] = (),
+         touched: dict[str, int] | None = None) -> Plan:
     """The undo (or redo) of `records` (one group) against the tree as `current` reads it;
     `exists_under(dir)` lists the paths a directory holds now. `others`: every other record; a
     path a later record (an earlier one, for a redo) changed, and that is not undone (redone)
-    itself, is not this group's to revert: its state now is not this group's doing."""
+    itself, is not this group's to revert: its state now is not this group's doing. `touched`:
+    when a path was last seen changed by someone else than an agent step (the journal's clock);
+    a change made (or undone) before that is not reverted over it, even where the path looks
+    as the change left it (the user changed it and back)."""
+    touched = touched or {}
     ordered = sorted(records, key=lambda r: r.id, reverse=not redo)
     want = "undone" if redo else "applied"
     blocking: dict[str, list[int]] = {}  # path -> ids of other records whose change to it stands
@@ -184,6 +190,10 @@ def plan(records: list[Record], current: Callable[[str], Entry | None], exists_u
                     "an earlier request's change to it is undone")
                 break
             have, then = (ch.before, ch.after) if redo else (ch.after, ch.before)
+            if touched.get(path, -1) >= ch.at and not force:
+                why = _conflict_reason(expected, have, redo) if not _same(have, expected) else (
+                    ("changed since the undo" if redo else "changed since the agent's step") + ", and back")
+                break
             if not _same(have, expected):
                 why = _conflict_reason(expected, have, redo)
                 if not (force and _savable(expected, cur)):
@@ -324,7 +334,7 @@ def _depth(a: Action) -> int:
     return a.path.count("/")
 
 
-def apply(p: Plan, writer: Writer, save_dir: Callable[[], str]) -> Outcome:
+def apply(p: Plan, writer: Writer, save_dir: Callable[[], str], clock: int = 0) -> Outcome:
     """Carry out a plan: the user's versions saved first, then removals (deepest first), writes
     (shallowest first), directory bits (deepest first); the repository moves after all that for
     an undo, before it for a redo. A path that cannot be done becomes a conflict and its changes
@@ -361,10 +371,10 @@ def apply(p: Plan, writer: Writer, save_dir: Callable[[], str]) -> Outcome:
     for a in p.actions:
         if a.path not in failed:
             for ch in a.links:
-                ch.state = state
+                ch.state, ch.at = state, clock
             out.done.append(a)
     for ch in p.settled:
-        ch.state = state
+        ch.state, ch.at = state, clock
     if not p.redo:
         _moves(p, writer, out)
     return out
