@@ -224,3 +224,24 @@ def test_libgit2_outputs_match_the_git_program(tmp_path: Path) -> None:
     subprocess.run(["git", "add", "-A", "."], cwd=ws, env=env, check=True)
     tree = subprocess.run(["git", "write-tree"], cwd=ws, env=env, capture_output=True, text=True).stdout.strip()
     assert gitdiff.worktree_tree(ws) == tree
+
+
+def test_the_read_only_git_log_in_plan_mode_runs_no_signer(tmp_path: Path, outside: Path) -> None:
+    """The red team's row: gpg.ssh.program with log.showSignature=true ran on the model's `git log`
+    in plan mode (gpg.program was overridden, gpg.ssh.program was not)."""
+    from clover.backends.scripted import ScriptedModel
+    from clover.runner import build_agent, build_environment
+    from clover.settings import Settings
+
+    ws = make_repo(tmp_path / "ws")
+    trigger = plant("gpg-ssh-program", ws, outside)
+    settings = Settings(mode="plan", sandbox=False, checkpoints=False)
+    model = ScriptedModel([{"tool_calls": [{"name": "git", "arguments": {"subcommand": "log"}}]},
+                           {"tool_calls": [{"name": "git", "arguments": {"subcommand": "show"}}]}, {"text": "ok"}])
+    agent = build_agent(settings, build_environment(settings, ws), kind="chat", model=model)
+    assert agent.run("what changed?").exit_status == "submitted"
+    tool_results = [m["content"] for m in agent.messages if m["role"] == "tool"]
+    assert "t: signed" in tool_results[0] and "commit " in tool_results[1]  # ran, allowed in plan mode
+    assert sorted(os.listdir(outside)) == []
+    subprocess.run(["bash", "-c", trigger], cwd=ws, capture_output=True)
+    assert os.listdir(outside) == ["gpg-ssh-program"]

@@ -106,8 +106,9 @@ class Checkpoints:
         since the last scan is the user's, noted so that no undo reverts over it."""
         with self._locked():
             journal = self._load()
-            self._before = self._observe(journal)
-            self._save(journal)
+            self._before, seen = self._observe(journal)
+            if seen:
+                self._save(journal)
             self._save_cache()
 
     def end(self, session: str, request: int, label: str, step: int) -> Record | None:
@@ -136,18 +137,20 @@ class Checkpoints:
             self._save(journal)
             return record
 
-    def _observe(self, journal: dict[str, Any]) -> Scan:
+    def _observe(self, journal: dict[str, Any]) -> tuple[Scan, bool]:
         """Scan now; a recorded path that differs from the last scan was changed by the user (or
-        anything else that is not an agent step): `touched` keeps when it was seen."""
+        anything else that is not an agent step): `touched` keeps when it was seen. Returns the
+        scan and whether anything was seen."""
         scan = self.scanner.scan(set(journal["agent_repos"]))
-        previous = self.scanner.previous
+        previous, seen = self.scanner.previous, False
         if previous is not None:
             recorded = {c.path for r in journal["records"] for c in r.changes}
             for path in recorded:
                 old, new = previous.get(path), scan.entries.get(path)
                 if not (old is None and new is None or (old is not None and old.same(new))):
                     journal["touched"][path] = journal["clock"]
-        return scan
+                    seen = True
+        return scan, seen
 
     # ----------------------------------------------------------------------- history
 
