@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.clihelp import git_repo, isolated_env, run_clover
 
@@ -158,3 +162,29 @@ def test_a_moved_dotgit_and_a_planted_repository_lose_nothing(tmp_path: Path) ->
     assert after == log  # the whole history, where it was
     status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True).stdout
     assert status == ""
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_clover_undo_on_a_terminal_asks_before_acting(tmp_path: Path) -> None:
+    from tests.test_chat_tmux import Tmux
+
+    repo = git_repo(tmp_path / "repo", {"calc.py": BUGGY})
+    env = user_env(tmp_path)
+    fix(tmp_path, repo, EDIT_CALC, env)
+    keep = {k: env[k] for k in ("HOME", "XDG_CONFIG_HOME", "CLOVER_HOME")}
+    command = " ".join(f"{k}={shlex.quote(v)}" for k, v in {**keep, "PYTHONPATH": str(ROOT)}.items())
+    undo = f"{command} {shlex.quote(sys.executable)} -m clover undo --repo {shlex.quote(str(repo))}"
+    term = Tmux(f"{undo}; echo \"[exited $?]\"; {undo}; echo \"[exited $?]\"; sleep 30", cwd=ROOT)
+    try:
+        screen = term.wait_for("Undo this? [y/N]")
+        assert "  revert   calc.py  (modified by the agent, +1 -1)" in screen
+        assert (repo / "calc.py").read_text() == FIXED  # shown, not done
+        term.send("n", "Enter")
+        term.wait_for("[exited 1]")
+        assert "nothing was done" in term.screen() and (repo / "calc.py").read_text() == FIXED
+        term.wait_for("Undo this? [y/N]", count=2)
+        term.send("y", "Enter")
+        term.wait_for("[exited 0]")
+        assert (repo / "calc.py").read_text() == BUGGY
+    finally:
+        term.close()
