@@ -108,8 +108,7 @@ class Checkpoints:
             journal = self._load()
             self._before, seen = self._observe(journal)
             if seen:
-                self._save(journal)
-            self._save_cache()
+                self._save(journal)  # the new baseline is saved by end(), once the step is recorded
 
     def end(self, session: str, request: int, label: str, step: int) -> Record | None:
         """Scan after the step and keep what it changed; None when it changed nothing."""
