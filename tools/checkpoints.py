@@ -31,10 +31,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from clover.tools import treescan, undoplan
-from clover.tools.treescan import Entry, Scan, Scanner
+from clover.tools import undoplan
+from clover.tools.treescan import CACHE_DIRS, Scan, Scanner
 from clover.tools.undoplan import Outcome, Plan, Record
 
+__all__ = ["CACHE_DIRS", "Checkpoints", "Group", "Recorder", "SnapshotError"]
 JOURNAL_VERSION = 3
 KEEP_GROUPS = 200  # older requests' records are dropped (their contents stay in the object store)
 
@@ -331,6 +332,3 @@ class Recorder:
             self.start_request(self.label or "request")
         self.checkpoints.end(self.session, self.request, self.label, step)
 
-
-__all__ = ["CACHE_DIRS", "Checkpoints", "Entry", "Group", "Recorder", "SnapshotError"]
-CACHE_DIRS = treescan.CACHE_DIRS

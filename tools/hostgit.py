@@ -97,8 +97,8 @@ def _index_with(repo: pygit2.Repository, paths: list[str]) -> pygit2.Index:
     for rel in paths:
         entry = _worktree_entry(repo, rel)
         if entry is None:
-            if rel in index:
-                index.remove(rel)
+            if rel in index and not os.path.lexists(os.path.join(repo.workdir, rel)):
+                index.remove(rel)  # deleted (a directory there, a submodule's, stays as HEAD has it)
             continue
         oid, mode = entry
         if rel in index and index[rel].mode == pygit2.enums.FileMode.COMMIT:
