@@ -245,3 +245,17 @@ def test_the_read_only_git_log_in_plan_mode_runs_no_signer(tmp_path: Path, outsi
     assert sorted(os.listdir(outside)) == []
     subprocess.run(["bash", "-c", trigger], cwd=ws, capture_output=True)
     assert os.listdir(outside) == ["gpg-ssh-program"]
+
+
+def test_numstat_matches_the_git_program(tmp_path: Path) -> None:
+    ws = make_repo(tmp_path / "ws")
+    before = gitdiff.worktree_tree(ws)
+    (ws / "a.txt").write_text("one\ntwo\nthree\n")
+    (ws / "b.txt").unlink()
+    (ws / "bin.dat").write_bytes(b"\x00\x01\x02")
+    after = gitdiff.worktree_tree(ws)
+    git = subprocess.run(["git", "diff", "--numstat", "--no-renames", before, after], cwd=ws, capture_output=True,
+                         text=True).stdout
+    expected = [(p, None if a == "-" else int(a), None if r == "-" else int(r))
+                for a, r, p in (line.split("\t") for line in git.splitlines())]
+    assert gitdiff.numstat(ws, before, after) == expected

@@ -139,6 +139,22 @@ def diff_trees(root: str | os.PathLike[str], before: str, after: str) -> str:
     return _patch_text(repo[before].diff_to_tree(repo[after], flags=flags))
 
 
+def numstat(root: str | os.PathLike[str], before: str, after: str) -> list[tuple[str, int | None, int | None]]:
+    """(path, lines added, lines removed) per file that differs; None, None for a binary file
+    (`git diff --numstat`)."""
+    repo = open_repo(root)
+    out = []
+    for patch in repo[before].diff_to_tree(repo[after]):
+        delta = patch.delta
+        path = delta.new_file.path if delta.status != _lib().enums.DeltaStatus.DELETED else delta.old_file.path
+        if delta.is_binary:
+            out.append((path, None, None))
+        else:
+            _context, added, removed = patch.line_stats
+            out.append((path, added, removed))
+    return out
+
+
 def changed_paths(root: str | os.PathLike[str], before: str, after: str) -> list[str]:
     """Paths (relative to the repository's top level) that differ between two trees."""
     repo = open_repo(root)
