@@ -55,12 +55,8 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
 
     trajectory = opts.trajectory or state_dir() / "runs" / f"fix-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     tracker = _tracker(root)
-    checkpoint = checkpointer(settings, root)
-
-    def before_step(step: int) -> None:
-        log.on_step(step)
-        if checkpoint is not None:
-            checkpoint(step)
+    recorder = checkpointer(settings, root, f"fix {opts.issue.name}: {task.splitlines()[0][:60]}",
+                            session=f"fix-{time.strftime('%Y%m%d-%H%M%S')}")
 
     def on_event(event: StreamEvent) -> None:
         log.on_event(event)
@@ -69,7 +65,7 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
 
     recording = RecordingModel(model)
     agent = build_agent(settings, env, kind="fix", model=recording, trajectory_path=trajectory,
-                        on_event=on_event, before_step=before_step, on_call_done=log)
+                        on_event=on_event, before_step=log.on_step, on_call_done=log, recorder=recorder)
     log.bind(agent.tools)
     try:
         result = agent.run(task)

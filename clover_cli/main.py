@@ -174,19 +174,20 @@ def chat(
 
 @app.command()
 def undo(
-    repo: Annotated[Path, typer.Option("--repo", help="Repository whose last agent step to undo.")] = Path("."),
+    repo: Annotated[Path, typer.Option("--repo", help="Repository whose agent changes to undo.")] = Path("."),
     redo: Annotated[bool, typer.Option("--redo", help="Re-apply what the last undo reverted.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask on a terminal.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Also overwrite paths changed since the step, after saving your version.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be done, and stop.")] = False,
+    list_: Annotated[bool, typer.Option("--list", help="List the recorded requests, newest first.")] = False,
+    session: Annotated[str | None, typer.Option("--session", help="Only this session's requests.")] = None,
 ) -> None:
-    """Restore the work tree to the checkpoint before the agent's last step (or redo it)."""
-    from clover.cli_common import fail
-    from clover.tools.checkpoints import Checkpoints, SnapshotError
+    """Revert exactly what the agent's latest request changed (paths you changed since are left
+    alone and listed); prints the plan first, asks on a terminal."""
+    from clover.undo_cmd import run_undo
 
-    try:
-        store = Checkpoints(str(repo.resolve()))
-        restored = store.redo() if redo else store.undo()
-        typer.echo(f"{'redone' if redo else 'restored'}: {store.label(restored)}")
-    except SnapshotError as exc:
-        fail(str(exc), code=1)
+    raise typer.Exit(run_undo(repo, redo=redo, yes=yes, force=force, dry_run=dry_run, list_only=list_,
+                              session=session))
 
 
 @app.command()

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from pathlib import Path
 
-from clover.agent import Agent, Limits, RunResult
+from clover.agent import Agent, Limits, RunResult, StepRecorder
 from clover.core.protocols import Environment, EventHandler, Model, Tool, ToolCall, ToolResult
 from clover.prompts import system_prompt
 from clover.settings import Settings
@@ -67,6 +68,7 @@ def build_agent(
     on_tool_result: Callable[[ToolCall, ToolResult], None] | None = None,
     on_call_done: Callable[[ToolCall, ToolResult], None] | None = None,
     prompt: str | None = None,
+    recorder: StepRecorder | None = None,
 ) -> Agent:
     from clover.tools.registry import default_tools
 
@@ -85,6 +87,7 @@ def build_agent(
         before_step=before_step,
         on_tool_result=on_tool_result,
         on_call_done=on_call_done,
+        recorder=recorder,
     )
     bind = getattr(model, "bind_workspace", None)
     if bind is not None:  # a local decoder grounds paths and edits in this workspace's files, and
@@ -95,31 +98,49 @@ def build_agent(
     return agent
 
 
-def checkpointer(settings: Settings, root: str | Path) -> Callable[[int], None] | None:
-    """A before-step hook snapshotting the work tree (shell changes included) for undo."""
+def checkpointer(settings: Settings, root: str | Path, label: str, session: str = "") -> StepRecorder | None:
+    """The agent's recorder of what each step changes (for `clover undo`), in a session of its
+    own (`fix-…`, `p-…`) unless one is named; None when checkpoints are off or unavailable."""
     if not settings.checkpoints:
         return None
     import sys
 
-    from clover.tools.checkpoints import Checkpoints, SnapshotError
+    from clover.tools.checkpoints import Checkpoints, Recorder, SnapshotError
 
-    # A checkpoint that cannot be taken does not stop the run: the step goes ahead unprotected and
-    # one line says so (the fault is in Clover's own store, e.g. a full disk; the user's files are
+    # A step that cannot be recorded does not stop the run: it goes ahead unprotected and one line
+    # says so (the fault is in Clover's own store, e.g. a full disk; the user's files are
     # untouched, and refusing every step would end the run for it).
     try:
-        store = Checkpoints(str(root))
+        recorder = Recorder(Checkpoints(str(root)), session or time.strftime("run-%Y%m%d-%H%M%S"), label)
     except (SnapshotError, OSError) as exc:
         print(f"clover: warning: checkpoints unavailable ({exc}); this run cannot be undone", file=sys.stderr)
         return None
+    return _Warned(recorder)
 
-    def snapshot(step: int) -> None:
+
+class _Warned:
+    """A recorder whose failures are one warning line on stderr each (the step goes ahead)."""
+
+    def __init__(self, inner: StepRecorder) -> None:
+        self.inner = inner
+
+    def begin(self, step: int) -> None:
+        self._call(self.inner.begin, step)
+
+    def end(self, step: int) -> None:
+        self._call(self.inner.end, step)
+
+    @staticmethod
+    def _call(hook: Callable[[int], None], step: int) -> None:
+        import sys
+
+        from clover.tools.checkpoints import SnapshotError
+
         try:
-            store.snapshot(f"before step {step}")
+            hook(step)
         except (SnapshotError, OSError) as exc:
-            print(f"clover: warning: checkpoint before step {step} failed ({exc}); that step cannot be undone",
+            print(f"clover: warning: recording step {step} failed ({exc}); that step cannot be undone",
                   file=sys.stderr)
-
-    return snapshot
 
 
 def run_agent(
@@ -133,11 +154,12 @@ def run_agent(
     on_event: EventHandler | None = None,
     before_step: Callable[[int], None] | None = None,
     on_call_done: Callable[[ToolCall, ToolResult], None] | None = None,
+    recorder: StepRecorder | None = None,
 ) -> RunResult:
     """Run the agent once, headless (permission prompts become refusals)."""
     agent = build_agent(
         settings, env, kind=kind, model=model, trajectory_path=trajectory_path, on_event=on_event,
-        before_step=before_step, on_call_done=on_call_done,
+        before_step=before_step, on_call_done=on_call_done, recorder=recorder,
     )
     try:
         return agent.run(task)

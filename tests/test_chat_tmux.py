@@ -100,7 +100,10 @@ def test_chat_in_a_real_terminal(tmp_path: Path) -> None:
         term.wait_for("diff --git a/hello.py b/hello.py")
         term.type("/undo")
         term.send("Enter")
-        term.wait_for("undone: files restored")
+        screen = term.wait_for("Undo this? [y/N]")  # the plan first: the path and its diff summary
+        assert "revert   hello.py  (modified by the agent, +1 -1)" in screen
+        term.send("y", "Enter")
+        term.wait_for("undone: 1 path(s) changed")
         assert (repo / "hello.py").read_text() == "def hello():\n    return 1\n"
         # A long command, approved, then Ctrl-C: back at the prompt well before it would end.
         term.type("run the slow job")

@@ -14,8 +14,6 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
 from tests.clihelp import ROOT, git_repo, isolated_env
 from tests.fakeserver import FakeChatServer, FakeReply
 
@@ -140,8 +138,6 @@ def test_every_use_example_runs_as_written(tmp_path: Path) -> None:
 
 
 
-@pytest.mark.xfail(strict=True, reason="issue 46 part 1 (undo, another branch): after --patch-out wrote fix.diff, "
-                   "`clover undo` restores 'before step 2' and calc.py keeps the agent's edit")
 def test_the_undo_example_reverts_the_fix_example(tmp_path: Path) -> None:
     examples = use_examples()
     assert FIX_JSON in examples and UNDO in examples

@@ -265,6 +265,9 @@ class LocalEnvironment:
         kind = "dir" if stat.S_ISDIR(info.st_mode) else "file" if stat.S_ISREG(info.st_mode) else "other"
         return FileStat(kind, info.st_size)  # type: ignore[arg-type]
 
+    def host_root(self) -> str | None:
+        return self.root
+
     def list_files(self, base: str) -> list[str]:
         base = self._abs(base)
         listed = git_listing(self.run, base)

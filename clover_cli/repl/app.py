@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -79,24 +78,26 @@ class ChatApp:
         if self.tty:  # at once, before a local model's weights load (seconds of a blank screen)
             self.banner(_display_name(settings) if model is None else str(getattr(model, "name", "")))
         self.model = ObservedModel(model if model is not None else self._load(settings), self)
+        self.recorder = self._recorder()
         self.agent: Agent = build_agent(
             settings, self.env, kind="chat", model=self.model, ask_user=self.approver,
-            before_step=self._before_step, on_tool_result=self._tool_result,
+            before_step=self._before_step, on_tool_result=self._tool_result, recorder=self.recorder,
         )
         self.agent.gate = ObservedGate(self.agent.gate, self)
-        self.checkpoints = self._checkpoints()
         self.baseline = self._worktree()
 
     # ------------------------------------------------------------------ setup helpers
 
-    def _checkpoints(self) -> Any:
+    def _recorder(self) -> Any:
+        """What each agent step changes, recorded for /undo (None: checkpoints off or unusable)."""
         if not self.settings.checkpoints:
             return None
         try:
-            from clover.tools.checkpoints import Checkpoints
+            from clover.tools.checkpoints import Checkpoints, Recorder
 
-            return Checkpoints(str(self.root))
-        except Exception:  # not a git repo, or the module is missing: /undo says so
+            return Recorder(Checkpoints(str(self.root)), self.session.id)
+        except Exception as exc:  # a store that cannot be used: /undo says so
+            self.renderer.error(f"checkpoints unavailable ({exc}): /undo will not work in this session")
             return None
 
     def _worktree(self) -> str | None:
@@ -169,7 +170,9 @@ class ChatApp:
         message, added = expand_mentions(text, self.root)
         for rel in added:
             self.renderer.info(f"added @{rel} to the context")
-        self._snapshot(text)
+        if self.recorder is not None:  # this request's steps are one undo
+            self.recorder.session = self.session.id
+            self.recorder.start_request(text[:70])
         self.current_request = text
         try:
             result = self._run_agent(message)
@@ -338,26 +341,46 @@ class ChatApp:
 
     # ------------------------------------------------------------------ files
 
-    def _snapshot(self, label: str) -> None:
-        if self.checkpoints is None:
-            return
-        try:
-            self.checkpoints.snapshot(f"before: {label[:70]}")
-        except Exception as exc:  # a failed snapshot must not block the request
-            self.renderer.error(f"checkpoint failed: {exc}")
+    def undo(self, redo: bool, arg: str = "") -> None:
+        """/undo, /redo: this session's latest request, exactly what its steps changed; the plan is
+        shown first and, on a terminal, confirmed. `arg`: `force` also overwrites paths changed
+        since (the user's version saved first), `yes` does not ask."""
+        from clover.tools import undoreport
+        from clover.tools.checkpoints import SnapshotError
 
-    def undo(self, redo: bool) -> None:
-        if self.checkpoints is None:
-            self.renderer.error("checkpoints are off or unavailable here (needs a git repository)")
+        if self.recorder is None:
+            self.renderer.error("checkpoints are off or unavailable here")
             return
+        words, store = set(arg.split()), self.recorder.checkpoints
+        force = "force" in words
         try:
-            target = self.checkpoints.redo() if redo else self.checkpoints.undo()
-            label = self.checkpoints.label(target)
-        except Exception as exc:
+            group, plan = store.plan(redo=redo, session=self.session.id, force=force)
+        except SnapshotError as exc:
+            self.renderer.error(f"{exc} (clover undo --list shows every session's requests)"
+                                if "nothing" in str(exc) else str(exc))
+            return
+        for line in undoreport.describe(store.repo, group, plan):
+            self.renderer.info(line)
+        if not (plan.actions or plan.moves or plan.settled):
+            self.renderer.error("nothing can be done: every path conflicts")
+            return
+        if self.tty and "yes" not in words:
+            try:
+                answer = self.input.ask(f"{'Redo' if redo else 'Undo'} this? [y/N] ")
+            except (EOFError, KeyboardInterrupt):
+                answer = ""
+            if answer.strip().lower() not in ("y", "yes"):
+                self.renderer.info("nothing was done")
+                return
+        try:
+            _group, outcome = store.apply(plan, session=self.session.id, force=force)
+        except (SnapshotError, OSError) as exc:
             self.renderer.error(str(exc))
             return
-        what = "redone" if redo else "undone"
-        self.renderer.note(f"↶ {what}: files restored to checkpoint {target[:8]} ({label})")
+        lines = undoreport.summary(outcome, redo)
+        self.renderer.note(("↷ " if redo else "↶ ") + lines[0] + f" (request {group.request}: {group.label})")
+        for line in lines[1:]:
+            self.renderer.info(line)
 
     def show_diff(self) -> None:
         from clover.gitdiff import diff_trees
@@ -409,12 +432,11 @@ def _repair(messages: list[Message]) -> None:
 
 
 def _git_status(root: Path) -> str:
-    try:
-        from clover.tools.gitsafe import run_git  # hardened: .git/config may have been planted
+    from clover.tools.hostgit import HostGitError, status_short
 
-        proc = run_git(["status", "--short"], str(root), timeout=10)
-        return proc.stdout.decode("utf-8", "replace") if proc.returncode == 0 else ""
-    except (OSError, subprocess.SubprocessError):
+    try:  # libgit2: nothing planted in .git/config runs
+        return status_short(root).split("\n", 1)[1]
+    except (HostGitError, OSError, IndexError):
         return ""
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -80,12 +81,8 @@ def run_print(
 
     streaming = output_format == "stream-json"
     log = CallLog(err, emit=emit if streaming else None)
-    checkpoint = checkpointer(settings, root)  # `clover undo` reverts a -p run
-
-    def before_step(step: int) -> None:
-        log.on_step(step)
-        if checkpoint is not None:
-            checkpoint(step)
+    recorder = checkpointer(settings, root, prompt.strip().splitlines()[0][:70],  # `clover undo` reverts a -p run
+                            session=f"p-{time.strftime('%Y%m%d-%H%M%S')}")
 
     def on_event(event: StreamEvent) -> None:
         log.on_event(event)
@@ -94,7 +91,7 @@ def run_print(
 
     try:
         agent = build_agent(settings, env, kind="chat", model=recording, on_event=on_event,
-                            before_step=before_step, on_call_done=log)
+                            before_step=log.on_step, on_call_done=log, recorder=recorder)
     except ValueError as exc:  # a bad permission rule
         print(f"clover: {exc}", file=err)
         return ExitCode.USAGE

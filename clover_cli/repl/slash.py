@@ -94,15 +94,15 @@ def _compact(app: ChatApp, arg: str) -> bool:
     return False
 
 
-@command("undo", "restore the files to before the last request")
+@command("undo", "revert what this session's last request changed (yours stays); /undo force")
 def _undo(app: ChatApp, arg: str) -> bool:
-    app.undo(redo=False)
+    app.undo(redo=False, arg=arg)
     return False
 
 
 @command("redo", "re-apply what /undo reverted")
 def _redo(app: ChatApp, arg: str) -> bool:
-    app.undo(redo=True)
+    app.undo(redo=True, arg=arg)
     return False
 
 
