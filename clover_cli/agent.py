@@ -110,12 +110,16 @@ class Agent:
         on_event: EventHandler | None = None,
         before_step: Callable[[int], None] | None = None,
         on_tool_result: Callable[[ToolCall, ToolResult], None] | None = None,
+        on_call_done: Callable[[ToolCall, ToolResult], None] | None = None,
     ) -> None:
+        """`on_tool_result`: a tool ran (the chat renders it). `on_call_done`: every call, whatever
+        became of it: run, refused by the gate (data "denied"), malformed ("format_error"), held by
+        the backend ("held") or not run again ("repeated"); headless runs report refusals with it."""
         self.model, self.env, self.limits = model, env, limits or Limits()
         self.tools = {t.name: t for t in tools}
         self.specs = [tool_spec(t) for t in tools]
         self.trajectory, self.gate, self.on_event = trajectory, gate, on_event
-        self.before_step, self.on_tool_result = before_step, on_tool_result
+        self.before_step, self.on_tool_result, self.on_call_done = before_step, on_tool_result, on_call_done
         self.messages: list[Message] = [{"role": "system", "content": system_prompt}]
         self._reset_counters()
 
@@ -252,7 +256,15 @@ class Agent:
         except KeyboardInterrupt:
             self._add_tool_message(call, ToolResult("interrupted by the user", is_error=True))
             raise
+        except AgentStop as stop:  # e.g. one repeat too many: the call is answered, then the run ends
+            result = ToolResult(f"not run: {stop}", is_error=True, data={"stopped": True})
+            self._add_tool_message(call, result)
+            if self.on_call_done is not None:
+                self.on_call_done(call, result)
+            raise
         self._add_tool_message(call, result)
+        if self.on_call_done is not None:
+            self.on_call_done(call, result)
         return result
 
     def _execute(self, call: ToolCall) -> ToolResult:
@@ -270,7 +282,7 @@ class Agent:
             return ToolResult(
                 f"You have made this exact {call.name} call {self.repeats} times in a row and it was not run "
                 "again. Its result will not change: try a different approach. Repeating it stops the run.",
-                is_error=True,
+                is_error=True, data={"repeated": True},
             )
         tool = self.tools[call.name]
         if self.gate is not None:
