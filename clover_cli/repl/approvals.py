@@ -108,8 +108,11 @@ class Approver:
                 self.console.print(Text(diff.rstrip("\n")))
         elif command is not None:
             if command.strip() not in self.call_shown:  # the ⏺ line cut it: show it whole
-                self.console.print(Syntax(command, "bash", theme="ansi_dark", background_color="default",
-                                          word_wrap=True))
+                if self.console.is_terminal:
+                    self.console.print(Syntax(command, "bash", theme="ansi_dark", background_color="default",
+                                              word_wrap=True))
+                else:
+                    self.console.print(Text(command), soft_wrap=True)
         elif preview:
             self.console.print(Text(preview))
         else:
