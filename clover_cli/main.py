@@ -100,6 +100,8 @@ def _chat(repo: Path, flags: dict, print_: str | None, output_format: str, resum
 
     if continue_ and resume is not None:
         fail("--continue and --resume pick the session two ways: use one")
+    if print_ is not None and (continue_ or resume is not None):
+        fail("-p answers one request in a new conversation; --continue and --resume are for the chat")
     if print_ is not None or (resume is None and not continue_ and not sys.stdin.isatty()):
         return _one_shot(repo, flags, print_, output_format)
     if not repo.is_dir():

@@ -6,10 +6,7 @@ model_switch.py, which session to continue in resume.py, the headless one-shot i
 from __future__ import annotations
 
 import dataclasses
-import re
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -18,26 +15,23 @@ from rich.console import Console
 from clover.agent import Agent, RunResult
 from clover.cli_common import state_dir
 from clover.core.protocols import AgentStop, Message, Model, ModelError, ToolCall, ToolResult, TurnOptions
-from clover.prompts import project_instructions, system_prompt
-from clover.repl import compaction, resume
+from clover.repl import compaction, context, resume
 from clover.repl.approvals import Approver
-from clover.repl.attach import attach_mentions
 from clover.repl.bang import run_user_command
 from clover.repl.completion import ChatCompleter
 from clover.repl.input import ChatInput
 from clover.repl.keys import EscWatch
-from clover.repl.model_switch import switch_model
+from clover.repl.model_switch import load_model, switch_model
 from clover.repl.observed import ObservedGate, ObservedModel
 from clover.repl.outputs import OutputStore
 from clover.repl.render import Renderer, make_console
 from clover.repl.sessions import Session, SessionError, SessionStore, new_session_id
 from clover.repl.slash import dispatch, help_texts
-from clover.repl.status import Part, Totals, run_parts
-from clover.runner import build_agent, build_environment, build_gate, build_model
+from clover.repl.status import Totals, print_status
+from clover.runner import build_agent, build_environment, build_gate
 from clover.settings import MODES, Settings
 
 CYCLE = ("ask", "auto-edit", "plan")  # Shift+Tab, as Claude Code: default, accept edits, plan
-ANSWER_ROOM = 4  # a quarter of the context stays free for the answer and the tools
 
 
 class TurnStopped(AgentStop):
@@ -69,7 +63,7 @@ class ChatApp:
         self.home = state_dir()
         self.store = SessionStore(self.home / "sessions")
         self.session = Session(new_session_id(), str(self.root), settings.model, settings.mode)
-        self.outputs = OutputStore(self.session.outputs_dir(self.store))
+        self.outputs = OutputStore()
         self.context_tokens = 0
         self.current_request = ""
         self.user_commands = 0
@@ -107,7 +101,7 @@ class ChatApp:
         self.totals = Totals()
         if self.tty:  # at once, before a local model's weights load (seconds of a blank screen)
             self.banner(_display_name(settings) if model is None else str(getattr(model, "name", "")))
-        self.model = ObservedModel(model if model is not None else self._load(settings), self)
+        self.model = ObservedModel(model if model is not None else load_model(self, settings), self)
         self.agent: Agent = build_agent(
             settings, self.env, kind="chat", model=self.model, ask_user=self.approver,
             before_step=self._before_step, on_tool_result=self.keep_result,
@@ -139,17 +133,6 @@ class ChatApp:
 
     def model_name(self) -> str:
         return self.model.name
-
-    def _load(self, settings: Settings) -> Model:
-        """Build the model; a local one loads under a spinner that says so."""
-        local = not settings.base_url and not settings.model.startswith("scripted:")
-        if not (local and self.tty):
-            return build_model(settings)
-        started = time.monotonic()
-        with self.console.status(f"loading {_display_name(settings)}…", spinner="dots"):
-            model = build_model(settings)
-        self.renderer.info(f"model loaded in {time.monotonic() - started:.1f}s")
-        return model
 
     # ------------------------------------------------------------------ the loop
 
@@ -206,7 +189,7 @@ class ChatApp:
         return self.keys is not None and self.keys.exit_requested
 
     def ask(self, text: str) -> RunResult | None:
-        attached = self._attach(text)
+        attached = context.attach(self, text)
         if attached is None:
             return None
         self._working = True
@@ -224,23 +207,6 @@ class ChatApp:
             self.stop_keys()
         self.save()
         return result
-
-    def _attach(self, text: str) -> str | None:
-        """The message with its @mentions attached; None (said, and the text back at the prompt)
-        when they do not fit in the context."""
-        window = self.model.context_window
-        room = window - self.used_tokens() - window // ANSWER_ROOM if window else None
-        attached = attach_mentions(text, self.root, room, window)
-        for note in attached.notes:
-            self.renderer.warn(note)
-        if attached.refusal:
-            self.renderer.error(attached.refusal)
-            if self.input.session is not None:
-                self.input.type_ahead(text)  # back at the prompt, to be edited
-            return None
-        for rel, tokens in attached.added:
-            self.renderer.info(f"added @{rel} to the context (~{tokens:,} tokens)")
-        return attached.text
 
     def _report(self, result: RunResult) -> None:
         if self.exit_requested():
@@ -318,16 +284,7 @@ class ChatApp:
 
     def save(self) -> Path | None:
         """Write the session; one with no request yet is not written (it would be `--resume last`)."""
-        if not any(m.get("role") == "user" for m in self.agent.messages):
-            return None
-        self.session.messages = self.agent.messages
-        self.session.model, self.session.mode = self.model_name(), self.settings.mode
-        self.session.totals = self.totals.to_saved()
-        try:
-            return self.store.save(self.session)
-        except OSError as exc:
-            self.renderer.error(f"could not save the session: {exc}")
-            return None
+        return resume.save(self)
 
     def resume(self, ref: str | None) -> bool:
         try:
@@ -343,11 +300,7 @@ class ChatApp:
 
     def clear(self) -> None:
         self.save()
-        self.agent.messages[:] = [{"role": "system", "content": system_prompt(self.root, "chat")}]
-        self.session = Session(new_session_id(), str(self.root), self.settings.model, self.settings.mode)
-        self.outputs = OutputStore(self.session.outputs_dir(self.store))
-        self.totals = Totals()
-        self.context_tokens = 0
+        resume.fresh(self)
         self.renderer.note(f"new conversation (session {self.session.id})")
 
     # ------------------------------------------------------------------ settings
@@ -393,36 +346,7 @@ class ChatApp:
 
     def compact(self, forced: bool) -> bool:
         """Summarise the older turns; True when the conversation got smaller."""
-        window = self.model.context_window
-        changed = _git_status(self.root)
-        state = compaction.task_state(self.current_request, changed)
-        self.renderer.begin_progress("compacting: the model summarises the older turns")
-        try:
-            done = compaction.compact(
-                self.agent.messages, self.model.inner, system_prompt=system_prompt(self.root, "chat"),
-                task_state=state, window=window, keep_tokens=0 if forced else None,
-                on_event=self.renderer.on_event,
-            )
-        except KeyboardInterrupt:
-            self.renderer.stop_live()
-            self.renderer.note("compaction interrupted; the conversation is unchanged")
-            return False
-        finally:
-            self.renderer.stop_live()
-        if done is None:
-            self.renderer.info("nothing to compact yet")
-            return False
-        sizes = f"~{done.before_tokens:,} → ~{done.after_tokens:,} tokens"
-        if not done.applied:
-            self.renderer.warn(f"compaction would not shrink the conversation ({sizes}); it is unchanged")
-            return False
-        self.context_tokens = 0
-        how = "a summary by the model" if done.by_model else "a list of the earlier requests"
-        instructions = re.search(r"# Project instructions \((\S+)\)", project_instructions(self.root))
-        kept = f"{instructions.group(1)} and the task" if instructions else "the task"
-        self.renderer.note(f"⟳ context compacted: {done.removed} older messages → {how} ({sizes}; {kept} re-injected)")
-        self.save()
-        return True
+        return context.compact(self, forced)
 
     # ------------------------------------------------------------------ files
 
@@ -464,17 +388,7 @@ class ChatApp:
 
     def print_status(self, result: RunResult | None = None, full: bool = False) -> None:
         """One line that fits the terminal (the least needed parts go first); /status adds more."""
-        parts: list[Part] = [(self.model_name(), 2), (self.settings.mode, 9)]
-        window = self.model.context_window
-        if result is not None:
-            parts += run_parts(result)
-        if window:
-            parts.append((f"ctx {self.used_tokens() / window:.0%} of {window:,}", 8))
-        if full:
-            parts += [(f"think {'on' if self.settings.think else 'off'}", 5), (f"session {self.session.id}", 5)]
-        self.renderer.status_line(parts)
-        if full:
-            self.renderer.status(self.totals.line())
+        print_status(self, result, full)
 
 
 def _terminal() -> IO[str] | None:
@@ -507,16 +421,6 @@ def _repair(messages: list[Message]) -> None:
                                      "name": call.get("function", {}).get("name", ""),
                                      "content": "not run: interrupted by the user"})
             return
-
-
-def _git_status(root: Path) -> str:
-    try:
-        from clover.tools.gitsafe import run_git  # hardened: .git/config may have been planted
-
-        proc = run_git(["status", "--short"], str(root), timeout=10)
-        return proc.stdout.decode("utf-8", "replace") if proc.returncode == 0 else ""
-    except (OSError, subprocess.SubprocessError):
-        return ""
 
 
 def run_chat(settings: Settings, root: Path, resume: str | None = None, live: bool = True) -> int:

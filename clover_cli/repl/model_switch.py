@@ -8,10 +8,11 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from clover.core.protocols import Model
 from clover.runner import build_model
+from clover.settings import Settings
 
 if TYPE_CHECKING:
     from clover.repl.app import ChatApp
@@ -31,7 +32,7 @@ def switch_model(app: ChatApp, name: str) -> bool:
         return _refuse(app, name, "it is not 'embedded', a checkpoint directory or scripted:FILE, and this "
                        "session has no server (--base-url) to ask for it", current)
     try:
-        model = _build(app, settings)
+        model = load_model(app, settings)
     except Exception as exc:  # a bad name must not end the chat
         return _refuse(app, name, str(exc), current)
     if settings.base_url:
@@ -57,8 +58,8 @@ def _refuse(app: ChatApp, name: str, why: str, current: str) -> bool:
     return False
 
 
-def _build(app: ChatApp, settings: Any) -> Model:
-    """A local model loads under a spinner that says so (seconds)."""
+def load_model(app: ChatApp, settings: Settings) -> Model:
+    """Build the model; a local one loads under a spinner that says so (seconds)."""
     if settings.base_url or settings.model.startswith("scripted:") or not app.tty:
         return build_model(settings)
     started = time.monotonic()

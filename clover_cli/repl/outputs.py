@@ -1,12 +1,15 @@
-"""Every tool result's whole output, kept for the session so `/show N` can page through all of it and
-the screen counts its real lines (`seq 1 5000` is 5000 lines). The model gets a head + tail cut of a
-long output; the environment spills the whole of it to a temp file that goes when the process ends,
-so the chat copies it into the session's own folder (beside the session file) the moment it arrives."""
+"""Every tool result's whole output, kept for the chat so `/show N` can page through all of it and the
+screen counts its real lines (`seq 1 5000` is 5000 lines). The model gets a head + tail cut of a long
+output; the environment spills the whole of it to a file the agent's own commands can reach (and
+remove), so the chat copies it, the moment it arrives, into a folder of its own that goes when the
+chat ends (the results of a resumed session are not numbered again)."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,11 +57,17 @@ def count_lines(text: str) -> int:
 
 
 class OutputStore:
-    """Keeps outputs for one session in `directory` (created on the first spilled output)."""
+    """Small outputs stay in memory; spilled ones are copied into a temp folder made on the first."""
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
+    def __init__(self) -> None:
+        self.directory: Path | None = None
         self.kept = 0
+
+    def _folder(self) -> Path:
+        if self.directory is None:
+            self.directory = Path(tempfile.mkdtemp(prefix="clover-chat-outputs-"))
+            atexit.register(shutil.rmtree, self.directory, ignore_errors=True)
+        return self.directory
 
     def keep(self, result: ToolResult) -> StoredOutput:
         body, code = split_exit(result.output)
@@ -66,8 +75,7 @@ class OutputStore:
         spilled = data.get("full_output_path")
         if isinstance(spilled, str) and os.path.isfile(spilled):
             self.kept += 1
-            self.directory.mkdir(parents=True, exist_ok=True)
-            path = self.directory / f"{self.kept}.log"
+            path = self._folder() / f"{self.kept}.log"
             try:
                 shutil.copyfile(spilled, path)
                 return StoredOutput(None, path, _count_file_lines(path), code, spilled=True)

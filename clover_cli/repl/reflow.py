@@ -7,6 +7,7 @@ after re-wrapping instead. xterm and Konsole cut long lines instead: there rows 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -68,30 +69,35 @@ class ReflowLiveRender(LiveRender):
 
 
 def install_live(live: Any) -> None:
-    """Give a rich `Live` the re-wrap-aware region (before it starts)."""
-    old = live._live_render
-    live._live_render = ReflowLiveRender(live.console, old.renderable, style=old.style,
-                                         vertical_overflow=old.vertical_overflow)
+    """Give a rich `Live` the re-wrap-aware region (before it starts); a rich without the attribute
+    keeps its own."""
+    old = getattr(live, "_live_render", None)
+    if isinstance(old, LiveRender):
+        live._live_render = ReflowLiveRender(live.console, old.renderable, style=old.style,
+                                             vertical_overflow=old.vertical_overflow)
 
 
 def install_prompt(app: Any) -> None:
     """prompt-toolkit erases its prompt on a resize from where it believes the cursor is; after the
     terminal re-wrapped the prompt's rows the cursor is lower. Tell its renderer the real row first."""
-    original = app._on_resize
+    original = getattr(app, "_on_resize", None)
+    if original is None:  # another prompt-toolkit: it erases as it always did
+        return
     reflows = terminal_reflows()
 
     def on_resize() -> None:
+        with contextlib.suppress(Exception):  # private parts moved: erase as prompt-toolkit always did
+            _correct_cursor(app)
+        original()
+
+    def _correct_cursor(app: Any) -> None:
         renderer = app.renderer
         screen, size = renderer._last_screen, renderer._last_size
-        try:
-            width = app.output.get_size().columns
-        except Exception:  # no size: nothing to correct
-            width = 0
+        width = app.output.get_size().columns
         if reflows and screen is not None and size is not None and 0 < width < size.columns:
             cursor = renderer._cursor_pos
             widths = [max(screen.data_buffer[y].keys(), default=-1) + 1 for y in range(cursor.y)]
             row = rows_after(widths, width) + cursor.x // width
             renderer._cursor_pos = cursor._replace(y=row)
-        original()
 
     app._on_resize = on_resize

@@ -1,18 +1,22 @@
-"""Which saved session to continue: `--continue` / `-c` the latest of this directory, `--resume ID`
-(or a prefix, or `last`), `--resume` alone a picker of this directory's sessions (newest first; Esc
-starts a new session instead, as in Codex). The session is then put back into the chat: its
-conversation (with a fresh system prompt: AGENTS.md may have changed), its totals, its transcript."""
+"""The chat's session: written as it goes (only once it has a request), started afresh by /clear, and
+which saved one to continue: `--continue` / `-c` the latest of this directory, `--resume ID` (or a
+prefix, or `last`), `--resume` alone a picker of this directory's sessions (newest first; Esc starts
+a new session instead, as in Codex). A continued session is put back whole: its conversation (with
+a fresh system prompt: AGENTS.md may have changed), its totals, its transcript on screen."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from clover.core.protocols import Message
 from clover.prompts import system_prompt
+from clover.repl.bang import command_of
 from clover.repl.menu import Option
 from clover.repl.outputs import OutputStore
 from clover.repl.replay import is_request, replay
-from clover.repl.sessions import Session, SessionError
+from clover.repl.sessions import Session, SessionError, new_session_id
 from clover.repl.status import Totals
 
 if TYPE_CHECKING:
@@ -66,8 +70,42 @@ def restore(app: ChatApp, session: Session) -> None:
     app.agent.messages[:] = [{"role": "system", "content": system_prompt(app.root, "chat")}, *messages]
     app.session = session
     app.totals = Totals.from_saved(session.totals)
-    app.outputs = OutputStore(session.outputs_dir(app.store))
+    app.outputs = OutputStore()
     count = requests_of(session)
     app.totals.requests = count
     app.renderer.note(f"resumed session {session.id} ({count} request{'s' if count != 1 else ''})")
     replay(app.renderer, messages)
+
+
+def save(app: ChatApp) -> Path | None:
+    """Write the session; None when it has no request yet (nothing to resume) or cannot be written."""
+    if not any(m.get("role") == "user" for m in app.agent.messages):
+        return None
+    session = app.session
+    session.messages = app.agent.messages
+    session.model, session.mode = app.model_name(), app.settings.mode
+    session.totals = app.totals.to_saved()
+    session.title = session.title or title(app.agent.messages)
+    try:
+        return app.store.save(session)
+    except OSError as exc:
+        app.renderer.error(f"could not save the session: {exc}")
+        return None
+
+
+def fresh(app: ChatApp) -> None:
+    """A new conversation and session (/clear); the old one stays saved."""
+    app.agent.messages[:] = [{"role": "system", "content": system_prompt(app.root, "chat")}]
+    app.session = Session(new_session_id(), str(app.root), app.settings.model, app.settings.mode)
+    app.outputs = OutputStore()
+    app.totals = Totals()
+    app.context_tokens = 0
+
+
+def title(messages: list[Message]) -> str:
+    """What the picker lists: the first request, else the first `!command` (never its output)."""
+    first = next((m for m in messages if is_request(m)), None)
+    if first is not None:
+        return str(first["content"]).strip().split("\n")[0][:80]
+    users = [str(m.get("content")) for m in messages if m.get("role") == "user"]
+    return "!" + command_of(users[0]) if users else ""

@@ -37,10 +37,6 @@ class Session:
     messages: list[Message] = field(default_factory=list)
     totals: dict[str, Any] = field(default_factory=dict)  # status.Totals: requests, tokens, seconds
 
-    def outputs_dir(self, store: SessionStore) -> Path:
-        """Where the session keeps its tool results' whole outputs (outputs.py)."""
-        return store.dir / f"{self.id}.outputs"
-
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clover.agent import RunResult
+
+if TYPE_CHECKING:
+    from clover.repl.app import ChatApp
 
 Part = tuple[str, int]  # (text, priority: higher stays longer)
 
@@ -61,3 +64,18 @@ class Totals:
         if self.forwards:
             line += f" · {self.forwards:,.0f} fwd · {self.completion_tokens / self.forwards:.2f} tok/fwd"
         return line
+
+
+def print_status(app: ChatApp, result: RunResult | None = None, full: bool = False) -> None:
+    """The line after a request (and `/status`): model, mode, this run's figures, the context."""
+    parts: list[Part] = [(app.model_name(), 2), (app.settings.mode, 9)]
+    window = app.model.context_window
+    if result is not None:
+        parts += run_parts(result)
+    if window:
+        parts.append((f"ctx {app.used_tokens() / window:.0%} of {window:,}", 8))
+    if full:
+        parts += [(f"think {'on' if app.settings.think else 'off'}", 5), (f"session {app.session.id}", 5)]
+    app.renderer.status_line(parts)
+    if full:
+        app.renderer.status(app.totals.line())
