@@ -68,7 +68,7 @@ def _root(
     ] = False,
     print_: PrintOpt = None,
     output_format: OutputFormatOpt = "text",
-    repo: Annotated[Path, typer.Option("--repo", help="With -p: the repository to work in.")] = Path("."),
+    repo: Annotated[Path, typer.Option("--repo", help="The repository to work in.")] = Path("."),
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     api_key: ApiKeyOpt = None,

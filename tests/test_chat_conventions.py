@@ -127,6 +127,8 @@ def test_the_approval_menu_answers_with_one_key() -> None:
 
     assert [o.value for o in options_for(Edit(), "")] == [YES, ALL_EDITS, NO]
     assert [o.value for o in options_for(object(), "bash(ls)")] == [YES, ALWAYS, NO]
+    # in auto-edit only an ask rule asks about an edit: "always" is then that file, not every edit
+    assert [o.value for o in options_for(Edit(), "edit(poetry.lock)", all_edits=False)] == [YES, ALWAYS, NO]
     options = [Option("yes", "Yes", ("y",)), Option("always", "Always", ("a",)), Option("no", "No", ("n",))]
     for keys, want in (("a", "always"), ("y", "yes"), ("3", "no"), ("\x1b[B\r", "always"), ("\x1b", "no")):
         with create_pipe_input() as pipe:

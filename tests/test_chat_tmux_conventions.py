@@ -113,15 +113,15 @@ def test_shift_tab_cycles_the_mode_and_it_applies(tmp_path: Path) -> None:
     repo = _repo(tmp_path)
     term = _chat(tmp_path, repo, [EDIT, {"text": "Edited without asking."}], "--mode", "ask")
     try:
-        term.wait_for("⏵ mode ask · shift+tab cycles")
+        term.wait_for("⏵ ask · shift+tab")
         term.send("BTab")
-        term.wait_for("⏵ mode auto-edit · shift+tab cycles")
+        term.wait_for("⏵ auto-edit · shift+tab")
         term.send("BTab")
-        term.wait_for("⏵ mode plan · shift+tab cycles")
+        term.wait_for("⏵ plan · shift+tab")
         term.send("BTab")
-        term.wait_for("⏵ mode ask · shift+tab cycles")
+        term.wait_for("⏵ ask · shift+tab")
         term.send("BTab")
-        term.wait_for("⏵ mode auto-edit")
+        term.wait_for("⏵ auto-edit · shift+tab")
         _request(term, "fix add")  # auto-edit: the edit runs without a question
         screen = term.wait_for("Edited without asking.")
         assert "Allow this edit?" not in screen and "⎿ ✓ calc.py +1 -1" in screen
@@ -181,7 +181,7 @@ def test_ctrl_d_during_a_step_stops_it_and_exits(tmp_path: Path) -> None:
         term.send("C-d")
         screen = term.wait_for("[exited 0]", timeout=10)
         assert time.monotonic() - started < 5
-        assert "stopped: Ctrl-D, leaving" in screen and "saved · clover chat --resume" in screen
+        assert "Ctrl-D (input closed): leaving" in screen and "saved · clover chat --resume" in screen
         assert "Traceback" not in screen
     finally:
         term.close()

@@ -186,7 +186,8 @@ class ChatApp:
             self.renderer.info("nothing to save: no request in this session")
 
     def exit_requested(self) -> bool:
-        return self.keys is not None and self.keys.exit_requested
+        """Ctrl-D while the agent worked, or at one of its questions."""
+        return (self.keys is not None and self.keys.exit_requested) or self.approver.closed
 
     def ask(self, text: str) -> RunResult | None:
         attached = context.attach(self, text)
@@ -211,7 +212,7 @@ class ChatApp:
     def _report(self, result: RunResult) -> None:
         if self.exit_requested():
             self.renderer.stop_live()
-            self.renderer.note("⏹ stopped: Ctrl-D, leaving")
+            self.renderer.note("⏹ Ctrl-D (input closed): leaving")
         elif result.exit_status == "interrupted":
             self.renderer.note("⏹ interrupted: back at the prompt, the conversation is kept")
         elif result.exit_status == TurnStopped.exit_status:

@@ -40,13 +40,17 @@ def parse_answer(text: str) -> tuple[str, str] | None:
     return None
 
 
-def options_for(tool: Tool | None, always_hint: str) -> list[Option]:
+def options_for(tool: Tool | None, always_hint: str, width: int = 100, all_edits: bool = True) -> list[Option]:
     """The menu. For a file edit "always" is every edit this session (Claude Code's choice: asking
-    file by file is what the user wants to stop); for anything else what `always_hint` names."""
-    if getattr(tool, "edits_files", False):
+    file by file is what the user wants to stop) where the mode is what asked (`all_edits`; an ask
+    rule asks in auto-edit too); otherwise what `always_hint` names (cut to fit one line of `width`:
+    /permissions lists it whole afterwards)."""
+    if all_edits and getattr(tool, "edits_files", False):
         always = Option(ALL_EDITS, "Yes, and allow all edits this session", ("a",))
     else:
-        what = f" for {always_hint}" if always_hint else ""
+        room = max(width - 60, 16)  # the rest of the row: its number, the words, the key
+        hint = always_hint if len(always_hint) <= room else always_hint[: room - 1] + "…"
+        what = f" for {hint}" if hint else ""
         always = Option(ALWAYS, f"Yes, and don't ask again{what} this session", ("a",))
     return [Option(YES, "Yes", ("y",)), always, Option(NO, "No, and tell Clover what to do instead", ("n",))]
 
@@ -89,6 +93,8 @@ class Approver:
         self.call_shown = ""  # the call as its ⏺ line showed it (a command shown whole is not repeated)
         self.feedback: dict[str, str] = {}  # call id -> what the user said instead of yes
         self.stopped = False  # a plain no: the turn stops and the user says what to do instead
+        self.all_edits = True  # "always" on an edit may mean all edits (the mode asked, not a rule)
+        self.closed = False  # Ctrl-D (or the end of input) at a question: the chat leaves after the turn
 
     def _environment(self) -> Environment:
         if self.env is None:
@@ -133,7 +139,7 @@ class Approver:
             answer, feedback = self._answer(tool)
         except EOFError:
             self.console.print("no answer (input closed): refused", style="yellow")
-            self.stopped = True
+            self.stopped = self.closed = True
             return NO
         if feedback:
             self.feedback[call.id] = feedback
@@ -148,7 +154,7 @@ class Approver:
         return answer
 
     def _answer(self, tool: Tool | None) -> tuple[str, str]:
-        options = options_for(tool, self.always_hint)
+        options = options_for(tool, self.always_hint, self.console.width, self.all_edits)
         if self.menu is not None:
             what = "edit" if getattr(tool, "edits_files", False) else "call"
             return self.menu(f"Allow this {what}?", options, NO), ""

@@ -1,7 +1,7 @@
 """The prompt: prompt-toolkit with persistent history, Enter sends, Alt-Enter / Esc-Enter adds a
 line, bracketed paste kept whole (prompt-toolkit inserts a paste as one piece, newlines included),
-completion of slash commands and @path mentions, Shift+Tab cycles the permission mode (shown under
-the prompt). Plain line reading when stdin is not a terminal."""
+completion of slash commands and @path mentions, Shift+Tab cycles the permission mode (shown at the
+right of the input line), a hint in the empty line when there is one. Plain line reading when stdin is not a terminal."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from prompt_toolkit import PromptSession, print_formatted_text
+from prompt_toolkit.application import get_app
 from prompt_toolkit.completion import Completer
 from prompt_toolkit.filters import completion_is_selected
 from prompt_toolkit.formatted_text import HTML
@@ -22,7 +23,7 @@ from prompt_toolkit.styles import Style
 from clover.repl.menu import Option, choose
 from clover.repl.reflow import install_prompt
 
-TOOLBAR_STYLE = Style.from_dict({"bottom-toolbar": "noreverse ansibrightblack", "bottom-toolbar.text": ""})
+PROMPT_STYLE = Style.from_dict({"mode": "ansibrightblack", "hint": "ansibrightblack italic"})
 
 
 class ChatInput:
@@ -61,17 +62,23 @@ class ChatInput:
                 key_bindings=self._bindings(),
                 multiline=False,
                 enable_open_in_editor=False,
-                bottom_toolbar=self._toolbar,
-                style=TOOLBAR_STYLE,
+                rprompt=self._mode_line,
+                placeholder=self._placeholder,
+                style=PROMPT_STYLE,
                 **(session_kwargs or {}),
             )
             install_prompt(self.session.app)  # no ghost of the prompt when the terminal narrows
 
-    def _toolbar(self) -> Any:
-        if not self.mode:
+    def _mode_line(self) -> Any:
+        """The permission mode at the right of the input line while it is edited (hidden when the text
+        reaches it; not left in the scrollback once the line is sent)."""
+        if not self.mode or get_app().is_done:
             return None
-        hint = f"{escape(self.hint)}\n" if self.hint else ""
-        return HTML(f"{hint}⏵ mode <b>{escape(self.mode)}</b> · shift+tab cycles")
+        return HTML(f"<mode>⏵ {escape(self.mode)} · shift+tab</mode>")
+
+    def _placeholder(self) -> Any:
+        """A hint in the empty input line, e.g. after a declined call: what to type now."""
+        return HTML(f"<hint>{escape(self.hint)}</hint>") if self.hint else None
 
     def _bindings(self) -> KeyBindings:
         kb = KeyBindings()

@@ -105,6 +105,7 @@ class ObservedGate:
         shown = describe_call(call)
         approver.call_shown = shown if len(shown) + 2 <= self.app.console.width else ""  # else cut on screen
         approver.stopped = False
+        approver.all_edits = self.app.settings.mode == "ask"  # in auto-edit only a rule asks about an edit
         # Call ids repeat across requests (the step counter restarts): only this approval counts.
         approver.previewed.discard(call.id)
         approver.feedback.pop(call.id, None)
