@@ -182,7 +182,7 @@ class ChatApp:
         path = self.save()
         if path is not None:
             self.renderer.info(f"session {self.session.id} saved · clover chat --resume {self.session.id}")
-        else:
+        elif not any(m.get("role") == "user" for m in self.agent.messages):
             self.renderer.info("nothing to save: no request in this session")
 
     def exit_requested(self) -> bool:
@@ -294,7 +294,8 @@ class ChatApp:
             self.renderer.error(str(exc))
             return False
         if session is None:
-            self.renderer.info(f"no session chosen: a new one ({self.session.id})")
+            started = any(m.get("role") == "user" for m in self.agent.messages)
+            self.renderer.info("no session chosen" + ("" if started else f": a new one ({self.session.id})"))
             return True
         resume.restore(self, session)
         return True
