@@ -223,7 +223,7 @@ def test_continue_and_the_resume_picker(tmp_path: Path) -> None:
     """HEAD: no --continue / -c, and --resume without an ID was an error."""
     repo = _repo(tmp_path)
     _user_config(tmp_path, [{"text": "First answer."}])
-    first = Tmux(_clover(tmp_path, repo), cwd=ROOT)
+    first = Tmux(_command(tmp_path, repo), cwd=ROOT)  # the chat alone (a lighter start) makes the session
     try:
         first.wait_for("› ")
         _request(first, "first question")
