@@ -21,9 +21,9 @@ HEADLESS_HELP = (
 
 app = typer.Typer(
     name="clover",
-    help="Clover: a terminal coding assistant built around a local block-diffusion language model.",
+    help="Clover: a terminal coding assistant built around a local block-diffusion language model. "
+    "`clover` alone opens a chat in this directory (as `clover chat`).",
     epilog=HEADLESS_HELP,
-    no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -57,6 +57,17 @@ PrintOpt = Annotated[
 ]
 OutputFormatOpt = Annotated[str, typer.Option("--output-format", help="With -p: text | json | stream-json")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Allow every tool call (yolo mode).")]
+# `--resume` alone (no ID) opens a picker: main() gives the bare option this value (typer has no
+# optional option values).
+PICK = "pick"
+ResumeOpt = Annotated[
+    str | None,
+    typer.Option("--resume", "-r", metavar="[ID]", show_default=False,
+                 help="Continue a saved session: an ID, 'last', or nothing to pick one from a list."),
+]
+ContinueOpt = Annotated[
+    bool, typer.Option("--continue", "-c", help="Continue the most recent session in this directory.")
+]
 
 
 @app.callback(invoke_without_command=True)
@@ -67,26 +78,50 @@ def _root(
     ] = False,
     print_: PrintOpt = None,
     output_format: OutputFormatOpt = "text",
-    repo: Annotated[Path, typer.Option("--repo", help="With -p: the repository to work in.")] = Path("."),
+    repo: Annotated[Path, typer.Option("--repo", help="The repository to work in.")] = Path("."),
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     api_key: ApiKeyOpt = None,
     mode: ModeOpt = None,
     yes: YesOpt = False,
     think: ThinkOpt = None,
+    resume: ResumeOpt = None,
+    continue_: ContinueOpt = False,
 ) -> None:
     if ctx.invoked_subcommand is not None:
-        if print_ is not None:
+        if print_ is not None or resume is not None or continue_:
             from clover.cli_common import fail
 
-            fail(f"-p goes after the command: clover {ctx.invoked_subcommand} -p ..., or clover -p ... alone")
+            flag = "-p" if print_ is not None else "--resume" if resume is not None else "--continue"
+            fail(f"{flag} goes after the command: clover {ctx.invoked_subcommand} {flag} ..., or clover {flag} ... alone")
         return
-    if print_ is None:
-        typer.echo(ctx.get_help())
-        raise typer.Exit(0)
     flags = {"model": model, "base_url": base_url, "api_key": api_key, "think": think,
              "mode": "yolo" if yes else mode}
-    raise typer.Exit(_one_shot(repo, flags, print_, output_format))
+    raise typer.Exit(_chat(repo, flags, print_, output_format, resume, continue_))
+
+
+def _chat(repo: Path, flags: dict, print_: str | None, output_format: str, resume: str | None,
+          continue_: bool, live: bool = True) -> int:
+    """`clover` and `clover chat`: the interactive chat, or one headless request when -p is given or
+    stdin is piped (and no session is to be continued)."""
+    import sys
+
+    from clover.cli_common import fail, settings_or_exit
+
+    if continue_ and resume is not None:
+        fail("--continue and --resume pick the session two ways: use one")
+    if print_ is not None and (continue_ or resume is not None):
+        fail("-p answers one request in a new conversation; --continue and --resume are for the chat")
+    if print_ is not None or (resume is None and not continue_ and not sys.stdin.isatty()):
+        return _one_shot(repo, flags, print_, output_format)
+    if not repo.is_dir():
+        fail(f"not a directory: {repo}")
+    settings = settings_or_exit(repo, flags)
+    from clover.repl.app import run_chat
+    from clover.repl.leave import leave
+
+    which = "continue" if continue_ else "pick" if resume == PICK else resume
+    leave(run_chat(settings, repo.resolve(), resume=which, live=live))
 
 
 def _one_shot(repo: Path, flags: dict, prompt: str | None, output_format: str) -> int:
@@ -137,9 +172,8 @@ def fix(
 
 @app.command(epilog=HEADLESS_HELP)
 def chat(
-    resume: Annotated[
-        str | None, typer.Option("--resume", help="Continue a saved session (ID, or 'last').", show_default=False)
-    ] = None,
+    resume: ResumeOpt = None,
+    continue_: ContinueOpt = False,
     repo: Annotated[Path, typer.Option("--repo", help="Repository to work in.")] = Path("."),
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -154,22 +188,11 @@ def chat(
     yes: YesOpt = False,
 ) -> None:
     """Work with the agent interactively in this repository (piped stdin: one request, headless)."""
-    import sys
-
-    from clover.cli_common import fail, settings_or_exit
-
     flags = {
         "model": model, "base_url": base_url, "api_key": api_key, "tool_format": tool_format, "think": think,
         "mode": "yolo" if yes else mode, "add_dirs": add_dir or None, "live": live,
     }
-    if print_ is not None or (resume is None and not sys.stdin.isatty()):
-        raise typer.Exit(_one_shot(repo, flags, print_, output_format))
-    if not repo.is_dir():
-        fail(f"not a directory: {repo}")
-    settings = settings_or_exit(repo, flags)
-    from clover.repl.app import run_chat
-
-    raise typer.Exit(run_chat(settings, repo.resolve(), resume=resume, live=live))
+    raise typer.Exit(_chat(repo, flags, print_, output_format, resume, continue_, live))
 
 
 @app.command()
@@ -256,10 +279,24 @@ def _mount_eval_apps() -> None:
 _mount_eval_apps()
 
 
+def optional_resume_value(argv: list[str]) -> list[str]:
+    """`--resume` / `-r` with no value (last, or before another option) gets PICK: the picker."""
+    out: list[str] = []
+    for i, arg in enumerate(argv):
+        out.append(arg)
+        if arg == "--":
+            return out + argv[i + 1 :]
+        if arg in ("--resume", "-r") and (i + 1 == len(argv) or argv[i + 1].startswith("-")):
+            out.append(PICK)
+    return out
+
+
 def main() -> None:
     """Console entry: an unexpected failure is one line (the traceback goes to a log file)."""
+    import sys
+
     try:
-        app()
+        app(args=optional_resume_value(sys.argv[1:]), prog_name="clover")
     except KeyboardInterrupt:
         typer.echo("clover: interrupted", err=True)
         raise SystemExit(130) from None

@@ -64,7 +64,7 @@ class EditPlan:
     last: int = 1
 
     def diff(self) -> str:
-        return unified_diff(self.old, self.new, self.rel)
+        return unified_diff(self.old, self.new, self.rel, new_file=not self.existed)
 
 
 def _write(tool: str, env: Environment, plan: EditPlan) -> str | None:

@@ -62,10 +62,11 @@ def snippet(text: str, first_line: int, last_line: int, context: int = 4) -> str
     return numbered(lines[lo - 1 : hi], lo)
 
 
-def unified_diff(old: str, new: str, rel: str) -> str:
+def unified_diff(old: str, new: str, rel: str, new_file: bool = False) -> str:
+    """git's form: a file that did not exist before comes from /dev/null."""
     old_lines = [line + "\n" for line in lines_of(old)]
     new_lines = [line + "\n" for line in lines_of(new)]
-    diff = difflib.unified_diff(old_lines, new_lines, f"a/{rel}", f"b/{rel}", n=3)
+    diff = difflib.unified_diff(old_lines, new_lines, "/dev/null" if new_file else f"a/{rel}", f"b/{rel}", n=3)
     return printable("".join(diff))
 
 
