@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clover.tools import undoplan
+from clover.tools.signalsafe import held_signals
 from clover.tools.treescan import CACHE_DIRS, Scan, Scanner
 from clover.tools.undoplan import Outcome, Plan, Record
 
@@ -84,8 +85,8 @@ class Checkpoints:
             raise SnapshotError(f"checkpoints: cannot use {self.store}: {exc.strerror or exc}") from exc
         self.journal_path = os.path.join(self.store, "journal.json")
         self.cache_path = os.path.join(self.store, "scan-cache.json")
-        cache = self._load_json(self.cache_path, None)
-        self.scanner = Scanner(self.root, self.repo, cache if isinstance(cache, dict) else None)
+        self._cache_seen: tuple[int, ...] | None = None
+        self._load_baseline()
         self._before: Scan | None = None
 
     def _open_objects(self) -> Any:
@@ -106,6 +107,7 @@ class Checkpoints:
         """Scan the tree before a step (the baseline its record is measured from); what changed
         since the last scan is the user's, noted so that no undo reverts over it."""
         with self._locked():
+            self._sync_baseline()
             journal = self._load()
             self._before, seen = self._observe(journal)
             if seen:
@@ -167,6 +169,7 @@ class Checkpoints:
         """What an undo (redo) would do now, for the latest group (of `session`); raises
         SnapshotError when there is nothing to undo (redo)."""
         with self._locked():
+            self._sync_baseline()
             journal = self._load()
             self._observe(journal)
             self._save(journal)
@@ -178,6 +181,7 @@ class Checkpoints:
         """Carry out the undo (redo) `shown` to the user; if the files changed since it was made,
         nothing is done (SnapshotError), so nothing happens that was not shown."""
         with self._locked():
+            self._sync_baseline()
             journal = self._load()
             self._observe(journal)
             group = self._target(journal, shown.redo, session, force)
@@ -226,8 +230,9 @@ class Checkpoints:
         return out
 
     def _target(self, journal: dict[str, Any], redo: bool, session: str | None, force: bool = False) -> Group:
-        """Undo: the latest request not undone yet (with `force`: also one an undo left conflicts
-        in). Redo: the latest undone request on the redo stack (which new work clears)."""
+        """Undo: the latest request not undone yet, or one an undo left conflicts in that can now
+        go further (a later request that held a path was undone since); with `force`, any with a
+        change left. Redo: the latest undone request on the redo stack (which new work clears)."""
         groups = self._groups(journal, session)
 
         def has(group: Group, state: str) -> bool:
@@ -241,7 +246,12 @@ class Checkpoints:
                     return found[0]
             raise SnapshotError("nothing to redo" + (" in this session" if session else ""))
         for group in reversed(groups):
-            if has(group, "applied") and (force or [group.session, group.request] not in journal["undone"]):
+            if not has(group, "applied"):
+                continue
+            if force or [group.session, group.request] not in journal["undone"]:
+                return group
+            left = self._plan(journal, group, False, False)  # what held it back may be gone now
+            if left.actions or left.settled or any(not why for _m, why in left.moves):
                 return group
         raise SnapshotError("nothing to undo" + (" in this session" if session else ""))
 
@@ -282,6 +292,26 @@ class Checkpoints:
 
     def _save_cache(self) -> None:
         self._write_json(self.cache_path, self.scanner.dump_cache())
+        self._cache_seen = self._cache_identity()
+
+    def _cache_identity(self) -> tuple[int, ...] | None:
+        try:
+            info = os.stat(self.cache_path)
+        except OSError:
+            return None
+        return (info.st_ino, info.st_mtime_ns, info.st_size)
+
+    def _load_baseline(self) -> None:
+        self._cache_seen = self._cache_identity()
+        cache = self._load_json(self.cache_path, None)
+        self.scanner = Scanner(self.root, self.repo, cache if isinstance(cache, dict) else None)
+
+    def _sync_baseline(self) -> None:
+        """Another process on this store (a second chat, a `clover fix`, `clover undo`) saved a
+        newer scan: that is the baseline now, or its agent's steps would look like the user's
+        edits here (each write replaces the file, so a new identity means a new scan)."""
+        if self._cache_identity() != self._cache_seen:
+            self._load_baseline()
 
     @staticmethod
     def _write_json(path: str, data: Any) -> None:
@@ -301,11 +331,13 @@ class Checkpoints:
 
     @contextlib.contextmanager
     def _locked(self):
-        """One writer at a time per store (a chat and a `clover undo` may run side by side)."""
+        """One writer at a time per store (a chat and a `clover undo` may run side by side). Once
+        the lock is held, Ctrl-C / SIGTERM / SIGHUP wait until the files and the records agree."""
         with open(os.path.join(self.store, "lock"), "w") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
             try:
-                yield
+                with held_signals():
+                    yield
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 

@@ -12,8 +12,8 @@ between two scans.
 Left out: regenerable caches (CACHE_DIRS, by name at any depth: node_modules, .venv, __pycache__
 ...), FIFOs, sockets and devices. Git directories are found by what they hold (HEAD, objects/,
 refs/), whatever their name (`.git`, `.g`, `sub/.git`, a bare `x.git`): their state is scanned
-(HEAD, config, refs, packed-refs, hooks, info, the index as its entry listing), their `logs/`,
-`lfs/`, lock files never, and their `objects/` only for a repository an agent step created (so
+(HEAD, config, refs, packed-refs, hooks, info, the index as its entry listing, and the stash
+list, which git keeps as the reflog `logs/refs/stash`), their other `logs/`, `lfs/`, lock files never, and their `objects/` only for a repository an agent step created (so
 undoing that step can remove it whole). The objects of the user's own repositories are only ever
 added to and too big to copy; they are never recorded, so never deleted or rewritten by an undo.
 """
@@ -30,6 +30,7 @@ CACHE_DIRS = frozenset({"node_modules", ".venv", "venv", "__pycache__", ".mypy_c
                         ".ruff_cache", ".tox", ".nox"})
 MAX_CONTENT_BYTES = 16 * 1024 * 1024  # larger files are recorded by size/mtime/inode, not kept
 GITDIR_SKIP = frozenset({"logs", "lfs", "annex"})  # inside a git directory: reflogs, large-file stores
+STASH_LIST = "logs/refs/stash"  # the one reflog that is the user's data: `git stash list` reads it
 RACY_NS = 50_000_000  # a file modified this close to being read is read again next time
 
 
@@ -152,6 +153,21 @@ class Scanner:
                 entry = self._file(crel, child.path, info, here and child.name == "index")
                 if entry is not None:
                     entries[crel] = entry
+        if here and not whole:
+            self._stash_list(rel, full, entries)
+
+    def _stash_list(self, rel: str, gitdir: str, entries: dict[str, Entry]) -> None:
+        """The stash entries of a repository whose logs are not scanned (an agent's `git stash
+        drop` or `clear` would otherwise leave the user's stashes unreachable after an undo)."""
+        full = os.path.join(gitdir, *STASH_LIST.split("/"))
+        try:
+            info = os.lstat(full)
+        except OSError:
+            return
+        if stat.S_ISREG(info.st_mode):
+            entry = self._file(_join(rel, STASH_LIST), full, info, False)
+            if entry is not None:
+                entries[_join(rel, STASH_LIST)] = entry
 
     def dump_cache(self) -> dict[str, list[Any]]:
         return {rel: [key, entry.dump()] for rel, (key, entry) in self.cache.items()}

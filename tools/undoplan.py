@@ -183,6 +183,10 @@ def plan(records: list[Record], current: Callable[[str], Entry | None], exists_u
     for path, id_links in chains.items():
         links = [ch for _id, ch in id_links]
         cur = locate(path)
+        held = any((other > id_links[0][0]) != redo for other in blocking.get(path, []))
+        if not held and _same(cur, links[-1].after if redo else links[-1].before):
+            settled += links  # already as the undo (redo) leaves it: an undo cut short, or by hand
+            continue
         expected, done, why, save = cur, [], "", None
         for rec_id, ch in id_links:
             if any((other > rec_id) != redo for other in blocking.get(path, [])):

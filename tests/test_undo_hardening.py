@@ -1,0 +1,169 @@
+"""Undo, red-teamed (issue 46 follow-up): cases the first implementation did not cover, each with
+the failure it had.
+
+- Two long-lived recorders on one store (two chats, a chat and a `clover fix`): each took the
+  other's steps for the user's edits, so neither could undo its own request afterwards.
+- A request left with a conflict only because a later request held the path could not be undone
+  even after that later request was undone ("nothing to undo").
+- An undo cut short (Ctrl-C, a kill) left the journal behind the files: run again, it called the
+  paths it had already restored conflicts. A signal in the middle of a recorded step or an undo
+  is now held until the record is consistent.
+- `git stash clear` / `git stash drop` by the agent: the stash list (the stash's reflog) was not
+  recorded, so an undo left the user's stashes unreachable.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from clover.tools import undoplan, undoreport
+from clover.tools.checkpoints import Checkpoints, SnapshotError
+
+
+def sh(cmd: str, cwd: Path) -> str:
+    return subprocess.run(["bash", "-c", cmd], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    root = tmp_path / "w"
+    root.mkdir()
+    sh("git init -q && git config user.email t@t && git config user.name t", root)
+    (root / "f.txt").write_text("orig\n")
+    return root
+
+
+def step(cp: Checkpoints, session: str, request: int, change, n: int = 1) -> None:
+    cp.begin()
+    change() if callable(change) else sh(change, cp.root)  # type: ignore[arg-type]
+    cp.end(session, request, f"{session} request {request}", n)
+
+
+def test_two_recorders_on_one_store_each_undo_their_own_request(root: Path, tmp_path: Path) -> None:
+    """Chat A, then chat B (another process: its own Checkpoints), then A's /undo, B's /undo."""
+    store = str(tmp_path / "store")
+    a, b = Checkpoints(str(root), store=store), Checkpoints(str(root), store=store)
+    step(a, "A", 1, "echo A > f.txt && echo a > a.txt")
+    step(b, "B", 1, "echo B > b.txt")
+    step(a, "A", 2, "echo A2 > a.txt")  # A's next request: B's file is B's, not the user's
+    out = b.undo(session="B")
+    assert [x.path for x in out.done] == ["b.txt"] and not out.conflicts
+    out = a.undo(session="A")
+    assert [x.path for x in out.done] == ["a.txt"] and not out.conflicts
+    out = a.undo(session="A")
+    assert sorted(x.path for x in out.done) == ["a.txt", "f.txt"] and not out.conflicts
+    assert sorted(os.listdir(root)) == [".git", "f.txt"] and (root / "f.txt").read_text() == "orig\n"
+
+
+def test_a_request_held_by_a_later_one_is_undone_once_that_one_is(root: Path, tmp_path: Path) -> None:
+    store = str(tmp_path / "store")
+    a, b = Checkpoints(str(root), store=store), Checkpoints(str(root), store=store)
+    step(a, "A", 1, "echo A > f.txt")
+    step(b, "B", 1, "echo B > f.txt")
+    held = a.undo(session="A")
+    assert [c.conflict for c in held.conflicts] == ["changed by a later request that is not undone"]
+    assert not b.undo(session="B").conflicts and (root / "f.txt").read_text() == "A\n"
+    again = a.undo(session="A")  # the conflict said why; once that is gone, a plain undo does it
+    assert [x.path for x in again.done] == ["f.txt"] and (root / "f.txt").read_text() == "orig\n"
+    with pytest.raises(SnapshotError, match="nothing to undo"):
+        a.undo(session="A")
+
+
+def test_an_undo_cut_short_finishes_when_run_again_without_false_conflicts(root: Path, tmp_path: Path,
+                                                                           monkeypatch) -> None:
+    """The process dies between two writes (as a SIGKILL would leave it): the next undo restores
+    the rest and calls nothing a conflict; the files it had restored are done, not the user's."""
+    for i in range(4):
+        (root / f"g{i}.txt").write_text(f"orig {i}\n")
+    cp = Checkpoints(str(root), store=str(tmp_path / "store"))
+    step(cp, "s", 1, "for i in 0 1 2 3; do echo agent $i > g$i.txt; done; echo new > new.txt")
+    writes = []
+    real_write, real_remove = undoplan.Writer.write, undoplan.Writer.remove
+
+    class Killed(BaseException):
+        pass
+
+    def write(self, rel, entry, dest=None):
+        if len(writes) == 2:
+            raise Killed
+        writes.append(rel)
+        real_write(self, rel, entry, dest)
+
+    monkeypatch.setattr(undoplan.Writer, "write", write)
+    with pytest.raises(Killed):
+        cp.undo()
+    monkeypatch.setattr(undoplan.Writer, "write", real_write)
+    assert not (root / "new.txt").exists() and len(writes) == 2  # half done
+    again = Checkpoints(str(root), store=str(tmp_path / "store"))
+    group, plan = again.plan()
+    assert not plan.conflicts, undoreport.describe(again.repo, group, plan)
+    out = again.apply(plan)[1]
+    assert not out.conflicts and len(out.done) == 2
+    assert {p.name: p.read_text() for p in root.glob("g*.txt")} == {f"g{i}.txt": f"orig {i}\n" for i in range(4)}
+    again.redo()  # and the redo puts back all of it
+    assert (root / "new.txt").read_text() == "new\n" and (root / "g0.txt").read_text() == "agent 0\n"
+    assert real_remove is undoplan.Writer.remove
+
+
+def test_a_signal_during_an_undo_waits_until_the_undo_and_its_record_are_complete(root: Path,
+                                                                                   tmp_path: Path,
+                                                                                   monkeypatch) -> None:
+    """Ctrl-C (a real SIGINT to this process) between two writes of an undo: every path is still
+    restored and recorded, then the interrupt is raised."""
+    for i in range(4):
+        (root / f"g{i}.txt").write_text(f"orig {i}\n")
+    cp = Checkpoints(str(root), store=str(tmp_path / "store"))
+    step(cp, "s", 1, "for i in 0 1 2 3; do echo agent $i > g$i.txt; done")
+    real_write = undoplan.Writer.write
+    sent = []
+
+    def write(self, rel, entry, dest=None):
+        if not sent:
+            sent.append(rel)
+            os.kill(os.getpid(), signal.SIGINT)
+        real_write(self, rel, entry, dest)
+
+    monkeypatch.setattr(undoplan.Writer, "write", write)
+    with pytest.raises(KeyboardInterrupt):
+        cp.undo()
+    assert {p.name: p.read_text() for p in root.glob("g*.txt")} == {f"g{i}.txt": f"orig {i}\n" for i in range(4)}
+    assert Checkpoints(str(root), store=str(tmp_path / "store")).groups()[0].state() == "undone"
+
+
+def test_a_signal_while_a_step_is_recorded_waits_for_the_record(root: Path, tmp_path: Path, monkeypatch) -> None:
+    cp = Checkpoints(str(root), store=str(tmp_path / "store"))
+    cp.begin()
+    (root / "f.txt").write_text("agent\n")
+    real = undoplan.diff_scans
+
+    def diff_scans(before, after):
+        os.kill(os.getpid(), signal.SIGINT)  # arrives while the step's record is being made
+        return real(before, after)
+
+    monkeypatch.setattr(undoplan, "diff_scans", diff_scans)
+    with pytest.raises(KeyboardInterrupt):
+        cp.end("s", 1, "r", 1)
+    monkeypatch.setattr(undoplan, "diff_scans", real)
+    fresh = Checkpoints(str(root), store=str(tmp_path / "store"))
+    assert [c.path for g in fresh.groups() for r in g.records for c in r.changes] == ["f.txt"]
+    assert [a.path for a in fresh.undo().done] == ["f.txt"] and (root / "f.txt").read_text() == "orig\n"
+
+
+def test_the_agents_stash_clear_is_undone_with_the_stash_list(root: Path, tmp_path: Path) -> None:
+    sh("git add -A && git commit -qm i && echo w1 >> f.txt && git stash -q && echo w2 > f.txt && git stash -q", root)
+    listed = sh("git stash list --format=%H", root)
+    assert len(listed.split()) == 2
+    cp = Checkpoints(str(root), store=str(tmp_path / "store"))
+    step(cp, "s", 1, "git stash clear")
+    assert sh("git stash list", root) == ""
+    out = cp.undo()
+    assert not out.conflicts
+    assert sh("git stash list --format=%H", root) == listed  # both of the user's stashes, in order
+    step(cp, "s", 2, "git stash drop -q stash@{1}")
+    cp.undo()
+    assert sh("git stash list --format=%H", root) == listed
