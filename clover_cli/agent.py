@@ -25,6 +25,7 @@ from clover.core.protocols import (
     RepeatedCalls,
     StreamEvent,
     Submitted,
+    Terminated,
     Tool,
     ToolCall,
     ToolResult,
@@ -164,8 +165,9 @@ class Agent:
                 self.step()
         except Submitted as stop:
             final = str(stop)
-        except KeyboardInterrupt:
-            exit_status, error = Interrupted.exit_status, "interrupted by the user"
+        except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM / SIGHUP (core's Terminated)
+            exit_status = getattr(stop, "exit_status", Interrupted.exit_status)
+            error = str(stop) if isinstance(stop, Terminated) else "interrupted by the user"
         except AgentStop as stop:
             exit_status, error = stop.exit_status, str(stop)
             if isinstance(stop, StepLimit) and self.limits.wrap_up and getattr(self.model, "wrap_up", True):
@@ -276,8 +278,12 @@ class Agent:
         """Run one call, or answer why not; the result always goes back as a tool message."""
         try:
             result = self._execute(call)
-        except KeyboardInterrupt:
-            self._add_tool_message(call, ToolResult("interrupted by the user", is_error=True))
+        except KeyboardInterrupt as stop:  # answered like every call (stream-json, the json result)
+            why = str(stop) if isinstance(stop, Terminated) else "interrupted by the user"
+            result = ToolResult(why, is_error=True, data={"interrupted": True})
+            self._add_tool_message(call, result)
+            if self.on_call_done is not None:
+                self.on_call_done(call, result)
             raise
         except AgentStop as stop:  # e.g. one repeat too many: the call is answered, then the run ends
             result = ToolResult(f"not run: {stop}", is_error=True, data={"stopped": True})

@@ -103,6 +103,8 @@ class CallLog:
         elif result.is_error:
             self.errors.append({**entry, "error": result.output})
             self._line(f"clover: failed: {self._what(call)}: {reason}")
+            if data.get("interrupted"):  # it was running: it may have changed files before it stopped
+                self._may_have_changed(call)
         else:
             self._ran(call, result, data)
         if self.emit is not None:
@@ -115,15 +117,19 @@ class CallLog:
             self.edits += 1
             if self.last_test is not None:
                 self.last_test.after_last_edit = False
-        if tool is not None and not tool.read_only:
-            check = getattr(tool, "is_read_only", None)
-            self.mutated |= not (check is not None and check(call.arguments))
+        self._may_have_changed(call)
         command = call.arguments.get("command") if isinstance(call.arguments, dict) else None
         if isinstance(command, str) and isinstance(code, int) and is_test_command(command):
             self.last_test = TestRun(command, code, bool(data.get("timed_out")), True)
         if self.progress:
             end = f" → exit {code}" if isinstance(code, int) else " ✓"
             self._line(f"clover: step {self.step} · {self._what(call)}{end}")
+
+    def _may_have_changed(self, call: ToolCall) -> None:
+        tool = self.tools.get(call.name)
+        if tool is not None and not tool.read_only:
+            check = getattr(tool, "is_read_only", None)
+            self.mutated |= not (check is not None and check(call.arguments))
 
     def _what(self, call: ToolCall) -> str:
         args = short_args(call)

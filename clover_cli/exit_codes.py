@@ -14,19 +14,23 @@ class ExitCode(IntEnum):
     REFUSED = 3  # tool calls were refused and nothing changed
     LIMIT = 4  # a limit ended the run: steps, time, tokens, an answer cut at max_tokens
     BACKEND = 5  # the model backend failed: server unreachable or erroring, key rejected, stream cut
-    INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
+    HUNG_UP = 129  # SIGHUP: the terminal went away (128 + the signal, as shells report it)
+    INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
+    TERMINATED = 143  # SIGTERM (128 + SIGTERM)
 
 
 HELP = (
     "Exit codes: 0 done (fix: a change, or the model's answer starting 'No change needed'); "
     "1 ended without a result (fix: nothing changed); 2 bad usage or configuration; "
     "3 tool calls were refused and nothing changed; 4 a limit was hit (steps, time, tokens); "
-    "5 the model backend failed (server unreachable, error, key rejected); 130 interrupted."
+    "5 the model backend failed (server unreachable, error, key rejected); 130 interrupted (Ctrl-C); "
+    "143 terminated (SIGTERM); 129 hung up (SIGHUP)."
 )
 
 # A reply the backend flagged as incomplete (repl/guard.py's finish reasons) -> its code.
 _TRUNCATED = {"length": ExitCode.LIMIT, "incomplete": ExitCode.BACKEND, "repetition": ExitCode.NOT_DONE}
-_STOPPED = {"interrupted": ExitCode.INTERRUPTED, "model_error": ExitCode.BACKEND,
+_STOPPED = {"interrupted": ExitCode.INTERRUPTED, "terminated": ExitCode.TERMINATED, "hung_up": ExitCode.HUNG_UP,
+            "model_error": ExitCode.BACKEND,
             "limits_exceeded": ExitCode.LIMIT, "format_error": ExitCode.NOT_DONE,
             "repeated_calls": ExitCode.NOT_DONE}
 
@@ -50,7 +54,7 @@ def decide(
     when something was refused and nothing changed, the refusals are why, even if the model then
     looped into a limit. A cut final reply is not an answer; but a fix's result is its change, so
     after a change the cut reply is only labelled (the report comes from the diff, not the reply)."""
-    if exit_status in ("interrupted", "model_error"):
+    if exit_status in ("interrupted", "terminated", "hung_up", "model_error"):
         return Outcome(_STOPPED[exit_status], exit_status)
     if refused and not changed:
         return Outcome(ExitCode.REFUSED, "refused")

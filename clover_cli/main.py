@@ -295,11 +295,14 @@ def main() -> None:
     """Console entry: an unexpected failure is one line (the traceback goes to a log file)."""
     import sys
 
+    from clover.termination import exit_code, stop_on_termination
+
+    stop_on_termination()  # SIGTERM / SIGHUP end a run as Ctrl-C does (recorded, reported)
     try:
         app(args=optional_resume_value(sys.argv[1:]), prog_name="clover")
-    except KeyboardInterrupt:
-        typer.echo("clover: interrupted", err=True)
-        raise SystemExit(130) from None
+    except KeyboardInterrupt as exc:
+        typer.echo(f"clover: {exc if str(exc) else 'interrupted'}", err=True)
+        raise SystemExit(exit_code(exc)) from None
     except Exception as exc:  # last resort; expected errors are handled where they happen
         import traceback
 

@@ -255,3 +255,24 @@ class ModelError(AgentStop):
     """The backend failed (unreachable server, bad key): `str(exc)` is one line for the user."""
 
     exit_status = "model_error"
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where Ctrl-C's KeyboardInterrupt would be, so a run it stops ends as
+    an interrupted one does (the running command's processes killed, the step recorded, the result
+    printed), then exits 128 + the signal's number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def exit_status(self) -> str:
+        import signal
+
+        return "hung_up" if self.signum == signal.SIGHUP else "terminated"
+
+    def __str__(self) -> str:
+        import signal
+
+        return f"stopped by {signal.Signals(self.signum).name}"

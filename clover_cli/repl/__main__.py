@@ -23,6 +23,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-live", action="store_true")
     parser.add_argument("--think", choices=("on", "off"))
     args = parser.parse_args(argv)
+    from clover.termination import stop_on_termination
+
+    stop_on_termination()  # as `clover chat` (main.py): SIGTERM / SIGHUP end it as Ctrl-C ends a step
     repo = Path(args.repo)
     if not repo.is_dir():
         print(f"clover: not a directory: {repo}", file=sys.stderr)

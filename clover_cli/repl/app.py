@@ -14,7 +14,16 @@ from rich.console import Console
 
 from clover.agent import Agent, RunResult
 from clover.cli_common import state_dir
-from clover.core.protocols import AgentStop, Message, Model, ModelError, ToolCall, ToolResult, TurnOptions
+from clover.core.protocols import (
+    AgentStop,
+    Message,
+    Model,
+    ModelError,
+    Terminated,
+    ToolCall,
+    ToolResult,
+    TurnOptions,
+)
 from clover.repl import compaction, context, resume
 from clover.repl.approvals import Approver
 from clover.repl.bang import run_user_command
@@ -30,6 +39,7 @@ from clover.repl.slash import dispatch, help_texts
 from clover.repl.status import Totals, print_status
 from clover.runner import build_agent, build_environment, build_gate
 from clover.settings import MODES, Settings
+from clover.termination import STATUS_CODES, exit_code
 
 CYCLE = ("ask", "auto-edit", "plan")  # Shift+Tab, as Claude Code: default, accept edits, plan
 
@@ -150,10 +160,14 @@ class ChatApp:
         if resume is not None and not self.resume(resume):
             return 2
         armed = False  # a first Ctrl-C at an empty prompt arms the exit
+        code = 0
         while not self.exit_requested():
             try:
                 text = self.input.read()
             except EOFError:
+                break
+            except Terminated as stop:  # SIGTERM / SIGHUP: leave (a Ctrl-C only clears the line)
+                code = exit_code(stop)
                 break
             except KeyboardInterrupt:
                 if self.input.interrupted_empty and armed:
@@ -173,12 +187,19 @@ class ChatApp:
                 if text.lstrip().startswith("!"):
                     run_user_command(self, text.lstrip()[1:].strip())
                     continue
-                self.ask(text)
+                result = self.ask(text)
+                if result is not None and result.exit_status in STATUS_CODES:  # SIGTERM / SIGHUP mid-request
+                    code = STATUS_CODES[result.exit_status]
+                    break
+            except Terminated as stop:
+                self.renderer.stop_live()
+                code = exit_code(stop)
+                break
             except KeyboardInterrupt:
                 self.renderer.stop_live()
                 self.renderer.note("interrupted")
         self.farewell()
-        return 0
+        return code
 
     def farewell(self) -> None:
         path = self.save()
@@ -237,7 +258,9 @@ class ChatApp:
         try:
             self.maybe_compact()
             return self.agent.run(message)
-        except KeyboardInterrupt:  # landed outside the agent's own handler
+        except Terminated as stop:  # landed outside the agent's own handler
+            return RunResult(stop.exit_status, error=str(stop))
+        except KeyboardInterrupt:
             return RunResult("interrupted", error="interrupted by the user")
         finally:
             self.renderer.stop_live()
