@@ -54,7 +54,7 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
     from clover.runner import build_agent, checkpointer
 
     trajectory = opts.trajectory or state_dir() / "runs" / f"fix-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
-    tracker = _tracker(root)
+    tracker, unread = _tracker(root)
     recorder = checkpointer(settings, root, f"fix {opts.issue.name}: {task.splitlines()[0][:60]}",
                             session=f"fix-{time.strftime('%Y%m%d-%H%M%S')}")
 
@@ -85,25 +85,36 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
                          "error": message})
         fail(message, code=int(ExitCode.BACKEND))
 
-    change = _change(tracker)
+    change, unread = _change(tracker, unread)
     cut = recording.cut_reason()
-    changed = bool(change.files) if tracker is not None else log.mutated
+    # The diff decides; where it cannot be made, whether a call that can change files ran (as for -p).
+    changed = bool(change.files) if change is not None else log.mutated
     outcome = decide(result.exit_status, refused=len(log.denials), changed=changed, needs_change=True,
                      no_change_answer=says_no_change_needed(result.final_text), cut=cut)
-    if opts.patch_out:
-        try:
-            opts.patch_out.write_text(change.patch, encoding="utf-8")
-        except OSError as exc:  # the run's result is still reported below
-            warn(f"cannot write {opts.patch_out}: {exc.strerror or exc}")
-    if opts.commit and change.files:
+    patch_out = _write_patch(opts.patch_out, change) if opts.patch_out else None
+    if opts.commit and change is not None and change.files:
         _commit(root, result, [f.path for f in change.files])
-    summary = _summary(change if tracker else None, log, outcome, settings.mode)
+    summary = _summary(change, unread, log, outcome, settings.mode)
     report = _record(result, outcome, summary, change, log, settings.mode, cut, trajectory)
-    _report(opts.output_format, report, result, cut)
+    report["patch_out"] = patch_out
+    _report(opts.output_format, report, result, cut, change.patch_bytes if change is not None else b"")
     return int(outcome.code)
 
 
-def _record(result: RunResult, outcome: Outcome, summary: str, change: Change, log: CallLog, mode: str,
+def _write_patch(path: Path, change: Change | None) -> dict[str, Any]:
+    """The patch, byte for byte (a file in Latin-1 stays Latin-1, so `git apply` takes it)."""
+    if change is None:
+        warn(f"{path} was not written: the change is unknown")
+        return {"path": str(path), "error": "the change is unknown"}
+    try:
+        path.write_bytes(change.patch_bytes)
+    except OSError as exc:  # the run's result is still reported below
+        warn(f"cannot write {path}: {exc.strerror or exc}")
+        return {"path": str(path), "error": str(exc.strerror or exc)}
+    return {"path": str(path), "error": None}
+
+
+def _record(result: RunResult, outcome: Outcome, summary: str, change: Change | None, log: CallLog, mode: str,
             cut: str, trajectory: Path) -> dict[str, Any]:
     """The json result (and stream-json's last line): Claude Code's `is_error` and
     `permission_denials` (tool_name, tool_use_id, tool_input, plus our `reason`), and ours."""
@@ -113,8 +124,9 @@ def _record(result: RunResult, outcome: Outcome, summary: str, change: Change, l
         "exit_code": int(outcome.code),
         "is_error": outcome.code != ExitCode.OK,
         "summary": summary,
-        "patch": change.patch,
-        "changes": {"files": [asdict(f) for f in change.files], "added": change.added, "removed": change.removed},
+        "patch": change.patch if change is not None else "",
+        "changes": None if change is None else {"files": [asdict(f) for f in change.files], "added": change.added,
+                                                "removed": change.removed},
         "final_text": result.final_text,  # the model's words, whole
         "truncated": _cut_text(cut) if cut else None,
         "error": result.error,
@@ -177,27 +189,30 @@ def _build(settings: Settings, root: Path, log: CallLog) -> tuple[Any, Any]:
         fail(str(exc))
 
 
-def _tracker(root: Path) -> WorkTreeChange | None:
+def _tracker(root: Path) -> tuple[WorkTreeChange | None, str]:
+    """The snapshot before the run, or None and why not."""
     try:
-        return WorkTreeChange(root)
+        return WorkTreeChange(root), ""
     except (RuntimeError, OSError) as exc:
         warn(f"cannot snapshot the work tree ({shorten(str(exc), 200)}): the report cannot show the change")
-        return None
+        return None, f"the work tree could not be read: {shorten(str(exc), 200)}"
 
 
-def _change(tracker: WorkTreeChange | None) -> Change:
+def _change(tracker: WorkTreeChange | None, unread: str) -> tuple[Change | None, str]:
+    """The run's real diff, or None and why it cannot be told (e.g. the agent broke .git/config):
+    never an empty change in its place, which would say that nothing changed."""
     if tracker is None:
-        return Change()
+        return None, unread
     try:
-        return tracker.result()
+        return tracker.result(), ""
     except (RuntimeError, OSError) as exc:
         warn(f"cannot diff the work tree ({shorten(str(exc), 200)})")
-        return Change()
+        return None, f"the work tree could not be diffed: {shorten(str(exc), 200)}"
 
 
-def _summary(change: Change | None, log: CallLog, outcome: Outcome, mode: str) -> str:
+def _summary(change: Change | None, unread: str, log: CallLog, outcome: Outcome, mode: str) -> str:
     """What happened, from the files and the calls: never from the model's prose."""
-    lines = [f"Change: {change.stat()}" if change is not None else "Change: unknown (the work tree could not be read)"]
+    lines = [f"Change: {change.stat()}" if change is not None else f"Change: unknown ({unread})"]
     test = log.last_test
     if test is None:
         lines.append("Tests: the agent ran no test command")
@@ -230,7 +245,7 @@ def _commit(root: Path, result: RunResult, paths: list[str]) -> None:
         warn(f"the fix was not committed: {exc}")
 
 
-def _report(fmt: str, report: dict[str, Any], result: RunResult, cut: str) -> None:
+def _report(fmt: str, report: dict[str, Any], result: RunResult, cut: str, patch: bytes) -> None:
     if fmt == "json":
         print(json.dumps(report, indent=2))
         return
@@ -243,8 +258,14 @@ def _report(fmt: str, report: dict[str, Any], result: RunResult, cut: str) -> No
         label = "The model's words" + (f" (cut off: {_cut_text(cut)})" if cut else "")
         lines = words.splitlines()
         print(f"{label}: {words}" if len(lines) == 1 else f"{label}:\n" + "\n".join(f"  {ln}" for ln in lines))
-    if report["patch"]:
-        print("\n" + report["patch"].rstrip("\n"))
+    if patch:  # the files' own bytes, as --patch-out writes them
+        print(flush=True)
+        raw = getattr(sys.stdout, "buffer", None)
+        if raw is None:  # a text-only stream (some test harnesses)
+            print(patch.rstrip(b"\n").decode("utf-8", "replace"))
+        else:
+            raw.write(patch.rstrip(b"\n") + b"\n")
+            raw.flush()
     line = (f"[{report['outcome']}] exit {report['exit_code']} · {result.steps} steps, {result.tokens} tokens, "
             f"{result.seconds:.1f} s (model {result.model_seconds:.1f} s)")
     if result.error:

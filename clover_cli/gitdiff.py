@@ -5,6 +5,15 @@ A problem raises RuntimeError with one line (HostGitError is one)."""
 
 from __future__ import annotations
 
-from clover.tools.hostgit import changed_paths, commit_paths, diff_trees, is_git_repo, numstat, worktree_tree
+from clover.tools.hostgit import (
+    changed_paths,
+    commit_paths,
+    diff_tree_bytes,
+    diff_trees,
+    is_git_repo,
+    numstat,
+    worktree_tree,
+)
 
-__all__ = ["changed_paths", "commit_paths", "diff_trees", "is_git_repo", "numstat", "worktree_tree"]
+__all__ = ["changed_paths", "commit_paths", "diff_tree_bytes", "diff_trees", "is_git_repo", "numstat",
+           "worktree_tree"]

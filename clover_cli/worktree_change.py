@@ -14,6 +14,7 @@ from pathlib import Path
 from clover import gitdiff
 from clover.tools import hostgit
 from clover.tools.listing import NOISE_DIRS
+from clover.tools.textio import quoted_path
 
 
 @dataclass
@@ -25,8 +26,13 @@ class FileChange:
 
 @dataclass
 class Change:
-    patch: str = ""
+    patch_bytes: bytes = b""  # what `git apply` takes: the files' own bytes, whatever their encoding
     files: list[FileChange] = field(default_factory=list)
+
+    @property
+    def patch(self) -> str:
+        """The patch to read (and for json): a byte that is not UTF-8 shows as U+FFFD."""
+        return self.patch_bytes.decode("utf-8", "replace")
 
     @property
     def added(self) -> int:
@@ -40,7 +46,7 @@ class Change:
         """`2 files changed, +3 -1: calc.py (+1 -1), new.py (+2 -0)`; binary files say so."""
         if not self.files:
             return "no files changed"
-        each = ", ".join(f"{f.path} ({'binary' if f.added is None else f'+{f.added} -{f.removed}'})"
+        each = ", ".join(f"{quoted_path(f.path)} ({'binary' if f.added is None else f'+{f.added} -{f.removed}'})"
                          for f in self.files)
         count = f"{len(self.files)} file{'s' if len(self.files) != 1 else ''} changed"
         return f"{count}, +{self.added} -{self.removed}: {each}"
@@ -66,7 +72,7 @@ class WorkTreeChange:
             if after == self.before:
                 return Change()
             where = self.root if self.git else self._store
-            patch = gitdiff.diff_trees(where, self.before, after)
+            patch = gitdiff.diff_tree_bytes(where, self.before, after)
             files = [FileChange(path, added, removed) for path, added, removed in gitdiff.numstat(where, self.before, after)]
             return Change(patch, files)
         finally:

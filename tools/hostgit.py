@@ -169,10 +169,16 @@ def directory_tree(store: pygit2.Repository, root: str | os.PathLike[str], skip:
 
 
 def diff_trees(root: str | os.PathLike[str] | pygit2.Repository, before: str, after: str) -> str:
-    """A patch from tree `before` to tree `after`, binary files included (`git apply` reads it)."""
+    """A patch from tree `before` to tree `after`, binary files included, as text (a byte that is
+    not UTF-8 shows as U+FFFD: for reading; `diff_tree_bytes` is the patch `git apply` takes)."""
+    return diff_tree_bytes(root, before, after).decode("utf-8", "replace")
+
+
+def diff_tree_bytes(root: str | os.PathLike[str] | pygit2.Repository, before: str, after: str) -> bytes:
+    """The patch from tree `before` to tree `after` with the files' own bytes, whatever their encoding."""
     repo = _repo(root)
     flags = _lib().enums.DiffOption.SHOW_BINARY
-    return _patch_text(repo[before].diff_to_tree(repo[after], flags=flags))
+    return b"".join(patch.data for patch in repo[before].diff_to_tree(repo[after], flags=flags))
 
 
 def numstat(root: str | os.PathLike[str] | pygit2.Repository, before: str,

@@ -31,6 +31,29 @@ def printable(text: str) -> str:
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
+_C_ESCAPES = {"\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v", "\f": "\\f", "\r": "\\r",
+              '"': '\\"', "\\": "\\\\"}
+
+
+def quoted_path(path: str) -> str:
+    """A path on one line, as git shows it (core.quotePath off): as it is when every character is
+    printable, else in double quotes with C escapes: `"a\\nb.txt"`, a byte that is not UTF-8 (kept
+    as a surrogate escape) as `\\377`. A name with a newline cannot fake a line of a report."""
+    if path.isprintable() and not path.startswith('"'):
+        return path
+    out = []
+    for ch in path:
+        if ch in _C_ESCAPES:
+            out.append(_C_ESCAPES[ch])
+        elif "\udc80" <= ch <= "\udcff":
+            out.append(f"\\{ord(ch) - 0xDC00:03o}")
+        elif not ch.isprintable():
+            out.append("".join(f"\\{b:03o}" for b in ch.encode("utf-8", "surrogatepass")))
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
 def uses_crlf(text: str) -> bool:
     crlf = text.count("\r\n")
     return crlf > 0 and crlf >= text.count("\n") - crlf
