@@ -167,3 +167,31 @@ def test_the_agents_stash_clear_is_undone_with_the_stash_list(root: Path, tmp_pa
     step(cp, "s", 2, "git stash drop -q stash@{1}")
     cp.undo()
     assert sh("git stash list --format=%H", root) == listed
+
+
+def _git_ok(root: Path) -> bool:
+    return subprocess.run(["git", "status"], cwd=root, capture_output=True).returncode == 0 and subprocess.run(
+        ["git", "log", "--all", "--oneline"], cwd=root, capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("destroy", [
+    "rm -rf .git && git init -q && git add -A && git commit -qm fresh",  # a new repository (or the same inodes)
+    # the history emptied in place: the same objects/ directory (as when `rm -rf .git; git init` reuses
+    # its inode numbers, which the first case gets on some file systems)
+    "rm -rf .git/objects/?? .git/objects/pack/* .git/refs/heads/* .git/logs && git add -A && git commit -qm fresh",
+    "git reset -q --hard HEAD~1 && git reflog expire --expire=now --all && git gc -q --prune=now",
+])
+def test_an_undo_never_points_a_ref_at_history_the_agent_destroyed(root: Path, tmp_path: Path, destroy: str) -> None:
+    """The history is not recorded (too big), so an agent that deletes it cannot be undone there;
+    HEAD: the undo wrote the old refs back anyway, naming commits the repository no longer had
+    ("fatal: bad object HEAD"). Now such a ref is a conflict, and the repository stays usable."""
+    sh("git add -A && git commit -qm one && echo two > f.txt && git commit -qam two", root)
+    cp = Checkpoints(str(root), store=str(tmp_path / "store"))
+    step(cp, "s", 1, destroy)
+    assert _git_ok(root)
+    group, plan = cp.plan()
+    lines = undoreport.describe(cp.repo, group, plan)
+    refs = [line for line in lines if line.startswith("  CONFLICT .git/refs/heads/")]
+    assert refs and ("no longer has" in refs[0] or "holds what the step did not make" in refs[0]), lines
+    cp.apply(plan)
+    assert _git_ok(root), subprocess.run(["git", "status"], cwd=root, capture_output=True, text=True).stderr

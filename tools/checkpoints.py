@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from clover.tools import undoplan
+from clover.tools import gitobjects, undoplan
 from clover.tools.signalsafe import held_signals
 from clover.tools.treescan import CACHE_DIRS, Scan, Scanner
 from clover.tools.undoplan import Outcome, Plan, Record
@@ -216,8 +216,30 @@ class Checkpoints:
     def _plan(self, journal: dict[str, Any], group: Group, redo: bool, force: bool) -> Plan:
         mine = {r.id for r in group.records}
         others = [r for r in journal["records"] if r.id not in mine]
-        return undoplan.plan(group.records, self.scanner.entry, self._paths_under, redo=redo, force=force,
+        plan = undoplan.plan(group.records, self.scanner.entry, self._paths_under, redo=redo, force=force,
                              others=others, touched=journal["touched"])
+        self._keep_refs_whole(plan)
+        return plan
+
+    def _keep_refs_whole(self, plan: Plan) -> None:
+        """A ref, HEAD, index or stash list is not written back where it would name objects its
+        repository no longer has (the step deleted the history, which is not recorded): a
+        conflict, even forced, so that the undo never leaves a repository git cannot read."""
+        odbs: dict[str, Any] = {}
+        for action in list(plan.actions):
+            target = action.target
+            if target is None or target.kind not in ("f", "x"):
+                continue
+            gitdir = gitobjects.gitdir_of(self.root, action.path)
+            if gitdir is None or not gitobjects.names_objects(action.path[len(gitdir) + 1:], target.kind == "x"):
+                continue
+            missing = gitobjects.missing_objects(os.path.join(self.root, gitdir), self.repo[target.oid].data, odbs)
+            if missing:
+                plan.actions.remove(action)
+                why = (f"names {missing[0][:12]}, which the repository {gitdir} no longer has (the step deleted "
+                       "history, which is not recorded): writing it back would break the repository")
+                plan.conflicts.append(undoplan.Action(action.path, action.current, None, action.links, conflict=why))
+        plan.conflicts.sort(key=lambda a: a.path)
 
     def _paths_under(self, top: str) -> list[str]:
         out = []

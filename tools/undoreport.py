@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from clover.tools.checkpoints import Group
+from clover.tools.textio import quoted_path
 from clover.tools.treescan import Entry
 from clover.tools.undoplan import Action, Outcome, Plan, verb
 
@@ -67,7 +68,7 @@ def _action_line(repo: Any, a: Action, redo: bool, inside: int = 0) -> str:
     else:
         detail = ", ".join(x for x in (detail, _stat(repo, step_before, step_after)) if x)
     saved = " (your version is saved first)" if a.save is not None else ""
-    return f"  {_does(a, redo):8} {a.path}{'/' if inside else ''}  ({detail}){saved}"
+    return f"  {_does(a, redo):8} {quoted_path(a.path)}{'/' if inside else ''}  ({detail}){saved}"
 
 
 def _folded(repo: Any, actions: list[Action], redo: bool) -> list[str]:
@@ -89,12 +90,12 @@ def describe(repo: Any, group: Group, plan: Plan) -> list[str]:
     lines += _folded(repo, plan.actions, plan.redo)
     for m, why in plan.moves:
         src, dst = (m.src, m.dst) if plan.redo else (m.dst, m.src)
-        lines.append(f"  move     {src} -> {dst}  (the agent moved this repository)"
+        lines.append(f"  move     {quoted_path(src)} -> {quoted_path(dst)}  (the agent moved this repository)"
                      + (f": cannot, {why}" if why else ""))
     if plan.settled and not plan.actions:
         lines.append(f"  ({len(plan.settled)} path(s) already as they should be)")
     for c in plan.conflicts:
-        lines.append(f"  CONFLICT {c.path}: {c.conflict}; left alone")
+        lines.append(f"  CONFLICT {quoted_path(c.path)}: {c.conflict}; left alone")
     if plan.conflicts:
         lines.append("  (--force overwrites a conflicting file after saving your version)")
     return lines
@@ -106,9 +107,9 @@ def summary(outcome: Outcome, redo: bool) -> list[str]:
     lines = [f"{what}: {n} path(s) changed" + (f", {len(outcome.conflicts)} conflict(s) left alone"
                                               if outcome.conflicts else "")]
     for c in outcome.conflicts:
-        lines.append(f"  CONFLICT {c.path}: {c.conflict}")
+        lines.append(f"  CONFLICT {quoted_path(c.path)}: {c.conflict}")
     for m, why in outcome.failed_moves:
-        lines.append(f"  not moved: {m.dst if not redo else m.src}: {why}")
+        lines.append(f"  not moved: {quoted_path(m.dst if not redo else m.src)}: {why}")
     for path in outcome.saved:
-        lines.append(f"  your version was saved to {path}")
+        lines.append(f"  your version was saved to {quoted_path(path)}")
     return lines
