@@ -53,14 +53,18 @@ def decide(
     Interrupts and backend failures come first (nothing the model did explains them). Then refusals:
     when something was refused and nothing changed, the refusals are why, even if the model then
     looped into a limit. A cut final reply is not an answer; but a fix's result is its change, so
-    after a change the cut reply is only labelled (the report comes from the diff, not the reply)."""
+    after a change a reply cut at the token limit is only labelled (the report comes from the diff,
+    not the reply). A stream that broke is a backend failure, change or not."""
     if exit_status in ("interrupted", "terminated", "hung_up", "model_error"):
         return Outcome(_STOPPED[exit_status], exit_status)
     if refused and not changed:
         return Outcome(ExitCode.REFUSED, "refused")
     if exit_status != "submitted":
         return Outcome(_STOPPED.get(exit_status, ExitCode.NOT_DONE), exit_status)
-    if cut and not (needs_change and changed):
+    # A broken stream is the backend failing, whatever changed: the model may have been writing its
+    # next call. A reply the server cut at max_tokens, or one stopped for repeating itself, is only
+    # labelled after a fix's change (the change is the result, the report comes from the diff).
+    if cut == "incomplete" or (cut and not (needs_change and changed)):
         return Outcome(_TRUNCATED.get(cut, ExitCode.NOT_DONE), "truncated")
     if not needs_change:
         return Outcome(ExitCode.OK, "answered")

@@ -10,6 +10,7 @@ Default permission mode: auto-edit (see HEADLESS_MODE)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -159,8 +160,14 @@ def _check_input(opts: FixOptions) -> tuple[str, Path]:
         fail(f"cannot read {opts.issue}: {exc.strerror}")
     if not task:
         fail(f"issue file is empty: {opts.issue}")
-    if opts.patch_out and not opts.patch_out.absolute().parent.is_dir():
-        fail(f"--patch-out: directory not found: {opts.patch_out.absolute().parent}")
+    if opts.patch_out:  # found now, not after the run: the fix would be made and its patch lost
+        where = opts.patch_out.absolute()
+        if not where.parent.is_dir():
+            fail(f"--patch-out: directory not found: {where.parent}")
+        if where.is_dir():
+            fail(f"--patch-out: {where} is a directory; name a file")
+        if not os.access(where if where.exists() else where.parent, os.W_OK):
+            fail(f"--patch-out: cannot write {where}: permission denied")
     root = opts.repo.resolve()
     if opts.commit and not is_git_repo(root):
         fail(f"--commit needs a git repository, and {root} is not one")

@@ -26,7 +26,11 @@ from clover.prompts import FIX, NO_CHANGE, says_no_change_needed, system_prompt
     ("submitted", dict(changed=True, cut="length"), 0, "fixed"),  # a fix's change stands; the cut is labelled
     ("submitted", dict(cut="length"), 4, "truncated"),
     ("submitted", dict(cut="incomplete"), 5, "truncated"),
+    # the stream broke mid-reply: the model may have been writing its next call, so not "fixed"
+    ("submitted", dict(changed=True, cut="incomplete"), 5, "truncated"),
     ("submitted", dict(cut="repetition", no_change_answer=True), 1, "truncated"),
+    ("terminated", dict(changed=True), 143, "terminated"),
+    ("hung_up", dict(refused=1), 129, "hung_up"),
 ])
 def test_fix(status: str, kw: dict, code: int, label: str) -> None:
     outcome = decide(status, **{"refused": 0, "changed": False, "needs_change": True, **kw})
