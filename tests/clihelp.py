@@ -15,7 +15,7 @@ def run_clover(*args: str, cwd: str | Path | None = None, env: dict[str, str] | 
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "clover", *args], cwd=cwd or ROOT, env=full_env, capture_output=True,
-        text=True, timeout=timeout, input=input,
+        text=True, errors="replace", timeout=timeout, input=input,  # a diff carries the files' own bytes
     )
 
 

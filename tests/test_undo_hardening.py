@@ -88,11 +88,11 @@ def test_an_undo_cut_short_finishes_when_run_again_without_false_conflicts(root:
     class Killed(BaseException):
         pass
 
-    def write(self, rel, entry, dest=None):
+    def write(self, rel, entry):
         if len(writes) == 2:
             raise Killed
         writes.append(rel)
-        real_write(self, rel, entry, dest)
+        real_write(self, rel, entry)
 
     monkeypatch.setattr(undoplan.Writer, "write", write)
     with pytest.raises(Killed):
@@ -122,11 +122,11 @@ def test_a_signal_during_an_undo_waits_until_the_undo_and_its_record_are_complet
     real_write = undoplan.Writer.write
     sent = []
 
-    def write(self, rel, entry, dest=None):
+    def write(self, rel, entry):
         if not sent:
             sent.append(rel)
             os.kill(os.getpid(), signal.SIGINT)
-        real_write(self, rel, entry, dest)
+        real_write(self, rel, entry)
 
     monkeypatch.setattr(undoplan.Writer, "write", write)
     with pytest.raises(KeyboardInterrupt):
@@ -195,3 +195,65 @@ def test_an_undo_never_points_a_ref_at_history_the_agent_destroyed(root: Path, t
     assert refs and ("no longer has" in refs[0] or "holds what the step did not make" in refs[0]), lines
     cp.apply(plan)
     assert _git_ok(root), subprocess.run(["git", "status"], cwd=root, capture_output=True, text=True).stderr
+
+
+def test_a_directory_holding_the_users_file_is_a_conflict_in_the_plan_and_never_blocks_older_undos(
+        root: Path, tmp_path: Path) -> None:
+    """HEAD's plan said `delete pkg/` and the apply then failed on it; and once an undo could go
+    back to a request it had left conflicts in, a failing directory held every later undo there."""
+    cp = Checkpoints(str(root), store=str(tmp_path / "store"))
+    step(cp, "s", 1, "echo older > f.txt")
+    step(cp, "s", 2, "mkdir -p pkg/sub && echo x > pkg/sub/mod.py && echo y > pkg/a.py")
+    (root / "pkg" / "sub" / "mine.txt").write_text("the user's\n")
+    group, plan = cp.plan()
+    lines = undoreport.describe(cp.repo, group, plan)
+    assert "  CONFLICT pkg: it holds files the step did not make; left alone" in lines, lines
+    assert "  CONFLICT pkg/sub: it holds files the step did not make; left alone" in lines, lines
+    assert not any(line.startswith("  delete   pkg/ ") for line in lines), lines
+    out = cp.apply(plan)[1]
+    assert sorted(a.path for a in out.done) == ["pkg/a.py", "pkg/sub/mod.py"]
+    assert sorted(os.listdir(root / "pkg")) == ["sub"] and os.listdir(root / "pkg" / "sub") == ["mine.txt"]
+    older = cp.undo()  # the next undo goes on to request 1
+    assert [a.path for a in older.done] == ["f.txt"] and (root / "f.txt").read_text() == "orig\n"
+    (root / "pkg" / "sub" / "mine.txt").unlink()  # once the user's file is gone, request 2 can finish
+    last = cp.undo()
+    assert sorted(a.path for a in last.done) == ["pkg", "pkg/sub"] and not (root / "pkg").exists()
+
+
+def test_a_path_the_undo_could_not_write_is_reported_and_the_next_undo_goes_on(root: Path, tmp_path: Path,
+                                                                             monkeypatch) -> None:
+    """An OS error while restoring (a permission, a full disk): that path is a conflict with the
+    error, the rest is done, and the next plain undo moves on to the request before."""
+    cp = Checkpoints(str(root), store=str(tmp_path / "store"))
+    step(cp, "s", 1, "echo older > f.txt")
+    step(cp, "s", 2, "echo x > a.txt && echo y > b.txt")
+    real = undoplan.Writer.remove
+
+    def remove(self, rel, entry):
+        if rel == "b.txt":
+            raise PermissionError(13, "Permission denied", rel)
+        real(self, rel, entry)
+
+    monkeypatch.setattr(undoplan.Writer, "remove", remove)
+    out = cp.undo()
+    assert [a.path for a in out.done] == ["a.txt"]
+    assert [(c.path, c.conflict) for c in out.conflicts] == [("b.txt", "[Errno 13] Permission denied: 'b.txt'")]
+    assert [a.path for a in cp.undo().done] == ["f.txt"]
+
+
+def test_an_undo_never_writes_through_a_symlink_that_replaced_a_directory(root: Path, tmp_path: Path) -> None:
+    """The agent swaps directory d for a link to a directory outside; the user re-points the link.
+    HEAD: d stayed (a conflict), but restoring d/c.txt went through the link: a file written outside
+    the workspace. Now no undo write or removal follows a link on the way."""
+    (root / "d").mkdir()
+    (root / "d" / "c.txt").write_text("in d\n")
+    outside, elsewhere = tmp_path / "outside", tmp_path / "elsewhere"
+    outside.mkdir()
+    elsewhere.mkdir()
+    cp = Checkpoints(str(root), store=str(tmp_path / "store"))
+    step(cp, "s", 1, f"rm -r d && ln -s {outside} d")
+    os.unlink(root / "d")
+    os.symlink(elsewhere, root / "d")  # the user
+    out = cp.undo()
+    assert os.listdir(elsewhere) == [] and os.listdir(outside) == []
+    assert sorted(c.path for c in out.conflicts) == ["d", "d/c.txt"]

@@ -1,7 +1,9 @@
 """Property: random interleavings of agent steps and user edits (files, binary and ignored ones,
-empty directories, chmod, renames, symlinks, deletions); after every agent request is undone,
-every path the user changed holds the user's last version, and every other path is back to its
-start or was reported as a conflict."""
+empty directories, chmod, renames, symlinks, deletions), agent steps from two sessions at once
+(two chats on one store, each with its own recorder), and an undo cut short between two writes
+(a kill) that a fresh process then carries on; after every agent request is undone, every path
+the user changed holds the user's last version, and every other path is back to its start or was
+reported as a conflict."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from clover.tools import undoplan
 from clover.tools.checkpoints import Checkpoints, SnapshotError
 
 PATHS = ["a.txt", "b.bin", "x.log", "d/c.txt", "d/e/f.txt", "g", "d", "d/e"]
@@ -31,7 +34,13 @@ op = st.one_of(
     st.tuples(st.just("symlink"), st.sampled_from(PATHS), st.sampled_from(["a.txt", "nowhere", "d"])),
 )
 # an episode: who acts (agent steps may open a new request or continue the last one), and the ops
-episode = st.tuples(st.sampled_from(["agent", "agent-same-request", "user"]), st.lists(op, min_size=1, max_size=3))
+episode = st.tuples(st.sampled_from(["agent", "agent-same-request", "other-session", "user"]),
+                    st.lists(op, min_size=1, max_size=3))
+cut_after = st.one_of(st.none(), st.integers(min_value=0, max_value=3))  # kill the first undo after N writes
+
+
+class Killed(BaseException):
+    """The undo process dying between two writes (nothing after it runs, as with SIGKILL)."""
 
 
 def perform(root: Path, operation: tuple) -> None:
@@ -84,7 +93,7 @@ def state(root: Path) -> dict[str, tuple]:
     return out
 
 
-def check(episodes: list) -> None:
+def check(episodes: list, cut: int | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "w"
         root.mkdir()
@@ -94,9 +103,10 @@ def check(episodes: list) -> None:
         (root / "d").mkdir()
         (root / "d" / "c.txt").write_text("in d\n")
         start = state(root)
-        cp = Checkpoints(str(root), store=os.path.join(tmp, "store"))
+        store = os.path.join(tmp, "store")
+        recorders = {"s": Checkpoints(str(root), store=store), "t": Checkpoints(str(root), store=store)}
         user_last: dict[str, tuple | None] = {}  # path -> its state after the user's last change to it
-        request = step = 0
+        requests, step = {"s": 0, "t": 0}, 0
         for i, (who, ops) in enumerate(episodes):
             if who == "user":
                 if i == 0 or episodes[i - 1][0] != "user":  # user edits in a row are seen as one
@@ -110,15 +120,20 @@ def check(episodes: list) -> None:
                     if before.get(path) != after.get(path):
                         user_last[path] = after.get(path)
                 continue
-            if who == "agent" or request == 0:
-                request += 1
+            session = "t" if who == "other-session" else "s"
+            if who != "agent-same-request" or requests[session] == 0:
+                requests[session] += 1
             step += 1
+            cp = recorders[session]
             cp.begin()
             for operation in ops:
                 perform(root, operation)
-            cp.end("s", request, f"request {request}", step)
+            cp.end(session, requests[session], f"request {requests[session]}", step)
         conflicts: set[str] = set()
-        for _ in range(request + 1):
+        if cut is not None:
+            _undo_killed_after(Checkpoints(str(root), store=store), cut)
+        cp = Checkpoints(str(root), store=store)  # a new process: `clover undo` again
+        for _ in range(sum(requests.values()) + 1):
             try:
                 outcome = cp.undo()
             except SnapshotError:
@@ -132,15 +147,37 @@ def check(episodes: list) -> None:
                 assert path in conflicts, (path, "an agent change neither undone nor reported", conflicts)
 
 
+def _undo_killed_after(cp: Checkpoints, writes: int) -> None:
+    """One undo whose process dies after `writes` file writes or removals (if it gets that far)."""
+    done = [0]
+    real_write, real_remove = undoplan.Writer.write, undoplan.Writer.remove
+
+    def counted(real):
+        def op(self, *args, **kwargs):
+            if done[0] == writes:
+                raise Killed
+            done[0] += 1
+            return real(self, *args, **kwargs)
+        return op
+
+    undoplan.Writer.write, undoplan.Writer.remove = counted(real_write), counted(real_remove)
+    try:
+        cp.undo()
+    except (Killed, SnapshotError):
+        pass
+    finally:
+        undoplan.Writer.write, undoplan.Writer.remove = real_write, real_remove
+
+
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(episode, min_size=1, max_size=6))
-def test_undo_all_agent_steps_keeps_every_user_change(episodes):
-    check(episodes)
+@given(st.lists(episode, min_size=1, max_size=6), cut_after)
+def test_undo_all_agent_steps_keeps_every_user_change(episodes, cut):
+    check(episodes, cut)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(episode, min_size=1, max_size=10))
-def test_undo_all_agent_steps_keeps_every_user_change_many(episodes):
-    check(episodes)
+@given(st.lists(episode, min_size=1, max_size=10), cut_after)
+def test_undo_all_agent_steps_keeps_every_user_change_many(episodes, cut):
+    check(episodes, cut)

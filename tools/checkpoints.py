@@ -199,6 +199,9 @@ class Checkpoints:
                 journal[stack] = [g for g in journal[stack] if g != key]
                 if not shown.redo:
                     journal[stack].append(key)
+            journal["held"].pop(_held_key(group), None)
+            if fresh.conflicts and not shown.redo:  # what the plan left: once it can go, undo comes back here
+                journal["held"][_held_key(group)] = sorted({c.path for c in fresh.conflicts})
             self._save(journal)
             self.scanner.scan(set(journal["agent_repos"]))  # the new baseline: what the undo wrote is not the user's
             self._save_cache()
@@ -252,9 +255,10 @@ class Checkpoints:
         return out
 
     def _target(self, journal: dict[str, Any], redo: bool, session: str | None, force: bool = False) -> Group:
-        """Undo: the latest request not undone yet, or one an undo left conflicts in that can now
-        go further (a later request that held a path was undone since); with `force`, any with a
-        change left. Redo: the latest undone request on the redo stack (which new work clears)."""
+        """Undo: the latest request not undone yet, or one whose undo left a path as a conflict in
+        its plan that can now be undone (the later request that held it was undone since; not an
+        apply that failed, which would come back to the same request every time); with `force`, any
+        with a change left. Redo: the latest undone request on the redo stack (new work clears it)."""
         groups = self._groups(journal, session)
 
         def has(group: Group, state: str) -> bool:
@@ -272,9 +276,11 @@ class Checkpoints:
                 continue
             if force or [group.session, group.request] not in journal["undone"]:
                 return group
-            left = self._plan(journal, group, False, False)  # what held it back may be gone now
-            if left.actions or left.settled or any(not why for _m, why in left.moves):
-                return group
+            held = set(journal["held"].get(_held_key(group), []))
+            if held:  # a path its undo left as a conflict may be free now (a later request undone since)
+                left = self._plan(journal, group, False, False)
+                if any(a.path in held for a in left.actions) or any(c.path in held for c in left.settled):
+                    return group
         raise SnapshotError("nothing to undo" + (" in this session" if session else ""))
 
     @staticmethod
@@ -305,7 +311,7 @@ class Checkpoints:
             records = []
         return {"records": records, "redo": list(data.get("redo", [])), "undone": list(data.get("undone", [])),
                 "clock": int(data.get("clock", 0)), "touched": dict(data.get("touched", {})),
-                "agent_repos": list(data.get("agent_repos", [])),
+                "agent_repos": list(data.get("agent_repos", [])), "held": dict(data.get("held", {})),
                 "next_id": int(data.get("next_id", max((r.id for r in records), default=0) + 1))}
 
     def _save(self, journal: dict[str, Any]) -> None:
@@ -350,6 +356,8 @@ class Checkpoints:
             journal["records"] = [r for r in journal["records"] if r.group in keep]
             recorded = {c.path for r in journal["records"] for c in r.changes}
             journal["touched"] = {p: t for p, t in journal["touched"].items() if p in recorded}
+            kept = {_held_key(g) for g in Checkpoints._groups(journal, None)}
+            journal["held"] = {k: v for k, v in journal["held"].items() if k in kept}
 
     @contextlib.contextmanager
     def _locked(self):
@@ -362,6 +370,10 @@ class Checkpoints:
                     yield
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _held_key(group: Group) -> str:
+    return f"{group.session}\n{group.request}"
 
 
 class Recorder:

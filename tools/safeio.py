@@ -74,6 +74,10 @@ def _parent_fd(path: str, bases: Sequence[str], create: bool = False) -> Iterato
         os.close(fd)
 
 
+# For callers that act on a directory entry themselves (undo's writer: rename, rmdir, fchmod).
+open_parent = _parent_fd
+
+
 def read_bytes(path: str, bases: Sequence[str] = ()) -> bytes:
     """The content of the regular file at absolute `path`; OSError for a link, FIFO, device."""
     with _parent_fd(path, bases) as (dfd, name):

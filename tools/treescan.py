@@ -25,6 +25,8 @@ import stat
 import time
 from typing import Any, NamedTuple
 
+from clover.tools import safeio
+
 # Regenerable directories never scanned (big, and rebuilt by their tools).
 CACHE_DIRS = frozenset({"node_modules", ".venv", "venv", "__pycache__", ".mypy_cache", ".pytest_cache",
                         ".ruff_cache", ".tox", ".nox"})
@@ -177,8 +179,8 @@ class Scanner:
     def entry(self, rel: str) -> Entry | None:
         """The current state of one path (a directory: only its bits); the baseline is not changed."""
         full = os.path.join(self.root, rel)
-        try:
-            info = os.lstat(full)
+        try:  # a link on the way (a directory swapped for one) means the path is not in the tree
+            info = safeio.stat_nofollow(full, [self.root])
         except OSError:
             return None
         if stat.S_ISDIR(info.st_mode):

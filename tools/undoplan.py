@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from clover.tools.treescan import Entry, Scan
+from clover.tools.undowrite import Writer
 
 
 @dataclass
@@ -216,6 +215,7 @@ def plan(records: list[Record], current: Callable[[str], Entry | None], exists_u
             conflicts.append(Action(path, cur, None, [ch for ch in links if ch not in done], conflict=why))
     if not redo:
         _repositories_whole(ordered, actions, conflicts, exists_under)
+    _directories_emptied(actions, conflicts, exists_under)
     freed = {a.path for a in actions if a.target is None}
     checked = []
     for m in moves:
@@ -263,6 +263,21 @@ def _repositories_whole(records: list[Record], actions: list[Action], conflicts:
                 conflicts.append(Action(a.path, a.current, None, a.links, conflict=why))
 
 
+def _directories_emptied(actions: list[Action], conflicts: list[Action],
+                         exists_under: Callable[[str], list[str]]) -> None:
+    """A directory is removed (or replaced) only when nothing would be left in it: one that holds
+    a path this plan does not remove (the user's file) is a conflict in the plan, not a failure
+    when it is applied; so is every directory above it."""
+    def removes_dir(a: Action) -> bool:
+        return a.current is not None and a.current.kind == "d" and (a.target is None or a.target.kind != "d")
+
+    for a in sorted([a for a in actions if removes_dir(a)], key=lambda a: a.path.count("/"), reverse=True):
+        removed = {x.path for x in actions if x.target is None or removes_dir(x)}
+        if any(p != a.path and p not in removed for p in exists_under(a.path)):
+            actions.remove(a)
+            conflicts.append(Action(a.path, a.current, None, a.links, conflict="it holds files the step did not make"))
+
+
 def verb(before: Entry | None, after: Entry | None) -> str:
     """How a path went from `before` to `after`, in a word or two."""
     if before is None:
@@ -289,49 +304,6 @@ class Outcome:
     saved: list[str] = field(default_factory=list)  # where the user's versions were kept
     moved: list[Move] = field(default_factory=list)
     failed_moves: list[tuple[Move, str]] = field(default_factory=list)
-
-
-class Writer:
-    """Puts Entries on disk under `root`, reading contents from `repo` (pygit2)."""
-
-    def __init__(self, root: str, repo: Any) -> None:
-        self.root, self.repo = root, repo
-
-    def full(self, rel: str) -> str:
-        return os.path.join(self.root, rel)
-
-    def remove(self, rel: str, entry: Entry) -> None:
-        if entry.kind == "d":
-            os.rmdir(self.full(rel))  # only ever an empty directory
-        else:
-            os.unlink(self.full(rel))
-
-    def write(self, rel: str, entry: Entry, dest: str | None = None) -> None:
-        """Make `rel` (or the absolute `dest`) hold `entry`; a file atomically, through a temp file."""
-        path = dest or self.full(rel)
-        if entry.kind == "d":
-            if not os.path.isdir(path) or os.path.islink(path):
-                os.mkdir(path, 0o700)  # its own bits once its content is in (it may be read-only)
-            return
-        parent = os.path.dirname(path)
-        if not os.path.isdir(parent):
-            raise FileNotFoundError(f"its directory {os.path.dirname(rel) or '.'} is gone")
-        data = self.repo[entry.extra if entry.kind == "x" else entry.oid].data
-        fd, tmp = tempfile.mkstemp(prefix=".clover-undo-", dir=parent)
-        try:
-            if entry.kind == "l":
-                os.close(fd)
-                os.unlink(tmp)
-                os.symlink(os.fsdecode(data), tmp)
-            else:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-                os.chmod(tmp, entry.mode)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
 
 
 def _depth(a: Action) -> int:
@@ -366,11 +338,11 @@ def apply(p: Plan, writer: Writer, save_dir: Callable[[], str], clock: int = 0) 
             writer.write(a.path, a.target)
         except OSError as exc:
             failed.add(a.path)
-            _fail(out, a, str(exc.args[0]) if isinstance(exc, FileNotFoundError) and exc.args else str(exc))
+            _fail(out, a, str(exc))
     for a in sorted(p.actions, key=_depth, reverse=True):
         if a.path not in failed and a.target is not None and a.target.kind == "d":
             with contextlib.suppress(OSError):
-                os.chmod(writer.full(a.path), a.target.mode)
+                writer.chmod_dir(a.path, a.target.mode)
     state = "applied" if p.redo else "undone"
     for a in p.actions:
         if a.path not in failed:
@@ -391,11 +363,11 @@ def _fail(out: Outcome, a: Action, why: str) -> None:
 def _moves(p: Plan, writer: Writer, out: Outcome) -> None:
     for m, why in p.moves:
         src, dst = (m.src, m.dst) if p.redo else (m.dst, m.src)
-        if not why and os.path.lexists(writer.full(dst)):
+        if not why and writer.exists(dst):
             why = f"{dst} exists"
         if not why:
             try:
-                os.rename(writer.full(src), writer.full(dst))
+                writer.rename(src, dst)
             except OSError as exc:
                 why = f"{src} -> {dst}: {exc.strerror or exc}"
         if why:
@@ -408,11 +380,6 @@ def _moves(p: Plan, writer: Writer, out: Outcome) -> None:
 def _save(writer: Writer, a: Action, where: str) -> str:
     """Keep the user's version of a path about to be overwritten; return where it went."""
     dest = os.path.join(where, a.path)
-    os.makedirs(os.path.dirname(dest), exist_ok=True)
-    entry = a.save
-    assert entry is not None
-    if entry.kind == "b":
-        shutil.copy2(writer.full(a.path), dest, follow_symlinks=False)
-    else:
-        writer.write(a.path, entry, dest=dest)
+    assert a.save is not None
+    writer.save(a.path, a.save, dest)
     return dest
