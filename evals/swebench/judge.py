@@ -58,10 +58,19 @@ def error_kind(exc: BaseException) -> str:
     return "grader"
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def strip_ansi(text: str) -> str:
+    """Without terminal colours (sphinx's tox.ini runs pytest with --color yes)."""
+    return _ANSI.sub("", text)
+
+
 def failure_messages(log: str) -> dict[str, str]:
     """{test id: message} of the failed tests: the last `E ...` line of each failure section
     (`____ Class.test_name ____`; the summary line is cut to the terminal's width), else the
     short summary's `FAILED id - message`."""
+    log = strip_ansi(log)
     out: dict[str, str] = {}
     failed = []
     for line in log.splitlines():
@@ -98,7 +107,7 @@ def _failure_sections(log: str) -> dict[str, str]:
 
 def skip_reasons(log: str) -> list[tuple[str, str]]:
     """(where, reason) per `SKIPPED [n] path:line: reason` line; `where` is a file or a test id."""
-    return [(m.group("where"), m.group("reason").strip()) for line in log.splitlines()
+    return [(m.group("where"), m.group("reason").strip()) for line in strip_ansi(log).splitlines()
             if (m := _SKIP_LINE.match(line))]
 
 
@@ -130,6 +139,41 @@ def unrunnable_tests(log: str, judged: list[str], status_map: dict[str, str]) ->
     return out
 
 
+_NO_MODULE = re.compile(r"No module named '([\w.]+)'|could not import '([\w.]+)'|ModuleNotFoundError: ([\w.]+)")
+
+
+def missing_package_tests(log: str, judged: list[str], status_map: dict[str, str],
+                          missing: dict[str, str]) -> dict[str, str]:
+    """The judged tests that failed or skipped for want of a package the environment could not
+    have (`missing`: {normalized name: why}, e.g. a conda-only entry of environment.yml)."""
+    if not missing:
+        return {}
+    names = {}
+    for name, why in missing.items():
+        origin = why.split(":", 1)[0].strip().split("=")[0].split(" ")[0]
+        for alias in (name, origin):
+            names[re.sub(r"[-_.]+", "-", alias).lower()] = (name, why)
+    messages = failure_messages(log)
+    skips = skip_reasons(log)
+    out: dict[str, str] = {}
+    for test in judged:
+        status = status_map.get(test)
+        if status == "PASSED" or status == "XFAIL":
+            continue
+        path = test.split("::", 1)[0]
+        texts = [messages.get(test, ""), *(r for where, r in skips if where in (test, path))]
+        for text in texts:
+            for m in _NO_MODULE.finditer(text):
+                module = next(g for g in m.groups() if g).split(".")[0]
+                hit = names.get(re.sub(r"[-_.]+", "-", module).lower())
+                if hit:
+                    out[test] = f"needs the package {hit[0]}, which pip cannot install here ({hit[1]})"
+                    break
+            if test in out:
+                break
+    return out
+
+
 def grade_on_subset(report: dict[str, Any], excluded: dict[str, str], gold: dict[str, Any],
                     status_map: dict[str, str], eval_type: Any) -> None:
     """Re-grade `report` without the excluded tests, saying so in the report."""
@@ -153,7 +197,10 @@ def grade_on_subset(report: dict[str, Any], excluded: dict[str, str], gold: dict
 
 
 def _kind_of(reason: str) -> str:
-    return "network" if reason.startswith("needs the network") else "cpu" if reason.startswith("too few CPUs") else "skipped"
+    for prefix, kind in (("needs the network", "network"), ("too few CPUs", "cpu"), ("needs the package", "package")):
+        if reason.startswith(prefix):
+            return kind
+    return "skipped"
 
 
 def cannot_judge(report: dict[str, Any]) -> str:
