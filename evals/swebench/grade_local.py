@@ -9,8 +9,10 @@ resolves it and the empty patch does not (network-bound or flaky tests fail that
 from __future__ import annotations
 
 import contextlib
+import os
 import shlex
 import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +35,7 @@ from clover.evals.swebench.local_setup import Shell, install_repository, setup_e
 from clover.evals.swebench.local_spec import SYSTEM_COMMAND, LocalSpec, resolve_spec
 from clover.evals.swebench.runner import write_json_atomic, write_text_atomic
 from clover.evals.swebench.tox_command import ToxError, is_tox_command, tox_run
-from clover.evals.swebench.workspace import RepoCache, make_workspace
+from clover.evals.swebench.workspace import RepoCache, default_cache_dir, make_workspace
 
 # The official harness tries git apply, then --reject, then patch --fuzz; --3way sits between.
 
@@ -154,22 +156,30 @@ def evaluate_log(log_text: str, instance: Instance, spec: LocalSpec, patch: str)
     return report
 
 
+def default_work_dir() -> Path:
+    """Work trees and venvs: beside the repository cache, not under the system temp directory
+    (the instance's TMPDIR), whose paths must not share a first directory with the work tree."""
+    return default_cache_dir().parent / "work"
+
+
 def grade_instance(instance: Instance, preds: dict[str, str], config: GradeConfig) -> dict[str, Any]:
     """Grade one instance under each named patch (e.g. {"model": p} or {"gold": g, "empty": ""}),
     sharing one environment. Returns {name: swebench-schema report (+ "error")} and writes logs."""
     iid = instance["instance_id"]
     inst_dir = config.output_dir / iid
     inst_dir.mkdir(parents=True, exist_ok=True)
-    work = Path(config.work_dir) if config.work_dir else config.output_dir / ".work"
-    ws, venv = work / iid / "repo", work / iid / "venv"
+    work = Path(config.work_dir) if config.work_dir else default_work_dir()
+    own = work / f"{iid}-{os.getpid()}"  # two runs grading one instance at once do not meet
+    ws, venv = own / "repo", own / "venv"
     setup_log = inst_dir / "run_instance.log"
     setup_log.write_text("")
     results: dict[str, Any] = {}
     started = time.monotonic()
+    tmp = Path(tempfile.mkdtemp(prefix=f"clover-grade-{iid[:40]}-"))
     try:
         make_workspace(instance, ws, RepoCache(config.cache_dir, config.repo_map, online=config.online))
         spec = resolve_spec(instance, ws)
-        sh = setup_environment(spec, ws, venv, setup_log, config.setup_timeout, config.index_args)
+        sh = setup_environment(spec, ws, venv, setup_log, config.setup_timeout, config.index_args, tmp=tmp)
         for name, patch in preds.items():
             log = inst_dir / (f"test_output.{name}.txt" if len(preds) > 1 else "test_output.txt")
             log.write_text("")
@@ -187,8 +197,9 @@ def grade_instance(instance: Instance, preds: dict[str, str], config: GradeConfi
                                       "patch_successfully_applied": False, "resolved": False,
                                       "empty_patch": not (patch or "").strip(), **failure})
     finally:
+        shutil.rmtree(tmp, ignore_errors=True)
         if not config.keep:
-            shutil.rmtree(work / iid, ignore_errors=True)
+            shutil.rmtree(own, ignore_errors=True)
     seconds = round(time.monotonic() - started, 2)
     for name, rep in results.items():
         rep["seconds"] = seconds

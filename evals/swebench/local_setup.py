@@ -47,10 +47,10 @@ class Shell:
     """Runs commands in the work tree with the venv first on PATH, appending to one log."""
 
     def __init__(self, cwd: Path, venv: Path, log: Path, extra_env: dict[str, str] | None = None,
-                 home: Path | None = None) -> None:
+                 home: Path | None = None, tmp: Path | None = None) -> None:
         self.cwd, self.venv, self.log = cwd, venv, log
         self.installer: Installer | None = None  # the setup's, reused when a patch is installed
-        self.env = {**venv_env(venv, home), "UV_CACHE_DIR": str(uv_cache_dir()), **(extra_env or {})}
+        self.env = {**venv_env(venv, home, tmp), "UV_CACHE_DIR": str(uv_cache_dir()), **(extra_env or {})}
 
     def note(self, text: str) -> None:
         with self.log.open("a", encoding="utf-8") as fh:
@@ -82,13 +82,19 @@ class Shell:
 
 
 def setup_environment(spec: LocalSpec, ws: Path, venv: Path, log: Path, timeout: float,
-                      index_args: list[str] | None = None) -> Shell:
+                      index_args: list[str] | None = None, tmp: Path | None = None) -> Shell:
     """Build the instance's environment; raises InstallError (with the installer's whole message)
-    or SpecError. `index_args` go to every uv install (e.g. `--offline`, a wheelhouse)."""
+    or SpecError. `index_args` go to every uv install (e.g. `--offline`, a wheelhouse); `tmp` is
+    the instance's TMPDIR (the caller removes it)."""
     make_venv(spec, venv)
-    sh = Shell(ws, venv, log, spec.env, home=venv.parent / "home")
+    sh = Shell(ws, venv, log, spec.env, home=venv.parent / "home", tmp=tmp)
     for note in spec.notes:
         sh.note(note)
+    if tmp is not None and ws.resolve().parts[:2] == tmp.resolve().parts[:2]:
+        # docutils' relative_path() turns a path that shares its first directory with the work tree
+        # into a relative one (sphinx-11510's docnames); the official image keeps /testbed and /tmp apart.
+        sh.note(f"warning: the work tree and TMPDIR share {'/'.join(ws.resolve().parts[:2])}; "
+                "docutils will see relative paths the official image does not")
     if spec.inherit_site:
         _pip_steps(spec, sh, venv.parent / "requirements.txt", timeout)
     else:

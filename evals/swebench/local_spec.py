@@ -268,10 +268,11 @@ def parent_site_dirs() -> list[str]:
     return list(dict.fromkeys(d for d in dirs if os.path.isdir(d)))
 
 
-def venv_env(venv: Path, home: Path | None = None) -> dict[str, str]:
+def venv_env(venv: Path, home: Path | None = None, tmp: Path | None = None) -> dict[str, str]:
     """The environment of every command in an instance's venv: its bin first on PATH (the grader's
-    own venv taken off it, so a missing `pytest` is missing, not borrowed), and, given `home`, a
-    HOME and TMPDIR of its own (tests write ~/.astropy, ~/.config ...; nothing lands in the user's)."""
+    own venv taken off it, so a missing `pytest` is missing, not borrowed), and a HOME and TMPDIR of
+    its own when given (tests write ~/.astropy, ~/.config, pytest's numbered tmp dirs; nothing lands
+    in the user's, and parallel instances do not share them)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONHOME", "PYTHONPATH", "VIRTUAL_ENV")}
     own = {str(Path(sys.prefix) / "bin")} if sys.prefix != sys.base_prefix else set()
     if os.environ.get("VIRTUAL_ENV"):
@@ -279,11 +280,15 @@ def venv_env(venv: Path, home: Path | None = None) -> dict[str, str]:
     path = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p not in own]
     env.update(PATH=os.pathsep.join([str(venv / "bin"), *path]), VIRTUAL_ENV=str(venv),
                PYTHONNOUSERSITE="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONDONTWRITEBYTECODE="1")
-    if home is not None:  # and a temporary directory of its own (pytest's tmp_path numbering, leftovers)
-        (home / "tmp").mkdir(parents=True, exist_ok=True)
-        for var in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "TMP", "TEMP"):
+    if home is not None:
+        home.mkdir(parents=True, exist_ok=True)
+        for var in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"):
             env.pop(var, None)
-        env.update(HOME=str(home), TMPDIR=str(home / "tmp"))
+        env["HOME"] = str(home)
+    if tmp is not None:
+        for var in ("TMP", "TEMP"):
+            env.pop(var, None)
+        env["TMPDIR"] = str(tmp)
     return env
 
 
