@@ -143,8 +143,11 @@ def grade_cmd(
     typer.echo(f"resolved {report.get('resolved_instances', 0)}/{report.get('submitted_instances', 0)}{tag}; "
                f"errors {report.get('error_instances', 0)} -> {out / 'report.json'}")
     if "judgeable_ids" in report:
+        from clover.evals.swebench.calibration import render_table
+
         typer.echo(f"judgeable here (gold resolves, empty does not): {len(report['judgeable_ids'])}/"
                    f"{len(report['calibration'])}")
+        typer.echo(render_table(report.get("by_repository", {})))
     _warn_unjudged(report)
     if report.get("error_instances"):
         raise typer.Exit(1)

@@ -21,12 +21,12 @@ from typing import Any
 
 from clover.evals import grading
 from clover.evals.grading import reset_tree
+from clover.evals.swebench.calibration import by_repository, why_not_judgeable
 from clover.evals.swebench.dataset import Instance, modified_files
 from clover.evals.swebench.judge import (
     InstallError,
     cannot_judge,
     error_kind,
-    failure_messages,
     grade_on_subset,
     missing_package_tests,
     unrunnable_tests,
@@ -150,8 +150,9 @@ def evaluate_log(log_text: str, instance: Instance, spec: LocalSpec, patch: str)
     report["tests_status"] = tests
     body = log_text.split(start)[1].split(end)[0]
     judged = [*gold[FAIL_TO_PASS], *gold[PASS_TO_PASS]]
-    excluded = {**missing_package_tests(body, judged, status_map, spec.missing_packages),
-                **unrunnable_tests(body, judged, status_map)}
+    report["tests_run"] = sum(t in status_map for t in judged)  # 0: the run stopped before any of them
+    excluded = {**unrunnable_tests(body, judged, status_map),
+                **missing_package_tests(body, judged, status_map, spec.missing_packages)}
     grade_on_subset(report, excluded, gold, status_map, eval_type)
     return report
 
@@ -225,21 +226,6 @@ def describe_failure(exc: BaseException) -> dict[str, str]:
 # --------------------------------------------------------------------------- the batch
 
 
-def _why_not_judgeable(gold: dict[str, Any], empty: dict[str, Any], gold_log: str = "") -> str:
-    for report in (gold, empty):
-        if reason := cannot_judge(report):
-            return reason
-    if not gold.get("resolved"):
-        tests = gold.get("tests_status", {})
-        failing = [t for k in ("FAIL_TO_PASS", "PASS_TO_PASS") for t in tests.get(k, {}).get("failure", [])]
-        messages = failure_messages(gold_log)
-        shown = [f"{t} ({messages[t][:80]})" if t in messages else t for t in failing[:5]]
-        return "gold patch does not resolve here" + (f"; failing: {', '.join(shown)}" if failing else "")
-    if empty.get("resolved"):
-        return "empty patch also resolves (the tests do not catch the bug here)"
-    return ""
-
-
 def _gold_log(config: GradeConfig, iid: str) -> str:
     path = config.output_dir / iid / "test_output.gold.txt"
     return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
@@ -308,9 +294,9 @@ def grade_batch(instances: list[Instance], predictions: dict[str, dict[str, Any]
     else:
         gold = {i: r["gold"] for i, r in results.items()}
         empty = {i: r["empty"] for i, r in results.items()}
-        why = {i: _why_not_judgeable(gold[i], empty[i], _gold_log(config, i)) for i in results}
+        why = {i: why_not_judgeable(gold[i], empty[i], _gold_log(config, i)) for i in results}
         calib = {i: {"gold_resolved": gold[i].get("resolved", False), "empty_resolved": empty[i].get("resolved", False),
-                     "judgeable": not why[i], "why_not": why[i]}
+                     "judgeable": not why[i][1], "why_not": why[i][1], "why_kind": why[i][0]}
                  for i in sorted(results)}
         for i, c in calib.items():
             if gold[i].get("excluded_tests") or empty[i].get("excluded_tests"):
@@ -319,6 +305,7 @@ def grade_batch(instances: list[Instance], predictions: dict[str, dict[str, Any]
             **summarize(gold, len(instances), "calibrate"),
             "judgeable_ids": [i for i, c in calib.items() if c["judgeable"]],
             "calibration": calib,
+            "by_repository": by_repository(calib),
             "gold": summarize(gold, len(instances), "gold"),
             "empty": summarize(empty, len(instances), "empty"),
         }

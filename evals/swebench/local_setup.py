@@ -93,7 +93,7 @@ def setup_environment(spec: LocalSpec, ws: Path, venv: Path, log: Path, timeout:
     if tmp is not None and ws.resolve().parts[:2] == tmp.resolve().parts[:2]:
         # docutils' relative_path() turns a path that shares its first directory with the work tree
         # into a relative one (sphinx-11510's docnames); the official image keeps /testbed and /tmp apart.
-        sh.note(f"warning: the work tree and TMPDIR share {'/'.join(ws.resolve().parts[:2])}; "
+        sh.note(f"warning: the work tree and TMPDIR share {Path(*ws.resolve().parts[:2])}; "
                 "docutils will see relative paths the official image does not")
     if spec.inherit_site:
         _pip_steps(spec, sh, venv.parent / "requirements.txt", timeout)
@@ -116,7 +116,7 @@ def _uv_steps(spec: LocalSpec, sh: Shell, requirements_file: Path, timeout: floa
     rc, out = inst.install(base, run, why="the interpreter's base packages")
     _raise_if_failed(rc, out, "base packages")
     if spec.requirements:
-        _install_requirements(spec, sh, inst, requirements_file, run)
+        install_requirements(spec, sh, inst, requirements_file, run)
     if spec.pip_packages:
         rc, out = inst.install(list(spec.pip_packages), run, why="the spec's pip packages")
         _raise_if_failed(rc, out, "pip packages")
@@ -151,7 +151,7 @@ def install_repository(command: str, sh: Shell, inst: Installer | None, timeout:
         raise InstallError(f"install failed ({command}): {_last_error(out)}", pip_error(out))
 
 
-def _install_requirements(spec: LocalSpec, sh: Shell, inst: Installer, requirements_file: Path, run) -> None:
+def install_requirements(spec: LocalSpec, sh: Shell, inst: Installer, requirements_file: Path, run) -> None:
     """requirements.txt lines as one `-r` install. From an environment.yml, a package pip cannot
     have (not on PyPI: conda-only; or failing to build here) is dropped and named, and the rest
     installed; the report names what is missing when a test needs it."""

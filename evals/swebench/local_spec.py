@@ -136,7 +136,7 @@ def default_spec(instance: Instance, workspace: Path) -> LocalSpec:
             path = str(test_id).split("::", 1)[0]
             if "::" in str(test_id) and path.endswith(".py") and path not in tests and (workspace / path).is_file():
                 tests.append(path)
-    return LocalSpec(
+    spec = LocalSpec(
         python=None,
         install="python -m pip install -e ." if has_project else None,
         # The grader's own pytest plugins are not the repository's (and hypothesis alone costs a
@@ -147,6 +147,24 @@ def default_spec(instance: Instance, workspace: Path) -> LocalSpec:
         inherit_site=True,
         notes=["default spec (repo/version not in swebench's spec map)"],
     )
+    if not has_project and tox_testenv_runs_pytest(workspace):
+        # A tox-only repository: its tests are what its testenv runs, with its setenv; run directly
+        # (tox_command.py), with the summary the parser reads.
+        spec.test_cmd = " ".join(["tox --", *map(shlex.quote, tests)])
+        spec.env["PYTEST_ADDOPTS"] = "-rA -p no:cacheprovider"
+        spec.notes.append("tox-only repository: the tests run as tox.ini's testenv runs them")
+    return spec
+
+
+def tox_testenv_runs_pytest(workspace: Path) -> bool:
+    from clover.evals.swebench.tox_command import ToxError, tox_run
+
+    if not (workspace / "tox.ini").is_file():
+        return False
+    try:
+        return "pytest" in tox_run("tox", workspace, environ={}).script()
+    except ToxError:
+        return False
 
 
 def _show(workspace: Path, commit: str, path: str) -> str | None:
