@@ -31,7 +31,7 @@ from clover.evals.swebench.judge import (
     missing_package_tests,
     unrunnable_tests,
 )
-from clover.evals.swebench.local_setup import Shell, install_repository, setup_environment
+from clover.evals.swebench.local_setup import Shell, install_repository, needs_reinstall, setup_environment
 from clover.evals.swebench.local_spec import SYSTEM_COMMAND, LocalSpec, resolve_spec
 from clover.evals.swebench.runner import write_json_atomic, write_text_atomic
 from clover.evals.swebench.tox_command import ToxError, is_tox_command, tox_run
@@ -86,9 +86,11 @@ def run_tests(sh: Shell, ws: Path, instance: Instance, spec: LocalSpec, patch: s
     if patch.strip() and not apply_patch(sh, ws, patch):
         log.open("a").write(f"{bad[0]}\n")
         return
-    if spec.install:  # as the official eval script does: the patch may change what gets installed
+    # The official eval script installs again: the patch may change what gets built. Skipped when
+    # it cannot (only Python modules changed: the editable install already sees them).
+    if spec.install and needs_reinstall(patch):
         with contextlib.suppress(InstallError):  # logged; the tests say what it broke
-            install_repository(spec.install, sh, sh.installer, timeout)
+            install_repository(spec.install, sh, sh.installer, timeout, again=True)
     existing = [f for f in modified_files(instance["test_patch"]) if (ws / f).exists()]
     if existing:
         sh.run(["git", "checkout", instance["base_commit"], "--", *existing], 120)

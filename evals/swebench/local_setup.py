@@ -133,22 +133,43 @@ def _uv_steps(spec: LocalSpec, sh: Shell, requirements_file: Path, timeout: floa
         sh.note(f"let through: {note}")
 
 
-def install_repository(command: str, sh: Shell, inst: Installer | None, timeout: float) -> None:
+def install_repository(command: str, sh: Shell, inst: Installer | None, timeout: float, *,
+                       again: bool = False) -> None:
     """The spec's install command (`python -m pip install -e .[test]`): through uv, held to the
-    date, with today's setuptools for the isolated build (older ones cannot build editables for
-    uv); where even that cannot (Python 3.6), pip's legacy develop install, as the official image."""
+    date, built by a setuptools that can make editables (packages.EDITABLE_BUILD_CONSTRAINTS);
+    where none can (Python 3.6), pip's legacy develop install, as the official image. `again`:
+    after a patch, rebuild the project itself (uv would reuse its cached build)."""
     args = pip_install_args(command)
     if inst is None or args is None:
         rc, out = sh.run(command, timeout)
         if rc != 0 and args is not None:  # setup.py that imports its own package
             rc, out = sh.run(command + " --no-build-isolation", timeout)
     else:
-        rc, out = inst.install(args, lambda argv: sh.run(argv, timeout), build_tools_now=True, why=command)
+        extra = ["--reinstall-package", inst.project] if again and inst.project else []
+        rc, out = inst.install([*extra, *args], lambda argv: sh.run(argv, timeout), build_tools_now=True, why=command)
         if rc != 0 and needs_legacy_editable(out):
             sh.note("uv cannot build this editable install (no PEP 660 backend here): pip's own")
             rc, out = sh.run(["python", "-m", "pip", "install", *args], timeout)
+        inst.project = inst.project or project_name(out, sh.cwd)
     if rc != 0:
         raise InstallError(f"install failed ({command}): {_last_error(out)}", pip_error(out))
+
+
+def needs_reinstall(patch: str) -> bool:
+    """Whether a patch can change what the install built: anything but Python modules (an
+    editable install sees those as they are), or the packaging files themselves."""
+    from clover.evals.grading import touched_files
+
+    packaging = {"setup.py", "setup.cfg", "pyproject.toml", "MANIFEST.in"}
+    return any(not f.endswith(".py") or Path(f).name in packaging for f in touched_files(patch))
+
+
+def project_name(output: str, root: Path) -> str | None:
+    """The distribution uv installed from the work tree (`+ astropy==5.1.dev (from file:///...)`)."""
+    import re
+
+    m = re.search(rf"^\s*[+~]\s*([A-Za-z0-9_.\-]+)==\S+ \(from file://{re.escape(str(root))}/?\)", output, re.MULTILINE)
+    return m.group(1) if m else None
 
 
 def install_requirements(spec: LocalSpec, sh: Shell, inst: Installer, requirements_file: Path, run) -> None:

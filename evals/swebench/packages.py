@@ -73,6 +73,7 @@ class Installer:
     let_through: set[str] = field(default_factory=set)  # normalized names without the cutoff
     index_args: list[str] = field(default_factory=list)  # e.g. ["--offline"] or a wheelhouse
     notes: list[str] = field(default_factory=list)  # what was let through, and why
+    project: str | None = None  # the distribution the repository installs as, once installed
 
     def argv(self, args: list[str], *, build_tools_now: bool = False) -> list[str]:
         argv = [uv_binary(), "pip", "install", "--python", str(self.venv / "bin" / "python"), *self.index_args]
