@@ -325,3 +325,12 @@ def test_calibration_names_a_cause_or_counts_a_wrong_verdict():
                      "pytest-dev/pytest": {"rows": 1, "correct": 0, "cannot_judge": {}, "wrong": 1}}
     text = render_table(table)
     assert "| psf/requests | 2 | 1 | 1 network | 0 |" in text and "| all | 3 | 1 (33%) | 1 | 1 |" in text
+
+
+def test_an_environment_resolves_no_earlier_than_its_python(tmp_path):
+    # requests 1.1's environment is from 2013, its spec's Python 3.9 from 2020: pip 1.3 and pytest
+    # 2.3 do not run there, so the packages resolve as of Python 3.9's release.
+    row = {"repo": "psf/requests", "instance_id": "psf__requests-1", "version": "1.1", "base_commit": "0" * 40,
+           "created_at": "2013-01-23T16:38:17Z", "test_patch": "diff --git a/test_requests.py b/test_requests.py\n",
+           "FAIL_TO_PASS": "[]", "PASS_TO_PASS": "[]"}
+    assert resolve_spec(row, tmp_path).exclude_newer == "2020-10-05T00:00:00Z"

@@ -88,7 +88,7 @@ def resolve_spec(instance: Instance, workspace: Path) -> LocalSpec:
         test_cmd=" ".join([test_cmd, *directives]),
         parser=MAP_REPO_TO_PARSER[instance["repo"]],
         official=True,
-        exclude_newer=environment_date(instance, workspace),
+        exclude_newer=max(environment_date(instance, workspace), PYTHON_RELEASED.get(str(specs["python"]), "")),
     )
     if is_tox_command(test_cmd):  # run directly (tox_command.py): tox and its plugins are not needed
         dropped = [p for p in spec.pip_packages if re.match(r"^tox([-_.]|$|[=<>!~ ])", p.lower())]
@@ -103,8 +103,19 @@ def resolve_spec(instance: Instance, workspace: Path) -> LocalSpec:
         spec.notes.append("environment.yml read for pip: channels skipped, conda names given their PyPI names")
     elif packages:  # conda packages on `conda create`'s command line: with the interpreter
         spec.base_packages = [conda_to_pip(p) for p in shlex.split(packages)]
-    spec.notes.append(f"packages resolved as of {spec.exclude_newer} (the environment_setup_commit's date)")
+    spec.notes.append(f"packages resolved as of {spec.exclude_newer}: the environment_setup_commit's date, "
+                      f"or Python {spec.python}'s release if that is later")
     return spec
+
+
+# First releases: packages older than their interpreter do not know it (swebench's specs run
+# requests' 2013 environment on Python 3.9; pip 1.3 and pytest 2.3 do not run there), so an
+# environment resolves no earlier than its Python.
+PYTHON_RELEASED = {
+    "3.5": "2015-09-13T00:00:00Z", "3.6": "2016-12-23T00:00:00Z", "3.7": "2018-06-27T00:00:00Z",
+    "3.8": "2019-10-14T00:00:00Z", "3.9": "2020-10-05T00:00:00Z", "3.10": "2021-10-04T00:00:00Z",
+    "3.11": "2022-10-24T00:00:00Z", "3.12": "2023-10-02T00:00:00Z", "3.13": "2024-10-07T00:00:00Z",
+}
 
 
 def environment_date(instance: Instance, workspace: Path) -> str:
