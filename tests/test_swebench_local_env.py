@@ -22,7 +22,7 @@ from clover.evals.swebench.conda_env import parse_environment_yml  # noqa: E402
 from clover.evals.swebench.dataset import validate  # noqa: E402
 from clover.evals.swebench.grade_local import GradeConfig, evaluate_log, grade_batch  # noqa: E402
 from clover.evals.swebench.local_setup import Shell, install_requirements  # noqa: E402
-from clover.evals.swebench.local_spec import LocalSpec, default_spec, make_venv, resolve_spec  # noqa: E402
+from clover.evals.swebench.local_spec import LocalSpec, default_spec, make_venv, resolve_spec, venv_env  # noqa: E402
 from clover.evals.swebench.packages import EDITABLE_BUILD_CONSTRAINTS, Installer, uv_binary  # noqa: E402
 from clover.evals.swebench.tox_command import tox_run  # noqa: E402
 from clover.evals.swebench.workspace import RepoCache, make_workspace  # noqa: E402
@@ -334,3 +334,12 @@ def test_an_environment_resolves_no_earlier_than_its_python(tmp_path):
            "created_at": "2013-01-23T16:38:17Z", "test_patch": "diff --git a/test_requests.py b/test_requests.py\n",
            "FAIL_TO_PASS": "[]", "PASS_TO_PASS": "[]"}
     assert resolve_spec(row, tmp_path).exclude_newer == "2020-10-05T00:00:00Z"
+
+
+def test_the_venvs_path_borrows_no_other_interpreters_scripts(tmp_path, monkeypatch):
+    pyenv = tmp_path / "pyenv"
+    monkeypatch.setenv("PYENV_ROOT", str(pyenv))
+    monkeypatch.setenv("PATH", f"{pyenv}/shims:{pyenv}/versions/3.11.7/bin:/usr/bin:/bin")
+    env = venv_env(tmp_path / "venv", tmp_path / "home", tmp_path / "tmp")
+    assert env["PATH"] == f"{tmp_path / 'venv'}/bin:/usr/bin:/bin"
+    assert env["HOME"] == str(tmp_path / "home") and env["TMPDIR"] == str(tmp_path / "tmp")

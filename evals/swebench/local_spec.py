@@ -299,14 +299,18 @@ def parent_site_dirs() -> list[str]:
 
 def venv_env(venv: Path, home: Path | None = None, tmp: Path | None = None) -> dict[str, str]:
     """The environment of every command in an instance's venv: its bin first on PATH (the grader's
-    own venv taken off it, so a missing `pytest` is missing, not borrowed), and a HOME and TMPDIR of
-    its own when given (tests write ~/.astropy, ~/.config, pytest's numbered tmp dirs; nothing lands
-    in the user's, and parallel instances do not share them)."""
+    venv and pyenv's interpreters taken off it: a missing `pytest` is missing, not borrowed), and a
+    HOME and TMPDIR of its own when given (tests write ~/.astropy, ~/.config, pytest's numbered tmp
+    dirs; nothing lands in the user's, and parallel instances do not share them)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONHOME", "PYTHONPATH", "VIRTUAL_ENV")}
     own = {str(Path(sys.prefix) / "bin")} if sys.prefix != sys.base_prefix else set()
     if os.environ.get("VIRTUAL_ENV"):
         own.add(str(Path(os.environ["VIRTUAL_ENV"]) / "bin"))
-    path = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p not in own]
+    pyenv = str(Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")) + os.sep
+    # Other interpreters' scripts too (pyenv's shims and versions): requests 1.x's pytest 2.4 has
+    # no `pytest` script, and the Python 3.11 one found on PATH ran its tests instead.
+    path = [p for p in os.environ.get("PATH", "").split(os.pathsep)
+            if p and p not in own and not (p + os.sep).startswith(pyenv)]
     env.update(PATH=os.pathsep.join([str(venv / "bin"), *path]), VIRTUAL_ENV=str(venv),
                PYTHONNOUSERSITE="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONDONTWRITEBYTECODE="1")
     if home is not None:
