@@ -50,7 +50,6 @@ class GradeConfig:
     keep: bool = False
     test_timeout: float = 1800.0
     setup_timeout: float = 1800.0
-    index_args: list[str] = field(default_factory=list)  # extra uv options: --offline, --find-links DIR
 
     def __post_init__(self) -> None:
         # Commands run with cwd = the work tree: a relative -o would put the venv on PATH and the
@@ -182,7 +181,7 @@ def grade_instance(instance: Instance, preds: dict[str, str], config: GradeConfi
     try:
         make_workspace(instance, ws, RepoCache(config.cache_dir, config.repo_map, online=config.online))
         spec = resolve_spec(instance, ws)
-        sh = setup_environment(spec, ws, venv, setup_log, config.setup_timeout, config.index_args, tmp=tmp)
+        sh = setup_environment(spec, ws, venv, setup_log, config.setup_timeout, tmp=tmp)
         for name, patch in preds.items():
             log = inst_dir / (f"test_output.{name}.txt" if len(preds) > 1 else "test_output.txt")
             log.write_text("")

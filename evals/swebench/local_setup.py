@@ -82,10 +82,9 @@ class Shell:
 
 
 def setup_environment(spec: LocalSpec, ws: Path, venv: Path, log: Path, timeout: float,
-                      index_args: list[str] | None = None, tmp: Path | None = None) -> Shell:
+                      tmp: Path | None = None) -> Shell:
     """Build the instance's environment; raises InstallError (with the installer's whole message)
-    or SpecError. `index_args` go to every uv install (e.g. `--offline`, a wheelhouse); `tmp` is
-    the instance's TMPDIR (the caller removes it)."""
+    or SpecError. `tmp` is the instance's TMPDIR (the caller removes it)."""
     make_venv(spec, venv)
     sh = Shell(ws, venv, log, spec.env, home=venv.parent / "home", tmp=tmp)
     for note in spec.notes:
@@ -99,7 +98,7 @@ def setup_environment(spec: LocalSpec, ws: Path, venv: Path, log: Path, timeout:
         _pip_steps(spec, sh, venv.parent / "requirements.txt", timeout)
     else:
         try:
-            _uv_steps(spec, sh, venv.parent / "requirements.txt", timeout, index_args or [])
+            _uv_steps(spec, sh, venv.parent / "requirements.txt", timeout)
         except UvMissing as exc:
             raise SpecError(str(exc)) from None
     # Like the official image: commit what setup changed so resets return to this state.
@@ -108,9 +107,9 @@ def setup_environment(spec: LocalSpec, ws: Path, venv: Path, log: Path, timeout:
     return sh
 
 
-def _uv_steps(spec: LocalSpec, sh: Shell, requirements_file: Path, timeout: float, index_args: list[str]) -> None:
+def _uv_steps(spec: LocalSpec, sh: Shell, requirements_file: Path, timeout: float) -> None:
     pins = pinned_names([*spec.base_packages, *spec.requirements, *spec.pip_packages])
-    inst = sh.installer = Installer(sh.venv, spec.exclude_newer, let_through=set(pins), index_args=index_args)
+    inst = sh.installer = Installer(sh.venv, spec.exclude_newer, let_through=set(pins))
     run = lambda argv: sh.run(argv, timeout)  # noqa: E731
     base = ["pip", "setuptools", "wheel", *spec.base_packages]
     rc, out = inst.install(base, run, why="the interpreter's base packages")
