@@ -91,18 +91,37 @@ def failure_messages(log: str) -> dict[str, str]:
 def _failure_sections(log: str) -> dict[str, str]:
     """{section title: its error lines} for pytest's `____ title ____` failure sections."""
     out: dict[str, str] = {}
-    title, errors = None, []
+    for title, lines in _section_lines(log).items():
+        errors = [line[1:].strip() for line in lines if line.startswith("E  ")]
+        if errors:
+            out[title] = " | ".join(reversed(errors[-3:]))
+    return out
+
+
+def _section_lines(log: str) -> dict[str, list[str]]:
+    """{section title: its lines} (the first section of a title; captured output included)."""
+    out: dict[str, list[str]] = {}
+    title, lines = None, []
     for line in log.splitlines():
         header = _SECTION.match(line)
         if header or line.startswith("=" * 10):
-            if title is not None and errors:
-                out.setdefault(title, " | ".join(reversed(errors[-3:])))
-            title, errors = (header.group(1) if header else None), []
-        elif title is not None and line.startswith("E  "):
-            errors.append(line[1:].strip())
-    if title is not None and errors:
-        out.setdefault(title, " | ".join(reversed(errors[-3:])))
+            if title is not None:
+                out.setdefault(title, lines)
+            title, lines = (header.group(1) if header else None), []
+        elif title is not None:
+            lines.append(line)
+    if title is not None:
+        out.setdefault(title, lines)
     return out
+
+
+def network_evidence(log: str, test: str) -> str:
+    """A line of the failed test's section (its traceback or captured output) saying it needed
+    the network: sphinx's latex test fails an assert because `Could not fetch remote image`."""
+    sections = _section_lines(strip_ansi(log))
+    parts = test.split("::")[1:]
+    lines = sections.get(".".join(parts)) or sections.get(parts[-1] if parts else "") or []
+    return next((line.strip() for line in lines if NETWORK.search(line)), "")
 
 
 def skip_reasons(log: str) -> list[tuple[str, str]]:
@@ -122,7 +141,7 @@ def unrunnable_tests(log: str, judged: list[str], status_map: dict[str, str]) ->
     """The judged tests that did not run for a reason of this machine: {test id: reason}.
 
     - skipped (by id, or absent from the log while its file reports a skip),
-    - failed with a network error in the summary message."""
+    - failed with a network error in its message, traceback or captured output."""
     failures = failure_messages(log)
     skips = skip_reasons(log)
     out: dict[str, str] = {}
@@ -130,6 +149,9 @@ def unrunnable_tests(log: str, judged: list[str], status_map: dict[str, str]) ->
         status = status_map.get(test)
         if status in ("FAILED", "ERROR") and NETWORK.search(failures.get(test, "")):
             out[test] = why_excluded(failures[test], network=True)
+            continue
+        if status in ("FAILED", "ERROR") and (evidence := network_evidence(log, test)):
+            out[test] = why_excluded(evidence, network=True)
             continue
         if status == "SKIPPED" or status is None:
             path = test.split("::", 1)[0]
