@@ -23,7 +23,7 @@ from clover.evals.swebench.dataset import validate  # noqa: E402
 from clover.evals.swebench.grade_local import GradeConfig, evaluate_log, grade_batch  # noqa: E402
 from clover.evals.swebench.local_setup import Shell, install_requirements  # noqa: E402
 from clover.evals.swebench.local_spec import LocalSpec, default_spec, make_venv, resolve_spec, venv_env  # noqa: E402
-from clover.evals.swebench.packages import EDITABLE_BUILD_CONSTRAINTS, Installer, uv_binary  # noqa: E402
+from clover.evals.swebench.packages import EDITABLE_BUILD_CONSTRAINTS, HARNESS_DATE, Installer, uv_binary  # noqa: E402
 from clover.evals.swebench.tox_command import tox_run  # noqa: E402
 from clover.evals.swebench.workspace import RepoCache, make_workspace  # noqa: E402
 from tests.swebench_fixtures import NEW_TEST, OLD_TEST, SOURCE, _diff_after, _git  # noqa: E402
@@ -284,22 +284,27 @@ def test_environment_yml_installs_what_pip_can_and_names_conda_only_packages(tmp
 
 
 def test_installer_holds_the_date_and_lets_the_specs_pins_through(tmp_path):
-    inst = Installer(tmp_path, "2020-08-07T16:15:20Z", let_through={"jinja2"})
+    inst = Installer(tmp_path, "2020-08-07T16:15:20Z", let_through={"jinja2": HARNESS_DATE})
     argv = inst.argv(["-e", ".[test]"], build_tools_now=True)
     assert argv[argv.index("--exclude-newer") + 1] == "2020-08-07T16:15:20Z"
-    assert "jinja2=2100-01-01T00:00:00Z" in argv and "setuptools=2100-01-01T00:00:00Z" in argv
+    assert f"jinja2={HARNESS_DATE}" in argv and f"setuptools={HARNESS_DATE}" in argv
     constraints = Path(argv[argv.index("--build-constraints") + 1])
     assert constraints.read_text() == EDITABLE_BUILD_CONSTRAINTS and argv[-2:] == ["-e", ".[test]"]
-    hidden = ("hint: `markupsafe` was filtered by `exclude-newer` to only include packages uploaded before ...")
+    # uv names what the date hides; it is let through to the official images' date, then further.
+    hidden = "hint: `markupsafe` was filtered by `exclude-newer` to only include packages uploaded before ..."
     calls = []
 
     def run(argv):
         calls.append(argv)
-        return (1, hidden) if len(calls) == 1 else (0, "Installed 2 packages")
+        return (1, hidden) if len(calls) <= 2 else (0, "Installed 2 packages")
 
     assert inst.install(["Jinja2==3.0.3"], run, why="the spec's pip packages") == (0, "Installed 2 packages")
-    assert "markupsafe=2100-01-01T00:00:00Z" in calls[1] and "markupsafe=2100-01-01T00:00:00Z" not in calls[0]
-    assert inst.notes == ["markupsafe: released after 2020-08-07T16:15:20Z, needed by the spec's pip packages"]
+    assert not any(a.startswith("markupsafe=") for a in calls[0])
+    assert f"markupsafe={HARNESS_DATE}" in calls[1] and "markupsafe=2100-01-01T00:00:00Z" in calls[2]
+    assert inst.notes == ["markupsafe: as of 2024-08-13, needed by the spec's pip packages",
+                          "markupsafe: as of 2100-01-01, needed by the spec's pip packages"]
+    assert Installer(tmp_path, "2025-01-01T00:00:00Z", {"pytest": HARNESS_DATE}).argv([])[-2:] == [
+        "--exclude-newer", "2025-01-01T00:00:00Z"]  # a cutoff earlier than the date is no exception
 
 
 # --------------------------------------------------------------------------- calibration

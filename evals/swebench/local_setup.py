@@ -25,6 +25,8 @@ from clover.evals.swebench.local_spec import (
     venv_env,
 )
 from clover.evals.swebench.packages import (
+    HARNESS_DATE,
+    RUNNERS,
     Installer,
     UvMissing,
     build_failures,
@@ -108,8 +110,9 @@ def setup_environment(spec: LocalSpec, ws: Path, venv: Path, log: Path, timeout:
 
 
 def _uv_steps(spec: LocalSpec, sh: Shell, requirements_file: Path, timeout: float) -> None:
-    pins = pinned_names([*spec.base_packages, *spec.requirements, *spec.pip_packages])
-    inst = sh.installer = Installer(sh.venv, spec.exclude_newer, let_through=set(pins))
+    # The spec's exact pins, and the test runner, resolve as of the official images' date.
+    pins = pinned_names([*spec.base_packages, *spec.requirements, *spec.pip_packages]) | set(RUNNERS)
+    inst = sh.installer = Installer(sh.venv, spec.exclude_newer, let_through=dict.fromkeys(pins, HARNESS_DATE))
     run = lambda argv: sh.run(argv, timeout)  # noqa: E731
     base = ["pip", "setuptools", "wheel", *spec.base_packages]
     rc, out = inst.install(base, run, why="the interpreter's base packages")
