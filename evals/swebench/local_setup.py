@@ -26,7 +26,7 @@ from clover.evals.swebench.local_spec import (
 )
 from clover.evals.swebench.packages import (
     HARNESS_DATE,
-    RUNNERS,
+    RUNNER,
     Installer,
     UvMissing,
     build_failures,
@@ -36,6 +36,7 @@ from clover.evals.swebench.packages import (
     pinned_names,
     pip_install_args,
 )
+from clover.evals.swebench.tox_command import is_tox_command
 from clover.evals.swebench.workspace import git
 
 
@@ -110,13 +111,16 @@ def setup_environment(spec: LocalSpec, ws: Path, venv: Path, log: Path, timeout:
 
 
 def _uv_steps(spec: LocalSpec, sh: Shell, requirements_file: Path, timeout: float) -> None:
-    # The spec's exact pins, and the test runner, resolve as of the official images' date.
-    pins = pinned_names([*spec.base_packages, *spec.requirements, *spec.pip_packages]) | set(RUNNERS)
+    # The spec's exact pins resolve as of the official images' date (what they need too, if hidden).
+    pins = pinned_names([*spec.base_packages, *spec.requirements, *spec.pip_packages])
     inst = sh.installer = Installer(sh.venv, spec.exclude_newer, let_through=dict.fromkeys(pins, HARNESS_DATE))
     run = lambda argv: sh.run(argv, timeout)  # noqa: E731
     base = ["pip", "setuptools", "wheel", *spec.base_packages]
     rc, out = inst.install(base, run, why="the interpreter's base packages")
     _raise_if_failed(rc, out, "base packages")
+    if RUNNER in spec.test_cmd or is_tox_command(spec.test_cmd):
+        rc, out = inst.install([RUNNER], run, as_of=HARNESS_DATE, why="the test runner")
+        _raise_if_failed(rc, out, "test runner")
     if spec.requirements:
         install_requirements(spec, sh, inst, requirements_file, run)
     if spec.pip_packages:

@@ -22,11 +22,12 @@ Run = Callable[[list[str]], tuple[int, str]]  # argv -> (exit status, output), l
 
 FUTURE = "2100-01-01T00:00:00Z"  # no cutoff
 # SWE-bench Verified's publication: its official images were built by then, so nothing in them is
-# newer. The test runner resolves as of this date (RUNNERS): the dataset's test ids are what the
-# images' pytest printed (pytest >= 7 names a repeated parameter id `1234-1234_0`; the pytest of
-# 2020 named it `1234-12340`, and sphinx-doc__sphinx-7462's PASS_TO_PASS would look failing).
+# newer. The test runner, with what it needs, resolves as of this date (before the repository's
+# own requirements, which may pin it otherwise): the dataset's test ids are what the images' pytest
+# printed (pytest >= 7 names a repeated parameter id `1234-1234_0`, the pytest of 2020 `1234-12340`,
+# and sphinx-doc__sphinx-7462's PASS_TO_PASS would look failing).
 HARNESS_DATE = "2024-08-13T00:00:00Z"
-RUNNERS = ("pytest",)
+RUNNER = "pytest"
 # The setuptools that builds the repository's editable install: 64 is the first with PEP 660
 # editables (uv's only way to install one); 82 dropped pkg_resources, which the era's build
 # helpers import (setuptools_scm < 7 does, in pytest's and astropy's setup).
@@ -84,19 +85,21 @@ class Installer:
     notes: list[str] = field(default_factory=list)  # what was let through, and why
     project: str | None = None  # the distribution the repository installs as, once installed
 
-    def argv(self, args: list[str], *, build_tools_now: bool = False) -> list[str]:
+    def argv(self, args: list[str], *, build_tools_now: bool = False, as_of: str | None = None) -> list[str]:
+        """`as_of`: this install's own date instead of the environment's (the test runner's)."""
         argv = [uv_binary(), "pip", "install", "--python", str(self.venv / "bin" / "python"), *self.index_args]
         if build_tools_now:
             constraints = self.venv / "editable-build-constraints.txt"
             constraints.write_text(EDITABLE_BUILD_CONSTRAINTS, encoding="utf-8")
             argv += ["--build-constraints", str(constraints)]
-        if self.exclude_newer:
-            argv += ["--exclude-newer", self.exclude_newer]
+        date = as_of or self.exclude_newer
+        if date:
+            argv += ["--exclude-newer", date]
             cutoffs = dict(self.let_through)
             if build_tools_now:
                 cutoffs.setdefault("setuptools", HARNESS_DATE)
             for name, cutoff in sorted(cutoffs.items()):
-                if cutoff > self.exclude_newer:
+                if cutoff > date:
                     argv += ["--exclude-newer-package", f"{name}={cutoff}"]
         return argv + args
 
@@ -109,12 +112,12 @@ class Installer:
         self.notes.append(f"{name}: as of {self.let_through[name][:10]}, needed by {why}")
         return True
 
-    def install(self, args: list[str], run: Run, *, build_tools_now: bool = False,
+    def install(self, args: list[str], run: Run, *, build_tools_now: bool = False, as_of: str | None = None,
                 why: str = "") -> tuple[int, str]:
         """Install; a package that the cutoff hides but the request needs (a pin's dependency) is
         let through and the install retried, each one noted."""
         for _ in range(60):
-            rc, out = run(self.argv(args, build_tools_now=build_tools_now))
+            rc, out = run(self.argv(args, build_tools_now=build_tools_now, as_of=as_of))
             hidden = list(dict.fromkeys(normalize(n) for n in _FILTERED.findall(out))) if rc else []
             if not [name for name in hidden if self.let(name, why or "the request")]:
                 return rc, out
