@@ -9,7 +9,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import shutil
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -20,7 +22,7 @@ pytest.importorskip("swebench")
 from clover.evals.swebench.calibration import by_repository, render_table, why_not_judgeable  # noqa: E402
 from clover.evals.swebench.conda_env import parse_environment_yml  # noqa: E402
 from clover.evals.swebench.dataset import validate  # noqa: E402
-from clover.evals.swebench.grade_local import GradeConfig, evaluate_log, grade_batch  # noqa: E402
+from clover.evals.swebench.grade_local import GradeConfig, evaluate_log, grade_batch, offline_script  # noqa: E402
 from clover.evals.swebench.local_setup import Shell, install_requirements  # noqa: E402
 from clover.evals.swebench.local_spec import LocalSpec, default_spec, make_venv, resolve_spec, venv_env  # noqa: E402
 from clover.evals.swebench.packages import EDITABLE_BUILD_CONSTRAINTS, HARNESS_DATE, Installer, uv_binary  # noqa: E402
@@ -348,3 +350,27 @@ def test_the_venvs_path_borrows_no_other_interpreters_scripts(tmp_path, monkeypa
     env = venv_env(tmp_path / "venv", tmp_path / "home", tmp_path / "tmp")
     assert env["PATH"] == f"{tmp_path / 'venv'}/bin:/usr/bin:/bin"
     assert env["HOME"] == str(tmp_path / "home") and env["TMPDIR"] == str(tmp_path / "tmp")
+
+
+PROBE = """import socket, threading
+server = socket.socket(); server.bind(("127.0.0.1", 0)); server.listen()
+threading.Thread(target=lambda: server.accept(), daemon=True).start()
+socket.create_connection(server.getsockname(), timeout=5).close()
+print("loopback ok")
+try:
+    socket.create_connection(("10.255.255.1", 80), timeout=5)
+    print("outside reached")
+except OSError as exc:
+    print("outside:", type(exc).__name__, exc.errno)
+"""
+
+
+@pytest.mark.skipif(not (shutil.which("unshare") and shutil.which("ip")), reason="needs unshare and ip")
+def test_no_test_network_leaves_loopback_only(tmp_path):
+    sh = Shell(tmp_path, Path(sys.prefix), tmp_path / "log")
+    (tmp_path / "probe.py").write_text(PROBE)
+    rc, out = sh.run(offline_script("python probe.py", sh), 60)
+    if rc == 97 or "Operation not permitted" in out:
+        pytest.skip("no network namespaces here")
+    assert rc == 0 and "loopback ok" in out and "outside reached" not in out
+    assert "outside: OSError 101" in out  # ENETUNREACH: a test that needs the internet says so

@@ -111,6 +111,8 @@ def grade_cmd(
     modal: bool = typer.Option(False, "--modal", help="swebench grader: run on Modal."),
     timeout: Optional[int] = typer.Option(None, "--timeout", help="Test timeout per instance, seconds."),
     keep: bool = typer.Option(False, "--keep", help="local grader: keep work trees and venvs."),
+    test_network: bool = typer.Option(True, "--test-network/--no-test-network",
+                                      help="local grader: --no-test-network runs the tests with loopback only."),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
 ) -> None:
     """Grade predictions with the official harness or the local, UNOFFICIAL grader."""
@@ -135,7 +137,7 @@ def grade_cmd(
 
             config = GradeConfig(output_dir=out, cache_dir=str(repo_cache) if repo_cache else None,
                                  repo_map=parse_repo_map(repo_map), online=not offline, keep=keep,
-                                 test_timeout=float(timeout or 1800))
+                                 test_timeout=float(timeout or 1800), test_network=test_network)
             report = grade_batch(chosen, preds, config, workers=workers, label=label, progress=progress)
     except _user_errors() as exc:
         fail(str(exc))

@@ -50,6 +50,7 @@ class GradeConfig:
     keep: bool = False
     test_timeout: float = 1800.0
     setup_timeout: float = 1800.0
+    test_network: bool = True  # False: tests run with loopback only (offline_script)
 
     def __post_init__(self) -> None:
         # Commands run with cwd = the work tree: a relative -o would put the venv on PATH and the
@@ -78,7 +79,7 @@ def apply_patch(sh: Shell, ws: Path, patch: str, timeout: float = 300) -> bool:
 
 
 def run_tests(sh: Shell, ws: Path, instance: Instance, spec: LocalSpec, patch: str, log: Path,
-              timeout: float) -> None:
+              timeout: float, network: bool = True) -> None:
     """Apply the model patch and the test patch, run the tests; everything goes into `log`."""
     start, end, bad = _markers()
     sh.log = log
@@ -101,9 +102,22 @@ def run_tests(sh: Shell, ws: Path, instance: Instance, spec: LocalSpec, patch: s
     script = "\n".join([c for c in spec.eval_commands if not SYSTEM_COMMAND.search(c)] + [test_cmd + " 2>&1"])
     with log.open("a", encoding="utf-8") as fh:
         fh.write(f"{start}\n")
+    if not network:
+        script = offline_script(script, sh)
     rc, _ = sh.run(script, timeout, env=test_env)
     with log.open("a", encoding="utf-8") as fh:
         fh.write(f"{end}\n" if rc != 124 else f"{bad[3]}\n")
+
+
+def offline_script(script: str, sh: Shell) -> str:
+    """`script` in a network namespace of its own with only loopback up: a test that needs the
+    internet fails as such (and is named), instead of meeting whatever this machine's network does
+    (here a gateway answers every address, and requests' connect-timeout tests fail oddly)."""
+    if not (shutil.which("unshare") and shutil.which("ip")):
+        sh.note("--no-test-network: unshare or ip missing; the tests run with the machine's network")
+        return script
+    inner = "ip link set lo up || exit 97\n" + script
+    return f"unshare --net {'' if os.geteuid() == 0 else '--map-root-user '}bash -c {shlex.quote(inner)}"
 
 
 def direct_test_command(test_cmd: str, ws: Path, sh: Shell) -> tuple[str, dict[str, str]]:
@@ -186,7 +200,7 @@ def grade_instance(instance: Instance, preds: dict[str, str], config: GradeConfi
             log = inst_dir / (f"test_output.{name}.txt" if len(preds) > 1 else "test_output.txt")
             log.write_text("")
             reset_tree(ws)
-            run_tests(sh, ws, instance, spec, patch or "", log, config.test_timeout)
+            run_tests(sh, ws, instance, spec, patch or "", log, config.test_timeout, config.test_network)
             write_text_atomic(inst_dir / (f"patch.{name}.diff" if len(preds) > 1 else "patch.diff"), patch or "")
             results[name] = evaluate_log(log.read_text(encoding="utf-8", errors="replace"), instance, spec, patch or "")
             results[name]["empty_patch"] = not (patch or "").strip()
