@@ -152,9 +152,15 @@ def install_repository(command: str, sh: Shell, inst: Installer | None, timeout:
             rc, out = sh.run(command + " --no-build-isolation", timeout)
     else:
         extra = ["--reinstall-package", inst.project] if again and inst.project else []
+        if "-e" in args or "--editable" in args:
+            # The era's `pip install -e .` ran `setup.py develop`: the work tree itself on sys.path.
+            # setuptools' compat mode does the same; its default finder does not (pylint finds its
+            # checkers by path on sys.path, and every Run() test failed).
+            extra += ["--config-settings", "editable_mode=compat"]
         rc, out = inst.install([*extra, *args], lambda argv: sh.run(argv, timeout), build_tools_now=True, why=command)
-        if rc != 0 and needs_legacy_editable(out):
-            sh.note("uv cannot build this editable install (no PEP 660 backend here): pip's own")
+        if rc != 0:
+            why = "no PEP 660 backend here" if needs_legacy_editable(out) else _last_error(out)
+            sh.note(f"uv could not install the repository ({why}): pip's own install, as the official image")
             rc, out = sh.run(["python", "-m", "pip", "install", *args], timeout)
         inst.project = inst.project or project_name(out, sh.cwd)
     if rc != 0:
