@@ -192,10 +192,16 @@ def install_requirements(spec: LocalSpec, sh: Shell, inst: Installer, requiremen
     for problem in requirement_problems(lines):
         sh.note(f"the installer will reject the requirement {problem.splitlines()[0]}")
     conda = spec.conda_env
+    # conda resolved an environment.yml when the official image was built, from binaries for
+    # every Python; held to the environment's date, pip finds only sdists for a newer Python
+    # (xarray 0.12's 2021 environment on Python 3.10: numpy 1.17, bottleneck 1.3.2 to compile).
+    as_of = HARNESS_DATE if conda is not None else None
+    if as_of:
+        sh.note(f"environment.yml's packages resolve as of {as_of[:10]}, when the official image's conda did")
     while True:
         requirements_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
         sh.note(f"{requirements_file.name}:\n" + "\n".join(f"  {r}" for r in lines))
-        rc, out = inst.install(["-r", str(requirements_file)], run, why="the requirements")
+        rc, out = inst.install(["-r", str(requirements_file)], run, as_of=as_of, why="the requirements")
         if rc == 0 or conda is None:
             _raise_if_failed(rc, out, "dependency install")
             return
