@@ -224,6 +224,7 @@ dependencies:
   - tinydep=1.0
   - cdms2          # conda-forge only
   - dask-core
+  - brokendep      # its C library is conda's
   - pip:
     - tinyextra>=2
 """
@@ -232,14 +233,14 @@ dependencies:
 def test_environment_yml_channels_are_not_packages():
     env = parse_environment_yml(ENV_YML)
     assert env.channels == ["conda-forge", "nodefaults"]
-    assert env.requirements() == ["tinydep==1.0.*", "cdms2", "dask", "tinyextra>=2"]
+    assert env.requirements() == ["tinydep==1.0.*", "cdms2", "dask", "brokendep", "tinyextra>=2"]
     assert env.conda["dask"] == "dask-core" and env.conda["tinydep==1.0.*"] == "tinydep=1.0"
 
 
-def _wheel(where: Path, name: str, version: str) -> None:
+def _wheel(where: Path, name: str, version: str, code: str = "") -> None:
     """A real (tiny, pure-Python) wheel, so uv installs offline from a local directory."""
     dist = f"{name}-{version}"
-    files = {f"{name}/__init__.py": f"VERSION = {version!r}\n",
+    files = {f"{name}/__init__.py": code or f"VERSION = {version!r}\n",
              f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
              f"{dist}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
     record = []
@@ -258,6 +259,7 @@ def test_environment_yml_installs_what_pip_can_and_names_conda_only_packages(tmp
     wheels.mkdir()
     for name, version in (("tinydep", "1.0.3"), ("tinyextra", "2.1"), ("dask", "2024.1.0")):
         _wheel(wheels, name, version)
+    _wheel(wheels, "brokendep", "1.0", 'raise RuntimeError("Cannot find the ecCodes library")\n')
     env = parse_environment_yml(ENV_YML)
     spec = LocalSpec(python=None, requirements=env.requirements(), conda_env=env)
     venv = tmp_path / "venv"
@@ -266,10 +268,13 @@ def test_environment_yml_installs_what_pip_can_and_names_conda_only_packages(tmp
     sh = Shell(tmp_path, venv, log)
     inst = Installer(venv, None, index_args=["--offline", "--no-index", "--find-links", str(wheels)])
     install_requirements(spec, sh, inst, tmp_path / "requirements.txt", lambda argv: sh.run(argv, 300))
-    assert spec.missing_packages == {"cdms2": "cdms2: not on PyPI (conda-only)"}
+    assert spec.missing_packages == {
+        "cdms2": "cdms2: not on PyPI (conda-only)",
+        "brokendep": "brokendep: installs but does not import here (RuntimeError: Cannot find the ecCodes library)"}
     listed = subprocess.run([uv_binary(), "pip", "list", "--python", str(venv / "bin" / "python")],
                             capture_output=True, text=True, check=True).stdout
-    assert "tinydep" in listed and "tinyextra" in listed and "dask" in listed and "cdms2" not in listed
+    assert "tinydep" in listed and "tinyextra" in listed and "dask" in listed
+    assert "cdms2" not in listed and "brokendep" not in listed  # it would stop test collection
     assert "environment.yml's 'cdms2' left out: not on PyPI (conda-only)" in log.read_text()
 
     # A judged test that skips for want of cdms2 is not the patch's failure: the report says why.

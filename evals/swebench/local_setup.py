@@ -35,6 +35,7 @@ from clover.evals.swebench.packages import (
     not_found,
     pinned_names,
     pip_install_args,
+    uv_binary,
 )
 from clover.evals.swebench.tox_command import is_tox_command
 from clover.evals.swebench.workspace import git
@@ -202,6 +203,8 @@ def install_requirements(spec: LocalSpec, sh: Shell, inst: Installer, requiremen
         requirements_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
         sh.note(f"{requirements_file.name}:\n" + "\n".join(f"  {r}" for r in lines))
         rc, out = inst.install(["-r", str(requirements_file)], run, as_of=as_of, why="the requirements")
+        if rc == 0 and conda is not None:
+            _drop_unimportable(spec, sh, [_req_name(line) for line in lines])
         if rc == 0 or conda is None:
             _raise_if_failed(rc, out, "dependency install")
             return
@@ -216,6 +219,47 @@ def install_requirements(spec: LocalSpec, sh: Shell, inst: Installer, requiremen
             spec.missing_packages[_req_name(line)] = f"{origin}: {why}"
             sh.note(f"environment.yml's {origin!r} left out: {why}")
         lines = [line for line in lines if line not in dropped]
+
+
+_IMPORT_CHECK = """
+import importlib, importlib.metadata as md, json, re, sys
+norm = lambda n: re.sub(r"[-_.]+", "-", n).lower()
+modules = {}
+for mod, dists in md.packages_distributions().items():
+    for dist in dists:
+        modules.setdefault(norm(dist), []).append(mod)
+bad = {}
+for name in json.loads(sys.argv[1]):
+    for mod in sorted(m for m in modules.get(name, []) if not m.startswith("_")):
+        try:
+            importlib.import_module(mod)
+        except ImportError:
+            pass  # a test's importorskip handles that
+        except Exception as exc:
+            bad[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            break
+print(json.dumps(bad))
+"""
+
+
+def _drop_unimportable(spec: LocalSpec, sh: Shell, names: list[str]) -> None:
+    """conda ships C libraries with its packages, pip's wheels not always: a package that installs
+    but raises on import (cfgrib: `Cannot find the ecCodes library`) stops test collection, where
+    conda's would import and a missing one would be skipped. Such packages are uninstalled and
+    named, like conda-only ones."""
+    import json
+
+    rc, out = sh.run(["python", "-c", _IMPORT_CHECK, json.dumps(names)], 600)
+    try:
+        bad = json.loads(out.strip().splitlines()[-1]) if rc == 0 else {}
+    except (ValueError, IndexError):
+        bad = {}
+    for name, error in bad.items():
+        sh.run([uv_binary(), "pip", "uninstall", "--python", str(sh.venv / "bin" / "python"), name], 300)
+        conda = spec.conda_env.conda if spec.conda_env else {}
+        origin = next((spec for line, spec in conda.items() if _req_name(line) == name), name)
+        spec.missing_packages[name] = f"{origin}: installs but does not import here ({error})"
+        sh.note(f"environment.yml's {origin!r} left out: installs but does not import here ({error})")
 
 
 def _req_name(line: str) -> str:
