@@ -23,7 +23,7 @@ from clover.evals.swebench.calibration import by_repository, render_table, why_n
 from clover.evals.swebench.conda_env import parse_environment_yml  # noqa: E402
 from clover.evals.swebench.dataset import validate  # noqa: E402
 from clover.evals.swebench.grade_local import GradeConfig, evaluate_log, grade_batch, offline_script  # noqa: E402
-from clover.evals.swebench.local_setup import Shell, install_requirements  # noqa: E402
+from clover.evals.swebench.local_setup import Shell, drop_unimportable, install_requirements  # noqa: E402
 from clover.evals.swebench.local_spec import LocalSpec, default_spec, make_venv, resolve_spec, venv_env  # noqa: E402
 from clover.evals.swebench.packages import EDITABLE_BUILD_CONSTRAINTS, HARNESS_DATE, Installer, uv_binary  # noqa: E402
 from clover.evals.swebench.tox_command import tox_run  # noqa: E402
@@ -268,6 +268,7 @@ def test_environment_yml_installs_what_pip_can_and_names_conda_only_packages(tmp
     sh = Shell(tmp_path, venv, log)
     inst = Installer(venv, None, index_args=["--offline", "--no-index", "--find-links", str(wheels)])
     install_requirements(spec, sh, inst, tmp_path / "requirements.txt", lambda argv: sh.run(argv, 300))
+    drop_unimportable(spec, sh, ["tinydep", "tinyextra", "dask", "brokendep"])
     assert spec.missing_packages == {
         "cdms2": "cdms2: not on PyPI (conda-only)",
         "brokendep": "brokendep: installs but does not import here (RuntimeError: Cannot find the ecCodes library)"}

@@ -127,6 +127,8 @@ def _uv_steps(spec: LocalSpec, sh: Shell, requirements_file: Path, timeout: floa
     if spec.pip_packages:
         rc, out = inst.install(list(spec.pip_packages), run, why="the spec's pip packages")
         _raise_if_failed(rc, out, "pip packages")
+    if spec.conda_env is not None:  # with the spec's pins in place (numpy 1.23, not 2.0)
+        drop_unimportable(spec, sh, [_req_name(line) for line in spec.conda_env.requirements()])
     for cmd in spec.pre_install:
         if SYSTEM_COMMAND.search(cmd):
             sh.note(f"skipped (changes the machine): {cmd}")
@@ -203,8 +205,6 @@ def install_requirements(spec: LocalSpec, sh: Shell, inst: Installer, requiremen
         requirements_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
         sh.note(f"{requirements_file.name}:\n" + "\n".join(f"  {r}" for r in lines))
         rc, out = inst.install(["-r", str(requirements_file)], run, as_of=as_of, why="the requirements")
-        if rc == 0 and conda is not None:
-            _drop_unimportable(spec, sh, [_req_name(line) for line in lines])
         if rc == 0 or conda is None:
             _raise_if_failed(rc, out, "dependency install")
             return
@@ -242,7 +242,7 @@ print(json.dumps(bad))
 """
 
 
-def _drop_unimportable(spec: LocalSpec, sh: Shell, names: list[str]) -> None:
+def drop_unimportable(spec: LocalSpec, sh: Shell, names: list[str]) -> None:
     """conda ships C libraries with its packages, pip's wheels not always: a package that installs
     but raises on import (cfgrib: `Cannot find the ecCodes library`) stops test collection, where
     conda's would import and a missing one would be skipped. Such packages are uninstalled and
