@@ -88,12 +88,13 @@ def cpu_threads(asked: int, params: int) -> int | None:
     return 1
 
 
-def load_model(directory: Path, device: str):
-    """load_checkpoint's (network, config, chat template or None); errors as one-line ModelErrors."""
+def load_model(directory: Path, device: str, quantize: str = "none"):
+    """load_checkpoint's (network, config, chat template or None); errors as one-line ModelErrors.
+    `quantize`: int4 / int8 quantize the checkpoint's floating-point matrices on load; none: as stored."""
     from clover.model.load import CheckpointError, load_checkpoint
 
     try:  # the loader picks the dtype: bf16 on a GPU, fp32 on CPU only for a small model
-        return load_checkpoint(directory, device=device)
+        return load_checkpoint(directory, device=device, quantize=None if quantize == "none" else quantize)
     except CheckpointError as exc:
         raise ModelError(_one_line(exc)) from None
     except Exception as exc:  # e.g. safetensors' error on a truncated file: still one line
@@ -119,7 +120,7 @@ class LocalCloverModel:
         except ImportError:
             raise ModelError("the local Clover model needs torch: pip install 'clover-cli[local]'") from None
         self.device = pick_device(settings.device)
-        net, config, template = load_model(directory, self.device)
+        net, config, template = load_model(directory, self.device, settings.quantize)
         self.net, self.config = net.eval(), config
         if self.device == "cpu":
             import torch
@@ -129,6 +130,7 @@ class LocalCloverModel:
                 torch.set_num_threads(threads)
         try:
             self.tokenizer = CloverTokenizer.from_dir(directory)
+            self.tokenizer.check_fits(config.vocab_size, str(directory / "tokenizer.json"))
         except TokenizerError as exc:
             raise ModelError(str(exc)) from None
         self.chat_template = template if template is not None else self.tokenizer.chat_template

@@ -1,0 +1,227 @@
+"""Weight-only quantized matrices, run by torch's own int4 / int8 kernels (no dequantization in the
+hot path).
+
+Two forms at run time, both decided and packed once, at load:
+- int4: a 4-bit code per weight, one scale and one zero point per group of `group_size` input
+  columns, w = (q - zero) * scale (GPTQ, AWQ and quantize-on-load all reduce to this). Packed by
+  aten `_convert_weight_to_int4pack_for_cpu` and multiplied by `_weight_int4pack_mm_for_cpu` on CPU;
+  `_convert_weight_to_int4pack` / `_weight_int4pack_mm` (tinygemm) on CUDA. Those kernels take a
+  float zero per group, w = (q - 8) * scale + zf, so an integer zero z becomes zf = (8 - z) * scale.
+- int8: one code per weight and one scale per output row, w = q * scale
+  (`_weight_int8pack_mm`; CPU and CUDA).
+
+Why these kernels (benchmarks/quant_kernels.py, one expert-sized matmul side by side): torchao 0.18
+has no CPU int4 path any more (its int4 configs need CUDA or mslk) and its CPU int8 path
+dequantizes (8x slower than `_weight_int8pack_mm` here); hand-written dequantization costs a full
+bf16 matrix per call. The aten kernels read the packed bytes directly.
+
+A shape a kernel cannot take (CPU int4 needs rows % 16 and a group of 32/64/128/256 dividing the
+columns) is not forced: `int4_fits` says so and the loader keeps that matrix dense instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from clover.kernels.reference.moe import routed_experts
+
+INT4_GROUPS = (32, 64, 128, 256)
+CUDA_INNER_K_TILES = 8  # tinygemm's packing: columns in tiles of 8 x 16
+
+
+@dataclass
+class Int4Codes:
+    """Unpacked int4 weights: codes uint8 [..., N, K] in 0..15, scales and (integer) zeros float32
+    [..., N, K / group]. What every int4 checkpoint format decodes to."""
+
+    codes: Tensor
+    scales: Tensor
+    zeros: Tensor
+    group_size: int
+
+    def dequantize(self) -> Tensor:
+        """float32 [..., N, K]: (q - zero) * scale."""
+        *lead, n, k = self.codes.shape
+        q = self.codes.float().view(*lead, n, k // self.group_size, self.group_size)
+        return ((q - self.zeros[..., None]) * self.scales[..., None]).view(*lead, n, k)
+
+    def cat_rows(self, other: Int4Codes) -> Int4Codes:
+        """Rows of `self` then rows of `other` (gate_proj then up_proj: one gate_up matrix)."""
+        if other.group_size != self.group_size:
+            raise ValueError("cannot join int4 matrices of different group sizes")
+        return Int4Codes(
+            torch.cat([self.codes, other.codes], -2), torch.cat([self.scales, other.scales], -2),
+            torch.cat([self.zeros, other.zeros], -2), self.group_size,
+        )  # fmt: skip
+
+
+def int4_fits(rows: int, cols: int, group_size: int, device: torch.device | str) -> bool:
+    """Can the int4 kernel of `device` run a [rows, cols] matrix with this group size?"""
+    if group_size not in INT4_GROUPS or cols % group_size:
+        return False
+    if torch.device(device).type == "cuda":
+        return rows % 8 == 0 and cols % (CUDA_INNER_K_TILES * 16) == 0
+    return rows % 16 == 0
+
+
+# ---------------------------------------------------------------------- quantizing (round to nearest)
+
+
+def quantize_int4(w: Tensor, group_size: int) -> Int4Codes:
+    """Asymmetric min/max int4 per group of `group_size` columns, one matrix or a stack [..., N, K]."""
+    *lead, n, k = w.shape
+    g = w.float().view(*lead, n, k // group_size, group_size)
+    lo, hi = g.amin(-1).clamp(max=0), g.amax(-1).clamp(min=0)
+    scales = ((hi - lo) / 15).clamp(min=torch.finfo(torch.float32).tiny)
+    zeros = (-lo / scales).round().clamp(0, 15)
+    codes = (g / scales[..., None] + zeros[..., None]).round().clamp(0, 15).to(torch.uint8)
+    return Int4Codes(codes.view(*lead, n, k), scales, zeros, group_size)
+
+
+def quantize_int8(w: Tensor) -> tuple[Tensor, Tensor]:
+    """Symmetric int8 per output row: (codes int8 [..., N, K], scales float32 [..., N])."""
+    wf = w.float()
+    scales = (wf.abs().amax(-1) / 127).clamp(min=torch.finfo(torch.float32).tiny)
+    return (wf / scales[..., None]).round().clamp(-127, 127).to(torch.int8), scales
+
+
+# ---------------------------------------------------------------------- packing and the kernels
+
+
+def _pack_int4_one(codes: Tensor, scales: Tensor, zeros: Tensor, dtype: torch.dtype, device) -> tuple[Tensor, Tensor]:
+    q = codes.to(device=device, dtype=torch.int32)
+    if torch.device(device).type == "cuda":
+        nibbles = (q[:, ::2] << 4 | q[:, 1::2]).to(torch.uint8)  # tinygemm: even column in the high nibble
+        packed = torch.ops.aten._convert_weight_to_int4pack(nibbles, CUDA_INNER_K_TILES)
+    else:
+        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
+    zf = (8 - zeros) * scales  # the kernels' float zero: (q - z) s = (q - 8) s + (8 - z) s
+    scale_zero = torch.stack([scales.t(), zf.t()], dim=-1).to(device=device, dtype=dtype).contiguous()
+    return packed, scale_zero
+
+
+def _int4_mm(x: Tensor, packed: Tensor, scale_zero: Tensor, group_size: int) -> Tensor:
+    if x.is_cuda:
+        return torch.ops.aten._weight_int4pack_mm(x, packed, group_size, scale_zero)
+    return torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, group_size, scale_zero)
+
+
+class PackedWeight(nn.Module):
+    """One quantized matrix [N, K], or a stack of E of them [E, N, K] (routed experts), packed for
+    its device's kernel (kind int4 or int8; "dense" for an expert stack whose shape no kernel takes).
+    `mm(x, e)` is x [M, K] @ W[e].T in the activation dtype `dtype`."""
+
+    def __init__(self, kind: str, data: Tensor, scale: Tensor, shape: tuple[int, ...], group_size: int = 0) -> None:
+        super().__init__()
+        self.kind, self.shape, self.group_size = kind, tuple(shape), group_size
+        self.register_buffer("data", data)
+        self.register_buffer("scale", scale)
+
+    @classmethod
+    def int4(cls, q: Int4Codes, dtype: torch.dtype, device: torch.device | str) -> PackedWeight:
+        if q.codes.dim() == 2:
+            data, scale = _pack_int4_one(q.codes, q.scales, q.zeros, dtype, device)
+        else:
+            parts = [_pack_int4_one(q.codes[e], q.scales[e], q.zeros[e], dtype, device) for e in range(len(q.codes))]
+            data, scale = torch.stack([p[0] for p in parts]), torch.stack([p[1] for p in parts])
+        return cls("int4", data, scale, tuple(q.codes.shape), q.group_size)
+
+    @classmethod
+    def int8(cls, codes: Tensor, scales: Tensor, dtype: torch.dtype, device: torch.device | str) -> PackedWeight:
+        return cls("int8", codes.to(device).contiguous(), scales.to(device=device, dtype=dtype).contiguous(),
+                   tuple(codes.shape))  # fmt: skip
+
+    @classmethod
+    def empty_stack(cls, kind: str, count: int, rows: int, cols: int, group_size: int, dtype, device) -> PackedWeight:
+        """E uninitialised slots, filled by `put` one expert at a time (a layer is never whole in
+        floating point while it loads)."""
+        if kind == "int4":
+            probe = Int4Codes(torch.zeros(rows, cols, dtype=torch.uint8), torch.ones(rows, cols // group_size),
+                              torch.zeros(rows, cols // group_size), group_size)  # fmt: skip
+            data, scale = _pack_int4_one(probe.codes, probe.scales, probe.zeros, dtype, device)
+        elif kind == "int8":
+            data, scale = torch.empty(rows, cols, dtype=torch.int8), torch.empty(rows, dtype=dtype)
+        else:  # dense: a shape no quantized kernel takes, kept in the activation dtype
+            data, scale = torch.empty(rows, cols, dtype=dtype), torch.empty(0, dtype=dtype)
+        stack = cls(kind, torch.empty(count, *data.shape, dtype=data.dtype, device=device),
+                    torch.empty(count, *scale.shape, dtype=scale.dtype, device=device), (count, rows, cols),
+                    group_size)  # fmt: skip
+        return stack
+
+    def put(self, e: int, value: Int4Codes | tuple[Tensor, Tensor]) -> None:
+        """Pack one expert's matrix into slot e."""
+        if self.kind == "int4":
+            assert isinstance(value, Int4Codes)
+            data, scale = _pack_int4_one(value.codes, value.scales, value.zeros, self.scale.dtype, self.data.device)
+        elif self.kind == "int8":
+            data, scale = value
+        else:
+            data, scale = value, self.scale[e]
+        self.data[e].copy_(data)
+        self.scale[e].copy_(scale)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.scale.dtype
+
+    def mm(self, x: Tensor, e: int | None = None) -> Tensor:
+        data, scale = (self.data, self.scale) if e is None else (self.data[e], self.scale[e])
+        if self.kind == "int4":
+            return _int4_mm(x, data, scale, self.group_size)
+        if self.kind == "int8":
+            return torch.ops.aten._weight_int8pack_mm(x, data, scale)
+        return x @ data.t()
+
+    def dequantize(self) -> Tensor:
+        """The matrix (or stack) in the activation dtype, read back through the kernel itself
+        (x = identity): for checks and the dense reference, never the hot path."""
+        if self.kind == "dense":
+            return self.data
+        mats = [None] if len(self.shape) == 2 else range(self.shape[0])
+        k = self.shape[-1]
+        eye = torch.eye(k, dtype=self.dtype, device=self.data.device)
+        out = [self.mm(eye, e).t() for e in mats]
+        return out[0] if len(self.shape) == 2 else torch.stack(out)
+
+    def nbytes(self) -> int:
+        return self.data.numel() * self.data.element_size() + self.scale.numel() * self.scale.element_size()
+
+    def extra_repr(self) -> str:
+        group = f", group {self.group_size}" if self.kind == "int4" else ""
+        return f"{self.kind}, {list(self.shape)}{group}, {self.dtype}"
+
+
+class QuantLinear(nn.Module):
+    """nn.Linear without bias whose weight is a PackedWeight; the activations keep their dtype."""
+
+    def __init__(self, weight: PackedWeight) -> None:
+        super().__init__()
+        self.out_features, self.in_features = weight.shape
+        self.qweight = weight
+
+    def forward(self, x: Tensor) -> Tensor:
+        flat = x.reshape(-1, self.in_features)
+        y = self.qweight.mm(flat.to(self.qweight.dtype).contiguous())
+        return y.to(x.dtype).view(*x.shape[:-1], self.out_features)
+
+
+class QuantExperts(nn.Module):
+    """The routed experts (model/layers/moe.py `Experts`) with quantized stacks gate_up [E, 2I, H] and
+    down [E, H, I]: only the experts some token was routed to are read (kernels/reference/moe.py)."""
+
+    def __init__(self, gate_up: PackedWeight, down: PackedWeight) -> None:
+        super().__init__()
+        self.gate_up, self.down = gate_up, down
+
+    def forward(self, x: Tensor, ids: Tensor, weights: Tensor) -> Tensor:
+        dtype = self.gate_up.dtype
+
+        def expert(e: int, xs: Tensor) -> Tensor:
+            gate, up = self.gate_up.mm(xs.to(dtype).contiguous(), e).chunk(2, dim=-1)
+            return self.down.mm((F.silu(gate) * up).contiguous(), e)
+
+        return routed_experts(x, ids, weights, expert)
