@@ -107,19 +107,30 @@ def dequantized_reference(
     return out
 
 
+def _randn_bf16(shape: tuple[int, ...], gen: torch.Generator, std: float, chunk: int = 1 << 24) -> Tensor:
+    """N(0, std) in bf16, drawn in chunks (the 248320 x 2048 embedding never exists in fp32)."""
+    out = torch.empty(shape, dtype=torch.bfloat16)
+    flat = out.view(-1)
+    for start in range(0, flat.numel(), chunk):
+        piece = flat[start : start + chunk]
+        piece.copy_(torch.randn(piece.numel(), generator=gen) * std)
+    return out
+
+
 def random_quantized(name: str, shape: tuple[int, ...], method: str, gen: torch.Generator, group_size: int = 128,
                      std: float = 0.02) -> Iterator[tuple[str, Tensor]]:  # fmt: skip
     """Random checkpoint tensors of `method` for Clover tensor `name` of `shape`, made straight in
     the stored form (no float matrix first: a 35B-shaped checkpoint is written in minutes). Weights
     come out near N(0, std); a quantized one's codes are uniform, its zero point 8."""
     if not is_quantized(name):
-        yield (hf_name(name) if method != "fp8" else name), (torch.randn(shape, generator=gen) * std).to(torch.bfloat16)
+        yield (hf_name(name) if method != "fp8" else name), _randn_bf16(shape, gen, std)
         return
-    if method == "fp8":
-        t = torch.randn(shape, generator=gen) * std
-        w, s = encode_fp8(t, (128, 128))
-        yield name, w
-        yield f"{name}_scale_inv", s
+    if method == "fp8":  # a fused expert leaf one expert at a time: never [E, N, K] in fp32
+        pieces = [encode_fp8(_randn_bf16(shape[-2:], gen, std).float(), (128, 128))
+                  for _ in range(shape[0] if len(shape) == 3 else 1)]  # fmt: skip
+        stack = (lambda ts: torch.stack(ts)) if len(shape) == 3 else (lambda ts: ts[0])
+        yield name, stack([w for w, _ in pieces])
+        yield f"{name}_scale_inv", stack([s for _, s in pieces])
         return
     experts = name.endswith(EXPERT_LEAVES)
     mats = (

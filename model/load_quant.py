@@ -90,7 +90,7 @@ class Placer:
 
     def _convert(self, name: str, value: Tensor | Int4Codes, dev) -> PackedWeight | Tensor:
         if isinstance(value, Int4Codes):
-            rows, cols = value.codes.shape[-2:]
+            rows, cols = value.shape[-2:]
             if int4_fits(rows, cols, value.group_size, dev):
                 return PackedWeight.int4(value, self.dtype, dev)
             return value.dequantize().to(device=dev, dtype=self.dtype)
@@ -130,7 +130,7 @@ class Placer:
 
     def _new_stack(self, leaf_name: str, first: Tensor | Int4Codes, count: int) -> PackedWeight:
         dev = self.dev_of(leaf_name)
-        rows, cols = first.codes.shape if isinstance(first, Int4Codes) else first.shape
+        rows, cols = first.shape
         if isinstance(first, Int4Codes) and int4_fits(rows, cols, first.group_size, dev):
             return PackedWeight.empty_stack("int4", count, rows, cols, first.group_size, self.dtype, dev)
         if isinstance(first, Tensor) and self.wants(leaf_name):

@@ -207,16 +207,19 @@ def decode_gptq(qweight: Tensor, qzeros: Tensor, scales: Tensor, g_idx: Tensor |
     k, g = kw * 8, scheme.group_size
     if g_idx is not None and not torch.equal(g_idx.long(), torch.arange(k) // g):
         raise QuantConfigError("GPTQ g_idx is not k // group_size (act-order weights are not supported)")
-    codes = _nibbles(qweight).permute(0, 2, 1).reshape(k, n).t().contiguous()  # word i holds rows 8i..8i+7
     zeros = _nibbles(qzeros).reshape(k // g, n).t().float() + scheme.zero_offset
-    return Int4Codes(codes, scales.float().t().contiguous(), zeros.contiguous(), g)
+    # qweight is Int4Codes' `kwords` as it is: word i of a column holds rows 8i..8i+7
+    return Int4Codes(None, scales.float().t().contiguous(), zeros.contiguous(), g, kwords=qweight.contiguous())
 
 
 def decode_awq(qweight: Tensor, qzeros: Tensor, scales: Tensor, scheme: QuantScheme) -> Int4Codes:
     k, nw = qweight.shape
+    codes = torch.empty(k, nw, 8, dtype=torch.uint8)  # [K, N] in memory, as the CPU packer reads it
+    for i, column in enumerate(AWQ_ORDER):  # one nibble plane at a time
+        codes[:, :, column] = torch.bitwise_and(torch.bitwise_right_shift(qweight, 4 * i), 15)
     order = torch.tensor(AWQ_ORDER).argsort()  # column c sits in nibble order.index(c)
-    codes = _nibbles(qweight)[..., order].reshape(k, nw * 8).t().contiguous()
     zeros = _nibbles(qzeros)[..., order].reshape(-1, nw * 8).t().float().contiguous()
+    codes = codes.view(k, nw * 8).t()
     return Int4Codes(codes, scales.float().t().contiguous(), zeros, scheme.group_size)
 
 

@@ -21,7 +21,7 @@ columns) is not forced: `int4_fits` says so and the loader keeps that matrix den
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
 
 import torch
 import torch.nn.functional as F
@@ -33,30 +33,52 @@ INT4_GROUPS = (32, 64, 128, 256)
 CUDA_INNER_K_TILES = 8  # tinygemm's packing: columns in tiles of 8 x 16
 
 
-@dataclass
 class Int4Codes:
-    """Unpacked int4 weights: codes uint8 [..., N, K] in 0..15, scales and (integer) zeros float32
-    [..., N, K / group]. What every int4 checkpoint format decodes to."""
+    """Unpacked int4 weights [..., N, K]: codes uint8 in 0..15 (any strides), scales and (integer)
+    zeros float32 [..., N, K / group]. What every int4 checkpoint format decodes to. A single matrix
+    may come as `kwords` instead of codes: int32 [K/8, N], 8 codes to a word down each column,
+    nibble j holding row 8i + j (GPTQ's qweight as stored); the CPU packer reads those words directly
+    (~10x faster than unpacking), and `codes` unpacks them only when asked."""
 
-    codes: Tensor
-    scales: Tensor
-    zeros: Tensor
-    group_size: int
+    def __init__(self, codes: Tensor | None, scales: Tensor, zeros: Tensor, group_size: int,
+                 kwords: Tensor | None = None) -> None:  # fmt: skip
+        if (codes is None) == (kwords is None):
+            raise ValueError("Int4Codes needs codes or kwords, not both")
+        self._codes, self.kwords = codes, kwords
+        self.scales, self.zeros, self.group_size = scales, zeros, group_size
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        if self._codes is not None:
+            return tuple(self._codes.shape)
+        return (self.kwords.shape[1], self.kwords.shape[0] * 8)
+
+    @property
+    def codes(self) -> Tensor:
+        if self._codes is None:
+            kw = self.kwords
+            planes = torch.empty(kw.shape[0], 8, kw.shape[1], dtype=torch.uint8)
+            for j in range(8):
+                planes[:, j] = torch.bitwise_and(torch.bitwise_right_shift(kw, 4 * j), 15)
+            self._codes = planes.view(-1, kw.shape[1]).t()
+        return self._codes
 
     def dequantize(self) -> Tensor:
         """float32 [..., N, K]: (q - zero) * scale."""
-        *lead, n, k = self.codes.shape
-        q = self.codes.float().view(*lead, n, k // self.group_size, self.group_size)
+        *lead, n, k = self.shape
+        q = self.codes.float().reshape(*lead, n, k // self.group_size, self.group_size)
         return ((q - self.zeros[..., None]) * self.scales[..., None]).view(*lead, n, k)
 
     def cat_rows(self, other: Int4Codes) -> Int4Codes:
         """Rows of `self` then rows of `other` (gate_proj then up_proj: one gate_up matrix)."""
         if other.group_size != self.group_size:
             raise ValueError("cannot join int4 matrices of different group sizes")
-        return Int4Codes(
-            torch.cat([self.codes, other.codes], -2), torch.cat([self.scales, other.scales], -2),
-            torch.cat([self.zeros, other.zeros], -2), self.group_size,
-        )  # fmt: skip
+        scales, zeros = torch.cat([self.scales, other.scales], -2), torch.cat([self.zeros, other.zeros], -2)
+        if self.kwords is not None and other.kwords is not None:
+            return Int4Codes(None, scales, zeros, self.group_size, torch.cat([self.kwords, other.kwords], 1))
+        # joined column-major ([K, N] in memory), as unpacked words are and the CPU packer reads
+        codes = torch.cat([self.codes.transpose(-1, -2), other.codes.transpose(-1, -2)], -1).transpose(-1, -2)
+        return Int4Codes(codes, scales, zeros, self.group_size)
 
 
 def int4_fits(rows: int, cols: int, group_size: int, device: torch.device | str) -> bool:
@@ -92,13 +114,55 @@ def quantize_int8(w: Tensor) -> tuple[Tensor, Tensor]:
 # ---------------------------------------------------------------------- packing and the kernels
 
 
-def _pack_int4_one(codes: Tensor, scales: Tensor, zeros: Tensor, dtype: torch.dtype, device) -> tuple[Tensor, Tensor]:
-    q = codes.to(device=device, dtype=torch.int32)
+CPU_BLOCK_N = 64  # rows per block of the CPU int4 layout
+
+
+def _cpu_layout(codes: Tensor) -> Tensor:
+    """codes [N, K] (N % 64 == 0, any strides) -> the CPU kernel's packed bytes [N, K/2]: per block of
+    64 rows, for each column k 32 bytes, byte i = row i | row i+32 << 4. What
+    `_convert_weight_to_int4pack_for_cpu` makes, in a few vectorised passes instead of its ~20 ns
+    per weight (minutes for a 35B model); `_cpu_layout_ok` checks it against the op once."""
+    n, k = codes.shape
+    kn = codes.t().to(torch.uint8).reshape(k, n // CPU_BLOCK_N, 2, CPU_BLOCK_N // 2)  # [K, blocks, half, 32]
+    packed = kn[:, :, 0] | (kn[:, :, 1] << 4)  # [K, blocks, 32]
+    return packed.permute(1, 0, 2).reshape(n, k // 2).contiguous()
+
+
+def _cpu_layout_from_kwords(kwords: Tensor) -> Tensor:
+    """The same bytes from codes packed 8 to a word down each column (`Int4Codes.kwords`), one nibble
+    plane at a time, never unpacking the whole matrix."""
+    kw = kwords.contiguous()
+    k8, n = kw.shape
+    out = torch.empty(n // CPU_BLOCK_N, k8, 8, CPU_BLOCK_N // 2, dtype=torch.uint8)
+    for j in range(8):  # row 8i + j of every word
+        plane = torch.bitwise_and(torch.bitwise_right_shift(kw, 4 * j), 15).view(k8, n // CPU_BLOCK_N, 2, -1)
+        out[:, :, j] = torch.bitwise_or(plane[:, :, 0], torch.bitwise_left_shift(plane[:, :, 1], 4)).permute(1, 0, 2)
+    return out.view(n, k8 * 4)
+
+
+@functools.cache
+def _cpu_layout_ok() -> bool:
+    """Do `_cpu_layout` and `_cpu_layout_from_kwords` reproduce this torch build's packing? (else the
+    op packs, slowly)."""
+    q = torch.randint(0, 16, (2 * CPU_BLOCK_N, 64), generator=torch.Generator().manual_seed(0), dtype=torch.int32)
+    want = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
+    words = q.t().reshape(8, 8, -1)  # [K/8, 8, N]: nibble j of word i is row 8i + j
+    kwords = sum(words[:, j] << (4 * j) for j in range(8))
+    return torch.equal(_cpu_layout(q), want) and torch.equal(_cpu_layout_from_kwords(kwords), want)
+
+
+def _pack_int4_one(q: Int4Codes, dtype: torch.dtype, device) -> tuple[Tensor, Tensor]:
+    """One [N, K] matrix -> (packed weight, scale_zero [K/G, N, 2]) for `device`'s kernel."""
+    rows = q.shape[0]
     if torch.device(device).type == "cuda":
-        nibbles = (q[:, ::2] << 4 | q[:, 1::2]).to(torch.uint8)  # tinygemm: even column in the high nibble
+        codes = q.codes.to(device=device, dtype=torch.int32)
+        nibbles = (codes[:, ::2] << 4 | codes[:, 1::2]).to(torch.uint8)  # tinygemm: even column in the high nibble
         packed = torch.ops.aten._convert_weight_to_int4pack(nibbles, CUDA_INNER_K_TILES)
+    elif rows % CPU_BLOCK_N == 0 and _cpu_layout_ok():
+        packed = _cpu_layout_from_kwords(q.kwords) if q.kwords is not None else _cpu_layout(q.codes)
     else:
-        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
+        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.codes.to(torch.int32), 1)
+    scales, zeros = q.scales, q.zeros
     zf = (8 - zeros) * scales  # the kernels' float zero: (q - z) s = (q - 8) s + (8 - z) s
     scale_zero = torch.stack([scales.t(), zf.t()], dim=-1).to(device=device, dtype=dtype).contiguous()
     return packed, scale_zero
@@ -123,12 +187,13 @@ class PackedWeight(nn.Module):
 
     @classmethod
     def int4(cls, q: Int4Codes, dtype: torch.dtype, device: torch.device | str) -> PackedWeight:
-        if q.codes.dim() == 2:
-            data, scale = _pack_int4_one(q.codes, q.scales, q.zeros, dtype, device)
+        if len(q.shape) == 2:
+            data, scale = _pack_int4_one(q, dtype, device)
         else:
-            parts = [_pack_int4_one(q.codes[e], q.scales[e], q.zeros[e], dtype, device) for e in range(len(q.codes))]
+            parts = [_pack_int4_one(Int4Codes(q.codes[e], q.scales[e], q.zeros[e], q.group_size), dtype, device)
+                     for e in range(q.shape[0])]  # fmt: skip
             data, scale = torch.stack([p[0] for p in parts]), torch.stack([p[1] for p in parts])
-        return cls("int4", data, scale, tuple(q.codes.shape), q.group_size)
+        return cls("int4", data, scale, q.shape, q.group_size)
 
     @classmethod
     def int8(cls, codes: Tensor, scales: Tensor, dtype: torch.dtype, device: torch.device | str) -> PackedWeight:
@@ -142,7 +207,7 @@ class PackedWeight(nn.Module):
         if kind == "int4":
             probe = Int4Codes(torch.zeros(rows, cols, dtype=torch.uint8), torch.ones(rows, cols // group_size),
                               torch.zeros(rows, cols // group_size), group_size)  # fmt: skip
-            data, scale = _pack_int4_one(probe.codes, probe.scales, probe.zeros, dtype, device)
+            data, scale = _pack_int4_one(probe, dtype, device)
         elif kind == "int8":
             data, scale = torch.empty(rows, cols, dtype=torch.int8), torch.empty(rows, dtype=dtype)
         else:  # dense: a shape no quantized kernel takes, kept in the activation dtype
@@ -156,7 +221,7 @@ class PackedWeight(nn.Module):
         """Pack one expert's matrix into slot e."""
         if self.kind == "int4":
             assert isinstance(value, Int4Codes)
-            data, scale = _pack_int4_one(value.codes, value.scales, value.zeros, self.scale.dtype, self.data.device)
+            data, scale = _pack_int4_one(value, self.scale.dtype, self.data.device)
         elif self.kind == "int8":
             data, scale = value
         else:

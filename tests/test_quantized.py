@@ -26,7 +26,14 @@ from clover.model.quant_formats import (  # noqa: E402
     encode_awq,
     encode_gptq,
 )
-from clover.model.quantized import PackedWeight, QuantExperts, QuantLinear, quantize_int4, quantize_int8  # noqa: E402
+from clover.model.quantized import (  # noqa: E402
+    PackedWeight,
+    QuantExperts,
+    QuantLinear,
+    _cpu_layout_ok,
+    quantize_int4,
+    quantize_int8,
+)
 
 IDS = torch.tensor([[5, 9, 3, 17, 2, 44, 8, 11, 90]])
 GROUP, BLOCK = 32, (32, 16)  # tiny shapes: hidden 64, expert width 32
@@ -85,6 +92,10 @@ def test_gptq_and_awq_codes_round_trip(zero_offset):
     for got in (g, a):
         assert torch.equal(got.codes, q.codes) and torch.equal(got.zeros, q.zeros)
         torch.testing.assert_close(got.scales, q.scales.half().float())
+    # GPTQ's words go to the CPU kernel's layout without unpacking: the same bytes as from the codes
+    assert g.kwords is not None and _cpu_layout_ok()
+    from_words, from_codes = PackedWeight.int4(g, torch.float32, "cpu"), PackedWeight.int4(a, torch.float32, "cpu")
+    assert torch.equal(from_words.data, from_codes.data)
 
 
 @pytest.mark.parametrize("width", [1, 2, 4, 8, 16, 32])
