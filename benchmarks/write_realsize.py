@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from benchmarks.ckpt_write import write_shards
-from benchmarks.quant_ckpt import FORMATS, hf_name, quantization_config, random_quantized
+from benchmarks.quant_ckpt import FORMATS, hf_name, is_quantized, quantization_config, random_quantized
 from clover.model.config import CloverConfig, clover_35b_a3b, tiny
 from clover.model.modeling import CloverForCausalLM
 
@@ -37,20 +37,30 @@ def realsize_config(layers: int = 40, shape: str = "35b") -> CloverConfig:
     shape "tiny": the test preset's dimensions instead (a run of the whole pipeline in seconds)."""
     from clover.model.tokenizer import CloverTokenizer
 
-    tok = CloverTokenizer.from_dir(_embedded_dir())
+    tok = CloverTokenizer.from_dir(embedded_dir())
     ids = tok.special_ids()
     d = clover_35b_a3b().to_dict() if shape == "35b" else tiny(vocab_size=tok.vocab_size, block_size=32).to_dict()
     d.update(
-        num_hidden_layers=layers, layer_types=d["layer_types"][:layers], mask_token_id=ids["<|mask|>"],
+        num_hidden_layers=layers, layer_types=[], mask_token_id=ids["<|mask|>"],  # every 4th (tiny: 2nd) attention
         eos_token_ids=tok.stop_ids(), pad_token_id=ids["<|endoftext|>"], max_position_embeddings=32768,
     )  # fmt: skip
     return CloverConfig.from_dict(d)
 
 
-def _embedded_dir() -> Path:
+def embedded_dir() -> Path:
     import clover.model.chat
 
     return Path(clover.model.chat.__file__).resolve().parent / "weights"
+
+
+def neutral(name: str) -> float | None:
+    """The constant a random checkpoint gives `name` (norms that pass their input through, GDN's
+    decay and block-mode values at their neutral settings), or None: drawn at random."""
+    if name.endswith(("linear_attn.norm.weight", "block_size_calibration")):
+        return 1.0  # GDN's gated norm: weight 1 is identity
+    if name.endswith(("norm.weight", "A_log", "dt_bias", "block_logit_scale", "memory_logit")):
+        return 0.0  # zero-centred RMSNorm: weight 0 is identity
+    return None
 
 
 def tensors(config: CloverConfig, method: str, group_size: int, seed: int) -> Iterator[tuple[str, Tensor]]:
@@ -59,15 +69,51 @@ def tensors(config: CloverConfig, method: str, group_size: int, seed: int) -> It
         meta = CloverForCausalLM(config)
     gen = torch.Generator().manual_seed(seed)
     for name, p in meta.state_dict().items():
-        stored = hf_name(name) if method != "fp8" else name
-        if name.endswith("linear_attn.norm.weight"):  # GDN's gated norm: weight 1 is identity
-            yield stored, torch.ones(p.shape, dtype=torch.bfloat16)
-        elif name.endswith(("norm.weight", "A_log", "dt_bias", "block_logit_scale", "memory_logit")):
-            yield stored, torch.zeros(p.shape, dtype=torch.bfloat16)  # zero-centred norms; neutral GDN values
-        elif name.endswith("block_size_calibration"):
-            yield stored, torch.ones(p.shape, dtype=torch.bfloat16)
+        value = neutral(name)
+        if value is not None:
+            yield (hf_name(name) if method != "fp8" else name), torch.full(p.shape, value, dtype=torch.bfloat16)
         else:
             yield from random_quantized(name, tuple(p.shape), method, gen, group_size)
+
+
+def random_model(config: CloverConfig, form: str, device: str, seed: int = 0) -> CloverForCausalLM:
+    """A random model built in place on `device`, no checkpoint: "bf16" (every weight bf16), or "int4"
+    (what a GPTQ-Int4 checkpoint loads as: the quantized projections and experts int4 in groups of
+    128, the rest bf16). For a full-size run where writing and reading 20-70 GB would not fit."""
+    from clover.model.load_quant import Placer
+    from clover.model.quantized import Int4Codes
+
+    with torch.device("meta"):
+        model = CloverForCausalLM(config)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    placer = Placer(model, None, torch.bfloat16, lambda name: device)
+
+    def codes(n: int, k: int) -> Int4Codes:
+        group = next(g for g in (128, 64, 32) if k % g == 0)
+        q = torch.randint(0, 16, (n, k), generator=gen, device=device, dtype=torch.uint8)
+        scales = torch.full((n, k // group), 0.02 / 4.6, device=device)  # weights of std ~0.02
+        return Int4Codes(q, scales, torch.full_like(scales, 8.0), group)
+
+    for name, p in list(model.named_parameters()):
+        if form == "int4" and is_quantized(name) and name.endswith(("gate_up_proj", "down_proj")) and p.dim() == 3:
+            for e in range(p.shape[0]):
+                placer.expert(name, e, "whole", codes(*p.shape[1:]), p.shape[0])
+            continue
+        if form == "int4" and is_quantized(name):
+            placer.whole(name, codes(*p.shape))
+            continue
+        value = neutral(name)
+        if value is None:
+            t = torch.randn(p.shape, generator=gen, device=device, dtype=torch.bfloat16) * 0.02
+        else:
+            t = torch.full(p.shape, value, device=device, dtype=torch.bfloat16)
+        parent, _, leaf = name.rpartition(".")
+        owner = model.get_submodule(parent)
+        owner._parameters[leaf] = torch.nn.Parameter(t, requires_grad=False)
+    from clover.model.layers.rope import RotaryEmbedding
+
+    model.model.rotary_emb = RotaryEmbedding(config.rotary_dim, config.rope_theta).to(device)
+    return model.eval()
 
 
 def write(out: Path, layers: int, method: str, group_size: int = 128, seed: int = 0, shape: str = "35b") -> dict:
@@ -77,7 +123,7 @@ def write(out: Path, layers: int, method: str, group_size: int = 128, seed: int 
     raw = json.loads((out / "config.json").read_text())
     raw["quantization_config"] = quantization_config(method, group_size)
     (out / "config.json").write_text(json.dumps(raw, indent=2) + "\n")
-    shutil.copy(_embedded_dir() / "tokenizer.json", out / "tokenizer.json")
+    shutil.copy(embedded_dir() / "tokenizer.json", out / "tokenizer.json")
     return {"files": len(files), "bytes": sum(f.stat().st_size for f in files), "seconds": time.perf_counter() - t0}
 
 

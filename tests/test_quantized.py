@@ -31,6 +31,7 @@ from clover.model.quantized import (  # noqa: E402
     QuantExperts,
     QuantLinear,
     _cpu_layout_ok,
+    int4_fits,
     quantize_int4,
     quantize_int8,
 )
@@ -69,19 +70,47 @@ def _greedy(net, block: int) -> list[int]:
 # ---------------------------------------------------------------------- kernels and codes
 
 
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (benchmarks/gpu_run.sh realsize)")
+DEVICES = ["cpu", pytest.param("cuda", marks=CUDA)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("shape,group", [((64, 128), 32), ((32, 256), 128), ((48, 64), 64)])
-def test_int4_and_int8_kernels_match_their_codes(shape, group, dtype):
+@pytest.mark.parametrize("shape,group", [((64, 128), 32), ((32, 256), 128), ((48, 64), 64), ((128, 512), 128)])
+def test_int4_and_int8_kernels_match_their_codes(shape, group, dtype, device):
+    if device == "cuda" and dtype == torch.float32:
+        pytest.skip("tinygemm takes bf16 activations")
     torch.manual_seed(1)
     w, x = torch.randn(shape), torch.randn(5, shape[1]).to(dtype)
     q = quantize_int4(w, group)
     assert (q.dequantize() - w).abs().max() <= q.scales.max() / 2 + 1e-6  # round to nearest
     tol = dict(rtol=0, atol=1e-4) if dtype == torch.float32 else dict(rtol=2e-2, atol=0.15)
-    y = QuantLinear(PackedWeight.int4(q, dtype, "cpu"))(x)
-    torch.testing.assert_close(y.float(), x.float() @ q.dequantize().t(), **tol)
+    if int4_fits(*shape, group, device):
+        y = QuantLinear(PackedWeight.int4(q, dtype, device))(x.to(device))
+        torch.testing.assert_close(y.float().cpu(), x.float() @ q.dequantize().t(), **tol)
     codes, scales = quantize_int8(w)
-    y8 = QuantLinear(PackedWeight.int8(codes, scales, dtype, "cpu"))(x)
-    torch.testing.assert_close(y8.float(), x.float() @ (codes.float() * scales[:, None]).t(), **tol)
+    y8 = QuantLinear(PackedWeight.int8(codes, scales, dtype, device))(x.to(device))
+    torch.testing.assert_close(y8.float().cpu(), x.float() @ (codes.float() * scales[:, None]).t(), **tol)
+
+
+@CUDA
+@pytest.mark.parametrize("method", ["gptq", "awq", "fp8"])
+def test_quantized_checkpoint_on_cuda(tmp_path, method):
+    """On a GPU (bf16 activations): int4 where tinygemm takes the shape (columns % 128), else dense."""
+    torch.manual_seed(0)
+    model = CloverForCausalLM(tiny(hidden_size=128, moe_intermediate_size=128, shared_expert_intermediate_size=128)).eval()
+    tensors = list(model_tensors(model))
+    write_shards(quantize_tensors(tensors, method, 128, (128, 128)), tmp_path, model.config, 1 << 40)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["quantization_config"] = quantization_config(method, 128, (128, 128))
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    net = load_checkpoint(tmp_path, device="cuda").model
+    if method != "fp8":
+        assert net.model.layers[0].mlp.experts.gate_up.kind == "int4"
+    ref = _reference(model, dequantized_reference(tensors, method, 128, (128, 128))).to("cuda", torch.bfloat16)
+    with torch.no_grad():
+        got, want = net(IDS.cuda()).float(), ref(IDS.cuda()).float()
+    torch.testing.assert_close(got, want, rtol=0.05, atol=0.05)
 
 
 @pytest.mark.parametrize("zero_offset", [0, 1])

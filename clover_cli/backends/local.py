@@ -135,6 +135,10 @@ class LocalCloverModel:
             raise ModelError(str(exc)) from None
         self.chat_template = template if template is not None else self.tokenizer.chat_template
         self.name = "clover-embedded" if settings.model == "embedded" else directory.resolve().name
+        from clover.model.decode_width import choose_width
+
+        # the checkpoint's own block size, or 1 for a big MoE whose wide forwards cost more than they decode
+        self.default_width = choose_width(config, self.device).width
         self.context_window = int(config.max_position_embeddings or DEFAULT_CONTEXT)
         self.wrap_up = bool(getattr(config, "wrap_up", True))  # the agent's last turn at its step limit
         self.early_answer_redos = int(getattr(config, "early_answer_redos", 0))  # a fix's answers before an edit
@@ -209,7 +213,7 @@ class LocalCloverModel:
                 f"the prompt has {len(ids)} tokens, more than the {self.context_window}-token context of {self.name}"
             )
         decode = DecodeSettings(
-            block_size=(s.block_size or self.config.default_block()) if self.config.block_size > 1 else 1,  # AR stays AR
+            block_size=(s.block_size or self.default_width) if self.config.block_size > 1 else 1,  # AR stays AR
             policy="threshold",
             threshold=s.threshold,
             order=None if s.decode_order == "auto" else s.decode_order,  # None: the checkpoint's
