@@ -25,6 +25,17 @@ from clover.model.quantized import PackedWeight, QuantExperts
 
 GB = 1e9
 COMPONENTS = ("attention", "gdn", "router", "experts", "shared", "lm_head", "rest")
+_CLOCK = [time.perf_counter]
+
+
+def use_cpu_clock(cpu: bool) -> None:
+    """Time by the process's CPU time instead of the wall clock: with one thread on a shared machine,
+    what a quiet core would take (the time other processes hold the core is not counted)."""
+    _CLOCK[0] = time.process_time if cpu else time.perf_counter
+
+
+def now() -> float:
+    return _CLOCK[0]()
 
 
 def _sync(device: torch.device) -> None:
@@ -39,14 +50,14 @@ def bandwidth(device: torch.device, mb: int = 512, repeats: int = 5) -> dict[str
     copy = read = float("inf")
     for _ in range(repeats):
         _sync(device)
-        t0 = time.perf_counter()
+        t0 = now()
         b.copy_(a)
         _sync(device)
-        copy = min(copy, time.perf_counter() - t0)
-        t0 = time.perf_counter()
+        copy = min(copy, now() - t0)
+        t0 = now()
         a.sum()
         _sync(device)
-        read = min(read, time.perf_counter() - t0)
+        read = min(read, now() - t0)
     return {"copy_gb_s": 2 * n * 4 / copy / GB, "read_gb_s": n * 4 / read / GB}
 
 
@@ -121,11 +132,11 @@ class Split:
     def _watch(self, module: nn.Module, on_done) -> None:
         def pre(mod, args):
             _sync(self.dev)
-            self._starts[id(mod)] = time.perf_counter()
+            self._starts[id(mod)] = now()
 
         def post(mod, args, out):
             _sync(self.dev)
-            on_done(time.perf_counter() - self._starts.pop(id(mod)), args)
+            on_done(now() - self._starts.pop(id(mod)), args)
 
         self.handles += [module.register_forward_pre_hook(pre), module.register_forward_hook(post)]
 
@@ -194,15 +205,15 @@ def cost_curve(model, prompt: list[int], widths: list[int], repeats: int, depth:
             total = float("inf")
             for _ in range(repeats):
                 _sync(dev)
-                t0 = time.perf_counter()
+                t0 = now()
                 one_forward(model, cache, kind, w, gen)
                 _sync(dev)
-                total = min(total, time.perf_counter() - t0)
+                total = min(total, now() - t0)
             with Split(model) as split:
-                t0 = time.perf_counter()
+                t0 = now()
                 one_forward(model, cache, kind, w, gen)
                 _sync(dev)
-                hooked = time.perf_counter() - t0
+                hooked = now() - t0
             share = total / hooked  # the hooks' own cost taken out pro rata
             parts = {k: v * share for k, v in split.parts(hooked).items()}
             full = {k: v * share for k, v in split.parts(hooked, depth).items()}

@@ -25,16 +25,16 @@ from clover.model.quantized import PackedWeight, quantize_int4, quantize_int8
 WIDTHS = (1, 2, 4, 8, 16, 32)
 
 
-def _time(fn: Callable[[int], object], count: int, repeats: int) -> float:
+def _time(fn: Callable[[int], object], count: int, repeats: int, clock=time.perf_counter) -> float:
     """Best seconds per call over `repeats` sweeps of `count` calls (call i uses matrix i)."""
     for i in range(min(count, 4)):
         fn(i)
     best = float("inf")
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = clock()
         for i in range(count):
             fn(i)
-        best = min(best, (time.perf_counter() - t0) / count)
+        best = min(best, (clock() - t0) / count)
     return best
 
 
@@ -97,7 +97,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--widths", default=",".join(map(str, WIDTHS)))
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="cpu: the process's CPU time (with --threads 1, steadier on a shared machine)")
     a = ap.parse_args(argv)
+    clock = time.process_time if a.clock == "cpu" else time.perf_counter
     if a.threads:
         torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -106,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     table = candidates(weights)
     del weights
     print(f"x [M, {a.cols}] @ W.T, W [{a.rows}, {a.cols}] cycled over {a.experts} experts; "
-          f"{torch.get_num_threads()} threads; us per matmul (GB/s of weight bytes)")  # fmt: skip
+          f"{torch.get_num_threads()} threads, {a.clock} clock; us per matmul (GB/s of weight bytes)")  # fmt: skip
     print(f"{'kernel':28}" + "".join(f"{'M=' + str(m):>16}" for m in widths))
     for name, entry in table.items():
         if isinstance(entry, str):
@@ -116,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         cells = []
         for m in widths:
             x = torch.randn(m, a.cols).to(torch.bfloat16 if act == "bf16" else torch.float32)
-            s = _time(lambda i, x=x, fn=fn: fn(x, i), a.experts, a.repeats)
+            s = _time(lambda i, x=x, fn=fn: fn(x, i), a.experts, a.repeats, clock)
             cells.append(f"{s * 1e6:8.0f} ({nbytes / s / 1e9:4.1f})")
         print(f"{name:28}" + "".join(f"{c:>16}" for c in cells), flush=True)
     return 0

@@ -93,22 +93,42 @@ def int4_fits(rows: int, cols: int, group_size: int, device: torch.device | str)
 # ---------------------------------------------------------------------- quantizing (round to nearest)
 
 
+ROW_CHUNK = 4096  # rows quantized at a time: lm_head's 248320 rows never exist whole in fp32
+
+
+def _by_rows(w: Tensor, fn) -> list[Tensor]:
+    """fn over chunks of ROW_CHUNK rows of `w` (a matrix, or a stack along its first dimension),
+    each output concatenated along the rows."""
+    chunks = [fn(w[..., i : i + ROW_CHUNK, :]) for i in range(0, w.shape[-2], ROW_CHUNK)]
+    return [torch.cat(parts, dim=-2 if parts[0].dim() == w.dim() else -1) for parts in zip(*chunks, strict=True)]
+
+
 def quantize_int4(w: Tensor, group_size: int) -> Int4Codes:
     """Asymmetric min/max int4 per group of `group_size` columns, one matrix or a stack [..., N, K]."""
-    *lead, n, k = w.shape
-    g = w.float().view(*lead, n, k // group_size, group_size)
-    lo, hi = g.amin(-1).clamp(max=0), g.amax(-1).clamp(min=0)
-    scales = ((hi - lo) / 15).clamp(min=torch.finfo(torch.float32).tiny)
-    zeros = (-lo / scales).round().clamp(0, 15)
-    codes = (g / scales[..., None] + zeros[..., None]).round().clamp(0, 15).to(torch.uint8)
-    return Int4Codes(codes.view(*lead, n, k), scales, zeros, group_size)
+
+    def chunk(part: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        *lead, n, k = part.shape
+        g = part.float().view(*lead, n, k // group_size, group_size)
+        lo, hi = g.amin(-1).clamp(max=0), g.amax(-1).clamp(min=0)
+        scales = ((hi - lo) / 15).clamp(min=torch.finfo(torch.float32).tiny)
+        zeros = (-lo / scales).round().clamp(0, 15)
+        codes = (g / scales[..., None] + zeros[..., None]).round().clamp(0, 15).to(torch.uint8)
+        return codes.view(*lead, n, k), scales, zeros
+
+    codes, scales, zeros = _by_rows(w, chunk)
+    return Int4Codes(codes, scales, zeros, group_size)
 
 
 def quantize_int8(w: Tensor) -> tuple[Tensor, Tensor]:
     """Symmetric int8 per output row: (codes int8 [..., N, K], scales float32 [..., N])."""
-    wf = w.float()
-    scales = (wf.abs().amax(-1) / 127).clamp(min=torch.finfo(torch.float32).tiny)
-    return (wf / scales[..., None]).round().clamp(-127, 127).to(torch.int8), scales
+
+    def chunk(part: Tensor) -> tuple[Tensor, Tensor]:
+        wf = part.float()
+        scales = (wf.abs().amax(-1) / 127).clamp(min=torch.finfo(torch.float32).tiny)
+        return (wf / scales[..., None]).round().clamp(-127, 127).to(torch.int8), scales
+
+    codes, scales = _by_rows(w, chunk)
+    return codes, scales
 
 
 # ---------------------------------------------------------------------- packing and the kernels

@@ -338,19 +338,38 @@ def test_quantize_mode_must_be_known(model, tmp_path):
     _one_line(info, "int3")
 
 
+def _small_vocab_checkpoint(tmp_path):
+    """The tiny test checkpoint's 300-token tokenizer beside a model with 100 embedding rows."""
+    from tests.tiny_checkpoint import tiny_checkpoint_dir
+
+    d = tmp_path / "ckpt"
+    shutil.copytree(tiny_checkpoint_dir(), d)
+    config = json.loads((d / "config.json").read_text())
+    fields = {k: config[k] for k in ("mask_token_id", "eos_token_ids", "pad_token_id", "max_position_embeddings")}
+    torch.manual_seed(0)
+    save_checkpoint(CloverForCausalLM(tiny(vocab_size=100, **fields)).eval(), d)
+    return d
+
+
+def test_tokenizer_beyond_vocab_size_is_a_one_line_model_error(tmp_path):
+    from clover.backends.local import LocalCloverModel
+    from clover.core.protocols import ModelError
+    from clover.settings import Settings
+
+    d = _small_vocab_checkpoint(tmp_path)
+    with pytest.raises(ModelError) as info:
+        LocalCloverModel(Settings(model=str(d)))
+    _one_line(info, "tokenizer.json", "ids up to 29", "vocab_size 100")
+
+
+@pytest.mark.slow
 def test_tokenizer_beyond_vocab_size_is_one_line_exit_2(tmp_path):
     """A tokenizer with ids the embedding has no row for: before, an IndexError at the first such
     token mid-conversation; now one line and exit 2 from `clover chat -p` before anything runs."""
     from tests.clihelp import isolated_env, run_clover
-    from tests.tiny_checkpoint import tiny_checkpoint_dir
 
-    d, repo = tmp_path / "ckpt", tmp_path / "repo"
-    shutil.copytree(tiny_checkpoint_dir(), d)
+    d, repo = _small_vocab_checkpoint(tmp_path), tmp_path / "repo"
     repo.mkdir()
-    config = json.loads((d / "config.json").read_text())  # a 300-token tokenizer; the model: 100 rows
-    fields = {k: config[k] for k in ("mask_token_id", "eos_token_ids", "pad_token_id", "max_position_embeddings")}
-    torch.manual_seed(0)
-    save_checkpoint(CloverForCausalLM(tiny(vocab_size=100, **fields)).eval(), d)
     proc = run_clover("chat", "--model", str(d), "-p", "hi", "--repo", str(repo), cwd=repo,
                       env={**isolated_env(tmp_path), "OMP_NUM_THREADS": "1"})  # fmt: skip
     lines = proc.stderr.strip().splitlines()
