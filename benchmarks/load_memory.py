@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="append the figures to this JSON file")
     ap.add_argument("--quantize", choices=("int4", "int8"), default=None, help="quantize on load (streamed loader only)")
     a = ap.parse_args(argv)
-    if a.quantize and "legacy" in a.loaders:
+    if a.quantize and "legacy" in a.loaders and not a.child:
         ap.error("--quantize needs --loaders streamed (the legacy loader does not quantize)")
     if a.child:
         child(a.child[0], a.child[1], a.device, a.quantize)

@@ -122,9 +122,22 @@ def test_gptq_and_awq_codes_round_trip(zero_offset):
         assert torch.equal(got.codes, q.codes) and torch.equal(got.zeros, q.zeros)
         torch.testing.assert_close(got.scales, q.scales.half().float())
     # GPTQ's words go to the CPU kernel's layout without unpacking: the same bytes as from the codes
-    assert g.kwords is not None and _cpu_layout_ok()
+    assert g.kwords is not None
     from_words, from_codes = PackedWeight.int4(g, torch.float32, "cpu"), PackedWeight.int4(a, torch.float32, "cpu")
     assert torch.equal(from_words.data, from_codes.data)
+
+
+def test_fast_cpu_packing_is_the_kernels_own_layout():
+    """The vectorised packers write what `_convert_weight_to_int4pack_for_cpu` writes (this build's
+    layout: blocks of 64 rows); a build with another layout falls back to the op, slowly."""
+    if not _cpu_layout_ok():
+        pytest.skip("this torch build packs int4 otherwise: the loader uses the op itself")
+    from clover.model.quantized import _cpu_layout, _cpu_layout_from_kwords
+
+    q = quantize_int4(torch.randn(192, 256, generator=torch.Generator().manual_seed(3)), 128)
+    want = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.codes.to(torch.int32), 1)
+    words = encode_gptq(q)["qweight"]
+    assert torch.equal(_cpu_layout(q.codes), want) and torch.equal(_cpu_layout_from_kwords(words), want)
 
 
 @pytest.mark.parametrize("width", [1, 2, 4, 8, 16, 32])
