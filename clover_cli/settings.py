@@ -32,6 +32,7 @@ DECODE_ORDERS = ("auto", *MODEL_DECODE_ORDERS)  # auto: the checkpoint's own
 REPO_LOWER_ONLY = frozenset({"max_steps", "time_limit", "token_limit", "command_timeout", "output_limit"})
 MERGED_LISTS = frozenset({"deny", "ask"})  # a repository's entries are added to the user's
 TOOL_FORMATS = ("auto", "native", "text")
+QUANTIZE = ("none", "int8", "int4")  # model/load_quant.py QUANTIZE_MODES, without importing torch
 
 
 class SettingsError(ValueError):
@@ -58,6 +59,9 @@ class Settings:
     # run a causal pass confirms (verify), or auto: the checkpoint's own (config.json decode_order)
     decode_order: str = "auto"
     device: str | None = None
+    # local model: quantize the checkpoint's floating-point matrices on load (int4, int8; none: as
+    # stored). A quantized checkpoint (GPTQ, AWQ, FP8) loads quantized whatever this says.
+    quantize: str = "none"
     threads: int = 0  # CPU threads for local decoding; 0: auto (1 for a small model, torch's default else)
     grounded: bool = True  # local decoding: paths, old_str and symbols limited to the workspace's own
     # local decoding, grounded values: logit bonus for the paths and symbols the conversation names
@@ -136,6 +140,8 @@ class Settings:
         for name in ("edit_repairs", "grounded_spans"):
             if getattr(self, name) not in ("auto", "on", "off"):
                 raise SettingsError(f"{source}: {name} must be auto, on or off")
+        if self.quantize not in QUANTIZE:
+            raise SettingsError(f"{source}: quantize must be one of {', '.join(QUANTIZE)}, not {self.quantize!r}")
         if self.decode_order not in DECODE_ORDERS:
             raise SettingsError(f"{source}: decode_order must be one of {', '.join(DECODE_ORDERS)}")
 

@@ -88,12 +88,13 @@ def cpu_threads(asked: int, params: int) -> int | None:
     return 1
 
 
-def load_model(directory: Path, device: str):
-    """load_checkpoint's (network, config, chat template or None); errors as one-line ModelErrors."""
+def load_model(directory: Path, device: str, quantize: str = "none"):
+    """load_checkpoint's (network, config, chat template or None); errors as one-line ModelErrors.
+    `quantize`: int4 / int8 quantize the checkpoint's floating-point matrices on load; none: as stored."""
     from clover.model.load import CheckpointError, load_checkpoint
 
     try:  # the loader picks the dtype: bf16 on a GPU, fp32 on CPU only for a small model
-        return load_checkpoint(directory, device=device)
+        return load_checkpoint(directory, device=device, quantize=None if quantize == "none" else quantize)
     except CheckpointError as exc:
         raise ModelError(_one_line(exc)) from None
     except Exception as exc:  # e.g. safetensors' error on a truncated file: still one line
@@ -119,7 +120,7 @@ class LocalCloverModel:
         except ImportError:
             raise ModelError("the local Clover model needs torch: pip install 'clover-cli[local]'") from None
         self.device = pick_device(settings.device)
-        net, config, template = load_model(directory, self.device)
+        net, config, template = load_model(directory, self.device, settings.quantize)
         self.net, self.config = net.eval(), config
         if self.device == "cpu":
             import torch
@@ -129,10 +130,15 @@ class LocalCloverModel:
                 torch.set_num_threads(threads)
         try:
             self.tokenizer = CloverTokenizer.from_dir(directory)
+            self.tokenizer.check_fits(config.vocab_size, str(directory / "tokenizer.json"))
         except TokenizerError as exc:
             raise ModelError(str(exc)) from None
         self.chat_template = template if template is not None else self.tokenizer.chat_template
         self.name = "clover-embedded" if settings.model == "embedded" else directory.resolve().name
+        from clover.model.decode_width import choose_width
+
+        # the checkpoint's own block size, or 1 for a big MoE whose wide forwards cost more than they decode
+        self.default_width = choose_width(config, self.device).width
         self.context_window = int(config.max_position_embeddings or DEFAULT_CONTEXT)
         self.wrap_up = bool(getattr(config, "wrap_up", True))  # the agent's last turn at its step limit
         self.early_answer_redos = int(getattr(config, "early_answer_redos", 0))  # a fix's answers before an edit
@@ -207,7 +213,7 @@ class LocalCloverModel:
                 f"the prompt has {len(ids)} tokens, more than the {self.context_window}-token context of {self.name}"
             )
         decode = DecodeSettings(
-            block_size=(s.block_size or self.config.default_block()) if self.config.block_size > 1 else 1,  # AR stays AR
+            block_size=(s.block_size or self.default_width) if self.config.block_size > 1 else 1,  # AR stays AR
             policy="threshold",
             threshold=s.threshold,
             order=None if s.decode_order == "auto" else s.decode_order,  # None: the checkpoint's
