@@ -24,23 +24,22 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable
-from fnmatch import fnmatchcase
 from typing import Any, Literal
 
 from clover.core.protocols import MODES, Tool, ToolCall
-from clover.tools.shellnorm import canonical_argv, glob_prefix_feasible
-from clover.tools.shellparse import ParsedShell, parse_shell
+from clover.tools.execgrant import Grant, templates_of
+from clover.tools.permrules import EDIT_TOOLS, READ_TOOLS, SHELL_TOOLS, Rule, join_words, squash
+from clover.tools.shellnorm import glob_prefix_feasible
+from clover.tools.shellparse import ParsedShell, SimpleCommand, parse_shell
+from clover.tools.shellproof import literal_proof, read_only_proof
+from clover.tools.textio import escape_controls
 
 Decision = Literal["allow", "ask", "deny"]
-Answer = Literal["yes", "no", "always"]
+Answer = Literal["yes", "no", "always", "prefix"]
 AskUser = Callable[[ToolCall, Tool, str], Answer]
 
 _MODE_ALIASES = {"auto_edit": "auto-edit", "autoedit": "auto-edit", "accept-edits": "auto-edit",
                  "default": "ask", "bypass": "yolo"}
-SHELL_TOOLS = {"bash", "shell"}
-EDIT_TOOLS = {"create", "str_replace", "insert"}
-READ_TOOLS = {"view", "grep", "glob", "outline", "git"}  # what `read(...)` rules cover (their `path`)
-_RULE = re.compile(r"^\s*([A-Za-z_][\w.-]*)\s*(?:\((.*)\))?\s*$", re.S)
 _MAIN_ARG_KEYS = ("command", "subcommand", "pattern", "query", "url", "path", "file", "name")
 _PATH_KEYS = ("path", "file", "file_path", "filename")
 
@@ -50,61 +49,6 @@ SUGGESTED_DENY = [
     "bash(curl *|*sh)", "bash(wget *|*sh)", "bash(git push *--force*)", "bash(git push -f*)",
     "bash(git push * -f*)", "bash(mkfs*)", "bash(dd * of=/dev/*)", "bash(shutdown*)", "bash(reboot*)",
 ]
-
-
-class Rule:
-    """One `tool(pattern)` rule; `pattern` None matches every call of the tool."""
-
-    def __init__(self, text: str, literal: str | None = None):
-        if literal is not None:  # an exact remembered value: no glob, no pipeline handling
-            self.text, self.tool, self.pipe, self.literal = text, text.lower(), False, True
-            self.pattern = self.canonical = _escape(literal)
-            return
-        m = _RULE.match(text or "")
-        if not m:
-            raise ValueError(f"bad permission rule {text!r}: expected tool or tool(pattern), e.g. bash(git status*)")
-        self.text, self.literal = text.strip(), False
-        self.tool = m.group(1).lower()
-        pattern = m.group(2)
-        self.pattern = None if pattern is None or pattern.strip() in ("", "*") else _squash(pattern)
-        # `curl *|sh` -> `curl * | sh`, matched against pipelines
-        self.pipe = self.pattern is not None and "|" in self.pattern and self.tool in SHELL_TOOLS
-        if self.pipe:
-            self.pattern = re.sub(r"\s*\|\s*", " | ", self.pattern)
-        shell = self.pattern is not None and self.tool in SHELL_TOOLS
-        self.canonical = " ".join(canonical_argv(self.pattern.split(" "))) if shell else self.pattern
-
-    def applies_to(self, tool_name: str) -> bool:
-        if self.tool == tool_name:
-            return True
-        if self.tool == "edit":
-            return tool_name in EDIT_TOOLS
-        if self.tool == "read":
-            return tool_name in READ_TOOLS
-        return self.tool in SHELL_TOOLS and tool_name in SHELL_TOOLS
-
-    def matches_text(self, text: str, path_like: bool = False, fold: bool = False) -> bool:
-        if self.pattern is None:
-            return True
-        candidates = [text, text + " "]  # `git status *` also covers bare `git status`
-        if path_like and not self.literal and "/" not in self.pattern:
-            candidates.append(text.rsplit("/", 1)[-1])
-        pats = {self.pattern, self.canonical or self.pattern}
-        if fold:
-            candidates, pats = [c.casefold() for c in candidates], {p.casefold() for p in pats}
-        return any(fnmatchcase(c, p) for c in candidates for p in pats)
-
-    def __repr__(self) -> str:
-        return f"Rule({self.text!r})"
-
-
-def _squash(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _escape(text: str) -> str:
-    """Glob-escape so a remembered exact value matches only itself."""
-    return re.sub(r"([*?\[])", r"[\1]", text)
 
 
 def normalize_mode(mode: str) -> str:
@@ -119,8 +63,10 @@ class PermissionPolicy:
     """Pure: mode + rules -> (decision, reason). `root` lets rules see workspace-relative paths."""
 
     def __init__(self, mode: str = "ask", allow: Iterable[str] = (), ask: Iterable[str] = (),
-                 deny: Iterable[str] = (), root: str | None = None):
+                 deny: Iterable[str] = (), root: str | None = None, plan_commands: bool = False):
         self.mode = normalize_mode(mode)
+        # plan mode: commands proven read-only run (only where the environment runs them read-only)
+        self.plan_commands = plan_commands
         self.allow = [Rule(r) for r in allow]
         self.ask = [Rule(r) for r in ask]
         self.deny = [Rule(r) for r in deny]
@@ -210,7 +156,7 @@ class PermissionPolicy:
         """The string a `tool(...)` rule is matched against (a path relative to the root if inside)."""
         key = key or self.main_key(name, args)
         text = str(args.get(key) or "") if key else ""
-        return self._norm_path(text) if key in _PATH_KEYS else _squash(text)
+        return self._norm_path(text) if key in _PATH_KEYS else squash(text)
 
     def _norm_path(self, path: str) -> str:
         if not path:
@@ -237,23 +183,24 @@ class PermissionPolicy:
 
     def _decide_shell(self, name: str, command: str, remembered: list[Rule]) -> tuple[Decision, str]:
         """Deny rules first, on every spelling; then, where deny rules exist and the line cannot be
-        proven not to match one (see `_undecided`), yolo refuses and the other modes ask."""
+        proven not to match one (see `_undecided`), yolo refuses and the other modes ask. Allow
+        rules and remembered approvals need the line proven literal (tools/shellproof.py)."""
         parsed = parse_shell(command)
-        shown = _squash(command)
-        label = f"bash({shown[:200]})"
+        shown = squash(command)
+        label = f"bash({shell_label(command)})"
         if rule := self._shell_hit(self.deny, name, parsed, shown, "deny"):
             return "deny", f"{label} is denied by rule {rule.text}"
         if self.mode == "plan":  # ask and allow rules never open plan mode
-            return "deny", f"plan mode: {label} would run a command; only read-only tools run"
-        exact = any(r.applies_to(name) and r.matches_text(shown) for r in remembered if r.pattern)
-        if exact:
+            return self._plan_shell(label, parsed)
+        if any(r.line == command for r in remembered if r.applies_to(name)):
             return "allow", f"{label} was approved earlier in this session"
         if why := self._undecided(self.deny, name, parsed):
             if self.mode == "yolo":
                 return "deny", (f"{label} cannot be checked against the deny rules: {why}. Write the "
                                 "command out literally (no variables or aliases as commands)")
             return "ask", f"{label} cannot be checked against the deny rules ({why}); needs approval"
-        if parsed.ok and self._all_match(remembered, name, parsed):
+        proof = literal_proof(parsed)
+        if proof is None and self._all_allowed(remembered, name, parsed):
             return "allow", f"{label} was approved earlier in this session"
         if rule := self._shell_hit(self.ask, name, parsed, shown, "ask"):
             return "ask", f"{label} needs approval (rule {rule.text})"
@@ -263,9 +210,28 @@ class PermissionPolicy:
             if self.mode == "yolo":
                 return "allow", f"yolo mode allows {label} (not fully checked: {why})"
             return "ask", f"{label}: {why}; needs approval"
-        if self._all_match(self.allow, name, parsed):
+        if proof is None and self._all_allowed(self.allow, name, parsed):
             return "allow", f"{label} is allowed by the allow rules"
+        if proof is not None and self.mode != "yolo" and self._all_allowed(self.allow, name, parsed, proven=False):
+            return "ask", f"{label} looks like the allow rules, but {proof}; needs approval"
         return self._by_mode(label, "action")
+
+    def _plan_shell(self, label: str, parsed: ParsedShell) -> tuple[Decision, str]:
+        refusal = f"plan mode: {label} would run a command; only read-only tools and commands run"
+        if not self.plan_commands:
+            return "deny", f"{refusal} (read-only commands run only in the read-only sandbox, which is off here)"
+        if why := read_only_proof(parsed):
+            return "deny", f"{refusal}, and this one is not proven read-only: {why}"
+        return "allow", f"plan mode: {label} only reads (it runs in the read-only sandbox)"
+
+    def exec_grant(self, name: str, command: str) -> Grant:
+        """What the exec check lets this command start, once the gate allowed it without asking:
+        anything but denied programs in yolo; in plan mode only the programs it names, read-only;
+        else the programs it names, and anything the allow rules cover."""
+        parsed = parse_shell(command)
+        if self.mode == "yolo":
+            return Grant(everything=True, label=command)
+        return Grant(templates=templates_of(parsed), read_only=self.mode == "plan", label=command)
 
     def _undecided(self, rules: list[Rule], name: str, parsed: ParsedShell) -> str | None:
         """Why some rule in `rules` might match what the line runs although no spelling of it
@@ -308,31 +274,101 @@ class PermissionPolicy:
                 return rule
         return None
 
-    def _all_match(self, rules: list[Rule], name: str, parsed: ParsedShell) -> bool:
+    def _all_allowed(self, rules: list[Rule], name: str, parsed: ParsedShell, proven: bool = True) -> bool:
+        """Every command of the line matches one of `rules` on its exact argv (`proven`: the
+        caller checked the line is literal; False only words a reason for asking)."""
         rules = [r for r in rules if r.applies_to(name) and not r.pipe]
-        if not rules:
+        if not rules or not parsed.commands or (proven and not parsed.ok):
             return False
-        judged = [c for c in parsed.commands if not c.carrier]
-        if not judged or parsed.opaque or any(c.dynamic or c.opaque for c in parsed.commands):
-            return False
-        if any(c.writes for c in parsed.commands):
-            return False  # `cmd > file` writes a file: rules about `cmd` alone do not cover that
-        return all(any(r.matches_text(f) for r in rules for f in c.allow_forms()) for c in judged)
+        return all(any(r.allows_words(words) for r in rules for words in allow_argvs(c))
+                   for c in parsed.commands)
+
+    def allowed_argv(self, words: list[str], remembered: Iterable[Rule] = ()) -> Rule | None:
+        """The allow rule or remembered approval that covers one program start (the exec check)."""
+        for rule in [*self.allow, *remembered]:
+            if rule.applies_to("bash") and not rule.pipe and rule.allows_words(words):
+                return rule
+        return None
+
+    def denied_argv(self, words: list[str]) -> Rule | None:
+        """The deny rule one program start matches, on every spelling of its argv (the exec check)."""
+        if not words:
+            return None
+        cmd = SimpleCommand(words=list(words), argv=list(words))
+        forms = cmd.deny_forms()
+        for rule in self.deny:
+            if not rule.applies_to("bash") or rule.pipe:
+                continue
+            if rule.pattern is None or any(rule.matches_text(f) for f in forms):
+                return rule
+            if any(rule.matches_text(n) for f in forms if (n := _narrowed(f, rule))):
+                return rule
+        return None
 
     def remember_rules(self, tool_name: str, args: dict[str, Any], main_key: str | None = None) -> list[Rule]:
-        """Exact-match rules for an "always" answer: the command(s), the file, or the argument."""
+        """Exact-match rules for an "always" answer: the line byte for byte and each of its
+        commands' exact argv (a literal line), the file, or the argument."""
         name = (tool_name or "").lower()
         if name in SHELL_TOOLS:
             command = str(args.get("command", args.get("cmd", "")) or "")
-            rules = [Rule(name, literal=_squash(command))] if command.strip() else []
+            rules = [Rule.exact_line(name, command)] if command.strip() else []
             parsed = parse_shell(command)
-            if parsed.ok:
-                rules += [Rule(name, literal=c.text) for c in parsed.commands
-                          if not c.carrier and not c.dynamic and c.text]
+            if literal_proof(parsed) is None:
+                rules += [Rule.exact_argv(name, c.words) for c in parsed.commands if c.words]
             return rules
         subject = self.subject(name, args, self.main_key(name, args, main_key))
         rule_name = "edit" if name in EDIT_TOOLS else name
         return [Rule(rule_name, literal=subject) if subject else Rule(rule_name)]
+
+    def prefix_rule(self, tool_name: str, args: dict[str, Any]) -> Rule | None:
+        """The prefix rule an approval may offer (`bash(python3 -m pytest:*)`): only for one command
+        the parser proves literal, and never one a deny or ask rule would then contradict."""
+        name = (tool_name or "").lower()
+        if name not in SHELL_TOOLS or self.mode == "plan":
+            return None
+        parsed = parse_shell(str(args.get("command", args.get("cmd", "")) or ""))
+        if literal_proof(parsed) is not None or len(parsed.commands) != 1 or parsed.commands[0].wrappers:
+            return None
+        prefix = command_prefix(parsed.commands[0].words)
+        return Rule.prefix_rule(name, prefix) if prefix else None
+
+
+def shell_label(command: str, limit: int = 200) -> str:
+    """A command on one line as a terminal will show it: line breaks as `⏎`, controls escaped."""
+    return squash(escape_controls(command).replace("\n", " ⏎ "))[:limit]
+
+
+def allow_argvs(cmd: SimpleCommand) -> list[list[str]]:
+    """The words an allow rule may match: as written, or with harmless wrappers removed (`timeout
+    60 pytest`); environment prefixes stay unless harmless (LANG, TZ, ...; tools/shellnorm.py)."""
+    out: list[list[str]] = []
+    for words in cmd.allow_words():
+        if words not in out:
+            out.append(words)
+    return out
+
+
+# Programs whose first operands name what they do (`git commit`, `npm run test`, `python3 -m pytest`).
+_SUBCOMMANDS = {"git": 1, "npm": 2, "pnpm": 2, "yarn": 2, "cargo": 1, "go": 1, "docker": 1, "kubectl": 1,
+                "uv": 2, "poetry": 2, "pip": 1, "pip3": 1, "make": 1, "dotnet": 1, "gradle": 1, "mvn": 1,
+                "bundle": 2, "rake": 1, "mix": 1, "deno": 1, "bun": 2, "conda": 1, "tox": 0, "nox": 0}
+
+
+def command_prefix(words: list[str]) -> list[str]:
+    """The words a prefix approval keeps: the program and the words that name the action
+    (`python3 -m pytest`, `npm run test`, `git log`, `cargo test`), never an option value or path."""
+    if not words or "/" in words[0] and not words[0].startswith("./"):
+        return words[:1]
+    prog = os.path.basename(words[0])
+    if re.fullmatch(r"python[0-9.]*|pypy[0-9.]*", prog) and words[1:2] == ["-m"] and len(words) > 2:
+        return words[:3]
+    keep = _SUBCOMMANDS.get(prog, 0)
+    out = words[:1]
+    for word in words[1:1 + keep]:
+        if word.startswith("-") or "/" in word or "=" in word:
+            break
+        out.append(word)
+    return out
 
 
 _SHORT_CLUSTER = re.compile(r"^-[A-Za-z]+$")
@@ -376,6 +412,7 @@ class PermissionGate:
         self.policy = policy
         self.ask_user = ask_user
         self.remembered: list[Rule] = []
+        self.grants: dict[str, Grant] = {}  # command line -> what the exec check lets it start
 
     def screen(self, call: ToolCall, output: str) -> str:
         """A search's output without the lines from files `read(...)` rules deny (`grep` over the
@@ -423,6 +460,7 @@ class PermissionGate:
         main_key = next((k for k in required if isinstance(args.get(k), str)), None)
         decision, reason = self.policy.decide(call.name, args, read_only, self.remembered, main_key)
         if decision == "allow":
+            self._grant(call, tool, asked=False)
             return None
         if decision == "deny":
             return f"Permission denied: {reason}. Do not retry this; choose another approach."
@@ -437,7 +475,49 @@ class PermissionGate:
             return f"Not run: asking the user for approval failed ({exc})."
         if answer == "always":
             self.remembered.extend(self.policy.remember_rules(call.name, args, main_key))
-            return None
-        if answer == "yes":
-            return None
-        return "The user declined this tool call. Ask what they want instead, or try another approach."
+        elif answer == "prefix" and (rule := self.policy.prefix_rule(call.name, args)) is not None:
+            self.remembered.append(rule)
+        elif answer not in ("yes", "prefix"):
+            return "The user declined this tool call. Ask what they want instead, or try another approach."
+        self._grant(call, tool, asked=True)
+        return None
+
+    # ------------------------------------------------------------------ the exec check's grants
+
+    def _grant(self, call: ToolCall, tool: Tool, asked: bool) -> None:
+        """Remember what this shell call may start, for the exec check (`take_grant`)."""
+        name = (call.name or "").lower()
+        command = (call.arguments or {}).get("command") if isinstance(call.arguments, dict) else None
+        if name not in SHELL_TOOLS or not isinstance(command, str):
+            return
+        grant = self.policy.exec_grant(name, command)
+        grant.policy, grant.remembered = self.policy, self.remembered
+        if self.ask_user is not None and not grant.read_only:
+            grant.ask = self._exec_asker(call, tool)
+        self.grants[command] = grant
+        if len(self.grants) > 64:  # calls that never ran (a tool error before executing)
+            self.grants.pop(next(iter(self.grants)))
+
+    def take_grant(self, command: str) -> Grant | None:
+        """The grant the gate made for this command line (once), or None if it made none."""
+        return self.grants.pop(command, None)
+
+    def _exec_asker(self, call: ToolCall, tool: Tool) -> Callable[[list[str], str], str]:
+        """Asks the user about a program the approved command starts but did not name (the exec
+        check calls this on the thread that runs the command, while that program waits)."""
+
+        def ask(argv: list[str], why: str) -> str:
+            question = ToolCall(name="exec", arguments={"command": join_words(argv)}, id=f"{call.id}-exec")
+            try:
+                answer = self.ask_user(question, tool, why) if self.ask_user else "no"
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except Exception:
+                return "no"
+            if answer == "always":
+                self.remembered.append(Rule.exact_argv("bash", argv))
+            elif answer == "prefix" and (prefix := command_prefix(argv)):
+                self.remembered.append(Rule.prefix_rule("bash", prefix))
+            return "yes" if answer in ("yes", "always", "prefix") else "no"
+
+        return ask
