@@ -10,10 +10,9 @@ stdlib only, nothing of Clover imported, so it starts fast and works inside the 
 
 from __future__ import annotations
 
+import _socket
 import ctypes
 import os
-import platform
-import socket
 import struct
 import sys
 
@@ -27,11 +26,13 @@ SECCOMP_RET_ALLOW = 0x7FFF0000
 _BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_RET_K = 0x20, 0x15, 0x06
 _X32 = 0x40000000
 
-# machine -> (seccomp syscall number, [(AUDIT_ARCH_*, execve numbers to notify)]): the native ABI
-# and the compat ABIs a process of that machine can switch to (i386 and x32 on x86_64).
-ARCHES: dict[str, tuple[int, list[tuple[int, tuple[int, ...]]]]] = {
-    "x86_64": (317, [(0xC000003E, (59, 322, _X32 | 520, _X32 | 545)), (0x40000003, (11, 358))]),
-    "aarch64": (277, [(0xC00000B7, (221, 281)), (0x40000028, (11, 387))]),
+# machine -> (seccomp syscall number, [(AUDIT_ARCH_*, ((syscall number, is execveat, pointer size),
+# ...))]): the native ABI and the compat ABIs a process of that machine can switch to (i386 and
+# x32 on x86_64, arm on aarch64). The supervisor reads the notification with the same table.
+ARCHES: dict[str, tuple[int, list[tuple[int, tuple[tuple[int, bool, int], ...]]]]] = {
+    "x86_64": (317, [(0xC000003E, ((59, False, 8), (322, True, 8), (_X32 | 520, False, 4), (_X32 | 545, True, 4))),
+                     (0x40000003, ((11, False, 4), (358, True, 4)))]),
+    "aarch64": (277, [(0xC00000B7, ((221, False, 8), (281, True, 8))), (0x40000028, ((11, False, 4), (387, True, 4)))]),
 }
 
 
@@ -44,7 +45,8 @@ def build_filter(machine: str) -> bytes:
     ALLOW; a syscall from an ABI not listed kills the process (it could exec unseen)."""
     _, abis = ARCHES[machine]
     code: list[tuple[int, int, int, int | str]] = []  # (op, jt, jf, k); jt "N" = jump to notify
-    for arch, numbers in abis:
+    for arch, calls in abis:
+        numbers = [nr for nr, _, _ in calls]
         code.append((_BPF_LD_W_ABS, 0, 0, 4))  # seccomp_data.arch
         code.append((_BPF_JEQ_K, 0, len(numbers) + 2, arch))  # not this ABI: skip its block
         code.append((_BPF_LD_W_ABS, 0, 0, 0))  # seccomp_data.nr
@@ -63,7 +65,7 @@ def build_filter(machine: str) -> bytes:
 
 def install_listener() -> int:
     """NO_NEW_PRIVS + the filter; returns the notification fd. Raises OSError."""
-    machine = platform.machine()
+    machine = os.uname().machine
     if machine not in ARCHES:
         raise OSError(0, f"exec checking is not built for {machine}")
     libc = _libc()
@@ -92,10 +94,10 @@ def main(argv: list[str]) -> int:
             return 1
         return 0
     sock_fd, program, args = int(argv[1]), argv[2], argv[3:]
-    sock = socket.socket(fileno=sock_fd)
+    sock = _socket.socket(fileno=sock_fd)  # the C module: `socket` costs milliseconds to import
     try:
         listener = install_listener()
-        socket.send_fds(sock, [b"L"], [listener])
+        sock.sendmsg([b"L"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, struct.pack("=i", listener))])
         os.close(listener)
     except OSError as exc:
         sock.sendall(b"E" + str(exc.strerror or exc).encode()[:500])
