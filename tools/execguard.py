@@ -44,12 +44,17 @@ from clover.tools.execgrant import Grant, argv_template
 from clover.tools.execpolicy import ExecPolicy, ProgramIndex, denied_names
 from clover.tools.exectarget import TargetGone, open_in_task, read_exec
 from clover.tools.permrules import join_words
+from clover.tools.sandbox import SandboxUnavailable
 
 LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "execlaunch.py")
 _RECV, _SEND, _ID_VALID, _SET_FLAGS = 0xC0502100, 0xC0182101, 0x40082102, 0x40082104
 _CONTINUE = 1
 _SYNC_WAKE_UP = 1
 _NOTIF_SIZE = 80
+
+
+class ExecCheckUnavailable(SandboxUnavailable):
+    """`exec_check = true` was asked for where it cannot work; the message says why."""
 
 
 @functools.lru_cache(maxsize=1)
@@ -65,7 +70,7 @@ def _probe() -> str | None:
                 return "this kernel has no seccomp user notification (Linux 5.5 or newer has it)"
     except OSError:
         return "this kernel has no seccomp"
-    guard = ExecGuard()
+    guard = ExecGuard(check=True)
     session = guard.session(Grant(templates=[argv_template(["true"])], helpers=False), os.defpath)
     try:
         argv = session.wrap(["true"])
@@ -93,8 +98,9 @@ class ExecGuard:
     """Per environment: the grants of the agent's gate (`gate_of`), the deny rules to apply when
     no gate made a grant (`fallback`), and one `ExecSession` per command."""
 
-    def __init__(self, fallback: Any = None) -> None:
+    def __init__(self, fallback: Any = None, check: bool = True) -> None:
         self.fallback = fallback  # a PermissionPolicy: its deny rules hold for every command
+        self.check = check  # False: grants still say how to run a command (read-only), nothing is checked
         self.gate_of: Callable[[], Any] | None = None  # the agent's current gate (take_grant)
         self._indexes: dict[tuple[frozenset[str], str], ProgramIndex] = {}
 
@@ -308,4 +314,4 @@ def _respond(listener: int, nid: int, error: int) -> None:
         fcntl.ioctl(listener, _SEND, bytearray(resp), True)
 
 
-__all__ = ["ExecGuard", "ExecSession", "exec_check_available", "open_in_task", "unavailable_reason"]
+__all__ = ["ExecCheckUnavailable", "ExecGuard", "ExecSession", "exec_check_available", "unavailable_reason"]
