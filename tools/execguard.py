@@ -40,11 +40,12 @@ from collections.abc import Callable
 from typing import Any
 
 from clover.tools import execlaunch
-from clover.tools.execgrant import Grant, argv_template
+from clover.tools.execgrant import Grant, argv_template, templates_of
 from clover.tools.execpolicy import ExecPolicy, ProgramIndex, denied_names
-from clover.tools.exectarget import TargetGone, open_in_task, read_exec
+from clover.tools.exectarget import TargetGone, open_in_task, read_exec, task_argv
 from clover.tools.permrules import join_words
 from clover.tools.sandbox import SandboxUnavailable
+from clover.tools.shellparse import parse_shell
 
 LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "execlaunch.py")
 _RECV, _SEND, _ID_VALID, _SET_FLAGS = 0xC0502100, 0xC0182101, 0x40082102, 0x40082104
@@ -269,15 +270,18 @@ class ExecSession:
             verdict = self.policy.decide(call, opened)
         finally:
             opened.close()
+        shown = join_words(verdict.argv)[:200]
         if verdict.action == "ask":
+            parent = join_words(task_argv(pid))[:120] or "the command"
             reply: queue.Queue[str] = queue.Queue()
-            self.inbox.put(("ask", verdict.argv, verdict.reason, reply))
-            if reply.get() == "yes":
-                verdict.action = "allow"
-            else:
-                return errno.EPERM, f"refused to start `{join_words(verdict.argv)[:200]}`: {verdict.reason} (declined)"
-        if verdict.action == "deny":
-            return errno.EPERM, f"refused to start `{join_words(verdict.argv)[:200]}`: {verdict.reason}"
+            why = f"`{parent}` is starting `{shown}`: {verdict.reason}"
+            self.inbox.put(("ask", verdict.argv, why, reply))
+            if reply.get() != "yes":
+                return errno.EPERM, f"refused to start `{shown}` (started by `{parent}`): the user declined"
+            # what an approved shell string runs is approved with it (`sh -c 'make test'`)
+            self.grant.templates += templates_of(parse_shell(join_words(verdict.argv)))
+        elif verdict.action == "deny":
+            return errno.EPERM, f"refused to start `{shown}`: {verdict.reason}"
         try:  # the arguments must still be what was checked (another thread may have changed them)
             again = read_exec(pid, is_at, args, ptr)
         except TargetGone:

@@ -219,27 +219,27 @@ class ExecPolicy:
     def decide(self, call: ExecCall, opened: Opened) -> Verdict:
         grant, policy = self.grant, self.grant.policy
         forms = self.spellings(call, opened)
-        shown = forms[0] if forms else call.argv
         if policy is not None:
             for form in forms:
                 if rule := policy.denied_argv(form):
-                    return Verdict("deny", f"`{join_words(form)[:200]}` is denied by rule {rule.text}", form)
+                    read_as = "" if form[1:] == call.argv[1:] and form[:1] == call.argv[:1] else \
+                        f" (read as `{join_words(form)[:200]}`)"
+                    return Verdict("deny", f"denied by rule {rule.text}{read_as}", call.argv)
         if grant.everything:
-            return Verdict("allow", "allowed", shown)
+            return Verdict("allow", "allowed", call.argv)
         why = self._not_covered(call, opened)
         if why is None:
-            return Verdict("allow", "covered by the approval", shown)
-        return Verdict("deny" if grant.read_only or grant.ask is None else "ask", why, shown)
+            return Verdict("allow", "covered by the approval", call.argv)
+        return Verdict("deny" if grant.read_only or grant.ask is None else "ask", why, call.argv)
 
     def _not_covered(self, call: ExecCall, opened: Opened) -> str | None:
         argv = call.argv
-        label = join_words(argv)[:200]
         try:
             loads = sorted(n for n in env_names(call) if n in _LOADED_CODE)
         except TargetGone:
             loads = []
         if loads:
-            return f"`{label}` starts with {loads[0]} set, which loads other code into it"
+            return f"it starts with {loads[0]} set, which loads other code into it"
         for template in self.grant.templates:
             if not template.dynamic[0] and template.matches(argv) and \
                     self._same_program(call, template.words[0], opened):
@@ -252,7 +252,8 @@ class ExecPolicy:
                 return None
         if self.grant.helpers and self._helper(opened):
             return None
-        return f"`{label}` was not part of the approved command"
+        what = "the approved command" if not self.grant.read_only else "the read-only command"
+        return f"it is not a program {what} names, and no allow rule covers it"
 
     def _rule_names_it(self, rule: Rule, call: ExecCall, opened: Opened) -> bool:
         words = rule.argv or rule.prefix

@@ -321,16 +321,20 @@ class PermissionPolicy:
         return [Rule(rule_name, literal=subject) if subject else Rule(rule_name)]
 
     def prefix_rule(self, tool_name: str, args: dict[str, Any]) -> Rule | None:
-        """The prefix rule an approval may offer (`bash(python3 -m pytest:*)`): only for one command
-        the parser proves literal, and never one a deny or ask rule would then contradict."""
-        name = (tool_name or "").lower()
-        if name not in SHELL_TOOLS or self.mode == "plan":
-            return None
-        parsed = parse_shell(str(args.get("command", args.get("cmd", "")) or ""))
-        if literal_proof(parsed) is not None or len(parsed.commands) != 1 or parsed.commands[0].wrappers:
-            return None
-        prefix = command_prefix(parsed.commands[0].words)
-        return Rule.prefix_rule(name, prefix) if prefix else None
+        """The prefix rule an approval offers for this call (see `offered_prefix`); none in plan mode."""
+        prefix = offered_prefix(tool_name, args) if self.mode != "plan" else None
+        return Rule.prefix_rule((tool_name or "").lower(), prefix) if prefix else None
+
+
+def offered_prefix(tool_name: str, args: dict[str, Any]) -> list[str] | None:
+    """The words an approval may offer to allow as a prefix rule ("always allow commands starting
+    with `python3 -m pytest`"): only for a line that is one command the parser proves literal."""
+    if (tool_name or "").lower() not in SHELL_TOOLS or not isinstance(args, dict):
+        return None
+    parsed = parse_shell(str(args.get("command", args.get("cmd", "")) or ""))
+    if literal_proof(parsed) is not None or len(parsed.commands) != 1 or parsed.commands[0].wrappers:
+        return None
+    return command_prefix(parsed.commands[0].words) or None
 
 
 def shell_label(command: str, limit: int = 200) -> str:

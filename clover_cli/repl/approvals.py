@@ -14,8 +14,11 @@ from rich.syntax import Syntax
 from rich.text import Text
 
 from clover.core.protocols import Environment, Tool, ToolCall
+from clover.tools.permissions import offered_prefix
+from clover.tools.permrules import join_words
+from clover.tools.textio import escape_controls
 
-ANSWERS = {"y": "yes", "yes": "yes", "n": "no", "no": "no", "a": "always", "always": "always"}
+ANSWERS = {"y": "yes", "yes": "yes", "n": "no", "no": "no", "a": "always", "always": "always", "p": "prefix"}
 QUESTION = "Allow? [y]es / [n]o / [a]lways this session, or say what to do instead: "
 _NO_WITH_REASON = re.compile(r"^no?\b[\s,.:;!-]+(?P<rest>\S.*)$", re.I | re.S)
 
@@ -85,9 +88,9 @@ class Approver:
                 self.console.print(Syntax(diff, "diff", theme="ansi_dark", background_color="default"))
             else:
                 self.console.print(Text(diff.rstrip("\n")))
-        elif command is not None:
-            self.console.print(Syntax(command, "bash", theme="ansi_dark", background_color="default",
-                                      word_wrap=True))
+        elif command is not None:  # control characters shown as escapes: the preview is what runs
+            self.console.print(Syntax(escape_controls(command), "bash", theme="ansi_dark",
+                                      background_color="default", word_wrap=True))
         elif preview:
             self.console.print(Text(preview))
         else:
@@ -103,9 +106,17 @@ class Approver:
                 self.after_ask()
 
     def _ask(self, call: ToolCall, preview: str, tool: Tool | None = None) -> str:
+        if call.name == "exec":  # a program a running command starts (the exec check asks)
+            self.console.print(Text(escape_controls(preview), style="yellow"))
         self.show(call, preview, tool)
-        if self.always_hint:
-            self.console.print(Text(f"  [a]lways allows {self.always_hint} for the rest of this session", style="dim"))
+        always = "this exact program start" if call.name == "exec" else self.always_hint
+        if always:
+            self.console.print(Text(f"  [a]lways allows {escape_controls(always)} for the rest of this session",
+                                    style="dim"))
+        prefix = offered_prefix("bash" if call.name == "exec" else call.name, call.arguments or {})
+        if prefix:
+            shown = escape_controls(join_words(prefix))
+            self.console.print(Text(f"  [p] always allows commands starting with `{shown}`", style="dim"))
         while True:
             try:
                 text = self.ask(QUESTION)
@@ -115,6 +126,8 @@ class Approver:
             if not text.strip():
                 continue
             parsed = parse_answer(text)
+            if parsed is not None and parsed[0] == "prefix" and not prefix:
+                parsed = None
             if parsed is None:
                 self.console.print("please answer y, n or a, or say what to do instead", style="yellow")
                 continue
