@@ -130,14 +130,14 @@ ALLOW_ROWS = [
     AllowRow("git log -1 --output=pwned --format='tformat:import os'", ("bash(git log*)",), ("git",)),
 ]
 ALLOW_NEW = [
-    AllowRow("git log -1 --outp=pwned", ("bash(git log*)",), ("git",)),
+    AllowRow("sort --outp=pwned f", ("bash(sort *)",), ("sort",)),
     AllowRow("git diff --ext-diff HEAD", ("bash(git diff*)",), ("git",),
              setup="git config diff.external 'touch pwned #'; echo x >> f"),
     AllowRow("git status", ("bash(git status*)",), ("git",), setup="git config core.fsmonitor 'touch pwned'"),
     AllowRow("printf -v 'a[$(touch pwned)]' x", ("bash(printf *)",)),
     AllowRow("sort -o pwned f", ("bash(sort *)",), ("sort",)),
     AllowRow("find . -name f -fprint pwned", ("bash(find *)",), ("find",)),
-    AllowRow("rg --pre='touch pwned' x .", ("bash(rg *)",), ("rg",)),
+    AllowRow("rg --pre ./p.sh x .", ("bash(rg *)",), ("rg",), setup="printf '#!/bin/sh\\ntouch pwned\\n' > p.sh; chmod +x p.sh"),
     AllowRow("make --eva='x: ; touch pwned' x", ("bash(make *)",), ("make",)),
     AllowRow("python3 -c \"import os; os.system('touch pwned')\"", ("bash(python3 *)",), ("python3",)),
     AllowRow("timeout 5 bash -c 'touch pwned'", ("bash(timeout *)",)),
