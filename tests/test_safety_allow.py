@@ -272,3 +272,33 @@ def test_a_read_only_grant_cannot_write_whatever_the_command(tmp_path: Path):
     env.exec_guard.gate_of = OneGrant
     out = env.execute("echo x > made; rm -rf t; ls t").output
     assert "Read-only file system" in out and not (ws / "made").exists() and (ws / "t" / "keep").exists()
+
+
+@needs_exec_check
+def test_clover_fix_in_ask_mode_with_allow_rules_runs_none_of_the_rows(template: Path, tmp_path: Path):
+    """Through the real CLI with the README's kind of allow rules and nobody to approve."""
+    import json
+
+    from tests.clihelp import isolated_env, run_clover
+
+    subprocess.run(["cp", "-a", str(template.parent), str(tmp_path / "w")], check=True)
+    ws = tmp_path / "w" / "ws"
+    subprocess.run(["git", "config", "core.fsmonitor", "touch pwned"], cwd=ws, check=True)
+    subprocess.run(["tar", "-cf", "a.tar", "f"], cwd=ws, check=True)
+    allow = ["bash(git status*)", "bash(test *)", "bash(tar *)", "bash(sed -n *)", "bash(git log*)"]
+    commands = ["git status --short", "test -v 'a[$(touch pwned)]'", "tar --to-com='touch pwned' -xf a.tar",
+                "sed -n '1e touch pwned' f", "git log -1 --output=pwned", "for HOME in evil; do git status; done"]
+    cfg = tmp_path / "cfg" / "clover" / "config.toml"
+    cfg.parent.mkdir(parents=True)
+    cfg.write_text("[permissions]\nallow = [" + ", ".join(json.dumps(r) for r in allow) + "]\n")
+    turns = [{"tool_calls": [{"name": "bash", "arguments": {"command": c}}]} for c in commands] + [{"text": "ok"}]
+    (tmp_path / "script.json").write_text(json.dumps(turns))
+    (tmp_path / "issue.md").write_text("Look around.")
+    proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(ws), "--model",
+                      f"scripted:{tmp_path / 'script.json'}", "--trajectory", str(tmp_path / "t.jsonl"),
+                      env=isolated_env(tmp_path))
+    assert "Traceback" not in proc.stderr
+    assert effects(ws) == set()
+    outputs = [r["output"] for r in Trajectory.read(tmp_path / "t.jsonl") if r["type"] == "tool"]
+    assert "exec check: refused to start" in outputs[0]  # `git status` ran; its fsmonitor did not
+    assert all(o.startswith("Not run") for o in outputs[1:]), outputs

@@ -120,3 +120,34 @@ def test_a_daemon_left_behind_can_start_nothing(tmp_path: Path):
 
     time.sleep(3.5)
     assert not (ws / "pwned").exists()
+
+
+E2E_ROWS = ["cp /bin/rm ./del; ./del -rf t", "rm --rec --fo t", "python3 -c \"import os; os.system('rm -rf t')\"",
+            "sed --expr='1e rm -rf t' f", "git fetch -q --upload-pa='rm -rf t; git-upload-pack' .",
+            "for PATH in evil:/usr/bin; do ls; done", "printf 'all:\\n\\trm -rf t\\n' > Makefile; make -s"]
+
+
+@needs_exec_check
+def test_clover_fix_in_yolo_with_deny_rules_runs_none_of_the_rows(template: Path, tmp_path: Path):
+    """Through the real CLI (a subprocess), a scripted model, the user's deny rules, `--yes`."""
+    import json
+
+    from tests.clihelp import isolated_env, run_clover
+
+    subprocess.run(["cp", "-a", str(template.parent), str(tmp_path / "w")], check=True)
+    ws = tmp_path / "w" / "ws"
+    env = isolated_env(tmp_path)
+    cfg = tmp_path / "cfg" / "clover" / "config.toml"
+    cfg.parent.mkdir(parents=True)
+    cfg.write_text("[permissions]\ndeny = [" + ", ".join(json.dumps(r) for r in DENY) + "]\n")
+    turns = [{"tool_calls": [{"name": "bash", "arguments": {"command": c}}]} for c in E2E_ROWS] + [{"text": "done"}]
+    (tmp_path / "script.json").write_text(json.dumps(turns))
+    (tmp_path / "issue.md").write_text("Tidy up.")
+    proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(ws), "--yes", "--model",
+                      f"scripted:{tmp_path / 'script.json'}", "--trajectory", str(tmp_path / "t.jsonl"), env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert effects(ws) == set()
+    outputs = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    tool_outputs = [r["output"] for r in outputs if r["type"] == "tool"]
+    assert len(tool_outputs) == len(E2E_ROWS)
+    assert all(o.startswith("Permission denied") or "exec check: refused" in o for o in tool_outputs), tool_outputs
