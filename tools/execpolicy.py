@@ -147,6 +147,7 @@ class ExecPolicy:
         self.path = search_path
         self.index = index
         self._which: dict[tuple[str, str], tuple[int, int] | None] = {}
+        self._denials: dict[tuple, str | None] = {}
 
     # ------------------------------------------------------------------ identity
 
@@ -217,20 +218,36 @@ class ExecPolicy:
     # ------------------------------------------------------------------ decision
 
     def decide(self, call: ExecCall, opened: Opened) -> Verdict:
-        grant, policy = self.grant, self.grant.policy
-        forms = self.spellings(call, opened)
-        if policy is not None:
-            for form in forms:
-                if rule := policy.denied_argv(form):
-                    read_as = "" if form[1:] == call.argv[1:] and form[:1] == call.argv[:1] else \
-                        f" (read as `{join_words(form)[:200]}`)"
-                    return Verdict("deny", f"denied by rule {rule.text}{read_as}", call.argv)
+        grant = self.grant
+        if denial := self._denial(call, opened):
+            return Verdict("deny", denial, call.argv)
         if grant.everything:
             return Verdict("allow", "allowed", call.argv)
         why = self._not_covered(call, opened)
         if why is None:
             return Verdict("allow", "covered by the approval", call.argv)
         return Verdict("deny" if grant.read_only or grant.ask is None else "ask", why, call.argv)
+
+    def _denial(self, call: ExecCall, opened: Opened) -> str | None:
+        """Why a deny rule refuses this start, or None; remembered per file and argv (a loop
+        starting the same program a thousand times is matched once)."""
+        policy = self.grant.policy
+        if policy is None or not policy.deny:
+            return None
+        st = opened.st
+        key = (call.path, tuple(call.argv), opened.key, st.st_mtime_ns, st.st_size, opened.path)
+        if key in self._denials:
+            return self._denials[key]
+        denial = None
+        for form in self.spellings(call, opened):
+            if rule := policy.denied_argv(form):
+                read_as = "" if form == call.argv else f" (read as `{join_words(form)[:200]}`)"
+                denial = f"denied by rule {rule.text}{read_as}"
+                break
+        if len(self._denials) > 4096:
+            self._denials.clear()
+        self._denials[key] = denial
+        return denial
 
     def _not_covered(self, call: ExecCall, opened: Opened) -> str | None:
         argv = call.argv
