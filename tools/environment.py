@@ -36,6 +36,7 @@ from clover.tools.outputcut import join_head_tail
 from clover.tools.sandbox import Sandbox
 
 SPILL_CAP = 64 * 1024 * 1024  # characters written to a spill file at most
+_SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")  # writable by any command, in or out of the sandbox
 _DROP_VARS = {"SHLVL", "_", "PWD"}  # bash sets these itself; carrying them over only confuses it
 
 
@@ -217,6 +218,7 @@ class LocalEnvironment:
                 return ExecResult("not run: this command may only run read-only, and there is no sandbox to "
                                   "make it so", 126)
             if self.exec_guard.check:
+                grant.writable = [self.root, *self.allowed_roots, *_SCRATCH]
                 session = self.exec_guard.session(grant, env.get("PATH", os.defpath))
                 argv = session.wrap(argv)
         if self.sandbox is not None:
@@ -320,15 +322,14 @@ class LocalEnvironment:
         return [n for n in listed if os.path.isfile(os.path.join(base, n))][:MAX_FILES]
 
     def run(self, argv: list[str], cwd: str | None = None, timeout: float | None = None) -> RunResult:
-        """One program, wrapped like every command (the sandbox applies; under the exec check it
-        may start its own helpers but no other program), its group killed after."""
+        """One program, wrapped like every command (the sandbox and the deny rules apply), its
+        group killed after."""
         if shutil.which(argv[0], path=self.base_env.get("PATH", os.defpath)) is None:
             return RunResult(127, b"", f"{argv[0]}: command not found")
         wrapped = list(argv)
         session = None
-        if self.exec_guard is not None and self.exec_guard.check:
-            session = self.exec_guard.session(self.exec_guard.tool_grant(list(argv)),
-                                              self.base_env.get("PATH", os.defpath))
+        if self.exec_guard is not None and self.exec_guard.check:  # the deny rules hold (a probe runs user code)
+            session = self.exec_guard.session(self.exec_guard.grant_for(""), self.base_env.get("PATH", os.defpath))
             wrapped = session.wrap(wrapped)
         wrapped = self.wrap_command(wrapped) if self.wrap_command is not None else wrapped
         timeout = self.timeout if timeout is None else timeout

@@ -116,11 +116,6 @@ class ExecGuard:
             grant = Grant(everything=True, policy=policy, label=command)
         return grant
 
-    @staticmethod
-    def tool_grant(argv: list[str]) -> Grant:
-        """Clover's own tools (git, rg): that program and its system helpers, nothing else."""
-        return Grant(templates=[argv_template(argv)], label=join_words(argv))
-
     def session(self, grant: Grant, search_path: str) -> ExecSession:
         names = frozenset(denied_names(getattr(grant.policy, "deny", []) or []))
         key = (names, search_path)

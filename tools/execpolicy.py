@@ -10,9 +10,11 @@
 3. Otherwise, with a grant that covers `everything` (yolo) it goes on. Else it must be covered:
    by a program the approved line names (tools/execgrant.py), by an allow rule or a remembered
    approval on its exact argv, or be a helper of an approved program (a file under /usr/lib,
-   /usr/libexec, /lib that is not on PATH and not a shell or interpreter: git-remote-https, cc1).
-   The program a template or rule names must be this very file as the command's PATH (or its
-   working directory, for `./x`) finds it. An LD_PRELOAD or LD_AUDIT in its environment is never
+   /usr/libexec, /lib that is not on PATH and not a shell or interpreter: git-remote-https, cc1),
+   or be started inside an approved script installed outside what the agent can write (a pyenv
+   shim on its way to the real python), or only read (the standard plan mode's commands meet:
+   `git rev-parse --git-dir`, `file -b x`). The program a template or rule names must be this
+   very file as the command's PATH (or its working directory, for `./x`) finds it. An LD_PRELOAD or LD_AUDIT in its environment is never
    covered (that loads other code into it). Not covered: asked about, or refused (plan mode,
    headless).
 """
@@ -33,6 +35,8 @@ from clover.tools.execgrant import Grant
 from clover.tools.exectarget import ExecCall, Opened, TargetGone, env_names, open_in_task, shebang
 from clover.tools.permrules import SHELL_TOOLS, Rule, join_words
 from clover.tools.shellnorm import has_glob
+from clover.tools.shellparse import parse_shell
+from clover.tools.shellproof import read_only_proof
 from clover.tools.shellwrap import SHELLS
 
 _SYSTEM_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
@@ -148,6 +152,8 @@ class ExecPolicy:
         self.index = index
         self._which: dict[tuple[str, str], tuple[int, int] | None] = {}
         self._denials: dict[tuple, str | None] = {}
+        # pid -> (its start time, the script): processes running an approved installed script
+        self._trusted: dict[int, tuple[str, str]] = {}
 
     # ------------------------------------------------------------------ identity
 
@@ -257,20 +263,52 @@ class ExecPolicy:
             loads = []
         if loads:
             return f"it starts with {loads[0]} set, which loads other code into it"
-        for template in self.grant.templates:
-            if not template.dynamic[0] and template.matches(argv) and \
-                    self._same_program(call, template.words[0], opened):
-                return None
+        if self._in_trusted_chain(call, opened):
+            return None
+        covered = any(not t.dynamic[0] and t.matches(argv) and self._same_program(call, t.words[0], opened)
+                      for t in self.grant.templates)
         policy = self.grant.policy
-        if policy is not None and argv:
+        if not covered and policy is not None and argv:
             rule = policy.allowed_argv([os.path.basename(argv[0]), *argv[1:]], self.grant.remembered)
             rule = rule or policy.allowed_argv(argv, self.grant.remembered)
-            if rule is not None and self._rule_names_it(rule, call, opened):
-                return None
+            covered = rule is not None and self._rule_names_it(rule, call, opened)
+        if covered:
+            if self._installed_script(opened):
+                self._trusted[call.pid] = (_start_time(call.pid), call.path or opened.path)
+            return None
         if self.grant.helpers and self._helper(opened):
             return None
+        if argv and read_only_proof(parse_shell(join_words(argv))) is None and \
+                self._same_program(call, argv[0], opened):
+            return None  # it only reads (as plan mode's commands): `git rev-parse`, `file -b x`
         what = "the approved command" if not self.grant.read_only else "the read-only command"
         return f"it is not a program {what} names, and no allow rule covers it"
+
+    def _installed_script(self, opened: Opened) -> bool:
+        """A `#!` script installed outside everything the agent can write (a pyenv or rbenv shim,
+        /usr/bin/pytest): what it starts on its way to the real program counts as approved."""
+        if not opened.head.startswith(b"#!") or opened.st.st_mode & 0o002:
+            return False
+        return not any(opened.path == w or opened.path.startswith(w.rstrip("/") + "/") for w in self.grant.writable)
+
+    def _in_trusted_chain(self, call: ExecCall, opened: Opened) -> bool:
+        """Whether this start happens inside an approved installed script (see `_installed_script`):
+        by the script's own process (a shim's `exec` of the next stage or of the real program,
+        after which the chain ends) or by a process it started (`$(pyenv-version-name)`)."""
+        pid = call.pid
+        if not self._trusted:
+            return False
+        if pid in self._trusted and self._trusted[pid][0] == _start_time(pid):
+            script = self._trusted[pid][1]
+            if self._installed_script(opened):
+                self._trusted[pid] = (self._trusted[pid][0], call.path or opened.path)
+            elif script not in call.argv[1:]:  # not `env bash SCRIPT` for the `#!` line: the real program
+                del self._trusted[pid]  # runs now, and what it starts is its own doing
+            return True
+        for ancestor in _ancestors(pid):
+            if ancestor in self._trusted and self._trusted[ancestor][0] == _start_time(ancestor):
+                return True
+        return False
 
     def _rule_names_it(self, rule: Rule, call: ExecCall, opened: Opened) -> bool:
         words = rule.argv or rule.prefix
@@ -291,6 +329,31 @@ class ExecPolicy:
         if opened.st.st_uid != 0 or opened.st.st_mode & 0o022:
             return False  # only root's, unwritable files are the system's own
         return not any(shutil.which(name, path=d) for d in self.path.split(os.pathsep) if d)
+
+
+def _stat_fields(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read().decode("ascii", "replace")
+    except OSError:
+        return []
+    return raw[raw.rfind(")") + 2:].split()  # after the command name, which may hold spaces
+
+
+def _start_time(pid: int) -> str:
+    fields = _stat_fields(pid)
+    return fields[19] if len(fields) > 19 else ""
+
+
+def _ancestors(pid: int, limit: int = 32) -> list[int]:
+    out = []
+    for _ in range(limit):
+        fields = _stat_fields(pid)
+        if len(fields) < 2 or int(fields[1]) <= 1:
+            break
+        pid = int(fields[1])
+        out.append(pid)
+    return out
 
 
 def _loaded(args: list[str]) -> list[str] | None:
