@@ -62,3 +62,15 @@ def _inside(path: str, prefix: str) -> bool:
         return False
     real = os.path.realpath(path)
     return real == prefix or real.startswith(prefix + os.sep)
+
+
+def interpreter_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The allowlisted environment with Clover's own interpreter first on PATH: for Clover's own
+    pipelines whose generated projects need the packages Clover runs with (the SynthFix oracle runs
+    their pytest), never for the agent's commands in a user's workspace."""
+    env = command_environment(os.environ if environ is None else environ)
+    bindir = os.path.dirname(sys.executable)
+    env["PATH"] = os.pathsep.join([bindir, *(p for p in env.get("PATH", os.defpath).split(os.pathsep) if p != bindir)])
+    if sys.prefix != sys.base_prefix:
+        env["VIRTUAL_ENV"] = sys.prefix
+    return env
