@@ -14,6 +14,7 @@ How a shell rule matches a command's words:
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from fnmatch import fnmatchcase
@@ -144,3 +145,26 @@ class Rule:
 
     def __repr__(self) -> str:
         return f"Rule({self.text!r})"
+
+
+# Programs whose first operands name what they do (`git commit`, `npm run test`, `python3 -m pytest`).
+_SUBCOMMANDS = {"git": 1, "npm": 2, "pnpm": 2, "yarn": 2, "cargo": 1, "go": 1, "docker": 1, "kubectl": 1,
+                "uv": 2, "poetry": 2, "pip": 1, "pip3": 1, "make": 1, "dotnet": 1, "gradle": 1, "mvn": 1,
+                "bundle": 2, "rake": 1, "mix": 1, "deno": 1, "bun": 2, "conda": 1, "tox": 0, "nox": 0}
+
+
+def command_prefix(words: list[str]) -> list[str]:
+    """The words a prefix approval keeps: the program and the words that name the action
+    (`python3 -m pytest`, `npm run test`, `git log`, `cargo test`), never an option value or path."""
+    if not words or "/" in words[0] and not words[0].startswith("./"):
+        return words[:1]
+    prog = os.path.basename(words[0])
+    if re.fullmatch(r"python[0-9.]*|pypy[0-9.]*", prog) and words[1:2] == ["-m"] and len(words) > 2:
+        return words[:3]
+    keep = _SUBCOMMANDS.get(prog, 0)
+    out = words[:1]
+    for word in words[1:1 + keep]:
+        if word.startswith("-") or "/" in word or "=" in word:
+            break
+        out.append(word)
+    return out

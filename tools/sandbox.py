@@ -210,7 +210,7 @@ def _visible_tools(argv: Sequence[str], hidden: list[str], home: str | None) -> 
 # Home directories that hold configuration or keys, never a whole tool: only a PATH entry in them shows.
 _NOT_TOOL_DIRS = {".config", ".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".mozilla", ".password-store"}
 # Credentials kept inside tool directories that are otherwise shown (hidden behind /dev/null).
-_TOOL_SECRETS = (".cargo/credentials", ".cargo/credentials.toml", ".gem/credentials", ".local/lib/.netrc")
+_TOOL_SECRETS = (".cargo/credentials", ".cargo/credentials.toml", ".gem/credentials")
 
 
 def _copy_git_identity(home: str) -> None:
