@@ -1,15 +1,20 @@
-"""The gate the agent loop calls before every tool call: mode + allow/ask/deny rules -> decision.
+"""Mode + allow/ask/deny rules -> decision, for every tool call (tools/permgate.py asks the user).
 
-Rules look like `bash(git status*)`, `edit(*.lock)`, `read(.env)` or a bare tool name (`bash`).
-Patterns are shell-style globs (`*` also matches `/` and spaces). Deny beats ask beats allow.
+Rules look like `bash(git status*)`, `bash(python3 -m pytest:*)` (a prefix rule), `edit(*.lock)`,
+`read(.env)` or a bare tool name (`bash`); tools/permrules.py. Deny beats ask beats allow.
 
-- `bash(...)` is tried against every sub-command of the line (see tools/shellparse.py); a pattern
-  containing `|` is tried against pipelines (`bash(curl *|*sh)`). Deny rules see every spelling
-  (`/bin/rm`, `sudo rm`, `rm t -r -f` = `rm -fr t`, `-r{f,}`; tools/shellnorm.py); allow rules need
-  every sub-command to match and never apply to a line that did not parse or runs code we cannot
-  see (`$CMD`, `curl | sh`, an alias; `ParsedShell.undecidable`). Where deny rules exist and a line
-  cannot be proven not to match one (`_undecided`), yolo refuses it and the other modes ask.
-- Plan mode refuses everything but read-only tools; ask and allow rules do not change that.
+- `bash(...)` deny and ask rules are tried against every sub-command of the line, in every
+  spelling (tools/shellparse.py, tools/shellnorm.py: `/bin/rm`, `sudo rm`, `rm t -r -f` = `rm -fr
+  t`, `-r{f,}`, `rm --rec`); a pattern containing `|` against pipelines (`bash(curl *|*sh)`). Where
+  deny rules exist and a line cannot be proven not to match one (`_undecided`), yolo refuses it and
+  the other modes ask. The exec check (tools/execguard.py) holds deny rules again at every program
+  start, whatever the line looked like.
+- Allow rules and remembered approvals apply only to a line the parser proves literal
+  (tools/shellproof.py: no loops, expansions, substitutions, write redirects, inline code,
+  dangerous options or their abbreviations), every command matching on its exact argv. What an
+  allowed line may then start is its `exec_grant`.
+- Plan mode refuses everything but read-only tools and, where the sandbox runs them read-only
+  (`plan_commands`), shell lines proven read-only; ask and allow rules do not change that.
 - `edit(...)` matches the path of `create`, `str_replace` and `insert` (and a pattern without `/`
   also matches the file name at any depth, as in .gitignore); `read(...)` the path of `view`,
   `grep`, `glob`, `outline` and `git` (and `git show REV:PATH`), and lines from a denied file are
