@@ -2,7 +2,8 @@
 `shell_environment_policy`, inherit "core").
 
 Commands see PATH, HOME, USER, LOGNAME, SHELL, TERM, TMPDIR, TZ, LANG, LANGUAGE, LC_*, the
-user's activated virtualenv (VIRTUAL_ENV) and the names the user lists in the config
+user's activated virtualenv (VIRTUAL_ENV), the git identity (GIT_AUTHOR_*/GIT_COMMITTER_* names
+and e-mails) and the names the user lists in the config
 (`pass_env`, globs allowed). Everything else (tokens, passwords, cloud credentials, SSH agent
 sockets) is withheld; output redaction (tools/redact.py) stays as a second layer.
 
@@ -23,7 +24,8 @@ from collections.abc import Iterable, Mapping
 from fnmatch import fnmatchcase
 
 CORE_NAMES = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TMPDIR", "TZ", "LANG", "LANGUAGE",
-              "VIRTUAL_ENV", "LC_*")
+              "VIRTUAL_ENV", "LC_*", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME",
+              "GIT_COMMITTER_EMAIL")
 _PYTHON_PATHS = ("VIRTUAL_ENV", "PYTHONHOME", "PYTHONPATH")
 
 
