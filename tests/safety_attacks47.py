@@ -147,3 +147,10 @@ ALLOW_NEW = [
     AllowRow("python3 -m mod", ("bash(python3 -m mod:*)",), ("python3",),
              setup="printf 'import os\\nos.system(\"touch pwned\")\\n' > mod.py"),
 ]
+
+# git runs an alias inside itself (no program start for it): a deny rule naming a git command
+# refuses a git command that may be an alias, at the exec check too (a script hides it from the parser).
+GIT_ALIAS_ROWS = [
+    Row("git config alias.p push; printf 'git p -q origin main\\n' > s.sh; sh s.sh", ("git",)),
+    Row("printf 'git -c alias.p=push p -q origin main\\n' > s.sh; sh s.sh", ("git",)),
+]

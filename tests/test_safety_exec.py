@@ -16,7 +16,7 @@ from clover.settings import Settings
 from clover.tools.execguard import unavailable_reason
 from clover.tools.sandbox import bwrap_available
 from tests.safety_attacks import effects, make_workspace
-from tests.safety_attacks47 import DENY, DENY_NEW, DENY_ROWS, Row
+from tests.safety_attacks47 import DENY, DENY_NEW, DENY_ROWS, GIT_ALIAS_ROWS, Row
 
 needs_exec_check = pytest.mark.skipif(unavailable_reason() is not None,
                                       reason=f"no exec check here: {unavailable_reason()}")
@@ -151,3 +151,17 @@ def test_clover_fix_in_yolo_with_deny_rules_runs_none_of_the_rows(template: Path
     tool_outputs = [r["output"] for r in outputs if r["type"] == "tool"]
     assert len(tool_outputs) == len(E2E_ROWS)
     assert all(o.startswith("Permission denied") or "exec check: refused" in o for o in tool_outputs), tool_outputs
+
+
+@needs_exec_check
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+@pytest.mark.parametrize("row", [pytest.param(r, id=r.id) for r in GIT_ALIAS_ROWS])
+def test_a_git_alias_hidden_in_a_script_pushes_nothing(row: Row, sandbox: bool, template: Path, tmp_path: Path):
+    ws = workspace(template, tmp_path, row)
+    bare = subprocess.run(["bash", "-c", row.command], cwd=ws, capture_output=True, timeout=60)
+    assert "pushed" in effects(ws), bare.stderr  # plain bash pushes
+    subprocess.run(["git", "update-ref", "-d", "refs/heads/main"], cwd=ws.parent / "origin.git", check=True)
+    env = build_environment(Settings(mode="yolo", deny=DENY, sandbox=sandbox, checkpoints=False), ws)
+    result = env.execute(row.command)
+    assert "pushed" not in effects(ws), result.output
+    assert "names a git command" in result.output

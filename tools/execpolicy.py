@@ -34,6 +34,7 @@ from typing import Literal
 from clover.tools.execgrant import Grant
 from clover.tools.exectarget import ExecCall, Opened, TargetGone, env_names, open_in_task, shebang
 from clover.tools.permrules import SHELL_TOOLS, Rule, join_words
+from clover.tools.shelljudge import git_opaque
 from clover.tools.shellnorm import has_glob
 from clover.tools.shellparse import parse_shell
 from clover.tools.shellproof import read_only_proof
@@ -245,11 +246,17 @@ class ExecPolicy:
         if key in self._denials:
             return self._denials[key]
         denial = None
-        for form in self.spellings(call, opened):
+        forms = self.spellings(call, opened)
+        for form in forms:
             if rule := policy.denied_argv(form):
                 read_as = "" if form == call.argv else f" (read as `{join_words(form)[:200]}`)"
                 denial = f"denied by rule {rule.text}{read_as}"
                 break
+        git_rules = [r for r in policy.deny if r.pattern and r.pattern.startswith("git ")]
+        git = next((f for f in forms if f and f[0] == "git"), None)
+        if denial is None and git_rules and git and (why := git_opaque(git, [False] * len(git))):
+            # an alias expands inside git (no program start): `git p` may be `git push`
+            denial = f"it {why}, and rule {git_rules[0].text} names a git command"
         if len(self._denials) > 4096:
             self._denials.clear()
         self._denials[key] = denial
