@@ -86,6 +86,7 @@ def test_the_prefix_offer_escapes_and_a_question_about_a_started_program(tmp_pat
         term.wait_for("mod ran", count=2, timeout=60)  # the second run was not asked about
         screen = term.wait_for("Allow? [y]es", count=2)
         assert "touch p #\\e[2K\\e[1Gls -la" in screen  # shown as written, not repainted
+        assert "⏺ bash(touch p #\\e[2K\\e[1Gls -la)" in screen
         term.send("n", "Enter")
         screen = term.wait_for("Allow? [y]es", count=3, timeout=60)
         term.send("y", "Enter")  # make -s
