@@ -7,6 +7,7 @@ Per command: `true` run through LocalEnvironment.execute (the bash session, the 
 the launcher and supervisor when the check is on). Per exec: a command starting `--execs` programs
 (`/bin/true` in a loop), minus the per-command time, divided by the number of starts. Deny rules
 are set (`rm -rf *`, `git push*`), so every start is identified and matched. Medians of `--rounds`.
+Also the supervisor's own time per decision (median), which a loaded machine inflates least.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import tempfile
 import time
 
 from clover.tools.environment import LocalEnvironment
-from clover.tools.execguard import ExecGuard, unavailable_reason
+from clover.tools.execguard import ExecGuard, ExecSession, unavailable_reason
 from clover.tools.permissions import PermissionPolicy
 from clover.tools.sandbox import Sandbox, bwrap_available
 
@@ -38,6 +39,23 @@ def timed(env: LocalEnvironment, command: str, n: int) -> float:
     return (time.perf_counter() - start) / n
 
 
+DECISIONS: list[float] = []
+
+
+def _timed_decisions() -> None:
+    """Record how long the supervisor thread spends on each program start (this script only)."""
+    decide = ExecSession._decide
+
+    def timed(self, *args):
+        start = time.perf_counter()
+        try:
+            return decide(self, *args)
+        finally:
+            DECISIONS.append(time.perf_counter() - start)
+
+    ExecSession._decide = timed  # type: ignore[method-assign]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--commands", type=int, default=20, help="commands timed per round")
@@ -46,6 +64,7 @@ def main() -> None:
     args = ap.parse_args()
     if why := unavailable_reason():
         raise SystemExit(f"the exec check cannot run here: {why}")
+    _timed_decisions()
     loop = f"for i in $(seq {args.execs}); do /bin/true; done"
     sandboxes = [False, True] if bwrap_available() else [False]
     print(f"{'setup':<26}{'per command':>14}{'per exec':>12}")
@@ -64,6 +83,9 @@ def main() -> None:
                 name = ("sandbox" if sandbox else "no sandbox") + (" + exec check" if check else "")
                 print(f"{name:<26}{cmd * 1000:>11.1f} ms{per_exec * 1e6:>9.0f} us")
     print()
+    if DECISIONS:
+        print(f"supervisor time per program start: median {statistics.median(DECISIONS) * 1e6:.0f} us "
+              f"over {len(DECISIONS)} starts")
     for sandbox in sandboxes:
         (base_cmd, base_exec), (cmd, per_exec) = rows[(sandbox, False)], rows[(sandbox, True)]
         where = "in the sandbox" if sandbox else "without the sandbox"
