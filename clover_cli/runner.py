@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import dataclasses
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -64,6 +63,8 @@ _SAID: set[str] = set()
 
 
 def _say_once(line: str) -> None:
+    import sys
+
     if line not in _SAID:
         _SAID.add(line)
         print(line, file=sys.stderr)
@@ -117,15 +118,15 @@ def build_agent(
         before_step=before_step,
         on_tool_result=on_tool_result,
     )
-    guard = getattr(env, "exec_guard", None)
-    if guard is not None:  # the exec check follows the agent's current gate (chat's /mode swaps it)
-        guard.gate_of = lambda: agent.gate
     bind = getattr(model, "bind_workspace", None)
     if bind is not None:  # a local decoder grounds paths and edits in this workspace's files, and
         # runs an issue's reproduction only where the agent's gate (read when it runs) allows it
         from clover.backends.reproduce import policy_allows
 
         bind(env, may_run=lambda command: policy_allows(agent.gate, command))
+    guard = getattr(env, "exec_guard", None)
+    if guard is not None:  # the exec check follows the agent's current gate (chat's /mode swaps it)
+        guard.gate_of = lambda: agent.gate
     return agent
 
 
@@ -133,6 +134,8 @@ def checkpointer(settings: Settings, root: str | Path) -> Callable[[int], None] 
     """A before-step hook snapshotting the work tree (shell changes included) for undo."""
     if not settings.checkpoints:
         return None
+    import sys
+
     from clover.tools.checkpoints import Checkpoints, SnapshotError
 
     # A checkpoint that cannot be taken does not stop the run: the step goes ahead unprotected and
