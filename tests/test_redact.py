@@ -128,3 +128,10 @@ def test_the_shell_inherits_no_credentials(monkeypatch, tmp_path):
     assert "CLOVER_SAFE_MARKER=visible" in listed
     explicit = LocalEnvironment(str(tmp_path), env={"PATH": "/usr/bin:/bin", "MY_TOKEN": "given"})
     assert "MY_TOKEN=given" in explicit.execute("env").output  # passed on purpose: kept
+
+
+def test_the_shells_working_directory_is_not_a_password():
+    """`env` printed `PWD=[REDACTED]` (the name ends in a key word): PWD and OLDPWD are directories."""
+    out = redact("PWD=/tmp/pytest-1/test_x0\nOLDPWD=/home/u/proj2024\nMYSQL_PWD=abc123def\npwd: s3cr3tpass1")
+    assert "PWD=/tmp/pytest-1/test_x0" in out and "OLDPWD=/home/u/proj2024" in out
+    assert "abc123def" not in out and "s3cr3tpass1" not in out
