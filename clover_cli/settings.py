@@ -94,6 +94,15 @@ class Settings:
     add_dirs: list[str] = field(default_factory=list)
     sandbox: bool | None = None  # None: on wherever bubblewrap works (tools/sandbox.py)
     network: bool = False  # inside the sandbox; commands outside it always have the network
+    # every program a command starts checked as it starts (seccomp; tools/execguard.py); None: on
+    # wherever it works
+    exec_check: bool | None = None
+    # environment variables commands get besides PATH, HOME, USER, LANG, LC_*, TERM, TMPDIR, SHELL
+    # (names or globs, e.g. ["NPM_CONFIG_*", "AWS_PROFILE"]; tools/commandenv.py)
+    pass_env: list[str] = field(default_factory=list)
+    # paths under your home shown read-only inside the sandbox, whose home is otherwise empty
+    # (e.g. [".cargo", ".gitconfig", ".ssh/known_hosts"])
+    sandbox_home: list[str] = field(default_factory=list)
     checkpoints: bool = True
     trust_repo_config: bool = False  # user-level: let <repo>/.clover/config.toml set anything
     # Interface.
@@ -150,7 +159,7 @@ def _coerce(name: str, value: Any, current: Any, source: str) -> Any:
     """Coerce strings (environment variables) and check types against the default's type."""
     try:
         if isinstance(current, bool) or name in ("think", "sandbox", "network", "checkpoints", "live",
-                                                 "trust_repo_config"):
+                                                 "trust_repo_config", "exec_check"):
             if isinstance(value, str):
                 low = value.strip().lower()
                 if low not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
@@ -222,6 +231,7 @@ def _untrusted_repo_values(values: dict[str, Any], current: Settings) -> tuple[d
             # an invalid mode is kept so that it fails as one clear error, like any bad value
             or (name == "mode" and (value not in MODES or MODES.index(value) <= MODES.index(current.mode)))
             or (name == "sandbox" and value is True)
+            or (name == "exec_check" and value is True)
             or (name == "network" and value is False)
             or (name == "checkpoints" and value is True)
         )
