@@ -380,3 +380,57 @@ def test_no_test_network_leaves_loopback_only(tmp_path):
         pytest.skip("no network namespaces here")
     assert rc == 0 and "loopback ok" in out and "outside reached" not in out
     assert "outside: OSError 101" in out  # ENETUNREACH: a test that needs the internet says so
+
+
+# --------------------------------------------------------------------------- system packages
+
+
+def test_the_specs_apt_packages_are_read_and_not_installed(tmp_path):
+    from clover.evals.swebench.system_packages import apt_packages, package_words
+
+    assert apt_packages("apt-get update && apt-get install -y graphviz") == ["graphviz"]
+    assert apt_packages("apt-get -y update && apt-get -y upgrade && DEBIAN_FRONTEND=noninteractive "
+                        "apt-get install -y imagemagick ffmpeg=7:5.1 cm-super") == ["imagemagick", "ffmpeg", "cm-super"]
+    assert apt_packages("apt-get update && apt-get install -y locales; locale-gen en_US.UTF-8") == ["locales"]
+    assert apt_packages("pip install apt-get") == [] and apt_packages("apt-get update") == []
+    assert package_words("libenchant-2-dev") == ["libenchant-2-dev", "enchant"]
+    assert package_words("hunspell-en-us") == ["hunspell-en-us", "hunspell"]
+    spec = resolve_spec({"repo": "sphinx-doc/sphinx", "instance_id": "sphinx-doc__sphinx-1", "version": "7.2",
+                         "base_commit": "0" * 40, "created_at": "2023-05-28T19:15:07Z",
+                         "test_patch": "diff --git a/tests/test_x.py b/tests/test_x.py\n",
+                         "FAIL_TO_PASS": "[]", "PASS_TO_PASS": "[]"}, tmp_path)
+    assert spec.system_packages == ["graphviz"]
+
+
+@pytest.mark.skipif(not shutil.which("dpkg-query"), reason="needs dpkg")
+def test_a_missing_system_package_is_checked_by_dpkg_and_logged(tmp_path):
+    from clover.evals.swebench.local_setup import check_system_packages
+
+    spec = LocalSpec(python=None, system_packages=["dpkg", "clover-no-such-package"])
+    sh = Shell(tmp_path, Path(sys.prefix), tmp_path / "log")
+    check_system_packages(spec, sh)
+    assert spec.missing_system_packages == ["clover-no-such-package"]
+    assert ("here: dpkg; missing: clover-no-such-package (apt-get install clover-no-such-package)"
+            in (tmp_path / "log").read_text())
+
+
+def test_a_test_skipped_for_a_missing_system_package_names_it():
+    # sphinx-doc__sphinx-10614: every FAIL_TO_PASS test skips without graphviz, which the official
+    # image installs with apt-get. The cause is the package, not "skipped".
+    tests = ["tests/test_ext_inheritance_diagram.py::test_inheritance_diagram",
+             "tests/test_ext_inheritance_diagram.py::test_inheritance_diagram_svg_html"]
+    row = {"instance_id": "x", "repo": "local/x", "test_patch": "", "FAIL_TO_PASS": tests,
+           "PASS_TO_PASS": ["tests/test_ext_inheritance_diagram.py::test_import_classes"]}
+    spec = default_spec(row, Path("/nonexistent"))
+    log = (">>>>> Start Test Output\n"
+           "\x1b[32mPASSED\x1b[0m tests/test_ext_inheritance_diagram.py::test_import_classes\n"
+           "\x1b[33mSKIPPED\x1b[0m [1] tests/test_ext_inheritance_diagram.py:18: graphviz \"dot\" is not available\n"
+           "\x1b[33mSKIPPED\x1b[0m [1] tests/test_ext_inheritance_diagram.py:151: graphviz \"dot\" is not available\n"
+           ">>>>> End Test Output\n")
+    assert evaluate_log(log, row, spec, "p")["cannot_judge_kind"] == "skipped"  # graphviz is here, or unknown
+    spec.missing_system_packages = ["graphviz"]
+    report = evaluate_log(log, row, spec, "p")
+    assert report["cannot_judge_kind"] == "system-package"
+    assert report["cannot_judge"].startswith("every FAIL_TO_PASS test cannot run here: needs the system package "
+                                             "graphviz, which the official image installs and this machine has not")
+    assert "apt-get install graphviz" in report["cannot_judge"]

@@ -34,6 +34,7 @@ from clover.evals.swebench.judge import (
 from clover.evals.swebench.local_setup import Shell, install_repository, needs_reinstall, setup_environment
 from clover.evals.swebench.local_spec import SYSTEM_COMMAND, LocalSpec, resolve_spec
 from clover.evals.swebench.runner import write_json_atomic, write_text_atomic
+from clover.evals.swebench.system_packages import system_package_tests
 from clover.evals.swebench.tox_command import ToxError, is_tox_command, tox_run
 from clover.evals.swebench.workspace import RepoCache, default_cache_dir, make_workspace
 
@@ -167,7 +168,8 @@ def evaluate_log(log_text: str, instance: Instance, spec: LocalSpec, patch: str)
     judged = [*gold[FAIL_TO_PASS], *gold[PASS_TO_PASS]]
     report["tests_run"] = sum(t in status_map for t in judged)  # 0: the run stopped before any of them
     excluded = {**unrunnable_tests(body, judged, status_map),
-                **missing_package_tests(body, judged, status_map, spec.missing_packages)}
+                **missing_package_tests(body, judged, status_map, spec.missing_packages),
+                **system_package_tests(body, judged, status_map, spec.missing_system_packages)}
     grade_on_subset(report, excluded, gold, status_map, eval_type)
     return report
 

@@ -219,7 +219,8 @@ def grade_on_subset(report: dict[str, Any], excluded: dict[str, str], gold: dict
 
 
 def _kind_of(reason: str) -> str:
-    for prefix, kind in (("needs the network", "network"), ("too few CPUs", "cpu"), ("needs the package", "package")):
+    for prefix, kind in (("needs the network", "network"), ("too few CPUs", "cpu"), ("needs the package", "package"),
+                         ("needs the system package", "system-package")):
         if reason.startswith(prefix):
             return kind
     return "skipped"

@@ -37,6 +37,7 @@ from clover.evals.swebench.packages import (
     pip_install_args,
     uv_binary,
 )
+from clover.evals.swebench.system_packages import missing_system_packages
 from clover.evals.swebench.tox_command import is_tox_command
 from clover.evals.swebench.workspace import git
 
@@ -98,6 +99,7 @@ def setup_environment(spec: LocalSpec, ws: Path, venv: Path, log: Path, timeout:
         # into a relative one (sphinx-11510's docnames); the official image keeps /testbed and /tmp apart.
         sh.note(f"warning: the work tree and TMPDIR share {Path(*ws.resolve().parts[:2])}; "
                 "docutils will see relative paths the official image does not")
+    check_system_packages(spec, sh)
     if spec.inherit_site:
         _pip_steps(spec, sh, venv.parent / "requirements.txt", timeout)
     else:
@@ -109,6 +111,20 @@ def setup_environment(spec: LocalSpec, ws: Path, venv: Path, log: Path, timeout:
     git("add", "-A", cwd=ws)
     git("commit", "--quiet", "--allow-empty", "--no-verify", "-m", "grader setup", cwd=ws)
     return sh
+
+
+def check_system_packages(spec: LocalSpec, sh: Shell) -> None:
+    """The spec's apt-get packages are not installed by the grader (system_packages.py says why):
+    the missing ones are logged, and named when a judged test needs one."""
+    if not spec.system_packages:
+        return
+    missing, unknown = missing_system_packages(spec.system_packages)
+    spec.missing_system_packages = missing
+    present = [p for p in spec.system_packages if p not in missing and p not in unknown]
+    sh.note(f"system packages the official image installs: {', '.join(spec.system_packages)}; "
+            f"here: {', '.join(present) or 'none'}"
+            + (f"; missing: {', '.join(missing)} (apt-get install {' '.join(missing)})" if missing else "")
+            + (f"; not checked (no dpkg): {', '.join(unknown)}" if unknown else ""))
 
 
 def _uv_steps(spec: LocalSpec, sh: Shell, requirements_file: Path, timeout: float) -> None:

@@ -22,6 +22,7 @@ from clover.evals.swebench.conda_env import (
     parse_environment_yml,
 )
 from clover.evals.swebench.dataset import Instance, modified_files
+from clover.evals.swebench.system_packages import spec_system_packages
 from clover.evals.swebench.tox_command import is_tox_command
 from clover.evals.swebench.workspace import WorkspaceError, git
 
@@ -55,6 +56,8 @@ class LocalSpec:
     exclude_newer: str | None = None
     conda_env: CondaEnvironment | None = None  # when the requirements come from an environment.yml
     missing_packages: dict[str, str] = field(default_factory=dict)  # left out at install: name -> why
+    system_packages: list[str] = field(default_factory=list)  # the spec's apt-get installs (not run here)
+    missing_system_packages: list[str] = field(default_factory=list)  # of those, not on this machine
 
 
 def _default_parser() -> Parser:
@@ -90,6 +93,7 @@ def resolve_spec(instance: Instance, workspace: Path) -> LocalSpec:
         official=True,
         exclude_newer=max(environment_date(instance, workspace), PYTHON_RELEASED.get(str(specs["python"]), "")),
     )
+    spec.system_packages = spec_system_packages([*spec.pre_install, *spec.eval_commands])
     if is_tox_command(test_cmd):  # run directly (tox_command.py): tox and its plugins are not needed
         dropped = [p for p in spec.pip_packages if re.match(r"^tox([-_.]|$|[=<>!~ ])", p.lower())]
         spec.pip_packages = [p for p in spec.pip_packages if p not in dropped]
