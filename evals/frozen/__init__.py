@@ -7,7 +7,7 @@ packages with pyproject/setup.cfg test paths, and fixes that are not only one-si
 (missing lines, wrong variables, two files, a missing import, a different approach).
 
 Rules: never train on it, never read its trajectories while changing rules or data; report only.
-The set is pinned by `set_hash()` (sha256 of a canonical listing of the instance files), which
+The set is pinned by `set_hash()` (sha256 of a canonical listing of its files), which
 MODEL_CARD.md states and tests/test_frozen_set.py checks: a change to an instance is a new set.
 
 Each instance is one TOML file next to this module (`fz*.toml`):
@@ -18,6 +18,8 @@ Each instance is one TOML file next to this module (`fz*.toml`):
     [[gold]] path, old, new           the gold fix: edits applied in order (old occurs once then)
     [files]  "path" = '''...'''       the repository at its base commit
     [hidden] "path" = '''...'''       the hidden tests (the test_patch), never shown to the agent
+
+chat.toml holds the frozen chat prompts (benchmarks/chat_frozen.py runs them) and is hashed too.
 
     python -m clover.evals.frozen     prints the set's hash and instance count
 """
@@ -41,14 +43,18 @@ KEYS = {"id", "kind", "layout", "issue", "FAIL_TO_PASS", "PASS_TO_PASS", "gold",
 SPLIT = "frozen"
 
 
+CHAT = HERE / "chat.toml"  # the frozen chat prompts and their repository
+
+
 def instance_files() -> list[Path]:
     return sorted(HERE.glob("fz*.toml"))
 
 
 def set_hash() -> str:
     """sha256 of the canonical listing: one `<sha256 of the file's bytes>  <file name>` line per
-    instance file, in name order (what `sha256sum fz*.toml` prints)."""
-    listing = "".join(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.name}\n" for p in instance_files())
+    file (the instances, then chat.toml), in name order (what `sha256sum chat.toml fz*.toml` prints)."""
+    files = sorted([*instance_files(), CHAT], key=lambda p: p.name)
+    listing = "".join(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.name}\n" for p in files)
     return hashlib.sha256(listing.encode()).hexdigest()
 
 
@@ -79,6 +85,11 @@ def specs() -> list[dict[str, Any]]:
         fixed_files(spec)
         out.append(spec)
     return out
+
+
+def chat_set() -> dict[str, Any]:
+    """The frozen chat prompts and their repository (chat.toml)."""
+    return tomllib.loads(CHAT.read_text(encoding="utf-8"))
 
 
 def materialize(out_dir: Path, count: int | None = None) -> list[dict[str, Any]]:
