@@ -215,8 +215,14 @@ def ratio_lines(summary: dict[str, Any]) -> list[str]:
     ]
 
 
+def label_line(summary: dict[str, Any]) -> str:
+    """How the figures were taken (BenchConfig.labels): timings and work directory."""
+    labels = summary.get("labels") or {}
+    return f"timings: {labels.get('timings', '?')}; work dir: {labels.get('work_dir', '?')}"
+
+
 def write_markdown(summary: dict[str, Any], path: Path) -> None:
-    lines = ["| " + " | ".join(h for h, _ in TABLE) + " |", "|" + "---|" * len(TABLE)]
+    lines = [label_line(summary), "", "| " + " | ".join(h for h, _ in TABLE) + " |", "|" + "---|" * len(TABLE)]
     lines += ["| " + " | ".join(cell(r) for _, cell in TABLE) + " |" for r in summary["decoders"]]
     lines += [""] + [f"- {line}" for line in ratio_lines(summary)]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -226,12 +232,13 @@ def print_report(summary: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="clover fix on SynthFix held-out: block diffusion vs AR")
+    table = Table(title="clover fix: block diffusion vs AR")
     for h, _ in TABLE:
         table.add_column(h, justify="left" if h == "decoder" else "right")
     for r in summary["decoders"]:
         table.add_row(*(cell(r) for _, cell in TABLE))
     console = Console(width=140)
     console.print(table)
+    console.print(label_line(summary))
     for line in ratio_lines(summary):
         console.print(line)
