@@ -57,6 +57,9 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
     except (ModelError, SandboxUnavailable) as exc:
         fail(str(exc))
     trajectory = opts.trajectory or state_dir() / "runs" / f"fix-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+    from clover.test_guard import guard_for_fix
+
+    guard = guard_for_fix(settings, env, model)  # the repository's tests before the agent (test_guard.py)
     before = gitdiff.worktree_tree(root) if git else None
     printer = _stream_printer() if opts.output_format == "stream-json" else None
     result = run_agent(task, settings=settings, env=env, model=model, kind="fix",
@@ -69,6 +72,9 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
 
     after = gitdiff.worktree_tree(root) if before else None
     patch = gitdiff.diff_trees(root, before, after) if before and after else ""
+    checked = guard.finish(root, patch)
+    if checked.rolled_back:  # the change broke a passing test: nothing of it is left to write or commit
+        after, patch = before, ""
     if opts.patch_out:
         try:
             opts.patch_out.write_text(patch, encoding="utf-8")
@@ -76,8 +82,8 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
             warn(f"cannot write {opts.patch_out}: {exc.strerror or exc}")
     if opts.commit and patch and before and after:
         _commit(root, result, gitdiff.changed_paths(root, before, after))
-    _report(opts.output_format, result, patch, trajectory, git)
-    return 0 if result.exit_status == "submitted" else 1
+    _report(opts.output_format, result, patch, trajectory, git, checked)
+    return 0 if result.exit_status == "submitted" and not checked.rolled_back else 1
 
 
 def _commit(root: Path, result: RunResult, paths: list[str]) -> None:
@@ -89,7 +95,7 @@ def _commit(root: Path, result: RunResult, paths: list[str]) -> None:
         warn(f"the fix was not committed: {exc}")
 
 
-def _report(fmt: str, result: RunResult, patch: str, trajectory: Path, git: bool = True) -> None:
+def _report(fmt: str, result: RunResult, patch: str, trajectory: Path, git: bool = True, checked: Any = None) -> None:
     summary = {
         "status": result.exit_status,
         "patch": patch,
@@ -103,6 +109,7 @@ def _report(fmt: str, result: RunResult, patch: str, trajectory: Path, git: bool
         "model_seconds": round(result.model_seconds, 3),
         "stats": result.stats,
         "trajectory": str(trajectory),
+        "test_guard": checked.to_json() if checked is not None else None,
     }
     if fmt == "json":
         print(json.dumps(summary, indent=2))
@@ -123,6 +130,8 @@ def _report(fmt: str, result: RunResult, patch: str, trajectory: Path, git: bool
     if verified or held:  # the local decoder ran the example against its edits (reproduce.py)
         line += f"; issue's example run: {verified} edit(s) chosen by it, {held} held back"
     print(line, file=sys.stderr)
+    if checked is not None:
+        print(f"test guard: {checked.note}", file=sys.stderr)
     print(f"trajectory: {trajectory}", file=sys.stderr)
 
 

@@ -308,3 +308,23 @@ def test_grounding_side_by_side_and_the_value_errors_it_rules_out(tmp_path):
     assert row["tokens_per_forward"] == 5.0 and row["model_tokens_per_forward"] == 2.0
     (q,) = s["ratios"]
     assert (q["both_solved"], q["both_solved_speedup"]) == (1, 3.0)
+
+
+def test_harm_is_counted_test_file_edits_broken_passing_tests_and_the_guards_catch(tmp_path):
+    """Issue 49's goals are counts: edits of test files, runs that leave a passing test failing
+    (graded PASS_TO_PASS), undefined names in the final patch; and what the test guard caught."""
+    turns = [
+        {"tool_calls": [{"name": "str_replace", "arguments": {"path": "tests/test_temps.py",
+                                                              "old_str": "== 0", "new_str": "== 0  # ok"}}]},
+        {"tool_calls": [{"name": "str_replace", "arguments": {"path": "temps.py", "old_str": "(f - 32) * 5 / 9",
+                                                              "new_str": "(f + 32) * 5 / 9"}}]},
+        {"text": "Done."},
+    ]  # fmt: skip
+    out = tmp_path / "o"
+    cfg = BenchConfig(out=out, model="scripted:unused", count=1, max_steps=5, block_sizes=[1], split="handwritten")
+    (row,) = run_bench(cfg, model=ScriptedModel(turns), log=lambda line: None)["decoders"]
+    assert (row["test_file_edits"], row["broke_passing_tests"], row["guard_caught"], row["rolled_back"]) == (1, 1, 1, 0)
+    assert row["undefined_names_left"] == 0
+    record = json.loads(_task_files(out)[0].read_text())
+    assert record["test_guard"]["broken"] == ["tests/test_temps.py::test_to_celsius_boiling",
+                                              "tests/test_temps.py::test_to_celsius_freezing"]  # fmt: skip

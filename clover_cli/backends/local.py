@@ -133,6 +133,8 @@ class LocalCloverModel:
             raise ModelError(str(exc)) from None
         self.chat_template = template if template is not None else self.tokenizer.chat_template
         self.name = "clover-embedded" if settings.model == "embedded" else directory.resolve().name
+        # `clover fix` rolls back a change of the embedded model's that breaks a passing test (test_guard.py)
+        self.rolls_back_test_breaks = settings.model == "embedded"
         self.context_window = int(config.max_position_embeddings or DEFAULT_CONTEXT)
         self.wrap_up = bool(getattr(config, "wrap_up", True))  # the agent's last turn at its step limit
         self.early_answer_redos = int(getattr(config, "early_answer_redos", 0))  # a fix's answers before an edit

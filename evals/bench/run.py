@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -200,6 +201,7 @@ class TaskRunner:
     def _agent(self, row: dict, decoder: Decoder, model: Any, ws: Path, traj: Path) -> dict[str, Any]:
         from clover import gitdiff
         from clover.runner import build_environment, run_agent
+        from clover.test_guard import start_guard
         from clover.trajectory import Trajectory
 
         settings = self.cfg.settings(decoder)
@@ -209,14 +211,32 @@ class TaskRunner:
             from clover.evals.bench.stable import StableTimings
 
             env = StableTimings(env)
+        guard = start_guard(env, model, lambda command: True)  # `clover fix`'s test guard; the bench runs yolo
         result = run_agent(row["problem_statement"], settings=settings, env=env, model=model, kind="fix",
                            trajectory_path=traj)  # fmt: skip
         patch = gitdiff.diff_trees(ws, before, gitdiff.worktree_tree(ws))
+        checked = guard.finish(ws, patch)
+        if checked.rolled_back:
+            patch = ""
         out = {"exit_status": result.exit_status, "error": result.error, "patch": patch,
-               "agent_seconds": result.seconds, "model_seconds": result.model_seconds}  # fmt: skip
+               "agent_seconds": result.seconds, "model_seconds": result.model_seconds,
+               "test_guard": checked.to_json(), "undefined_names": undefined_names_added(ws, patch)}  # fmt: skip
         out.update(trajectory_stats(Trajectory.read(traj)))
         out["trajectory"] = str(traj)
         return out
+
+
+def undefined_names_added(ws: Path, patch: str) -> list[str]:
+    """`path: name` for each name a changed Python file uses, undefined, that its base commit did not."""
+    from clover.evals.grading import git
+    from clover.tools.pynames import newly_undefined
+
+    found = []
+    for path in dict.fromkeys(re.findall(r"^diff --git a/(\S+\.py) b/", patch, re.M)):
+        old = git(ws, "show", f"HEAD:{path}", check=False).stdout
+        new = (ws / path).read_text(encoding="utf-8", errors="replace") if (ws / path).is_file() else ""
+        found += [f"{path}: {name}" for name in newly_undefined(path, old, new)]
+    return found
 
 
 # --------------------------------------------------------------------------- the whole run
