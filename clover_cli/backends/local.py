@@ -222,10 +222,12 @@ class LocalCloverModel:
         context = self.tokenizer.decode(ids)  # the prompt as text: what the copy prior of grounded values reads
         # what the answer's code spans may copy: the conversation, and what the checkpoint's replies quote
         quotable = "\n".join([quotable_text(messages), *getattr(self.config, "answer_quotes", [])])
+        # what the user asked: the test files and docstrings it names may be edited (edit_scope.py)
+        request = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "user")
         answer_only = options is not None and options.tool_choice == "none"
         required = options is not None and options.tool_choice == "required"
         grammar = self._grammar(tools, opened, decode.max_new_tokens, context, answer_only=answer_only,
-                                call_required=required, quotable=quotable)  # fmt: skip
+                                call_required=required, quotable=quotable, request=request)  # fmt: skip
         grammars = [grammar]  # the turn's grammars, one per decoded piece (their stats add up)
         out, result, stream = self._decode(ids, decode, grammar, emit, forced, thinking=opened)
         stats = dict(result.stats)
@@ -240,7 +242,7 @@ class LocalCloverModel:
                 # or an answer instead of leaving a turn with neither.
                 out = out + self._after_thought
                 after = self._grammar(tools, False, left, context, thought_closed=True, answer_only=answer_only,
-                                      call_required=required, quotable=quotable)
+                                      call_required=required, quotable=quotable, request=request)
                 grammars.append(after)
                 more, result, _ = self._decode(
                     ids + out, dataclasses.replace(decode, max_new_tokens=left), after, emit, None, thinking=False
@@ -254,6 +256,7 @@ class LocalCloverModel:
         if answer_only:  # without the grammar (switched off) a call may still come: not asked for
             turn.tool_calls = []
         repaired = self._choose_edits(turn, ids, text, messages, context, s)
+        repaired |= self._hold_out_of_scope(turn, request)
         for call in turn.tool_calls:
             emit(StreamEvent("tool_call", data={"name": call.name, "arguments": call.arguments}))
         turn.prompt_tokens, turn.completion_tokens = len(ids), len(out)
@@ -313,9 +316,17 @@ class LocalCloverModel:
 
         return choose_turn_edit(self, turn, ids, reply, messages, context)
 
+    def _hold_out_of_scope(self, turn: AssistantTurn, request: str) -> dict[str, float]:
+        """Edits of test files or docstrings the request does not name are held back (edit_scope.py)."""
+        if getattr(self, "workspace", None) is None or not getattr(self.settings, "grounded", True):
+            return {}
+        from clover.backends.edit_scope import hold_out_of_scope
+
+        return hold_out_of_scope(turn.tool_calls, request, self.workspace)
+
     def _grammar(self, tools: list[ToolSpec], opened: bool, budget: int, context: str = "",
                  thought_closed: bool = False, answer_only: bool = False, call_required: bool = False,
-                 quotable: str = ""):  # fmt: skip
+                 quotable: str = "", request: str = ""):  # fmt: skip
         """The tool-call grammar for this turn, or None (no tools, switched off, or a vocabulary
         without the markup tokens)."""
         if not tools or not self.constrain_tool_calls:
@@ -326,7 +337,7 @@ class LocalCloverModel:
 
         return ToolCallGrammar.build(
             self.tokenizer, tools, opened=opened, stop_ids=self.stop_ids, vocab_size=self.config.vocab_size,
-            mask_id=self.config.mask_token_id, budget=budget, device=self.device, grounding=self._grounding(context, quotable),
+            mask_id=self.config.mask_token_id, budget=budget, device=self.device, grounding=self._grounding(context, quotable, request),
             thought_closed=thought_closed, copy_bias=float(getattr(self.settings, "copy_bias", 0.0)),
             answer_only=answer_only, call_required=call_required, spans=self._spans_on(),
         )  # fmt: skip
@@ -336,7 +347,7 @@ class LocalCloverModel:
         on = getattr(self.settings, "grounded_spans", "auto")
         return on == "on" or (on == "auto" and bool(getattr(self.config, "grounded_spans", False)))
 
-    def _grounding(self, context: str = "", quotable: str = ""):
+    def _grounding(self, context: str = "", quotable: str = "", request: str = ""):
         """This turn's workspace grounding, or None (off, or no workspace bound). `quotable`: what
         the answer's code spans may copy."""
         if not getattr(self.settings, "grounded", True) or getattr(self, "workspace", None) is None:
@@ -346,7 +357,7 @@ class LocalCloverModel:
 
         if getattr(self, "_vocab", None) is None:
             self._vocab = Vocab(self.tokenizer, self.config.vocab_size)
-        return Grounding(self.workspace, self._vocab, context, quotable)
+        return Grounding(self.workspace, self._vocab, context, quotable, request)
 
 
 def block_size_of(decode: Any) -> int:
