@@ -21,6 +21,7 @@ from typing import Any
 
 import clover.model.chat
 from clover.backends.answer_spans import quotable_text
+from clover.backends.competence import HONEST, SHORT_BUDGET, HeldStream, Limits, honest_turn
 from clover.core.protocols import (
     AssistantTurn,
     EventHandler,
@@ -208,13 +209,19 @@ class LocalCloverModel:
             raise ModelError(
                 f"the prompt has {len(ids)} tokens, more than the {self.context_window}-token context of {self.name}"
             )
+        limits, big_repo = Limits.of(self.config), None  # the checkpoint's competence (competence.py)
+        if limits.active:
+            if why := limits.prompt_too_long(len(ids)):
+                return self._honest(why, ids, start, emit)
+            big_repo = limits.repo_too_big(len(self.workspace.listing()[0])) if self.workspace is not None else None
+            emit = held = HeldStream(emit)  # the reply is shown once it is judged
         decode = DecodeSettings(
             block_size=(s.block_size or self.config.default_block()) if self.config.block_size > 1 else 1,  # AR stays AR
             policy="threshold",
             threshold=s.threshold,
             order=None if s.decode_order == "auto" else s.decode_order,  # None: the checkpoint's
             temperature=s.temperature or 0.0,
-            max_new_tokens=min(s.max_tokens, room),
+            max_new_tokens=min(s.max_tokens, room, SHORT_BUDGET if big_repo else room),
             stop_token_ids=self.stop_ids,
             draft_ngram=max(int(getattr(s, "drafts", 0)), 0),
             fused_rounds=bool(getattr(s, "fused_rounds", False)),
@@ -255,6 +262,13 @@ class LocalCloverModel:
         turn = turn_from_text(text, tools, opened=opened)
         if answer_only:  # without the grammar (switched off) a call may still come: not asked for
             turn.tool_calls = []
+        scored: list[float] = []  # the reply's mean log-probability, where it was judged by it
+        if limits.active:
+            why = limits.judge(turn, result.finish_reasons[0], big_repo,
+                               lambda: scored.append(self._mean_logprob(ids, out)) or scored[0])  # fmt: skip
+            held.release(why is not None, HONEST.format(why=why))
+            if why is not None:
+                return self._honest(why, ids, start, held.emit, decoded=len(out), scored=scored)
         repaired = self._choose_edits(turn, ids, text, messages, context, s)
         repaired |= self._hold_out_of_scope(turn, request)
         for call in turn.tool_calls:
@@ -265,13 +279,23 @@ class LocalCloverModel:
         turn.stats = {k: float(st[k]) for k in ("forwards", "tokens_per_forward", "tok_per_s", "rounds_per_block")}
         for k in ("prefill_seconds", "prefill_tokens", "cached_prompt_tokens", "prefill_forwards", "drafted_tokens"):
             turn.stats[k] = float(st.get(k, 0.0))
-        turn.stats.update(repaired)
+        turn.stats.update(repaired | ({"reply_logprob": scored[0]} if scored else {}))
         for g in grammars:  # tokens the grammar placed without a forward, and ones it redid
             for k, v in (g.stats if g is not None else {}).items():
                 turn.stats[k] = turn.stats.get(k, 0.0) + float(v)
         turn.finish_reason = "tool_calls" if turn.tool_calls else result.finish_reasons[0]
         emit(StreamEvent("usage", data={"prompt_tokens": len(ids), "completion_tokens": len(out), **turn.stats}))
         return turn
+
+    def _honest(self, why: str, ids: list[int], start: float, emit: EventHandler, decoded: int = 0,
+                scored: list[float] = ()) -> AssistantTurn:  # fmt: skip
+        """The reply that this needs a larger model, in place of one past the checkpoint's limits."""
+        return honest_turn(why, len(ids), decoded, time.perf_counter() - start, emit, scored)
+
+    def _mean_logprob(self, ids: list[int], out: list[int]) -> float:
+        from clover.model.score import continuation_logprobs
+
+        return continuation_logprobs(self.net, ids, [out])[0] / max(len(out), 1) if out else 0.0
 
     def _decode(self, ids: list[int], decode: Any, grammar: Any, emit: EventHandler,
                 forced: dict[int, int] | None, *, thinking: bool) -> tuple[list[int], Any, _BlockStreamer]:

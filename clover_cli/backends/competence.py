@@ -1,0 +1,111 @@
+"""Outside its competence, a small checkpoint says so (issue 49).
+
+The embedded model was trained on repositories of a dozen files and rows of 1,280 tokens. In a
+real-size repository (this one) "What does this repository do?" made it think for 30 s and write
+`if the / if the` until stopped. A checkpoint may declare its limits in config.json, and then, in
+place of a reply past them, the local backend answers briefly that the request needs a larger model
+and how to connect one:
+- `max_prompt_tokens`: a prompt longer than this is past anything it was trained on: answered at
+  once, nothing decoded;
+- `max_repo_files`: in a workspace with more files it answers what needs no repository (a greeting,
+  a general question) but does not start work on it: a turn that calls a tool there is answered
+  honestly instead, and the turn's token budget is short (a reply that runs past it is no answer);
+- `min_reply_logprob`: a reply (no tool call) whose tokens average a lower log-probability under
+  the model itself, or one the decoder stopped as a runaway, is a reply it is not confident of.
+While the judgement is pending, the turn's thinking and text are held back from the stream, so a
+user never sees the garbled reply the honest one replaces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from clover.core.protocols import AssistantTurn, EventHandler, StreamEvent
+
+HONEST = (
+    "This needs a larger model than the embedded one ({why}). Connect one with `--base-url URL --model NAME` "
+    "(an OpenAI-compatible server) or `--model DIR` (a local checkpoint directory), e.g. "
+    "`clover chat --base-url http://127.0.0.1:8000/v1 --model NAME`."
+)
+SHORT_BUDGET = 192  # tokens a turn may take in a repository past the checkpoint's size
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_prompt_tokens: int = 0  # 0: no limit
+    max_repo_files: int = 0
+    min_reply_logprob: float = 0.0  # mean log-probability per token; 0: not judged
+
+    @classmethod
+    def of(cls, config: Any) -> Limits:
+        return cls(int(getattr(config, "max_prompt_tokens", 0) or 0), int(getattr(config, "max_repo_files", 0) or 0),
+                   float(getattr(config, "min_reply_logprob", 0.0) or 0.0))  # fmt: skip
+
+    @property
+    def active(self) -> bool:
+        return bool(self.max_prompt_tokens or self.max_repo_files or self.min_reply_logprob)
+
+    def prompt_too_long(self, prompt_tokens: int) -> str | None:
+        if self.max_prompt_tokens and prompt_tokens > self.max_prompt_tokens:
+            return f"the conversation is {prompt_tokens} tokens, past the {self.max_prompt_tokens} it handles"
+        return None
+
+    def repo_too_big(self, files: int) -> str | None:
+        if self.max_repo_files and files > self.max_repo_files:
+            return f"this repository has {files} files, past the {self.max_repo_files} it was made for"
+        return None
+
+    def judge(self, turn: AssistantTurn, finish_reason: str, big_repo: str | None,
+              mean_logprob: Callable[[], float]) -> str | None:  # fmt: skip
+        """Why this decoded turn is outside the checkpoint's competence, or None."""
+        if big_repo and (turn.tool_calls or finish_reason != "stop"):
+            return big_repo
+        if turn.tool_calls or not self.min_reply_logprob:
+            return None
+        if finish_reason == "repetition":
+            return "its reply ran into a loop"
+        score = mean_logprob()
+        if score < self.min_reply_logprob:
+            return f"its reply scored {score:.2f} per token, below the {self.min_reply_logprob:.2f} it trusts"
+        return None
+
+
+def honest_turn(why: str, prompt_tokens: int = 0, decoded: int = 0, seconds: float = 0.0,
+                emit: EventHandler | None = None, scored: Sequence[float] = ()) -> AssistantTurn:  # fmt: skip
+    """The honest reply as a turn, its usage sent to `emit`; its text too unless a reply was
+    decoded (then HeldStream.release sent it in that reply's place)."""
+    turn = AssistantTurn(text=HONEST.format(why=why), prompt_tokens=prompt_tokens, completion_tokens=decoded,
+                         seconds=seconds, finish_reason="stop")  # fmt: skip
+    turn.stats = {"outside_competence": 1.0, **({"reply_logprob": scored[0]} if scored else {})}
+    if emit is not None:
+        if not decoded:
+            emit(StreamEvent("text", turn.text))
+        emit(StreamEvent("usage", data={"prompt_tokens": prompt_tokens, "completion_tokens": decoded, **turn.stats}))
+    return turn
+
+
+class HeldStream:
+    """An event handler that passes everything on but the turn's thinking and text, which it keeps
+    until `release(turn)`: the turn's own (as decoded) or the honest reply in their place."""
+
+    def __init__(self, emit: EventHandler) -> None:
+        self.emit, self.held = emit, []
+
+    def __call__(self, event: StreamEvent) -> None:
+        if event.kind in ("thinking", "text"):
+            self.held.append(event)
+        else:
+            self.emit(event)
+
+    def release(self, replaced: bool, text: str = "") -> None:
+        if replaced:
+            self.emit(StreamEvent("text", text))
+        else:
+            for event in self.held:
+                self.emit(event)
+        self.held = []
+
+
+__all__ = ["HONEST", "HeldStream", "Limits", "honest_turn"]
