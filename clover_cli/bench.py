@@ -32,6 +32,7 @@ def bench_command(
     grounding: Annotated[str, typer.Option("--grounding", help="Tool values grounded in the workspace: on, off, or on,off (both, side by side).")] = "on",
     fixed_timings: Annotated[bool, typer.Option("--fixed-timings", help="Show the agent every test run's duration as 0.01s, so a run repeats exactly (default: the real durations; the summary says which).")] = False,
     drafts: Annotated[int | None, typer.Option("--drafts", help="Context drafts for block decoding: n-gram length, 0 off (default: the setting's default).")] = None,
+    test_guard: Annotated[bool, typer.Option("--test-guard/--no-test-guard", help="clover fix's test guard: the repository's tests before and after each task (default on; off for model-only figures).")] = True,
     fused_rounds: Annotated[bool, typer.Option("--fused-rounds", help="Verify decoding: each round's check also drafts the next round (one forward per round).")] = False,
     set_: Annotated[list[str] | None, typer.Option("--set", help="KEY=VALUE: another agent setting for every task, e.g. grounded_spans=off (repeatable; CLOVER_* variables and config files do not reach the bench).")] = None,
 ) -> None:
@@ -53,7 +54,7 @@ def bench_command(
             threshold=threshold, max_steps=max_steps, max_tokens=max_tokens, time_limit=time_limit,
             workers=workers, device=device, think=think, mode=oracle or "agent", keep_workspaces=keep_workspaces, work_dir=work_dir,
             grounding=parse_grounding(grounding), order=order, split=split, stable_timings=fixed_timings,
-            drafts=drafts, fused_rounds=fused_rounds, extra=parse_settings(set_ or []),
+            drafts=drafts, fused_rounds=fused_rounds, extra=parse_settings(set_ or []), test_guard=test_guard,
         )  # fmt: skip
         summary = run_bench(cfg, log=lambda line: typer.echo(line, err=True))
     except model_error_types() as exc:

@@ -127,7 +127,8 @@ def test_by_default_each_run_works_at_a_fresh_real_path_with_real_timings(tmp_pa
     assert len(first) == len(second) == 1 and first != second
     assert not any(Path(p).exists() or Path(p).parent.exists() for p in first | second)
     labels = _paths_written.labels  # type: ignore[attr-defined]
-    assert labels == {"timings": "real", "work_dir": "fresh temporary directory (real paths)"}
+    assert labels["timings"] == "real" and labels["work_dir"] == "fresh temporary directory (real paths)"
+    assert labels["test_guard"].startswith("on")
     assert "timings: real; work dir: fresh temporary directory" in (tmp_path / "b" / "summary.md").read_text()
 
 

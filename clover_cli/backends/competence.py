@@ -18,7 +18,7 @@ user never sees the garbled reply the honest one replaces.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,15 +73,14 @@ class Limits:
 
 
 def honest_turn(why: str, prompt_tokens: int = 0, decoded: int = 0, seconds: float = 0.0,
-                emit: EventHandler | None = None, scored: Sequence[float] = ()) -> AssistantTurn:  # fmt: skip
-    """The honest reply as a turn, its usage sent to `emit`; its text too unless a reply was
-    decoded (then HeldStream.release sent it in that reply's place)."""
+                emit: EventHandler | None = None) -> AssistantTurn:  # fmt: skip
+    """The honest reply as a turn; given `emit` (a turn answered without decoding), its text and
+    usage are sent there (a decoded turn's go out with its stats, HeldStream.release sending the text)."""
     turn = AssistantTurn(text=HONEST.format(why=why), prompt_tokens=prompt_tokens, completion_tokens=decoded,
                          seconds=seconds, finish_reason="stop")  # fmt: skip
-    turn.stats = {"outside_competence": 1.0, **({"reply_logprob": scored[0]} if scored else {})}
+    turn.stats = {"outside_competence": 1.0}
     if emit is not None:
-        if not decoded:
-            emit(StreamEvent("text", turn.text))
+        emit(StreamEvent("text", turn.text))
         emit(StreamEvent("usage", data={"prompt_tokens": prompt_tokens, "completion_tokens": decoded, **turn.stats}))
     return turn
 

@@ -212,7 +212,7 @@ class LocalCloverModel:
         limits, big_repo = Limits.of(self.config), None  # the checkpoint's competence (competence.py)
         if limits.active:
             if why := limits.prompt_too_long(len(ids)):
-                return self._honest(why, ids, start, emit)
+                return honest_turn(why, len(ids), 0, time.perf_counter() - start, emit)
             big_repo = limits.repo_too_big(len(self.workspace.listing()[0])) if self.workspace is not None else None
             emit = held = HeldStream(emit)  # the reply is shown once it is judged
         decode = DecodeSettings(
@@ -263,14 +263,15 @@ class LocalCloverModel:
         if answer_only:  # without the grammar (switched off) a call may still come: not asked for
             turn.tool_calls = []
         scored: list[float] = []  # the reply's mean log-probability, where it was judged by it
+        why = limits.judge(turn, result.finish_reasons[0], big_repo,
+                           lambda: scored.append(self._mean_logprob(ids, out)) or scored[0]) if limits.active else None
         if limits.active:
-            why = limits.judge(turn, result.finish_reasons[0], big_repo,
-                               lambda: scored.append(self._mean_logprob(ids, out)) or scored[0])  # fmt: skip
             held.release(why is not None, HONEST.format(why=why))
-            if why is not None:
-                return self._honest(why, ids, start, held.emit, decoded=len(out), scored=scored)
-        repaired = self._choose_edits(turn, ids, text, messages, context, s)
-        repaired |= self._hold_out_of_scope(turn, request)
+        if why is not None:
+            turn, repaired = honest_turn(why), {"outside_competence": 1.0}
+        else:
+            repaired = self._choose_edits(turn, ids, text, messages, context, s)
+            repaired |= self._hold_out_of_scope(turn, request)
         for call in turn.tool_calls:
             emit(StreamEvent("tool_call", data={"name": call.name, "arguments": call.arguments}))
         turn.prompt_tokens, turn.completion_tokens = len(ids), len(out)
@@ -283,14 +284,9 @@ class LocalCloverModel:
         for g in grammars:  # tokens the grammar placed without a forward, and ones it redid
             for k, v in (g.stats if g is not None else {}).items():
                 turn.stats[k] = turn.stats.get(k, 0.0) + float(v)
-        turn.finish_reason = "tool_calls" if turn.tool_calls else result.finish_reasons[0]
+        turn.finish_reason = "tool_calls" if turn.tool_calls else "stop" if why else result.finish_reasons[0]
         emit(StreamEvent("usage", data={"prompt_tokens": len(ids), "completion_tokens": len(out), **turn.stats}))
         return turn
-
-    def _honest(self, why: str, ids: list[int], start: float, emit: EventHandler, decoded: int = 0,
-                scored: list[float] = ()) -> AssistantTurn:  # fmt: skip
-        """The reply that this needs a larger model, in place of one past the checkpoint's limits."""
-        return honest_turn(why, len(ids), decoded, time.perf_counter() - start, emit, scored)
 
     def _mean_logprob(self, ids: list[int], out: list[int]) -> float:
         from clover.model.score import continuation_logprobs

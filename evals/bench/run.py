@@ -70,6 +70,7 @@ class BenchConfig:
     drafts: int | None = None  # the drafts setting (context drafts' n-gram length, 0 off); None: the default
     stable_timings: bool = False  # test durations in command output written as a fixed one (stable.py)
     fused_rounds: bool = False  # verify decoders: one forward per round (model/verify.py)
+    test_guard: bool = True  # `clover fix`'s test guard (test_guard.py); off: the model's change as it is
     extra: dict[str, str] = field(default_factory=dict)  # --set KEY=VALUE: further agent settings
 
     def __post_init__(self) -> None:
@@ -81,7 +82,9 @@ class BenchConfig:
     def labels(self) -> dict[str, str]:
         """How the figures were taken, for the summary: real timings and paths, or fixed ones."""
         return {"timings": "fixed (stable.py: every duration 0.01s)" if self.stable_timings else "real",
-                "work_dir": f"pinned: {self.work_dir}" if self.work_dir else "fresh temporary directory (real paths)"}
+                "work_dir": f"pinned: {self.work_dir}" if self.work_dir else "fresh temporary directory (real paths)",
+                "test_guard": "on (a change breaking a passing test is reported; the embedded model's rolled back)"
+                if self.test_guard else "off"}  # fmt: skip
 
     def decoders(self) -> list[Decoder]:
         return [Decoder(b, self.threshold, g, self.order) for g in self.grounding for b in self.block_sizes]
@@ -211,7 +214,7 @@ class TaskRunner:
             from clover.evals.bench.stable import StableTimings
 
             env = StableTimings(env)
-        guard = start_guard(env, model, lambda command: True)  # `clover fix`'s test guard; the bench runs yolo
+        guard = start_guard(env, model, lambda command: self.cfg.test_guard)  # `clover fix`'s; the bench runs yolo
         result = run_agent(row["problem_statement"], settings=settings, env=env, model=model, kind="fix",
                            trajectory_path=traj)  # fmt: skip
         patch = gitdiff.diff_trees(ws, before, gitdiff.worktree_tree(ws))

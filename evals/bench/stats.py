@@ -251,7 +251,8 @@ def ratio_lines(summary: dict[str, Any]) -> list[str]:
 def label_line(summary: dict[str, Any]) -> str:
     """How the figures were taken (BenchConfig.labels): timings and work directory."""
     labels = summary.get("labels") or {}
-    return f"timings: {labels.get('timings', '?')}; work dir: {labels.get('work_dir', '?')}"
+    return (f"timings: {labels.get('timings', '?')}; work dir: {labels.get('work_dir', '?')}; "
+            f"test guard: {labels.get('test_guard', '?')}")
 
 
 def write_markdown(summary: dict[str, Any], path: Path) -> None:
