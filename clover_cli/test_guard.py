@@ -72,22 +72,26 @@ class TestGuard:
         if not patch.strip():
             return GuardReport(True, "tests checked: nothing was changed")
         after = run_tests(self.env, self.files, self.timeout)
-        if not after.ok:
-            return GuardReport(False, f"tests not checked after the change: {after.error}")
         was = self.before.outcomes
+        if not after.ok:  # they ran before the change and do not now (a hang, a crash): that is breaking them
+            broken = sorted(t for t, o in was.items() if o == "passed")
+            return self._broken(root, patch, broken, f"the tests no longer run ({after.error})")
         broken = sorted(t for t, o in was.items() if o == "passed" and after.outcomes.get(t, "gone") != "passed"
                         and after.outcomes.get(t) != "skipped")  # fmt: skip
         fixed = sum(1 for t, o in after.outcomes.items() if o == "passed" and was.get(t) == "failed")
         if not broken:
             return GuardReport(True, f"tests checked: none that passed before fails now ({fixed} fixed)")
         shown = ", ".join(broken[:5]) + (f" and {len(broken) - 5} more" if len(broken) > 5 else "")
+        return self._broken(root, patch, broken, f"{len(broken)} passing test(s) fail: {shown}")
+
+    def _broken(self, root: Path, patch: str, broken: list[str], what: str) -> GuardReport:
+        """Report the breakage, and roll the change back where asked."""
         if not self.roll_back:
-            return GuardReport(True, f"the change makes {len(broken)} passing test(s) fail: {shown}", broken)
+            return GuardReport(True, f"the change breaks the tests: {what}", broken)
         if revert(root, patch):
-            return GuardReport(True, f"rolled back: the change made {len(broken)} passing test(s) fail: {shown}",
-                               broken, rolled_back=True)  # fmt: skip
-        return GuardReport(True, f"the change makes {len(broken)} passing test(s) fail: {shown} (it could not be "
-                                 "rolled back; `clover undo` reverts the run's steps)", broken)  # fmt: skip
+            return GuardReport(True, f"rolled back: the change broke the tests: {what}", broken, rolled_back=True)
+        return GuardReport(True, f"the change breaks the tests: {what} (it could not be rolled back; `clover undo` "
+                                 "reverts the run's steps)", broken)  # fmt: skip
 
 
 def revert(root: Path, patch: str) -> bool:

@@ -54,7 +54,7 @@ def test_a_change_that_breaks_a_passing_test_is_reported(tmp_path):
     proc = _fix(tmp_path, _script(tmp_path, "    return a * b", "    return a ** b"), "--yes")
     report = json.loads(proc.stdout)["test_guard"]
     assert report["checked"] and report["broken"] == ["test_calc.py::test_mul"] and not report["rolled_back"]
-    assert "makes 1 passing test(s) fail: test_calc.py::test_mul" in report["note"]
+    assert "breaks the tests: 1 passing test(s) fail: test_calc.py::test_mul" in report["note"]
     assert "a ** b" in (tmp_path / "repo" / "calc.py").read_text()  # another backend's change: reported, left
 
 
@@ -91,6 +91,19 @@ def test_a_breaking_change_is_rolled_back_and_the_users_own_work_stays(tmp_path)
     assert (repo / "calc.py").read_text() == "# my comment\n" + CALC and (repo / "notes.txt").read_text() == "mine\n"
     status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True).stdout
     assert sorted(status.splitlines()) == [" M calc.py", "?? notes.txt"]
+
+
+def test_a_change_after_which_the_tests_no_longer_run_is_rolled_back(tmp_path):
+    # a hang (or a crash of the test run) after the change is no pass: the tests ran before it
+    repo = _repo(tmp_path)
+    env = LocalEnvironment(str(repo))
+    guard = TestGuard(env, lambda command: True, roll_back=True, timeout=8)
+    guard.start()
+    before = gitdiff.worktree_tree(repo)
+    (repo / "calc.py").write_text(CALC.replace("    return a * b", "    while True:\n        pass"))
+    report = guard.finish(repo, gitdiff.diff_trees(repo, before, gitdiff.worktree_tree(repo)))
+    assert report.rolled_back and "no longer run (the tests took longer than 8 s)" in report.note
+    assert report.broken == ["test_calc.py::test_mul"] and (repo / "calc.py").read_text() == CALC
 
 
 def test_nothing_to_check_says_why(tmp_path):
