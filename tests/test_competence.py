@@ -91,3 +91,24 @@ def test_the_embedded_model_in_a_large_repository(tmp_path):
     agent = build_agent(settings, env, kind="chat", model=build_model(settings))
     result = agent.run("What does this repository do?")
     assert MARK in result.final_text and "260 files, past the 200" in result.final_text
+
+
+def test_after_an_edit_the_replacement_says_what_changed_not_that_it_needs_a_larger_model():
+    # hand-written runs: a fix's final answer scored low, and "this needs a larger model" would have
+    # been said of a bug it fixed
+    from clover.backends.competence import edited_files, reply_text
+
+    messages = [
+        {"role": "user", "content": "fix add"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "1"}]},
+        {"role": "tool", "name": "str_replace", "content": "Edited calc.py. Line 2 now read (with context):\n..."},
+        {"role": "tool", "name": "insert", "content": "Inserted lines 3-4 into pkg/a.py (after line 2):\n..."},
+        {"role": "tool", "name": "str_replace", "content": "str_replace: not applied, the edit would ..."},
+        {"role": "tool", "name": "bash", "content": "Edited nothing.py. (a command's output)"},
+    ]
+    assert edited_files(messages) == ["calc.py", "pkg/a.py"]  # not a command's output that reads alike
+    text = reply_text("its reply scored -2.00 per token", messages[:-1])
+    assert text.startswith("Changed `calc.py`, `pkg/a.py` (the diff shows how).") and MARK not in text
+    # a later request, after the reply that ended this one, starts afresh
+    later = [*messages[:-1], {"role": "assistant", "content": "Fixed."}, {"role": "user", "content": "hi"}]
+    assert edited_files(later) == [] and MARK in reply_text("x", later)

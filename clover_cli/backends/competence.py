@@ -13,11 +13,14 @@ and how to connect one:
 - `min_reply_logprob`: a reply (no tool call) whose tokens average a lower log-probability under
   the model itself, or one the decoder stopped as a runaway, is a reply it is not confident of.
 While the judgement is pending, the turn's thinking and text are held back from the stream, so a
-user never sees the garbled reply the honest one replaces.
+user never sees the garbled reply the honest one replaces. Where the model already changed files in
+this request, the reply says which instead (the diff is the result; "this needs a larger model"
+would be false of a fix it made).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +32,15 @@ HONEST = (
     "(an OpenAI-compatible server) or `--model DIR` (a local checkpoint directory), e.g. "
     "`clover chat --base-url http://127.0.0.1:8000/v1 --model NAME`."
 )
+# after it changed files in this request, a reply it is not sure of is replaced by what it did:
+# the claim "this needs a larger model" would be false of a fix it made
+EDITED = (
+    "Changed {files} (the diff shows how). The embedded model stops here rather than write a reply it "
+    "is not sure of ({why}); a larger model can explain the change: `--base-url URL --model NAME` or `--model DIR`."
+)
+EDIT_TOOLS = ("str_replace", "insert", "create")
 SHORT_BUDGET = 192  # tokens a turn may take in a repository past the checkpoint's size
+_EDITED = re.compile(r"^(?:Edited (\S+?)\. |Inserted lines? [\d-]+ into (\S+) |(?:Created|Overwrote) (\S+) \()")
 
 
 @dataclass(frozen=True)
@@ -72,11 +83,30 @@ class Limits:
         return None
 
 
+def edited_files(messages: list[Any]) -> list[str]:
+    """The files an edit tool changed in the current request: tool results since the last reply
+    that ended a request (an assistant message with an answer and no tool call)."""
+    found: list[str] = []
+    for message in reversed(messages):
+        if message.get("role") == "assistant" and str(message.get("content") or "").strip() and not message.get("tool_calls"):
+            break
+        if message.get("role") == "tool" and message.get("name") in EDIT_TOOLS \
+                and (m := _EDITED.match(str(message.get("content") or ""))):
+            found.append(next(g for g in m.groups() if g))
+    return list(dict.fromkeys(reversed(found)))
+
+
+def reply_text(why: str, messages: list[Any]) -> str:
+    """What replaces a reply past the limits: what was changed, where something was; else HONEST."""
+    files = edited_files(messages)
+    return EDITED.format(files=", ".join(f"`{f}`" for f in files), why=why) if files else HONEST.format(why=why)
+
+
 def honest_turn(why: str, prompt_tokens: int = 0, decoded: int = 0, seconds: float = 0.0,
-                emit: EventHandler | None = None) -> AssistantTurn:  # fmt: skip
+                emit: EventHandler | None = None, messages: list[Any] = ()) -> AssistantTurn:  # fmt: skip
     """The honest reply as a turn; given `emit` (a turn answered without decoding), its text and
     usage are sent there (a decoded turn's go out with its stats, HeldStream.release sending the text)."""
-    turn = AssistantTurn(text=HONEST.format(why=why), prompt_tokens=prompt_tokens, completion_tokens=decoded,
+    turn = AssistantTurn(text=reply_text(why, list(messages)), prompt_tokens=prompt_tokens, completion_tokens=decoded,
                          seconds=seconds, finish_reason="stop")  # fmt: skip
     turn.stats = {"outside_competence": 1.0}
     if emit is not None:
@@ -107,4 +137,4 @@ class HeldStream:
         self.held = []
 
 
-__all__ = ["HONEST", "HeldStream", "Limits", "honest_turn"]
+__all__ = ["EDITED", "HONEST", "HeldStream", "Limits", "edited_files", "honest_turn", "reply_text"]

@@ -21,7 +21,7 @@ from typing import Any
 
 import clover.model.chat
 from clover.backends.answer_spans import quotable_text
-from clover.backends.competence import HONEST, SHORT_BUDGET, HeldStream, Limits, honest_turn
+from clover.backends.competence import SHORT_BUDGET, HeldStream, Limits, honest_turn, reply_text
 from clover.core.protocols import (
     AssistantTurn,
     EventHandler,
@@ -212,7 +212,7 @@ class LocalCloverModel:
         limits, big_repo = Limits.of(self.config), None  # the checkpoint's competence (competence.py)
         if limits.active:
             if why := limits.prompt_too_long(len(ids)):
-                return honest_turn(why, len(ids), 0, time.perf_counter() - start, emit)
+                return honest_turn(why, len(ids), 0, time.perf_counter() - start, emit, messages)
             big_repo = limits.repo_too_big(len(self.workspace.listing()[0])) if self.workspace is not None else None
             emit = held = HeldStream(emit)  # the reply is shown once it is judged
         decode = DecodeSettings(
@@ -266,9 +266,9 @@ class LocalCloverModel:
         why = limits.judge(turn, result.finish_reasons[0], big_repo,
                            lambda: scored.append(self._mean_logprob(ids, out)) or scored[0]) if limits.active else None
         if limits.active:
-            held.release(why is not None, HONEST.format(why=why))
+            held.release(why is not None, reply_text(why, messages) if why else "")
         if why is not None:
-            turn, repaired = honest_turn(why), {"outside_competence": 1.0}
+            turn, repaired = honest_turn(why, messages=messages), {"outside_competence": 1.0}
         else:
             repaired = self._choose_edits(turn, ids, text, messages, context, s)
             repaired |= self._hold_out_of_scope(turn, request)
