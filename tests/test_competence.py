@@ -11,6 +11,7 @@ import subprocess
 import pytest
 
 from clover.backends.competence import HONEST, Limits
+from clover.core.protocols import AssistantTurn
 
 torch = pytest.importorskip("torch")
 
@@ -112,3 +113,18 @@ def test_after_an_edit_the_replacement_says_what_changed_not_that_it_needs_a_lar
     # a later request, after the reply that ended this one, starts afresh
     later = [*messages[:-1], {"role": "assistant", "content": "Fixed."}, {"role": "user", "content": "hi"}]
     assert edited_files(later) == [] and MARK in reply_text("x", later)
+
+
+def test_a_fluent_loop_is_no_answer():
+    # the old chat set's "Add a web dashboard with user accounts to this project." (session 27's
+    # weights): the taught feature reply, garbled, starting over; it scores -0.06 per token
+    from clover.backends.competence import repeats_itself
+
+    looped = ("That is too big a change for me. Describe a bug: what you ran, what you expected and what you got. "
+              "For a bigger task, a larger model (`clover chat --model`, find I can't answer generbe a bug: what "
+              "you ran, what you expected and what you got. For a bigger task")  # fmt: skip
+    assert repeats_itself(looped)
+    assert not repeats_itself("I can find code (grep, outline), view files, fix a small bug with str_replace and run "
+                              "the tests. Describe a bug: what you ran, what you expected and what you got.")
+    assert Limits(min_reply_logprob=-0.6).judge(AssistantTurn(text=looped), "stop", None, lambda: -0.06) == \
+        "its reply ran into a loop"

@@ -11,7 +11,8 @@ and how to connect one:
   a general question) but does not start work on it: a turn that calls a tool there is answered
   honestly instead, and the turn's token budget is short (a reply that runs past it is no answer);
 - `min_reply_logprob`: a reply (no tool call) whose tokens average a lower log-probability under
-  the model itself, or one the decoder stopped as a runaway, is a reply it is not confident of.
+  the model itself, one the decoder stopped as a runaway, or one that says the same eight words
+  twice (a fluent loop: the taught feature reply starting over) is a reply it is not confident of.
 While the judgement is pending, the turn's thinking and text are held back from the stream, so a
 user never sees the garbled reply the honest one replaces. Where the model already changed files in
 this request, the reply says which instead (the diff is the result; "this needs a larger model"
@@ -75,7 +76,7 @@ class Limits:
             return big_repo
         if turn.tool_calls or not self.min_reply_logprob:
             return None
-        if finish_reason == "repetition":
+        if finish_reason == "repetition" or repeats_itself(turn.text):
             return "its reply ran into a loop"
         score = mean_logprob()
         if score < self.min_reply_logprob:
@@ -100,6 +101,22 @@ def reply_text(why: str, messages: list[Any]) -> str:
     """What replaces a reply past the limits: what was changed, where something was; else HONEST."""
     files = edited_files(messages)
     return EDITED.format(files=", ".join(f"`{f}`" for f in files), why=why) if files else HONEST.format(why=why)
+
+
+LOOP_WORDS = 8  # a reply that says the same 8 words twice is going round in circles
+
+
+def repeats_itself(text: str, span: int = LOOP_WORDS) -> bool:
+    """Does a run of `span` words come back in the reply? (The decoder's repetition stop catches
+    short loops; a fluent reply that starts over, a taught sentence and all, scores as confident.)"""
+    words = text.split()
+    seen: set[tuple[str, ...]] = set()
+    for i in range(len(words) - span + 1):
+        run = tuple(words[i : i + span])
+        if run in seen:
+            return True
+        seen.add(run)
+    return False
 
 
 def honest_turn(why: str, prompt_tokens: int = 0, decoded: int = 0, seconds: float = 0.0,
@@ -137,4 +154,4 @@ class HeldStream:
         self.held = []
 
 
-__all__ = ["EDITED", "HONEST", "HeldStream", "Limits", "edited_files", "honest_turn", "reply_text"]
+__all__ = ["EDITED", "HONEST", "HeldStream", "Limits", "edited_files", "honest_turn", "repeats_itself", "reply_text"]
