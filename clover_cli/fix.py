@@ -52,8 +52,10 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
 
     from clover.repl.headless import RecordingModel
     from clover.runner import build_agent, checkpointer
+    from clover.test_guard import guard_for_fix
 
     trajectory = opts.trajectory or state_dir() / "runs" / f"fix-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+    guard = guard_for_fix(settings, env, model)  # the repository's tests before the agent (test_guard.py)
     tracker = _tracker(root)
     recorder = checkpointer(settings, root, f"fix {opts.issue.name}: {task.splitlines()[0][:60]}",
                             session=f"fix-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -86,6 +88,9 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
         fail(message, code=int(ExitCode.BACKEND))
 
     change = _change(tracker)
+    checked = guard.finish(root, change.patch)
+    if checked.rolled_back:  # the change broke a passing test: nothing of it is left to write or commit
+        change = Change()
     cut = recording.cut_reason()
     changed = bool(change.files) if tracker is not None else log.mutated
     outcome = decide(result.exit_status, refused=len(log.denials), changed=changed, needs_change=True,
@@ -97,8 +102,9 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
             warn(f"cannot write {opts.patch_out}: {exc.strerror or exc}")
     if opts.commit and change.files:
         _commit(root, result, [f.path for f in change.files])
-    summary = _summary(change if tracker else None, log, outcome, settings.mode)
+    summary = _summary(change if tracker else None, log, outcome, settings.mode, checked.note)
     report = _record(result, outcome, summary, change, log, settings.mode, cut, trajectory)
+    report["test_guard"] = checked.to_json()
     _report(opts.output_format, report, result, cut)
     return int(outcome.code)
 
@@ -195,7 +201,7 @@ def _change(tracker: WorkTreeChange | None) -> Change:
         return Change()
 
 
-def _summary(change: Change | None, log: CallLog, outcome: Outcome, mode: str) -> str:
+def _summary(change: Change | None, log: CallLog, outcome: Outcome, mode: str, guard_note: str = "") -> str:
     """What happened, from the files and the calls: never from the model's prose."""
     lines = [f"Change: {change.stat()}" if change is not None else "Change: unknown (the work tree could not be read)"]
     test = log.last_test
@@ -205,6 +211,8 @@ def _summary(change: Change | None, log: CallLog, outcome: Outcome, mode: str) -
         result = "timed out" if test.timed_out else f"exit {test.exit_code}"
         when = "after the last edit" if test.after_last_edit else "before the last edit"
         lines.append(f"Tests: `{shorten(test.command, 120)}` {result}, {when}")
+    if guard_note:
+        lines.append(f"Test guard: {guard_note}")
     if log.denials or log.errors:
         lines.append(f"Calls: {len(log.denials)} refused, {len(log.errors)} failed (listed above)")
     if outcome.code == ExitCode.REFUSED:

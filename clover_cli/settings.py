@@ -73,8 +73,9 @@ class Settings:
     # local verify decoding: each round's check also denoises a guess of the next round (one forward
     # per round instead of two: fewer forwards; no faster on a CPU, where a wider forward costs more)
     fused_rounds: bool = False
-    # local decoding: str_replace's new_str chosen among one-site repairs of old_str by the model's
-    # likelihood (on, off, or auto: the checkpoint's config.json edit_repairs)
+    # local decoding: one-site repairs of old_str are candidates beside the model's own new_str, which
+    # stands unless the example verifies another (backends/edit_choice.py; on, off, or auto:
+    # the checkpoint's config.json edit_repairs)
     edit_repairs: str = "auto"
     # local decoding, grounded: the answer's `code spans` copy the user's words or tool output (on,
     # off, or auto: the checkpoint's config.json grounded_spans)

@@ -101,6 +101,12 @@ class CloverConfig:
     # `clover fix`: answers given before any file edit are redone, this many per run, as a turn
     # that must call a tool (agent.py): for a model that often stops before it edits
     early_answer_redos: int = 0
+    # what a small checkpoint was made for (clover_cli/backends/competence.py): past a prompt this
+    # long, a workspace with more files, or a reply it scores lower (mean log-probability per
+    # token), it answers that the request needs a larger model; 0 leaves each unlimited
+    max_prompt_tokens: int = 0
+    max_repo_files: int = 0
+    min_reply_logprob: float = 0.0
 
     def __post_init__(self) -> None:
         _check_types(self)
