@@ -53,8 +53,10 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
 
     from clover.repl.headless import RecordingModel
     from clover.runner import build_agent, checkpointer
+    from clover.test_guard import GuardReport, guard_for_fix
 
     trajectory = opts.trajectory or state_dir() / "runs" / f"fix-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+    guard = guard_for_fix(settings, env, model)  # the repository's tests before the agent (test_guard.py)
     tracker, unread = _tracker(root)
     recorder = checkpointer(settings, root, f"fix {opts.issue.name}: {task.splitlines()[0][:60]}",
                             session=f"fix-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -87,6 +89,12 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
         fail(message, code=int(ExitCode.BACKEND))
 
     change, unread = _change(tracker, unread)
+    if change is None:  # an unknown change is not "nothing was changed" to the guard either
+        checked = GuardReport(False, f"tests not compared: the change is unknown ({unread})")
+    else:
+        checked = guard.finish(root, change.patch)
+    if checked.rolled_back:  # the change broke a passing test: nothing of it is left to write or commit
+        change = Change()
     cut = recording.cut_reason()
     # The diff decides; where it cannot be made, whether a call that can change files ran (as for -p).
     changed = bool(change.files) if change is not None else log.mutated
@@ -95,9 +103,10 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
     patch_out = _write_patch(opts.patch_out, change) if opts.patch_out else None
     if opts.commit and change is not None and change.files:
         _commit(root, result, [f.path for f in change.files])
-    summary = _summary(change, unread, log, outcome, settings.mode)
+    summary = _summary(change, unread, log, outcome, settings.mode, checked.note)
     report = _record(result, outcome, summary, change, log, settings.mode, cut, trajectory)
     report["patch_out"] = patch_out
+    report["test_guard"] = checked.to_json()
     _report(opts.output_format, report, result, cut, change.patch_bytes if change is not None else b"")
     return int(outcome.code)
 
@@ -217,7 +226,8 @@ def _change(tracker: WorkTreeChange | None, unread: str) -> tuple[Change | None,
         return None, f"the work tree could not be diffed: {shorten(str(exc), 200)}"
 
 
-def _summary(change: Change | None, unread: str, log: CallLog, outcome: Outcome, mode: str) -> str:
+def _summary(change: Change | None, unread: str, log: CallLog, outcome: Outcome, mode: str,
+             guard_note: str = "") -> str:
     """What happened, from the files and the calls: never from the model's prose."""
     lines = [f"Change: {change.stat()}" if change is not None else f"Change: unknown ({unread})"]
     test = log.last_test
@@ -227,6 +237,8 @@ def _summary(change: Change | None, unread: str, log: CallLog, outcome: Outcome,
         result = "timed out" if test.timed_out else f"exit {test.exit_code}"
         when = "after the last edit" if test.after_last_edit else "before the last edit"
         lines.append(f"Tests: `{shorten(test.command, 120)}` {result}, {when}")
+    if guard_note:
+        lines.append(f"Test guard: {guard_note}")
     if log.denials or log.errors:
         lines.append(f"Calls: {len(log.denials)} refused, {len(log.errors)} failed (listed above)")
     if outcome.code == ExitCode.REFUSED:

@@ -22,21 +22,53 @@ def build_model(settings: Settings) -> Model:
 
 
 def build_environment(settings: Settings, root: str | Path) -> Environment:
-    """Raises SandboxUnavailable (one line) when `sandbox = true` is asked for and bwrap cannot run.
-    The default (`sandbox` unset) is the sandbox wherever bubblewrap works, none where it does not."""
+    """Raises SandboxUnavailable (one line) when `sandbox = true` or `exec_check = true` is asked
+    for and cannot work here. Unset, each is on wherever it works; where the exec check cannot
+    work, one line on stderr says so (commands are then judged by the parser alone)."""
     from clover.tools.environment import LocalEnvironment
-    from clover.tools.sandbox import bwrap_available, make_wrapper
+    from clover.tools.execguard import ExecCheckUnavailable, ExecGuard, unavailable_reason
+    from clover.tools.permissions import PermissionPolicy
+    from clover.tools.sandbox import make_wrapper
 
     wrap = None
-    if settings.sandbox or (settings.sandbox is None and bwrap_available()):
-        wrap = make_wrapper(str(root), writable=settings.add_dirs, network=settings.network)
+    if sandbox_on(settings):
+        wrap = make_wrapper(str(root), writable=settings.add_dirs, network=settings.network,
+                            home_paths=settings.sandbox_home)
+    check = settings.exec_check is not False and unavailable_reason() is None
+    if settings.exec_check and not check:
+        raise ExecCheckUnavailable(f"exec_check = true, but {unavailable_reason()}")
+    if settings.exec_check is None and not check:
+        _say_once(f"clover: the exec check is off ({unavailable_reason()}); commands are judged by their "
+                  "text alone, and any the parser cannot prove simple are asked about")
+    # deny rules hold for every command, also those no gate authorized (a user's `!cmd`)
+    fallback = PermissionPolicy("yolo", deny=settings.deny, root=str(root))
     return LocalEnvironment(
         str(root),
         allowed_roots=list(settings.add_dirs),
         timeout=settings.command_timeout,
         output_limit=settings.output_limit,
         wrap_command=wrap,
+        exec_guard=ExecGuard(fallback, check=check),
+        pass_env=settings.pass_env,
     )
+
+
+def sandbox_on(settings: Settings) -> bool:
+    """The sandbox is used when asked for, and by default wherever bubblewrap works."""
+    from clover.tools.sandbox import bwrap_available
+
+    return bool(settings.sandbox or (settings.sandbox is None and bwrap_available()))
+
+
+_SAID: set[str] = set()
+
+
+def _say_once(line: str) -> None:
+    import sys
+
+    if line not in _SAID:
+        _SAID.add(line)
+        print(line, file=sys.stderr)
 
 
 def build_gate(
@@ -44,8 +76,10 @@ def build_gate(
 ):
     from clover.tools.permissions import PermissionGate, PermissionPolicy
 
+    # plan mode runs commands proven read-only, in the read-only sandbox (none without it)
     policy = PermissionPolicy(
-        settings.mode, allow=settings.allow, ask=settings.ask, deny=settings.deny, root=str(root)
+        settings.mode, allow=settings.allow, ask=settings.ask, deny=settings.deny, root=str(root),
+        plan_commands=sandbox_on(settings),
     )
     return PermissionGate(policy, ask_user=ask_user)
 
@@ -95,6 +129,9 @@ def build_agent(
         from clover.backends.reproduce import policy_allows
 
         bind(env, may_run=lambda command: policy_allows(agent.gate, command))
+    guard = getattr(env, "exec_guard", None)
+    if guard is not None:  # the exec check follows the agent's current gate (chat's /mode swaps it)
+        guard.gate_of = lambda: agent.gate
     return agent
 
 

@@ -18,6 +18,8 @@ def make_repo(path):
     path.mkdir()
     (path / "calc.py").write_text(BUGGY)
     (path / "test_calc.py").write_text(TEST)
+    # commands get only an allowlisted environment (no PYTHONDONTWRITEBYTECODE from the test's own)
+    (path / ".gitignore").write_text("__pycache__/\n")
     for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]):
         subprocess.run(["git", *args], cwd=path, check=True)
     return path

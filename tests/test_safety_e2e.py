@@ -132,13 +132,13 @@ def test_secrets_never_reach_the_model(tmp_path):
     replies = [FakeReply(tool_calls=[{"name": "bash", "arguments": {"command": "env; cat deploy.env"}}]),
                FakeReply(text="done")]
     with FakeChatServer(replies) as server:
-        env = {**user_config(tmp_path, "sandbox = false\n"), "OPENAI_API_KEY": key,
+        env = {**user_config(tmp_path, 'sandbox = false\npass_env = ["PLAIN_*"]\n'), "OPENAI_API_KEY": key,
                "MY_SERVICE_TOKEN": "tok-5e5e5e5e5e5e5e", "PLAIN_SETTING": "visible-1234"}
         proc = clover_fix(tmp_path, repo, None, env, "--yes", "--model", "m", "--base-url", server.url)
         assert proc.returncode == 1, proc.stderr  # exit_codes.NOT_DONE: the fix changed nothing
         sent = json.dumps(server.requests)
     tool_message = [m for m in server.requests[-1]["messages"] if m["role"] == "tool"][0]["content"]
-    assert "PLAIN_SETTING=visible-1234" in tool_message  # the command ran and its output came back
+    assert "PLAIN_SETTING=visible-1234" in tool_message  # the command ran; a listed name passes
     for secret in (key, token, "tok-5e5e5e5e5e5e5e", "OPENAI_API_KEY", "MY_SERVICE_TOKEN"):
         assert secret not in sent, secret
     assert "[REDACTED]" in tool_message  # the token in deploy.env

@@ -19,6 +19,8 @@ import stat
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
+from clover.tools.treescan import CACHE_DIRS
+
 if TYPE_CHECKING:
     import pygit2
 
@@ -108,8 +110,13 @@ def _index_with(repo: pygit2.Repository, paths: list[str]) -> pygit2.Index:
 
 
 def _changed_paths_in_worktree(repo: pygit2.Repository) -> list[str]:
-    """Paths whose work-tree state may differ from HEAD (staged or not, untracked not ignored)."""
-    return sorted(p for p in repo.status(untracked_files="all", ignored=False) if not p.endswith("/"))
+    """Paths whose work-tree state may differ from HEAD (staged or not, untracked not ignored).
+    Untracked files under a regenerable cache (`__pycache__` from running the tests, `.venv`) are
+    not the work's change even where no .gitignore says so."""
+    new = _lib().enums.FileStatus.WT_NEW
+    return sorted(path for path, flags in repo.status(untracked_files="all", ignored=False).items()
+                  if not path.endswith("/")
+                  and not (flags & new and CACHE_DIRS.intersection(path.split("/")[:-1])))
 
 
 def worktree_tree(root: str | os.PathLike[str]) -> str:

@@ -18,16 +18,19 @@ from rich.text import Text
 
 from clover.core.protocols import Environment, Tool, ToolCall
 from clover.repl.menu import Option
+from clover.tools.permissions import offered_prefix
+from clover.tools.permrules import join_words
+from clover.tools.textio import escape_controls
 
-YES, ALWAYS, ALL_EDITS, NO = "yes", "always", "all-edits", "no"
+YES, ALWAYS, ALL_EDITS, PREFIX, NO = "yes", "always", "all-edits", "prefix", "no"
 QUESTION = "Allow? [y]es / [n]o / [a]lways this session, or say what to do instead: "
-WORDS = {"y": YES, "yes": YES, "n": NO, "no": NO, "a": ALWAYS, "always": ALWAYS}
+WORDS = {"y": YES, "yes": YES, "n": NO, "no": NO, "a": ALWAYS, "always": ALWAYS, "p": PREFIX}
 _NO_WITH_REASON = re.compile(r"^no?\b[\s,.:;!-]+(?P<rest>\S.*)$", re.I | re.S)
 Menu = Callable[[str, Sequence[Option], str | None], str]
 
 
 def parse_answer(text: str) -> tuple[str, str] | None:
-    """("yes" | "no" | "always", feedback): `n, use pytest -x` and `run only the fast tests` are a no
+    """("yes" | "no" | "always" | "prefix", feedback): `n, use pytest -x` and `run only the fast tests` are a no
     with feedback for the model. None: not an answer (ask again)."""
     answer = text.strip()
     if answer.lower() in WORDS:
@@ -40,19 +43,29 @@ def parse_answer(text: str) -> tuple[str, str] | None:
     return None
 
 
-def options_for(tool: Tool | None, always_hint: str, width: int = 100, all_edits: bool = True) -> list[Option]:
+def _fit(text: str, room: int) -> str:
+    return text if len(text) <= room else text[: room - 1] + "…"
+
+
+def options_for(tool: Tool | None, always_hint: str, width: int = 100, all_edits: bool = True,
+                prefix: str = "") -> list[Option]:
     """The menu. For a file edit "always" is every edit this session (Claude Code's choice: asking
     file by file is what the user wants to stop) where the mode is what asked (`all_edits`; an ask
     rule asks in auto-edit too); otherwise what `always_hint` names (cut to fit one line of `width`:
-    /permissions lists it whole afterwards)."""
+    /permissions lists it whole afterwards). `prefix`: the leading words of a command the parser
+    proved literal, offered as a `bash(prefix:*)` rule."""
     if all_edits and getattr(tool, "edits_files", False):
         always = Option(ALL_EDITS, "Yes, and allow all edits this session", ("a",))
     else:
         room = max(width - 60, 16)  # the rest of the row: its number, the words, the key
-        hint = always_hint if len(always_hint) <= room else always_hint[: room - 1] + "…"
+        hint = _fit(always_hint, room)
         what = f" for {hint}" if hint else ""
         always = Option(ALWAYS, f"Yes, and don't ask again{what} this session", ("a",))
-    return [Option(YES, "Yes", ("y",)), always, Option(NO, "No, and tell Clover what to do instead", ("n",))]
+    options = [Option(YES, "Yes", ("y",)), always]
+    if prefix:
+        shown = _fit(prefix, max(width - 70, 16))
+        options.append(Option(PREFIX, f"Yes, and allow commands starting with `{shown}` this session", ("p",)))
+    return options + [Option(NO, "No, and tell Clover what to do instead", ("n",))]
 
 
 def _first(args: dict[str, Any], *names: str) -> Any:
@@ -113,12 +126,13 @@ class Approver:
             else:
                 self.console.print(Text(diff.rstrip("\n")))
         elif command is not None:
-            if command.strip() not in self.call_shown:  # the ⏺ line cut it: show it whole
+            shown = escape_controls(command)  # control characters as escapes: the preview is what runs
+            if shown.strip() not in self.call_shown:  # the ⏺ line cut it: show it whole
                 if self.console.is_terminal:
-                    self.console.print(Syntax(command, "bash", theme="ansi_dark", background_color="default",
+                    self.console.print(Syntax(shown, "bash", theme="ansi_dark", background_color="default",
                                               word_wrap=True))
                 else:
-                    self.console.print(Text(command), soft_wrap=True)
+                    self.console.print(Text(shown), soft_wrap=True)
         elif preview:
             self.console.print(Text(preview))
         else:
@@ -134,9 +148,16 @@ class Approver:
                 self.after_ask()
 
     def _ask(self, call: ToolCall, preview: str, tool: Tool | None = None) -> str:
+        exec_start = call.name == "exec"  # a program a running command starts (the exec check asks)
+        if exec_start:
+            self.console.print(Text(escape_controls(preview), style="yellow"))
         self.show(call, preview, tool)
+        words = offered_prefix("bash" if exec_start else call.name, call.arguments or {})
+        prefix = escape_controls(join_words(words)) if words else ""
+        if exec_start:
+            self.always_hint = "this exact program start"
         try:
-            answer, feedback = self._answer(tool)
+            answer, feedback = self._answer(tool, prefix)
         except EOFError:
             self.console.print("no answer (input closed): refused", style="yellow")
             self.stopped = self.closed = True
@@ -153,20 +174,25 @@ class Approver:
             self.console.print(Text(f"  allowed for the rest of this session: {self.always_hint}", style="dim"))
         return answer
 
-    def _answer(self, tool: Tool | None) -> tuple[str, str]:
-        options = options_for(tool, self.always_hint, self.console.width, self.all_edits)
+    def _answer(self, tool: Tool | None, prefix: str = "") -> tuple[str, str]:
+        options = options_for(tool, self.always_hint, self.console.width, self.all_edits, prefix)
         if self.menu is not None:
             what = "edit" if getattr(tool, "edits_files", False) else "call"
             return self.menu(f"Allow this {what}?", options, NO), ""
         if options[1].value == ALL_EDITS:
             self.console.print(Text("  [a]lways allows all edits for the rest of this session (auto-edit)", style="dim"))
         elif self.always_hint:
-            self.console.print(Text(f"  [a]lways allows {self.always_hint} for the rest of this session", style="dim"))
+            self.console.print(Text(f"  [a]lways allows {escape_controls(self.always_hint)} for the rest of this "
+                                    "session", style="dim"))
+        if prefix:
+            self.console.print(Text(f"  [p] always allows commands starting with `{prefix}`", style="dim"))
         while True:
             text = self.ask(QUESTION)
             if not text.strip():
                 continue
             parsed = parse_answer(text)
+            if parsed is not None and parsed[0] == PREFIX and not prefix:
+                parsed = None
             if parsed is None:
                 self.console.print("please answer y, n or a, or say what to do instead", style="yellow")
                 continue

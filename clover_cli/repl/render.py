@@ -28,6 +28,7 @@ from clover.repl.diffusion_view import DiffusionView
 from clover.repl.outputs import StoredOutput, count_lines
 from clover.repl.reflow import install_live
 from clover.repl.toolview import clean, edit_summary, split_exit, tail_lines
+from clover.tools.textio import escape_controls
 
 KEY_ARGS = ("command", "path", "file_path", "pattern", "query", "url", "glob")
 RESULT_HEAD = 4  # a tool's output on screen: its first lines and its last (a test summary is last)
@@ -55,6 +56,7 @@ def describe_call(call: ToolCall, width: int = 90) -> str:
     if not parts:
         parts = [v for v in args.values() if isinstance(v, str | int | float) and not isinstance(v, bool)][:1]
     inner = ", ".join(str(p).strip().splitlines()[0] if str(p).strip() else "" for p in parts)
+    inner = escape_controls(inner)  # a command's escape codes must not repaint the line (issue 47)
     if len(inner) > width:
         inner = inner[: width - 1] + "…"
     return f"{call.name}({inner})"
