@@ -106,10 +106,14 @@ def test_patch_out_problems_are_one_line_and_lose_nothing(tmp_path):
                       "--patch-out", str(tmp_path / "no" / "fix.diff"), env=env)
     assert proc.returncode == 2 and proc.stderr.strip().startswith("clover: --patch-out: directory not found")
     assert (repo / "calc.py").read_text() == BUGGY
-    # A target that cannot be written is a warning; the diff and report still come out.
+    # So is a directory (the fix would be made and its patch lost).
     (tmp_path / "adir").mkdir()
     proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--model", model, "--yes",
                       "--patch-out", str(tmp_path / "adir"), env=env)
+    assert proc.returncode == 2 and "is a directory" in proc.stderr and (repo / "calc.py").read_text() == BUGGY
+    # A write that fails only at the end (a full disk) is a warning; the diff and report still come out.
+    proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--model", model, "--yes",
+                      "--patch-out", "/dev/full", env=env)
     assert proc.returncode == 0, proc.stderr
     assert "clover: warning: cannot write" in proc.stderr and "+    return a + b" in proc.stdout
     assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr
