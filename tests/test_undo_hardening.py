@@ -257,3 +257,32 @@ def test_an_undo_never_writes_through_a_symlink_that_replaced_a_directory(root: 
     out = cp.undo()
     assert os.listdir(elsewhere) == [] and os.listdir(outside) == []
     assert sorted(c.path for c in out.conflicts) == ["d", "d/c.txt"]
+
+
+def test_an_undo_cut_short_after_making_a_directory_leaves_it_with_its_own_bits(root: Path, tmp_path: Path,
+                                                                               monkeypatch) -> None:
+    """The agent removes the user's directory; the undo is killed after it made the directory again
+    (found by the property test). HEAD made it 0700 and set its bits only at the very end, so the
+    rerun took the 0700 for the user's change: a conflict, the directory's bits and file not back."""
+    (root / "d").mkdir()
+    (root / "d" / "f.txt").write_text("mine\n")
+    os.chmod(root / "d", 0o755)
+    cp = Checkpoints(str(root), store=str(tmp_path / "store"))
+    step(cp, "s", 1, "rm -r d")
+    real_write = undoplan.Writer.write
+
+    class Killed(BaseException):
+        pass
+
+    def write(self, rel, entry):
+        if rel != "d":
+            raise Killed
+        real_write(self, rel, entry)
+
+    monkeypatch.setattr(undoplan.Writer, "write", write)
+    with pytest.raises(Killed):
+        cp.undo()
+    monkeypatch.setattr(undoplan.Writer, "write", real_write)
+    out = Checkpoints(str(root), store=str(tmp_path / "store")).undo()
+    assert not out.conflicts and [a.path for a in out.done] == ["d/f.txt"]
+    assert os.stat(root / "d").st_mode & 0o777 == 0o755 and (root / "d" / "f.txt").read_text() == "mine\n"

@@ -7,6 +7,7 @@ reported as a conflict."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
@@ -74,6 +75,9 @@ def perform(root: Path, operation: tuple) -> None:
                 os.symlink(operation[2], path)
     except (FileExistsError, NotADirectoryError, FileNotFoundError, IsADirectoryError):
         pass
+    except OSError as exc:  # a write through a link to itself fails, as the agent's command would
+        if exc.errno != errno.ELOOP:
+            raise
 
 
 def state(root: Path) -> dict[str, tuple]:

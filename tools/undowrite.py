@@ -59,7 +59,10 @@ class Writer:
                 except FileNotFoundError:
                     info = None
                 if info is None or not stat.S_ISDIR(info.st_mode):
-                    os.mkdir(name, 0o700, dir_fd=dfd)  # its own bits once its content is in (it may be read-only)
+                    os.mkdir(name, 0o700, dir_fd=dfd)
+                    if entry.mode & 0o700 == 0o700:  # its bits now: an undo cut short leaves it as recorded
+                        self.chmod_dir(rel, entry.mode)
+                    # (one the owner cannot write gets its bits once its content is in: apply's last pass)
                 return
             tmp = f".clover-undo-{uuid.uuid4().hex[:12]}"
             try:
