@@ -286,3 +286,30 @@ def test_an_undo_cut_short_after_making_a_directory_leaves_it_with_its_own_bits(
     out = Checkpoints(str(root), store=str(tmp_path / "store")).undo()
     assert not out.conflicts and [a.path for a in out.done] == ["d/f.txt"]
     assert os.stat(root / "d").st_mode & 0o777 == 0o755 and (root / "d" / "f.txt").read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("agent", ["rm f.txt && mkdir f.txt", "rm -r d && echo agent > d"])
+def test_an_undo_killed_between_removing_and_writing_a_path_is_finished_next_time(
+        root: Path, tmp_path: Path, monkeypatch, agent: str) -> None:
+    """The agent turned the user's file into a directory (or a directory into a file); the undo is
+    killed after removing the agent's one and before writing the user's (found by the property
+    test). HEAD: the rerun saw the path gone, called it a conflict, and the user's file stayed lost."""
+    (root / "d").mkdir()
+    (root / "d" / "c.txt").write_text("in d\n")
+    cp = Checkpoints(str(root), store=str(tmp_path / "store"))
+    step(cp, "s", 1, agent)
+
+    class Killed(BaseException):
+        pass
+
+    def write(self, rel, entry):
+        raise Killed
+
+    real_write = undoplan.Writer.write
+    monkeypatch.setattr(undoplan.Writer, "write", write)
+    with pytest.raises(Killed):
+        cp.undo()
+    monkeypatch.setattr(undoplan.Writer, "write", real_write)
+    out = Checkpoints(str(root), store=str(tmp_path / "store")).undo()
+    assert not out.conflicts, out.conflicts
+    assert (root / "f.txt").read_text() == "orig\n" and (root / "d" / "c.txt").read_text() == "in d\n"

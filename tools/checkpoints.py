@@ -33,7 +33,7 @@ from typing import Any
 
 from clover.tools import gitobjects, undoplan
 from clover.tools.signalsafe import held_signals
-from clover.tools.treescan import CACHE_DIRS, Scan, Scanner
+from clover.tools.treescan import CACHE_DIRS, Entry, Scan, Scanner
 from clover.tools.undoplan import Outcome, Plan, Record
 
 __all__ = ["CACHE_DIRS", "Checkpoints", "Group", "Recorder", "SnapshotError"]
@@ -147,8 +147,11 @@ class Checkpoints:
         previous, seen = self.scanner.previous, False
         if previous is not None:
             recorded = {c.path for r in journal["records"] for c in r.changes}
+            midway = set(journal["pending"].get("paths", {}))  # left absent by an undo cut short
             for path in recorded:
                 old, new = previous.get(path), scan.entries.get(path)
+                if new is None and path in midway:
+                    continue
                 if not (old is None and new is None or (old is not None and old.same(new))):
                     journal["touched"][path] = journal["clock"]
                     seen = True
@@ -193,6 +196,12 @@ class Checkpoints:
             stamp = time.strftime("%Y%m%d-%H%M%S")
             where = os.path.join(self.store, "saved", f"{stamp}-{'redo' if shown.redo else 'undo'}")
             journal["clock"] += 1
+            # A path whose kind changes is absent between its removal and its write: noted first, so
+            # that an undo killed in between is finished by the next one, not taken for the user's.
+            journal["pending"] = {"group": _held_key(group), "paths": {
+                a.path: a.current.dump() for a in fresh.actions if undoplan.replaces_kind(a)}}
+            if journal["pending"]["paths"]:
+                self._save(journal)
             outcome = undoplan.apply(fresh, undoplan.Writer(self.root, self.repo), lambda: where, journal["clock"])
             key = [group.session, group.request]
             for stack in ("redo", "undone"):
@@ -200,6 +209,7 @@ class Checkpoints:
                 if not shown.redo:
                     journal[stack].append(key)
             journal["held"].pop(_held_key(group), None)
+            journal["pending"] = {}
             if fresh.conflicts and not shown.redo:  # what the plan left: once it can go, undo comes back here
                 journal["held"][_held_key(group)] = sorted({c.path for c in fresh.conflicts})
             self._save(journal)
@@ -219,8 +229,11 @@ class Checkpoints:
     def _plan(self, journal: dict[str, Any], group: Group, redo: bool, force: bool) -> Plan:
         mine = {r.id for r in group.records}
         others = [r for r in journal["records"] if r.id not in mine]
+        pending = journal["pending"]
+        midway = {p: Entry.load(e) for p, e in pending.get("paths", {}).items()} if (
+            pending.get("group") == _held_key(group)) else {}
         plan = undoplan.plan(group.records, self.scanner.entry, self._paths_under, redo=redo, force=force,
-                             others=others, touched=journal["touched"])
+                             others=others, touched=journal["touched"], midway=midway)
         self._keep_refs_whole(plan)
         return plan
 
@@ -312,6 +325,7 @@ class Checkpoints:
         return {"records": records, "redo": list(data.get("redo", [])), "undone": list(data.get("undone", [])),
                 "clock": int(data.get("clock", 0)), "touched": dict(data.get("touched", {})),
                 "agent_repos": list(data.get("agent_repos", [])), "held": dict(data.get("held", {})),
+                "pending": dict(data.get("pending", {})),
                 "next_id": int(data.get("next_id", max((r.id for r in records), default=0) + 1))}
 
     def _save(self, journal: dict[str, Any]) -> None:

@@ -146,14 +146,15 @@ class Plan:
 
 def plan(records: list[Record], current: Callable[[str], Entry | None], exists_under: Callable[[str], list[str]],
          *, redo: bool = False, force: bool = False, others: list[Record] = (),
-         touched: dict[str, int] | None = None) -> Plan:
+         touched: dict[str, int] | None = None, midway: dict[str, Entry | None] | None = None) -> Plan:
     """The undo (or redo) of `records` (one group) against the tree as `current` reads it;
     `exists_under(dir)` lists the paths a directory holds now. `others`: every other record; a
     path a later record (an earlier one, for a redo) changed, and that is not undone (redone)
     itself, is not this group's to revert: its state now is not this group's doing. `touched`:
     when a path was last seen changed by someone else than an agent step (the journal's clock);
     a change made (or undone) before that is not reverted over it, even where the path looks
-    as the change left it (the user changed it and back)."""
+    as the change left it (the user changed it and back). `midway`: paths an undo (redo) of this
+    group removed on the way to writing them and was killed before it wrote: what they held."""
     touched = touched or {}
     ordered = sorted(records, key=lambda r: r.id, reverse=not redo)
     want = "undone" if redo else "applied"
@@ -187,6 +188,8 @@ def plan(records: list[Record], current: Callable[[str], Entry | None], exists_u
             settled += links  # already as the undo (redo) leaves it: an undo cut short, or by hand
             continue
         expected, done, why, save = cur, [], "", None
+        if cur is None and midway and path in midway:
+            expected = midway[path]  # carry on from where the cut-short undo was
         for rec_id, ch in id_links:
             if any((other > rec_id) != redo for other in blocking.get(path, [])):
                 why = "changed by a later request that is not undone" if not redo else (
@@ -354,6 +357,11 @@ def apply(p: Plan, writer: Writer, save_dir: Callable[[], str], clock: int = 0) 
     if not p.redo:
         _moves(p, writer, out)
     return out
+
+
+def replaces_kind(a: Action) -> bool:
+    """Whether applying `a` removes the path before writing it (a directory for a file or back)."""
+    return a.current is not None and a.target is not None and (a.current.kind == "d") != (a.target.kind == "d")
 
 
 def _fail(out: Outcome, a: Action, why: str) -> None:
