@@ -313,3 +313,35 @@ def test_an_undo_killed_between_removing_and_writing_a_path_is_finished_next_tim
     out = Checkpoints(str(root), store=str(tmp_path / "store")).undo()
     assert not out.conflicts, out.conflicts
     assert (root / "f.txt").read_text() == "orig\n" and (root / "d" / "c.txt").read_text() == "in d\n"
+
+
+def test_what_a_killed_undo_removed_is_not_taken_for_the_users_change_by_older_requests(
+        root: Path, tmp_path: Path, monkeypatch) -> None:
+    """Request 1 removes the user's d/; request 2 makes d/c.txt/ a directory. The undo of request 2
+    is killed after one removal (found by the property test). HEAD: the next scan took that removal
+    for the user's, so undoing request 1 called d/c.txt "changed since the agent's step": lost."""
+    (root / "d").mkdir()
+    (root / "d" / "c.txt").write_text("mine\n")
+    cp = Checkpoints(str(root), store=str(tmp_path / "store"))
+    step(cp, "s", 1, "rm -r d")
+    step(cp, "s", 2, "mkdir -p d/c.txt")
+
+    class Killed(BaseException):
+        pass
+
+    real_remove = undoplan.Writer.remove
+    removed = []
+
+    def remove(self, rel, entry):
+        if removed:
+            raise Killed
+        removed.append(rel)
+        real_remove(self, rel, entry)
+
+    monkeypatch.setattr(undoplan.Writer, "remove", remove)
+    with pytest.raises(Killed):
+        cp.undo()
+    monkeypatch.setattr(undoplan.Writer, "remove", real_remove)
+    again = Checkpoints(str(root), store=str(tmp_path / "store"))
+    assert not again.undo().conflicts and not again.undo().conflicts
+    assert (root / "d" / "c.txt").read_text() == "mine\n"

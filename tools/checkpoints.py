@@ -147,10 +147,10 @@ class Checkpoints:
         previous, seen = self.scanner.previous, False
         if previous is not None:
             recorded = {c.path for r in journal["records"] for c in r.changes}
-            midway = set(journal["pending"].get("paths", {}))  # left absent by an undo cut short
+            midway = journal["pending"].get("paths", {})  # an undo cut short: not the user's doing
             for path in recorded:
                 old, new = previous.get(path), scan.entries.get(path)
-                if new is None and path in midway:
+                if path in midway and (Entry.load(midway[path][1]) == new or new is None):
                     continue
                 if not (old is None and new is None or (old is not None and old.same(new))):
                     journal["touched"][path] = journal["clock"]
@@ -196,12 +196,11 @@ class Checkpoints:
             stamp = time.strftime("%Y%m%d-%H%M%S")
             where = os.path.join(self.store, "saved", f"{stamp}-{'redo' if shown.redo else 'undo'}")
             journal["clock"] += 1
-            # A path whose kind changes is absent between its removal and its write: noted first, so
-            # that an undo killed in between is finished by the next one, not taken for the user's.
+            # Noted first, so that what an undo killed midway wrote (or removed on the way to writing,
+            # where a path's kind changes) is finished by the next one, never taken for the user's.
             journal["pending"] = {"group": _held_key(group), "paths": {
-                a.path: a.current.dump() for a in fresh.actions if undoplan.replaces_kind(a)}}
-            if journal["pending"]["paths"]:
-                self._save(journal)
+                a.path: [a.current and a.current.dump(), a.target and a.target.dump()] for a in fresh.actions}}
+            self._save(journal)
             outcome = undoplan.apply(fresh, undoplan.Writer(self.root, self.repo), lambda: where, journal["clock"])
             key = [group.session, group.request]
             for stack in ("redo", "undone"):
@@ -230,7 +229,8 @@ class Checkpoints:
         mine = {r.id for r in group.records}
         others = [r for r in journal["records"] if r.id not in mine]
         pending = journal["pending"]
-        midway = {p: Entry.load(e) for p, e in pending.get("paths", {}).items()} if (
+        midway = {p: Entry.load(cur) for p, (cur, target) in pending.get("paths", {}).items()
+                  if cur and target and (cur[0] == "d") != (target[0] == "d")} if (
             pending.get("group") == _held_key(group)) else {}
         plan = undoplan.plan(group.records, self.scanner.entry, self._paths_under, redo=redo, force=force,
                              others=others, touched=journal["touched"], midway=midway)
