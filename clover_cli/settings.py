@@ -74,7 +74,7 @@ class Settings:
     # per round instead of two: fewer forwards; no faster on a CPU, where a wider forward costs more)
     fused_rounds: bool = False
     # local decoding: one-site repairs of old_str are candidates beside the model's own new_str, which
-    # stands unless the example verifies another (backends/edit_choice.py; on, off, or auto:
+    # stands unless the example verifies another (decoding/edit_choice.py; on, off, or auto:
     # the checkpoint's config.json edit_repairs)
     edit_repairs: str = "auto"
     # local decoding, grounded: the answer's `code spans` copy the user's words or tool output (on,

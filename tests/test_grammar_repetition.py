@@ -54,7 +54,7 @@ def test_a_value_looping_after_a_looping_thought_still_closes_its_call(clover):
 
 
 def test_after_a_closed_thought_the_grammar_refuses_another(clover):
-    from clover.backends.tool_grammar import ToolCallGrammar
+    from clover.decoding.tool_grammar import ToolCallGrammar
 
     kw = {"opened": False, "stop_ids": clover.stop_ids, "vocab_size": clover.config.vocab_size,
           "mask_id": clover.config.mask_token_id}  # fmt: skip
