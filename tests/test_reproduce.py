@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from clover.backends import reproduce
+from clover.decoding import reproduce
 from clover.decoding.edit_choice import EditChoice, verified_choice
 from clover.decoding.grounding import Workspace
 from clover.decoding.reproduce import Reproduction, policy_allows
