@@ -5,19 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from clover.core.compat import tomllib
 from clover.core.protocols import MODES
 from clover.model.config import DECODE_ORDERS as MODEL_DECODE_ORDERS
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 
 # What a repository's own .clover/config.toml may set: a cloned repo must not loosen the user's
 # safety settings (mode, allow rules, extra dirs, sandbox), choose the model or backend (a

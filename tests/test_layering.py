@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from clover.core.compat import tomllib
+
 ROOT = Path(__file__).resolve().parents[1]
 # folder -> (installed import name, layer)
 FOLDERS = {
@@ -137,11 +139,6 @@ def _modules() -> list[Path]:
 
 def test_every_installed_package_has_a_layer() -> None:
     # A new top-level package (pyproject's package-dir) must be placed in the stack, not escape it.
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10
-        import tomli as tomllib
-
     mapping = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["tool"]["setuptools"]["package-dir"]
     assert set(mapping.values()) <= set(FOLDERS), f"give these folders a layer: {set(mapping.values()) - set(FOLDERS)}"
     assert all(FOLDERS[folder][0] == name for name, folder in mapping.items())
