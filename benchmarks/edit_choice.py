@@ -1,4 +1,4 @@
-"""What edit repairs cost (clover_cli/backends/edit_choice.py): choosing a str_replace's edit among
+"""What edit repairs cost (decoding/edit_choice.py): choosing a str_replace's edit among
 (line, repair) pairs, against decoding the same turn, on held-out SynthFix instances.
 
     python -m benchmarks.edit_choice [--model embedded] [--count 5] [--seed 0]
@@ -39,11 +39,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
 
-    from clover.backends.edit_choice import choose_edit
-    from clover.backends.grounding import Workspace
     from clover.backends.local import LocalCloverModel
-    from clover.backends.reproduce import Reproduction
     from clover.core.protocols import ToolCall, tool_spec
+    from clover.decoding.edit_choice import choose_edit
+    from clover.decoding.grounding import Workspace
+    from clover.decoding.reproduce import Reproduction
     from clover.evals.synthfix.generator import build_instance
     from clover.model.chat import render_tool_call
     from clover.settings import Settings

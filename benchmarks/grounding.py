@@ -1,4 +1,4 @@
-"""What grounded decoding costs (clover_cli/backends/grounding.py): building a file's index, and one
+"""What grounded decoding costs (decoding/grounding.py): building a file's index, and one
 token's mask step, against one forward of the model.
 
     python -m benchmarks.grounding [--model embedded] [--mb 1.0] [--paths 10000] [--repeat 5]
@@ -49,8 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from clover.backends.local import checkpoint_dir, load_model
-    from clover.backends.tool_grammar import ToolCallGrammar
-    from clover.backends.value_nodes import CandidateSet, FileIndex, Vocab
+    from clover.decoding.tool_grammar import ToolCallGrammar
+    from clover.decoding.value_nodes import CandidateSet, FileIndex, Vocab
     from clover.model.tokenizer import CloverTokenizer
 
     torch.set_num_threads(1)

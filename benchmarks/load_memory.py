@@ -1,19 +1,19 @@
-"""Peak host memory and time of loading a checkpoint: the streaming loader (clover.model.load) beside
-the one it replaced (benchmarks/legacy_load.py), for both expert layouts, each load in a fresh
-subprocess.
+"""Peak host memory and time of loading a checkpoint with the streaming loader (clover.model.load),
+for both expert layouts, each load in a fresh subprocess. (The loader it replaced and the figures of
+the two side by side: docs/performance.md, "Loading".)
 
 Measured: the process's peak RSS above its RSS right after the imports (the peak is reset there by
 writing 5 to /proc/self/clear_refs, and read as VmHWM afterwards), and the load's wall time. The bound
 of issue 20: on CPU peak <= model bytes + 1.2 x largest shard + 100 MB; onto a GPU <= 1.2 x largest
 shard + 100 MB. The peak is judged after every weight has been read once, since weights mapped from the
-file (both loaders do that for CPU tensors already in the wanted dtype) count in RSS from then on.
+file (the loader does that for CPU tensors already in the wanted dtype) count in RSS from then on.
 
     python -m benchmarks.load_memory                      # ~600 MB bf16, 4 shards, both layouts, CPU
     python -m benchmarks.load_memory --device cuda --json figures.json
-    python -m benchmarks.load_memory --preset clover-35b-a3b --layers 8 --loaders streamed --layouts fused
-    python -m benchmarks.load_memory --preset clover-35b-a3b --layers 4 --loaders streamed --quantize int4
+    python -m benchmarks.load_memory --preset clover-35b-a3b --layers 8 --layouts fused
+    python -m benchmarks.load_memory --preset clover-35b-a3b --layers 4 --quantize int4
 
-`--quantize int4|int8`: the streamed loader quantizes on load (model/load_quant.py); the model's bytes
+`--quantize int4|int8`: the loader quantizes on load (model/load_quant.py); the model's bytes
 in the bound are then its quantized bytes as loaded, so the peak is judged against the quantized size.
 """
 
@@ -38,18 +38,16 @@ def _status(field: str) -> int:
     raise RuntimeError(f"no {field} in /proc/self/status")
 
 
-def child(loader: str, directory: str, device: str, quantize: str | None = None) -> None:
+def child(directory: str, device: str, quantize: str | None = None) -> None:
     """One load in this (fresh) process; prints one JSON line."""
     import torch
 
-    from benchmarks.legacy_load import load_checkpoint_legacy
     from clover.model.config import tiny
     from clover.model.load import load_checkpoint
     from clover.model.modeling import CloverForCausalLM
 
     torch.set_num_threads(1)
-    fn = load_checkpoint if loader == "streamed" else load_checkpoint_legacy
-    # Both loaders build the model on the meta device; torch's first meta op imports torch._dynamo
+    # The loader builds the model on the meta device; torch's first meta op imports torch._dynamo
     # (~160 MB, seconds): an import, whatever the checkpoint's size, so it happens before the baseline.
     with torch.device("meta"):
         CloverForCausalLM(tiny())
@@ -61,13 +59,13 @@ def child(loader: str, directory: str, device: str, quantize: str | None = None)
         reset = False
     t0 = time.perf_counter()
     kwargs = {"quantize": quantize} if quantize else {}
-    model = fn(directory, device=device, dtype=torch.bfloat16, **kwargs).model
+    model = load_checkpoint(directory, device=device, dtype=torch.bfloat16, **kwargs).model
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
     peak = _status("VmHWM")
-    # Weights that still map the file (the legacy loader's tensors when no cast was needed) only
-    # become resident when first read: read each once, so both loaders are compared in use too.
+    # Weights that still map the file (tensors stored in the wanted dtype) only become resident when
+    # first read: read each once, so the peak in use is measured too.
     with torch.no_grad():
         for p in model.parameters():
             p.sum()
@@ -118,12 +116,12 @@ def write(directory: Path, preset: str, layers: int | None, layout: str, shards:
     }
 
 
-def measure(loader: str, directory: Path, device: str, repeat: int, quantize: str | None = None) -> dict:
+def measure(directory: Path, device: str, repeat: int, quantize: str | None = None) -> dict:
     """The median of `repeat` loads, each in a fresh process (a shared machine is noisy)."""
     runs = []
     for _ in range(repeat):
         out = subprocess.run(
-            [sys.executable, "-m", "benchmarks.load_memory", "--child", loader, str(directory), "--device", device,
+            [sys.executable, "-m", "benchmarks.load_memory", "--child", str(directory), "--device", device,
              *(["--quantize", quantize] if quantize else [])],
             capture_output=True, text=True, check=False,
         )  # fmt: skip
@@ -136,22 +134,19 @@ def measure(loader: str, directory: Path, device: str, repeat: int, quantize: st
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--child", nargs=2, metavar=("LOADER", "DIR"), help=argparse.SUPPRESS)
+    ap.add_argument("--child", metavar="DIR", help=argparse.SUPPRESS)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--preset", default="bench-600mb", help="bench-600mb, clover-35b-a3b, tiny")
     ap.add_argument("--layers", type=int, default=None, help="cut the preset to this many layers")
     ap.add_argument("--shards", type=int, default=4)
     ap.add_argument("--layouts", nargs="+", default=["per_expert", "fused"])
-    ap.add_argument("--loaders", nargs="+", default=["legacy", "streamed"])
     ap.add_argument("--repeat", type=int, default=3, help="loads per figure (median)")
     ap.add_argument("--dir", default=None, help="where to write the checkpoints (default: a temp dir)")
     ap.add_argument("--json", default=None, help="append the figures to this JSON file")
-    ap.add_argument("--quantize", choices=("int4", "int8"), default=None, help="quantize on load (streamed loader only)")
+    ap.add_argument("--quantize", choices=("int4", "int8"), default=None, help="quantize on load")
     a = ap.parse_args(argv)
-    if a.quantize and "legacy" in a.loaders and not a.child:
-        ap.error("--quantize needs --loaders streamed (the legacy loader does not quantize)")
     if a.child:
-        child(a.child[0], a.child[1], a.device, a.quantize)
+        child(a.child, a.device, a.quantize)
         return 0
     root = Path(a.dir or tempfile.mkdtemp(prefix="clover-loadbench-"))
     rows = []
@@ -159,46 +154,37 @@ def main(argv: list[str] | None = None) -> int:
         d = root / layout
         info = write(d, a.preset, a.layers, layout, a.shards)
         slack = 1.2 * info["largest_shard"] + 100 * MB
-        for loader in a.loaders:
-            r = measure(loader, d, a.device, a.repeat, a.quantize)
-            # quantized on load, the model in memory is its quantized bytes (as loaded), not the file's
-            held = r.get("host_param_bytes", 0) if a.quantize else info["model_bytes"]
-            bound = slack + (held if a.device == "cpu" else 0)
-            row = {"layout": layout, "loader": loader, "device": a.device, "preset": a.preset, **info, **r,
-                   "bound": bound, "quantize": a.quantize, "model_bytes_loaded": held}  # fmt: skip
-            if "peak_above_import" in r:
-                # judged once every weight has been read: mapped weights count from then on
-                peak = max(r["peak_above_import"], r["peak_in_use_above_import"])
-                row["within_bound"] = peak <= bound
-                row["beyond_model"] = peak - (held if a.device == "cpu" else 0)
-            rows.append(row)
-            print(_line(row), flush=True)
+        r = measure(d, a.device, a.repeat, a.quantize)
+        # quantized on load, the model in memory is its quantized bytes (as loaded), not the file's
+        held = r.get("host_param_bytes", 0) if a.quantize else info["model_bytes"]
+        bound = slack + (held if a.device == "cpu" else 0)
+        row = {"layout": layout, "device": a.device, "preset": a.preset, **info, **r,
+               "bound": bound, "quantize": a.quantize, "model_bytes_loaded": held}  # fmt: skip
+        if "peak_above_import" in r:
+            # judged once every weight has been read: mapped weights count from then on
+            peak = max(r["peak_above_import"], r["peak_in_use_above_import"])
+            row["within_bound"] = peak <= bound
+            row["beyond_model"] = peak - (held if a.device == "cpu" else 0)
+        rows.append(row)
+        print(_line(row), flush=True)
         if not a.dir:
             import shutil
 
             shutil.rmtree(d, ignore_errors=True)
-    for layout in a.layouts:
-        pair = {r["loader"]: r for r in rows if r["layout"] == layout and "seconds" in r}
-        if {"legacy", "streamed"} <= pair.keys():
-            old, new = pair["legacy"], pair["streamed"]
-            print(f"{layout}: streamed/legacy: load peak {new['peak_above_import'] / old['peak_above_import']:.2f}x, "
-                  f"load time {new['seconds'] / old['seconds']:.2f}x; in use: peak "
-                  f"{new['peak_in_use_above_import'] / old['peak_in_use_above_import']:.2f}x, time "
-                  f"{new['seconds_to_in_use'] / old['seconds_to_in_use']:.2f}x")  # fmt: skip
     if a.json:
         p = Path(a.json)
         existing = json.loads(p.read_text()) if p.is_file() else {}
         existing.setdefault("load_memory", []).extend(rows)
         p.write_text(json.dumps(existing, indent=1))
-    return 0 if all(r.get("within_bound", True) for r in rows if r["loader"] == "streamed") else 1
+    return 0 if all(r.get("within_bound", True) for r in rows) else 1
 
 
 def _line(r: dict) -> str:
     if "error" in r:
-        return f"{r['layout']:>10} {r['loader']:>8}: error {r['error']}"
+        return f"{r['layout']:>10}: error {r['error']}"
     quantized = f" ({r['quantize']} on load: {r['model_bytes_loaded'] / MB:.0f} MB)" if r.get("quantize") else ""
     return (
-        f"{r['layout']:>10} {r['loader']:>8}: model {r['model_bytes'] / MB:5.0f} MB{quantized}, largest shard "
+        f"{r['layout']:>10}: model {r['model_bytes'] / MB:5.0f} MB{quantized}, largest shard "
         f"{r['largest_shard'] / MB:5.0f} MB; peak RSS above imports: at load {r['peak_above_import'] / MB:5.0f} MB, "
         f"every weight read {r['peak_in_use_above_import'] / MB:5.0f} MB (beyond the model "
         f"{r['beyond_model'] / MB:4.0f} MB; bound {r['bound'] / MB:5.0f} MB {'ok' if r['within_bound'] else 'OVER'}); "

@@ -1,7 +1,9 @@
 """Cost of making a step undoable, old vs new, side by side in one process.
 
-Old (benchmarks/legacy_checkpoints.py): one whole-tree snapshot before each step, with the git
-program (`git add -A` into a shadow index, ls-files, write-tree, mktree). New
+Old: the design the recorder replaced, one whole-tree snapshot before each step with the git
+program: `git add -A` into a shadow index and `git write-tree` into a separate object store (the
+old store also copied `.git`'s state and listed ignored files, so this baseline is a lower bound
+of the old cost; the replaced code is in git history, tools/checkpoints.py before issue 46). New
 (tools/checkpoints.py): a scan before and after each tool call that may write (stat only for
 files already read; new contents into the object store through libgit2), and the change record.
 Measured on a copy of this repository's tracked files and on a synthetic 5,000-file tree; one
@@ -22,7 +24,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.legacy_checkpoints import Checkpoints as OldCheckpoints
 from clover.tools.checkpoints import Checkpoints
 
 REPO = Path(__file__).resolve().parents[1]
@@ -74,12 +75,21 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
+def whole_tree_snapshot(root: Path, store: Path) -> None:
+    """The old design's core: every file of the tree into a shadow index and a tree object."""
+    if not (store / "HEAD").exists():
+        subprocess.run(["git", "init", "-q", "--bare", str(store)], check=True, capture_output=True)
+    env = {"GIT_DIR": str(store), "GIT_WORK_TREE": str(root), "GIT_INDEX_FILE": str(store / "shadow-index"),
+           "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "PATH": "/usr/bin:/bin"}
+    subprocess.run(["git", "add", "-A", "--", "."], cwd=root, env=env, check=True, capture_output=True)
+    subprocess.run(["git", "write-tree"], cwd=root, env=env, check=True, capture_output=True)
+
+
 def old_steps(root: Path, store: Path, steps: int, every: int) -> list[float]:
     """A snapshot before every step (read-only ones too); 1 step in `every` edits."""
-    cp = OldCheckpoints(str(root), store=str(store))
     out = []
     for i in range(steps):
-        out.append(timed(lambda i=i: cp.snapshot(f"before step {i}")))
+        out.append(timed(lambda: whole_tree_snapshot(root, store)))
         if i % every == 0:
             edit(root, i)
     return out

@@ -126,7 +126,7 @@ def build_agent(
     bind = getattr(model, "bind_workspace", None)
     if bind is not None:  # a local decoder grounds paths and edits in this workspace's files, and
         # runs an issue's reproduction only where the agent's gate (read when it runs) allows it
-        from clover.backends.reproduce import policy_allows
+        from clover.decoding.reproduce import policy_allows
 
         bind(env, may_run=lambda command: policy_allows(agent.gate, command))
     guard = getattr(env, "exec_guard", None)

@@ -5,19 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from clover.core.compat import tomllib
 from clover.core.protocols import MODES
 from clover.model.config import DECODE_ORDERS as MODEL_DECODE_ORDERS
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 
 # What a repository's own .clover/config.toml may set: a cloned repo must not loosen the user's
 # safety settings (mode, allow rules, extra dirs, sandbox), choose the model or backend (a
@@ -74,7 +68,7 @@ class Settings:
     # per round instead of two: fewer forwards; no faster on a CPU, where a wider forward costs more)
     fused_rounds: bool = False
     # local decoding: one-site repairs of old_str are candidates beside the model's own new_str, which
-    # stands unless the example verifies another (backends/edit_choice.py; on, off, or auto:
+    # stands unless the example verifies another (decoding/edit_choice.py; on, off, or auto:
     # the checkpoint's config.json edit_repairs)
     edit_repairs: str = "auto"
     # local decoding, grounded: the answer's `code spans` copy the user's words or tool output (on,

@@ -115,7 +115,7 @@ def start_guard(env: Any, model: Any, gate_allows: Callable[[str], bool]) -> Tes
 
 def guard_for_fix(settings: Any, env: Any, model: Any) -> TestGuard:
     """`clover fix`'s guard: the tests run where the run's permission policy would run them unasked."""
-    from clover.backends.reproduce import policy_allows
+    from clover.decoding.reproduce import policy_allows
     from clover.runner import build_gate
 
     gate = build_gate(settings, env.root)

@@ -95,6 +95,35 @@ class TurnOptions:
                                   ("temperature", self.temperature)) if v is not None}
 
 
+class BackendSettings(Protocol):
+    """What a backend reads of the run's settings (the CLI's `Settings` is one). A dataclass: a turn's
+    TurnOptions are applied with `dataclasses.replace`. Declared here so the backends depend on
+    core, not on the CLI that loads the settings."""
+
+    model: str  # "embedded", a checkpoint directory, "scripted:FILE", or a server's model name
+    base_url: str | None
+    api_key: str | None
+    tool_format: str
+    request_timeout: float
+    context_window: int
+    think: bool
+    temperature: float | None
+    max_tokens: int
+    # local decoding
+    block_size: int
+    threshold: float
+    decode_order: str
+    device: str | None
+    quantize: str
+    threads: int
+    grounded: bool
+    copy_bias: float
+    drafts: int
+    fused_rounds: bool
+    edit_repairs: str
+    grounded_spans: str
+
+
 @runtime_checkable
 class Model(Protocol):
     """Optional: `wrap_up` (bool, default True), whether the agent may ask for a last reply without

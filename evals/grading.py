@@ -17,7 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-GIT_ENV = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0"}
+from clover.evals.git import eval_env, git
+
 # What the official SWE-bench harness tries, in order, to apply a model patch.
 APPLY_CHAIN = [
     ["git", "apply", "--verbose"],
@@ -30,20 +31,12 @@ _RESULT = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S+)", re.MUL
 Run = Callable[[list[str]], int]  # argv -> exit status, in the work tree
 
 
-def git(cwd: Path, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run(["git", *args], cwd=cwd, input=stdin, capture_output=True, text=True, errors="replace",
-                          env={**os.environ, **GIT_ENV}, check=False)  # fmt: skip
-    if check and proc.returncode != 0:
-        raise RuntimeError(f"git {args[0]} failed: {proc.stderr.strip()[:200]}")
-    return proc
-
-
 def fresh_clone(repo: str, base_commit: str, dest: Path) -> Path:
     """A clean work tree of `repo` at base_commit, with its own .git (the agent may use git)."""
     if dest.exists():
         shutil.rmtree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    git(dest.parent, "clone", "-q", "--no-checkout", repo, str(dest))
+    git(dest.parent, "clone", "-q", "--no-checkout", repo, str(dest), remote=True)
     git(dest, "checkout", "-q", base_commit)
     return dest
 
@@ -56,8 +49,9 @@ def reset_tree(ws: Path) -> None:
 def _run_here(ws: Path) -> Run:
     def run(argv: list[str]) -> int:
         try:
-            return subprocess.run(argv, cwd=ws, capture_output=True, env={**os.environ, **GIT_ENV},
-                                  check=False).returncode  # fmt: skip
+            if argv[0] == "git":
+                return git(ws, *argv[1:], check=False).returncode
+            return subprocess.run(argv, cwd=ws, capture_output=True, env=eval_env(), check=False).returncode
         except OSError:  # e.g. no `patch` program
             return 127
 

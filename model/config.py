@@ -86,9 +86,9 @@ class CloverConfig:
     # and capacity a full JSON-ish tool section would swamp
     tool_prompt: str = "full"
     # str_replace's new_str taken from one-site repairs of old_str by likelihood, not free-written
-    # (clover_cli/backends/edit_choice.py): for a small model that finds bugs but garbles fixes
+    # (decoding/edit_choice.py): for a small model that finds bugs but garbles fixes
     edit_repairs: bool = False
-    # the answer's `code spans` copy what the user wrote or a tool showed (clover_cli/backends/
+    # the answer's `code spans` copy what the user wrote or a tool showed (decoding/
     # answer_spans.py): for a small model that invents the names it quotes; a model that writes
     # its own inline code leaves it off
     grounded_spans: bool = False
@@ -101,7 +101,7 @@ class CloverConfig:
     # `clover fix`: answers given before any file edit are redone, this many per run, as a turn
     # that must call a tool (agent.py): for a model that often stops before it edits
     early_answer_redos: int = 0
-    # what a small checkpoint was made for (clover_cli/backends/competence.py): past a prompt this
+    # what a small checkpoint was made for (decoding/competence.py): past a prompt this
     # long, a workspace with more files, or a reply it scores lower (mean log-probability per
     # token), it answers that the request needs a larger model; 0 leaves each unlimited
     max_prompt_tokens: int = 0

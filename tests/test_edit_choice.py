@@ -1,4 +1,4 @@
-"""new_str chosen among one-site repairs by the model's likelihood (clover_cli/backends/edit_choice.py,
+"""new_str chosen among one-site repairs by the model's likelihood (decoding/edit_choice.py,
 model/score.py), on a tiny RANDOM checkpoint: the scores are the plain causal forward's, and the
 turn's call carries the repair that scores best."""
 
@@ -10,8 +10,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from clover.backends.edit_choice import edit_pairs, region, region_lines, with_edit  # noqa: E402
 from clover.core.protocols import ToolCall, tool_spec  # noqa: E402
+from clover.decoding.edit_choice import edit_pairs, region, region_lines, with_edit  # noqa: E402
 from clover.model.chat import PARAM_CLOSE  # noqa: E402
 from clover.model.score import continuation_logprobs  # noqa: E402
 from clover.tools.environment import LocalEnvironment  # noqa: E402

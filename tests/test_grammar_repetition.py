@@ -54,7 +54,7 @@ def test_a_value_looping_after_a_looping_thought_still_closes_its_call(clover):
 
 
 def test_after_a_closed_thought_the_grammar_refuses_another(clover):
-    from clover.backends.tool_grammar import ToolCallGrammar
+    from clover.decoding.tool_grammar import ToolCallGrammar
 
     kw = {"opened": False, "stop_ids": clover.stop_ids, "vocab_size": clover.config.vocab_size,
           "mask_id": clover.config.mask_token_id}  # fmt: skip
@@ -67,7 +67,7 @@ def test_after_a_closed_thought_the_grammar_refuses_another(clover):
 def test_a_rule_that_undoes_every_round_cannot_loop_forever(clover, monkeypatch):
     # a grammar whose walk rejects every value token it had allowed: without the guard the block
     # would be re-masked and re-decoded forever (a typed-value dead end once did this)
-    from clover.backends import tool_grammar
+    from clover.decoding import tool_grammar
 
     class Contrary(tool_grammar.ToolCallGrammar):
         def step(self, st, t, left=None):

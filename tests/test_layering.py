@@ -2,11 +2,15 @@
 included) point down the stack, never up.
 
     core  <-  tools  <-  clover (the CLI)  <-  evals  <-  benchmarks, tests
-    kernels  <-  model  <-  clover (the CLI; lazily where torch is needed, see test_cli.py)
+    kernels  <-  model  <-  decoding  <-  backends  <-  clover (the CLI; lazily where torch is needed)
+    core, tools  <-  decoding;  core, tools, engines  <-  backends
     kernels  <-  model  <-  engines (serving-engine plugins)  <-  clover, evals
 
 core/ holds the protocols and imports nothing of ours; tools/ knows nothing of models or the CLI;
-model/ knows nothing of tools, evals or the CLI (nor core: it needs none of the protocols); evals/
+model/ knows nothing of tools, evals or the CLI (nor core: it needs none of the protocols);
+decoding/ (how the local model is steered) knows nothing of the backends or the CLI; backends/ (the
+Model protocol's implementations) know nothing of the CLI: what they read of the settings is core's
+BackendSettings protocol. evals/
 sits on top of the product. Nothing in the product imports benchmarks/ or tests/. One exception,
 stated: the CLI's command front ends register evals' commands (`clover eval ...`, `clover bench`)
 with imports inside the command functions, so the evals load only when such a command runs."""
@@ -18,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from clover.core.compat import tomllib
+
 ROOT = Path(__file__).resolve().parents[1]
 # folder -> (installed import name, layer)
 FOLDERS = {
@@ -25,6 +31,8 @@ FOLDERS = {
     "tools": ("clover.tools", "tools"),
     "kernels": ("clover.kernels", "kernels"),
     "model": ("clover.model", "model"),
+    "decoding": ("clover.decoding", "decoding"),
+    "backends": ("clover.backends", "backends"),
     "clover_cli": ("clover", "cli"),
     "evals": ("clover.evals", "evals"),
     "engines": ("clover.engines", "engines"),
@@ -37,9 +45,11 @@ ALLOWED = {
     "kernels": {"kernels"},
     "model": {"kernels", "model"},
     "engines": {"kernels", "model", "engines"},
-    "cli": {"core", "tools", "model", "engines", "cli"},
-    "evals": {"core", "tools", "kernels", "model", "engines", "cli", "evals"},
-    "benchmarks": {"core", "tools", "kernels", "model", "engines", "cli", "evals", "benchmarks"},
+    "decoding": {"core", "tools", "kernels", "model", "decoding"},
+    "backends": {"core", "tools", "kernels", "model", "decoding", "engines", "backends"},
+    "cli": {"core", "tools", "model", "engines", "decoding", "backends", "cli"},
+    "evals": {"core", "tools", "kernels", "model", "engines", "decoding", "backends", "cli", "evals"},
+    "benchmarks": {"core", "tools", "kernels", "model", "engines", "decoding", "backends", "cli", "evals", "benchmarks"},
     "tests": set(FOLDERS[f][1] for f in FOLDERS),
 }
 # (module file, layer) pairs allowed only as an import inside a function: command registration.
@@ -71,10 +81,39 @@ def imports(source: str, module: str, is_package: bool) -> list[tuple[str, int, 
                 parent = parent[: len(parent) - (node.level - 1)]
                 base = ".".join([*parent, base] if base else parent)
             names = [base]
+        elif name := _imported_by_call(node):  # importlib.import_module("clover.x"), __import__("clover.x")
+            names = [_resolve(name, module, is_package)]
         else:
             continue
         out += [(n, node.lineno, id(node) in lazy_nodes) for n in names]
     return out
+
+
+def _imported_by_call(node: ast.AST) -> str | None:
+    """The module an `import_module`/`__import__` call names with a literal string, or an f-string's
+    literal head (`f"clover.kernels.{kind}"` names clover.kernels)."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    func = node.func
+    called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    if called not in ("import_module", "__import__"):
+        return None
+    arg = node.args[0]
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value
+    if isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
+        return str(arg.values[0].value).rstrip(".") or None
+    return None
+
+
+def _resolve(name: str, module: str, is_package: bool) -> str:
+    """A relative name (`.x`, as import_module takes with package=__name__) made absolute."""
+    level = len(name) - len(name.lstrip("."))
+    if not level:
+        return name
+    parts = module.split(".") if is_package else module.split(".")[:-1]
+    parts = parts[: len(parts) - (level - 1)]
+    return ".".join([*parts, name[level:]] if name[level:] else parts)
 
 
 def violations(rel_path: str, source: str) -> list[str]:
@@ -100,11 +139,6 @@ def _modules() -> list[Path]:
 
 def test_every_installed_package_has_a_layer() -> None:
     # A new top-level package (pyproject's package-dir) must be placed in the stack, not escape it.
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10
-        import tomli as tomllib
-
     mapping = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["tool"]["setuptools"]["package-dir"]
     assert set(mapping.values()) <= set(FOLDERS), f"give these folders a layer: {set(mapping.values()) - set(FOLDERS)}"
     assert all(FOLDERS[folder][0] == name for name, folder in mapping.items())
@@ -139,6 +173,51 @@ def test_an_upward_import_is_caught(path: str, source: str) -> None:
 
 def test_allowed_imports_pass() -> None:
     assert not violations("clover_cli/bench.py", "def f():\n    from clover.evals.bench.run import run_bench")
-    assert not violations("clover_cli/backends/local.py", "from clover.model.chat import render_messages")
+    assert not violations("backends/local.py", "from clover.model.chat import render_messages")
+    assert not violations("backends/local.py", "def f():\n    from clover.decoding.grounding import Grounding")
+    assert not violations("decoding/grounding.py", "from clover.tools.outline import symbols")
+    assert not violations("clover_cli/runner.py", "from clover.backends import make_model")
     assert not violations("tools/files.py", "from . import textio\nfrom clover.core.protocols import Tool")
     assert not violations("model/layers/gdn.py", "from ...kernels import dispatch\nimport torch")
+
+
+# The contract of the local-decoding package: it steers the model and chooses edits; which backend
+# drives it and how the CLI configures it are above it. Lazy imports and import_module strings count.
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from clover.backends.local import LocalCloverModel",
+        "def f():\n    from clover.backends import make_model",
+        "from ..backends import local",  # relative, resolves to clover.backends
+        "import clover.settings",
+        "from clover import cli_common",
+        "def f():\n    import importlib\n    return importlib.import_module('clover.settings')",
+        "mod = __import__('clover.backends.scripted')",
+        "from importlib import import_module\nm = import_module(f'clover.backends.{name}')",
+        "from clover.evals.grading import grade",
+    ],
+)
+def test_decoding_may_not_import_backends_or_the_cli(source: str) -> None:
+    assert violations("decoding/grounding.py", source), source
+
+
+def test_decoding_imports_nothing_of_backends_or_the_cli() -> None:
+    modules = sorted((ROOT / "decoding").rglob("*.py"))
+    assert {p.stem for p in modules} >= {"tool_grammar", "grounding", "answer_spans", "repairs", "edit_choice"}
+    found: dict[str, list[str]] = {}
+    for p in modules:
+        rel = p.relative_to(ROOT).as_posix()
+        for name, line, _lazy in imports(p.read_text("utf-8"), "clover.decoding." + p.stem, p.stem == "__init__"):
+            layer = layer_of(name)
+            if layer is not None:
+                found.setdefault(layer, []).append(f"{rel}:{line}: {name}")
+    assert found.get("decoding"), "the scan saw none of decoding's own imports"
+    assert not set(found) - ALLOWED["decoding"], {k: v for k, v in found.items() if k not in ALLOWED["decoding"]}
+    assert not {"backends", "cli", "evals", "engines", "benchmarks", "tests"} & ALLOWED["decoding"]
+
+
+def test_backends_import_nothing_of_the_cli() -> None:
+    bad = [v for p in sorted((ROOT / "backends").rglob("*.py"))
+           for v in violations(p.relative_to(ROOT).as_posix(), p.read_text("utf-8"))]  # fmt: skip
+    assert not bad, bad
+    assert "cli" not in ALLOWED["backends"]

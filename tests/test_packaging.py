@@ -16,10 +16,7 @@ from pathlib import Path
 
 import pytest
 
-try:
-    import tomllib
-except ImportError:  # Python 3.10
-    import tomli as tomllib
+from clover.core.compat import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 TOP_LEVEL = {"clover"}  # the only import name Clover installs

@@ -1,4 +1,4 @@
-"""Prompt prefix caching (clover_cli/backends/prefix_cache.py) on a tiny random checkpoint: an agent
+"""Prompt prefix caching (backends/prefix_cache.py) on a tiny random checkpoint: an agent
 conversation decodes exactly as without the cache while prefilling only what is new; edits and
 dropped thinking fall back to the longest usable snapshot; kept snapshots stay intact."""
 

@@ -1,4 +1,4 @@
-"""An issue's reproduction run against candidate edits (clover_cli/backends/reproduce.py and
+"""An issue's reproduction run against candidate edits (decoding/reproduce.py and
 probe_script.py) in a real workspace through LocalEnvironment: which candidates fix it, what a
 looping candidate costs, what is written (nothing), and when it may run at all."""
 
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from clover.backends import reproduce
-from clover.backends.edit_choice import EditChoice, verified_choice
-from clover.backends.grounding import Workspace
-from clover.backends.reproduce import Reproduction, policy_allows
+from clover.decoding import reproduce
+from clover.decoding.edit_choice import EditChoice, verified_choice
+from clover.decoding.grounding import Workspace
+from clover.decoding.reproduce import Reproduction, policy_allows
 from clover.tools.commandenv import interpreter_environment
 from clover.tools.environment import LocalEnvironment
 from clover.tools.permissions import PermissionGate, PermissionPolicy

@@ -110,3 +110,18 @@ def test_without_rg_git_grep_answers(tmp_path: Path) -> None:
     assert sorted(GrepTool().run({"pattern": "TODO"}, env).output.splitlines()) == [
         "README.md:1:TODO: write docs", "src/app.py:4:    return os.getcwd()  # TODO: tidy",
         "src/web/app.ts:1:export const todo = () => 1; // TODO"]
+
+
+def test_glob_outside_git_skips_every_cache_undo_skips(tmp_path: Path) -> None:
+    # One list of regenerable directories (tools/treescan.py CACHE_DIRS): a `venv/` or `.nox/` the
+    # undo scan never records is not listed either (the walk outside git used to list them).
+    from clover.tools.treescan import CACHE_DIRS
+
+    for d in sorted(CACHE_DIRS):
+        (tmp_path / d / "lib").mkdir(parents=True)
+        (tmp_path / d / "lib" / "site.py").write_text("")
+    (tmp_path / ".idea").mkdir()
+    (tmp_path / ".idea" / "helper.py").write_text("")
+    (tmp_path / "app.py").write_text("")
+    out = GlobTool().run({"pattern": "**/*.py"}, LocalEnvironment(str(tmp_path))).output.splitlines()
+    assert out == ["app.py"]

@@ -1,4 +1,4 @@
-"""Typed tool-call values (clover_cli/backends/typed_values.py): integers, numbers, booleans and
+"""Typed tool-call values (decoding/typed_values.py): integers, numbers, booleans and
 arrays of them are well formed by construction, as the parser reads them back."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clover.backends.typed_values import value_shape
+from clover.decoding.typed_values import value_shape
 from clover.model.chat_parse import _coerce
 from clover.schema import check_arguments
 

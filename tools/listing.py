@@ -11,11 +11,14 @@ from dataclasses import dataclass
 
 from clover.core.protocols import FileStat, RunResult
 from clover.tools.gitsafe import git_argv
+from clover.tools.treescan import CACHE_DIRS
 
 MAX_FILES = 200_000  # a walk stops here
-# Skipped by the walk outside git, where no .gitignore may name them.
-NOISE_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", ".mypy_cache",
-              ".pytest_cache", ".ruff_cache", ".tox", ".idea", ".DS_Store"}
+# Skipped by the walk outside git, where no .gitignore may name them: the regenerable caches (the
+# one list, treescan.py's), version-control stores and editor metadata. Undo's scan keeps the last
+# two apart from the caches (it records .git itself, and an editor's settings are the user's work),
+# which is why this list is larger than CACHE_DIRS.
+NOISE_DIRS = CACHE_DIRS | {".git", ".hg", ".svn", ".idea", ".DS_Store"}
 LS_FILES = ["ls-files", "-z", "--cached", "--others", "--exclude-standard"]
 Runner = Callable[..., RunResult]  # Environment.run
 

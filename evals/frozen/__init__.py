@@ -27,16 +27,11 @@ chat.toml holds the frozen chat prompts (benchmarks/chat_frozen.py runs them) an
 from __future__ import annotations
 
 import hashlib
-import sys
 from pathlib import Path
 from typing import Any
 
+from clover.core.compat import tomllib
 from clover.evals.handwritten import HandwrittenError, repo_rows
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 HERE = Path(__file__).parent
 KEYS = {"id", "kind", "layout", "issue", "FAIL_TO_PASS", "PASS_TO_PASS", "gold", "files", "hidden"}

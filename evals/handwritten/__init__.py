@@ -17,21 +17,15 @@ commit, patch and test_patch as git diffs), the format `clover bench` and evals/
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from clover.core.compat import tomllib
+from clover.evals.git import GitError, Identity, git
 
 HERE = Path(__file__).parent
-GIT_ENV = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "clover",
-           "GIT_AUTHOR_EMAIL": "clover@example.invalid", "GIT_COMMITTER_NAME": "clover",
-           "GIT_COMMITTER_EMAIL": "clover@example.invalid", "GIT_AUTHOR_DATE": "2024-01-01T00:00:00Z",
-           "GIT_COMMITTER_DATE": "2024-01-01T00:00:00Z", "PATH": "/usr/bin:/bin:/usr/local/bin"}  # fmt: skip
+# Every materialized repository is the same byte for byte: its one commit has a fixed author and date.
+AUTHOR = Identity("clover", "clover@example.invalid", "2024-01-01T00:00:00Z")
 KEYS = {"id", "family", "layout", "issue", "FAIL_TO_PASS", "PASS_TO_PASS", "fix", "files", "hidden"}
 
 
@@ -59,10 +53,10 @@ def specs() -> list[dict[str, Any]]:
 
 
 def _git(repo: Path, *args: str, stdin: str | None = None) -> str:
-    res = subprocess.run(["git", *args], cwd=repo, input=stdin, capture_output=True, text=True, env=GIT_ENV)
-    if res.returncode != 0:
-        raise HandwrittenError(f"git {args[0]} in {repo}: {res.stderr.strip()[:200]}")
-    return res.stdout
+    try:
+        return git(repo, *args, stdin=stdin, identity=AUTHOR).stdout
+    except GitError as exc:
+        raise HandwrittenError(str(exc)) from None
 
 
 def _write(root: Path, files: dict[str, str]) -> None:

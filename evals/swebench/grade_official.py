@@ -109,10 +109,7 @@ def modal_credentials_problem(environ: dict[str, str] | None = None) -> str | No
     """Why Modal would refuse to authenticate, or None. Modal reads MODAL_TOKEN_ID and
     MODAL_TOKEN_SECRET, else the active profile of ~/.modal.toml (MODAL_CONFIG_PATH moves it;
     MODAL_PROFILE picks the profile, else the one marked `active`, else the only one)."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
+    from clover.core.compat import tomllib
 
     env = os.environ if environ is None else environ
     if env.get("MODAL_TOKEN_ID") and env.get("MODAL_TOKEN_SECRET"):

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from clover.evals.git import Identity, git
 
 
 @dataclass(frozen=True)
@@ -78,30 +78,15 @@ def pyproject(pkg: str, version: str, description: str, layout: Layout) -> str:
 
 
 class GitRepo:
-    """A repository in a directory we own, driven through the git CLI with a sealed environment."""
+    """A repository in a directory we own, driven through the evals' git (evals/git.py): no user or
+    system config, a fixed author, and commit dates given by the caller."""
 
     def __init__(self, path: Path, author: tuple[str, str]) -> None:
         self.path = path
-        self.env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(path),  # no user config can leak in
-            "GIT_CONFIG_GLOBAL": os.devnull,
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_AUTHOR_NAME": author[0],
-            "GIT_AUTHOR_EMAIL": author[1],
-            "GIT_COMMITTER_NAME": author[0],
-            "GIT_COMMITTER_EMAIL": author[1],
-            "LC_ALL": "C",
-            "TZ": "UTC",
-        }
+        self.author = author
 
-    def git(self, *args: str) -> str:
-        proc = subprocess.run(
-            ["git", *args], cwd=self.path, env=self.env, capture_output=True, text=True, check=False
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"git {' '.join(args)} failed in {self.path}: {proc.stderr.strip()}")
-        return proc.stdout
+    def git(self, *args: str, when: str | None = None) -> str:
+        return git(self.path, *args, identity=Identity(*self.author, when)).stdout
 
     def init(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
@@ -114,12 +99,7 @@ class GitRepo:
 
     def commit(self, message: str, when: str) -> str:
         self.git("add", "-A")
-        env_backup = dict(self.env)
-        self.env.update(GIT_AUTHOR_DATE=when, GIT_COMMITTER_DATE=when)
-        try:
-            self.git("commit", "-q", "--no-verify", "--no-gpg-sign", "-m", message)
-        finally:
-            self.env = env_backup
+        self.git("commit", "-q", "--no-verify", "--no-gpg-sign", "-m", message, when=when)
         return self.git("rev-parse", "HEAD").strip()
 
     def diff_against_head(self, rel: str, new_text: str, old_text: str | None) -> str:

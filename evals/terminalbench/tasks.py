@@ -19,14 +19,10 @@ import json
 import os
 import re
 import shlex
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from clover.core.compat import tomllib
 
 
 class TaskError(ValueError):

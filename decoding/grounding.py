@@ -31,11 +31,11 @@ are unchanged and rebuilt when they change, so the grammar follows the agent's o
 
 from __future__ import annotations
 
-from clover.backends.answer_spans import AnswerSpans
-from clover.backends.edit_scope import asks_for_docstrings, docstring_lines, may_edit
-from clover.backends.mentions import Mentions
-from clover.backends.value_nodes import CLOSE, CandidateSet, FileIndex, Node, Vocab
 from clover.core.protocols import Environment
+from clover.decoding.answer_spans import AnswerSpans
+from clover.decoding.edit_scope import asks_for_docstrings, docstring_lines, may_edit
+from clover.decoding.mentions import Mentions
+from clover.decoding.value_nodes import CLOSE, CandidateSet, FileIndex, Node, Vocab
 
 MAX_SYMBOL_FILES = 2000
 MAX_INDEX_BYTES = 4 * 1024 * 1024  # larger files are not grounded (old_str stays free text)

@@ -4,7 +4,7 @@ with the block-diffusion decoder (model/generate.py).
 Streaming: one "block_round" event per denoising round (the block's tokens, None = still masked);
 as each block finishes, its text goes through the chat StreamParser as "thinking"/"text" deltas.
 Tool calls are parsed from the final text (Qwen3-Coder XML or Hermes JSON). When tools are given,
-the decoder is steered by clover_cli/backends/tool_grammar.py, so a call the model starts is well
+the decoder is steered by decoding/tool_grammar.py, so a call the model starts is well
 formed by construction (scaffold forced, names limited to the tools and their schemas).
 """
 
@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import clover.model.chat
-from clover.backends.answer_spans import quotable_text
-from clover.backends.competence import SHORT_BUDGET, HeldStream, Limits, honest_turn, reply_text
 from clover.core.protocols import (
     AssistantTurn,
+    BackendSettings,
     EventHandler,
     Message,
     ModelError,
@@ -32,6 +31,8 @@ from clover.core.protocols import (
     ToolSpec,
     TurnOptions,
 )
+from clover.decoding.answer_spans import quotable_text
+from clover.decoding.competence import SHORT_BUDGET, HeldStream, Limits, honest_turn, reply_text
 from clover.model.chat import (
     THINK_CLOSE,
     THINK_OPEN,
@@ -43,7 +44,6 @@ from clover.model.chat import (
 )
 from clover.model.repetition import cut_runaway
 from clover.model.tokenizer import CloverTokenizer, IncrementalDecoder
-from clover.settings import Settings
 
 DEFAULT_CONTEXT = 32768
 EMBEDDED_DIR = Path(clover.model.chat.__file__).resolve().parent / "weights"  # shipped inside the package
@@ -111,7 +111,7 @@ class LocalCloverModel:
     constrain_tool_calls = True  # steer tool calls with the grammar (off: free decoding, parse only)
     prefix_caching = True  # resume each turn from the previous turns' committed prompt prefix
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: BackendSettings) -> None:
         from clover.model.tokenizer import TokenizerError
 
         self.settings = settings
@@ -159,7 +159,7 @@ class LocalCloverModel:
     def bind_workspace(self, env: Any, may_run: Any = None) -> None:
         """Ground tool values in this environment's files (the `grounded` setting); `may_run(command)`
         says whether the permission policy runs a command unasked (an issue's reproduction)."""
-        from clover.backends.grounding import Workspace
+        from clover.decoding.grounding import Workspace
 
         self.workspace, self.may_run = Workspace(env), may_run
 
@@ -330,7 +330,7 @@ class LocalCloverModel:
 
 
     def _choose_edits(self, turn: AssistantTurn, ids: list[int], reply: str, messages: list[Message],
-                      context: str, s: Settings) -> dict[str, float]:  # fmt: skip
+                      context: str, s: BackendSettings) -> dict[str, float]:  # fmt: skip
         """A str_replace's edit chosen among (line, one-site repair) pairs around its old_str by the
         model's likelihood, and checked against the issue's reproduction where the permission policy
         lets it run (edit_choice.py, reproduce.py), where the `edit_repairs` setting (or the
@@ -338,7 +338,7 @@ class LocalCloverModel:
         on = s.edit_repairs == "on" or (s.edit_repairs == "auto" and self.config.edit_repairs)
         if not on or getattr(self, "workspace", None) is None or len(turn.tool_calls) != 1:
             return {}  # one call: the reply's text up to its old_str is the scoring prefix
-        from clover.backends.edit_choice import choose_turn_edit
+        from clover.decoding.edit_choice import choose_turn_edit
 
         return choose_turn_edit(self, turn, ids, reply, messages, context)
 
@@ -346,7 +346,7 @@ class LocalCloverModel:
         """Edits of test files or docstrings the request does not name are held back (edit_scope.py)."""
         if getattr(self, "workspace", None) is None or not getattr(self.settings, "grounded", True):
             return {}
-        from clover.backends.edit_scope import hold_out_of_scope
+        from clover.decoding.edit_scope import hold_out_of_scope
 
         return hold_out_of_scope(turn.tool_calls, request, self.workspace)
 
@@ -359,7 +359,7 @@ class LocalCloverModel:
             return None
         if self.chat_template is not None and "<function=" not in self.chat_template:
             return None  # the checkpoint's own template asks for another call format
-        from clover.backends.tool_grammar import ToolCallGrammar
+        from clover.decoding.tool_grammar import ToolCallGrammar
 
         return ToolCallGrammar.build(
             self.tokenizer, tools, opened=opened, stop_ids=self.stop_ids, vocab_size=self.config.vocab_size,
@@ -378,8 +378,8 @@ class LocalCloverModel:
         the answer's code spans may copy."""
         if not getattr(self.settings, "grounded", True) or getattr(self, "workspace", None) is None:
             return None
-        from clover.backends.grounding import Grounding
-        from clover.backends.value_nodes import Vocab
+        from clover.decoding.grounding import Grounding
+        from clover.decoding.value_nodes import Vocab
 
         if getattr(self, "_vocab", None) is None:
             self._vocab = Vocab(self.tokenizer, self.config.vocab_size)

@@ -14,7 +14,7 @@ import bisect
 import re
 from typing import Any
 
-from clover.backends.mentions import Mentions
+from clover.decoding.mentions import Mentions
 
 CLOSE = -1  # the value may close here (the grammar's `</parameter>`)
 NL = b"\n"

@@ -38,11 +38,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from clover.backends.answer_spans import OUT, in_span
-from clover.backends.call_syntax import CallSyntax, TrieNode
-from clover.backends.grounding import LINE_BOUNDED, Grounding
-from clover.backends.typed_values import TypedTokens, ValueShape, value_shape
-from clover.backends.value_nodes import CLOSE, Node
+from clover.decoding.answer_spans import OUT, in_span
+from clover.decoding.call_syntax import CallSyntax, TrieNode
+from clover.decoding.grounding import LINE_BOUNDED, Grounding
+from clover.decoding.typed_values import TypedTokens, ValueShape, value_shape
+from clover.decoding.value_nodes import CLOSE, Node
 from clover.model.chat import (
     CALL_OPEN,
     FUNC_CLOSE,

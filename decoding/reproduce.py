@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clover.backends.issue_checks import Check, extract_checks, probed_names
+from clover.decoding.issue_checks import Check, extract_checks, probed_names
 
 SCRIPT = (Path(__file__).parent / "probe_script.py").read_text(encoding="utf-8")
 CANDIDATE_SECONDS = 2.0  # per candidate (a repair can turn a loop endless)

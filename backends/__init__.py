@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clover.core.protocols import Model, ModelError
-from clover.settings import Settings
+from clover.core.protocols import BackendSettings, Model, ModelError
 
 
-def make_model(settings: Settings) -> Model:
+def make_model(settings: BackendSettings) -> Model:
     """The backend `settings.model` / `settings.base_url` ask for; a ModelError says what is wrong."""
     spec = settings.model
     if spec.startswith("scripted:"):

@@ -13,7 +13,7 @@ from typing import Any
 
 from torch import Tensor
 
-from clover.backends.grounding import Grounding
+from clover.decoding.grounding import Grounding
 from clover.model.chat import CALL_CLOSE, FUNC_CLOSE, FUNC_OPEN, PARAM_CLOSE, PARAM_OPEN
 
 

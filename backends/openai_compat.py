@@ -18,6 +18,7 @@ import openai
 
 from clover.core.protocols import (
     AssistantTurn,
+    BackendSettings,
     EventHandler,
     Message,
     ModelError,
@@ -27,7 +28,6 @@ from clover.core.protocols import (
     TurnOptions,
 )
 from clover.model.chat import StreamParser, parse_assistant, split_thinking, text_messages, tool_schemas
-from clover.settings import Settings
 
 TEXT_CALL_MARKERS = ("<tool_call>", "<function=")
 DEFAULT_WINDOW = 131072  # when neither the settings nor the server say
@@ -65,7 +65,7 @@ def _one_line(text: str, limit: int = 200) -> str:
 class OpenAICompatModel:
     def __init__(
         self,
-        settings: Settings,
+        settings: BackendSettings,
         *,
         stream: bool = True,
         max_retries: int = 2,
@@ -128,7 +128,7 @@ class OpenAICompatModel:
     # ------------------------------------------------------------------ request
 
     def _request(self, messages: list[Message], tools: list[ToolSpec], text_mode: bool,
-                 s: Settings, tool_choice: str | None = None) -> dict[str, Any]:
+                 s: BackendSettings, tool_choice: str | None = None) -> dict[str, Any]:
         if text_mode:
             sent: list[Any] = text_messages(messages, tools)
         else:  # thinking never goes back: agent messages carry none, and we add none

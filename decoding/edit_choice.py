@@ -25,8 +25,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from clover.backends.repairs import repairs
 from clover.core.protocols import ToolCall
+from clover.decoding.repairs import repairs
 from clover.model.chat import PARAM_CLOSE, PARAM_OPEN, render_tool_call
 from clover.tools.pynames import newly_undefined
 from clover.tools.pysyntax import newly_broken
@@ -263,7 +263,7 @@ def choose_turn_edit(backend: Any, turn: Any, ids: list[int], reply: str, messag
     reproduction = None
     may_run = getattr(backend, "may_run", None)
     if may_run is not None:
-        from clover.backends.reproduce import Reproduction
+        from clover.decoding.reproduce import Reproduction
 
         reproduction = Reproduction.from_messages(messages, workspace, may_run)
     # at most one unverified repair per file in a conversation (its first request names it)
