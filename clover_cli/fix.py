@@ -92,7 +92,7 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
     if change is None:  # an unknown change is not "nothing was changed" to the guard either
         checked = GuardReport(False, f"tests not compared: the change is unknown ({unread})")
     else:
-        checked = guard.finish(root, change.patch)
+        checked = guard.finish(root, change.patch_bytes or change.patch)
     if checked.rolled_back:  # the change broke a passing test: nothing of it is left to write or commit
         change = Change()
     cut = recording.cut_reason()

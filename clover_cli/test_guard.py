@@ -11,7 +11,6 @@ diff that no longer applies is left in place and said so.
 
 from __future__ import annotations
 
-import os
 import shlex
 import subprocess
 from collections.abc import Callable
@@ -65,7 +64,7 @@ class TestGuard:
         if not self.before.ok:
             self.skipped = self.before.error
 
-    def finish(self, root: Path, patch: str) -> GuardReport:
+    def finish(self, root: Path, patch: str | bytes) -> GuardReport:
         """Compare the tests after the change with before; roll the change back where asked."""
         if self.skipped or self.before is None:
             return GuardReport(False, f"tests not checked: {self.skipped}")
@@ -94,13 +93,19 @@ class TestGuard:
                                  "reverts the run's steps)", broken)  # fmt: skip
 
 
-def revert(root: Path, patch: str) -> bool:
-    """Reverse `patch` (a git diff of the agent's change) in the work tree; False if it no longer applies."""
-    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0"}
-    text = patch if patch.endswith("\n") else patch + "\n"
+def revert(root: Path, patch: str | bytes) -> bool:
+    """Reverse `patch` (a git diff of the agent's change, ideally the files' own bytes) in the work
+    tree; False if it no longer applies. Hardened git (tools/gitsafe.py): nothing the repository's
+    config names runs."""
+    from clover.tools.gitsafe import run_git
+
+    data = patch.encode("utf-8", "surrogateescape") if isinstance(patch, str) else patch
+    data = data if data.endswith(b"\n") else data + b"\n"
     for args in (["--check"], []):  # all or nothing: check first, then apply
-        proc = subprocess.run(["git", "apply", "-R", "--whitespace=nowarn", *args, "-"], cwd=root, input=text,
-                              capture_output=True, text=True, env=env, check=False)  # fmt: skip
+        try:
+            proc = run_git(["apply", "-R", "--whitespace=nowarn", *args, "-"], str(root), input=data, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
         if proc.returncode != 0:
             return False
     return True
