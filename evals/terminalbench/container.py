@@ -113,7 +113,8 @@ def host_image(skeleton: Path) -> RootImage:
 
 class TaskContainer:
     def __init__(self, state_dir: Path, image: RootImage, *, network: bool = True, hide: tuple[Path, ...] = (),
-                 binds: list[tuple[Path, str]] | None = None, writable: list[tuple[Path, str]] | None = None) -> None:
+                 binds: list[tuple[Path, str]] | None = None, writable: list[tuple[Path, str]] | None = None,
+                 resolvers: list[str] | None = None) -> None:
         self.state = Path(state_dir).absolute()
         self.image = image
         self.network = network
@@ -122,6 +123,7 @@ class TaskContainer:
         self.hide = [p.resolve() for p in (*hide, self.state)]
         self.binds = list(binds or [])  # (host folder, container path), read-only
         self.writable = list(writable or [])  # (host folder, container path): Harbor's /logs/* mounts
+        self.resolvers = resolvers  # "address[:port]" the DNS forwarder asks (default: this machine's)
         self.hostname = secrets.token_hex(6)  # as Docker names a container: 12 hex digits
         self.pid: int | None = None  # the container's init, as the host sees it
         self._proc: subprocess.Popen[bytes] | None = None
@@ -230,7 +232,7 @@ class TaskContainer:
         if problem is None:
             try:
                 self._slirp = Slirp(self.pid, log=self.state / "network.log")
-                upstream = nameservers()
+                upstream = self.resolvers if self.resolvers is not None else nameservers()
             except OSError as exc:
                 problem = str(exc)
         self.network_note = problem or ""

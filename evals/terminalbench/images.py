@@ -137,7 +137,7 @@ class ImageStore:
         suites = [f"deb {mirror} {recipe.suite} {comps}", f"deb {mirror} {recipe.suite}-updates {comps}",
                   f"deb {security} {recipe.suite}-security {comps}"]
         keyring_pkg = "ubuntu-keyring" if recipe.distro == "ubuntu" else "debian-archive-keyring"
-        packages = [keyring_pkg, *recipe.packages]
+        packages = ["apt", keyring_pkg, *recipe.packages]  # Ubuntu's apt is not "required": minbase lacks it
         manifest: dict = {"tag": recipe.tag, "recipe": recipe.key(), "distro": recipe.distro, "suite": recipe.suite}
         with tempfile.TemporaryDirectory(prefix="clover-image-") as tmp:
             hooks: list[str] = []
@@ -261,7 +261,7 @@ def _verify(path: Path, recipe: Recipe, fresh: bool = False) -> str | None:
     os_release = (rootfs / "etc/os-release").read_text() if (rootfs / "etc/os-release").is_file() else ""
     if f"VERSION_CODENAME={recipe.suite}" not in os_release:
         return f"/etc/os-release is not {recipe.distro} {recipe.suite}"
-    for needed in ("bin/bash", "bin/tar", "usr/bin/env", "root/.bashrc", "root/.profile", "run/lock"):
+    for needed in ("bin/bash", "bin/tar", "usr/bin/env", "usr/bin/apt-get", "root/.bashrc", "root/.profile", "run/lock"):
         if not (rootfs / needed).exists():
             return f"/{needed} is missing"
     if not fresh and _installed(rootfs) != manifest.get("packages"):

@@ -21,6 +21,7 @@ from clover.evals.terminalbench.build import (
 )
 from clover.evals.terminalbench.container import ContainerError, TaskContainer, host_image
 from clover.evals.terminalbench.images import ImageError, ImageStore, RootImage
+from clover.evals.terminalbench.pythons import PythonBuildError
 from clover.evals.terminalbench.recipes import UnknownImage, resolve, resolve_tool
 from clover.evals.terminalbench.tasks import DockerSpec
 from clover.evals.terminalbench.toolchain import (
@@ -58,6 +59,7 @@ class Launch:
     # Every task on this image instead of its FROM ("host": this machine's own system, faster and
     # less faithful; for machines that cannot build roots). Default: $CLOVER_TBENCH_IMAGE.
     image: str | None = field(default_factory=lambda: os.environ.get("CLOVER_TBENCH_IMAGE") or None)
+    resolvers: list[str] | None = None  # "address[:port]" the containers' DNS asks (default: this machine's)
 
     def root_for(self, base: str, state: Path, log: Path) -> RootImage:
         ref = self.image or base
@@ -73,15 +75,12 @@ class Launch:
               workdir: str | None = None, hide: tuple[Path, ...] = (), writable: list[tuple[Path, str]] | None = None,
               uv_folders: tuple[Path, ...] = ()) -> tuple[TaskContainer, dict[str, str]]:
         """A running container with the image built; returns it and the environment its commands get.
-        `uv_folders`: the task's other files (tests, solution): where they use uv, the stand-in
-        interpreters are mounted. Raises CannotHost, LaunchError."""
-        try:
-            image = self.root_for(spec.base, state, log)
-        except ImageError as exc:
-            raise LaunchError(f"FROM {spec.base}: {exc}") from None
-        binds = python_binds(image.glibc) if uses_uv(context, *uv_folders) else []
-        box = TaskContainer(state, image, network=network, hide=hide, binds=binds, writable=writable)
-        stages = _Stages(self, spec, context, state, log, network, timeout)
+        `uv_folders`: the task's other files (tests, solution): where they or the build use uv, the
+        stand-in interpreters are mounted. Raises CannotHost, LaunchError."""
+        with_pythons = uses_uv(context, *uv_folders)
+        box = self.container(spec.base, state, log, network=network, with_pythons=with_pythons, hide=hide,
+                             writable=writable)
+        stages = _Stages(self, spec, context, state, log, network, timeout, with_pythons)
         try:
             box.start()
             prepare(box)
@@ -89,17 +88,32 @@ class Launch:
             if version is not None:
                 install_uv(box, version)
             env = build_image(box, spec, context, log=log, timeout=timeout, workdir=workdir,
-                              extra_path=f"{PYTHON_DIR}/bin" if binds else "", base_env=network_env(),
-                              source_for=stages.source)
+                              extra_path=_extra_path(box), base_env=network_env(), source_for=stages.source)
         except BaseException as exc:
             unreachable = needed_hosts(box, *stages.boxes)
             stages.close()
             box.remove()
-            if isinstance(exc, (BuildError, ContainerError, ImageError, OSError)):
+            if isinstance(exc, (BuildError, ContainerError, ImageError, PythonBuildError, OSError)):
                 raise LaunchError(str(exc), unreachable) from None
             raise
         stages.close()
         return box, env
+
+    def container(self, base: str, state: Path, log: Path, *, network: bool, with_pythons: bool,
+                  hide: tuple[Path, ...] = (), writable: list[tuple[Path, str]] | None = None) -> TaskContainer:
+        """A container (not started) of the image `base` names. Raises CannotHost, LaunchError."""
+        try:
+            image = self.root_for(base, state, log)
+            binds = python_binds(image.glibc) if with_pythons else []
+        except (ImageError, PythonBuildError, OSError) as exc:
+            raise LaunchError(f"FROM {base}: {exc}") from None
+        return TaskContainer(state, image, network=network, hide=hide, binds=binds, writable=writable,
+                             resolvers=self.resolvers)
+
+
+def _extra_path(box: TaskContainer) -> str:
+    """The stand-in interpreters' PATH folder, where they are mounted."""
+    return f"{PYTHON_DIR}/bin" if any(inside == f"{PYTHON_DIR}/bin" for _, inside in box.binds) else ""
 
 
 def prepare(box: TaskContainer) -> None:
@@ -145,9 +159,10 @@ class _Stages:
     and images (a tool image's files, or a container of the image)."""
 
     def __init__(self, launch: Launch, spec: DockerSpec, context: Path, state: Path, log: Path, network: bool,
-                 timeout: float) -> None:
+                 timeout: float, with_pythons: bool) -> None:
         self.launch, self.spec, self.context = launch, spec, context
         self.state, self.log, self.network, self.timeout = state, log, network, timeout
+        self.with_pythons = with_pythons
         self.boxes: list[TaskContainer] = []
         self._built: dict[int, CopySource] = {}
 
@@ -164,23 +179,23 @@ class _Stages:
             except OSError as exc:
                 raise BuildError(f"COPY --from={name}: {exc}") from None
             return FolderSource({path: dist / exe for path, exe in tool.files.items()})
-        return ContainerSource(self._container(name, DockerSpec(base=name), f"image-{len(self.boxes)}"))
+        return ContainerSource(self._container(name, f"image-{len(self.boxes)}"))
 
     def _build_stage(self, index: int, stage: DockerSpec) -> TaskContainer:
         stage_spec = DockerSpec(base=stage.base, workdir=stage.workdir, steps=stage.steps, stages=self.spec.stages)
-        box = self._container(stage.base, stage_spec, f"stage-{index}")
+        box = self._container(stage.base, f"stage-{index}")
         with open(self.log, "a") as fh:
             fh.write(f"# stage {stage.name or index} (FROM {stage.base})\n")
-        build_image(box, stage_spec, self.context, log=self.log, timeout=self.timeout, base_env=network_env(),
-                    source_for=self.source)
+        build_image(box, stage_spec, self.context, log=self.log, timeout=self.timeout, extra_path=_extra_path(box),
+                    base_env=network_env(), source_for=self.source)
         return box
 
-    def _container(self, base: str, spec: DockerSpec, name: str) -> TaskContainer:
+    def _container(self, base: str, name: str) -> TaskContainer:
         try:
-            image = self.launch.root_for(base, self.state / name, self.log)
-        except CannotHost as exc:
+            box = self.launch.container(base, self.state / name, self.log, network=self.network,
+                                        with_pythons=self.with_pythons)
+        except (CannotHost, LaunchError) as exc:
             raise BuildError(f"COPY --from={base}: {exc}") from None
-        box = TaskContainer(self.state / name, image, network=self.network)
         self.boxes.append(box)
         box.start()
         prepare(box)

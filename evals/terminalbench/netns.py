@@ -80,7 +80,9 @@ def question(message: bytes) -> tuple[str, int] | None:
     if len(message) < 12 or int.from_bytes(message[4:6], "big") == 0:
         return None
     pos, labels = 12, []
-    while pos < len(message):
+    while True:
+        if pos >= len(message):
+            return None  # the name never ends
         size = message[pos]
         if size == 0:
             pos += 1
@@ -89,8 +91,9 @@ def question(message: bytes) -> tuple[str, int] | None:
             return None
         labels.append(message[pos + 1 : pos + 1 + size].decode("ascii", "replace"))
         pos += 1 + size
-    qtype = int.from_bytes(message[pos : pos + 2], "big") if pos + 2 <= len(message) else 0
-    return ".".join(labels).lower().rstrip("."), qtype
+    if pos + 4 > len(message):
+        return None
+    return ".".join(labels).lower(), int.from_bytes(message[pos : pos + 2], "big")
 
 
 def failure_reply(query: bytes, rcode: int) -> bytes:
@@ -117,7 +120,7 @@ class DnsForwarder:
     """The namespace's resolver at 127.0.0.11:53 (UDP and TCP); see the module's docstring."""
 
     def __init__(self, pid: int, *, upstream: list[str] | None, log: Path | None = None, timeout: float = 5.0) -> None:
-        self.upstream = upstream  # None: refuse every name (no outside access)
+        self.upstream = upstream  # "address[:port]" of the resolvers to ask; None: refuse every name
         self.timeout = timeout
         self.log = log
         self.lookups: list[Lookup] = []
@@ -225,10 +228,16 @@ def _recv_exact(conn: socket.socket, size: int) -> bytes:
     return data
 
 
+def _address(server: str) -> tuple[str, int]:
+    """"10.0.0.2" or "127.0.0.1:5353" -> (host, port)."""
+    host, _, port = server.partition(":")
+    return host, int(port or 53)
+
+
 def _ask_udp(server: str, query: bytes, timeout: float) -> bytes:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.settimeout(timeout)
-        sock.connect((server, 53))
+        sock.connect(_address(server))
         sock.send(query)
         while True:
             reply = sock.recv(65535)
@@ -237,7 +246,7 @@ def _ask_udp(server: str, query: bytes, timeout: float) -> bytes:
 
 
 def _ask_tcp(server: str, query: bytes, timeout: float) -> bytes:
-    with socket.create_connection((server, 53), timeout=timeout) as sock:
+    with socket.create_connection(_address(server), timeout=timeout) as sock:
         sock.sendall(len(query).to_bytes(2, "big") + query)
         return _recv_exact(sock, int.from_bytes(_recv_exact(sock, 2), "big"))
 

@@ -69,12 +69,14 @@ def host_glibc() -> tuple[int, int]:
 
 
 def _elf_files(root: Path) -> list[Path]:
+    """Executables and shared objects under `root` (not object files or static archives)."""
     out = []
     for path in root.rglob("*"):
         if path.is_file() and not path.is_symlink():
             with path.open("rb") as fh:
-                if fh.read(4) == b"\x7fELF":
-                    out.append(path)
+                head = fh.read(18)
+            if head[:4] == b"\x7fELF" and len(head) == 18 and int.from_bytes(head[16:18], "little") in (2, 3):
+                out.append(path)
     return out
 
 

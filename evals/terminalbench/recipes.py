@@ -24,7 +24,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 # Bump when what a recipe builds changes: every cached root is rebuilt once.
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
 
 UBUNTU_SUITES = {"24.04": "noble", "noble": "noble", "latest": "noble", "22.04": "jammy", "jammy": "jammy",
                  "20.04": "focal", "focal": "focal"}

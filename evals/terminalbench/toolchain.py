@@ -9,7 +9,7 @@ original puts it, so the script's next line works as it would online:
 - `COPY --from=ghcr.io/astral-sh/uv:X` (a distroless image holding /uv and /uvx): the same
   binaries, from PyPI.
 - The CPython builds `uv -p 3.X` downloads from GitHub: this machine's (pyenv's), made portable
-  (pythons.py), mounted read-only at /opt/clover-python/X.Y.Z with their `python3.X` names in
+  (pythons.py), mounted read-only at /opt/clover-python/X.Y.Z with `python3.X` launchers in
   /opt/clover-python/bin at the END of PATH, so an image's own Python comes first. Only where the
   root's C library is at least this machine's.
 """
@@ -117,11 +117,14 @@ def python_binds(glibc: tuple[int, int], cache: Path | None = None) -> list[tupl
     if not binds:
         return []
     def links(target: Path) -> None:
+        # Scripts, not symlinks: a venv made from a symlink's path (uv's) would look for the standard
+        # library beside the link; exec'd by its real path, the interpreter reports that path.
         target.mkdir(parents=True)
         for name, path in names.items():
-            (target / name).symlink_to(path)
+            (target / name).write_text(f'#!/bin/sh\nexec {path} "$@"\n')
+            (target / name).chmod(0o755)
 
-    bin_dir = build_once(cache / "pythons" / f"bin-{_digest(str(sorted(names.items())))}", links)
+    bin_dir = build_once(cache / "pythons" / f"launchers-{_digest(str(sorted(names.items())))}", links)
     return [*binds, (bin_dir, f"{PYTHON_DIR}/bin")]
 
 
