@@ -171,9 +171,10 @@ def test_the_dns_forwarder_answers_from_the_resolvers_and_records_each_name(tmp_
     box.start()
     try:
         rc, out, _ = box.exec("getent hosts mirror.clover-test.org; getent hosts gone.clover-test.org; "
-                              "getent hosts printer.local; echo done", timeout=60)
+                              "getent hosts printer.local; python3 -c 'import socket; socket.getaddrinfo("
+                              "\"_http._tcp.mirror.clover-test.org\", 80)' 2>/dev/null; echo done", timeout=60)
         assert out.decode().split("\n")[0].split() == ["10.1.2.3", "mirror.clover-test.org"], out
-        # A public name that never resolved is named; a resolved one and a local one are not.
+        # A public name that never resolved is named; a resolved one, a local one and a service one are not.
         assert box.unreachable_hosts() == ["gone.clover-test.org"]
         assert "mirror.clover-test.org" in resolver.asked
         assert "gone.clover-test.org" in (tmp_path / "box" / "dns.log").read_text()

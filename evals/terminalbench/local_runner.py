@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -173,6 +174,8 @@ def run_task(
             if box.network_note and result.hosts:  # it asked for the internet and got none here
                 result.reason = f"{result.reason}; {box.network_note}"
             box.stop()
+            if (box.state / "dns.log").is_file():  # every name it looked up, and the outcome
+                shutil.copy2(box.state / "dns.log", task_out / "dns.log")
             if not keep:
                 box.remove()
     if result.status in ("failed", "error") and result.hosts:

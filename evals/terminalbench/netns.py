@@ -28,6 +28,7 @@ DNS_ADDRESS = "127.0.0.11"
 GUEST_ADDRESS = "10.0.2.100"  # slirp4netns's default address for the namespace's tap0
 _CLONE_NEWNET = 0x40000000
 _FAILED_RCODES = {2: "SERVFAIL", 3: "NXDOMAIN", 5: "REFUSED"}
+_ADDRESS_TYPES = {1, 28, 255}  # A, AAAA, ANY
 # Names no public resolver answers: local or reserved (RFC 2606, 6761, 6762, 8375), and reverse lookups.
 _LOCAL_NAME = re.compile(r"(?:^[^.]+$)|\.(?:local|localhost|localdomain|invalid|test|example|internal|lan|"
                          r"home\.arpa|in-addr\.arpa|ip6\.arpa)$")
@@ -151,9 +152,10 @@ class DnsForwarder:
                 os.close(fd)
 
     def failed_names(self) -> list[str]:
-        """Public names that never resolved (each at most once, in the order first asked)."""
+        """Public hosts whose address never resolved (each once, in the order first asked). Only
+        address lookups count: a service record (apt asks for _http._tcp.<mirror>) may well not exist."""
         with self._lock:
-            lookups = list(self.lookups)
+            lookups = [x for x in self.lookups if x.qtype in _ADDRESS_TYPES and not x.name.startswith("_")]
         resolved = {x.name for x in lookups if x.outcome == "ok"}
         names = [x.name for x in lookups if x.outcome != "ok" and x.name not in resolved and not _LOCAL_NAME.search(x.name)]
         return list(dict.fromkeys(names))
