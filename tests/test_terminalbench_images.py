@@ -84,6 +84,35 @@ def test_a_failed_or_distrusted_build_leaves_nothing_half_made(tmp_path):
     assert (tmp_path / "entry" / "v").read_text() != "tampered"
 
 
+def test_a_cached_root_is_checked_before_use(tmp_path):
+    """A root is used only when it is the recipe's: its manifest's key, /etc/os-release, the files
+    every image has, and the installed packages it was built with."""
+    import json
+
+    from clover.evals.terminalbench.images import _verify
+
+    recipe = resolve("ubuntu:24.04")
+    rootfs = tmp_path / "rootfs"
+    for path in ("bin/bash", "bin/tar", "usr/bin/env", "usr/bin/apt-get", "root/.bashrc", "root/.profile"):
+        (rootfs / path).parent.mkdir(parents=True, exist_ok=True)
+        (rootfs / path).write_text("")
+    (rootfs / "run/lock").mkdir(parents=True)
+    (rootfs / "etc").mkdir()
+    (rootfs / "etc/os-release").write_text("NAME=Ubuntu\nVERSION_CODENAME=noble\n")
+    (rootfs / "var/lib/dpkg").mkdir(parents=True)
+    (rootfs / "var/lib/dpkg/status").write_text("Package: bash\nStatus: install ok installed\n\n"
+                                                "Package: apt\nStatus: install ok installed\n")
+    (tmp_path / "manifest.json").write_text(json.dumps({"recipe": recipe.key(), "packages": 2}))
+    assert _verify(tmp_path, recipe) is None
+    assert _verify(tmp_path, resolve("ubuntu:22.04")) == "built from another recipe"
+    (rootfs / "var/lib/dpkg/status").write_text("Package: bash\nStatus: install ok installed\n")
+    assert _verify(tmp_path, recipe) == "its installed packages changed since it was built"
+    (rootfs / "usr/bin/apt-get").unlink()
+    assert _verify(tmp_path, recipe) == "/usr/bin/apt-get is missing"
+    (rootfs / "etc/os-release").write_text("VERSION_CODENAME=bookworm\n")
+    assert _verify(tmp_path, recipe) == "/etc/os-release is not ubuntu noble"
+
+
 # --------------------------------------------------------------------------- real roots (slow)
 
 

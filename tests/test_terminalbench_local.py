@@ -172,7 +172,7 @@ def test_uv_and_a_local_interpreter_instead_of_downloads(tmp_path):
     except OSError as exc:
         pytest.skip(f"no uv: {exc}")
     image = host_image(tmp_path / "skeleton")
-    box = TaskContainer(tmp_path / "box", image, network=False, binds=python_binds(image.glibc))
+    box = TaskContainer(tmp_path / "box", image, network=False, binds=python_binds(image.glibc, versions=local[-1:]))
     box.start()
     try:
         install_uv(box)

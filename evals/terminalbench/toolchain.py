@@ -99,14 +99,15 @@ def install_uv(box, version: str = "") -> None:
     box.put_bytes(_ENV_SCRIPT.encode(), "/root/.local/bin/env", 0o644)
 
 
-def python_binds(glibc: tuple[int, int], cache: Path | None = None) -> list[tuple[Path, str]]:
+def python_binds(glibc: tuple[int, int], cache: Path | None = None,
+                 versions: tuple[str, ...] = STAND_IN_PYTHONS) -> list[tuple[Path, str]]:
     """(host, container) read-only mounts of the portable interpreters and their PATH folder, for a
     root whose C library is `glibc` (none when it is older than this machine's)."""
     if glibc < pythons.host_glibc():
         return []
     cache = cache or cache_dir()
     binds, names = [], {}
-    for short in STAND_IN_PYTHONS:
+    for short in versions:
         found = pythons.newest(short)
         if found is None:
             continue
