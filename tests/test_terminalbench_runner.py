@@ -201,3 +201,30 @@ def test_dns_messages_are_read_and_refused_as_resolvers_expect():
     assert reply[:2] == b"\xab\xcd" and reply[2] & 0x80 and reply[3] & 0x0F == 3  # same id, a reply, NXDOMAIN
     assert reply[2] & 0x01 and reply[12:] == query[12:]  # RD kept, the question echoed
     assert question(b"\x00" * 5) is None and question(query[:12]) is None
+
+
+def _pinned_task(root: Path, prebuilt: str) -> None:
+    for sub in ("environment", "tests", "solution"):
+        (root / sub).mkdir(parents=True)
+    image = f'docker_image = "{prebuilt}"\n' if prebuilt else ""
+    (root / "task.toml").write_text(f'[environment]\nnetwork_mode = "none"\n{image}')
+    (root / "instruction.md").write_text("Install the pinned bash.\n")
+    (root / "environment" / "Dockerfile").write_text("FROM ubuntu:24.04\nWORKDIR /app\n")
+    # apt knows bash from dpkg's status even without package lists: the version is simply not there.
+    (root / "solution" / "solve.sh").write_text("#!/bin/bash\napt-get install -y bash=0.0-gone1\n")
+    (root / "tests" / "test.sh").write_text("#!/bin/bash\necho 0 > /logs/verifier/reward.txt\n")
+
+
+def test_a_pin_the_archive_no_longer_has_is_named(tmp_path):
+    """A solution that pins a version the archive has dropped cannot pass on a fresh build: the
+    verdict names the pin, and where the task has a prebuilt image (what Harbor pulls: it has the
+    version installed), the registry it needs."""
+    _pinned_task(tmp_path / "tasks" / "with-image", "someone/with-image:20251031")
+    _pinned_task(tmp_path / "tasks" / "without-image", "")
+    results = {r.id: r for r in run_tasks(find_tasks(tmp_path / "tasks"), settings=SETTINGS, model_factory=None,
+                                          out_dir=tmp_path / "out", launch=Launch(image="host"))}
+    with_image, without = results["with-image"], results["without-image"]
+    assert (with_image.status, with_image.hosts) == ("needs-internet", ["registry-1.docker.io"]), with_image.reason
+    assert with_image.reason.startswith("needs the internet: registry-1.docker.io (the archive no longer has "
+                                        "bash=0.0-gone1; the task's prebuilt image someone/with-image:20251031 has it")
+    assert without.status == "failed" and without.reason.startswith("the archive no longer has bash=0.0-gone1: ")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 import threading
 import time
@@ -178,11 +179,33 @@ def run_task(
                 shutil.copy2(box.state / "dns.log", task_out / "dns.log")
             if not keep:
                 box.remove()
+    if result.status in ("failed", "error") and not result.hosts:
+        _archive_drift(task, task_out, result)
     if result.status in ("failed", "error") and result.hosts:
         result.reason = f"needs the internet: {', '.join(result.hosts)} ({result.reason})"
         result.status = "needs-internet"
     result.seconds = time.monotonic() - start
     return result
+
+
+_MISSING_VERSION = re.compile(r"^E: Version '([^']+)' for '([^']+)' was not found", re.MULTILINE)
+REGISTRY = "registry-1.docker.io"
+
+
+def _archive_drift(task: Task, task_out: Path, result: TaskResult) -> None:
+    """A pinned package version the archive no longer has (apt: "Version 'V' for 'P' was not
+    found"): a fresh build cannot satisfy it. Where the task names a prebuilt image (which Harbor
+    pulls instead of building, and which has it installed), it needs that image: Docker Hub."""
+    logs = [task_out / "build.log", task_out / "oracle.log", task_out / "logs" / "verifier" / "test-stdout.txt"]
+    pins = list(dict.fromkeys(f"{p}={v}" for log in logs for v, p in _MISSING_VERSION.findall(_read_text(log) or "")))
+    if not pins:
+        return
+    gone = f"the archive no longer has {', '.join(pins)}"
+    if task.prebuilt_image:
+        result.hosts = [REGISTRY]
+        result.reason = f"{gone}; the task's prebuilt image {task.prebuilt_image} has it: {result.reason}"
+    else:
+        result.reason = f"{gone}: {result.reason}"
 
 
 def _failure_cause(task_out: Path) -> str:

@@ -70,6 +70,7 @@ class Task:
     env: dict[str, str] = field(default_factory=dict)
     solution_env: dict[str, str] = field(default_factory=dict)
     verifier_env: dict[str, str] = field(default_factory=dict)
+    prebuilt_image: str = ""  # task.toml's docker_image: what Harbor pulls instead of building (not here)
 
 
 # Instructions that change nothing the local container needs.
@@ -266,6 +267,7 @@ def _load_harbor(root: Path) -> Task:
         env=_env_table(config, "environment", root / "task.toml"),
         solution_env=_env_table(config, "solution", root / "task.toml"),
         verifier_env=_env_table(config, "verifier", root / "task.toml"),
+        prebuilt_image=str(image or ""),
     )
 
 
