@@ -228,3 +228,24 @@ def test_a_pin_the_archive_no_longer_has_is_named(tmp_path):
     assert with_image.reason.startswith("needs the internet: registry-1.docker.io (the archive no longer has "
                                         "bash=0.0-gone1; the task's prebuilt image someone/with-image:20251031 has it")
     assert without.status == "failed" and without.reason.startswith("the archive no longer has bash=0.0-gone1: ")
+
+
+def test_links_a_task_leaves_in_its_log_folders_are_not_followed(tmp_path):
+    """/logs/verifier is the run's folder mounted in: a link the task leaves there, to a path that is a
+    file on this machine, is neither read as the reward nor written through."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("1\n")
+    root = tmp_path / "tasks" / "sly"
+    for sub in ("environment", "tests", "solution"):
+        (root / sub).mkdir(parents=True)
+    (root / "task.toml").write_text('[environment]\nnetwork_mode = "none"\n')
+    (root / "instruction.md").write_text("x\n")
+    (root / "environment" / "Dockerfile").write_text("FROM ubuntu:24.04\nWORKDIR /app\n")
+    (root / "solution" / "solve.sh").write_text("#!/bin/bash\ntrue\n")
+    (root / "tests" / "test.sh").write_text(
+        f"#!/bin/bash\nln -sf {victim} /logs/verifier/reward.txt\nrm -f /logs/verifier/test-stdout.txt\n"
+        f"ln -s {victim} /logs/verifier/test-stdout.txt\necho appended-through-the-link\n")
+    [result] = run_tasks(find_tasks(tmp_path / "tasks"), settings=SETTINGS, model_factory=None,
+                         out_dir=tmp_path / "out", launch=Launch(image="host"))
+    assert (result.status, result.reason) == ("failed", "the tests wrote no reward")
+    assert victim.read_text() == "1\n"

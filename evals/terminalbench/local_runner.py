@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import shutil
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -93,10 +95,27 @@ def start_task(task: Task, state: Path, log: Path, launch: Launch | None = None,
 
 
 def _read_text(path: Path) -> str | None:
-    """A regular file's text (a link the task left there is not followed)."""
-    if path.is_symlink() or not path.is_file():
+    """A regular file's text; None for anything else. The task's output folders are writable from
+    inside the container: a link it leaves there is never followed (O_NOFOLLOW, no check-then-open)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
         return None
-    return path.read_text(errors="replace")
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return None
+        return fh.read(10_000_000).decode("utf-8", "replace")
+
+
+def _append(path: Path, data: bytes) -> None:
+    """Append to a file in a folder the container can write: never through a link it put there."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError:
+        return
+    with os.fdopen(fd, "ab") as fh:
+        if stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            fh.write(data)
 
 
 def read_reward(task: Task, logs: Path, test_code: int) -> float | None:
@@ -229,9 +248,7 @@ def verify(task: Task, box: TaskContainer, env: dict[str, str], task_out: Path, 
     code, out, timed_out = box.exec(f"bash /tests/{task.test_script.name}", cwd=task.docker.workdir,
                                     env={**env, **resolve_env(task.verifier_env, f"{task.id}: [verifier].env"),
                                          "TEST_DIR": "/tests"}, timeout=task.test_timeout)
-    if not log.is_symlink():
-        with log.open("ab") as fh:
-            fh.write(out)
+    _append(log, out)
     if code != 0 and task.format == "harbor" and _read_text(logs / "verifier" / "reward.txt") is None:
         (task_out / "verifier-error.txt").write_text(tail(out, 40) + "\n", encoding="utf-8")
     return code, timed_out
