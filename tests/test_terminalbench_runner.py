@@ -20,7 +20,7 @@ from clover.evals.terminalbench.build import ContainerSource, FolderSource, copy
 from clover.evals.terminalbench.container import TaskContainer, container_problem, host_image
 from clover.evals.terminalbench.launch import Launch
 from clover.evals.terminalbench.local_runner import run_tasks, summarize
-from clover.evals.terminalbench.netns import failure_reply, question
+from clover.evals.terminalbench.netns import failure_reply, outside_access_problem, question
 from clover.evals.terminalbench.tasks import find_tasks
 from clover.settings import Settings
 
@@ -166,6 +166,8 @@ def test_a_task_that_cannot_reach_a_host_needs_the_internet(tmp_path, resolver):
 
 
 def test_the_dns_forwarder_answers_from_the_resolvers_and_records_each_name(tmp_path, resolver):
+    if outside_access_problem() is not None:
+        pytest.skip(outside_access_problem())
     image = host_image(tmp_path / "skeleton")
     box = TaskContainer(tmp_path / "box", image, network=True, resolvers=[resolver.address])
     box.start()
@@ -178,6 +180,24 @@ def test_the_dns_forwarder_answers_from_the_resolvers_and_records_each_name(tmp_
         assert box.unreachable_hosts() == ["gone.clover-test.org"]
         assert "mirror.clover-test.org" in resolver.asked
         assert "gone.clover-test.org" in (tmp_path / "box" / "dns.log").read_text()
+    finally:
+        box.remove()
+
+
+def test_without_outside_access_every_name_is_refused_and_named(tmp_path, resolver, monkeypatch):
+    """No slirp4netns (or no /dev/net/tun): the task runs offline, its lookups are refused at once
+    and every public name it asked for is named (the note says why)."""
+    import clover.evals.terminalbench.container as container
+
+    monkeypatch.setattr(container, "outside_access_problem", lambda: "slirp4netns is not installed (test)")
+    image = host_image(tmp_path / "skeleton")
+    box = TaskContainer(tmp_path / "box", image, network=True, resolvers=[resolver.address])
+    box.start()
+    try:
+        rc, out, _ = box.exec("getent hosts mirror.clover-test.org || echo refused; ip -o link | wc -l", timeout=60)
+        assert out.decode().split() == ["refused", "1"]  # only its loopback
+        assert box.unreachable_hosts() == ["mirror.clover-test.org"] and resolver.asked == []
+        assert box.network_note == "slirp4netns is not installed (test)"
     finally:
         box.remove()
 
