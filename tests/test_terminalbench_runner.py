@@ -269,3 +269,25 @@ def test_links_a_task_leaves_in_its_log_folders_are_not_followed(tmp_path):
                          out_dir=tmp_path / "out", launch=Launch(image="host"))
     assert (result.status, result.reason) == ("failed", "the tests wrote no reward")
     assert victim.read_text() == "1\n"
+
+
+def test_a_timeout_multiplier_scales_each_tasks_timeouts(tmp_path):
+    """Harbor's --timeout-multiplier: a build step over the task's own limit times out, and fits with
+    the limits scaled (for a slower or shared machine); the multiplier is in results.json."""
+    import json
+
+    root = tmp_path / "tasks" / "slow-build"
+    for sub in ("environment", "tests", "solution"):
+        (root / sub).mkdir(parents=True)
+    (root / "task.toml").write_text('[environment]\nnetwork_mode = "none"\nbuild_timeout_sec = 1.0\n')
+    (root / "instruction.md").write_text("x\n")
+    (root / "environment" / "Dockerfile").write_text("FROM ubuntu:24.04\nWORKDIR /app\nRUN sleep 2\n")
+    (root / "solution" / "solve.sh").write_text("#!/bin/bash\ntrue\n")
+    (root / "tests" / "test.sh").write_text("#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n")
+    tasks = find_tasks(tmp_path / "tasks")
+    [tight] = run_tasks(tasks, settings=SETTINGS, model_factory=None, out_dir=tmp_path / "a", launch=Launch(image="host"))
+    [scaled] = run_tasks(tasks, settings=SETTINGS, model_factory=None, out_dir=tmp_path / "b",
+                         launch=Launch(image="host"), timeout_multiplier=10)
+    assert tight.status == "error" and "RUN sleep 2 timed out after 1 s" in tight.reason
+    assert scaled.status == "passed", scaled.reason
+    assert json.loads((tmp_path / "b" / "results.json").read_text())["timeout_multiplier"] == 10

@@ -53,6 +53,9 @@ def run(
     max_steps: Optional[int] = typer.Option(None, "--max-steps"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Results directory."),
     keep: bool = typer.Option(False, "--keep", help="Keep each task's container state (OUTPUT/<task>/container)."),
+    timeout_multiplier: float = typer.Option(
+        1.0, "--timeout-multiplier", min=0.1,
+        help="Scale every task's build, agent and test timeouts (as Harbor's): for a slow or shared machine."),
     image: Optional[str] = typer.Option(
         None, "--image", envvar="CLOVER_TBENCH_IMAGE",
         help="Run every task on this image instead of its FROM; 'host': this machine's own system (no "
@@ -89,7 +92,8 @@ def run(
             progress.console.print(f"  {result.id}: {result.status}" + (f" ({result.reason})" if result.reason else ""))
 
         results = run_tasks(tasks, settings=settings, model_factory=factory, out_dir=out, workers=concurrency,
-                            keep=keep, launch=Launch(image=image), on_done=done)
+                            keep=keep, launch=Launch(image=image), timeout_multiplier=timeout_multiplier,
+                            on_done=done)
     table = Table("task", "status", "reward", "seconds", "steps", "tokens", "note")
     for r in results:
         table.add_row(r.id, r.status, "" if r.reward is None else f"{r.reward:g}", f"{r.seconds:.1f}",

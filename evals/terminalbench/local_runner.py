@@ -284,10 +284,13 @@ def run_tasks(
     workers: int = 1,
     keep: bool = False,
     launch: Launch | None = None,
+    timeout_multiplier: float = 1.0,
     on_start: Callable[[Task], None] | None = None,
     on_done: Callable[[TaskResult], None] | None = None,
 ) -> list[TaskResult]:
-    """Every task, `workers` at a time; results in the order of `tasks`, also in results.json."""
+    """Every task, `workers` at a time; results in the order of `tasks`, also in results.json.
+    `timeout_multiplier` scales each task's build, agent and verifier timeouts (Harbor's
+    --timeout-multiplier: for a slower or shared machine)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     lock = threading.Lock()
 
@@ -295,6 +298,10 @@ def run_tasks(
         if on_start:
             with lock:
                 on_start(task)
+        if timeout_multiplier != 1.0:
+            task = dataclasses.replace(task, build_timeout=task.build_timeout * timeout_multiplier,
+                                       agent_timeout=task.agent_timeout * timeout_multiplier,
+                                       test_timeout=task.test_timeout * timeout_multiplier)
         result = run_task(task, settings=settings, model_factory=model_factory, out_dir=out_dir, keep=keep,
                           launch=launch)
         if on_done:
@@ -305,9 +312,9 @@ def run_tasks(
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         results = list(pool.map(one, tasks))
     summary = summarize(results)
-    (out_dir / "results.json").write_text(
-        json.dumps({"summary": summary, "tasks": [dataclasses.asdict(r) for r in results]}, indent=2)
-    )
+    (out_dir / "results.json").write_text(json.dumps(
+        {"summary": summary, "timeout_multiplier": timeout_multiplier, "tasks": [dataclasses.asdict(r) for r in results]},
+        indent=2))
     return results
 
 
