@@ -59,14 +59,14 @@ def per_step_overhead(steps: int, checkpoints: bool) -> list[float]:
         env = LocalEnvironment(str(root))
         model = ScriptedModel(script(steps))
         durations: list[float] = []
-        store = None
+        recorder = None
         if checkpoints:
-            from clover.tools.checkpoints import Checkpoints
+            from clover.tools.checkpoints import Checkpoints, Recorder
 
-            store = Checkpoints(str(root), store=str(Path(tmp) / "ckpt"))
+            recorder = Recorder(Checkpoints(str(root), store=str(Path(tmp) / "ckpt")), "bench", "bench")
         agent = Agent(model, env, default_tools(), system_prompt="bench", limits=Limits(max_steps=steps + 5, token_limit=10**12),
                       trajectory=Trajectory(Path(tmp) / "t.jsonl"), gate=build_gate(settings, root),
-                      before_step=(lambda s: store.snapshot(f"step {s}")) if store else None)
+                      recorder=recorder)
         agent.messages.append({"role": "user", "content": "bench"})
         agent._reset_counters()
         for _ in range(steps):

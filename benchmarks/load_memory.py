@@ -11,6 +11,10 @@ file (both loaders do that for CPU tensors already in the wanted dtype) count in
     python -m benchmarks.load_memory                      # ~600 MB bf16, 4 shards, both layouts, CPU
     python -m benchmarks.load_memory --device cuda --json figures.json
     python -m benchmarks.load_memory --preset clover-35b-a3b --layers 8 --loaders streamed --layouts fused
+    python -m benchmarks.load_memory --preset clover-35b-a3b --layers 4 --loaders streamed --quantize int4
+
+`--quantize int4|int8`: the streamed loader quantizes on load (model/load_quant.py); the model's bytes
+in the bound are then its quantized bytes as loaded, so the peak is judged against the quantized size.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ def _status(field: str) -> int:
     raise RuntimeError(f"no {field} in /proc/self/status")
 
 
-def child(loader: str, directory: str, device: str) -> None:
+def child(loader: str, directory: str, device: str, quantize: str | None = None) -> None:
     """One load in this (fresh) process; prints one JSON line."""
     import torch
 
@@ -56,7 +60,8 @@ def child(loader: str, directory: str, device: str) -> None:
     except OSError:
         reset = False
     t0 = time.perf_counter()
-    model = fn(directory, device=device, dtype=torch.bfloat16).model
+    kwargs = {"quantize": quantize} if quantize else {}
+    model = fn(directory, device=device, dtype=torch.bfloat16, **kwargs).model
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
@@ -69,7 +74,8 @@ def child(loader: str, directory: str, device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     in_use = time.perf_counter() - t0
-    on_host = sum(p.numel() * p.element_size() for p in model.parameters() if p.device.type == "cpu")
+    tensors = [*model.parameters(), *model.buffers()]  # quantized weights are buffers
+    on_host = sum(p.numel() * p.element_size() for p in tensors if p.device.type == "cpu")
     print(json.dumps({"peak_above_import": peak - base, "seconds": seconds, "host_param_bytes": on_host,
                       "peak_in_use_above_import": _status("VmHWM") - base, "seconds_to_in_use": in_use,
                       "peak_reset": reset}))  # fmt: skip
@@ -112,12 +118,13 @@ def write(directory: Path, preset: str, layers: int | None, layout: str, shards:
     }
 
 
-def measure(loader: str, directory: Path, device: str, repeat: int) -> dict:
+def measure(loader: str, directory: Path, device: str, repeat: int, quantize: str | None = None) -> dict:
     """The median of `repeat` loads, each in a fresh process (a shared machine is noisy)."""
     runs = []
     for _ in range(repeat):
         out = subprocess.run(
-            [sys.executable, "-m", "benchmarks.load_memory", "--child", loader, str(directory), "--device", device],
+            [sys.executable, "-m", "benchmarks.load_memory", "--child", loader, str(directory), "--device", device,
+             *(["--quantize", quantize] if quantize else [])],
             capture_output=True, text=True, check=False,
         )  # fmt: skip
         if out.returncode:
@@ -139,9 +146,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="loads per figure (median)")
     ap.add_argument("--dir", default=None, help="where to write the checkpoints (default: a temp dir)")
     ap.add_argument("--json", default=None, help="append the figures to this JSON file")
+    ap.add_argument("--quantize", choices=("int4", "int8"), default=None, help="quantize on load (streamed loader only)")
     a = ap.parse_args(argv)
+    if a.quantize and "legacy" in a.loaders and not a.child:
+        ap.error("--quantize needs --loaders streamed (the legacy loader does not quantize)")
     if a.child:
-        child(a.child[0], a.child[1], a.device)
+        child(a.child[0], a.child[1], a.device, a.quantize)
         return 0
     root = Path(a.dir or tempfile.mkdtemp(prefix="clover-loadbench-"))
     rows = []
@@ -149,16 +159,18 @@ def main(argv: list[str] | None = None) -> int:
         d = root / layout
         info = write(d, a.preset, a.layers, layout, a.shards)
         slack = 1.2 * info["largest_shard"] + 100 * MB
-        bound = slack + (info["model_bytes"] if a.device == "cpu" else 0)
         for loader in a.loaders:
-            r = measure(loader, d, a.device, a.repeat)
+            r = measure(loader, d, a.device, a.repeat, a.quantize)
+            # quantized on load, the model in memory is its quantized bytes (as loaded), not the file's
+            held = r.get("host_param_bytes", 0) if a.quantize else info["model_bytes"]
+            bound = slack + (held if a.device == "cpu" else 0)
             row = {"layout": layout, "loader": loader, "device": a.device, "preset": a.preset, **info, **r,
-                   "bound": bound}  # fmt: skip
+                   "bound": bound, "quantize": a.quantize, "model_bytes_loaded": held}  # fmt: skip
             if "peak_above_import" in r:
                 # judged once every weight has been read: mapped weights count from then on
                 peak = max(r["peak_above_import"], r["peak_in_use_above_import"])
                 row["within_bound"] = peak <= bound
-                row["beyond_model"] = peak - (info["model_bytes"] if a.device == "cpu" else 0)
+                row["beyond_model"] = peak - (held if a.device == "cpu" else 0)
             rows.append(row)
             print(_line(row), flush=True)
         if not a.dir:
@@ -184,8 +196,9 @@ def main(argv: list[str] | None = None) -> int:
 def _line(r: dict) -> str:
     if "error" in r:
         return f"{r['layout']:>10} {r['loader']:>8}: error {r['error']}"
+    quantized = f" ({r['quantize']} on load: {r['model_bytes_loaded'] / MB:.0f} MB)" if r.get("quantize") else ""
     return (
-        f"{r['layout']:>10} {r['loader']:>8}: model {r['model_bytes'] / MB:5.0f} MB, largest shard "
+        f"{r['layout']:>10} {r['loader']:>8}: model {r['model_bytes'] / MB:5.0f} MB{quantized}, largest shard "
         f"{r['largest_shard'] / MB:5.0f} MB; peak RSS above imports: at load {r['peak_above_import'] / MB:5.0f} MB, "
         f"every weight read {r['peak_in_use_above_import'] / MB:5.0f} MB (beyond the model "
         f"{r['beyond_model'] / MB:4.0f} MB; bound {r['bound'] / MB:5.0f} MB {'ok' if r['within_bound'] else 'OVER'}); "

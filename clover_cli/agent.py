@@ -60,6 +60,15 @@ class StepLimit(LimitsExceeded):
     """The step limit ended the run (a wrap-up turn may still answer the user)."""
 
 
+class StepRecorder(Protocol):
+    """Records what a tool call changes (checkpoints for undo): `begin` just before a call that may
+    change files runs, `end` just after, with the step's number. Read-only calls are not wrapped."""
+
+    def begin(self, step: int) -> None: ...
+
+    def end(self, step: int) -> None: ...
+
+
 class Gate(Protocol):
     def authorize(self, call: ToolCall, tool: Tool) -> str | None:
         """None lets the call run; a string refuses it and is what the model is told."""
@@ -96,6 +105,13 @@ class RunResult:
         return self.prompt_tokens + self.completion_tokens
 
 
+def _read_only(tool: Tool, args: dict[str, Any]) -> bool:
+    try:
+        return bool(tool.is_read_only(args))
+    except Exception:  # a tool without the method, or one that cannot tell: it may write
+        return False
+
+
 class Agent:
     def __init__(
         self,
@@ -110,12 +126,18 @@ class Agent:
         on_event: EventHandler | None = None,
         before_step: Callable[[int], None] | None = None,
         on_tool_result: Callable[[ToolCall, ToolResult], None] | None = None,
+        on_call_done: Callable[[ToolCall, ToolResult], None] | None = None,
+        recorder: StepRecorder | None = None,
     ) -> None:
+        """`on_tool_result`: a tool ran (the chat renders it). `on_call_done`: every call, whatever
+        became of it: run, refused by the gate (data "denied"), malformed ("format_error"), held by
+        the backend ("held") or not run again ("repeated"); headless runs report refusals with it."""
         self.model, self.env, self.limits = model, env, limits or Limits()
         self.tools = {t.name: t for t in tools}
         self.specs = [tool_spec(t) for t in tools]
         self.trajectory, self.gate, self.on_event = trajectory, gate, on_event
-        self.before_step, self.on_tool_result = before_step, on_tool_result
+        self.before_step, self.on_tool_result, self.on_call_done = before_step, on_tool_result, on_call_done
+        self.recorder = recorder
         self.messages: list[Message] = [{"role": "system", "content": system_prompt}]
         self._reset_counters()
 
@@ -211,14 +233,19 @@ class Agent:
         )  # fmt: skip
 
     def _before_step(self) -> None:
-        """The hook (a checkpoint) failing must not end the run: the step goes ahead without it,
+        self._hook(self.before_step, "before step")
+
+    def _hook(self, hook: Callable[[int], None] | None, what: str) -> None:
+        """A hook (a checkpoint) failing must not end the run: the step goes ahead without it,
         recorded, and `on_event` gets one warning line (the hook itself says what it lost)."""
+        if hook is None:
+            return
         try:
-            self.before_step(self.steps)
+            hook(self.steps)
         except (AgentStop, KeyboardInterrupt):
             raise
         except Exception as exc:
-            message = f"before step {self.steps}: {type(exc).__name__}: {exc}"
+            message = f"{what} {self.steps}: {type(exc).__name__}: {exc}"
             self._record({"type": "warning", "step": self.steps, "message": message})
             if self.on_event is not None:
                 self.on_event(StreamEvent("status", message, {"warning": message}))
@@ -252,7 +279,15 @@ class Agent:
         except KeyboardInterrupt:
             self._add_tool_message(call, ToolResult("interrupted by the user", is_error=True))
             raise
+        except AgentStop as stop:  # e.g. one repeat too many: the call is answered, then the run ends
+            result = ToolResult(f"not run: {stop}", is_error=True, data={"stopped": True})
+            self._add_tool_message(call, result)
+            if self.on_call_done is not None:
+                self.on_call_done(call, result)
+            raise
         self._add_tool_message(call, result)
+        if self.on_call_done is not None:
+            self.on_call_done(call, result)
         return result
 
     def _execute(self, call: ToolCall) -> ToolResult:
@@ -270,19 +305,26 @@ class Agent:
             return ToolResult(
                 f"You have made this exact {call.name} call {self.repeats} times in a row and it was not run "
                 "again. Its result will not change: try a different approach. Repeating it stops the run.",
-                is_error=True,
+                is_error=True, data={"repeated": True},
             )
         tool = self.tools[call.name]
         if self.gate is not None:
             refusal = self.gate.authorize(call, tool)
             if refusal is not None:
                 return ToolResult(refusal, is_error=True, data={"denied": True})
+        # recorded after the approval (a user editing files while asked is not the agent)
+        recording = self.recorder is not None and not _read_only(tool, call.arguments)
+        if recording:
+            self._hook(self.recorder.begin, "recording the step")
         try:
             result = tool.run(call.arguments, self.env)
         except KeyboardInterrupt:
             raise
         except Exception as exc:  # tools return errors as results; this is the safety net
             result = ToolResult(f"{call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+        finally:
+            if recording:
+                self._hook(self.recorder.end, "recording the step")
         self.edited |= getattr(tool, "edits_files", False) and not result.is_error
         screen = getattr(self.gate, "screen", None)
         if screen is not None:  # e.g. search results from files that read rules deny

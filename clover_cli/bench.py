@@ -18,7 +18,7 @@ def bench_command(
     block_size: Annotated[str, typer.Option("--block-size", help="Comma-separated block sizes; 1 is the AR baseline, `model` the checkpoint's own.")] = "model,1",
     threshold: Annotated[float, typer.Option("--threshold", help="Confidence threshold τ of the diffusion decoder.")] = 0.9,
     order: Annotated[str, typer.Option("--order", help="Which passing positions a diffusion round keeps: any, the run from the left, the draft's run a causal pass confirms (verify), or auto (the checkpoint's own).")] = "auto",
-    split: Annotated[str, typer.Option("--split", help="heldout (SynthFix) or handwritten (evals/handwritten; --count caps it).")] = "heldout",
+    split: Annotated[str, typer.Option("--split", help="heldout (SynthFix), handwritten (evals/handwritten) or frozen (evals/frozen); --count caps the last two.")] = "heldout",
     max_steps: Annotated[int, typer.Option("--max-steps", help="Agent step limit per task.")] = 12,
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="Generated tokens per assistant turn.")] = 4096,
     time_limit: Annotated[float, typer.Option("--time-limit", help="Seconds per task.")] = 1800.0,
@@ -28,10 +28,11 @@ def bench_command(
     think: Annotated[bool, typer.Option("--think/--no-think", help="Thinking mode.")] = True,
     oracle: Annotated[str | None, typer.Option("--oracle", help="gold | empty: grade that patch instead of running the agent.")] = None,
     keep_workspaces: Annotated[bool, typer.Option("--keep-workspaces", help="Keep the agents' work trees (under OUT/work).")] = False,
-    work_dir: Annotated[Path | None, typer.Option("--work-dir", help="Where the agents work: the path is in the model's prompt, so runs compare only with runs from the same one (default: one per user under the temp dir; one run at a time).")] = None,
+    work_dir: Annotated[Path | None, typer.Option("--work-dir", help="Pin where the agents work (the path is in the model's prompt: pinned runs repeat exactly, one run at a time; the summary says so). Default: a fresh temporary directory, a real path.")] = None,
     grounding: Annotated[str, typer.Option("--grounding", help="Tool values grounded in the workspace: on, off, or on,off (both, side by side).")] = "on",
-    real_timings: Annotated[bool, typer.Option("--real-timings", help="Show the agent the test runs' real durations (default: a fixed one, so a run repeats exactly).")] = False,
+    fixed_timings: Annotated[bool, typer.Option("--fixed-timings", help="Show the agent every test run's duration as 0.01s, so a run repeats exactly (default: the real durations; the summary says which).")] = False,
     drafts: Annotated[int | None, typer.Option("--drafts", help="Context drafts for block decoding: n-gram length, 0 off (default: the setting's default).")] = None,
+    test_guard: Annotated[bool, typer.Option("--test-guard/--no-test-guard", help="clover fix's test guard: the repository's tests before and after each task (default on; off for model-only figures).")] = True,
     fused_rounds: Annotated[bool, typer.Option("--fused-rounds", help="Verify decoding: each round's check also drafts the next round (one forward per round).")] = False,
     set_: Annotated[list[str] | None, typer.Option("--set", help="KEY=VALUE: another agent setting for every task, e.g. grounded_spans=off (repeatable; CLOVER_* variables and config files do not reach the bench).")] = None,
 ) -> None:
@@ -52,8 +53,8 @@ def bench_command(
             out=out, model=model, count=count, seed=seed, block_sizes=parse_block_sizes(block_size),
             threshold=threshold, max_steps=max_steps, max_tokens=max_tokens, time_limit=time_limit,
             workers=workers, device=device, think=think, mode=oracle or "agent", keep_workspaces=keep_workspaces, work_dir=work_dir,
-            grounding=parse_grounding(grounding), order=order, split=split, stable_timings=not real_timings,
-            drafts=drafts, fused_rounds=fused_rounds, extra=parse_settings(set_ or []),
+            grounding=parse_grounding(grounding), order=order, split=split, stable_timings=fixed_timings,
+            drafts=drafts, fused_rounds=fused_rounds, extra=parse_settings(set_ or []), test_guard=test_guard,
         )  # fmt: skip
         summary = run_bench(cfg, log=lambda line: typer.echo(line, err=True))
     except model_error_types() as exc:

@@ -1,20 +1,35 @@
 """`clover fix ISSUE.md`: the agent, headless, leaves a fix (diff or commit) and a report.
 
-Exit codes: 0 the agent finished, 1 it gave up or hit a limit, 2 usage or configuration error."""
+The report is computed, not taken from the model: the work tree's real diff (files, +/- lines) and
+the last test command the agent ran with its exit code; the model's final answer follows, labelled
+as its words and never shortened. Refused and failed calls are said on stderr as they happen and
+listed in json (call_log.py). The exit code comes from exit_codes.py, shared with `clover -p`.
+
+Default permission mode: auto-edit (see HEADLESS_MODE)."""
 
 from __future__ import annotations
 
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from clover import gitdiff
 from clover.agent import RunResult
+from clover.call_log import CallLog, shorten
 from clover.cli_common import fail, settings_or_exit, state_dir, warn
 from clover.core.protocols import ModelError, StreamEvent
+from clover.exit_codes import ExitCode, Outcome, decide
+from clover.prompts import says_no_change_needed
+from clover.settings import Settings
+from clover.worktree_change import Change, WorkTreeChange
+
+# A fix is asked for a change, so file edits inside the workspace run without asking (checkpointed:
+# `clover undo` reverts them). Commands run only where the user's allow rules (or --yes / --mode
+# yolo) say so: a command can do anything the sandbox lets it, and bubblewrap may be missing. The
+# user's own config (`mode = ...`) and --mode / --yes win over this default.
+HEADLESS_MODE = "auto-edit"
 
 
 @dataclass
@@ -28,6 +43,104 @@ class FixOptions:
 
 
 def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
+    task, root = _check_input(opts)
+    settings = settings_or_exit(root, flags, mode=HEADLESS_MODE)
+    streaming = opts.output_format == "stream-json"
+    log = CallLog(sys.stderr, emit=_print_json if streaming else None)
+    log.say(f"fixing {opts.issue} in {root} · model {_model_label(settings)} · mode {settings.mode}")
+    model, env = _build(settings, root, log)
+
+    from clover.repl.headless import RecordingModel
+    from clover.runner import build_agent, checkpointer
+    from clover.test_guard import guard_for_fix
+
+    trajectory = opts.trajectory or state_dir() / "runs" / f"fix-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+    guard = guard_for_fix(settings, env, model)  # the repository's tests before the agent (test_guard.py)
+    tracker = _tracker(root)
+    recorder = checkpointer(settings, root, f"fix {opts.issue.name}: {task.splitlines()[0][:60]}",
+                            session=f"fix-{time.strftime('%Y%m%d-%H%M%S')}")
+
+    def on_event(event: StreamEvent) -> None:
+        log.on_event(event)
+        if streaming:
+            _print_json({"type": event.kind, "text": event.text, "data": event.data})
+
+    recording = RecordingModel(model)
+    agent = build_agent(settings, env, kind="fix", model=recording, trajectory_path=trajectory,
+                        on_event=on_event, before_step=log.on_step, on_call_done=log, recorder=recorder)
+    log.bind(agent.tools)
+    try:
+        result = agent.run(task)
+    finally:
+        if agent.trajectory is not None:
+            agent.trajectory.close()
+    log.done()
+    if result.exit_status == ModelError.exit_status and result.steps <= 1:
+        # The model never answered: nothing was done, so leave nothing behind but one line.
+        Path(trajectory).unlink(missing_ok=True)
+        if tracker is not None:
+            tracker.close()
+        message = result.error.removeprefix("model error: ModelError: ")
+        if opts.output_format != "text":
+            _print_json({**({"type": "result"} if streaming else {}), "status": result.exit_status,
+                         "exit_code": int(ExitCode.BACKEND), "outcome": "model_error", "is_error": True,
+                         "error": message})
+        fail(message, code=int(ExitCode.BACKEND))
+
+    change = _change(tracker)
+    checked = guard.finish(root, change.patch)
+    if checked.rolled_back:  # the change broke a passing test: nothing of it is left to write or commit
+        change = Change()
+    cut = recording.cut_reason()
+    changed = bool(change.files) if tracker is not None else log.mutated
+    outcome = decide(result.exit_status, refused=len(log.denials), changed=changed, needs_change=True,
+                     no_change_answer=says_no_change_needed(result.final_text), cut=cut)
+    if opts.patch_out:
+        try:
+            opts.patch_out.write_text(change.patch, encoding="utf-8")
+        except OSError as exc:  # the run's result is still reported below
+            warn(f"cannot write {opts.patch_out}: {exc.strerror or exc}")
+    if opts.commit and change.files:
+        _commit(root, result, [f.path for f in change.files])
+    summary = _summary(change if tracker else None, log, outcome, settings.mode, checked.note)
+    report = _record(result, outcome, summary, change, log, settings.mode, cut, trajectory)
+    report["test_guard"] = checked.to_json()
+    _report(opts.output_format, report, result, cut)
+    return int(outcome.code)
+
+
+def _record(result: RunResult, outcome: Outcome, summary: str, change: Change, log: CallLog, mode: str,
+            cut: str, trajectory: Path) -> dict[str, Any]:
+    """The json result (and stream-json's last line): Claude Code's `is_error` and
+    `permission_denials` (tool_name, tool_use_id, tool_input, plus our `reason`), and ours."""
+    return {
+        "status": result.exit_status,
+        "outcome": outcome.label,
+        "exit_code": int(outcome.code),
+        "is_error": outcome.code != ExitCode.OK,
+        "summary": summary,
+        "patch": change.patch,
+        "changes": {"files": [asdict(f) for f in change.files], "added": change.added, "removed": change.removed},
+        "final_text": result.final_text,  # the model's words, whole
+        "truncated": _cut_text(cut) if cut else None,
+        "error": result.error,
+        "mode": mode,
+        **log.record(),
+        "steps": result.steps,
+        "tokens": result.tokens,
+        "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": result.completion_tokens,
+        "seconds": round(result.seconds, 3),
+        "model_seconds": round(result.model_seconds, 3),
+        "stats": result.stats,
+        "trajectory": str(trajectory),
+    }
+
+
+def _check_input(opts: FixOptions) -> tuple[str, Path]:
+    """Every usage problem, before anything runs (exit 2, one line)."""
+    from clover.gitdiff import is_git_repo
+
     if opts.output_format not in ("text", "json", "stream-json"):
         fail(f"--output-format must be text, json or stream-json, not {opts.output_format!r}")
     if not opts.issue.is_file():
@@ -43,91 +156,122 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
     if opts.patch_out and not opts.patch_out.absolute().parent.is_dir():
         fail(f"--patch-out: directory not found: {opts.patch_out.absolute().parent}")
     root = opts.repo.resolve()
-    settings = settings_or_exit(root, flags, mode="ask")
-    git = gitdiff.is_git_repo(root)
-    if not git:
-        warn(f"{root} is not a git repository: no diff and no --commit (clover undo still works)")
+    if opts.commit and not is_git_repo(root):
+        fail(f"--commit needs a git repository, and {root} is not one")
+    return task, root
 
-    from clover.runner import build_environment, build_model, checkpointer, run_agent
+
+def _model_label(settings: Settings) -> str:
+    return f"{settings.model} at {settings.base_url}" if settings.base_url else settings.model
+
+
+def _build(settings: Settings, root: Path, log: CallLog) -> tuple[Any, Any]:
+    """The model and the environment; a problem with either is one line and exit 2."""
+    from clover.runner import build_environment, build_model
     from clover.tools.sandbox import SandboxUnavailable
 
+    local = not settings.base_url and not settings.model.startswith("scripted:")
     try:
+        if local:
+            log.say(f"loading the model ({settings.model})…")
+        started = time.monotonic()
         model = build_model(settings)
-        env = build_environment(settings, root)
+        if local:
+            log.say(f"model loaded in {time.monotonic() - started:.1f} s")
+        return model, build_environment(settings, root)
     except (ModelError, SandboxUnavailable) as exc:
         fail(str(exc))
-    trajectory = opts.trajectory or state_dir() / "runs" / f"fix-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
-    before = gitdiff.worktree_tree(root) if git else None
-    printer = _stream_printer() if opts.output_format == "stream-json" else None
-    result = run_agent(task, settings=settings, env=env, model=model, kind="fix",
-                       trajectory_path=trajectory, on_event=printer,
-                       before_step=checkpointer(settings, root))
-    if result.exit_status == ModelError.exit_status and result.steps <= 1:
-        # The model never answered: nothing was done, so leave nothing behind.
-        Path(trajectory).unlink(missing_ok=True)
-        fail(result.error.removeprefix("model error: ModelError: "))
 
-    after = gitdiff.worktree_tree(root) if before else None
-    patch = gitdiff.diff_trees(root, before, after) if before and after else ""
-    if opts.patch_out:
-        try:
-            opts.patch_out.write_text(patch, encoding="utf-8")
-        except OSError as exc:  # the run's result is still reported below
-            warn(f"cannot write {opts.patch_out}: {exc.strerror or exc}")
-    if opts.commit and patch and before and after:
-        _commit(root, result, gitdiff.changed_paths(root, before, after))
-    _report(opts.output_format, result, patch, trajectory, git)
-    return 0 if result.exit_status == "submitted" else 1
+
+def _tracker(root: Path) -> WorkTreeChange | None:
+    try:
+        return WorkTreeChange(root)
+    except (RuntimeError, OSError) as exc:
+        warn(f"cannot snapshot the work tree ({shorten(str(exc), 200)}): the report cannot show the change")
+        return None
+
+
+def _change(tracker: WorkTreeChange | None) -> Change:
+    if tracker is None:
+        return Change()
+    try:
+        return tracker.result()
+    except (RuntimeError, OSError) as exc:
+        warn(f"cannot diff the work tree ({shorten(str(exc), 200)})")
+        return Change()
+
+
+def _summary(change: Change | None, log: CallLog, outcome: Outcome, mode: str, guard_note: str = "") -> str:
+    """What happened, from the files and the calls: never from the model's prose."""
+    lines = [f"Change: {change.stat()}" if change is not None else "Change: unknown (the work tree could not be read)"]
+    test = log.last_test
+    if test is None:
+        lines.append("Tests: the agent ran no test command")
+    else:
+        result = "timed out" if test.timed_out else f"exit {test.exit_code}"
+        when = "after the last edit" if test.after_last_edit else "before the last edit"
+        lines.append(f"Tests: `{shorten(test.command, 120)}` {result}, {when}")
+    if guard_note:
+        lines.append(f"Test guard: {guard_note}")
+    if log.denials or log.errors:
+        lines.append(f"Calls: {len(log.denials)} refused, {len(log.errors)} failed (listed above)")
+    if outcome.code == ExitCode.REFUSED:
+        lines.append(f"Refused in {mode} mode: --yes allows every call (commands run in the sandbox where "
+                     "bubblewrap works), or allow rules in the config let chosen commands run")
+    return "\n".join(lines)
 
 
 def _commit(root: Path, result: RunResult, paths: list[str]) -> None:
-    """Commit only what the agent changed: the user's own uncommitted work stays uncommitted."""
-    title = (result.final_text.strip().splitlines() or ["clover fix"])[0][:72]
+    """Commit only what the agent changed: the user's own uncommitted work stays uncommitted.
+    The subject is the answer's first line when it fits in 72 characters; the whole answer is the body."""
+    from clover import gitdiff
+
+    answer = result.final_text.strip()
+    first = (answer.splitlines() or [""])[0].strip()
+    title = first if first and len(first) <= 72 else f"clover fix: {', '.join(paths)}"
+    if len(title) > 72:
+        title = f"clover fix: {len(paths)} files"
+    body = f"{answer}\n\n" if answer and answer != title else ""
     try:
-        gitdiff.commit_paths(root, paths, f"{title}\n\nMade by clover fix ({result.steps} steps).")
+        gitdiff.commit_paths(root, paths, f"{title}\n\n{body}Made by clover fix ({result.steps} steps).")
     except RuntimeError as exc:
         warn(f"the fix was not committed: {exc}")
 
 
-def _report(fmt: str, result: RunResult, patch: str, trajectory: Path, git: bool = True) -> None:
-    summary = {
-        "status": result.exit_status,
-        "patch": patch,
-        "final_text": result.final_text,
-        "error": result.error,
-        "steps": result.steps,
-        "tokens": result.tokens,
-        "prompt_tokens": result.prompt_tokens,
-        "completion_tokens": result.completion_tokens,
-        "seconds": round(result.seconds, 3),
-        "model_seconds": round(result.model_seconds, 3),
-        "stats": result.stats,
-        "trajectory": str(trajectory),
-    }
+def _report(fmt: str, report: dict[str, Any], result: RunResult, cut: str) -> None:
     if fmt == "json":
-        print(json.dumps(summary, indent=2))
+        print(json.dumps(report, indent=2))
         return
     if fmt == "stream-json":
-        print(json.dumps({"type": "result", **summary}), flush=True)
+        _print_json({"type": "result", **report})
         return
-    if result.final_text:
-        print(result.final_text.strip() + "\n")
-    print(patch if patch else "(no changes)" if git else "(no diff: not a git repository)")
-    line = (
-        f"[{result.exit_status}] {result.steps} steps, {result.tokens} tokens, "
-        f"{result.seconds:.1f} s (model {result.model_seconds:.1f} s)"
-    )
+    print(report["summary"])
+    words = result.final_text.strip()
+    if words:
+        label = "The model's words" + (f" (cut off: {_cut_text(cut)})" if cut else "")
+        lines = words.splitlines()
+        print(f"{label}: {words}" if len(lines) == 1 else f"{label}:\n" + "\n".join(f"  {ln}" for ln in lines))
+    if report["patch"]:
+        print("\n" + report["patch"].rstrip("\n"))
+    line = (f"[{report['outcome']}] exit {report['exit_code']} · {result.steps} steps, {result.tokens} tokens, "
+            f"{result.seconds:.1f} s (model {result.model_seconds:.1f} s)")
     if result.error:
         line += f" - {result.error}"
     verified, held = int(result.stats.get("verified_edits", 0)), int(result.stats.get("held_edits", 0))
     if verified or held:  # the local decoder ran the issue's example against its edits (reproduce.py)
         line += f"; issue's example run: {verified} edit(s) chosen by it, {held} held back"
     print(line, file=sys.stderr)
-    print(f"trajectory: {trajectory}", file=sys.stderr)
+    print(f"trajectory: {report['trajectory']}", file=sys.stderr)
 
 
-def _stream_printer():
-    def emit(event: StreamEvent) -> None:
-        print(json.dumps({"type": event.kind, "text": event.text, "data": event.data}, default=str), flush=True)
+def _cut_text(cut: str) -> str:
+    from clover.repl.guard import TRUNCATED
 
-    return emit
+    return TRUNCATED.get(cut, cut)
+
+
+def _print_json(obj: dict[str, Any]) -> None:
+    print(json.dumps(obj, default=str), flush=True)
+
+
+__all__ = ["FixOptions", "HEADLESS_MODE", "run_fix"]

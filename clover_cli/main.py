@@ -9,11 +9,21 @@ from typing import Annotated
 import typer
 
 from clover import __version__
+from clover.exit_codes import HELP as EXIT_CODES_HELP
+
+HEADLESS_HELP = (
+    "Headless runs never ask: a call that would need approval is refused, said on stderr at once and listed "
+    "in json's permission_denials. clover -p uses your permission mode (default ask: edits and commands are "
+    "refused unless allow rules cover them); clover fix defaults to auto-edit (edits inside the repository "
+    "run, checkpointed for clover undo; commands need allow rules). --yes allows every call (commands run in "
+    "the sandbox where bubblewrap works). " + EXIT_CODES_HELP
+)
 
 app = typer.Typer(
     name="clover",
-    help="Clover: a terminal coding assistant built around a local block-diffusion language model.",
-    no_args_is_help=True,
+    help="Clover: a terminal coding assistant built around a local block-diffusion language model. "
+    "`clover` alone opens a chat in this directory (as `clover chat`).",
+    epilog=HEADLESS_HELP,
     add_completion=False,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -42,11 +52,22 @@ ModeOpt = Annotated[str | None, typer.Option("--mode", help="Permission mode: pl
 AddDirOpt = Annotated[list[str] | None, typer.Option("--add-dir", help="Also allow file tools in this directory.")]
 PrintOpt = Annotated[
     str | None,
-    typer.Option("--print", "-p", help="One-shot: answer PROMPT and exit ('-': the prompt is stdin; piped stdin is appended).",
-                 show_default=False),
+    typer.Option("--print", "-p", help="One-shot: answer PROMPT and exit ('-': the prompt is stdin; piped stdin is "
+                 "appended). Calls needing approval are refused and reported; exit codes below.", show_default=False),
 ]
 OutputFormatOpt = Annotated[str, typer.Option("--output-format", help="With -p: text | json | stream-json")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Allow every tool call (yolo mode).")]
+# `--resume` alone (no ID) opens a picker: main() gives the bare option this value (typer has no
+# optional option values).
+PICK = "pick"
+ResumeOpt = Annotated[
+    str | None,
+    typer.Option("--resume", "-r", metavar="[ID]", show_default=False,
+                 help="Continue a saved session: an ID, 'last', or nothing to pick one from a list."),
+]
+ContinueOpt = Annotated[
+    bool, typer.Option("--continue", "-c", help="Continue the most recent session in this directory.")
+]
 
 
 @app.callback(invoke_without_command=True)
@@ -57,26 +78,50 @@ def _root(
     ] = False,
     print_: PrintOpt = None,
     output_format: OutputFormatOpt = "text",
-    repo: Annotated[Path, typer.Option("--repo", help="With -p: the repository to work in.")] = Path("."),
+    repo: Annotated[Path, typer.Option("--repo", help="The repository to work in.")] = Path("."),
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     api_key: ApiKeyOpt = None,
     mode: ModeOpt = None,
     yes: YesOpt = False,
     think: ThinkOpt = None,
+    resume: ResumeOpt = None,
+    continue_: ContinueOpt = False,
 ) -> None:
     if ctx.invoked_subcommand is not None:
-        if print_ is not None:
+        if print_ is not None or resume is not None or continue_:
             from clover.cli_common import fail
 
-            fail(f"-p goes after the command: clover {ctx.invoked_subcommand} -p ..., or clover -p ... alone")
+            flag = "-p" if print_ is not None else "--resume" if resume is not None else "--continue"
+            fail(f"{flag} goes after the command: clover {ctx.invoked_subcommand} {flag} ..., or clover {flag} ... alone")
         return
-    if print_ is None:
-        typer.echo(ctx.get_help())
-        raise typer.Exit(0)
     flags = {"model": model, "base_url": base_url, "api_key": api_key, "think": think,
              "mode": "yolo" if yes else mode}
-    raise typer.Exit(_one_shot(repo, flags, print_, output_format))
+    raise typer.Exit(_chat(repo, flags, print_, output_format, resume, continue_))
+
+
+def _chat(repo: Path, flags: dict, print_: str | None, output_format: str, resume: str | None,
+          continue_: bool, live: bool = True) -> int:
+    """`clover` and `clover chat`: the interactive chat, or one headless request when -p is given or
+    stdin is piped (and no session is to be continued)."""
+    import sys
+
+    from clover.cli_common import fail, settings_or_exit
+
+    if continue_ and resume is not None:
+        fail("--continue and --resume pick the session two ways: use one")
+    if print_ is not None and (continue_ or resume is not None):
+        fail("-p answers one request in a new conversation; --continue and --resume are for the chat")
+    if print_ is not None or (resume is None and not continue_ and not sys.stdin.isatty()):
+        return _one_shot(repo, flags, print_, output_format)
+    if not repo.is_dir():
+        fail(f"not a directory: {repo}")
+    settings = settings_or_exit(repo, flags)
+    from clover.repl.app import run_chat
+    from clover.repl.leave import leave
+
+    which = "continue" if continue_ else "pick" if resume == PICK else resume
+    leave(run_chat(settings, repo.resolve(), resume=which, live=live))
 
 
 def _one_shot(repo: Path, flags: dict, prompt: str | None, output_format: str) -> int:
@@ -93,7 +138,7 @@ def _one_shot(repo: Path, flags: dict, prompt: str | None, output_format: str) -
     return run_print(settings, repo.resolve(), read_prompt(prompt, sys.stdin), output_format)
 
 
-@app.command()
+@app.command(epilog=HEADLESS_HELP)
 def fix(
     issue: Annotated[Path, typer.Argument(help="The issue to fix, as a Markdown or text file.")],
     repo: Annotated[Path, typer.Option("--repo", help="Repository to work in.")] = Path("."),
@@ -112,7 +157,8 @@ def fix(
     add_dir: AddDirOpt = None,
     trajectory: Annotated[Path | None, typer.Option("--trajectory", help="Write the JSONL trajectory here.")] = None,
 ) -> None:
-    """Fix ISSUE headless: explore, reproduce, edit, test; print the diff and a report."""
+    """Fix ISSUE headless: explore, reproduce, edit, test; print a report computed from the real diff
+    (files, +/- lines, the last test command and its exit code), the model's own words, and the diff."""
     from clover.fix import FixOptions, run_fix
 
     flags = {
@@ -124,11 +170,10 @@ def fix(
     raise typer.Exit(run_fix(options, flags))
 
 
-@app.command()
+@app.command(epilog=HEADLESS_HELP)
 def chat(
-    resume: Annotated[
-        str | None, typer.Option("--resume", help="Continue a saved session (ID, or 'last').", show_default=False)
-    ] = None,
+    resume: ResumeOpt = None,
+    continue_: ContinueOpt = False,
     repo: Annotated[Path, typer.Option("--repo", help="Repository to work in.")] = Path("."),
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -143,39 +188,29 @@ def chat(
     yes: YesOpt = False,
 ) -> None:
     """Work with the agent interactively in this repository (piped stdin: one request, headless)."""
-    import sys
-
-    from clover.cli_common import fail, settings_or_exit
-
     flags = {
         "model": model, "base_url": base_url, "api_key": api_key, "tool_format": tool_format, "think": think,
         "mode": "yolo" if yes else mode, "add_dirs": add_dir or None, "live": live,
     }
-    if print_ is not None or (resume is None and not sys.stdin.isatty()):
-        raise typer.Exit(_one_shot(repo, flags, print_, output_format))
-    if not repo.is_dir():
-        fail(f"not a directory: {repo}")
-    settings = settings_or_exit(repo, flags)
-    from clover.repl.app import run_chat
-
-    raise typer.Exit(run_chat(settings, repo.resolve(), resume=resume, live=live))
+    raise typer.Exit(_chat(repo, flags, print_, output_format, resume, continue_, live))
 
 
 @app.command()
 def undo(
-    repo: Annotated[Path, typer.Option("--repo", help="Repository whose last agent step to undo.")] = Path("."),
+    repo: Annotated[Path, typer.Option("--repo", help="Repository whose agent changes to undo.")] = Path("."),
     redo: Annotated[bool, typer.Option("--redo", help="Re-apply what the last undo reverted.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask on a terminal.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Also overwrite paths changed since the step, after saving your version.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be done, and stop.")] = False,
+    list_: Annotated[bool, typer.Option("--list", help="List the recorded requests, newest first.")] = False,
+    session: Annotated[str | None, typer.Option("--session", help="Only this session's requests.")] = None,
 ) -> None:
-    """Restore the work tree to the checkpoint before the agent's last step (or redo it)."""
-    from clover.cli_common import fail
-    from clover.tools.checkpoints import Checkpoints, SnapshotError
+    """Revert exactly what the agent's latest request changed (paths you changed since are left
+    alone and listed); prints the plan first, asks on a terminal."""
+    from clover.undo_cmd import run_undo
 
-    try:
-        store = Checkpoints(str(repo.resolve()))
-        restored = store.redo() if redo else store.undo()
-        typer.echo(f"{'redone' if redo else 'restored'}: {store.label(restored)}")
-    except SnapshotError as exc:
-        fail(str(exc), code=1)
+    raise typer.Exit(run_undo(repo, redo=redo, yes=yes, force=force, dry_run=dry_run, list_only=list_,
+                              session=session))
 
 
 @app.command()
@@ -244,10 +279,24 @@ def _mount_eval_apps() -> None:
 _mount_eval_apps()
 
 
+def optional_resume_value(argv: list[str]) -> list[str]:
+    """`--resume` / `-r` with no value (last, or before another option) gets PICK: the picker."""
+    out: list[str] = []
+    for i, arg in enumerate(argv):
+        out.append(arg)
+        if arg == "--":
+            return out + argv[i + 1 :]
+        if arg in ("--resume", "-r") and (i + 1 == len(argv) or argv[i + 1].startswith("-")):
+            out.append(PICK)
+    return out
+
+
 def main() -> None:
     """Console entry: an unexpected failure is one line (the traceback goes to a log file)."""
+    import sys
+
     try:
-        app()
+        app(args=optional_resume_value(sys.argv[1:]), prog_name="clover")
     except KeyboardInterrupt:
         typer.echo("clover: interrupted", err=True)
         raise SystemExit(130) from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 BASE = """You are Clover, a coding agent working in the repository at {root}.
@@ -16,6 +17,16 @@ Work in this order:
 3. Edit: fix the source with str_replace; keep the change minimal and do not edit the tests to make them pass.
 4. Verify: run the reproduction and the relevant tests until they pass.
 5. Summarise: answer without a tool call, in a few lines: what was wrong and what you changed."""
+# `clover fix` exits 0 without a change only on this answer (clover_cli/exit_codes.py). Offered to
+# models that may answer before editing; a model whose early answers are redone (the embedded one,
+# whose training prompts are FIX alone) is not shown it, but its answer is recognised all the same.
+NO_CHANGE = "If the issue needs no change at all, say so: start your answer with the words: No change needed."
+_NO_CHANGE_ANSWER = re.compile(r"^[\s*_#>`\"'-]*no change (?:is )?needed\b", re.IGNORECASE)
+
+
+def says_no_change_needed(answer: str) -> bool:
+    """The model's answer opens with "No change needed" (markdown emphasis and quotes aside)."""
+    return bool(_NO_CHANGE_ANSWER.match(answer))
 
 
 def project_instructions(root: str | Path) -> str:
@@ -30,6 +41,8 @@ def project_instructions(root: str | Path) -> str:
     return ""
 
 
-def system_prompt(root: str | Path, kind: str = "chat") -> str:
+def system_prompt(root: str | Path, kind: str = "chat", *, offer_no_change: bool = False) -> str:
     base = FIX if kind == "fix" else BASE
+    if kind == "fix" and offer_no_change:
+        base = f"{base}\n{NO_CHANGE}"
     return base.format(root=root) + project_instructions(root)

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from pathlib import Path
 
-from clover.agent import Agent, Limits, RunResult
+from clover.agent import Agent, Limits, RunResult, StepRecorder
 from clover.core.protocols import Environment, EventHandler, Model, Tool, ToolCall, ToolResult
 from clover.prompts import system_prompt
 from clover.settings import Settings
@@ -21,21 +22,53 @@ def build_model(settings: Settings) -> Model:
 
 
 def build_environment(settings: Settings, root: str | Path) -> Environment:
-    """Raises SandboxUnavailable (one line) when `sandbox = true` is asked for and bwrap cannot run.
-    The default (`sandbox` unset) is the sandbox wherever bubblewrap works, none where it does not."""
+    """Raises SandboxUnavailable (one line) when `sandbox = true` or `exec_check = true` is asked
+    for and cannot work here. Unset, each is on wherever it works; where the exec check cannot
+    work, one line on stderr says so (commands are then judged by the parser alone)."""
     from clover.tools.environment import LocalEnvironment
-    from clover.tools.sandbox import bwrap_available, make_wrapper
+    from clover.tools.execguard import ExecCheckUnavailable, ExecGuard, unavailable_reason
+    from clover.tools.permissions import PermissionPolicy
+    from clover.tools.sandbox import make_wrapper
 
     wrap = None
-    if settings.sandbox or (settings.sandbox is None and bwrap_available()):
-        wrap = make_wrapper(str(root), writable=settings.add_dirs, network=settings.network)
+    if sandbox_on(settings):
+        wrap = make_wrapper(str(root), writable=settings.add_dirs, network=settings.network,
+                            home_paths=settings.sandbox_home)
+    check = settings.exec_check is not False and unavailable_reason() is None
+    if settings.exec_check and not check:
+        raise ExecCheckUnavailable(f"exec_check = true, but {unavailable_reason()}")
+    if settings.exec_check is None and not check:
+        _say_once(f"clover: the exec check is off ({unavailable_reason()}); commands are judged by their "
+                  "text alone, and any the parser cannot prove simple are asked about")
+    # deny rules hold for every command, also those no gate authorized (a user's `!cmd`)
+    fallback = PermissionPolicy("yolo", deny=settings.deny, root=str(root))
     return LocalEnvironment(
         str(root),
         allowed_roots=list(settings.add_dirs),
         timeout=settings.command_timeout,
         output_limit=settings.output_limit,
         wrap_command=wrap,
+        exec_guard=ExecGuard(fallback, check=check),
+        pass_env=settings.pass_env,
     )
+
+
+def sandbox_on(settings: Settings) -> bool:
+    """The sandbox is used when asked for, and by default wherever bubblewrap works."""
+    from clover.tools.sandbox import bwrap_available
+
+    return bool(settings.sandbox or (settings.sandbox is None and bwrap_available()))
+
+
+_SAID: set[str] = set()
+
+
+def _say_once(line: str) -> None:
+    import sys
+
+    if line not in _SAID:
+        _SAID.add(line)
+        print(line, file=sys.stderr)
 
 
 def build_gate(
@@ -43,8 +76,10 @@ def build_gate(
 ):
     from clover.tools.permissions import PermissionGate, PermissionPolicy
 
+    # plan mode runs commands proven read-only, in the read-only sandbox (none without it)
     policy = PermissionPolicy(
-        settings.mode, allow=settings.allow, ask=settings.ask, deny=settings.deny, root=str(root)
+        settings.mode, allow=settings.allow, ask=settings.ask, deny=settings.deny, root=str(root),
+        plan_commands=sandbox_on(settings),
     )
     return PermissionGate(policy, ask_user=ask_user)
 
@@ -65,7 +100,9 @@ def build_agent(
     ask_user: Callable[[ToolCall, Tool, str], str] | None = None,
     before_step: Callable[[int], None] | None = None,
     on_tool_result: Callable[[ToolCall, ToolResult], None] | None = None,
+    on_call_done: Callable[[ToolCall, ToolResult], None] | None = None,
     prompt: str | None = None,
+    recorder: StepRecorder | None = None,
 ) -> Agent:
     from clover.tools.registry import default_tools
 
@@ -75,7 +112,7 @@ def build_agent(
         model,
         env,
         tools if tools is not None else default_tools(),
-        system_prompt=prompt if prompt is not None else system_prompt(env.root, kind),
+        system_prompt=prompt if prompt is not None else system_prompt(env.root, kind, offer_no_change=not redos),
         # a fix's answers before any edit are redone where the model asks for it (its config.json)
         limits=dataclasses.replace(limits_from(settings), early_answer_redos=redos if kind == "fix" else 0),
         trajectory=Trajectory(trajectory_path) if trajectory_path else None,
@@ -83,6 +120,8 @@ def build_agent(
         on_event=on_event,
         before_step=before_step,
         on_tool_result=on_tool_result,
+        on_call_done=on_call_done,
+        recorder=recorder,
     )
     bind = getattr(model, "bind_workspace", None)
     if bind is not None:  # a local decoder grounds paths and edits in this workspace's files, and
@@ -90,34 +129,55 @@ def build_agent(
         from clover.backends.reproduce import policy_allows
 
         bind(env, may_run=lambda command: policy_allows(agent.gate, command))
+    guard = getattr(env, "exec_guard", None)
+    if guard is not None:  # the exec check follows the agent's current gate (chat's /mode swaps it)
+        guard.gate_of = lambda: agent.gate
     return agent
 
 
-def checkpointer(settings: Settings, root: str | Path) -> Callable[[int], None] | None:
-    """A before-step hook snapshotting the work tree (shell changes included) for undo."""
+def checkpointer(settings: Settings, root: str | Path, label: str, session: str = "") -> StepRecorder | None:
+    """The agent's recorder of what each step changes (for `clover undo`), in a session of its
+    own (`fix-…`, `p-…`) unless one is named; None when checkpoints are off or unavailable."""
     if not settings.checkpoints:
         return None
     import sys
 
-    from clover.tools.checkpoints import Checkpoints, SnapshotError
+    from clover.tools.checkpoints import Checkpoints, Recorder, SnapshotError
 
-    # A checkpoint that cannot be taken does not stop the run: the step goes ahead unprotected and
-    # one line says so (the fault is in Clover's own store, e.g. a full disk; the user's files are
+    # A step that cannot be recorded does not stop the run: it goes ahead unprotected and one line
+    # says so (the fault is in Clover's own store, e.g. a full disk; the user's files are
     # untouched, and refusing every step would end the run for it).
     try:
-        store = Checkpoints(str(root))
+        recorder = Recorder(Checkpoints(str(root)), session or time.strftime("run-%Y%m%d-%H%M%S"), label)
     except (SnapshotError, OSError) as exc:
         print(f"clover: warning: checkpoints unavailable ({exc}); this run cannot be undone", file=sys.stderr)
         return None
+    return _Warned(recorder)
 
-    def snapshot(step: int) -> None:
+
+class _Warned:
+    """A recorder whose failures are one warning line on stderr each (the step goes ahead)."""
+
+    def __init__(self, inner: StepRecorder) -> None:
+        self.inner = inner
+
+    def begin(self, step: int) -> None:
+        self._call(self.inner.begin, step)
+
+    def end(self, step: int) -> None:
+        self._call(self.inner.end, step)
+
+    @staticmethod
+    def _call(hook: Callable[[int], None], step: int) -> None:
+        import sys
+
+        from clover.tools.checkpoints import SnapshotError
+
         try:
-            store.snapshot(f"before step {step}")
+            hook(step)
         except (SnapshotError, OSError) as exc:
-            print(f"clover: warning: checkpoint before step {step} failed ({exc}); that step cannot be undone",
+            print(f"clover: warning: recording step {step} failed ({exc}); that step cannot be undone",
                   file=sys.stderr)
-
-    return snapshot
 
 
 def run_agent(
@@ -130,11 +190,13 @@ def run_agent(
     trajectory_path: str | Path | None = None,
     on_event: EventHandler | None = None,
     before_step: Callable[[int], None] | None = None,
+    on_call_done: Callable[[ToolCall, ToolResult], None] | None = None,
+    recorder: StepRecorder | None = None,
 ) -> RunResult:
     """Run the agent once, headless (permission prompts become refusals)."""
     agent = build_agent(
         settings, env, kind=kind, model=model, trajectory_path=trajectory_path, on_event=on_event,
-        before_step=before_step,
+        before_step=before_step, on_call_done=on_call_done, recorder=recorder,
     )
     try:
         return agent.run(task)

@@ -176,12 +176,18 @@ async def _stream(complete, messages, tools, rid, created, name, include_usage) 
     yield b"data: [DONE]\n\n"
 
 
-def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000) -> None:
-    import uvicorn
+SERVE_EXTRA = "pip install 'clover-cli[serve]'"
 
+
+def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000) -> None:
     from clover.cli_common import fail
     from clover.runner import build_model
 
+    try:  # the optional [serve] extra: say what to install, not a ModuleNotFoundError
+        import fastapi  # noqa: F401
+        import uvicorn
+    except ImportError as exc:
+        fail(f"clover serve needs {exc.name or 'fastapi and uvicorn'}, from the [serve] extra: {SERVE_EXTRA}")
     if not 0 <= port <= 65535:
         fail(f"--port must be between 0 and 65535, not {port}")
     try:  # before loading the model (slow): a busy port is one line, not a uvicorn traceback

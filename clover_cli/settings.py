@@ -32,6 +32,7 @@ DECODE_ORDERS = ("auto", *MODEL_DECODE_ORDERS)  # auto: the checkpoint's own
 REPO_LOWER_ONLY = frozenset({"max_steps", "time_limit", "token_limit", "command_timeout", "output_limit"})
 MERGED_LISTS = frozenset({"deny", "ask"})  # a repository's entries are added to the user's
 TOOL_FORMATS = ("auto", "native", "text")
+QUANTIZE = ("none", "int8", "int4")  # model/load_quant.py QUANTIZE_MODES, without importing torch
 
 
 class SettingsError(ValueError):
@@ -58,6 +59,9 @@ class Settings:
     # run a causal pass confirms (verify), or auto: the checkpoint's own (config.json decode_order)
     decode_order: str = "auto"
     device: str | None = None
+    # local model: quantize the checkpoint's floating-point matrices on load (int4, int8; none: as
+    # stored). A quantized checkpoint (GPTQ, AWQ, FP8) loads quantized whatever this says.
+    quantize: str = "none"
     threads: int = 0  # CPU threads for local decoding; 0: auto (1 for a small model, torch's default else)
     grounded: bool = True  # local decoding: paths, old_str and symbols limited to the workspace's own
     # local decoding, grounded values: logit bonus for the paths and symbols the conversation names
@@ -69,8 +73,9 @@ class Settings:
     # local verify decoding: each round's check also denoises a guess of the next round (one forward
     # per round instead of two: fewer forwards; no faster on a CPU, where a wider forward costs more)
     fused_rounds: bool = False
-    # local decoding: str_replace's new_str chosen among one-site repairs of old_str by the model's
-    # likelihood (on, off, or auto: the checkpoint's config.json edit_repairs)
+    # local decoding: one-site repairs of old_str are candidates beside the model's own new_str, which
+    # stands unless the issue's example verifies another (backends/edit_choice.py; on, off, or auto:
+    # the checkpoint's config.json edit_repairs)
     edit_repairs: str = "auto"
     # local decoding, grounded: the answer's `code spans` copy the user's words or tool output (on,
     # off, or auto: the checkpoint's config.json grounded_spans)
@@ -90,6 +95,15 @@ class Settings:
     add_dirs: list[str] = field(default_factory=list)
     sandbox: bool | None = None  # None: on wherever bubblewrap works (tools/sandbox.py)
     network: bool = False  # inside the sandbox; commands outside it always have the network
+    # every program a command starts checked as it starts (seccomp; tools/execguard.py); None: on
+    # wherever it works
+    exec_check: bool | None = None
+    # environment variables commands get besides PATH, HOME, USER, LANG, LC_*, TERM, TMPDIR, SHELL
+    # (names or globs, e.g. ["NPM_CONFIG_*", "AWS_PROFILE"]; tools/commandenv.py)
+    pass_env: list[str] = field(default_factory=list)
+    # paths under your home shown read-only inside the sandbox, whose home is otherwise empty
+    # (e.g. [".cargo", ".gitconfig", ".ssh/known_hosts"])
+    sandbox_home: list[str] = field(default_factory=list)
     checkpoints: bool = True
     trust_repo_config: bool = False  # user-level: let <repo>/.clover/config.toml set anything
     # Interface.
@@ -136,6 +150,8 @@ class Settings:
         for name in ("edit_repairs", "grounded_spans"):
             if getattr(self, name) not in ("auto", "on", "off"):
                 raise SettingsError(f"{source}: {name} must be auto, on or off")
+        if self.quantize not in QUANTIZE:
+            raise SettingsError(f"{source}: quantize must be one of {', '.join(QUANTIZE)}, not {self.quantize!r}")
         if self.decode_order not in DECODE_ORDERS:
             raise SettingsError(f"{source}: decode_order must be one of {', '.join(DECODE_ORDERS)}")
 
@@ -144,7 +160,7 @@ def _coerce(name: str, value: Any, current: Any, source: str) -> Any:
     """Coerce strings (environment variables) and check types against the default's type."""
     try:
         if isinstance(current, bool) or name in ("think", "sandbox", "network", "checkpoints", "live",
-                                                 "trust_repo_config"):
+                                                 "trust_repo_config", "exec_check"):
             if isinstance(value, str):
                 low = value.strip().lower()
                 if low not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
@@ -216,6 +232,7 @@ def _untrusted_repo_values(values: dict[str, Any], current: Settings) -> tuple[d
             # an invalid mode is kept so that it fails as one clear error, like any bad value
             or (name == "mode" and (value not in MODES or MODES.index(value) <= MODES.index(current.mode)))
             or (name == "sandbox" and value is True)
+            or (name == "exec_check" and value is True)
             or (name == "network" and value is False)
             or (name == "checkpoints" and value is True)
         )

@@ -177,6 +177,12 @@ class Environment(Protocol):
         """What `path` is (symlinks followed), or None when nothing is there."""
         ...
 
+    def host_root(self) -> str | None:
+        """`root` as a directory of this machine when the environment's files are this machine's
+        own (sandboxed or not), so Clover may read them in-process (its git reads them with a
+        library that runs no program); None when they live elsewhere (a container)."""
+        ...
+
 
 # --------------------------------------------------------------------------- tools
 

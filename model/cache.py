@@ -31,18 +31,17 @@ class CacheSnapshot:
 
 class CloverCache:
     def __init__(self, model, batch_size: int) -> None:
-        param = model.lm_head.weight
         self.batch_size = batch_size
         self.layers: list[KVCache | GDNCache] = []
         for layer in model.model.layers:
             mixer = layer.mixer
             dev = layer.input_layernorm.weight.device  # beside its layer (a model split over devices)
             if isinstance(mixer, GatedDeltaNet):
-                self.layers.append(GDNCache(batch_size, mixer, param.dtype, dev))
+                self.layers.append(GDNCache(batch_size, mixer, model.dtype, dev))
             else:
-                self.layers.append(KVCache(batch_size, mixer.num_kv_heads, mixer.head_dim, param.dtype, dev))
+                self.layers.append(KVCache(batch_size, mixer.num_kv_heads, mixer.head_dim, model.dtype, dev))
         self.pos = 0
-        self.pad = torch.zeros(batch_size, dtype=torch.long, device=param.device)
+        self.pad = torch.zeros(batch_size, dtype=torch.long, device=model.device)
         self.next_logits: Tensor | None = None
 
     @property

@@ -33,6 +33,8 @@ LINEAR_ATTENTION = "linear_attention"
 # keys that describe the whole saved checkpoint: the outer config wins over its text_config
 CHECKPOINT_KEYS = ("torch_dtype", "dtype", "tie_word_embeddings")
 ROPE_TYPES = ("default",)
+# what config.json's torch_dtype / dtype may say (transformers writes the torch name without "torch.")
+TORCH_DTYPES = ("bfloat16", "float16", "float32", "float64")
 
 
 @dataclass
@@ -99,6 +101,12 @@ class CloverConfig:
     # `clover fix`: answers given before any file edit are redone, this many per run, as a turn
     # that must call a tool (agent.py): for a model that often stops before it edits
     early_answer_redos: int = 0
+    # what a small checkpoint was made for (clover_cli/backends/competence.py): past a prompt this
+    # long, a workspace with more files, or a reply it scores lower (mean log-probability per
+    # token), it answers that the request needs a larger model; 0 leaves each unlimited
+    max_prompt_tokens: int = 0
+    max_repo_files: int = 0
+    min_reply_logprob: float = 0.0
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -119,6 +127,8 @@ class CloverConfig:
             raise ValueError("linear_num_value_heads must be a multiple of linear_num_key_heads")
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")
+        if self.torch_dtype not in TORCH_DTYPES:
+            raise ValueError(f"torch_dtype {self.torch_dtype!r} is not a dtype Clover knows ({', '.join(TORCH_DTYPES)})")
         if self.decode_order not in DECODE_ORDERS:
             raise ValueError(f"decode_order must be one of {', '.join(DECODE_ORDERS)}, not {self.decode_order!r}")
         if not 0 <= self.decode_block_size <= self.block_size:

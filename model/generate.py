@@ -205,7 +205,7 @@ def generate(
     if s.order == "verify" and not verify:
         s = replace(s, order="left")
     stops = set(cfg.eos_token_ids if s.stop_token_ids is None else s.stop_token_ids)
-    dev = model.lm_head.weight.device
+    dev = model.device
     gen = torch.Generator(device=dev).manual_seed(s.seed) if s.seed is not None else None
     t0 = time.perf_counter()
 

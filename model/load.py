@@ -33,21 +33,36 @@ from torch.overrides import TorchFunctionMode
 
 from clover.model.config import CloverConfig
 from clover.model.layers.rope import RotaryEmbedding
+from clover.model.load_quant import EXPERT_LEAVES, Placer
 from clover.model.modeling import CloverForCausalLM
 from clover.model.placement import DeviceMap, attach_device_hooks, auto_device_map, device_for
+from clover.model.quant_formats import (
+    FP8_DTYPES,
+    INT_DTYPES,
+    Part,
+    QuantConfigError,
+    QuantScheme,
+    QuantSource,
+    group_tensors,
+    scheme_from_config,
+)
+from clover.model.quantized import Int4Codes
+from clover.model.qwen_next import fuse_ba, fuse_qkvz, split_ba, split_qkvz  # noqa: F401 - re-exported
 from clover.model.safetensors_read import (
     SafetensorsError,
     ShardMaps,
     TensorInfo,
-    read,
     read_header,
     read_into,
 )
+from clover.model.shard_reader import Reader, expert_piece, split_rows
 
 BLOCK_PARAMS = ("block_logit_scale", "memory_logit", "block_size_calibration")
 _EXPERT = re.compile(r"^(.*\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
 _FUSED_GDN = re.compile(r"^(.*\.linear_attn)\.(in_proj_qkvz|in_proj_ba)\.weight$")
 _SKIP = ("mtp.", "model.visual.", "visual.", "model.vision_tower.")
+# companions of a quantized weight: found without a quantization_config, the checkpoint is misread
+_QUANT_LEAVES = (".qweight", ".qzeros", ".scales", ".g_idx", ".weight_scale_inv", "_proj_scale_inv")
 # On CPU a model of up to this many parameters loads in fp32 (4 GB of weights); a larger one in bf16,
 # which halves its memory (a 35B model: 70 GB instead of 139 GB).
 CPU_FP32_MAX_PARAMS = 1_000_000_000
@@ -97,26 +112,6 @@ def canonical_name(name: str) -> str | None:
     return None if name.startswith(_SKIP) else name
 
 
-def split_qkvz(qkvz: Tensor, config: CloverConfig) -> tuple[Tensor, Tensor]:
-    """Qwen3-Next's in_proj_qkvz rows -> (in_proj_qkv, in_proj_z) rows. Qwen3-Next groups the rows
-    per key head g: [q_g (dk), k_g (dk), v_g (r*dv), z_g (r*dv)] with r = value heads per key head
-    (transformers' `fix_query_key_value_ordering`); ours are [all q | all k | all v] and [all z], value
-    head g*r+j in both."""
-    nk, dk, dv = config.linear_num_key_heads, config.linear_key_head_dim, config.linear_value_head_dim
-    rv = config.linear_num_value_heads // nk * dv
-    q, k, v, z = qkvz.view(nk, 2 * dk + 2 * rv, -1).split([dk, dk, rv, rv], dim=1)
-    qkv = torch.cat([q.reshape(nk * dk, -1), k.reshape(nk * dk, -1), v.reshape(nk * rv, -1)])
-    return qkv, z.reshape(nk * rv, -1)
-
-
-def split_ba(ba: Tensor, config: CloverConfig) -> tuple[Tensor, Tensor]:
-    """Qwen3-Next's in_proj_ba rows [b_g (r), a_g (r)] per key head g -> (in_proj_b, in_proj_a)."""
-    nk = config.linear_num_key_heads
-    r = config.linear_num_value_heads // nk
-    b, a = ba.view(nk, 2 * r, -1).split([r, r], dim=1)
-    return b.reshape(nk * r, -1), a.reshape(nk * r, -1)
-
-
 class _SkipRandomInit(TorchFunctionMode):
     """Random initialisers return their tensor untouched while the model is built on the meta
     device: there is nothing to initialise, and torch runs meta `normal_` through its Python
@@ -133,38 +128,30 @@ class _SkipRandomInit(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-def fuse_qkvz(qkv: Tensor, z: Tensor, config: CloverConfig) -> Tensor:
-    """The inverse of `split_qkvz`: (in_proj_qkv, in_proj_z) rows -> Qwen3-Next's in_proj_qkvz."""
-    nk, dk, dv = config.linear_num_key_heads, config.linear_key_head_dim, config.linear_value_head_dim
-    rv = config.linear_num_value_heads // nk * dv
-    q, k, v = qkv.split([nk * dk, nk * dk, nk * rv])
-    parts = [q.reshape(nk, dk, -1), k.reshape(nk, dk, -1), v.reshape(nk, rv, -1), z.reshape(nk, rv, -1)]
-    return torch.cat(parts, dim=1).reshape(-1, qkv.shape[-1])
+_Source = Part | QuantSource  # one stored tensor, or the companions of one quantized weight
 
 
-def fuse_ba(b: Tensor, a: Tensor, config: CloverConfig) -> Tensor:
-    """The inverse of `split_ba`: (in_proj_b, in_proj_a) rows -> Qwen3-Next's in_proj_ba."""
-    nk = config.linear_num_key_heads
-    return torch.cat([b.reshape(nk, -1, b.shape[-1]), a.reshape(nk, -1, a.shape[-1])], dim=1).reshape(-1, b.shape[-1])
-
-
-class _Source(NamedTuple):
-    path: Path
-    key: str  # the name in the file
-    info: TensorInfo
-
-
-def _index(files: list[Path]) -> dict[str, tuple[_Source, tuple[int, ...]]]:
-    """Every tensor's file, place and shape, read from the headers only."""
-    found: dict[str, tuple[_Source, tuple[int, ...]]] = {}
+def _index(files: list[Path], scheme: QuantScheme | None) -> dict[str, tuple[_Source, tuple[int, ...]]]:
+    """Every tensor's file, place and shape, read from the headers only; a quantized weight's
+    companions folded into one entry with the dense name and shape (model/quant_formats.py)."""
+    found: dict[str, tuple[Part, tuple[int, ...]]] = {}
     for path in files:
         try:
             header = read_header(path)
         except (SafetensorsError, OSError) as e:
             raise CheckpointError(f"{path}: unreadable safetensors file ({_first_line(e)})") from None
         for key, info in header.items():
-            found[key] = (_Source(path, key, info), info.shape)
-    return found
+            found[key] = (Part(path, info), info.shape)
+    if scheme is None:
+        quantized = sorted(k for k in found if k.endswith(_QUANT_LEAVES))
+        if quantized:
+            named = next((k for k in quantized if k.endswith((".qweight", "scale_inv"))), quantized[0])
+            raise CheckpointError(f"quantized tensors (e.g. {named}) but config.json has no quantization_config")
+        return found
+    try:
+        return group_tensors(found, scheme)
+    except QuantConfigError as e:
+        raise CheckpointError(str(e)) from None
 
 
 def _first_line(e: BaseException) -> str:
@@ -187,6 +174,11 @@ def _plan(tensors: dict[str, tuple[_Source, tuple[int, ...]]], expected: dict[st
         name = canonical_name(raw)
         if name is None or (name == "lm_head.weight" and config.tie_word_embeddings):
             continue
+        if isinstance(src, Part) and src.info.dtype in INT_DTYPES + FP8_DTYPES:
+            raise CheckpointError(
+                f"{raw} is stored as {str(src.info.dtype).removeprefix('torch.')}: a weight that is not floating "
+                "point needs the quantization_config it was made with (gptq, awq or fp8)"
+            )
         if m := _EXPERT.match(name):
             plan.experts.setdefault(m[1], {})[(int(m[2]), m[3])] = src
             inter, hidden = config.moe_intermediate_size, config.hidden_size
@@ -239,63 +231,84 @@ def _plan(tensors: dict[str, tuple[_Source, tuple[int, ...]]], expected: dict[st
     return plan
 
 
-def _stream(plan: _Plan, config: CloverConfig, dtype: torch.dtype, dev_of) -> Iterator[tuple[str, Tensor]]:
-    """(parameter name, tensor on its device in `dtype`), each shard once, in file order. A tensor
-    already in `dtype` bound for the CPU is mapped from the file (no copy); a per-expert tensor is
-    read straight into its slice of the fused tensor; anything else through one temporary tensor."""
-    by_file: dict[Path, list[tuple[_Source, str, object]]] = {}
+def _stream(plan: _Plan, config: CloverConfig, dtype: torch.dtype, dev_of, placer: Placer) -> Iterator[tuple[str, Tensor]]:
+    """(parameter name, tensor on its device in `dtype`), in file order. A tensor already in `dtype`
+    bound for the CPU is mapped from the file (no copy); a per-expert tensor is read straight into its
+    slice of the fused tensor; anything else through one temporary tensor. Quantized weights, and
+    weights to quantize on load, go to `placer`, which installs their modules (yielding nothing) or
+    hands back a dense tensor; fused experts among them are read one expert at a time."""
+    order: list[tuple[str, int, str, object, _Source]] = []
+
+    def add(src: _Source, kind: str, target: object) -> None:
+        first = src.first if isinstance(src, QuantSource) else src
+        order.append((str(first.path), first.info.start, kind, target, src))
+
     for name, src in plan.whole.items():
-        by_file.setdefault(src.path, []).append((src, "whole", name))
+        add(src, "whole", name)
     for name, src in plan.fused_gdn.items():
-        by_file.setdefault(src.path, []).append((src, "fused", name))
+        add(src, "fused", name)
     for prefix, pieces in plan.experts.items():
         for (i, part), src in pieces.items():
-            by_file.setdefault(src.path, []).append((src, "expert", (prefix, i, part)))
-    inter = config.moe_intermediate_size
-    maps = ShardMaps()
+            add(src, "expert", (prefix, i, part))
+    order.sort(key=lambda item: item[:2])
+    inter, count = config.moe_intermediate_size, config.num_experts
+    maps, reader = ShardMaps(), Reader()
     buffers: dict[str, Tensor] = {}  # fused expert tensors being filled
     left: dict[str, int] = {}
 
     def direct(info: TensorInfo, dev: torch.device) -> bool:
         return dev.type == "cpu" and info.dtype == dtype
 
-    for path, items in by_file.items():
-        with open(path, "rb") as f:
-            for src, kind, target in sorted(items, key=lambda item: item[0].info.start):
-                info = src.info
-                if kind == "whole":
-                    dev = torch.device(dev_of(target))
-                    if direct(info, dev) and maps.can_map(info):
-                        yield target, maps.map_tensor(path, info)
-                    else:
-                        yield target, read(f, info).to(device=dev, dtype=dtype)
-                elif kind == "fused":
-                    base = target.rsplit(".", 2)[0]
-                    qkvz = target.endswith("in_proj_qkvz.weight")
-                    split = split_qkvz if qkvz else split_ba
-                    parts = ("in_proj_qkv", "in_proj_z") if qkvz else ("in_proj_b", "in_proj_a")
-                    for part, piece in zip(parts, split(read(f, info), config), strict=True):
-                        name = f"{base}.{part}.weight"
-                        yield name, piece.to(device=dev_of(name), dtype=dtype).contiguous()
+    def placed(name: str, value: Tensor | Int4Codes) -> Iterator[tuple[str, Tensor]]:
+        dense = placer.whole(name, value)
+        if dense is not None:
+            yield name, dense.contiguous()
+
+    try:
+        for _, _, kind, target, src in order:
+            quantized = isinstance(src, QuantSource)
+            if kind == "whole":
+                dev = torch.device(dev_of(target))
+                if target.endswith(EXPERT_LEAVES) and (quantized or placer.wants(target)):
+                    for e in range(count):  # never the whole layer in floating point
+                        placer.expert(target, e, "whole", reader.value(expert_piece(src, e)), count)
+                elif quantized or placer.wants(target):
+                    yield from placed(target, reader.value(src))
+                elif direct(src.info, dev) and maps.can_map(src.info):
+                    yield target, maps.map_tensor(src.path, src.info)
                 else:
-                    prefix, i, part = target
-                    leaf = "down_proj" if part == "down_proj" else "gate_up_proj"
-                    name = f"{prefix}.{leaf}"
-                    dev = torch.device(dev_of(name))
-                    if name not in buffers:
-                        shape = (config.num_experts, *((config.hidden_size, inter) if leaf == "down_proj"
-                                 else (2 * inter, config.hidden_size)))  # fmt: skip
-                        buffers[name] = torch.empty(shape, dtype=dtype, device=dev)
-                        left[name] = config.num_experts * (1 if leaf == "down_proj" else 2)
-                    rows = {"gate_proj": slice(0, inter), "up_proj": slice(inter, 2 * inter)}.get(part, slice(None))
-                    dst = buffers[name][i, rows]  # contiguous: whole rows of one expert
-                    if direct(info, dev):
-                        read_into(f, info, dst)
-                    else:
-                        dst.copy_(read(f, info))
-                    left[name] -= 1
-                    if not left[name]:
-                        yield name, buffers.pop(name)
+                    yield target, reader.tensor(src).to(device=dev, dtype=dtype)
+            elif kind == "fused":
+                base = target.rsplit(".", 2)[0]
+                qkvz = target.endswith("in_proj_qkvz.weight")
+                parts = ("in_proj_qkv", "in_proj_z") if qkvz else ("in_proj_b", "in_proj_a")
+                pieces = split_rows(reader.value(src), split_qkvz if qkvz else split_ba, config)
+                for part, piece in zip(parts, pieces, strict=True):
+                    yield from placed(f"{base}.{part}.weight", piece)
+            else:
+                prefix, i, part = target
+                leaf = "down_proj" if part == "down_proj" else "gate_up_proj"
+                name = f"{prefix}.{leaf}"
+                if quantized or placer.wants(name):
+                    placer.expert(name, i, part, reader.value(src), count)
+                    continue
+                dev = torch.device(dev_of(name))
+                if name not in buffers:
+                    shape = (count, *((config.hidden_size, inter) if leaf == "down_proj"
+                             else (2 * inter, config.hidden_size)))  # fmt: skip
+                    buffers[name] = torch.empty(shape, dtype=dtype, device=dev)
+                    left[name] = count * (1 if leaf == "down_proj" else 2)
+                rows = {"gate_proj": slice(0, inter), "up_proj": slice(inter, 2 * inter)}.get(part, slice(None))
+                dst = buffers[name][i, rows]  # contiguous: whole rows of one expert
+                if direct(src.info, dev):
+                    read_into(reader.handle(src.path), src.info, dst)
+                else:
+                    dst.copy_(reader.tensor(src))
+                left[name] -= 1
+                if not left[name]:
+                    yield name, buffers.pop(name)
+    finally:
+        reader.close()
 
 
 def _set_param(model: nn.Module, name: str, value: Tensor) -> None:
@@ -309,16 +322,21 @@ def load_checkpoint(
     device: str | torch.device = "cpu",
     dtype: torch.dtype | None = None,
     device_map: DeviceMap | str | None = None,
+    quantize: str | None = None,
 ) -> Loaded:
     """(model in eval mode, config, chat template or None). `dtype` None: `default_dtype` for the
-    device. `device_map`: {module prefix: device} (see model/placement.py) or "auto" (every visible
-    GPU, layers split by size); it overrides `device`."""
+    device (the activations' dtype, also of a quantized model). `device_map`: {module prefix:
+    device} (see model/placement.py) or "auto" (every visible GPU, layers split by size); it
+    overrides `device`. `quantize` ("int4", "int8" or None): quantize the checkpoint's floating-point
+    matrices on load (model/load_quant.py); a quantized checkpoint (config.json quantization_config:
+    GPTQ, AWQ, block-wise FP8) loads quantized whatever it says."""
     d = Path(directory)
     if not d.is_dir():
         raise CheckpointError(f"checkpoint directory {d} does not exist")
     try:
         config = CloverConfig.load(d)
-    except ValueError as e:
+        scheme = scheme_from_config(json.loads((d / "config.json").read_text(encoding="utf-8")))
+    except ValueError as e:  # QuantConfigError too
         raise CheckpointError(str(e)) from None
     files = shard_files(d)
     with torch.device("meta"), _SkipRandomInit():
@@ -330,16 +348,24 @@ def load_checkpoint(
     default = str(device)
     dtype = dtype or default_dtype(config, device_map.get("lm_head", default) if device_map else default)
     expected = {n: p.shape for n, p in model.named_parameters(remove_duplicate=False)}
-    plan = _plan(_index(files), expected, config)
+    plan = _plan(_index(files, scheme), expected, config)
 
     def dev_of(name: str) -> str:
         return device_for(name, device_map, default) if device_map else default
 
     try:
-        for name, t in _stream(plan, config, dtype, dev_of):
+        placer = Placer(model, quantize, dtype, dev_of)
+    except ValueError as e:
+        raise CheckpointError(str(e)) from None
+    try:
+        for name, t in _stream(plan, config, dtype, dev_of, placer):
             _set_param(model, name, t)
     except (SafetensorsError, OSError) as e:  # a shard changed or cut since its header was read
         raise CheckpointError(f"cannot read the weights in {d}: {_first_line(e)}") from None
+    except QuantConfigError as e:  # found only in the values (a GPTQ g_idx of act-order)
+        raise CheckpointError(str(e)) from None
+    if placer.unfinished():  # pragma: no cover - _plan checks every expert has every piece
+        raise CheckpointError(f"experts left incomplete: {placer.unfinished()[:3]}")
     for name, p in list(model.named_parameters()):  # absent block-mode parameters: neutral defaults
         if p.is_meta and name.endswith(BLOCK_PARAMS):
             fill = 1.0 if name.endswith("block_size_calibration") else 0.0

@@ -97,6 +97,16 @@ class CloverForCausalLM(nn.Module):
         if isinstance(m, (nn.Linear, nn.Embedding)):
             nn.init.normal_(m.weight, std=self.config.initializer_range)
 
+    @property
+    def device(self) -> torch.device:
+        """Where the logits come out (lm_head's device; the last one of a model split over several)."""
+        return self.model.norm.weight.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The activations' dtype (the embedding's), also of a model whose matrices are quantized."""
+        return self.model.embed_tokens.weight.dtype
+
     def new_cache(self, batch_size: int = 1) -> CloverCache:
         return CloverCache(self, batch_size)
 
@@ -198,8 +208,8 @@ class CloverForCausalLM(nn.Module):
         positions; lm_head is about a third of a round's work)."""
         first = cache.next_logits
         if first is None:  # nothing committed: position 0 must be a fixed token
-            first = torch.zeros(n, self.config.vocab_size, device=self.lm_head.weight.device)
-        first = first[:, None].to(self.lm_head.weight.dtype)
+            first = torch.zeros(n, self.config.vocab_size, device=self.device)
+        first = first[:, None].to(self.dtype)
         if b == 1:
             return first
         h = noisy_h[:, 0, :-1]

@@ -38,7 +38,7 @@ class PrefixScorer:
     def __init__(self, net: CloverForCausalLM, prefix: list[int]) -> None:
         if not prefix:
             raise ValueError("a prefix is needed: the first token is predicted from it")
-        self.net, self.dev = net, net.lm_head.weight.device
+        self.net, self.dev = net, net.device
         self.base = net.new_cache(1)
         net.prefill(torch.tensor([prefix], device=self.dev), self.base)
 

@@ -58,6 +58,15 @@ class CloverTokenizer:
     def vocab_size(self) -> int:
         return self._tok.get_vocab_size(with_added_tokens=True)
 
+    def check_fits(self, vocab_size: int, where: str = "tokenizer") -> None:
+        """Refuse a tokenizer with ids the model has no embedding row for (else an IndexError at
+        the first such token, mid-conversation). Fewer ids than rows is usual (padded tables)."""
+        top = max(self._tok.get_vocab(with_added_tokens=True).values(), default=-1)
+        if top >= vocab_size:
+            raise TokenizerError(
+                f"{where}: the tokenizer has ids up to {top}, beyond the model's vocab_size {vocab_size}"
+            )
+
     def token_id(self, token: str) -> int | None:
         return self._tok.token_to_id(token)
 

@@ -412,7 +412,15 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--" + name.replace("_", "-"), type=type(value), default=None if name == "steps" else value)
     a = p.parse_args(argv)
     a.steps = resolve_steps(a.steps, a.time_limit)
+    threads = torch.get_num_threads()
     torch.set_num_threads(a.threads)
+    try:  # a caller in the same process (`clover train`, tests) keeps its own thread count
+        return _run(p, a)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(p: argparse.ArgumentParser, a: argparse.Namespace) -> int:
     if a.export_to:
         if not (a.out / "ckpt" / "last.pt").is_file():
             p.error(f"no checkpoint at {a.out / 'ckpt' / 'last.pt'}")
@@ -434,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"{name}: token id {int(rows.max())} >= vocab_size {config.vocab_size} of {a.config}")
 
     check_vocab("--data", ids)
-    args = TrainArgs(**{k: getattr(a, k) for k in defaults.__dict__})
+    args = TrainArgs(**{k: getattr(a, k) for k in TrainArgs().__dict__})
     short = None
     if a.short_data is not None:
         try:

@@ -119,7 +119,7 @@ def verified_round(
         if f == 0:  # the committed prefix's own next-token logits
             if cache.next_logits is None:
                 raise ValueError("a block's first position needs a committed prefix or a fixed token")
-            parts.append(cache.next_logits[i : i + 1].to(model.lm_head.weight.dtype))
+            parts.append(cache.next_logits[i : i + 1].to(model.dtype))
         lo = max(f, 1)
         if lo < e:
             assert hidden is not None

@@ -257,6 +257,31 @@ def test_gate_refusal_is_reported_to_the_model():
     assert agent.messages[3]["content"] == "denied by rule bash(rm -rf *)"
 
 
+def test_every_call_ends_in_on_call_done_whatever_became_of_it():
+    """Headless runs report refusals from here; a refused call used to reach no callback at all
+    (stream-json had its tool_call and no tool_result). on_tool_result stays for calls that ran."""
+
+    class DenyX:
+        def authorize(self, call, tool):
+            return "refused: no one can approve" if call.arguments.get("text") == "x" else None
+
+    turns = [AssistantTurn(tool_calls=[call(text="x"), call(text="ok"), ToolCall("echo", {}, error="bad XML"),
+                                       ToolCall("echo", {"text": "h"}, held="held back")])]
+    turns += [AssistantTurn(tool_calls=[call(text="same")]) for _ in range(4)]
+    done: list[tuple[str, bool, dict]] = []
+    ran: list[str] = []
+    agent = Agent(ListModel(turns), NullEnv(), [EchoTool()], system_prompt="s", gate=DenyX(),
+                  on_call_done=lambda c, r: done.append((c.arguments.get("text", ""), r.is_error, r.data)),
+                  on_tool_result=lambda c, r: ran.append(c.arguments["text"]))
+    assert agent.run("task").exit_status == "repeated_calls"
+    assert [(text, err, sorted(data)) for text, err, data in done] == [
+        ("x", True, ["denied"]), ("ok", False, []), ("", True, ["format_error"]), ("h", True, ["held"]),
+        ("same", False, []), ("same", False, []), ("same", True, ["repeated"]), ("same", True, ["stopped"])]
+    assert ran == ["ok", "same", "same"]
+    answered = [m["tool_call_id"] for m in agent.messages if m["role"] == "tool"]
+    assert len(answered) == len(done)  # the call that stopped the run has its answer too
+
+
 def test_a_call_the_backend_holds_back_is_answered_with_its_reason_not_run():
     held = ToolCall(name="echo", arguments={"text": "x"}, held="Not applied: it would undo the fix.")
     agent, model, tool = make_agent([AssistantTurn(tool_calls=[held]), AssistantTurn(tool_calls=[call(text="y")]),

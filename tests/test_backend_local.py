@@ -266,7 +266,7 @@ def test_clover_fix_runs_end_to_end_on_random_weights(tmp_path, ckpt):
     env = {**isolated_env(tmp_path), "CLOVER_MAX_TOKENS": "32", "CLOVER_BLOCK_SIZE": "8", "OMP_NUM_THREADS": "1"}
     proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--model", str(ckpt),
                       "--max-steps", "2", "--yes", "--trajectory", str(traj), env=env)
-    assert proc.returncode in (0, 1), proc.stderr
+    assert proc.returncode in (0, 1, 4), proc.stderr  # exit_codes: done, no result, or the step limit
     assert "Traceback" not in proc.stderr + proc.stdout
     records = [json.loads(line) for line in traj.read_text().splitlines()]
     assert records and records[-1]["type"] == "summary"

@@ -96,21 +96,47 @@ def test_scripted_agent_counts_malformed_calls_and_resolves(tmp_path):
     assert rec["patch"].strip() and Path(rec["trajectory"]).is_file()
 
 
-def test_workspaces_do_not_move_with_out_or_the_decoder(tmp_path):
-    """A workspace's path is in the model's system prompt: it depends on the task alone, so the same
-    weights give the same run under any --out and every decoder sees the same prompt."""
-    turns = [{"tool_calls": [{"name": "bash", "arguments": {"command": "pwd > where.txt"}}]}, {"text": "Done."}]
-    where = set()
-    for name in ("a", "other-out"):
-        out = tmp_path / name
-        cfg = BenchConfig(out=out, model="scripted:unused", count=1, max_steps=4, block_sizes=[8, 1])
-        run_bench(cfg, model=ScriptedModel(turns), log=lambda line: None)
-        patches = [json.loads(p.read_text())["patch"] for p in _task_files(out)]
-        assert len(patches) == 2
-        where |= {line[1:] for patch in patches for line in patch.splitlines() if line.startswith("+/")}
+def _paths_written(turns: list[dict], out: Path, **cfg: object) -> set[str]:
+    """The work-tree paths `pwd` showed the agent in one run with two decoders (from its patches)."""
+    config = BenchConfig(out=out, model="scripted:unused", count=1, max_steps=4, block_sizes=[8, 1], **cfg)
+    summary = run_bench(config, model=ScriptedModel(turns), log=lambda line: None)
+    patches = [json.loads(p.read_text())["patch"] for p in _task_files(out)]
+    assert len(patches) == 2
+    _paths_written.labels = summary["labels"]  # type: ignore[attr-defined]
+    return {line[1:] for patch in patches for line in patch.splitlines() if line.startswith("+/")}
+
+
+PWD_TURNS = [{"tool_calls": [{"name": "bash", "arguments": {"command": "pwd > where.txt"}}]}, {"text": "Done."}]
+
+
+def test_a_pinned_work_dir_does_not_move_with_out_or_the_decoder(tmp_path):
+    """Pinned (here by $CLOVER_BENCH_WORK_DIR): a workspace's path depends on the task alone, so the
+    same weights give the same run under any --out, and the summary says the path was pinned."""
+    where = _paths_written(PWD_TURNS, tmp_path / "a") | _paths_written(PWD_TURNS, tmp_path / "other-out")
     iid = json.loads(_task_files(tmp_path / "a")[0].read_text())["instance_id"]
     assert where == {str(tmp_path / "bench-work" / iid)}
+    assert _paths_written.labels["work_dir"] == f"pinned: {tmp_path / 'bench-work'}"  # type: ignore[attr-defined]
     assert not (tmp_path / "bench-work" / iid).exists() and not (tmp_path / "a" / "work").exists()
+
+
+def test_by_default_each_run_works_at_a_fresh_real_path_with_real_timings(tmp_path, monkeypatch):
+    """Issue 49: no pinned directory and no rewritten durations unless asked for. One run's decoders
+    share its workspace path; two runs get two paths, removed afterwards; the labels say so."""
+    monkeypatch.delenv(WORK_DIR_ENV)
+    first, second = _paths_written(PWD_TURNS, tmp_path / "a"), _paths_written(PWD_TURNS, tmp_path / "b")
+    assert len(first) == len(second) == 1 and first != second
+    assert not any(Path(p).exists() or Path(p).parent.exists() for p in first | second)
+    labels = _paths_written.labels  # type: ignore[attr-defined]
+    assert labels["timings"] == "real" and labels["work_dir"] == "fresh temporary directory (real paths)"
+    assert labels["test_guard"].startswith("on")
+    assert "timings: real; work dir: fresh temporary directory" in (tmp_path / "b" / "summary.md").read_text()
+
+
+def test_fixed_timings_are_asked_for_and_labelled(tmp_path):
+    out = tmp_path / "o"
+    assert main(["--oracle", "empty", "--count", "1", "--block-size", "1", "--out", str(out), "--fixed-timings"]) == 0
+    assert _summary(out)["labels"]["timings"].startswith("fixed")
+    assert BenchConfig(out=out).labels()["timings"] == "real"
 
 
 def test_a_work_dir_in_use_is_refused_in_one_line(tmp_path, capsys):
@@ -283,3 +309,23 @@ def test_grounding_side_by_side_and_the_value_errors_it_rules_out(tmp_path):
     assert row["tokens_per_forward"] == 5.0 and row["model_tokens_per_forward"] == 2.0
     (q,) = s["ratios"]
     assert (q["both_solved"], q["both_solved_speedup"]) == (1, 3.0)
+
+
+def test_harm_is_counted_test_file_edits_broken_passing_tests_and_the_guards_catch(tmp_path):
+    """Issue 49's goals are counts: edits of test files, runs that leave a passing test failing
+    (graded PASS_TO_PASS), undefined names in the final patch; and what the test guard caught."""
+    turns = [
+        {"tool_calls": [{"name": "str_replace", "arguments": {"path": "tests/test_temps.py",
+                                                              "old_str": "== 0", "new_str": "== 0  # ok"}}]},
+        {"tool_calls": [{"name": "str_replace", "arguments": {"path": "temps.py", "old_str": "(f - 32) * 5 / 9",
+                                                              "new_str": "(f + 32) * 5 / 9"}}]},
+        {"text": "Done."},
+    ]  # fmt: skip
+    out = tmp_path / "o"
+    cfg = BenchConfig(out=out, model="scripted:unused", count=1, max_steps=5, block_sizes=[1], split="handwritten")
+    (row,) = run_bench(cfg, model=ScriptedModel(turns), log=lambda line: None)["decoders"]
+    assert (row["test_file_edits"], row["broke_passing_tests"], row["guard_caught"], row["rolled_back"]) == (1, 1, 1, 0)
+    assert row["undefined_names_left"] == 0
+    record = json.loads(_task_files(out)[0].read_text())
+    assert record["test_guard"]["broken"] == ["tests/test_temps.py::test_to_celsius_boiling",
+                                              "tests/test_temps.py::test_to_celsius_freezing"]  # fmt: skip

@@ -104,15 +104,24 @@ def _app(repo: Path, turns: list[dict], stdin: str = "", **settings: object) -> 
     return app, out
 
 
-def test_denied_edit_leaves_the_file_and_tells_the_model(tmp_path: Path, home: Path) -> None:
+def test_declined_edit_stops_the_turn_and_waits_for_the_user(tmp_path: Path, home: Path) -> None:
+    """`n` stops the turn: the model is not asked again (it viewed the file and asked for the same
+    edit), the user says what to do instead, and the model reads the refusal with that message."""
     repo = _repo(tmp_path)
-    app, out = _app(repo, [EDIT, {"text": "ok, not changing it"}], stdin="n\n")
+    app, out = _app(repo, [EDIT, {"text": "should not be asked for"}, {"text": "ok, returning 2"}], stdin="n\n")
     result = app.ask("change hello")
-    assert result is not None and result.exit_status == "submitted"
+    assert result is not None and result.exit_status == "declined"
+    assert app.model.inner.position == 1  # the turn ended at the refusal
     assert (repo / "hello.py").read_text() == "def hello():\n    return 1\n"
-    assert "not run: The user declined" in out.getvalue()
+    text = out.getvalue()
+    assert "⎿ not run: declined" in text and "declined: say what Clover should do instead" in text
+    assert "should not be asked for" not in text
     tool_msg = next(m for m in app.agent.messages if m["role"] == "tool")
-    assert "declined" in tool_msg["content"]
+    assert "declined this tool call and stopped the turn" in tool_msg["content"]
+    app.model.inner.position = 2
+    app.ask("return 2 instead")
+    sent = app.model.inner.requests[-1]
+    assert [m["role"] for m in sent[-3:]] == ["assistant", "tool", "user"]  # the refusal, then the new request
 
 
 def test_always_answer_lasts_for_the_session(tmp_path: Path, home: Path) -> None:

@@ -11,7 +11,8 @@ from prompt_toolkit.document import Document
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
-from clover.repl.completion import ChatCompleter, expand_mentions
+from clover.repl.attach import attach_mentions
+from clover.repl.completion import ChatCompleter
 from clover.repl.input import ChatInput
 from clover.repl.slash import help_texts
 
@@ -107,9 +108,13 @@ def test_mentions_add_files_to_the_message(tmp_path: Path) -> None:
     (tmp_path / "src" / "main.py").write_text("print('hi')\n")
     outside = tmp_path.parent / "secret.txt"
     outside.write_text("nope")
-    text, added = expand_mentions("explain @src/main.py, and @../secret.txt and @missing.py", tmp_path)
-    assert added == ["src/main.py"]
+    attached = attach_mentions("explain @src/main.py, and @../secret.txt and @missing.py", tmp_path, room=1000)
+    assert [rel for rel, _ in attached.added] == ["src/main.py"]
+    text = attached.text
     assert text.startswith("explain @src/main.py,")
     assert "<file path=\"src/main.py\">\nprint('hi')\n" in text
     assert "nope" not in text
-    assert expand_mentions("no mentions here", tmp_path) == ("no mentions here", [])
+    assert attached.notes == ["@../secret.txt is outside the repository: not attached",
+                              "@missing.py: no such file in the repository (left as text)"]
+    none = attach_mentions("no mentions here", tmp_path, room=1000)
+    assert (none.text, none.added, none.notes, none.refusal) == ("no mentions here", [], [], "")

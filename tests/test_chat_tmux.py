@@ -86,11 +86,11 @@ def test_chat_in_a_real_terminal(tmp_path: Path) -> None:
         # Ask for a change: the diff is shown before the approval question.
         term.type("make hello return a greeting")
         term.send("Enter")
-        screen = term.wait_for("Allow? [y]es / [n]o / [a]lways")
+        screen = term.wait_for("Allow this edit?")
         assert "⏺ str_replace(hello.py)" in screen
         assert "-    return 1" in screen and "+    return 'hello'" in screen
         assert (repo / "hello.py").read_text() == "def hello():\n    return 1\n"  # not yet
-        term.send("y", "Enter")
+        term.send("y")  # one key, no Enter
         screen = term.wait_for("Done: hello() now returns a greeting.")
         assert "∴ thought for" in screen
         assert (repo / "hello.py").read_text() == "def hello():\n    return 'hello'\n"
@@ -100,14 +100,17 @@ def test_chat_in_a_real_terminal(tmp_path: Path) -> None:
         term.wait_for("diff --git a/hello.py b/hello.py")
         term.type("/undo")
         term.send("Enter")
-        term.wait_for("undone: files restored")
+        screen = term.wait_for("Undo this? [y/N]")  # the plan first: the path and its diff summary
+        assert "revert   hello.py  (modified by the agent, +1 -1)" in screen
+        term.send("y", "Enter")
+        term.wait_for("undone: 1 path(s) changed")
         assert (repo / "hello.py").read_text() == "def hello():\n    return 1\n"
         # A long command, approved, then Ctrl-C: back at the prompt well before it would end.
         term.type("run the slow job")
         term.send("Enter")
-        term.wait_for("Allow? [y]es", count=2)
+        term.wait_for("Allow this call?")
         assert "⏺ bash(sleep 30)" in term.screen()
-        term.send("y", "Enter")
+        term.send("y")
         term.wait_for("running bash(sleep 30)")
         started = time.monotonic()
         term.send("C-c")

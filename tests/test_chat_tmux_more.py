@@ -89,7 +89,7 @@ def test_resume_comes_after_the_banner_and_replays(tmp_path: Path) -> None:
         {"role": "assistant", "content": "It **adds** numbers:\n\n- `add(a, b)`"},
     ]))
     script = _script(tmp_path, [{"text": "ok"}])
-    term = Tmux(_command(tmp_path, repo, "--model", f"scripted:{script}", "--resume"), cwd=ROOT)
+    term = Tmux(_command(tmp_path, repo, "--model", f"scripted:{script}", "--continue"), cwd=ROOT)
     try:
         screen = term.wait_for("› ", count=2)
         assert screen.index("Clover chat · model") < screen.index("resumed session 20990101-000000-beef (1 request)")
@@ -134,17 +134,18 @@ def test_two_edits_both_show_their_diff_after_always_and_clear(tmp_path: Path) -
         term.wait_for("› ")
         term.type("first")
         term.send("Enter")
-        screen = term.wait_for("Allow?")
-        assert "+a = 10" in screen and "[a]lways allows edit(calc.py) for the rest of this session" in screen
-        term.send("a", "Enter")
+        screen = term.wait_for("Allow this edit?")
+        assert "+a = 10" in screen and "2. Yes, and allow all edits this session  (a)" in screen
+        term.send("a")
         term.wait_for("first done")
+        assert "mode: auto-edit · edits are allowed for the rest of this session" in term.screen()
         term.type("/clear")
         term.send("Enter")
         term.wait_for("new conversation")
         term.type("second")  # allowed by the "always" answer: no question, the diff comes with the result
         term.send("Enter")
         screen = term.wait_for("second done")
-        assert screen.count("Allow?") == 1
+        assert screen.count("Allow this edit?") == 0  # the menu is gone once answered
         assert "⎿ ✓ calc.py +1 -1  [1]" in screen and "⎿ ✓ calc.py +1 -1  [2]" in screen
         assert "+b = 20" in screen
         term.type("/exit")

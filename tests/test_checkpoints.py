@@ -1,4 +1,5 @@
-"""tools/checkpoints.py: byte-exact undo/redo of edits and shell changes, the user's repo untouched."""
+"""tools/checkpoints.py: per-step change records; undo reverts exactly the agent's changes,
+byte-exact, and never what the user changed (a conflict is listed and left alone)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from clover.tools import checkpoints
+from clover.tools import treescan, undoreport
 from clover.tools.checkpoints import Checkpoints, SnapshotError, default_store
 
 
@@ -19,18 +20,19 @@ def sh(cmd: str, cwd: Path) -> str:
 
 
 def state(root: Path, skip: tuple[str, ...] = (".git",)) -> dict[str, tuple]:
-    """Every file and symlink under root: bytes and permission bits, or the link target."""
+    """Every file, symlink and directory under root: bytes and bits, the link target, the dir's bits."""
     out: dict[str, tuple] = {}
     for dirpath, dirnames, filenames in os.walk(root):
         rel_dir = os.path.relpath(dirpath, root)
-        dirnames[:] = [d for d in dirnames if d not in skip and not os.path.islink(os.path.join(dirpath, d))]
-        names = filenames + [d for d in os.listdir(dirpath) if os.path.islink(os.path.join(dirpath, d))
-                             and d not in filenames]
-        for name in names:
+        links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        dirnames[:] = [d for d in dirnames if d not in skip and d not in links]
+        for name in filenames + links + dirnames:
             full = os.path.join(dirpath, name)
             rel = os.path.normpath(os.path.join(rel_dir, name))
             if os.path.islink(full):
                 out[rel] = ("link", os.readlink(full))
+            elif os.path.isdir(full):
+                out[rel] = ("dir", stat.S_IMODE(os.stat(full).st_mode))
             else:
                 out[rel] = ("file", Path(full).read_bytes(), stat.S_IMODE(os.stat(full).st_mode))
     return out
@@ -42,9 +44,28 @@ def git_dir_digest(root: Path) -> dict[str, tuple]:
     for dirpath, _, filenames in os.walk(root / ".git"):
         for name in filenames:
             full = os.path.join(dirpath, name)
-            st = os.lstat(full)
-            out[os.path.relpath(full, root)] = (hashlib.sha256(Path(full).read_bytes()).hexdigest(), st.st_mtime_ns)
+            out[os.path.relpath(full, root)] = (hashlib.sha256(Path(full).read_bytes()).hexdigest(),
+                                                os.lstat(full).st_mtime_ns)
     return out
+
+
+class Steps:
+    """Drives Checkpoints as the agent does: begin, the step's change, end."""
+
+    def __init__(self, root: Path, store: Path, session: str = "s1") -> None:
+        self.cp = Checkpoints(str(root), store=str(store))
+        self.root, self.session, self.request, self.step = root, session, 0, 0
+
+    def request_(self, label: str = "request") -> None:
+        self.request, self.label = self.cp.next_request(self.session), label
+
+    def run(self, change) -> None:
+        if not self.request:
+            self.request_()
+        self.step += 1
+        self.cp.begin()
+        change() if callable(change) else sh(change, self.root)
+        self.cp.end(self.session, self.request, self.label, self.step)
 
 
 @pytest.fixture
@@ -70,136 +91,164 @@ def repo(tmp_path):
     return root
 
 
+SHELL_CHANGES = (
+    "rm gone.txt && echo new > created.txt && chmod +x run.sh && rm -r pkg/old && "
+    "printf '\\x00\\xff\\x10' >> bin.dat && rm becomes_dir && mkdir becomes_dir && echo in > becomes_dir/x && "
+    "ln -sfn keep.txt link && printf 'a\\r\\nb\\r\\n' > crlf.txt && mkdir -p deep/er && echo d > deep/er/f && "
+    "chmod 755 keep.txt && mv pkg/mod.py pkg/renamed.py && mkdir empty && chmod 700 pkg && rm debug.log"
+)
+
+
 def test_undo_redo_restore_edits_and_shell_changes_exactly(repo, tmp_path):
-    cp = Checkpoints(str(repo), store=str(tmp_path / "store"))
-    first = cp.snapshot("before step 1")
-    assert first
+    steps = Steps(repo, tmp_path / "store")
     before = state(repo)
-    # an edit tool's change ...
-    (repo / "a.txt").write_text("alpha\nbeta\n")
-    # ... and a shell command's changes: create, delete, binary, chmod, dir <-> file, symlink, CRLF
-    sh("rm gone.txt && echo new > created.txt && chmod +x run.sh && rm -r pkg/old && "
-       "printf '\\x00\\xff\\x10' >> bin.dat && rm becomes_dir && mkdir becomes_dir && echo in > becomes_dir/x && "
-       "ln -sfn keep.txt link && printf 'a\\r\\nb\\r\\n' > crlf.txt && mkdir -p deep/er && echo d > deep/er/f",
-       repo)
-    (repo / "keep.txt").chmod(0o755)
+    steps.run(lambda: (repo / "a.txt").write_text("alpha\nbeta\n"))  # an edit tool's change
+    steps.run(SHELL_CHANGES)  # a shell command's: create, delete, binary, chmod, dir <-> file, link, rename
     after = state(repo)
     assert after != before
-
-    restored = cp.undo()
-    assert restored == first
-    assert state(repo) == before
-    assert not (repo / "deep").exists()  # directories emptied by the undo go too
-
-    cp.redo()
-    assert state(repo) == after
-    cp.undo()
-    assert state(repo) == before
-    cp.redo()
-    assert state(repo) == after
+    for _ in range(2):
+        outcome = steps.cp.undo()
+        assert not outcome.conflicts
+        assert state(repo) == before
+        assert not (repo / "deep").exists() and not (repo / "empty").exists()
+        steps.cp.redo()
+        assert state(repo) == after
 
 
-def test_multi_step_history_and_redo_cleared_by_new_work(repo, tmp_path):
-    cp = Checkpoints(str(repo), store=str(tmp_path / "store"))
-    states = []
-    for i in range(3):
-        cp.snapshot(f"before step {i}")
-        states.append(state(repo))
-        (repo / f"step{i}.txt").write_text(f"{i}\n")
-    final = state(repo)
-    assert cp.snapshot("nothing changed?") is not None  # the last step's change
-    assert cp.snapshot("again") is None
-    cp.undo()
-    assert state(repo) == states[2]
-    cp.undo()
-    assert state(repo) == states[1]
-    cp.undo()
-    assert state(repo) == states[0]
+def test_user_changes_between_and_after_steps_survive_and_conflicts_are_left_alone(repo, tmp_path):
+    steps = Steps(repo, tmp_path / "store")
+    steps.run("echo agent > a.txt && echo agent > made.txt && rm gone.txt")
+    (repo / "notes.txt").write_text("my notes\n")  # the user, after the step
+    with open(repo / "keep.txt", "a") as fh:
+        fh.write("user line\n")
+    (repo / "made.txt").write_text("the user rewrote the agent's new file\n")
+    group, plan = steps.cp.plan()
+    lines = undoreport.describe(steps.cp.repo, group, plan)
+    assert lines[0] == 'undo: session s1, request 1 "request" (step 1)'
+    assert "  revert   a.txt  (modified by the agent, +1 -1)" in lines
+    assert "  restore  gone.txt  (deleted by the agent, +0 -1)" in lines
+    assert "  CONFLICT made.txt: changed since the agent's step; left alone" in lines
+    outcome = steps.cp.apply(plan)[1]
+    assert [c.path for c in outcome.conflicts] == ["made.txt"]
+    assert (repo / "a.txt").read_text() == "alpha\n" and (repo / "gone.txt").exists()
+    assert (repo / "notes.txt").read_text() == "my notes\n"
+    assert (repo / "keep.txt").read_text() == "unchanged\nuser line\n"
+    assert (repo / "made.txt").read_text() == "the user rewrote the agent's new file\n"
+    # the conflict stays undoable: --force overwrites it after saving the user's version
+    group, plan = steps.cp.plan(force=True)
+    assert [a.path for a in plan.actions] == ["made.txt"] and plan.actions[0].save is not None
+    outcome = steps.cp.apply(plan, force=True)[1]
+    assert not (repo / "made.txt").exists()
+    (saved,) = outcome.saved
+    assert saved.startswith(steps.cp.store) and Path(saved).read_text() == "the user rewrote the agent's new file\n"
     with pytest.raises(SnapshotError, match="nothing to undo"):
-        cp.undo()
-    cp.redo()
-    cp.redo()
-    cp.redo()
-    assert state(repo) == final
+        steps.cp.plan()
+
+
+def test_a_user_edit_between_two_agent_steps_stops_the_chain(repo, tmp_path):
+    steps = Steps(repo, tmp_path / "store")
+    steps.run("echo one > a.txt")
+    (repo / "a.txt").write_text("user\n")  # between the steps
+    steps.run("echo two > a.txt")
+    outcome = steps.cp.undo()
+    assert (repo / "a.txt").read_text() == "user\n"  # step 2 reverted, step 1's change is under the user's
+    assert [c.path for c in outcome.conflicts] == ["a.txt"]
+
+
+def test_requests_are_undone_whole_newest_first_and_new_work_clears_redo(repo, tmp_path):
+    steps = Steps(repo, tmp_path / "store")
+    states = [state(repo)]
+    for i in range(3):
+        steps.request_(f"request {i}")
+        steps.run(f"echo {i} > step{i}.txt")
+        steps.run(f"echo {i} >> a.txt")
+        states.append(state(repo))
+    steps.run("true")  # changes nothing: no record
+    assert [g.label for g in steps.cp.groups()] == ["request 0", "request 1", "request 2"]
+    for i in (2, 1, 0):
+        steps.cp.undo()
+        assert state(repo) == states[i]
+    with pytest.raises(SnapshotError, match="nothing to undo"):
+        steps.cp.undo()
+    for i in (1, 2, 3):
+        steps.cp.redo()
+        assert state(repo) == states[i]
     with pytest.raises(SnapshotError, match="nothing to redo"):
-        cp.redo()
-    cp.undo()
-    (repo / "other.txt").write_text("new direction\n")
-    assert cp.snapshot("new work") is not None
+        steps.cp.redo()
+    steps.cp.undo()
+    steps.request_("new direction")
+    steps.run("echo new > other.txt")
     with pytest.raises(SnapshotError, match="nothing to redo"):
-        cp.redo()
-    labels = [c.label for c in cp.list()]
-    assert labels[:3] == ["before step 0", "before step 1", "before step 2"] and labels[-1] == "new work"
+        steps.cp.redo()
+    assert [g.state() for g in steps.cp.groups()] == ["applied", "applied", "undone", "applied"]
 
 
-def test_history_persists_across_instances(repo, tmp_path):
-    store = str(tmp_path / "store")
-    Checkpoints(str(repo), store=store).snapshot("s1")
-    before = state(repo)
-    (repo / "a.txt").write_text("changed by the agent\n")
-    Checkpoints(str(repo), store=store).undo()  # e.g. `clover undo` in a new process
-    assert state(repo) == before
-    listed = Checkpoints(str(repo), store=store).list()
-    assert [c.undone for c in listed] == [False, True]
-
-
-def shadow_files(store: Path, commit: str) -> list[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    return subprocess.run(["git", "--git-dir", str(store / "git"), "ls-tree", "-r", "--name-only", commit],
-                          capture_output=True, text=True, check=True, env=env).stdout.split()
-
-
-def test_ignored_files_are_snapshotted_caches_big_files_and_dotgit_are_not(repo, tmp_path, monkeypatch):
-    monkeypatch.setattr(checkpoints, "MAX_IGNORED_BYTES", 1000)
-    (repo / "weights.log").write_bytes(b"w" * 2000)  # ignored and over the cap
+def test_history_persists_across_instances_and_sessions_are_apart(repo, tmp_path):
     store = tmp_path / "store"
-    cp = Checkpoints(str(repo), store=str(store))
-    files = shadow_files(store, cp.snapshot("s"))
-    work = [f.removeprefix("work/") for f in files if f.startswith("work/")]
-    assert "a.txt" in work and ".gitignore" in work and "debug.log" in work
-    assert not any(f.startswith((".git/", "node_modules")) or f == "weights.log" for f in work)
-    (repo / "node_modules" / "huge.js").write_text("changed, still a cache\n")
-    (repo / "weights.log").write_bytes(b"v" * 2000)
-    (repo / "a.txt").write_text("edit\n")
-    (repo / "debug.log").unlink()  # the agent deletes an ignored file: undo must bring it back
-    cp.undo()
-    assert (repo / "a.txt").read_text() == "alpha\n"
-    assert (repo / "debug.log").read_text() == "ignored log\n"
+    Steps(repo, store, session="chat-a").run("echo a > a.txt")
+    Steps(repo, store, session="chat-b").run("echo b > keep.txt")
+    with pytest.raises(SnapshotError, match="nothing to undo in this session"):
+        Checkpoints(str(repo), store=str(store)).undo(session="chat-new")
+    Checkpoints(str(repo), store=str(store)).undo(session="chat-a")  # e.g. `clover undo` in a new process
+    assert (repo / "a.txt").read_text() == "alpha\n" and (repo / "keep.txt").read_text() == "b\n"
+    Checkpoints(str(repo), store=str(store)).undo()
+    assert (repo / "keep.txt").read_text() == "unchanged\n"
+
+
+def test_files_changed_between_the_plan_and_the_answer_stop_the_undo(repo, tmp_path):
+    steps = Steps(repo, tmp_path / "store")
+    steps.run("echo agent > a.txt")
+    _group, plan = steps.cp.plan()
+    (repo / "a.txt").write_text("typed while the question was open\n")
+    with pytest.raises(SnapshotError, match="changed since the plan was shown"):
+        steps.cp.apply(plan)
+    assert (repo / "a.txt").read_text() == "typed while the question was open\n"
+
+
+def test_ignored_files_are_recorded_caches_not_big_files_by_stat(repo, tmp_path, monkeypatch):
+    monkeypatch.setattr(treescan, "MAX_CONTENT_BYTES", 1000)
+    (repo / "weights.log").write_bytes(b"w" * 2000)  # over the cap
+    steps = Steps(repo, tmp_path / "store")
+
+    def change():
+        (repo / "node_modules" / "huge.js").write_text("changed, still a cache\n")
+        (repo / "a.txt").write_text("edit\n")
+        (repo / "debug.log").unlink()  # an ignored file deleted: undo brings it back
+        (repo / "made.bin").write_bytes(b"m" * 3000)  # a big file the step made: undo may delete it
+
+    steps.run(change)
+    paths = {c.path for r in steps.cp.groups()[0].records for c in r.changes}
+    assert paths == {"a.txt", "debug.log", "made.bin"}
+    steps.cp.undo()
+    assert (repo / "a.txt").read_text() == "alpha\n" and (repo / "debug.log").read_text() == "ignored log\n"
+    assert not (repo / "made.bin").exists()
     assert (repo / "node_modules" / "huge.js").read_text() == "changed, still a cache\n"
-    assert (repo / "weights.log").read_bytes() == b"v" * 2000  # never snapshotted, never touched
+    steps.request_("big")
+    steps.run(lambda: (repo / "weights.log").write_bytes(b"v" * 2000))  # modified: not restorable
+    outcome = steps.cp.undo()
+    assert [c.conflict for c in outcome.conflicts] == ["its content was not kept (a file over the size cap)"]
+    assert (repo / "weights.log").read_bytes() == b"v" * 2000
 
 
-def test_modes_symlinks_empty_dirs_and_ignored_files_round_trip_byte_exact(repo, tmp_path):
+def test_modes_symlinks_empty_dirs_round_trip_byte_exact(repo, tmp_path):
     (repo / "secret.env").write_text("KEY=1\n")
-    (repo / ".gitignore").write_text("node_modules/\n*.log\n*.env\n")
     (repo / "secret.env").chmod(0o600)
     (repo / "ro.txt").write_text("read only\n")
     (repo / "ro.txt").chmod(0o444)
-    (repo / "tool").write_text("#!/bin/sh\n")
-    (repo / "tool").chmod(0o750)
     (repo / "empty" / "nested").mkdir(parents=True)
     (repo / "keep_empty").mkdir()
     os.symlink("missing-target", repo / "dangling")
     os.symlink("pkg", repo / "dirlink")
-    cp = Checkpoints(str(repo), store=str(tmp_path / "store"))
-    cp.snapshot("before")
-    before, dirs_before = state(repo), empty_dirs(repo)
-    sh("chmod 644 secret.env ro.txt && chmod 755 tool && chmod 700 run.sh && rm secret.env debug.log && "
-       "rmdir empty/nested keep_empty && mkdir -p fresh/empty other && ln -sfn a.txt dangling && "
-       "rm dirlink && ln -s keep.txt newlink && echo noise > new.log", repo)
-    after, dirs_after = state(repo), empty_dirs(repo)
-    assert after != before and dirs_after != dirs_before
-    cp.undo()
-    assert state(repo) == before and empty_dirs(repo) == dirs_before
-    cp.redo()
-    assert state(repo) == after and empty_dirs(repo) == dirs_after
-    cp.undo()
-    assert state(repo) == before and empty_dirs(repo) == dirs_before
-
-
-def empty_dirs(root: Path) -> list[str]:
-    return sorted(os.path.relpath(d, root) for d, sub, files in os.walk(root)
-                  if ".git" not in Path(d).relative_to(root).parts and not sub and not files and Path(d) != root)
+    steps = Steps(repo, tmp_path / "store")
+    before = state(repo)
+    steps.run("chmod 644 secret.env ro.txt && chmod 700 run.sh && rm secret.env && rmdir empty/nested keep_empty && "
+              "mkdir -p fresh/empty other && ln -sfn a.txt dangling && rm dirlink && ln -s keep.txt newlink && "
+              "chmod 555 pkg/old")
+    after = state(repo)
+    steps.cp.undo()
+    assert state(repo) == before
+    steps.cp.redo()
+    assert state(repo) == after
 
 
 def dotgit_state(root: Path) -> tuple:
@@ -211,56 +260,32 @@ def dotgit_state(root: Path) -> tuple:
 
 def test_agent_changes_to_dotgit_are_undone_and_redone(repo, tmp_path):
     sh("git add -A && git commit -qm init && echo staged >> a.txt && git add a.txt", repo)
-    cp = Checkpoints(str(repo), store=str(tmp_path / "store"))
-    cp.snapshot("before")
-    before, files_before = dotgit_state(repo), state(repo)
-    sh("git commit -qam agent && git checkout -qb agent-branch && git config user.name agent && "
-       "git tag v9 && printf '#!/bin/sh\\necho planted\\n' > .git/hooks/post-commit && "
-       "chmod +x .git/hooks/post-commit && echo more >> keep.txt && git add keep.txt && git pack-refs --all",
-       repo)
+    before = dotgit_state(repo)
+    steps = Steps(repo, tmp_path / "store")
+    steps.run("git commit -qam agent && git checkout -qb agent-branch && git config user.name agent && "
+              "git tag v9 && printf '#!/bin/sh\\necho planted\\n' > .git/hooks/post-commit && "
+              "chmod +x .git/hooks/post-commit && echo more >> keep.txt && git add keep.txt && git pack-refs --all")
     after = dotgit_state(repo)
-    assert after != before
-    cp.undo()
-    assert dotgit_state(repo) == before and state(repo) == files_before
-    assert not (repo / ".git" / "hooks" / "post-commit").exists()
-    cp.redo()
-    assert dotgit_state(repo) == after
-    cp.undo()
+    steps.cp.undo()
     assert dotgit_state(repo) == before
+    assert not (repo / ".git" / "hooks" / "post-commit").exists()
+    steps.cp.redo()
+    assert dotgit_state(repo) == after
 
 
-def test_user_index_branches_stash_hooks_untouched(repo, tmp_path):
+def test_the_users_git_state_is_not_written_when_the_agent_left_it_alone(repo, tmp_path):
     sh("git add -A && git commit -qm init && git branch feature && echo stash-me >> keep.txt && git stash -q && "
        "echo staged >> a.txt && git add a.txt && echo unstaged >> keep.txt", repo)
-    hook = repo / ".git" / "hooks" / "pre-commit"
-    hook.write_text("#!/bin/sh\nexit 1\n")
-    hook.chmod(0o755)
-    (repo / ".git" / "info").mkdir(exist_ok=True)
-    (repo / ".git" / "info" / "exclude").write_text("secret_notes.txt\n")
-    (repo / "secret_notes.txt").write_text("excluded via info/exclude\n")
     digest = git_dir_digest(repo)
-    probe = "git for-each-ref && git stash list && git stash show -p && git diff --cached && git rev-parse HEAD"
-    refs = sh(probe, repo)
-
-    cp = Checkpoints(str(repo), store=str(tmp_path / "store"))
-    cp.snapshot("s1")
-    (repo / "a.txt").write_text("agent edit\n")
-    sh("echo x > new.txt", repo)
-    cp.snapshot("s2")
-    (repo / "b.txt").write_text("more\n")
-    cp.undo()
-    cp.undo()
-    cp.redo()
-    cp.list()
-
+    steps = Steps(repo, tmp_path / "store")
+    steps.run(lambda: (repo / "a.txt").write_text("agent edit\n"))
+    steps.run("echo x > new.txt")
+    sh("git status -s > /dev/null", repo)  # the user's git refreshes the index between steps
+    digest = git_dir_digest(repo)
+    steps.cp.undo()
+    steps.cp.redo()
+    steps.cp.undo()
     assert git_dir_digest(repo) == digest  # not one byte or mtime under .git changed
-    assert sh(probe, repo) == refs
-    assert "staged" in refs and "feature" in refs and "stash@{0}" in refs
-    shadow = subprocess.run(
-        ["git", "--git-dir", str(tmp_path / "store" / "git"), "ls-tree", "-r", "--name-only", cp.list()[0].id],
-        capture_output=True, text=True, check=True, env={"PATH": os.environ["PATH"]}).stdout.split()
-    # excluded by the user's info/exclude, so ignored: snapshotted like every ignored file
-    assert "work/a.txt" in shadow and "work/secret_notes.txt" in shadow
 
 
 def test_works_outside_git_and_with_eol_attributes(tmp_path):
@@ -271,13 +296,16 @@ def test_works_outside_git_and_with_eol_attributes(tmp_path):
     (root / "crlf.txt").write_bytes(b"one\r\ntwo\r\n")
     (root / "mixed.txt").write_bytes(b"a\nb\r\nc")
     (root / "x.bin").write_bytes(b"\x00\x01binary")
-    cp = Checkpoints(str(root), store=str(tmp_path / "store"))
-    cp.snapshot("s")
+    steps = Steps(root, tmp_path / "store")
     before = state(root)
-    for name in ("lf.txt", "crlf.txt", "mixed.txt", "x.bin"):
-        (root / name).write_bytes(b"clobbered")
-    (root / "extra.txt").write_text("x")
-    cp.undo()
+
+    def clobber():
+        for name in ("lf.txt", "crlf.txt", "mixed.txt", "x.bin"):
+            (root / name).write_bytes(b"clobbered")
+        (root / "extra.txt").write_text("x")
+
+    steps.run(clobber)
+    steps.cp.undo()
     assert state(root) == before
 
 
@@ -296,37 +324,107 @@ def test_store_location_and_errors(tmp_path, monkeypatch):
         Checkpoints(str(root), store=str(root / ".clover"))
     with pytest.raises(SnapshotError, match="not a directory"):
         Checkpoints(str(tmp_path / "missing"))
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(SnapshotError, match="cannot use"):
+        Checkpoints(str(root), store=str(tmp_path / "a-file" / "store"))
 
 
-def test_changes_after_undo_survive_a_redo(repo, tmp_path):
-    cp = Checkpoints(str(repo), store=str(tmp_path / "store"))
-    cp.snapshot("s1")
-    (repo / "a.txt").write_text("step one\n")
-    cp.undo()
+def test_changes_after_an_undo_survive_a_redo(repo, tmp_path):
+    steps = Steps(repo, tmp_path / "store")
+    steps.run("echo 'step one' > a.txt")
+    steps.cp.undo()
     (repo / "manual.txt").write_text("typed by the user after undo\n")
-    with_manual = state(repo)
-    cp.redo()
-    assert (repo / "a.txt").read_text() == "step one\n" and not (repo / "manual.txt").exists()
-    cp.undo()
-    assert state(repo) == with_manual
+    (repo / "a.txt").write_text("and the user edited a.txt too\n")
+    outcome = steps.cp.redo()
+    assert [c.path for c in outcome.conflicts] == ["a.txt"] and [c.conflict for c in outcome.conflicts] == [
+        "changed since the undo"]
+    assert (repo / "a.txt").read_text() == "and the user edited a.txt too\n"
+    assert (repo / "manual.txt").exists()
 
 
-def test_nested_repositories_are_left_out_not_fatal(tmp_path):
+def test_nested_repositories_work_trees_are_recorded_their_history_never(tmp_path):
     root = tmp_path / "w"
     (root / "vendor" / "lib").mkdir(parents=True)
-    (root / "vendor" / "unborn").mkdir()
     (root / "a.txt").write_text("a\n")
-    sh("cd vendor/lib && git init -q && echo x > x && git add x && "
-       "git -c user.name=t -c user.email=t@t commit -qm x && cd ../unborn && git init -q && echo y > y", root)
-    cp = Checkpoints(str(root), store=str(tmp_path / "store"))
-    cp.snapshot("s1")
-    (root / "a.txt").write_text("changed\n")
-    (root / "vendor" / "lib" / "x").write_text("edited inside the nested repo\n")
-    sh("mkdir -p later/inner && cd later/inner && git init -q", root)  # a repo appearing mid-session
-    assert cp.snapshot("s2")
-    cp.undo()
-    assert (root / "a.txt").read_text() == "a\n"
-    assert (root / "vendor" / "lib" / "x").read_text() == "edited inside the nested repo\n"
-    assert (root / "vendor" / "unborn" / "y").exists() and (root / "later" / "inner" / ".git").is_dir()
-    cp.redo()
-    assert (root / "a.txt").read_text() == "changed\n"
+    sh("cd vendor/lib && git init -q && echo x > x && git add x && git -c user.name=t -c user.email=t@t commit -qm x",
+       root)
+    objects = sorted(str(p) for p in (root / "vendor/lib/.git/objects").rglob("*"))
+    steps = Steps(root, tmp_path / "store")
+    steps.run("echo changed > a.txt && echo edited > vendor/lib/x && cd vendor/lib && "
+              "git -c user.name=t -c user.email=t@t commit -qam agent")
+    steps.cp.undo()
+    assert (root / "a.txt").read_text() == "a\n" and (root / "vendor/lib/x").read_text() == "x\n"
+    assert sh("git -C vendor/lib log --format=%s", root) == "x\n"  # the agent's commit is gone from HEAD
+    # its objects stay (history is only ever added to): nothing under objects/ was deleted
+    assert set(objects) <= {str(p) for p in (root / "vendor/lib/.git/objects").rglob("*")}
+
+
+def test_a_repository_a_step_creates_is_removed_whole_or_left_whole(repo, tmp_path):
+    (repo / "sub").mkdir()
+    (repo / "sub" / "tracked.txt").write_text("t\n")
+    steps = Steps(repo, tmp_path / "store")
+    before = state(repo)
+    steps.run("git init -q sub/t && cd sub/t && echo y > y && git add y && "
+              "git -c user.name=t -c user.email=t@t commit -qm planted && printf '#!/bin/sh\\n' > .git/hooks/pre-commit")
+    steps.cp.undo()
+    assert not (repo / "sub" / "t").exists() and state(repo) == before
+    steps.cp.redo()
+    assert sh("git -C sub/t log --format=%s", repo) == "planted\n"
+    (repo / "sub/t/.git/info/users-file").write_text("the user's own\n")  # made by the user since
+    outcome = steps.cp.undo()
+    assert (repo / "sub/t/.git/HEAD").exists() and (repo / "sub/t/.git/info/users-file").exists()
+    assert any("left whole" in c.conflict for c in outcome.conflicts)
+
+
+def test_a_dotgit_moved_aside_comes_back_and_its_history_is_never_deleted(repo, tmp_path):
+    sh("git add -A && git commit -qm init", repo)
+    head = sh("git rev-parse HEAD", repo)
+    steps = Steps(repo, tmp_path / "store")
+    steps.run("mv .git .g && printf 'gitdir: .g\\n' > .git && git -c user.name=t -c user.email=t@t commit -qm "
+              "'through the gitfile' --allow-empty")
+    _group, plan = steps.cp.plan()
+    assert [(m.src, m.dst) for m, _why in plan.moves] == [(".git", ".g")]
+    steps.cp.undo()
+    assert (repo / ".git").is_dir() and not (repo / ".g").exists()
+    assert sh("git rev-parse HEAD", repo) == head
+    with pytest.raises(SnapshotError, match="nothing to undo"):
+        steps.cp.undo()  # the second undo (the red team's) finds nothing, deletes nothing
+    steps.cp.redo()
+    assert (repo / ".git").read_text() == "gitdir: .g\n" and (repo / ".g" / "objects").is_dir()
+    assert sh("git log --format=%s", repo).splitlines() == ["through the gitfile", "init"]
+    steps.cp.undo()
+    assert sh("git log --format=%s", repo).splitlines() == ["init"]
+    assert sh("git cat-file -t " + sh("git -C . rev-parse HEAD", repo).strip(), repo) == "commit\n"
+
+
+def test_an_older_request_is_not_undone_over_what_a_later_one_left(repo, tmp_path):
+    """Found by the property test: request 1 deletes a.txt, request 2 makes it again, the user
+    deletes it; undoing request 1 must not bring the old a.txt back (a.txt is absent, as request
+    1 left it, but only because the user deleted request 2's file)."""
+    steps = Steps(repo, tmp_path / "store")
+    steps.request_("one")
+    steps.run("rm a.txt")
+    steps.request_("two")
+    steps.run("echo again > a.txt")
+    (repo / "a.txt").unlink()  # the user
+    first = steps.cp.undo()
+    second = steps.cp.undo()
+    assert not (repo / "a.txt").exists()
+    assert [c.conflict for c in first.conflicts] == ["deleted since the agent's step"]
+    assert [c.conflict for c in second.conflicts] == ["changed by a later request that is not undone"]
+
+
+def test_a_user_change_seen_between_steps_is_never_reverted_even_when_changed_back(repo, tmp_path):
+    """The user rewrites what the agent deleted and deletes it again; the path looks as the agent
+    left it, but a scan between the two (the next step's) saw the user's version: not reverted."""
+    steps = Steps(repo, tmp_path / "store")
+    steps.request_("one")
+    steps.run("rm a.txt")
+    (repo / "a.txt").write_text("the user's\n")
+    steps.request_("two")
+    steps.run("echo other > other.txt")  # its scan sees the user's a.txt
+    (repo / "a.txt").unlink()
+    steps.cp.undo()
+    outcome = steps.cp.undo()
+    assert not (repo / "a.txt").exists()
+    assert [c.conflict for c in outcome.conflicts] == ["changed since the agent's step, and back"]

@@ -95,6 +95,80 @@ def test_a_no_op_edit_becomes_the_pair_the_model_finds_likeliest(clover, tmp_pat
     assert got == pairs[max(range(len(pairs)), key=scores.__getitem__)]
 
 
+PARSE = """def parse_line(line):
+    account, amount = line.split("=")
+    return account.strip(), float(amount)
+
+
+def parse_all(text):
+    items = []
+    for line in text.split("\\n"):
+        items.append(parse_line(line))
+    return items
+"""
+LOOP = '    for line in text.split("\\n"):'
+GUARD = LOOP + "\n        if not line.strip():\n            continue"
+BLANK_LINES = [{"role": "user", "content": "parse_all crashes on files with blank lines. They should be skipped."}]
+
+
+def _call(path: str, old: str, new: str) -> str:
+    return (f"<tool_call>\n<function=str_replace>\n<parameter=path>\n{path}\n</parameter>\n"
+            f"<parameter=old_str>\n{old}\n</parameter>\n<parameter=new_str>\n{new}\n</parameter>\n"
+            "</function>\n</tool_call>")  # fmt: skip
+
+
+def _edit(model, call: str, user):
+    ids = model.tokenizer.encode(call) + [model.tokenizer.token_id("<|im_end|>")]
+    turn = model.complete(user, tools(), forced=dict(enumerate(ids)))
+    (got,) = turn.tool_calls
+    return (got.arguments["old_str"], got.arguments["new_str"]), turn.stats
+
+
+def test_the_models_own_edit_survives_when_no_check_exists(clover, tmp_path):
+    """Issue 49: given the correct 3-line fix, the likeliest one-site mutation replaced it (`return
+    items` -> `return not items`). Without a check the model's edit stands as written, and no
+    candidate is even scored; with the issue's example unable to run (the policy refuses), the same."""
+    (tmp_path / "parse.py").write_text(PARSE)
+    for may_run in (None, lambda c: False):
+        model = variant(clover, edit_repairs="on", max_tokens=256)
+        model.bind_workspace(LocalEnvironment(str(tmp_path)), may_run=may_run)
+        got, stats = _edit(model, _call("parse.py", LOOP, GUARD), BLANK_LINES)
+        assert got == (LOOP, GUARD) and stats.get("repaired_edits", 0) == 0
+
+
+def test_a_check_keeps_the_models_edit_when_it_passes_and_replaces_it_only_when_verified(clover, tmp_path):
+    user = [{"role": "user", "content": "`add(2, 3)` returns -1 but should be 5."}]
+    allow = lambda c: True  # noqa: E731
+    # the model's own edit passes the issue's example: it is kept (and counted as verified)
+    model = _bound(clover, tmp_path, may_run=allow, edit_repairs="on", max_tokens=128)
+    got, stats = _edit(model, _call("calc.py", "    return a - b", "    return b + a"), user)
+    assert got == ("    return a - b", "    return b + a") and stats["verified_edits"] == 1
+    assert stats["repaired_edits"] == 0
+    # a wrong edit of the model's: the repair the example verifies replaces it
+    model = _bound(clover, tmp_path, may_run=allow, edit_repairs="on", max_tokens=128)
+    got, stats = _edit(model, _call("calc.py", "    return a - b", "    return a * b"), user)
+    assert got == ("    return a - b", "    return a + b") and stats["verified_edits"] == 1
+    # nothing verifies another candidate (the example asks for something no repair gives): the model's edit stands
+    odd = [{"role": "user", "content": "`add(2, 3)` returns -1 but should be 99."}]
+    model = _bound(clover, tmp_path, may_run=allow, edit_repairs="on", max_tokens=128)
+    got, stats = _edit(model, _call("calc.py", "    return a - b", "    return a * b"), odd)
+    assert got == ("    return a - b", "    return a * b") and stats["repaired_edits"] == 0
+
+
+def test_an_unusable_edit_is_repaired_unverified_at_most_once_per_file(clover, tmp_path):
+    model = _bound(clover, tmp_path, edit_repairs="on", max_tokens=128)
+    first, stats = _edit(model, CALL, USER)  # new_str = old_str: no edit at all
+    assert first[0] != first[1] and stats["unverified_repairs"] == 1
+    again, stats = _edit(model, CALL, USER)  # the same conversation, the same file: left as written
+    assert again == ("    return a - b", "    return a - b") and "unverified_repairs" not in stats
+    # an edit the tools would refuse (an undefined name) is no usable edit either; the budget is spent
+    undefined, _ = _edit(model, _call("calc.py", "    return a - b", "    return a - bb"), USER)
+    assert undefined == ("    return a - b", "    return a - bb")
+    # another conversation has its own budget
+    other, stats = _edit(model, CALL, [{"role": "user", "content": "add is wrong"}])
+    assert other[0] != other[1] and stats["unverified_repairs"] == 1
+
+
 @pytest.mark.parametrize("setting", ["off", "auto"])  # auto: the tiny checkpoint's config says no
 def test_off_or_a_checkpoint_without_it_keeps_the_models_edit(clover, tmp_path, setting):
     turn = _complete(_bound(clover, tmp_path, edit_repairs=setting, max_tokens=128))

@@ -18,6 +18,8 @@ def make_repo(path):
     path.mkdir()
     (path / "calc.py").write_text(BUGGY)
     (path / "test_calc.py").write_text(TEST)
+    # commands get only an allowlisted environment (no PYTHONDONTWRITEBYTECODE from the test's own)
+    (path / ".gitignore").write_text("__pycache__/\n")
     for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]):
         subprocess.run(["git", *args], cwd=path, check=True)
     return path
@@ -113,13 +115,16 @@ def test_patch_out_problems_are_one_line_and_lose_nothing(tmp_path):
     assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr
 
 
-def test_fix_in_ask_mode_without_yes_refuses_edits(tmp_path):
+def test_fix_without_yes_edits_but_runs_no_command(tmp_path):
+    # The headless default is auto-edit: the edit (the fix's purpose) runs, the test command needs
+    # an allow rule or --yes, and its refusal is said (it used to refuse the edit too and exit 0).
     repo = make_repo(tmp_path / "repo")
     (tmp_path / "issue.md").write_text("add is wrong")
     proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--model",
                       f"scripted:{script_file(tmp_path)}", env=isolated_env(tmp_path))
-    assert (repo / "calc.py").read_text() == BUGGY  # headless "ask" cannot approve: nothing changed
-    assert "(no changes)" in proc.stdout
+    assert proc.returncode == 0, proc.stderr
+    assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    assert "clover: refused: bash" in proc.stderr and "Tests: the agent ran no test command" in proc.stdout
 
 
 def test_undo_after_fix_restores_the_tree(tmp_path):
@@ -138,15 +143,19 @@ def test_undo_after_fix_restores_the_tree(tmp_path):
     assert "a + b" in (repo / "calc.py").read_text()
 
 
-def test_fix_outside_git_works_and_warns(tmp_path):
+def test_fix_outside_git_has_a_real_diff_too(tmp_path):
     repo = make_repo(tmp_path / "repo")
     subprocess.run(["rm", "-rf", str(repo / ".git")], check=True)
     (tmp_path / "issue.md").write_text("add is wrong")
     proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--model",
                       f"scripted:{script_file(tmp_path)}", "--yes", env=isolated_env(tmp_path))
     assert proc.returncode == 0, proc.stderr
-    assert "not a git repository" in proc.stderr and "(no diff: not a git repository)" in proc.stdout
-    assert "a + b" in (repo / "calc.py").read_text()
+    # a throwaway shadow repository diffs the directory: the report and the diff are real here too
+    assert "Change: 1 file changed, +1 -1: calc.py (+1 -1)" in proc.stdout and "+    return a + b" in proc.stdout
+    assert not (repo / ".git").exists() and "a + b" in (repo / "calc.py").read_text()
+    commit = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--model",
+                        f"scripted:{script_file(tmp_path)}", "--yes", "--commit", env=isolated_env(tmp_path))
+    assert commit.returncode == 2 and "--commit needs a git repository" in commit.stderr
     # Checkpoints live in a shadow repository, so undo works here too (it used to be switched off).
     undo = run_clover("undo", "--repo", str(repo), env=isolated_env(tmp_path))
     assert undo.returncode == 0, undo.stderr

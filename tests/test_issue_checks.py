@@ -12,6 +12,7 @@ FILES = {
     "src/shop/prices.py": "def net_price(gross, rate=0.2):\n    return gross / (1 + rate)\n\n\nclass Basket:\n    pass\n",
     "tests/test_prices.py": "def net_price_helper():\n    pass\n",
     "units.py": "def to_celsius(f):\n    return (f - 32) * 5 / 9\n",
+    "pairs/load.py": "def load_pairs(text):\n    return dict(line.split('=') for line in text.split('\\n'))\n",
 }
 
 
@@ -72,6 +73,43 @@ def test_prose_reports_in_the_ways_people_write_them():
         (check,) = checks(issue)
         assert check.probe == "to_celsius(212)" and check.expect == Expect("value", want), issue
         assert check.setup == ("from units import to_celsius",)
+
+
+TRACEBACK = """Importing a settings dump with an empty line in it crashes. `load_pairs('a=1')` is fine, but:
+
+Traceback (most recent call last):
+  File "import_settings.py", line 4, in <module>
+    print(load_pairs("a=1\\n\\nb=2"))
+  File "/srv/app/pairs/load.py", line 2, in load_pairs
+    return dict(line.split('=') for line in text.split('\\n'))
+ValueError: dictionary update sequence element #1 has length 1; 2 is required
+
+Empty lines should just be ignored.
+"""
+
+
+def test_what_python_printed_is_not_what_the_user_expects():
+    # issue 49: `ValueError: ... (expected 2, got 1)` became the expected value `2`
+    issue = ("`load_pairs('x=1')` crashes with `ValueError: not enough values to unpack (expected 2, got 1)` "
+             "when the file has a blank line.")  # fmt: skip
+    got = checks(issue)
+    assert all(c.expect != Expect("value", "2") for c in got)
+    assert [(c.probe, c.expect) for c in got] == [("load_pairs('x=1')", Expect("no_error"))]
+    # a pasted traceback, outside any code fence: its line should not crash; its message says nothing
+    got = checks(TRACEBACK)
+    assert [(c.probe, c.expect) for c in got] == [("load_pairs('a=1\\n\\nb=2')", Expect("no_error"))]
+    assert got[0].setup == ("from pairs.load import load_pairs",)
+
+
+def test_sessions_pasted_into_the_prose_are_read_too():
+    issue = (
+        "Celsius conversion is off since 2.3. In a shell:\n\n"
+        "    >>> from units import to_celsius\n    >>> to_celsius(212)\n    90.0\n\n"
+        "Water boils at 100, so it should be `100.0`."
+    )
+    assert checks(issue) == [Check(("from units import to_celsius",), "to_celsius(212)", Expect("value", "100.0"))]
+    plain = ">>> to_celsius(32)\n-1.0\n\nthat should be 0"
+    assert checks(plain) == [Check(("from units import to_celsius",), "to_celsius(32)", Expect("value", "0"))]
 
 
 def test_raises_asked_for_and_crashes_reported():

@@ -122,7 +122,16 @@ def test_the_shell_inherits_no_credentials(monkeypatch, tmp_path):
     monkeypatch.setenv("CI_DEPLOY_TOKEN", "tok-abcdef")
     monkeypatch.setenv("CLOVER_SAFE_MARKER", "visible")
     out = LocalEnvironment(str(tmp_path)).execute("env").output
-    assert "CLOVER_SAFE_MARKER=visible" in out
     assert "OPENAI_API_KEY" not in out and "CI_DEPLOY_TOKEN" not in out
+    assert "CLOVER_SAFE_MARKER" not in out  # issue 47: an allowlist, not a list of secret names
+    listed = LocalEnvironment(str(tmp_path), pass_env=["CLOVER_SAFE_*"]).execute("env").output
+    assert "CLOVER_SAFE_MARKER=visible" in listed
     explicit = LocalEnvironment(str(tmp_path), env={"PATH": "/usr/bin:/bin", "MY_TOKEN": "given"})
     assert "MY_TOKEN=given" in explicit.execute("env").output  # passed on purpose: kept
+
+
+def test_the_shells_working_directory_is_not_a_password():
+    """`env` printed `PWD=[REDACTED]` (the name ends in a key word): PWD and OLDPWD are directories."""
+    out = redact("PWD=/tmp/pytest-1/test_x0\nOLDPWD=/home/u/proj2024\nMYSQL_PWD=abc123def\npwd: s3cr3tpass1")
+    assert "PWD=/tmp/pytest-1/test_x0" in out and "OLDPWD=/home/u/proj2024" in out
+    assert "abc123def" not in out and "s3cr3tpass1" not in out

@@ -13,6 +13,7 @@ from clover.backends import reproduce
 from clover.backends.edit_choice import EditChoice, verified_choice
 from clover.backends.grounding import Workspace
 from clover.backends.reproduce import Reproduction, policy_allows
+from clover.tools.commandenv import interpreter_environment
 from clover.tools.environment import LocalEnvironment
 from clover.tools.permissions import PermissionGate, PermissionPolicy
 
@@ -42,7 +43,9 @@ def _workspace(root: Path, tests: str) -> Workspace:
     (root / "tests" / "test_ship.py").write_text(tests)
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)
     subprocess.run(["git", "add", "-A"], cwd=root, check=True)
-    return Workspace(LocalEnvironment(str(root)))
+    # the project's interpreter is the one these tests run on (it has pytest); commands no longer
+    # inherit Clover's own venv (issue 46), so it is given on purpose
+    return Workspace(LocalEnvironment(str(root), env=interpreter_environment()))
 
 
 @pytest.fixture

@@ -69,7 +69,7 @@ def test_fix_in_yolo_with_deny_rules_runs_none_of_the_bypasses(tmp_path):
     deny = ", ".join(json.dumps(r) for r in DENY)
     env = user_config(tmp_path, f"sandbox = false\n[permissions]\ndeny = [{deny}]\n")
     proc = clover_fix(tmp_path, repo, bash_turns(E2E_BYPASSES), env, "--yes")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 3, proc.stderr  # exit_codes.REFUSED: refused, nothing changed
     assert effects(repo) == set()
     outputs = tool_outputs(tmp_path)
     assert len(outputs) == len(E2E_BYPASSES) and all(o.startswith("Permission denied") for o in outputs), outputs
@@ -82,7 +82,7 @@ def test_fix_in_ask_mode_runs_no_smuggled_code(tmp_path):
     env = user_config(tmp_path, f"sandbox = false\n[permissions]\nallow = [{allow}]\n")
     commands = [c for c in SMUGGLED if c not in SETUP_ONLY] + ["git status --short"]
     proc = clover_fix(tmp_path, repo, bash_turns(commands), env)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 3, proc.stderr  # exit_codes.REFUSED: refused, nothing changed
     assert effects(repo) == set()
     outputs = tool_outputs(tmp_path)
     assert all(o.startswith("Not run") for o in outputs[:-1]), outputs
@@ -113,7 +113,7 @@ def test_a_repository_config_cannot_wipe_deny_rules_or_pick_the_model(tmp_path):
     env = user_config(tmp_path, f'model = "scripted:{user_script}"\nsandbox = false\n'
                                 '[permissions]\ndeny = ["bash(rm -rf *)"]\n')
     proc = clover_fix(tmp_path, repo, None, env)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 3, proc.stderr  # exit_codes.REFUSED: refused, nothing changed
     assert "the user's model" in proc.stdout
     assert "ignored" in proc.stderr and "model" in proc.stderr and "allow" in proc.stderr
     # the user's deny rule held, and the repository could not switch on yolo or allow everything
@@ -132,13 +132,13 @@ def test_secrets_never_reach_the_model(tmp_path):
     replies = [FakeReply(tool_calls=[{"name": "bash", "arguments": {"command": "env; cat deploy.env"}}]),
                FakeReply(text="done")]
     with FakeChatServer(replies) as server:
-        env = {**user_config(tmp_path, "sandbox = false\n"), "OPENAI_API_KEY": key,
+        env = {**user_config(tmp_path, 'sandbox = false\npass_env = ["PLAIN_*"]\n'), "OPENAI_API_KEY": key,
                "MY_SERVICE_TOKEN": "tok-5e5e5e5e5e5e5e", "PLAIN_SETTING": "visible-1234"}
         proc = clover_fix(tmp_path, repo, None, env, "--yes", "--model", "m", "--base-url", server.url)
-        assert proc.returncode == 0, proc.stderr
+        assert proc.returncode == 1, proc.stderr  # exit_codes.NOT_DONE: the fix changed nothing
         sent = json.dumps(server.requests)
     tool_message = [m for m in server.requests[-1]["messages"] if m["role"] == "tool"][0]["content"]
-    assert "PLAIN_SETTING=visible-1234" in tool_message  # the command ran and its output came back
+    assert "PLAIN_SETTING=visible-1234" in tool_message  # the command ran; a listed name passes
     for secret in (key, token, "tok-5e5e5e5e5e5e5e", "OPENAI_API_KEY", "MY_SERVICE_TOKEN"):
         assert secret not in sent, secret
     assert "[REDACTED]" in tool_message  # the token in deploy.env

@@ -196,9 +196,9 @@ def test_planted_git_config_and_hooks_never_run_host_side(tmp_path: Path, outsid
 
     assert "host edit" in extract_patch(ws, "HEAD~2")
     store = Checkpoints(str(ws), store=str(tmp_path / "store"))
-    store.snapshot("one")
+    store.begin()
     (ws / "a.txt").write_text("again\n")
-    store.snapshot("two")
+    store.end("s", 1, "one", 1)
     store.undo()
     assert sorted(os.listdir(outside)) == []
     log = subprocess.run(["git", "-c", "core.fsmonitor=false", "log", "--format=%s"], cwd=ws,

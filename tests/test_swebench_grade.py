@@ -12,17 +12,18 @@ import pytest
 
 pytest.importorskip("swebench")
 
+from clover.evals.swebench.conda_env import conda_to_pip  # noqa: E402
 from clover.evals.swebench.dataset import load_instances, validate  # noqa: E402
 from clover.evals.swebench.grade_local import (  # noqa: E402
     GradeConfig,
-    _Shell,
     apply_patch,
     evaluate_log,
     grade_batch,
     grade_instance,
 )
 from clover.evals.swebench.grade_official import OfficialGraderError, official_command, run_official  # noqa: E402
-from clover.evals.swebench.local_spec import SpecError, conda_to_pip, default_spec, find_python, resolve_spec  # noqa: E402
+from clover.evals.swebench.local_setup import Shell  # noqa: E402
+from clover.evals.swebench.local_spec import SpecError, default_spec, find_python, resolve_spec  # noqa: E402
 from clover.evals.swebench.workspace import RepoCache, make_workspace  # noqa: E402
 from tests.swebench_fixtures import make_instance, write_dataset  # noqa: E402
 
@@ -36,7 +37,7 @@ def test_calibration_gold_resolves_and_empty_does_not(tmp_path):
     report = grade_batch(insts, None, GradeConfig(output_dir=out, online=False), progress=False)
     assert report["judgeable_ids"] == ["fixture__calc-1"]
     assert report["calibration"]["fixture__calc-1"] == {
-        "gold_resolved": True, "empty_resolved": False, "judgeable": True, "why_not": ""}
+        "gold_resolved": True, "empty_resolved": False, "judgeable": True, "why_not": "", "why_kind": ""}
     assert report["empty"]["resolved_ids"] == [] and report["empty"]["empty_patch_ids"] == ["fixture__calc-1"]
     empty = json.loads((out / "fixture__calc-1" / "report.empty.json").read_text())["fixture__calc-1"]
     assert empty["tests_status"]["FAIL_TO_PASS"]["failure"] == ["tests/test_core.py::test_combine_adds"]
@@ -72,11 +73,11 @@ def test_apply_chain_falls_back_to_fuzzy_patch(tmp_path):
     # Context lines no longer match exactly: git apply refuses, patch --fuzz applies.
     drifted = inst["patch"].replace('     """Return the sum of a and b."""', '     """Return the total."""')
     log = tmp_path / "log.txt"
-    sh = _Shell(ws, Path(sys.prefix), log)
+    sh = Shell(ws, Path(sys.prefix), log)
     assert apply_patch(sh, ws, drifted)
     assert "return a + b" in (ws / "calc" / "core.py").read_text()
     assert "git apply --verbose" in log.read_text() and "patch --batch --fuzz=5" in log.read_text()
-    sh2 = _Shell(ws, Path(sys.prefix), log)
+    sh2 = Shell(ws, Path(sys.prefix), log)
     assert not apply_patch(sh2, ws, "diff --git a/nope.py b/nope.py\n--- a/nope.py\n+++ b/nope.py\n@@ -1 +1 @@\n-x\n+y\n")
 
 
@@ -96,7 +97,7 @@ def test_official_spec_for_a_verified_row(tmp_path):
     rows = [json.loads(line) for line in SHARED.read_text().splitlines() if '"psf__requests-2317"' in line]
     inst = validate(rows[0], "shared")
     spec = resolve_spec(inst, tmp_path)  # requests' packages are a plain list: no mirror needed
-    assert spec.official and spec.python == "3.9" and spec.requirements == ["pytest"]
+    assert spec.official and spec.python == "3.9" and spec.base_packages == ["pytest"] and spec.requirements == []
     assert spec.test_cmd == "pytest -rA test_requests.py" and spec.install == "python -m pip install ."
     assert spec.parser.__name__ == "parse_log_pytest_options"
 

@@ -152,3 +152,23 @@ PASSED test_requests.py::test_ok
     assert report["excluded_tests"] == {net: "needs the network: requests.exceptions.ConnectionError: HTTPConnectionPool("
                                          "host='httpbin.org', port=80): Max retries | socket.gaierror: [Errno -2] Name or service not known"}
     assert report["tests_status"]["PASS_TO_PASS"]["failure"] == [plain] and report["resolved"] is False
+
+
+def test_a_failure_whose_captured_output_shows_the_network_is_excluded():
+    # sphinx's test_latex_images fails an assert; the reason is in its captured output only.
+    log = """>>>>> Start Test Output
+______________________________ test_latex_images _______________________________
+E       AssertionError: assert '\\\\sphinxincludegraphics{{python-logo}.png}' in '...'
+----------------------------- Captured stdout teardown -----------------------------
+WARNING: Could not fetch remote image: https://www.python.org/static/img/python-logo.png [HTTPSConnectionPool(host='www.python.org', port=443): Max retries exceeded]
+______________________________ test_latex_other _______________________________
+E       AssertionError: assert 1 == 2
+=========================== short test summary info ============================
+FAILED tests/test_build_latex.py::test_latex_images - AssertionError: assert ...
+FAILED tests/test_build_latex.py::test_latex_other - AssertionError: assert 1 == 2
+>>>>> End Test Output
+"""
+    status = {"tests/test_build_latex.py::test_latex_images": "FAILED", "tests/test_build_latex.py::test_latex_other": "FAILED"}
+    out = unrunnable_tests(log, list(status), status)
+    assert list(out) == ["tests/test_build_latex.py::test_latex_images"]
+    assert out["tests/test_build_latex.py::test_latex_images"].startswith("needs the network: WARNING: Could not fetch")

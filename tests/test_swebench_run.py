@@ -7,6 +7,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from clover.backends.scripted import ScriptedModel
 from clover.evals.swebench.dataset import load_instances, load_predictions
 from clover.evals.swebench.grade_local import GradeConfig, grade_batch
@@ -21,6 +23,7 @@ def _config(out: Path, model, workers: int = 1) -> RunConfig:
 
 
 def test_scripted_agent_resolves_one_of_one_and_the_local_grader_says_so(tmp_path):
+    pytest.importorskip("swebench", reason="the local grader needs the swebench extra")
     path, _ = write_dataset(tmp_path, 1)
     insts = load_instances(str(path))
     out = tmp_path / "run"

@@ -184,6 +184,50 @@ def test_edit_that_breaks_python_syntax_is_refused_and_writes_nothing(env: Local
     assert not ok.is_error, ok.output
 
 
+# --------------------------------------------------------------------------- the name guard (pyflakes)
+
+MERGE = """def middle(arr):
+    lo, hi = 0, len(arr) - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo = mid + 1
+    return arr[lo]
+"""
+
+
+def test_an_edit_that_introduces_an_undefined_name_is_refused_with_the_reason(env: LocalEnvironment, tmp_path: Path) -> None:
+    # The hidden public set's damage (issue 49): a variable renamed into a NameError (`arr` -> `the`).
+    (tmp_path / "search.py").write_text(MERGE)
+    before = (tmp_path / "search.py").read_bytes()
+    renamed = StrReplaceTool().run({"path": "search.py", "old_str": "    return arr[lo]", "new_str": "    return the[lo]"}, env)
+    assert renamed.is_error and "not applied" in renamed.output
+    assert "neither defines nor imports: `the` (line 6)" in renamed.output
+    inserted = InsertTool().run({"path": "search.py", "insert_line": 1, "text": "    log(arr)"}, env)
+    assert inserted.is_error and "`log` (line 2)" in inserted.output
+    overwritten = CreateTool().run({"path": "search.py", "file_text": MERGE.replace("len(arr)", "size(arr)")}, env)
+    assert overwritten.is_error and "`size`" in overwritten.output
+    assert (tmp_path / "search.py").read_bytes() == before  # nothing was written
+    # the module's own names, builtins and a newly imported module are fine
+    ok = StrReplaceTool().run({"path": "search.py", "old_str": "    return arr[lo]",
+                               "new_str": "    return sorted(arr)[min(lo, hi)]"}, env)  # fmt: skip
+    assert not ok.is_error, ok.output
+    imported = InsertTool().run({"path": "search.py", "insert_line": 0, "text": "import math\nLIMIT = math.inf"}, env)
+    assert not imported.is_error, imported.output
+
+
+def test_the_name_guard_judges_only_what_the_edit_adds(env: LocalEnvironment, tmp_path: Path) -> None:
+    # A name the module already lacked (a missing import the issue is about) does not block other edits,
+    # and the edit that adds the import goes through.
+    (tmp_path / "store.py").write_text("import os\n\n\ndef save(p, s):\n    return json.dumps(s), os.sep\n")
+    assert not StrReplaceTool().run({"path": "store.py", "old_str": "def save(p, s):", "new_str": "def save(p, s=None):"}, env).is_error
+    assert not StrReplaceTool().run({"path": "store.py", "old_str": "import os\n", "new_str": "import json\nimport os\n"}, env).is_error
+    # star imports may define anything: not refused; other languages are not checked
+    (tmp_path / "star.py").write_text("from os.path import *\n\nX = 1\n")
+    assert not StrReplaceTool().run({"path": "star.py", "old_str": "X = 1", "new_str": "X = join('a', 'b')"}, env).is_error
+    (tmp_path / "a.js").write_text("let x = 1;\n")
+    assert not StrReplaceTool().run({"path": "a.js", "old_str": "let x = 1;", "new_str": "let x = y;"}, env).is_error
+
+
 def test_syntax_guard_leaves_other_files_and_broken_modules_alone(env: LocalEnvironment, tmp_path: Path) -> None:
     # Not Python: any text may go in.
     (tmp_path / "notes.txt").write_text("a = 1\n")

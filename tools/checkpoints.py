@@ -1,24 +1,23 @@
-"""Undo / redo for the work tree with a shadow git repository that lives outside the user's .git.
+"""Undo / redo of exactly what the agent changed, step by step, never what the user did.
 
-The store (default `~/.cache/clover/checkpoints/<hash of root>`) holds its own object database,
-index and state file; git runs with GIT_DIR / GIT_WORK_TREE / GIT_INDEX_FILE pointing there,
-hardened (tools/gitsafe.py) and with system and global config switched off. A snapshot is one
-tree of three parts:
-- `work`: the work tree, `git add -A` into the shadow index. Ignored files are in it too (an undo
-  brings back a deleted .env), except regenerable caches (node_modules, .venv, __pycache__ ...),
-  nested repositories, and ignored files over MAX_IGNORED_BYTES; `.git` is always skipped.
-- `manifest`: permission bits git cannot store (anything but 0644/0755) and empty directories.
-- `git`: the user's repository state the agent can change with git commands: HEAD, config,
-  refs, packed-refs, hooks, info, and the index as a `ls-files -s` listing. Never objects (only
-  ever added to), logs or lock files.
-A restore is `git read-tree --reset -u` of `work` (changed files rewritten byte for byte, symlinks
-too, files the target lacks deleted), then the manifest, then the repository state where it
-differs: the agent's commits, branch switches, config and hooks are undone; nothing under .git is
-written when it did not change. Attribute-driven conversions (eol, filters) are switched off in the
-shadow repository's info/attributes so bytes round-trip exactly.
+Around each tool call that may change files (a read-only call is not recorded) the work tree is
+scanned before and after (tools/treescan.py); the difference is that step's Record: every path it
+created, modified or deleted, chmod-ed, turned into a link or a directory, the `.git` state it
+touched (HEAD, refs, config, hooks, the index), git directories it moved and repositories it
+created, with before/after contents in the store's object database (a bare repository written
+through libgit2: no git program runs). What the user changes between steps is never in a record.
 
-History is two stacks: `undo` holds the snapshots up to the current state, `redo` what undo
-replaced. A new snapshot that differs from the top clears `redo`, as in any editor.
+Records are grouped by request (one `clover fix` run, one `-p` run, one chat message) within a
+session. Undo takes the latest group (of one session, for the chat's /undo) and reverts each path
+only where it still holds what the agent left (tools/undoplan.py); a path changed since is a
+conflict, listed and left alone, unless `force`, which first saves the user's version under
+`<store>/saved/`. Redo is the mirror image.
+
+The store (default `~/.cache/clover/checkpoints/<hash of root>`) holds `objects.git` (contents),
+`journal.json` (records, the redo stack, the requests an undo ran on, repositories the agent
+made), `scan-cache.json` (stat
+data of files already read) and `saved/`. One writer at a time (a lock file): a chat and a
+`clover undo` may run side by side.
 """
 
 from __future__ import annotations
@@ -28,357 +27,277 @@ import fcntl
 import hashlib
 import json
 import os
-import subprocess
 import time
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
 
-from clover.tools import snapshot_meta
-from clover.tools.gitsafe import git_argv, safe_env
+from clover.tools import undoplan
+from clover.tools.treescan import CACHE_DIRS, Scan, Scanner
+from clover.tools.undoplan import Outcome, Plan, Record
 
-_ATTRIBUTES = "* -text !eol -filter -ident !working-tree-encoding -diff -merge\n"
-_CONFIG = {
-    "core.bare": "false", "core.autocrlf": "false", "core.safecrlf": "false", "core.filemode": "true",
-    "core.symlinks": "true", "core.hooksPath": "/dev/null", "core.fsmonitor": "false",
-    "core.untrackedCache": "false", "gc.auto": "0", "commit.gpgsign": "false",
-    "user.name": "clover", "user.email": "clover@localhost", "advice.addEmbeddedRepo": "false",
-}
-
-
-# Regenerable directories never snapshotted (big, and rebuilt by their tools).
-CACHE_DIRS = {"node_modules", ".venv", "venv", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache",
-              ".tox", ".nox"}
-MAX_IGNORED_BYTES = 16 * 1024 * 1024  # ignored files above this are left out (logs, weights, data)
-# What git commands change under .git, restored on undo (objects are only ever added).
-_DOTGIT_NAMES = ("HEAD", "config", "config.worktree", "packed-refs", "refs", "hooks", "info")
-
-
-def _write_if_changed(path: Path, text: str) -> None:
-    try:
-        if path.read_text(errors="replace") == text:
-            return
-    except OSError:
-        pass
-    path.write_text(text)
-
-
-def _glob_escape(path: str) -> str:
-    return "".join("\\" + c if c in "*?[]\\!# " else c for c in path)
+__all__ = ["CACHE_DIRS", "Checkpoints", "Group", "Recorder", "SnapshotError"]
+JOURNAL_VERSION = 3
+KEEP_GROUPS = 200  # older requests' records are dropped (their contents stay in the object store)
 
 
 class SnapshotError(Exception):  # not model.load.CheckpointError (weights)
-    """Nothing to undo/redo, git missing, or git failed; the message is one line for the user."""
+    """Nothing to undo/redo, a store that cannot be used, files changed mid-undo: one line for the user."""
 
 
 @dataclass
-class Checkpoint:
-    id: str
+class Group:
+    """One request's records: what `clover undo` names before it acts."""
+
+    session: str
+    request: int
     label: str
-    created: float
-    undone: bool = False  # on the redo side: undo has rolled back past it
+    records: list[Record]
+
+    @property
+    def steps(self) -> list[int]:
+        return sorted({r.step for r in self.records})
+
+    def state(self) -> str:
+        states = {c.state for r in self.records for c in r.changes} | {m.state for r in self.records for m in r.moves}
+        return "undone" if states == {"undone"} else "applied" if states == {"applied"} else "partly undone"
 
 
 def default_store(root: str) -> str:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    # "v2:": snapshots are work/manifest/git trees since the store layout changed
-    digest = hashlib.sha256(("v2:" + os.path.realpath(root)).encode()).hexdigest()[:16]
+    # "v3:": per-step change records since the store layout changed
+    digest = hashlib.sha256(("v3:" + os.path.realpath(root)).encode()).hexdigest()[:16]
     return os.path.join(base, "clover", "checkpoints", digest)
 
 
 class Checkpoints:
-    def __init__(self, root: str, store: str | None = None):
+    def __init__(self, root: str, store: str | None = None) -> None:
         self.root = os.path.realpath(root)
         if not os.path.isdir(self.root):
             raise SnapshotError(f"checkpoints: {root} is not a directory")
         self.store = os.path.realpath(store or default_store(self.root))
-        self.git_dir = os.path.join(self.store, "git")
-        self.state_path = os.path.join(self.store, "state.json")
-        self._nested: set[str] = set()
         if self.store == self.root or self.store.startswith(self.root + os.sep):
-            # a store inside the tree would snapshot itself
             raise SnapshotError("checkpoints: the store must lie outside the workspace")
-        os.makedirs(self.store, exist_ok=True)
-        with self._locked():
-            self._init_repo()
+        try:
+            os.makedirs(self.store, exist_ok=True)
+            self.repo = self._open_objects()
+        except OSError as exc:
+            raise SnapshotError(f"checkpoints: cannot use {self.store}: {exc.strerror or exc}") from exc
+        self.journal_path = os.path.join(self.store, "journal.json")
+        self.cache_path = os.path.join(self.store, "scan-cache.json")
+        cache = self._load_json(self.cache_path, None)
+        self.scanner = Scanner(self.root, self.repo, cache if isinstance(cache, dict) else None)
+        self._before: Scan | None = None
 
-    # ----------------------------------------------------------------------- public API
+    def _open_objects(self) -> Any:
+        import pygit2
 
-    def snapshot(self, label: str) -> str | None:
-        """Record the work tree; None when it equals the latest snapshot."""
+        path = os.path.join(self.store, "objects.git")
+        try:
+            if os.path.isdir(path):
+                return pygit2.Repository(path, pygit2.enums.RepositoryOpenFlag.NO_SEARCH
+                                         | pygit2.enums.RepositoryOpenFlag.BARE)
+            return pygit2.init_repository(path, bare=True)
+        except pygit2.GitError as exc:
+            raise SnapshotError(f"checkpoints: cannot use {path}: {exc}") from exc
+
+    # ----------------------------------------------------------------------- recording
+
+    def begin(self) -> None:
+        """Scan the tree before a step (the baseline its record is measured from); what changed
+        since the last scan is the user's, noted so that no undo reverts over it."""
         with self._locked():
-            state = self._load()
-            tree = self._write_tree()
-            if state["undo"] and self._tree_of(state["undo"][-1]) == tree:
+            journal = self._load()
+            self._before, seen = self._observe(journal)
+            if seen:
+                self._save(journal)  # the new baseline is saved by end(), once the step is recorded
+
+    def end(self, session: str, request: int, label: str, step: int) -> Record | None:
+        """Scan after the step and keep what it changed; None when it changed nothing."""
+        before, self._before = self._before, None
+        if before is None:
+            raise SnapshotError("checkpoints: end() without begin()")
+        with self._locked():
+            journal = self._load()
+            agent_repos = set(journal["agent_repos"])
+            after = self.scanner.scan(agent_repos, new_allowed=True, known=set(before.gitdirs.values()))
+            changes, moves, new_repos = undoplan.diff_scans(before, after)
+            self._save_cache()
+            if not (changes or moves):
                 return None
-            commit = self._commit(tree, label, state)
-            state["undo"].append(commit)
-            state["redo"] = []
-            self._save(state)
-            return commit
+            journal["clock"] += 1
+            for ch in changes:
+                ch.at = journal["clock"]
+            journal["agent_repos"] = sorted(agent_repos | {after.gitdirs[p] for p in new_repos})
+            record = Record(journal["next_id"], session, request, label, step, time.time(), changes, moves,
+                            new_repos)
+            journal["next_id"] += 1
+            journal["records"].append(record)
+            journal["redo"] = []  # new work: what was undone before it is not redone over it
+            self._trim(journal)
+            self._save(journal)
+            return record
 
-    def undo(self) -> str:
-        """Restore the previous snapshot (or the latest, if the tree changed since); return its id."""
+    def _observe(self, journal: dict[str, Any]) -> tuple[Scan, bool]:
+        """Scan now; a recorded path that differs from the last scan was changed by the user (or
+        anything else that is not an agent step): `touched` keeps when it was seen. Returns the
+        scan and whether anything was seen."""
+        scan = self.scanner.scan(set(journal["agent_repos"]))
+        previous, seen = self.scanner.previous, False
+        if previous is not None:
+            recorded = {c.path for r in journal["records"] for c in r.changes}
+            for path in recorded:
+                old, new = previous.get(path), scan.entries.get(path)
+                if not (old is None and new is None or (old is not None and old.same(new))):
+                    journal["touched"][path] = journal["clock"]
+                    seen = True
+        return scan, seen
+
+    # ----------------------------------------------------------------------- history
+
+    def groups(self, session: str | None = None) -> list[Group]:
+        """Oldest first."""
+        return self._groups(self._load(), session)
+
+    def next_request(self, session: str) -> int:
+        return max((r.request for r in self._load()["records"] if r.session == session), default=0) + 1
+
+    # ----------------------------------------------------------------------- undo / redo
+
+    def plan(self, *, redo: bool = False, session: str | None = None, force: bool = False) -> tuple[Group, Plan]:
+        """What an undo (redo) would do now, for the latest group (of `session`); raises
+        SnapshotError when there is nothing to undo (redo)."""
         with self._locked():
-            state = self._load()
-            tree = self._write_tree()
-            if state["undo"] and self._tree_of(state["undo"][-1]) != tree:
-                current = self._commit(tree, "before undo", state)
-            elif len(state["undo"]) >= 2:
-                current = state["undo"].pop()
-            else:
-                raise SnapshotError("nothing to undo")
-            target = state["undo"][-1]
-            self._restore(target)
-            state["redo"].append(current)
-            self._save(state)
-            return target
+            journal = self._load()
+            self._observe(journal)
+            self._save(journal)
+            self._save_cache()
+            group = self._target(journal, redo, session, force)
+            return group, self._plan(journal, group, redo, force)
 
-    def redo(self) -> str:
-        """Reapply what the last undo rolled back; return the id restored."""
+    def apply(self, shown: Plan, *, session: str | None = None, force: bool = False) -> tuple[Group, Outcome]:
+        """Carry out the undo (redo) `shown` to the user; if the files changed since it was made,
+        nothing is done (SnapshotError), so nothing happens that was not shown."""
         with self._locked():
-            state = self._load()
-            if not state["redo"]:
-                raise SnapshotError("nothing to redo")
-            tree = self._write_tree()
-            if state["undo"] and self._tree_of(state["undo"][-1]) != tree:
-                # edits made after the undo stay reachable by a later undo
-                state["undo"].append(self._commit(tree, "before redo", state))
-            target = state["redo"].pop()
-            self._restore(target)
-            state["undo"].append(target)
-            self._save(state)
-            return target
+            journal = self._load()
+            self._observe(journal)
+            group = self._target(journal, shown.redo, session, force)
+            fresh = self._plan(journal, group, shown.redo, force)
+            if fresh.key() != shown.key():
+                self._save(journal)
+                self._save_cache()
+                raise SnapshotError("the files changed since the plan was shown; nothing was done (run it again)")
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            where = os.path.join(self.store, "saved", f"{stamp}-{'redo' if shown.redo else 'undo'}")
+            journal["clock"] += 1
+            outcome = undoplan.apply(fresh, undoplan.Writer(self.root, self.repo), lambda: where, journal["clock"])
+            key = [group.session, group.request]
+            for stack in ("redo", "undone"):
+                journal[stack] = [g for g in journal[stack] if g != key]
+                if not shown.redo:
+                    journal[stack].append(key)
+            self._save(journal)
+            self.scanner.scan(set(journal["agent_repos"]))  # the new baseline: what the undo wrote is not the user's
+            self._save_cache()
+            return group, outcome
 
-    def list(self) -> list[Checkpoint]:
-        """Oldest first: the undo side, then what redo would bring back (marked undone)."""
-        state = self._load()
-        ids = [(c, False) for c in state["undo"]] + [(c, True) for c in reversed(state["redo"])]
-        meta = self._meta(*dict.fromkeys(c for c, _ in ids))
-        return [Checkpoint(c, *meta[c], undone=u) for c, u in ids]
+    def undo(self, *, session: str | None = None, force: bool = False) -> Outcome:
+        """Plan and apply at once (no one to show the plan to: a test, a script)."""
+        _group, shown = self.plan(session=session, force=force)
+        return self.apply(shown, session=session, force=force)[1]
 
-    def label(self, checkpoint_id: str) -> str:
-        return self._meta(checkpoint_id)[checkpoint_id][0]
+    def redo(self, *, session: str | None = None, force: bool = False) -> Outcome:
+        _group, shown = self.plan(redo=True, session=session, force=force)
+        return self.apply(shown, session=session, force=force)[1]
 
-    # ----------------------------------------------------------------------- git plumbing
+    def _plan(self, journal: dict[str, Any], group: Group, redo: bool, force: bool) -> Plan:
+        mine = {r.id for r in group.records}
+        others = [r for r in journal["records"] if r.id not in mine]
+        return undoplan.plan(group.records, self.scanner.entry, self._paths_under, redo=redo, force=force,
+                             others=others, touched=journal["touched"])
 
-    def _env(self, **where: str) -> dict[str, str]:
-        env = safe_env({k: v for k, v in os.environ.items() if not k.startswith("GIT_")})
-        env.update(GIT_DIR=self.git_dir, GIT_WORK_TREE=self.root,
-                   GIT_INDEX_FILE=os.path.join(self.store, "index"), GIT_CONFIG_GLOBAL=os.devnull, LC_ALL="C")
-        env.update(where)
-        return env
-
-    def _git(self, *args: str, input_text: str | None = None, **where: str) -> str:
-        """Shadow-repository git; `where` overrides GIT_DIR / GIT_WORK_TREE / GIT_INDEX_FILE."""
-        try:
-            proc = subprocess.run(git_argv(args), cwd=self.root, env=self._env(**where), input=input_text,
-                                  capture_output=True, encoding="utf-8", errors="surrogateescape",
-                                  timeout=600)
-        except FileNotFoundError as exc:
-            raise SnapshotError("checkpoints need git, which is not installed") from exc
-        except subprocess.TimeoutExpired as exc:
-            raise SnapshotError(f"git {args[0]} timed out") from exc
-        if proc.returncode != 0:
-            lines = proc.stderr.strip().splitlines() or ["failed"]
-            msg = next((ln for ln in lines if ln.startswith(("fatal:", "error:"))), lines[-1])
-            raise SnapshotError(f"git {args[0]}: {msg}")
-        return proc.stdout
-
-    def _init_repo(self) -> None:
-        marker = Path(self.store, "initialized")
-        if marker.exists():
-            return
-        env = {k: v for k, v in self._env().items() if k != "GIT_WORK_TREE"}
-        proc = subprocess.run(["git", "init", "-q", "--bare", self.git_dir], env=env,
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise SnapshotError(f"git init: {proc.stderr.strip() or 'failed'}")
-        for key, value in _CONFIG.items():
-            self._git("config", key, value)
-        info = Path(self.git_dir, "info")
-        info.mkdir(exist_ok=True)
-        (info / "attributes").write_text(_ATTRIBUTES)
-        hooks = Path(self.git_dir, "hooks")
-        if hooks.is_dir():
-            for f in hooks.iterdir():
-                f.unlink()
-        marker.write_text("1\n")
-
-    def _sync_excludes(self) -> set[str]:
-        """Leave caches and nested repositories (vendored clones, submodules; git can only store
-        them as links) out; return the nested ones."""
-        caches = Path(self.store, "cache-exclude")
-        _write_if_changed(caches, "".join(f"{_glob_escape(d)}/\n" for d in sorted(CACHE_DIRS)))
-        # listed without the work tree's ignore rules: a repository inside an ignored directory counts
-        untracked = self._git("ls-files", "-o", "-z", f"--exclude-from={caches}").split("\0")
-        nested = [p for p in untracked if p.endswith("/")]
-        links = [line.split("\t", 1)[1] for line in self._git("ls-files", "-s", "-z").split("\0")
-                 if line.startswith("160000 ")]
-        if links:
-            self._git("rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", *links)
-        text = caches.read_text() + "# nested repositories\n" + "".join(
-            "/" + _glob_escape(p.rstrip("/")) + "/\n" for p in nested + links)
-        _write_if_changed(Path(self.git_dir, "info", "exclude"), text)
-        self._nested = {p.rstrip("/") for p in nested + links}  # _restore leaves them alone too
-        return self._nested
-
-    def _ignored_files(self, nested: set[str]) -> list[str]:
-        """Untracked files the work tree's ignore rules (and .git/info/exclude) hide, but an undo
-        must bring back: not in caches or nested repositories, not larger than the cap."""
-        user = Path(self.root, ".git", "info", "exclude")
-        user_copy = Path(self.store, "user-exclude")
-        try:
-            _write_if_changed(user_copy, user.read_text(errors="replace") if user.is_file() else "")
-        except OSError:
-            _write_if_changed(user_copy, "")
-        listed = self._git("ls-files", "-o", "-i", "-z", "--exclude-per-directory=.gitignore",
-                           f"--exclude-from={user_copy}").split("\0")
-        keep = []
-        for rel in listed:
-            parts = rel.split("/")
-            if not rel or rel.endswith("/") or CACHE_DIRS.intersection(parts[:-1]):
-                continue
-            if any(rel.startswith(n + "/") for n in nested):
-                continue
-            try:
-                info = os.lstat(os.path.join(self.root, rel))
-            except OSError:
-                continue
-            if info.st_size <= MAX_IGNORED_BYTES:
-                keep.append(rel)
-        return keep
-
-    def _write_tree(self) -> str:
-        nested = self._sync_excludes()
-        self._git("add", "-A", "--ignore-errors", "--", ".")
-        ignored = self._ignored_files(nested)
-        if ignored:
-            self._git("--literal-pathspecs", "add", "-f", "--ignore-errors", "--pathspec-from-file=-",
-                      "--pathspec-file-nul", input_text="\0".join(ignored))
-        work = self._git("write-tree").strip()
-        entries = self._entries()
-        text = snapshot_meta.manifest(self.root, entries, CACHE_DIRS | {".git"}, nested)
-        rows = [f"040000 tree {work}\twork", f"100644 blob {self._blob(text)}\tmanifest"]
-        dotgit = self._dotgit_tree()
-        if dotgit:
-            rows.append(f"040000 tree {dotgit}\tgit")
-        return self._git("mktree", input_text="\n".join(rows) + "\n").strip()
-
-    def _entries(self) -> list[tuple[str, str]]:
-        """(git mode, path) of every entry in the shadow index."""
+    def _paths_under(self, top: str) -> list[str]:
         out = []
-        for line in self._git("ls-files", "-s", "-z").split("\0"):
-            if "\t" in line:
-                meta, path = line.split("\t", 1)
-                out.append((meta.split(" ", 1)[0], path))
+        for dirpath, dirnames, filenames in os.walk(os.path.join(self.root, top)):
+            rel = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
+            out.append(rel)
+            out += [f"{rel}/{n}" for n in filenames + [d for d in dirnames
+                                                       if os.path.islink(os.path.join(dirpath, d))]
+                    if not n.endswith(".lock")]
         return out
 
-    def _blob(self, text: str) -> str:
-        return self._git("hash-object", "-w", "--stdin", input_text=text).strip()
+    def _target(self, journal: dict[str, Any], redo: bool, session: str | None, force: bool = False) -> Group:
+        """Undo: the latest request not undone yet (with `force`: also one an undo left conflicts
+        in). Redo: the latest undone request on the redo stack (which new work clears)."""
+        groups = self._groups(journal, session)
 
-    # ----------------------------------------------------------------------- the user's .git
+        def has(group: Group, state: str) -> bool:
+            return any(c.state == state for r in group.records for c in r.changes) or any(
+                m.state == state for r in group.records for m in r.moves)
 
-    def _dotgit(self) -> dict[str, str] | None:
-        gd = os.path.join(self.root, ".git")
-        if os.path.islink(gd) or not os.path.isdir(gd):
-            return None  # no repository, or a linked worktree's .git file: not covered
-        return {"GIT_WORK_TREE": gd, "GIT_INDEX_FILE": os.path.join(self.store, "index-dotgit")}
+        if redo:
+            for key in reversed(journal["redo"]):
+                found = [g for g in groups if [g.session, g.request] == key and has(g, "undone")]
+                if found:
+                    return found[0]
+            raise SnapshotError("nothing to redo" + (" in this session" if session else ""))
+        for group in reversed(groups):
+            if has(group, "applied") and (force or [group.session, group.request] not in journal["undone"]):
+                return group
+        raise SnapshotError("nothing to undo" + (" in this session" if session else ""))
 
-    def _user_index(self) -> str:
-        """The user's index as `ls-files -s` (no stat data, so a refresh is not a change)."""
-        where = {"GIT_DIR": os.path.join(self.root, ".git"), "GIT_WORK_TREE": self.root,
-                 "GIT_INDEX_FILE": os.path.join(self.root, ".git", "index")}
-        return self._git("ls-files", "-s", "-z", **where)
-
-    def _dotgit_tree(self) -> str | None:
-        where = self._dotgit()
-        if where is None:
-            return None
-        gd = where["GIT_WORK_TREE"]
-        tracked = {p.split("/", 1)[0] for p in self._git("ls-files", "-z", **where).split("\0") if p}
-        names = [n for n in _DOTGIT_NAMES if os.path.lexists(os.path.join(gd, n)) or n in tracked]
-        if names:
-            self._git("add", "-A", "-f", "--ignore-errors", "--", *names, ":(exclude,glob)**/*.lock", **where)
-        state = self._git("write-tree", **where).strip()
-        rows = [f"040000 tree {state}\tstate", f"100644 blob {self._blob(self._user_index())}\tindex"]
-        return self._git("mktree", input_text="\n".join(rows) + "\n").strip()
-
-    def _restore_dotgit(self, commit: str) -> None:
-        where = self._dotgit()
-        if where is None or not self._has(f"{commit}:git"):
-            return
-        self._git("read-tree", "--reset", "-u", f"{commit}:git/state", **where)
-        listing = self._git("cat-file", "blob", f"{commit}:git/index")
-        if listing == self._user_index():
-            return
-        gd = where["GIT_WORK_TREE"]
-        tmp = os.path.join(gd, "index.clover-undo")
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        self._git("update-index", "-z", "--index-info", input_text=listing,
-                  GIT_DIR=gd, GIT_WORK_TREE=self.root, GIT_INDEX_FILE=tmp)
-        os.replace(tmp, os.path.join(gd, "index"))
-
-    def _has(self, spec: str) -> bool:
-        try:
-            self._git("cat-file", "-e", spec)
-            return True
-        except SnapshotError:
-            return False
-
-    def _commit(self, tree: str, label: str, state: dict) -> str:
-        # every commit chains onto the last one made, so one ref keeps all of them reachable
-        parent = ["-p", state["last"]] if state.get("last") else []
-        msg = json.dumps({"label": label, "created": time.time()})
-        commit = self._git("commit-tree", tree, *parent, input_text=msg).strip()
-        self._git("update-ref", "refs/heads/checkpoints", commit)
-        state["last"] = commit
-        return commit
-
-    def _tree_of(self, commit: str) -> str:
-        return self._git("rev-parse", f"{commit}^{{tree}}").strip()
-
-    def _meta(self, *commits: str) -> dict[str, tuple[str, float]]:
-        """label and creation time of each commit, read with one git call."""
-        if not commits:
-            return {}
-        out = self._git("show", "-s", "--format=%H%x1f%B%x1e", *commits)
-        meta: dict[str, tuple[str, float]] = {}
-        for record in out.split("\x1e"):
-            if "\x1f" not in record:
-                continue
-            sha, body = record.strip().split("\x1f", 1)
-            try:
-                data = json.loads(body)
-                meta[sha] = (str(data.get("label", "")), float(data.get("created", 0.0)))
-            except (ValueError, AttributeError):
-                meta[sha] = (body.strip(), 0.0)
-        return meta
-
-    def _restore(self, commit: str) -> None:
-        # index == work tree after _write_tree, so --reset -u changes exactly what differs
-        self._git("read-tree", "--reset", "-u", f"{commit}:work")
-        snapshot_meta.apply(self.root, self._git("cat-file", "blob", f"{commit}:manifest"), self._entries(),
-                            CACHE_DIRS | {".git"}, self._nested)
-        self._restore_dotgit(commit)
+    @staticmethod
+    def _groups(journal: dict[str, Any], session: str | None) -> list[Group]:
+        found: dict[tuple[str, int], Group] = {}
+        for rec in journal["records"]:
+            if session is None or rec.session == session:
+                found.setdefault(rec.group, Group(rec.session, rec.request, rec.label, [])).records.append(rec)
+        return sorted(found.values(), key=lambda g: max(r.id for r in g.records))
 
     # ----------------------------------------------------------------------- state
 
-    def _load(self) -> dict:
+    @staticmethod
+    def _load_json(path: str, default: Any) -> Any:
         try:
-            with open(self.state_path) as f:
-                state = json.load(f)
-            if isinstance(state.get("undo"), list) and isinstance(state.get("redo"), list):
-                return state
+            with open(path) as fh:
+                return json.load(fh)
         except (OSError, ValueError):
-            pass
-        return {"undo": [], "redo": [], "last": None}
+            return default
 
-    def _save(self, state: dict) -> None:
-        tmp = self.state_path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(state, f)
-        os.replace(tmp, self.state_path)
+    def _load(self) -> dict[str, Any]:
+        data = self._load_json(self.journal_path, {})
+        if not isinstance(data, dict) or data.get("version") != JOURNAL_VERSION:
+            data = {}
+        try:
+            records = [Record.load(r) for r in data.get("records", [])]
+        except (KeyError, TypeError, ValueError, IndexError):
+            records = []
+        return {"records": records, "redo": list(data.get("redo", [])), "undone": list(data.get("undone", [])),
+                "clock": int(data.get("clock", 0)), "touched": dict(data.get("touched", {})),
+                "agent_repos": list(data.get("agent_repos", [])),
+                "next_id": int(data.get("next_id", max((r.id for r in records), default=0) + 1))}
+
+    def _save(self, journal: dict[str, Any]) -> None:
+        data = {**journal, "version": JOURNAL_VERSION, "records": [r.dump() for r in journal["records"]]}
+        self._write_json(self.journal_path, data)
+
+    def _save_cache(self) -> None:
+        self._write_json(self.cache_path, self.scanner.dump_cache())
+
+    @staticmethod
+    def _write_json(path: str, data: Any) -> None:
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as fh:
+            fh.write(json.dumps(data, separators=(",", ":")))  # dumps: the C encoder (dump is Python)
+        os.replace(tmp, path)
+
+    @staticmethod
+    def _trim(journal: dict[str, Any]) -> None:
+        groups = list(dict.fromkeys(r.group for r in journal["records"]))
+        if len(groups) > KEEP_GROUPS:
+            keep = set(groups[-KEEP_GROUPS:])
+            journal["records"] = [r for r in journal["records"] if r.group in keep]
+            recorded = {c.path for r in journal["records"] for c in r.changes}
+            journal["touched"] = {p: t for p, t in journal["touched"].items() if p in recorded}
 
     @contextlib.contextmanager
     def _locked(self):
@@ -389,3 +308,27 @@ class Checkpoints:
                 yield
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+class Recorder:
+    """The agent's hook: `begin(step)` / `end(step)` around each tool call that may change files,
+    recording into one session's current request (`start_request` opens the next one)."""
+
+    def __init__(self, checkpoints: Checkpoints, session: str, label: str = "") -> None:
+        self.checkpoints, self.session = checkpoints, session
+        self.request, self.label = 0, label
+        if label:
+            self.start_request(label)
+
+    def start_request(self, label: str) -> None:
+        self.request = self.checkpoints.next_request(self.session)
+        self.label = label
+
+    def begin(self, step: int) -> None:
+        self.checkpoints.begin()
+
+    def end(self, step: int) -> None:
+        if self.request == 0:
+            self.start_request(self.label or "request")
+        self.checkpoints.end(self.session, self.request, self.label, step)
+

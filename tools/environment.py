@@ -3,6 +3,11 @@
 Each command is its own process (a fresh process group, so a timeout or Ctrl-C can kill every
 descendant), but it behaves like one long shell session: an EXIT trap saves the working directory
 and the exported variables to an inherited file descriptor, and the next command starts from them.
+
+Commands get an allowlisted environment (tools/commandenv.py), run in the sandbox when one is
+given (tools/sandbox.py) and, with an exec guard (tools/execguard.py), every program they start
+is checked as it starts; what the check refused and what the sandbox kept private are added to
+the output.
 """
 
 from __future__ import annotations
@@ -24,11 +29,14 @@ from typing import IO
 
 from clover.core.protocols import ExecResult, FileStat, RunResult
 from clover.tools import safeio
+from clover.tools.commandenv import command_environment
+from clover.tools.execguard import ExecGuard, ExecSession
 from clover.tools.listing import MAX_FILES, git_listing, walk_plain
 from clover.tools.outputcut import join_head_tail
-from clover.tools.redact import scrub_env
+from clover.tools.sandbox import Sandbox
 
 SPILL_CAP = 64 * 1024 * 1024  # characters written to a spill file at most
+_SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")  # writable by any command, in or out of the sandbox
 _DROP_VARS = {"SHLVL", "_", "PWD"}  # bash sets these itself; carrying them over only confuses it
 
 
@@ -114,6 +122,10 @@ def _pump(fd: int, sink: _OutputSink) -> None:
         os.close(fd)
 
 
+def _exec_note(text: str) -> str:
+    return text if text.startswith("[") else f"[exec check: {text}]"
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
@@ -134,6 +146,8 @@ class LocalEnvironment:
         spill_dir: str | None = None,
         env: dict[str, str] | None = None,
         wrap_command: Callable[[list[str]], list[str]] | None = None,
+        exec_guard: ExecGuard | None = None,
+        pass_env: Sequence[str] = (),
     ) -> None:
         self.root = os.path.realpath(root)
         self.timeout = timeout
@@ -145,8 +159,10 @@ class LocalEnvironment:
         self.allowed_roots = list(allowed_roots)
         self.readable_roots = [self.spill_dir]
         self.wrap_command = wrap_command
-        # Inherited credentials stay out of commands (a model could print `env`): tools/redact.py.
-        base = scrub_env(os.environ) if env is None else dict(env)
+        self.sandbox = wrap_command if isinstance(wrap_command, Sandbox) else None
+        self.exec_guard = exec_guard
+        # Only an allowlist of the user's environment reaches commands (tools/commandenv.py).
+        base = command_environment(os.environ, pass_env, self.root) if env is None else dict(env)
         # Agents cannot answer pagers or credential prompts.
         for key, value in (("PAGER", "cat"), ("GIT_PAGER", "cat"), ("GIT_TERMINAL_PROMPT", "0")):
             base.setdefault(key, value)
@@ -191,10 +207,25 @@ class LocalEnvironment:
         workdir = self._abs(cwd) if cwd else self.cwd
         if not os.path.isdir(workdir):
             workdir = self.root
-        argv = ["bash", "-c", self._script(command, state.fileno())]
-        if self.wrap_command is not None:
-            argv = self.wrap_command(argv)
         env = dict(self.base_env if self._saved_env is None else self._saved_env)
+        argv = ["bash", "-c", self._script(command, state.fileno())]
+        session: ExecSession | None = None
+        read_only = False
+        if self.exec_guard is not None:
+            grant = self.exec_guard.grant_for(command)
+            read_only = grant.read_only
+            if read_only and self.sandbox is None:
+                return ExecResult("not run: this command may only run read-only, and there is no sandbox to "
+                                  "make it so", 126)
+            if self.exec_guard.check:
+                grant.writable = [self.root, *self.allowed_roots, *_SCRATCH]
+                session = self.exec_guard.session(grant, env.get("PATH", os.defpath))
+                argv = session.wrap(argv)
+        if self.sandbox is not None:
+            argv = self.sandbox.wrap_command(argv, read_only=read_only)
+        elif self.wrap_command is not None:
+            argv = self.wrap_command(argv)
+        before = self.sandbox.snapshot() if self.sandbox is not None else None
         sink = _OutputSink(self.output_limit, self.spill_dir)
         sink.listener = self.on_output
         read_fd, write_fd = os.pipe()
@@ -208,24 +239,36 @@ class LocalEnvironment:
                 stdout=write_fd,
                 stderr=write_fd,
                 start_new_session=True,
-                pass_fds=(state.fileno(),),
+                pass_fds=(state.fileno(), *(session.pass_fds if session else ())),
             )
         except OSError as exc:
             os.close(read_fd)
+            if session is not None:
+                session.spawned()
+                session.close()
             return ExecResult(output=f"could not start the command: {exc}", returncode=127)
         finally:
             os.close(write_fd)
+        if session is not None:
+            session.spawned()
         # A thread drains the pipe, so background jobs that keep it open never block or die of SIGPIPE.
         reader = threading.Thread(target=_pump, args=(read_fd, sink), daemon=True)
         reader.start()
         timed_out = False
         try:
-            proc.wait(timeout=timeout)
+            if session is not None:  # answers the exec check's questions while it waits
+                timed_out = session.wait(proc, timeout)
+                if timed_out:
+                    _kill_group(proc)
+            else:
+                proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
             _kill_group(proc)
         except KeyboardInterrupt:
             _kill_group(proc)
+            if session is not None:
+                session.close()
             raise
         # Background jobs may hold the pipe open: give them a moment to finish, not more; then
         # they go with the command (a job that escaped the group with setsid is left to the
@@ -233,6 +276,11 @@ class LocalEnvironment:
         reader.join(timeout=2.0 if timed_out else 0.5)
         _kill_group(proc)
         output, truncated, spill_path = sink.render()
+        notes = session.close() if session is not None else []
+        if before is not None and (wrote := self.sandbox.changes(before)):
+            notes.append(wrote)
+        if notes:
+            output = output.rstrip("\n") + ("\n" if output.strip() else "") + "\n".join(_exec_note(n) for n in notes)
         seconds = time.monotonic() - start
         if timed_out:
             output += f"\n[command timed out after {timeout:g}s; its process group was killed]"
@@ -265,6 +313,9 @@ class LocalEnvironment:
         kind = "dir" if stat.S_ISDIR(info.st_mode) else "file" if stat.S_ISREG(info.st_mode) else "other"
         return FileStat(kind, info.st_size)  # type: ignore[arg-type]
 
+    def host_root(self) -> str | None:
+        return self.root
+
     def list_files(self, base: str) -> list[str]:
         base = self._abs(base)
         listed = git_listing(self.run, base)
@@ -274,17 +325,27 @@ class LocalEnvironment:
         return [n for n in listed if os.path.isfile(os.path.join(base, n))][:MAX_FILES]
 
     def run(self, argv: list[str], cwd: str | None = None, timeout: float | None = None) -> RunResult:
-        """One program, wrapped like every command (the sandbox applies), its group killed after."""
+        """One program, wrapped like every command (the sandbox and the deny rules apply), its
+        group killed after."""
         if shutil.which(argv[0], path=self.base_env.get("PATH", os.defpath)) is None:
             return RunResult(127, b"", f"{argv[0]}: command not found")
-        wrapped = self.wrap_command(list(argv)) if self.wrap_command is not None else list(argv)
+        wrapped = list(argv)
+        session = None
+        if self.exec_guard is not None and self.exec_guard.check:  # the deny rules hold (a probe runs user code)
+            session = self.exec_guard.session(self.exec_guard.grant_for(""), self.base_env.get("PATH", os.defpath))
+            wrapped = session.wrap(wrapped)
+        wrapped = self.wrap_command(wrapped) if self.wrap_command is not None else wrapped
         timeout = self.timeout if timeout is None else timeout
         try:
             proc = subprocess.Popen(wrapped, cwd=self._abs(cwd) if cwd else self.root, env=self.base_env,
                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True)
+                                    stderr=subprocess.PIPE, start_new_session=True,
+                                    pass_fds=session.pass_fds if session else ())
         except OSError as exc:
             return RunResult(127, b"", f"{argv[0]}: {exc.strerror or exc}")
+        finally:
+            if session is not None:
+                session.spawned()
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -293,7 +354,9 @@ class LocalEnvironment:
             return RunResult(-9, out, err.decode("utf-8", "replace"), timed_out=True)
         finally:
             _kill_group(proc)
-        return RunResult(proc.returncode, out, err.decode("utf-8", "replace"))
+            notes = session.close() if session is not None else []
+        text = err.decode("utf-8", "replace") + "".join(_exec_note(n) + "\n" for n in notes)
+        return RunResult(proc.returncode, out, text)
 
     def list(self, path: str) -> list[str]:
         """Entry names of a directory, sorted; directories end with '/'."""

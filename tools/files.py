@@ -6,7 +6,9 @@ and binary files are refused.
 
 Each edit tool has a dry run, `plan(args, env) -> EditPlan` (the file's text before and after, or
 an EditError saying why not); `run` writes exactly that plan, and the approval preview shows its diff.
-str_replace and insert refuse a plan that leaves a Python file that parses now unparsable.
+Every edit of a Python file is checked before it is written (`_checked`): a plan that leaves a
+file that parses now unparsable is refused, and so is one that makes the module use a name it
+neither defines nor imports (pyflakes, pynames.py), each with the reason, so the model redoes it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 from clover.core.protocols import Environment, Tool, ToolResult
 from clover.tools.dirview import directory_view
 from clover.tools.paths import PathError
+from clover.tools.pynames import describe, newly_undefined
 from clover.tools.pysyntax import newly_broken
 from clover.tools.textio import (
     arg_int,
@@ -64,7 +67,7 @@ class EditPlan:
     last: int = 1
 
     def diff(self) -> str:
-        return unified_diff(self.old, self.new, self.rel)
+        return unified_diff(self.old, self.new, self.rel, new_file=not self.existed)
 
 
 def _write(tool: str, env: Environment, plan: EditPlan) -> str | None:
@@ -77,11 +80,16 @@ def _write(tool: str, env: Environment, plan: EditPlan) -> str | None:
 
 
 def _checked(tool: str, plan: EditPlan) -> EditPlan:
-    """The plan, or an EditError when it would leave a parsing Python file unparsable: nothing is
-    written, and the model is told where, so a garbled edit is redone instead of breaking the module."""
+    """The plan, or an EditError when it would leave a parsing Python file unparsable or using a
+    name it does not define or import: nothing is written, and the model is told where, so a garbled
+    edit is redone instead of breaking the module."""
     if problem := newly_broken(plan.rel, plan.old, plan.new):
         raise EditError(f"{tool}: not applied, the edit would leave {plan.rel} with a syntax error "
                         f"({problem}); the file is unchanged. Write the new text as valid Python.")
+    if names := newly_undefined(plan.rel, plan.old, plan.new):
+        raise EditError(f"{tool}: not applied, the edit would make {plan.rel} use names it neither defines "
+                        f"nor imports: {describe(names)}; the file is unchanged. Use the module's own names, "
+                        "or import what the new code needs.")
     return plan
 
 
@@ -206,7 +214,7 @@ class CreateTool(Tool):
             existed = True
         except ValueError:
             old, existed = "", False
-        return EditPlan(full, rel, old, content, existed)
+        return _checked("create", EditPlan(full, rel, old, content, existed))
 
     def run(self, args: dict[str, Any], env: Environment) -> ToolResult:
         try:

@@ -1,5 +1,9 @@
-"""The `git` tool: status, diff, log, show (read-only) and commit, run through the environment
-(so inside its sandbox) with hardened git (tools/gitsafe.py)."""
+"""The `git` tool: status, diff, log, show (read-only) and commit.
+
+Where the environment's files are this machine's (`host_root`), libgit2 does it in-process
+(tools/hostgit.py): no program named by the repository's config (filter, textconv, fsmonitor,
+signer, pager, hook) can run, whatever the mode, sandbox or config spelling. Where they are in a
+container, the git program runs there, through the environment, hardened (tools/gitsafe.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clover.core.protocols import Environment, Tool, ToolResult
-from clover.tools.gitsafe import CONFIG_SCOPES, filter_overrides, git_argv
+from clover.tools import hostgit
+from clover.tools.gitsafe import CONFIG_SCOPES, config_overrides, git_argv
 from clover.tools.paths import PathError
 from clover.tools.textio import arg_bool, arg_int, decode, error, printable, resolve
 
@@ -57,18 +62,41 @@ class GitTool(Tool):
             argv = self._argv(sub, args, env)
         except (PathError, ValueError) as exc:
             return error(f"git {sub}: {exc}")
+        host = env.host_root()
         try:
-            if sub == "commit":
-                self._git(env, ["add", "-A"])
-                if not self._git(env, ["status", "--porcelain"]).strip():
-                    return ToolResult("nothing to commit: the working tree is clean")
-            out = self._git(env, argv)
-        except _GitFailed as exc:
+            out = self._in_process(host, sub, args, env) if host is not None else self._in_env(env, sub, argv)
+        except (_GitFailed, hostgit.HostGitError, OSError) as exc:
             return error(f"git {sub}: {exc}")
         out = printable(out).rstrip()
         if not out:
             out = {"status": "clean", "diff": "no changes", "log": "no commits"}.get(sub, "(no output)")
         return ToolResult(_cap(out), data={"subcommand": sub})
+
+    @staticmethod
+    def _in_process(host: str, sub: str, args: dict[str, Any], env: Environment) -> str:
+        path = resolve(env, args["path"]) if args.get("path") else None
+        if sub == "status":
+            return hostgit.status_short(host)
+        if sub == "diff":
+            return hostgit.diff_text(host, staged=arg_bool(args, "staged"), path=path)
+        if sub == "log":
+            return hostgit.log_lines(host, min(max(arg_int(args, "n", 10) or 10, 1), 200), path)
+        if sub == "show":
+            return hostgit.show_text(host, args.get("rev") or "HEAD")
+        made = hostgit.commit_all(host, args["message"])
+        if made is None:
+            return "nothing to commit: the working tree is clean"
+        return "committed " + hostgit.log_lines(host, 1)
+
+    def _in_env(self, env: Environment, sub: str, argv: list[str]) -> str:
+        try:
+            if sub == "commit":
+                self._git(env, ["add", "-A"])
+                if not self._git(env, ["status", "--porcelain"]).strip():
+                    return "nothing to commit: the working tree is clean"
+            return self._git(env, argv)
+        except ValueError as exc:  # an override git cannot take: refused, not run
+            raise _GitFailed(str(exc)) from exc
 
     @staticmethod
     def _argv(sub: str, args: dict[str, Any], env: Environment) -> list[str]:
@@ -92,14 +120,14 @@ class GitTool(Tool):
 
     @staticmethod
     def _git(env: Environment, argv: list[str]) -> str:
-        # Through the environment (inside its sandbox), and hardened: a hook or fsmonitor planted
-        # in .git/config by a command never runs because the git tool looked at the repository.
-        filters: list[tuple[str, str]] = []
-        for scope in CONFIG_SCOPES:  # status, diff and add run the repository's filter drivers
+        # Inside the container, and hardened: a hook, filter or fsmonitor planted in .git/config
+        # by a command does not run because the git tool looked at the repository.
+        overrides: list[tuple[str, str]] = []
+        for scope in CONFIG_SCOPES:
             listing = env.run(scope, cwd=env.root, timeout=30)
             if listing.returncode == 0:
-                filters += filter_overrides(decode(listing.stdout))
-        result = env.run(git_argv(argv, filters), cwd=env.root, timeout=60)
+                overrides += config_overrides(decode(listing.stdout))
+        result = env.run(git_argv(argv, overrides), cwd=env.root, timeout=60)
         if result.returncode == 127:
             raise _GitFailed("git is not installed")
         if result.returncode != 0 and "not a git repository" in result.stderr:

@@ -1,20 +1,22 @@
-"""Git that runs no code from the repository: every git command Clover starts is built here.
+"""The git program, hardened, for where Clover still needs it: the evals' clone / checkout / apply on
+benchmark repositories, and git run through an environment that is not this machine (a container).
 
-A repository's `.git/config` and `.git/hooks` are writable by whatever runs in the workspace (the
-agent's shell, a sandboxed one included), and git runs programs named there: hooks, core.fsmonitor,
-diff.external and diff drivers, filter drivers, the pager, editors, credential helpers, ssh. A
-sandboxed command could plant one and wait for Clover to run git on the host (`clover fix`'s final
-diff, checkpoints, the git tool). So every invocation:
+Clover's own git on the host goes through tools/hostgit.py (libgit2, which runs no program); this
+module is the second line, for the git program. A repository's `.git/config` is writable by what
+runs in the workspace, and git runs programs it names. So every invocation here:
 
-- overrides each code-running setting on the command line (`-c` beats every config file), and
-  blanks every filter driver the repository's own config defines (found by reading the config,
-  which runs nothing; an empty filter command means "no filter"; the user's global drivers, such
-  as git-lfs, stay);
-- passes `--no-ext-diff --no-textconv` to the commands that render diffs;
 - runs with a scrubbed environment: no inherited GIT_* (GIT_CONFIG_PARAMETERS, GIT_EXTERNAL_DIFF,
-  GIT_SSH_COMMAND ...), no system config, no terminal prompts, no pager.
-Aliases never apply: Clover only runs built-in subcommands. What `include.path` pulls in is covered
-because the config is read with includes.
+  GIT_SSH_COMMAND ...), no system config, no terminal prompts, no pager;
+- overrides, at command scope (which beats every config file), a fixed list of code-running
+  settings, and every key of the repository's own config (read with its includes and conditional
+  includes; reading config runs nothing) whose variable names a program: `*.clean`, `*.smudge`,
+  `*.process`, `*.textconv`, `*command`, `*cmd`, `*program`, `*.helper`, `*hook*`, `*.editor`,
+  `*.pager` ... Every filter driver the repository defines is also made optional. The key is
+  passed whole (GIT_CONFIG_KEY_n, which git never splits, not `-c key=value`, which git splits at
+  the first '=': a filter named `a=b` slipped through that way);
+- passes `--no-ext-diff --no-textconv` to the commands that render diffs.
+The user's global config stays (it is theirs, not the repository's: git-lfs, identity). Aliases
+never apply: only built-in subcommands are run.
 """
 
 from __future__ import annotations
@@ -34,18 +36,31 @@ HARDENING: tuple[tuple[str, str], ...] = (
     ("core.askPass", ""),
     ("core.sshCommand", "false"),
     ("core.gitProxy", ""),
+    ("core.alternateRefsCommand", ""),
     ("credential.helper", ""),
     ("diff.external", ""),  # with --no-ext-diff ignored; without it a diff fails instead of running one
     ("gpg.program", "false"),
+    ("gpg.openpgp.program", "false"),
+    ("gpg.x509.program", "false"),
+    ("gpg.ssh.program", "false"),
+    ("gpg.ssh.defaultKeyCommand", ""),
     ("commit.gpgSign", "false"),
     ("tag.gpgSign", "false"),
+    ("push.gpgSign", "false"),
+    ("log.showSignature", "false"),
     ("protocol.ext.allow", "never"),  # ext:: URLs run a command
     ("uploadpack.packObjectsHook", ""),
+    ("init.templateDir", ""),  # a clone would copy hooks from it
     ("pager.diff", "false"), ("pager.log", "false"), ("pager.show", "false"), ("pager.status", "false"),
 )
 # Subcommands that render patches, where diff drivers (external, textconv) would run.
 _DIFF_COMMANDS = {"diff", "show", "log", "diff-tree", "diff-index", "diff-files", "format-patch"}
-_FILTER_KEYS = (".clean", ".smudge", ".process")
+# A config variable (the last dot-separated part of a key) with one of these names or endings
+# names a program, or a place git takes programs from.
+_PROGRAM_NAMES = {"clean", "smudge", "process", "textconv", "helper", "editor", "pager", "askpass", "gitproxy",
+                  "fsmonitor", "hookspath", "external", "driver", "uploadpack", "receivepack", "vcs", "update",
+                  "templatedir", "difffilter"}
+_PROGRAM_ENDINGS = ("command", "cmd", "program", "hook")
 # Kept from the caller's environment: where the repository and index are (a throwaway index, a
 # shadow repository), which global config is the user's, and who commits. No other GIT_* survives.
 _KEPT_VARS = {"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_CEILING_DIRECTORIES", "GIT_CONFIG_GLOBAL"}
@@ -65,18 +80,33 @@ def safe_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
 def _config_args(pairs: Sequence[tuple[str, str]]) -> list[str]:
     out: list[str] = []
     for key, value in pairs:
+        if "=" in key:  # git would split the key there: only GIT_CONFIG_KEY_n can name it
+            raise ValueError(f"the repository's config has a key git cannot override on a command line: {key!r}")
         out += ["-c", f"{key}={value}"]
     return out
 
 
-def filter_overrides(config_listing: str) -> list[tuple[str, str]]:
-    """Blank every filter driver named in a `git config --list -z` listing."""
-    found = []
+def _names_a_program(key: str) -> bool:
+    variable = key.rsplit(".", 1)[-1].lower()
+    return variable in _PROGRAM_NAMES or variable.endswith(_PROGRAM_ENDINGS)
+
+
+def config_overrides(config_listing: str) -> list[tuple[str, str]]:
+    """Overrides for every code-running key in a `git config --list -z` listing: blanked, and each
+    filter driver made optional (a required driver with no command would fail every command)."""
+    found: dict[str, str] = {}
     for item in config_listing.split("\0"):
-        key = item.split("\n", 1)[0].lower()
-        if key.startswith("filter.") and key.endswith(_FILTER_KEYS):
-            found.append((item.split("\n", 1)[0], ""))
-    return found
+        key = item.split("\n", 1)[0]
+        if not key or not _names_a_program(key):
+            continue
+        found[key] = ""
+        section, _, variable = key.rpartition(".")
+        if section.lower().startswith("filter.") and variable.lower() in ("clean", "smudge", "process"):
+            found[section + ".required"] = "false"
+    return list(found.items())
+
+
+filter_overrides = config_overrides  # the earlier name
 
 
 def _subcommand_at(args: Sequence[str]) -> int:
@@ -87,16 +117,26 @@ def _subcommand_at(args: Sequence[str]) -> int:
     return i
 
 
-def git_argv(args: Sequence[str], extra_config: Sequence[tuple[str, str]] = (), *, remote: bool = False
-             ) -> list[str]:
-    """`git <hardening> <args>`; diff-rendering subcommands also get --no-ext-diff --no-textconv.
-    No transport is allowed (no clone, fetch or push reaches anything) unless `remote`."""
+def _with_diff_flags(args: Sequence[str]) -> list[str]:
     args = list(args)
     i = _subcommand_at(args)
     if i < len(args) and args[i] in _DIFF_COMMANDS:
         args = [*args[: i + 1], "--no-ext-diff", "--no-textconv", *args[i + 1 :]]
-    transport = [] if remote else [("protocol.allow", "never")]
-    return ["git", "--no-pager", *_config_args([*HARDENING, *transport, *extra_config]), *args]
+    return args
+
+
+def _transport(remote: bool) -> list[tuple[str, str]]:
+    return [] if remote else [("protocol.allow", "never")]
+
+
+def git_argv(args: Sequence[str], extra_config: Sequence[tuple[str, str]] = (), *, remote: bool = False
+             ) -> list[str]:
+    """`git <hardening> <args>` as one argv (for an environment's `run`, where only the argv travels);
+    diff-rendering subcommands also get --no-ext-diff --no-textconv. No transport is allowed (no
+    clone, fetch or push reaches anything) unless `remote`. Raises ValueError for an override git
+    cannot take on a command line (a key with '=' in it): refuse rather than run its driver."""
+    return ["git", "--no-pager", *_config_args([*HARDENING, *_transport(remote), *extra_config]),
+            *_with_diff_flags(args)]
 
 
 # Reads the repository's own config (and what it includes); reading config runs no program.
@@ -104,10 +144,10 @@ CONFIG_SCOPES = (["git", "config", "--local", "--list", "--includes", "-z"],
                  ["git", "config", "--worktree", "--list", "--includes", "-z"])
 
 
-def read_filters(cwd: str, env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
-    """The filter overrides for the repository at `cwd`: drivers its own config defines; the
-    user's global ones (git-lfs) stay. Other environments run CONFIG_SCOPES through their own
-    `run` and pass the output to `filter_overrides`."""
+def read_overrides(cwd: str, env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+    """The overrides for the repository at `cwd`, from its own config (the user's global one
+    stays). Other environments run CONFIG_SCOPES through their own `run` and pass the output to
+    `config_overrides`."""
     found: list[tuple[str, str]] = []
     for argv in CONFIG_SCOPES:
         try:
@@ -115,8 +155,20 @@ def read_filters(cwd: str, env: Mapping[str, str] | None = None) -> list[tuple[s
                                   capture_output=True, timeout=30)
         except (OSError, subprocess.TimeoutExpired):
             continue
-        found += filter_overrides(proc.stdout.decode("utf-8", "surrogateescape"))
+        found += config_overrides(proc.stdout.decode("utf-8", "surrogateescape"))
     return list(dict.fromkeys(found))
+
+
+read_filters = read_overrides  # the earlier name
+
+
+def config_env(pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """Command-scope config as GIT_CONFIG_COUNT / GIT_CONFIG_KEY_n / GIT_CONFIG_VALUE_n: the key is
+    taken whole, whatever it contains."""
+    env = {"GIT_CONFIG_COUNT": str(len(pairs))}
+    for i, (key, value) in enumerate(pairs):
+        env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key, value
+    return env
 
 
 def run_git(args: Sequence[str], cwd: str, *, env: Mapping[str, str] | None = None,
@@ -124,5 +176,7 @@ def run_git(args: Sequence[str], cwd: str, *, env: Mapping[str, str] | None = No
             ) -> subprocess.CompletedProcess[bytes]:
     """Run hardened git on this machine; raises OSError / TimeoutExpired like subprocess.run."""
     env = safe_env() if env is None else safe_env(env)
-    argv = git_argv(args, read_filters(cwd, env), remote=remote)
-    return subprocess.run(argv, cwd=cwd, env=env, input=input, capture_output=True, timeout=timeout)
+    pairs = [*HARDENING, *_transport(remote), *read_overrides(cwd, env)]
+    argv = ["git", "--no-pager", *_with_diff_flags(args)]
+    return subprocess.run(argv, cwd=cwd, env={**env, **config_env(pairs)}, input=input, capture_output=True,
+                          timeout=timeout)

@@ -156,6 +156,9 @@ class RunBackedFiles:
 
     run: Runner
 
+    def host_root(self) -> str | None:
+        return None  # the files are in the container, reached only through `run`
+
     def list_files(self, base: str) -> list[str]:
         files = git_listing(self.run, base)
         if files is None:

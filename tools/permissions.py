@@ -1,15 +1,20 @@
-"""The gate the agent loop calls before every tool call: mode + allow/ask/deny rules -> decision.
+"""Mode + allow/ask/deny rules -> decision, for every tool call (tools/permgate.py asks the user).
 
-Rules look like `bash(git status*)`, `edit(*.lock)`, `read(.env)` or a bare tool name (`bash`).
-Patterns are shell-style globs (`*` also matches `/` and spaces). Deny beats ask beats allow.
+Rules look like `bash(git status*)`, `bash(python3 -m pytest:*)` (a prefix rule), `edit(*.lock)`,
+`read(.env)` or a bare tool name (`bash`); tools/permrules.py. Deny beats ask beats allow.
 
-- `bash(...)` is tried against every sub-command of the line (see tools/shellparse.py); a pattern
-  containing `|` is tried against pipelines (`bash(curl *|*sh)`). Deny rules see every spelling
-  (`/bin/rm`, `sudo rm`, `rm t -r -f` = `rm -fr t`, `-r{f,}`; tools/shellnorm.py); allow rules need
-  every sub-command to match and never apply to a line that did not parse or runs code we cannot
-  see (`$CMD`, `curl | sh`, an alias; `ParsedShell.undecidable`). Where deny rules exist and a line
-  cannot be proven not to match one (`_undecided`), yolo refuses it and the other modes ask.
-- Plan mode refuses everything but read-only tools; ask and allow rules do not change that.
+- `bash(...)` deny and ask rules are tried against every sub-command of the line, in every
+  spelling (tools/shellparse.py, tools/shellnorm.py: `/bin/rm`, `sudo rm`, `rm t -r -f` = `rm -fr
+  t`, `-r{f,}`, `rm --rec`); a pattern containing `|` against pipelines (`bash(curl *|*sh)`). Where
+  deny rules exist and a line cannot be proven not to match one (`_undecided`), yolo refuses it and
+  the other modes ask. The exec check (tools/execguard.py) holds deny rules again at every program
+  start, whatever the line looked like.
+- Allow rules and remembered approvals apply only to a line the parser proves literal
+  (tools/shellproof.py: no loops, expansions, substitutions, write redirects, inline code,
+  dangerous options or their abbreviations), every command matching on its exact argv. What an
+  allowed line may then start is its `exec_grant`.
+- Plan mode refuses everything but read-only tools and, where the sandbox runs them read-only
+  (`plan_commands`), shell lines proven read-only; ask and allow rules do not change that.
 - `edit(...)` matches the path of `create`, `str_replace` and `insert` (and a pattern without `/`
   also matches the file name at any depth, as in .gitignore); `read(...)` the path of `view`,
   `grep`, `glob`, `outline` and `git` (and `git show REV:PATH`), and lines from a denied file are
@@ -24,23 +29,22 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable
-from fnmatch import fnmatchcase
 from typing import Any, Literal
 
 from clover.core.protocols import MODES, Tool, ToolCall
-from clover.tools.shellnorm import canonical_argv, glob_prefix_feasible
-from clover.tools.shellparse import ParsedShell, parse_shell
+from clover.tools.execgrant import Grant, templates_of
+from clover.tools.permrules import EDIT_TOOLS, READ_TOOLS, SHELL_TOOLS, Rule, command_prefix, squash
+from clover.tools.shellnorm import glob_prefix_feasible
+from clover.tools.shellparse import ParsedShell, SimpleCommand, parse_shell
+from clover.tools.shellproof import literal_proof, read_only_proof
+from clover.tools.textio import escape_controls
 
 Decision = Literal["allow", "ask", "deny"]
-Answer = Literal["yes", "no", "always"]
+Answer = Literal["yes", "no", "always", "prefix"]
 AskUser = Callable[[ToolCall, Tool, str], Answer]
 
 _MODE_ALIASES = {"auto_edit": "auto-edit", "autoedit": "auto-edit", "accept-edits": "auto-edit",
                  "default": "ask", "bypass": "yolo"}
-SHELL_TOOLS = {"bash", "shell"}
-EDIT_TOOLS = {"create", "str_replace", "insert"}
-READ_TOOLS = {"view", "grep", "glob", "outline", "git"}  # what `read(...)` rules cover (their `path`)
-_RULE = re.compile(r"^\s*([A-Za-z_][\w.-]*)\s*(?:\((.*)\))?\s*$", re.S)
 _MAIN_ARG_KEYS = ("command", "subcommand", "pattern", "query", "url", "path", "file", "name")
 _PATH_KEYS = ("path", "file", "file_path", "filename")
 
@@ -50,61 +54,6 @@ SUGGESTED_DENY = [
     "bash(curl *|*sh)", "bash(wget *|*sh)", "bash(git push *--force*)", "bash(git push -f*)",
     "bash(git push * -f*)", "bash(mkfs*)", "bash(dd * of=/dev/*)", "bash(shutdown*)", "bash(reboot*)",
 ]
-
-
-class Rule:
-    """One `tool(pattern)` rule; `pattern` None matches every call of the tool."""
-
-    def __init__(self, text: str, literal: str | None = None):
-        if literal is not None:  # an exact remembered value: no glob, no pipeline handling
-            self.text, self.tool, self.pipe, self.literal = text, text.lower(), False, True
-            self.pattern = self.canonical = _escape(literal)
-            return
-        m = _RULE.match(text or "")
-        if not m:
-            raise ValueError(f"bad permission rule {text!r}: expected tool or tool(pattern), e.g. bash(git status*)")
-        self.text, self.literal = text.strip(), False
-        self.tool = m.group(1).lower()
-        pattern = m.group(2)
-        self.pattern = None if pattern is None or pattern.strip() in ("", "*") else _squash(pattern)
-        # `curl *|sh` -> `curl * | sh`, matched against pipelines
-        self.pipe = self.pattern is not None and "|" in self.pattern and self.tool in SHELL_TOOLS
-        if self.pipe:
-            self.pattern = re.sub(r"\s*\|\s*", " | ", self.pattern)
-        shell = self.pattern is not None and self.tool in SHELL_TOOLS
-        self.canonical = " ".join(canonical_argv(self.pattern.split(" "))) if shell else self.pattern
-
-    def applies_to(self, tool_name: str) -> bool:
-        if self.tool == tool_name:
-            return True
-        if self.tool == "edit":
-            return tool_name in EDIT_TOOLS
-        if self.tool == "read":
-            return tool_name in READ_TOOLS
-        return self.tool in SHELL_TOOLS and tool_name in SHELL_TOOLS
-
-    def matches_text(self, text: str, path_like: bool = False, fold: bool = False) -> bool:
-        if self.pattern is None:
-            return True
-        candidates = [text, text + " "]  # `git status *` also covers bare `git status`
-        if path_like and not self.literal and "/" not in self.pattern:
-            candidates.append(text.rsplit("/", 1)[-1])
-        pats = {self.pattern, self.canonical or self.pattern}
-        if fold:
-            candidates, pats = [c.casefold() for c in candidates], {p.casefold() for p in pats}
-        return any(fnmatchcase(c, p) for c in candidates for p in pats)
-
-    def __repr__(self) -> str:
-        return f"Rule({self.text!r})"
-
-
-def _squash(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _escape(text: str) -> str:
-    """Glob-escape so a remembered exact value matches only itself."""
-    return re.sub(r"([*?\[])", r"[\1]", text)
 
 
 def normalize_mode(mode: str) -> str:
@@ -119,8 +68,10 @@ class PermissionPolicy:
     """Pure: mode + rules -> (decision, reason). `root` lets rules see workspace-relative paths."""
 
     def __init__(self, mode: str = "ask", allow: Iterable[str] = (), ask: Iterable[str] = (),
-                 deny: Iterable[str] = (), root: str | None = None):
+                 deny: Iterable[str] = (), root: str | None = None, plan_commands: bool = False):
         self.mode = normalize_mode(mode)
+        # plan mode: commands proven read-only run (only where the environment runs them read-only)
+        self.plan_commands = plan_commands
         self.allow = [Rule(r) for r in allow]
         self.ask = [Rule(r) for r in ask]
         self.deny = [Rule(r) for r in deny]
@@ -210,7 +161,7 @@ class PermissionPolicy:
         """The string a `tool(...)` rule is matched against (a path relative to the root if inside)."""
         key = key or self.main_key(name, args)
         text = str(args.get(key) or "") if key else ""
-        return self._norm_path(text) if key in _PATH_KEYS else _squash(text)
+        return self._norm_path(text) if key in _PATH_KEYS else squash(text)
 
     def _norm_path(self, path: str) -> str:
         if not path:
@@ -237,23 +188,24 @@ class PermissionPolicy:
 
     def _decide_shell(self, name: str, command: str, remembered: list[Rule]) -> tuple[Decision, str]:
         """Deny rules first, on every spelling; then, where deny rules exist and the line cannot be
-        proven not to match one (see `_undecided`), yolo refuses and the other modes ask."""
+        proven not to match one (see `_undecided`), yolo refuses and the other modes ask. Allow
+        rules and remembered approvals need the line proven literal (tools/shellproof.py)."""
         parsed = parse_shell(command)
-        shown = _squash(command)
-        label = f"bash({shown[:200]})"
+        shown = squash(command)
+        label = f"bash({shell_label(command)})"
         if rule := self._shell_hit(self.deny, name, parsed, shown, "deny"):
             return "deny", f"{label} is denied by rule {rule.text}"
         if self.mode == "plan":  # ask and allow rules never open plan mode
-            return "deny", f"plan mode: {label} would run a command; only read-only tools run"
-        exact = any(r.applies_to(name) and r.matches_text(shown) for r in remembered if r.pattern)
-        if exact:
+            return self._plan_shell(label, parsed)
+        if any(r.line == command for r in remembered if r.applies_to(name)):
             return "allow", f"{label} was approved earlier in this session"
         if why := self._undecided(self.deny, name, parsed):
             if self.mode == "yolo":
                 return "deny", (f"{label} cannot be checked against the deny rules: {why}. Write the "
                                 "command out literally (no variables or aliases as commands)")
             return "ask", f"{label} cannot be checked against the deny rules ({why}); needs approval"
-        if parsed.ok and self._all_match(remembered, name, parsed):
+        proof = literal_proof(parsed)
+        if proof is None and self._all_allowed(remembered, name, parsed):
             return "allow", f"{label} was approved earlier in this session"
         if rule := self._shell_hit(self.ask, name, parsed, shown, "ask"):
             return "ask", f"{label} needs approval (rule {rule.text})"
@@ -263,9 +215,28 @@ class PermissionPolicy:
             if self.mode == "yolo":
                 return "allow", f"yolo mode allows {label} (not fully checked: {why})"
             return "ask", f"{label}: {why}; needs approval"
-        if self._all_match(self.allow, name, parsed):
+        if proof is None and self._all_allowed(self.allow, name, parsed):
             return "allow", f"{label} is allowed by the allow rules"
+        if proof is not None and self.mode != "yolo" and self._all_allowed(self.allow, name, parsed, proven=False):
+            return "ask", f"{label} looks like the allow rules, but {proof}; needs approval"
         return self._by_mode(label, "action")
+
+    def _plan_shell(self, label: str, parsed: ParsedShell) -> tuple[Decision, str]:
+        refusal = f"plan mode: {label} would run a command; only read-only tools and commands run"
+        if not self.plan_commands:
+            return "deny", f"{refusal} (read-only commands run only in the read-only sandbox, which is off here)"
+        if why := read_only_proof(parsed):
+            return "deny", f"{refusal}, and this one is not proven read-only: {why}"
+        return "allow", f"plan mode: {label} only reads (it runs in the read-only sandbox)"
+
+    def exec_grant(self, name: str, command: str) -> Grant:
+        """What the exec check lets this command start, once the gate allowed it without asking:
+        anything but denied programs in yolo; in plan mode only the programs it names, read-only;
+        else the programs it names, and anything the allow rules cover."""
+        parsed = parse_shell(command)
+        if self.mode == "yolo":
+            return Grant(everything=True, label=command)
+        return Grant(templates=templates_of(parsed), read_only=self.mode == "plan", label=command)
 
     def _undecided(self, rules: list[Rule], name: str, parsed: ParsedShell) -> str | None:
         """Why some rule in `rules` might match what the line runs although no spelling of it
@@ -308,37 +279,85 @@ class PermissionPolicy:
                 return rule
         return None
 
-    def _all_match(self, rules: list[Rule], name: str, parsed: ParsedShell) -> bool:
+    def _all_allowed(self, rules: list[Rule], name: str, parsed: ParsedShell, proven: bool = True) -> bool:
+        """Every command of the line matches one of `rules` on its exact argv (`proven`: the
+        caller checked the line is literal; False only words a reason for asking)."""
         rules = [r for r in rules if r.applies_to(name) and not r.pipe]
-        if not rules:
+        if not rules or not parsed.commands or (proven and not parsed.ok):
             return False
-        judged = [c for c in parsed.commands if not c.carrier]
-        if not judged or parsed.opaque or any(c.dynamic or c.opaque for c in parsed.commands):
-            return False
-        if any(c.writes for c in parsed.commands):
-            return False  # `cmd > file` writes a file: rules about `cmd` alone do not cover that
-        return all(any(r.matches_text(f) for r in rules for f in c.allow_forms()) for c in judged)
+        return all(any(r.allows_words(words) for r in rules for words in allow_argvs(c))
+                   for c in parsed.commands)
+
+    def allowed_argv(self, words: list[str], remembered: Iterable[Rule] = ()) -> Rule | None:
+        """The allow rule or remembered approval that covers one program start (the exec check)."""
+        for rule in [*self.allow, *remembered]:
+            if rule.applies_to("bash") and not rule.pipe and rule.allows_words(words):
+                return rule
+        return None
+
+    def denied_argv(self, words: list[str]) -> Rule | None:
+        """The deny rule one program start matches, on every spelling of its argv (the exec check)."""
+        if not words:
+            return None
+        cmd = SimpleCommand(words=list(words), argv=list(words))
+        forms = cmd.deny_forms()
+        for rule in self.deny:
+            if not rule.applies_to("bash") or rule.pipe:
+                continue
+            if rule.pattern is None or any(rule.matches_text(f) for f in forms):
+                return rule
+            if any(rule.matches_text(n) for f in forms if (n := _narrowed(f, rule))):
+                return rule
+        return None
 
     def remember_rules(self, tool_name: str, args: dict[str, Any], main_key: str | None = None) -> list[Rule]:
-        """Exact-match rules for an "always" answer: the command(s), the file, or the argument."""
+        """Exact-match rules for an "always" answer: the line byte for byte and each of its
+        commands' exact argv (a literal line), the file, or the argument."""
         name = (tool_name or "").lower()
         if name in SHELL_TOOLS:
             command = str(args.get("command", args.get("cmd", "")) or "")
-            rules = [Rule(name, literal=_squash(command))] if command.strip() else []
+            rules = [Rule.exact_line(name, command)] if command.strip() else []
             parsed = parse_shell(command)
-            if parsed.ok:
-                rules += [Rule(name, literal=c.text) for c in parsed.commands
-                          if not c.carrier and not c.dynamic and c.text]
+            if literal_proof(parsed) is None:
+                rules += [Rule.exact_argv(name, c.words) for c in parsed.commands if c.words]
             return rules
         subject = self.subject(name, args, self.main_key(name, args, main_key))
         rule_name = "edit" if name in EDIT_TOOLS else name
         return [Rule(rule_name, literal=subject) if subject else Rule(rule_name)]
 
+    def prefix_rule(self, tool_name: str, args: dict[str, Any]) -> Rule | None:
+        """The prefix rule an approval offers for this call (see `offered_prefix`); none in plan mode."""
+        prefix = offered_prefix(tool_name, args) if self.mode != "plan" else None
+        return Rule.prefix_rule((tool_name or "").lower(), prefix) if prefix else None
+
+
+def offered_prefix(tool_name: str, args: dict[str, Any]) -> list[str] | None:
+    """The words an approval may offer to allow as a prefix rule ("always allow commands starting
+    with `python3 -m pytest`"): only for a line that is one command the parser proves literal."""
+    if (tool_name or "").lower() not in SHELL_TOOLS or not isinstance(args, dict):
+        return None
+    parsed = parse_shell(str(args.get("command", args.get("cmd", "")) or ""))
+    if literal_proof(parsed) is not None or len(parsed.commands) != 1 or parsed.commands[0].wrappers:
+        return None
+    return command_prefix(parsed.commands[0].words) or None
+
+
+def shell_label(command: str, limit: int = 200) -> str:
+    """A command on one line as a terminal will show it: line breaks as `⏎`, controls escaped."""
+    return squash(escape_controls(command).replace("\n", " ⏎ "))[:limit]
+
+
+def allow_argvs(cmd: SimpleCommand) -> list[list[str]]:
+    """The words an allow rule may match: as written, or with harmless wrappers removed (`timeout
+    60 pytest`); environment prefixes stay unless harmless (LANG, TZ, ...; tools/shellnorm.py)."""
+    out: list[list[str]] = []
+    for words in cmd.allow_words():
+        if words not in out:
+            out.append(words)
+    return out
+
 
 _SHORT_CLUSTER = re.compile(r"^-[A-Za-z]+$")
-# `path:12:text` / `path-12-text` (grep), `path:3-9: def f` (outline); a glob result is the line
-_DIFF_HEAD = re.compile(r"^diff --git a/(.+?) b/(.+)$")
-_RESULT_PATH = re.compile(r"^(.+?)[:-]\d+(?:-\d+)?[:-]")
 
 
 def _narrowed(form: str, rule: Rule) -> str | None:
@@ -369,75 +388,7 @@ def _pipeline_texts(parsed: ParsedShell) -> list[str]:
     return out
 
 
-class PermissionGate:
-    """What the agent loop calls: `authorize` returns None to go ahead or the refusal the model sees."""
+# The gate lives in its own module; it is imported from here too.
+from clover.tools.permgate import PermissionGate  # noqa: E402
 
-    def __init__(self, policy: PermissionPolicy, ask_user: AskUser | None = None):
-        self.policy = policy
-        self.ask_user = ask_user
-        self.remembered: list[Rule] = []
-
-    def screen(self, call: ToolCall, output: str) -> str:
-        """A search's output without the lines from files `read(...)` rules deny (`grep` over the
-        whole tree must not show what `view` of the file may not); a git diff or show without the
-        sections of those files."""
-        name = (call.name or "").lower()
-        if name not in READ_TOOLS or not output:
-            return output
-        rules = [r for r in self.policy.deny if r.tool == "read"]
-        if not rules:
-            return output
-        if name == "git":
-            return self._screen_diff(output, rules)
-        kept, dropped = [], 0
-        for line in output.split("\n"):
-            m = _RESULT_PATH.match(line)
-            path = m.group(1) if m else line.strip()
-            if path and self.policy.read_denied(path, rules):
-                dropped += 1
-            else:
-                kept.append(line)
-        if dropped:
-            kept.append(f"[{dropped} line(s) from files denied by read rules left out]")
-        return "\n".join(kept)
-
-    def _screen_diff(self, output: str, rules: list[Rule]) -> str:
-        kept, dropped, skipping = [], 0, False
-        for line in output.split("\n"):
-            if m := _DIFF_HEAD.match(line):
-                skipping = self.policy.read_denied(m.group(1), rules) or self.policy.read_denied(m.group(2), rules)
-                dropped += skipping
-            if not skipping:
-                kept.append(line)
-        if dropped:
-            kept.append(f"[{dropped} file(s) denied by read rules left out of the diff]")
-        return "\n".join(kept)
-
-    def authorize(self, call: ToolCall, tool: Tool) -> str | None:
-        args = call.arguments if isinstance(call.arguments, dict) else {}
-        try:  # a tool that cannot say counts as one that writes
-            read_only = bool(tool.is_read_only(args))
-        except Exception:
-            read_only = False
-        required = (getattr(tool, "parameters", None) or {}).get("required") or []
-        main_key = next((k for k in required if isinstance(args.get(k), str)), None)
-        decision, reason = self.policy.decide(call.name, args, read_only, self.remembered, main_key)
-        if decision == "allow":
-            return None
-        if decision == "deny":
-            return f"Permission denied: {reason}. Do not retry this; choose another approach."
-        if self.ask_user is None:
-            return (f"Not run: {reason}, and no one can approve it in this non-interactive session. "
-                    "Continue without it, or the user can allow it with a rule or a more permissive mode.")
-        try:
-            answer = self.ask_user(call, tool, reason)
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except Exception as exc:
-            return f"Not run: asking the user for approval failed ({exc})."
-        if answer == "always":
-            self.remembered.extend(self.policy.remember_rules(call.name, args, main_key))
-            return None
-        if answer == "yes":
-            return None
-        return "The user declined this tool call. Ask what they want instead, or try another approach."
+__all__ = ["PermissionGate", "PermissionPolicy", "Rule", "command_prefix", "offered_prefix"]

@@ -42,9 +42,9 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
 ]
 # NAME = value / "name": "value" / name: value, where NAME looks secret and the value looks like a
 # credential (8+ token characters with a letter and a digit), so `token: str` or
-# `max_tokens=1024` survive.
+# `max_tokens=1024` survive; the shell's PWD and OLDPWD (a directory, not a password) too.
 _ASSIGN = re.compile(
-    rf"(?i)(\b[\w.-]*{_KEY_WORDS}s?[\"']?\s*(?:=|:|:=|=>)\s*[\"']?)"
+    rf"(?i)(\b(?!(?-i:(?:OLD)?PWD)\b)[\w.-]*{_KEY_WORDS}s?[\"']?\s*(?:=|:|:=|=>)\s*[\"']?)"
     r"((?=[A-Za-z0-9_\-./+=]*[0-9])(?=[A-Za-z0-9_\-./+=]*[A-Za-z])[A-Za-z0-9_\-./+=]{8,})"
 )
 

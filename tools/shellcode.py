@@ -106,6 +106,8 @@ def inline_code_reason(argv: list[str], stdin_script: str | None) -> str | None:
             return "runs an awk program that can start commands (system, getline or a pipe)"
     if prog in _VIM and any(a in ("-c", "--cmd", "-S") or a.startswith("+") for a in argv[1:]):
         return f"runs {prog} commands given on the command line (they can start any program)"
+    if (prog in _VIM or prog in ("ed", "red")) and stdin_script is not None:
+        return f"runs {prog} commands it reads from its input (`!` starts a shell)"
     if prog in ("make", "gmake") and any(_reads_stdin_file(a, b) for a, b in zip(argv, argv[1:], strict=False)):
         return "runs a makefile it reads from stdin or another command (its recipes are shell lines)"
     if prog == "sed" and _SED_EXEC.search(" ".join(_sed_scripts(argv))):

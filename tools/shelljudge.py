@@ -51,7 +51,7 @@ def judge(cmd: SimpleCommand, dyn: list[bool]) -> None:
         if bad := next((n for n in names if risky_env(n)), None):
             cmd.opaque = f"sets {bad}, which changes what later commands run"
     elif prog == "git":
-        cmd.opaque = _git_opaque(argv, dyn)
+        cmd.opaque = git_opaque(argv, dyn)
     if cmd.opaque is None:
         cmd.opaque = _arith_opaque(prog, argv)
     unknown = any(d or (w.startswith("-") and has_glob(w)) for w, d in zip(argv, dyn, strict=False))
@@ -98,7 +98,8 @@ def param_opaque(value: str) -> str | None:
     return None
 
 
-def _git_opaque(argv: list[str], dyn: list[bool]) -> str | None:
+def git_opaque(argv: list[str], dyn: list[bool]) -> str | None:
+    """Why `git ...` may run another git command than it names (an alias, `-c`), or None."""
     i = 1
     while i < len(argv) and argv[i].startswith("-"):
         opt = argv[i]

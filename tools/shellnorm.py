@@ -4,7 +4,8 @@ subcommands, and "could this unfinished command still match that glob?"
 What deny rules see, normalised (tools/permissions.py compares every form):
 - short flags anywhere before `--` are merged into one sorted cluster right after the program
   (`rm t -r -f`, `rm -fr t`, `rm -rf t` -> `rm -fr t`); long synonyms fold into it for the programs
-  in `_FLAG_SYNONYMS` (`rm --recursive --force` -> `rm -fr`), other long flags move before operands;
+  in `_FLAG_SYNONYMS` (`rm --recursive --force` -> `rm -fr`), abbreviated too (`rm --rec --fo`, as
+  getopt_long reads them), other long flags move before operands;
 - `git` is read as `git SUBCOMMAND` (global options before the subcommand are dropped);
 - brace expansion is applied (`rm -r{f,} t` -> `rm -rf -r t`; tools/shellwords.py);
 - quotes are removed as bash does (`r'm'`, `$'r\\x6d'` -> `rm`; tools/shellwords.py).
@@ -108,6 +109,8 @@ def canonical_argv(words: list[str], fold: bool = True) -> list[str]:
             letters.extend(letters_map.get(c, c) for c in word[1:])
         elif word in long_names:
             letters.append(long_names[word])
+        elif abbreviated := _abbreviation_letters(word, long_names):  # `--rec` is `--recursive`
+            letters += abbreviated
         elif word.startswith("--") and len(word) > 2 and not has_glob(word):
             longs.append(word)
         else:
@@ -115,6 +118,23 @@ def canonical_argv(words: list[str], fold: bool = True) -> list[str]:
     head = key.split(" ")
     cluster = ["-" + "".join(sorted(set(letters)))] if letters else []
     return [*head, *cluster, *longs, *operands]
+
+
+def _abbreviation_letters(word: str, long_names: dict[str, str]) -> list[str]:
+    """GNU getopt_long and git take any unambiguous prefix of a long option (`rm --rec --fo`).
+    For deny rules every option the prefix could stand for counts, ambiguous or not (the program
+    then fails, or runs one of them)."""
+    if not word.startswith("--") or len(word) < 3 or "=" in word or has_glob(word):
+        return []
+    return [letter for name, letter in long_names.items() if name.startswith(word)]
+
+
+def long_option_names(word: str, known: set[str] | frozenset[str]) -> list[str]:
+    """The options of `known` that `--word[=value]` names, spelled in full or abbreviated."""
+    if not word.startswith("--") or len(word) < 3:
+        return []
+    name = word.split("=", 1)[0]
+    return [k for k in known if k == name or k.startswith(name)]
 
 
 def glob_prefix_feasible(prefix: str, pattern: str) -> bool:

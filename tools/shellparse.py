@@ -47,6 +47,7 @@ from clover.tools.shellwrap import (
     skip_opts,
 )
 
+_COMPOUND_KINDS = {"for", "while", "until", "if", "function"}
 _WRITE_REDIRECTS = {">", ">>", ">|", "&>", "&>>", ">&", "<>"}
 _FIND_EXEC = {"-exec", "-execdir", "-ok", "-okdir"}
 _MAX_DEPTH = 8
@@ -76,6 +77,9 @@ class SimpleCommand:
     opaque: str | None = None  # why what runs cannot be known from the text (see the module doc)
     open_tail: bool = False  # some arguments are unknown (`rm $F`, `xargs rm`): only the program is
     inline_code: str | None = None  # why code written into the line may start programs (shellcode.py)
+    # per word of `words`: its value is only known when it runs (`$X`, `$(...)`, an unquoted glob,
+    # brace or `~`); such a word may stand for any number of words
+    word_dynamic: list[bool] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -104,14 +108,14 @@ class SimpleCommand:
         """`rm`, `git push`: what a rule must name to match this command whatever its unknown tail."""
         return program_key(self.argv)[0] if self.argv and not self.dynamic else None
 
-    def allow_forms(self) -> list[str]:
-        """Spellings an allow rule may match: as written, or with harmless wrappers removed.
+    def allow_words(self) -> list[list[str]]:
+        """Word lists an allow rule may match: as written, or with harmless wrappers removed.
         Environment prefixes stay visible unless harmless (LANG, TZ, ...; see tools/shellnorm.py)."""
         shown = [a for a in self.assigns if not harmless_env(env_name(a))]
-        forms = [" ".join([*shown, *self.words])]
+        forms = [[*shown, *self.words]]
         if not PRIVILEGED.intersection(self.wrappers):
-            forms.append(" ".join([*shown, *self.argv]))
-        return list(dict.fromkeys(f for f in forms if f))
+            forms.append([*shown, *self.argv])
+        return [f for f in forms if f]
 
 
 @dataclass
@@ -120,6 +124,7 @@ class ParsedShell:
     pipelines: list[list[SimpleCommand]] = field(default_factory=list)  # two or more commands
     error: str | None = None  # set when the line could not be parsed; commands are then a guess
     opaque: list[str] = field(default_factory=list)  # line-level reasons what runs is unknowable
+    compound: list[str] = field(default_factory=list)  # loops, conditionals, functions in the line
     _src: list[str] = field(default_factory=list, repr=False, compare=False)  # texts being walked
 
     @property
@@ -190,6 +195,8 @@ def _walk(node, out: ParsedShell, depth: int) -> None:
         return
     if kind == "function":
         out.opaque.append("it defines a shell function (it can stand in for any command)")
+    if kind in _COMPOUND_KINDS:
+        out.compound.append(kind)
     if kind == "pipeline":
         members: list[SimpleCommand] = []
         prev_literal: str | None = None
@@ -217,6 +224,7 @@ def _command_node(node, out: ParsedShell, depth: int, stdin_text: str | None = N
                   piped: bool = False) -> SimpleCommand | None:
     words: list[str] = []
     dynamic: list[bool] = []
+    word_dynamic: list[bool] = []
     assigns: list[str] = []
     stdin_script: str | None = None
     has_stdin_redirect = False
@@ -235,7 +243,9 @@ def _command_node(node, out: ParsedShell, depth: int, stdin_text: str | None = N
             word, raw = _word(part, out)
             words.append(word)
             # `$'rm'` is quoting, not an expansion
-            dynamic.append(_is_dynamic(part) and bool(re.search(r"\$(?!')|`|[<>]\(", raw)))
+            expands = _is_dynamic(part) and bool(re.search(r"\$(?!')|`|[<>]\(", raw))
+            dynamic.append(expands)
+            word_dynamic.append(expands or _expands_unquoted(raw))
         elif pk == "assignment" and not words:
             assigns.append(_word(part, out)[0])
         elif pk == "redirect":
@@ -272,6 +282,7 @@ def _command_node(node, out: ParsedShell, depth: int, stdin_text: str | None = N
         stdin_script = stdin_text if stdin_text is not None else ""  # "" = unseen piped code
     cmd = _add_command(words, dynamic, out, depth, stdin_script, assigns)
     cmd.writes = writes
+    cmd.word_dynamic = word_dynamic
     if stdin_script is not None and not piped:
         cmd.heredoc = stdin_script
     return cmd
@@ -324,6 +335,27 @@ def _is_dynamic(word_node) -> bool:
         if getattr(p, "kind", None) in ("parameter", "commandsubstitution", "processsubstitution"):
             return True
     return False
+
+
+def _expands_unquoted(raw: str) -> bool:
+    """Whether bash expands this word as written: an unquoted glob character, brace expansion or
+    leading `~` (the value is then filenames or $HOME, not the text)."""
+    if raw.startswith("~"):
+        return True
+    plain, i, quote = [], 0, ""
+    while i < len(raw):
+        ch = raw[i]
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "\\":
+            i += 1
+        else:
+            plain.append(ch)
+        i += 1
+    text = "".join(plain)
+    return bool(re.search(r"[*?]|\[.*\]", text)) or expand_braces(text) != [text]
 
 
 def _heredoc_body(value: str, delimiter: str) -> str:

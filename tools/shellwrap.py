@@ -50,11 +50,11 @@ _WRAPPER_POSITIONAL = {"timeout": 1, "chrt": 1, "taskset": 1}
 
 
 def peel(words: list[str], dynamic: list[bool],
-          env_assigns: list[str] | None = None) -> tuple[list[str], list[bool], list[str]]:
-    """Strip wrappers (`sudo -u x`, `env A=1`, `timeout 5`, `xargs -0`, a leading `\\`); the
-    assignments `env` makes go to `env_assigns`."""
+          env_assigns: list[str] | None = None, limit: int = 64) -> tuple[list[str], list[bool], list[str]]:
+    """Strip wrappers (`sudo -u x`, `env A=1`, `timeout 5`, `xargs -0`, a leading `\\`), at most
+    `limit` of them; the assignments `env` makes go to `env_assigns`."""
     i, wrappers = 0, []
-    while i < len(words):
+    while i < len(words) and len(wrappers) < limit:
         prog = os.path.basename(words[i].lstrip("\\"))
         if prog not in _WRAPPER_ARGOPTS or dynamic[i]:
             break

@@ -1,15 +1,21 @@
-"""The embedded model's str_replace, chosen rather than written (the `edit_repairs` setting).
+"""The embedded model's str_replace: its own edit, or a repair a check verifies (`edit_repairs`).
 
 A small model finds the faulty function more often than the faulty line, and the faulty line more
-often than the fixed one (issue 16: in the hand-written set it named the right line in about half
-the tasks, then copied it back unchanged or garbled the changed token). So when a turn's
-str_replace names a unique old_str, the edit is chosen among (line, repair) pairs around it. The
-lines of the function around the model's own old_str are scored first, each as the old_str that
-continues the turn's text from `<parameter=old_str>`. The three likeliest, and the model's own
-line, then get their one-site repairs (repairs.py), and each (line, repair) pair is scored as that
-continuation (old line, then new line). The most probable pair replaces what greedy decoding wrote. The model
-still decides which function, which line and which repair; the candidates only keep it from
-writing something no small fix looks like.
+often than the fixed one (issue 16). So when a turn's str_replace names a unique old_str, one-site
+repairs of the lines around it (repairs.py) are candidates beside the model's own new_str, ranked
+by the model's likelihood (each (line, repair) pair scored as the continuation of the turn's text
+from `<parameter=old_str>`).
+
+Which one is applied (issue 49: a mutation chosen by likelihood alone replaced correct edits and
+broke passing tests):
+- the model's own edit is always a candidate, and stands unless a check verifies another one: the
+  issue's example and the tests that use it (reproduce.py) pass under that candidate, every check
+  the file fails now, while the model's edit does not pass them all;
+- without a check (none stated, or the permission mode does not let it run), the model's edit
+  stands as written; only where it is no edit at all (new_str = old_str, or one the edit tools
+  would refuse: a syntax error, an undefined name) may the likeliest repair take its place, and
+  then at most once per file in a conversation (`may_repair`): unverified mutations in a row were
+  how passing code got broken.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from typing import Any
 from clover.backends.repairs import repairs
 from clover.core.protocols import ToolCall
 from clover.model.chat import PARAM_CLOSE, PARAM_OPEN, render_tool_call
+from clover.tools.pynames import newly_undefined
+from clover.tools.pysyntax import newly_broken
 
 OPEN_OLD = f"{PARAM_OPEN}old_str>\n"
 BETWEEN = f"\n{PARAM_CLOSE}\n{PARAM_OPEN}new_str>\n"
@@ -39,6 +47,14 @@ class EditChoice:
     path: str = ""
     verified: bool = False  # the issue's reproduction passes under this edit (reproduce.py)
     held: str | None = None  # why the edit is not to be applied (it would undo a reproduced fix)
+    unverified: bool = False  # a repair that replaced an unusable edit of the model's without a check
+
+
+def refused(path: str, text: str, old: str, new: str) -> bool:
+    """Would the edit tools refuse this edit of `text` (a syntax error or a name nothing defines)?"""
+    at = text.find(old)
+    after = text[:at] + new + text[at + len(old) :]
+    return bool(newly_broken(path, text, after) or newly_undefined(path, text, after))
 
 
 def _prefix_text(reply: str) -> str | None:
@@ -109,35 +125,37 @@ def _missing_return(lines: list[str], around: range, text: str) -> list[tuple[st
 def choose_edit(
     net: Any, tokenizer: Any, prompt_ids: list[int], reply: str, call: ToolCall, file_text: str,
     *, issue: str = "", context: str = "", reproduction: Any = None, workspace: Any = None,
+    may_repair: Any = lambda path: True,
 ) -> EditChoice | None:  # fmt: skip
-    """The (old_str, new_str) the model finds most likely around this call's old_str, or None (not
-    a str_replace with a unique old_str, nothing to offer, or not the usual call layout). With the
-    issue's `reproduction` (reproduce.py), candidates are run too: the likeliest one that makes
-    it pass wins, looking past the likeliest lines to the whole region, then to the functions
-    the issue calls (`workspace` finds them)."""
+    """The edit this str_replace call makes, or None to leave the call as written (not a
+    str_replace with a unique old_str, or nothing to do). The model's own edit stands unless the
+    issue's `reproduction` (reproduce.py) verifies another candidate: the likeliest that passes
+    every check the file fails now, looking past the likeliest lines to the whole region, then to
+    the functions the issue calls (`workspace` finds them). `may_repair(path)`: whether an
+    unverified repair may replace an unusable edit of the model's in this file."""
     from clover.model.score import PrefixScorer
 
     args = call.arguments
-    old, path = args.get("old_str"), args.get("path")
+    old, path, new = args.get("old_str"), args.get("path"), args.get("new_str")
     if call.name != "str_replace" or not isinstance(old, str) or not isinstance(path, str) or not old.strip():
         return None
     text = file_text.replace("\r\n", "\n")
     if text.count(old) != 1:
         return None
+    usable = isinstance(new, str) and new != old and not refused(path, text, old, new)
+    own = EditChoice(old, new, 0, path) if usable else None
     prefix = _prefix_text(reply)
-    if prefix is None:
-        return None
+    if (own is not None and reproduction is None) or prefix is None:
+        return own  # no check to verify another candidate by: the model's edit stands as written
     scorer = PrefixScorer(net, prompt_ids + tokenizer.encode(prefix))
     # the lines first (as old_str, up to new_str's opening): only the likeliest few get repairs,
     # and the model's own old_str always does
     lines = region_lines(old, text)
     line_scores = scorer.scores([tokenizer.encode(f"{line}{BETWEEN}") for line in lines])
     ranked = sorted(range(len(lines)), key=lambda i: -line_scores[i])
-    own = old if "\n" in old.strip("\n") else text.split("\n")[text[: text.index(old)].count("\n")]
-    keep = [lines[i] for i in ranked[:TOP_LINES]] + [own]
+    own_line = old if "\n" in old.strip("\n") else text.split("\n")[text[: text.index(old)].count("\n")]
+    keep = [lines[i] for i in ranked[:TOP_LINES]] + [own_line]
     pairs = edit_pairs(old, text, path, issue, context, keep)
-    if not pairs:
-        return None
 
     def rank(found: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
         """Candidates, most likely first (each scored as the continuation of old_str)."""
@@ -146,14 +164,19 @@ def choose_edit(
 
     first = [(path, o, n) for o, n in pairs]
 
-    @functools.cache
-    def likeliest() -> EditChoice:
-        """What the model's likelihood alone chooses: scoring every pair is the costly part, so it
-        is only done where the reproduction does not decide."""
-        return EditChoice(*rank(first)[0][1:], len(pairs), path)
+    def fallback(best: list[tuple[str, str, str]] | None = None) -> EditChoice | None:
+        """What stands without a verified candidate: the model's edit, else (once per file) the
+        likeliest repair (of `best`, the candidates passing the most checks, when there are such)."""
+        if own is not None:
+            return own
+        pool = best or first
+        if not pool or not may_repair(path):
+            return None
+        found = rank(pool)[0]
+        return EditChoice(found[1], found[2], len(pairs), found[0], unverified=True)
 
     if reproduction is None:
-        return likeliest()
+        return fallback()
 
     @functools.cache
     def sites() -> tuple[list[tuple[str, str, str]], str]:
@@ -167,32 +190,38 @@ def choose_edit(
         lambda: [(path, o, n) for o, n in edit_pairs(old, text, path, issue, sites()[1])],  # the whole region's
         lambda: [(p, o, n) for p, t, line in sites()[0] for o, n in edit_pairs(line, t, p, issue, sites()[1])],
     )  # fmt: skip
-    return verified_choice(reproduction, list(stages), likeliest, rank)
+    mine = (path, old, new) if own is not None else None
+    return verified_choice(reproduction, list(stages), fallback, rank, own=mine)
 
 
 def verified_choice(
-    reproduction: Any, stages: list[Any], fallback: EditChoice | Any, rank: Any = None
-) -> EditChoice:  # fmt: skip
-    """The likeliest candidate of the first stage that has one under which every check the file
-    fails now passes (else the likeliest of those passing most of them, else `fallback`). Where the
-    file already passes every check, `fallback` is held back if it would break one.
+    reproduction: Any, stages: list[Any], fallback: Any, rank: Any = None, own: tuple[str, str, str] | None = None
+) -> EditChoice | None:  # fmt: skip
+    """The edit a check verifies, else `fallback`'s. `own` (the model's edit, a candidate before
+    every other) wins when it passes every check the file fails now; another candidate replaces it
+    only when it passes them all and `own` does not (the likeliest such of the first stage that has
+    one, by `rank`: candidates -> most likely first; None keeps the stage's order). Without such a
+    candidate, `fallback(best)` (an EditChoice, or a function of the candidates passing the most
+    checks) stands; where the file already passes every check, it is held back if it would break one.
 
-    Each stage's candidates are all run at once and only the passing ones are ranked (`rank`:
-    candidates -> most likely first; None keeps the stage's order), which chooses what running them
-    in order of likelihood would, for a fraction of the scoring. `fallback` (an EditChoice, or a
-    function making one) is only made where it is needed."""
+    Each stage's candidates are all run at once and only the passing ones are ranked, which chooses
+    what running them in order of likelihood would, for a fraction of the scoring."""
 
-    def chosen() -> EditChoice:
-        return fallback() if callable(fallback) else fallback
+    def chosen(best: list[tuple[str, str, str]] | None = None) -> EditChoice | None:
+        return fallback(best) if callable(fallback) else fallback
 
-    first = list(dict.fromkeys(stages[0]())) if stages else []
+    first = list(dict.fromkeys([*([own] if own else []), *stages[0]()])) if stages else ([own] if own else [])
     judged = reproduction.judge(first, only_if_failing=True)
     if judged is None:
-        return chosen()  # the checks cannot run here: the model's choice stands
+        return chosen()  # the checks cannot run here: nothing verifies another candidate
     if not judged.live:  # nothing to fix by the checks: only keep them passing
         choice = chosen()
-        own = reproduction.judge([(choice.path, choice.old_str, choice.new_str)], test_all=True)
-        return replace(choice, held=reproduction.held_message()) if own is not None and own.breaks[0] else choice
+        if choice is None:
+            return None
+        mine = reproduction.judge([(choice.path, choice.old_str, choice.new_str)], test_all=True)
+        return replace(choice, held=reproduction.held_message()) if mine is not None and mine.breaks[0] else choice
+    if own is not None and judged.counts[0] == judged.live:
+        return EditChoice(own[1], own[2], len(first), own[0], verified=True)
     seen = set(first)
     best: tuple[int, list[tuple[str, str, str]]] | None = None
     for i, stage in enumerate(stages):
@@ -208,11 +237,9 @@ def verified_choice(
         if top and (best is None or top > best[0]):
             best = (top, [c for c, n in zip(candidates, judged.counts, strict=True) if n == top])
         if best is not None and best[0] == judged.live:
-            break
-    if best is None:
-        return chosen()
-    path, old, new = (rank(best[1]) if rank is not None else best[1])[0]
-    return EditChoice(old, new, len(first), path, verified=True)
+            path, old, new = (rank(best[1]) if rank is not None else best[1])[0]
+            return EditChoice(old, new, len(first), path, verified=True)
+    return chosen(best[1] if best is not None else None)
 
 
 def with_edit(call: ToolCall, old_str: str, new_str: str, path: str | None = None) -> ToolCall:
@@ -223,8 +250,9 @@ def with_edit(call: ToolCall, old_str: str, new_str: str, path: str | None = Non
 
 def choose_turn_edit(backend: Any, turn: Any, ids: list[int], reply: str, messages: list[Any],
                      context: str) -> dict[str, float]:  # fmt: skip
-    """The local backend's hook: its one str_replace call replaced by the chosen edit; the turn's
-    stats say how many candidates there were and whether the edit changed or was verified."""
+    """The local backend's hook: its one str_replace call's edit, as choose_edit decides it; the
+    turn's stats say how many candidates there were and whether the edit changed, was verified, or
+    replaced an unusable edit of the model's without a check."""
     call = turn.tool_calls[0]
     path = call.arguments.get("path")
     workspace = backend.workspace
@@ -238,19 +266,27 @@ def choose_turn_edit(backend: Any, turn: Any, ids: list[int], reply: str, messag
         from clover.backends.reproduce import Reproduction
 
         reproduction = Reproduction.from_messages(messages, workspace, may_run)
+    # at most one unverified repair per file in a conversation (its first request names it)
+    spent = backend.__dict__.setdefault("_unverified_repairs", set())
+    conversation = hash(issue)
     choice = choose_edit(backend.net, backend.tokenizer, ids, reply, call, data.decode("utf-8", "replace"),
-                         issue=issue, context=context, reproduction=reproduction, workspace=workspace)  # fmt: skip
+                         issue=issue, context=context, reproduction=reproduction, workspace=workspace,
+                         may_repair=lambda p: (conversation, p) not in spent)  # fmt: skip
     if choice is None:
         return {}
+    if choice.unverified:
+        spent.add((conversation, choice.path))
     turn.tool_calls[0] = with_edit(call, choice.old_str, choice.new_str, choice.path)
     turn.tool_calls[0].held = choice.held
     args = call.arguments
     changed = (choice.old_str, choice.new_str, choice.path) != (args.get("old_str"), args.get("new_str"), path)
-    stats = {"repair_candidates": float(choice.candidates), "repaired_edits": float(changed)}
+    stats = {"repair_candidates": float(choice.candidates), "repaired_edits": float(changed),
+             "unverified_repairs": float(choice.unverified)}  # fmt: skip
     if reproduction is not None:
         stats |= {"reproduction_runs": float(reproduction.runs), "verified_edits": float(choice.verified),
                   "held_edits": float(choice.held is not None)}  # fmt: skip
     return stats
 
 
-__all__ = ["EditChoice", "choose_edit", "choose_turn_edit", "edit_pairs", "region", "verified_choice", "with_edit"]
+__all__ = ["EditChoice", "choose_edit", "choose_turn_edit", "edit_pairs", "refused", "region", "verified_choice",
+           "with_edit"]

@@ -7,6 +7,8 @@ The tool grammar (tool_grammar.py) asks this module what a value may be, token b
 - `str_replace`'s `old_str` is a run of whole lines of the named file's current text (it starts at
   a line's start or after its indentation, and ends at a line's end), and may close only where it
   occurs exactly once;
+- what may be edited at all (edit_scope.py): str_replace and insert take no test file, and old_str
+  copies no docstring line, unless the request names them;
 - `outline`'s `symbol` is a name the repository defines (tree-sitter definitions, as `outline`
   reads them), bare or qualified (`Class.method`).
 
@@ -30,6 +32,7 @@ are unchanged and rebuilt when they change, so the grammar follows the agent's o
 from __future__ import annotations
 
 from clover.backends.answer_spans import AnswerSpans
+from clover.backends.edit_scope import asks_for_docstrings, docstring_lines, may_edit
 from clover.backends.mentions import Mentions
 from clover.backends.value_nodes import CLOSE, CandidateSet, FileIndex, Node, Vocab
 from clover.core.protocols import Environment
@@ -42,7 +45,7 @@ MAX_INDEX_BYTES = 4 * 1024 * 1024  # larger files are not grounded (old_str stay
 
 PATH_KINDS = {
     ("view", "path"): "any", ("outline", "path"): "any", ("grep", "path"): "any", ("glob", "path"): "dir",
-    ("str_replace", "path"): "file", ("insert", "path"): "file", ("create", "path"): "new",
+    ("str_replace", "path"): "edit", ("insert", "path"): "edit", ("create", "path"): "new",
 }  # fmt: skip
 OLD_STR = ("str_replace", "old_str")
 SYMBOL = ("outline", "symbol")
@@ -80,13 +83,17 @@ class Workspace:
             return None
         return data if len(data) <= MAX_INDEX_BYTES and b"\0" not in data[:8192] else None
 
-    def file_index(self, vocab: Vocab, rel: str) -> FileIndex | None:
+    def file_index(self, vocab: Vocab, rel: str, docstrings: bool = True) -> FileIndex | None:
+        """`rel`'s index for old_str; without `docstrings`, a Python file's docstring lines are left out."""
         data = self.read(rel)
         if data is None:
             return None
-        cached = self._files.get(rel)
+        key = rel if docstrings else f"{rel}\0no-docstrings"
+        cached = self._files.get(key)
         if cached is None or cached[0] != data or cached[1].vocab is not vocab:
-            cached = self._files[rel] = (data, FileIndex(vocab, data))
+            protected = frozenset() if docstrings or not rel.endswith(".py") else \
+                docstring_lines(data.decode("utf-8", "surrogateescape"))
+            cached = self._files[key] = (data, FileIndex(vocab, data, protected))
         return cached[1]
 
     def symbols(self, files: list[str]) -> list[str]:
@@ -116,10 +123,12 @@ class Grounding:
     """One turn's grounded values, for the tool grammar: `node(tool, param, path)` is the root node
     of a grounded value (None: free text), `lines(path)` the named file's line count. `context`:
     the conversation so far, whose mentions the copy prior prefers; `quotable`: the text the answer's
-    code spans may copy (answer_spans.quotable_text)."""
+    code spans may copy (answer_spans.quotable_text); `request`: what the user asked (edit_scope.py:
+    the test files and docstrings it names may be edited)."""
 
-    def __init__(self, workspace: Workspace, vocab: Vocab, context: str = "", quotable: str = "") -> None:
-        self.ws, self.vocab, self.quotable = workspace, vocab, quotable
+    def __init__(self, workspace: Workspace, vocab: Vocab, context: str = "", quotable: str = "",
+                 request: str = "") -> None:  # fmt: skip
+        self.ws, self.vocab, self.quotable, self.request = workspace, vocab, quotable, request
         self.mentions = Mentions(context) if context else None
         self._spans: AnswerSpans | None = None
         self.files, self.dirs = workspace.listing()
@@ -140,6 +149,8 @@ class Grounding:
             subdirs = [d for d in self.dirs if d != "."]
             if kind == "file":
                 s = CandidateSet(self.vocab, self.files)
+            elif kind == "edit":
+                s = CandidateSet(self.vocab, [f for f in self.files if may_edit(self.request, f)])
             elif kind == "dir":
                 s = CandidateSet(self.vocab, [*self.dirs, *(d + "/" for d in subdirs)])
             elif kind == "any":
@@ -169,7 +180,7 @@ class Grounding:
         elif key == SYMBOL:
             root = self._set("symbol").root()
         elif key == OLD_STR and path:
-            index = self.ws.file_index(self.vocab, path)
+            index = self.ws.file_index(self.vocab, path, docstrings=asks_for_docstrings(self.request))
             # an empty file has no line to replace: old_str closes at once and str_replace says
             # to use insert or create (free text here was a garbage old_str that could not match)
             root = index.root if index is not None else None

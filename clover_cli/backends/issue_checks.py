@@ -7,7 +7,10 @@ step is to reproduce it; this module turns such a report into `Check`s: statemen
 what it should give (a value, an exception, or at least no crash). probe.py runs them.
 
 Only what the issue's own text states is used: a report without a call and an expected outcome
-gives no check (the edit is then chosen by the model alone).
+gives no check (the edit is then chosen by the model alone). What Python printed is not what the
+user expects: a pasted traceback's frames and exception message (`ValueError: not enough values to
+unpack (expected 2, got 1)`) never give an expected value (issue 49). Sessions and tracebacks are
+read fenced or not: people paste them into a report's prose as often as into a code block.
 """
 
 from __future__ import annotations
@@ -45,6 +48,58 @@ SAFE_MODULES = frozenset(["datetime", "decimal", "fractions", "math", "collectio
 NO_ARGS = re.compile(r"[A-Za-z_][\w.]*\(\)")
 ASSIGN = re.compile(r"[A-Za-z_][\w.]*\s*=(?!=)")
 TRACE_FRAME = re.compile(r'^\s*File "[^"]*", line \d+, in <module>\n(?P<code>[^\n]+)', re.M)
+TRACE_START = re.compile(r"^\s*Traceback \(most recent call last\):\s*$")
+# an exception's own line (`ValueError: ...`, `json.decoder.JSONDecodeError: ...`, a bare `KeyError`)
+EXCEPTION_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt|Iteration)\b(?::.*)?$")
+EXCEPTION_TEXT = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Warning): [^`\n]*")  # one quoted in a sentence
+
+
+def _blank(text: str) -> str:
+    return re.sub(r"[^\n]", " ", text)
+
+
+def without_tracebacks(text: str) -> str:
+    """`text` with every pasted traceback (from its `Traceback` line to its exception's line) and
+    every exception message written as blanks, offsets kept: what Python printed states no expected
+    value, whatever words it holds ("expected 2, got 1")."""
+    out, inside = [], False
+    for line in text.split("\n"):
+        if TRACE_START.match(line):
+            inside = True
+        if inside or EXCEPTION_LINE.match(line):
+            out.append(_blank(line))
+            inside = inside and not EXCEPTION_LINE.match(line) and bool(line.strip())
+        else:
+            out.append(line)
+    return EXCEPTION_TEXT.sub(lambda m: _blank(m.group()), "\n".join(out))
+
+
+def unfenced_blocks(text: str) -> list[tuple[str, int]]:
+    """(block, where it ends) for each `>>>` session and traceback written outside a code fence:
+    a session runs from its first `>>>` line to the next blank line, a traceback to its exception's
+    line; both dedented."""
+    outside = BLOCK.sub(lambda m: _blank(m.group()), text)
+    lines = outside.split("\n")
+    found, i = [], 0
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+    while i < len(lines):
+        line = lines[i]
+        if line.lstrip().startswith(">>>") or TRACE_START.match(line):
+            session = not TRACE_START.match(line)
+            j = i + 1
+            while j < len(lines) and lines[j].strip():
+                if not session and EXCEPTION_LINE.match(lines[j]):
+                    j += 1
+                    break
+                j += 1
+            indent = min(len(x) - len(x.lstrip()) for x in lines[i:j] if x.strip())
+            found.append(("\n".join(x[indent:] for x in lines[i:j]), starts[j] - 1))
+            i = j
+        else:
+            i += 1
+    return found
 
 
 @dataclass(frozen=True)
@@ -121,7 +176,8 @@ def _session(block: str) -> tuple[list[str], str | None, bool | str]:
 
 
 def _expected(text: str, after: int) -> Expect | None:
-    """The outcome the report asks for, the first one stated after `after` (else anywhere)."""
+    """The outcome the report asks for, the first one stated after `after` (else anywhere); `text`
+    without its tracebacks (without_tracebacks)."""
     for start in (after, 0):
         raises = RAISES.search(text, start)
         value = next(((m.start(), v) for m in EXPECT.finditer(text, start) if (v := _value(m)) is not None), None)
@@ -246,27 +302,29 @@ def extract_checks(issue: str, files: Iterable[str] = (), read: Callable[[str], 
     """The checks an issue's text states (at most MAX_CHECKS, the first first); `files` and `read`
     find the imports a prose report leaves out."""
     issue = issue[:MAX_ISSUE_CHARS]
+    said = without_tracebacks(issue)  # what the user wrote, not what Python printed
     found: list[tuple[list[str], str, int, bool | str]] = []  # setup, probe, where it ends, shown raising
     arrow_values: dict[str, str] = {}
-    for m in BLOCK.finditer(issue):
-        setup, probe, raised = _session(m.group(1))
+    blocks = [(m.group(1), m.end()) for m in BLOCK.finditer(issue)] + unfenced_blocks(issue)
+    for block, end in sorted(blocks, key=lambda b: b[1]):
+        setup, probe, raised = _session(block)
         if probe:
-            found.append((setup, probe, m.end(), raised))
-    for m in ARROW.finditer(issue):
+            found.append((setup, probe, end, raised))
+    for m in ARROW.finditer(said):
         value = _value(m)
         if value is not None and (probe := _expression(m.group("call") or m.group("call2"))):
             arrow_values.setdefault(probe, value)
             found.append(([], probe, m.end(), False))
     for pattern in (TICKED_CALL, BARE_CALL):
-        for m in pattern.finditer(issue):
+        for m in pattern.finditer(said):
             if probe := _expression(m.group("call")):
-                found.append(([], probe, m.end(), bool(CRASHES.match(issue, m.end()))))
+                found.append(([], probe, m.end(), bool(CRASHES.match(said, m.end()))))
     defs: dict[str, list[str]] | None = None
     modules = {m for f in files if (m := module_of(f))}
     modules |= {m.rsplit(".", i)[0] for m in modules for i in range(1, m.count(".") + 1)}
     checks: list[Check] = []
     for setup, probe, end, raised in found[:MAX_PROBES]:
-        expect = Expect("value", arrow_values[probe]) if probe in arrow_values else _expected(issue, end)
+        expect = Expect("value", arrow_values[probe]) if probe in arrow_values else _expected(said, end)
         if raised == "crash":
             expect = None
         if expect is None:
@@ -303,4 +361,5 @@ def probed_names(checks: Iterable[Check]) -> list[str]:
     return [n for n in dict.fromkeys(names) if n]
 
 
-__all__ = ["Check", "Expect", "definitions", "extract_checks", "module_of", "probed_names", "safe"]
+__all__ = ["Check", "Expect", "definitions", "extract_checks", "module_of", "probed_names", "safe", "unfenced_blocks",
+           "without_tracebacks"]

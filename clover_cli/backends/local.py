@@ -21,6 +21,7 @@ from typing import Any
 
 import clover.model.chat
 from clover.backends.answer_spans import quotable_text
+from clover.backends.competence import SHORT_BUDGET, HeldStream, Limits, honest_turn, reply_text
 from clover.core.protocols import (
     AssistantTurn,
     EventHandler,
@@ -88,12 +89,13 @@ def cpu_threads(asked: int, params: int) -> int | None:
     return 1
 
 
-def load_model(directory: Path, device: str):
-    """load_checkpoint's (network, config, chat template or None); errors as one-line ModelErrors."""
+def load_model(directory: Path, device: str, quantize: str = "none"):
+    """load_checkpoint's (network, config, chat template or None); errors as one-line ModelErrors.
+    `quantize`: int4 / int8 quantize the checkpoint's floating-point matrices on load; none: as stored."""
     from clover.model.load import CheckpointError, load_checkpoint
 
     try:  # the loader picks the dtype: bf16 on a GPU, fp32 on CPU only for a small model
-        return load_checkpoint(directory, device=device)
+        return load_checkpoint(directory, device=device, quantize=None if quantize == "none" else quantize)
     except CheckpointError as exc:
         raise ModelError(_one_line(exc)) from None
     except Exception as exc:  # e.g. safetensors' error on a truncated file: still one line
@@ -119,7 +121,7 @@ class LocalCloverModel:
         except ImportError:
             raise ModelError("the local Clover model needs torch: pip install 'clover-cli[local]'") from None
         self.device = pick_device(settings.device)
-        net, config, template = load_model(directory, self.device)
+        net, config, template = load_model(directory, self.device, settings.quantize)
         self.net, self.config = net.eval(), config
         if self.device == "cpu":
             import torch
@@ -129,10 +131,17 @@ class LocalCloverModel:
                 torch.set_num_threads(threads)
         try:
             self.tokenizer = CloverTokenizer.from_dir(directory)
+            self.tokenizer.check_fits(config.vocab_size, str(directory / "tokenizer.json"))
         except TokenizerError as exc:
             raise ModelError(str(exc)) from None
         self.chat_template = template if template is not None else self.tokenizer.chat_template
         self.name = "clover-embedded" if settings.model == "embedded" else directory.resolve().name
+        from clover.model.decode_width import choose_width
+
+        # the checkpoint's own block size, or 1 for a big MoE whose wide forwards cost more than they decode
+        self.default_width = choose_width(config, self.device).width
+        # `clover fix` rolls back a change of the embedded model's that breaks a passing test (test_guard.py)
+        self.rolls_back_test_breaks = settings.model == "embedded"
         self.context_window = int(config.max_position_embeddings or DEFAULT_CONTEXT)
         self.wrap_up = bool(getattr(config, "wrap_up", True))  # the agent's last turn at its step limit
         self.early_answer_redos = int(getattr(config, "early_answer_redos", 0))  # a fix's answers before an edit
@@ -206,13 +215,19 @@ class LocalCloverModel:
             raise ModelError(
                 f"the prompt has {len(ids)} tokens, more than the {self.context_window}-token context of {self.name}"
             )
+        limits, big_repo = Limits.of(self.config), None  # the checkpoint's competence (competence.py)
+        if limits.active:
+            if why := limits.prompt_too_long(len(ids)):
+                return honest_turn(why, len(ids), 0, time.perf_counter() - start, emit, messages)
+            big_repo = limits.repo_too_big(len(self.workspace.listing()[0])) if self.workspace is not None else None
+            emit = held = HeldStream(emit)  # the reply is shown once it is judged
         decode = DecodeSettings(
-            block_size=(s.block_size or self.config.default_block()) if self.config.block_size > 1 else 1,  # AR stays AR
+            block_size=(s.block_size or self.default_width) if self.config.block_size > 1 else 1,  # AR stays AR
             policy="threshold",
             threshold=s.threshold,
             order=None if s.decode_order == "auto" else s.decode_order,  # None: the checkpoint's
             temperature=s.temperature or 0.0,
-            max_new_tokens=min(s.max_tokens, room),
+            max_new_tokens=min(s.max_tokens, room, SHORT_BUDGET if big_repo else room),
             stop_token_ids=self.stop_ids,
             draft_ngram=max(int(getattr(s, "drafts", 0)), 0),
             fused_rounds=bool(getattr(s, "fused_rounds", False)),
@@ -220,10 +235,12 @@ class LocalCloverModel:
         context = self.tokenizer.decode(ids)  # the prompt as text: what the copy prior of grounded values reads
         # what the answer's code spans may copy: the conversation, and what the checkpoint's replies quote
         quotable = "\n".join([quotable_text(messages), *getattr(self.config, "answer_quotes", [])])
+        # what the user asked: the test files and docstrings it names may be edited (edit_scope.py)
+        request = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "user")
         answer_only = options is not None and options.tool_choice == "none"
         required = options is not None and options.tool_choice == "required"
         grammar = self._grammar(tools, opened, decode.max_new_tokens, context, answer_only=answer_only,
-                                call_required=required, quotable=quotable)  # fmt: skip
+                                call_required=required, quotable=quotable, request=request)  # fmt: skip
         grammars = [grammar]  # the turn's grammars, one per decoded piece (their stats add up)
         out, result, stream = self._decode(ids, decode, grammar, emit, forced, thinking=opened)
         stats = dict(result.stats)
@@ -238,7 +255,7 @@ class LocalCloverModel:
                 # or an answer instead of leaving a turn with neither.
                 out = out + self._after_thought
                 after = self._grammar(tools, False, left, context, thought_closed=True, answer_only=answer_only,
-                                      call_required=required, quotable=quotable)
+                                      call_required=required, quotable=quotable, request=request)
                 grammars.append(after)
                 more, result, _ = self._decode(
                     ids + out, dataclasses.replace(decode, max_new_tokens=left), after, emit, None, thinking=False
@@ -251,7 +268,16 @@ class LocalCloverModel:
         turn = turn_from_text(text, tools, opened=opened)
         if answer_only:  # without the grammar (switched off) a call may still come: not asked for
             turn.tool_calls = []
-        repaired = self._choose_edits(turn, ids, text, messages, context, s)
+        scored: list[float] = []  # the reply's mean log-probability, where it was judged by it
+        why = limits.judge(turn, result.finish_reasons[0], big_repo,
+                           lambda: scored.append(self._mean_logprob(ids, out)) or scored[0]) if limits.active else None
+        if limits.active:
+            held.release(why is not None, reply_text(why, messages) if why else "")
+        if why is not None:
+            turn, repaired = honest_turn(why, messages=messages), {"outside_competence": 1.0}
+        else:
+            repaired = self._choose_edits(turn, ids, text, messages, context, s)
+            repaired |= self._hold_out_of_scope(turn, request)
         for call in turn.tool_calls:
             emit(StreamEvent("tool_call", data={"name": call.name, "arguments": call.arguments}))
         turn.prompt_tokens, turn.completion_tokens = len(ids), len(out)
@@ -260,13 +286,18 @@ class LocalCloverModel:
         turn.stats = {k: float(st[k]) for k in ("forwards", "tokens_per_forward", "tok_per_s", "rounds_per_block")}
         for k in ("prefill_seconds", "prefill_tokens", "cached_prompt_tokens", "prefill_forwards", "drafted_tokens"):
             turn.stats[k] = float(st.get(k, 0.0))
-        turn.stats.update(repaired)
+        turn.stats.update(repaired | ({"reply_logprob": scored[0]} if scored else {}))
         for g in grammars:  # tokens the grammar placed without a forward, and ones it redid
             for k, v in (g.stats if g is not None else {}).items():
                 turn.stats[k] = turn.stats.get(k, 0.0) + float(v)
-        turn.finish_reason = "tool_calls" if turn.tool_calls else result.finish_reasons[0]
+        turn.finish_reason = "tool_calls" if turn.tool_calls else "stop" if why else result.finish_reasons[0]
         emit(StreamEvent("usage", data={"prompt_tokens": len(ids), "completion_tokens": len(out), **turn.stats}))
         return turn
+
+    def _mean_logprob(self, ids: list[int], out: list[int]) -> float:
+        from clover.model.score import continuation_logprobs
+
+        return continuation_logprobs(self.net, ids, [out])[0] / max(len(out), 1) if out else 0.0
 
     def _decode(self, ids: list[int], decode: Any, grammar: Any, emit: EventHandler,
                 forced: dict[int, int] | None, *, thinking: bool) -> tuple[list[int], Any, _BlockStreamer]:
@@ -311,9 +342,17 @@ class LocalCloverModel:
 
         return choose_turn_edit(self, turn, ids, reply, messages, context)
 
+    def _hold_out_of_scope(self, turn: AssistantTurn, request: str) -> dict[str, float]:
+        """Edits of test files or docstrings the request does not name are held back (edit_scope.py)."""
+        if getattr(self, "workspace", None) is None or not getattr(self.settings, "grounded", True):
+            return {}
+        from clover.backends.edit_scope import hold_out_of_scope
+
+        return hold_out_of_scope(turn.tool_calls, request, self.workspace)
+
     def _grammar(self, tools: list[ToolSpec], opened: bool, budget: int, context: str = "",
                  thought_closed: bool = False, answer_only: bool = False, call_required: bool = False,
-                 quotable: str = ""):  # fmt: skip
+                 quotable: str = "", request: str = ""):  # fmt: skip
         """The tool-call grammar for this turn, or None (no tools, switched off, or a vocabulary
         without the markup tokens)."""
         if not tools or not self.constrain_tool_calls:
@@ -324,7 +363,7 @@ class LocalCloverModel:
 
         return ToolCallGrammar.build(
             self.tokenizer, tools, opened=opened, stop_ids=self.stop_ids, vocab_size=self.config.vocab_size,
-            mask_id=self.config.mask_token_id, budget=budget, device=self.device, grounding=self._grounding(context, quotable),
+            mask_id=self.config.mask_token_id, budget=budget, device=self.device, grounding=self._grounding(context, quotable, request),
             thought_closed=thought_closed, copy_bias=float(getattr(self.settings, "copy_bias", 0.0)),
             answer_only=answer_only, call_required=call_required, spans=self._spans_on(),
         )  # fmt: skip
@@ -334,7 +373,7 @@ class LocalCloverModel:
         on = getattr(self.settings, "grounded_spans", "auto")
         return on == "on" or (on == "auto" and bool(getattr(self.config, "grounded_spans", False)))
 
-    def _grounding(self, context: str = "", quotable: str = ""):
+    def _grounding(self, context: str = "", quotable: str = "", request: str = ""):
         """This turn's workspace grounding, or None (off, or no workspace bound). `quotable`: what
         the answer's code spans may copy."""
         if not getattr(self.settings, "grounded", True) or getattr(self, "workspace", None) is None:
@@ -344,7 +383,7 @@ class LocalCloverModel:
 
         if getattr(self, "_vocab", None) is None:
             self._vocab = Vocab(self.tokenizer, self.config.vocab_size)
-        return Grounding(self.workspace, self._vocab, context, quotable)
+        return Grounding(self.workspace, self._vocab, context, quotable, request)
 
 
 def block_size_of(decode: Any) -> int:

@@ -87,7 +87,7 @@ class PrefixCache:
         t0, f0 = time.perf_counter(), model.forward_count
         mark = (len(ids) - self.margin) // b * b
         if start < mark < whole:  # the end of the prefill is near the prompt's end: split it
-            dev = model.lm_head.weight.device
+            dev = model.device
             model.prefill(torch.tensor([ids[start:mark]], dtype=torch.long, device=dev), cache)
             self._add(cache.snapshot())
         piece_s, piece_f = time.perf_counter() - t0, model.forward_count - f0

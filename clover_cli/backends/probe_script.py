@@ -193,6 +193,9 @@ def _run_one(spec, edits, phase):
 
 def main(argv):
     spec = json.loads(argv[1])
+    # the user's own interpreter may carry pytest plugins that write files (pytest-benchmark's
+    # .benchmarks/): none is loaded, as the grader runs tests (evals/grading.py)
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     deadline = time.monotonic() + spec.get("budget", 1e9)
     n = len(spec["checks"])
     tests = bool(spec.get("tests"))

@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from clover.tools.pynames import newly_undefined
 from clover.tools.pysyntax import parse_error
 
 TOKEN = re.compile(
@@ -307,7 +308,8 @@ def _file_parses(text: str) -> bool:
 
 def repairs(old: str, *, issue: str = "", file_text: str = "", path: str = "", context: str = "") -> list[str]:
     """The one-site repairs of `old` (distinct, never `old` itself), cheapest kinds first. In a
-    Python file that parses, a repair that would break it is left out."""
+    Python file that parses, a repair that would break it, or make it use a name it does not define
+    or import (the edit tools refuse both), is left out."""
     toks = lex(old)
     seen: dict[str, None] = {}
     for start, end, new in _site_edits(old, toks, issue, file_text, context):
@@ -318,6 +320,9 @@ def repairs(old: str, *, issue: str = "", file_text: str = "", path: str = "", c
     if path.endswith((".py", ".pyi")) and file_text and old in file_text and _file_parses(file_text):
         at = file_text.index(old)
         out = [c for c in out if _parses(file_text[:at] + c + file_text[at + len(old) :])]
+        known = set(IDENT.findall(old))  # a repair that brings no new identifier cannot add an undefined one
+        out = [c for c in out if set(IDENT.findall(c)) <= known
+               or not newly_undefined(path, file_text, file_text[:at] + c + file_text[at + len(old) :])]
     return out[:MAX_CANDIDATES]
 
 

@@ -257,14 +257,15 @@ class LinesNode(Node):
         if self.ends is None:
             return ix.first_tokens()
         close = [CLOSE] if v.endswith(NL) and len(v) > 1 and ix.unique(v[:-1]) else []
+        ends = [e for e in self.ends if ix.allowed(e + 1)]  # the next byte's line may be copied
         if len(self.ends) == 1:  # one place: the rest of its line is determined
             e = self.ends[0]
-            if e >= len(ix.text):
+            if e >= len(ix.text) or not ends:
                 return close
             run = ix.line_run(e)
             if run:
                 return [*close, run[0]]
-        windows = {ix.text[e : e + ix.vocab.longest] for e in self.ends}
+        windows = {ix.text[e : e + ix.vocab.longest] for e in ends}
         found: set[int] = set()
         for w in windows:
             found.update(ix.vocab.prefixes(w))
@@ -275,7 +276,7 @@ class LinesNode(Node):
         if t == CLOSE:
             return None
         e = self.ends[0] if self.ends is not None and len(self.ends) == 1 else len(ix.text)
-        run = ix.line_run(e) if e < len(ix.text) else ()
+        run = ix.line_run(e) if e < len(ix.text) and ix.allowed(e + 1) else ()
         if run and t == run[0]:  # the line's rest as the tokenizer writes it
             line_end = ix.text.index(NL, e) + 1
             final = LinesNode(ix, self.value + ix.text[e:line_end], (line_end,))
@@ -285,26 +286,33 @@ class LinesNode(Node):
             ends = tuple(s + len(b) for s in ix.starts if ix.text.startswith(b, s))
         else:
             ends = tuple(e + len(b) for e in self.ends if ix.text.startswith(b, e))
+        if ix.protected:  # a value never reaches into a protected line (edit_scope.py: docstrings)
+            ends = tuple(e for e in ends if ix.allowed(e))
         return LinesNode(ix, self.value + b, ends) if ends else None
 
 
 class FileIndex:
     """One version of a file, for old_str: its text (CRLF read as LF, as str_replace matches it,
     with a final newline), where lines start (and where their text starts after the indentation),
-    the first tokens that can start a line, and the tokenizer's spelling of each line's rest."""
+    the first tokens that can start a line, and the tokenizer's spelling of each line's rest.
+    `protected`: 0-based numbers of lines old_str may not copy (they neither start nor continue it)."""
 
-    def __init__(self, vocab: Vocab, data: bytes) -> None:
+    def __init__(self, vocab: Vocab, data: bytes, protected: frozenset[int] = frozenset()) -> None:
         text = data.replace(b"\r\n", b"\n")
         self.real = text  # what str_replace searches
         self.text = text if text.endswith(NL) or not text else text + NL
         self.vocab = vocab
+        self.protected = protected
+        self.line_starts: list[int] = []
         self.starts: list[int] = []  # where each line starts, and where its text does after the indentation
         pos = 0
-        for line in self.text.split(NL)[:-1]:
-            self.starts.append(pos)
-            indent = len(line) - len(line.lstrip(b" \t"))
-            if 0 < indent < len(line):
-                self.starts.append(pos + indent)
+        for number, line in enumerate(self.text.split(NL)[:-1]):
+            self.line_starts.append(pos)
+            if number not in protected:
+                self.starts.append(pos)
+                indent = len(line) - len(line.lstrip(b" \t"))
+                if 0 < indent < len(line):
+                    self.starts.append(pos + indent)
             pos += len(line) + 1
         self.lines = self.text.count(NL)
         self.root = LinesNode(self, b"", None)
@@ -329,6 +337,10 @@ class FileIndex:
             end = self.text.index(NL, e) + 1
             self._runs[e] = self.vocab.run(self.text[e:end])
         return self._runs[e]
+
+    def allowed(self, end: int) -> bool:
+        """Is the byte before `end` on a line old_str may copy?"""
+        return not self.protected or bisect.bisect_right(self.line_starts, end - 1) - 1 not in self.protected
 
     def unique(self, value: bytes) -> bool:
         first = self.real.find(value)

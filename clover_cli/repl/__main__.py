@@ -16,7 +16,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model")
     parser.add_argument("--base-url")
     parser.add_argument("--mode")
-    parser.add_argument("--resume", nargs="?", const="last", default=None, help="session id (default: last)")
+    parser.add_argument("--resume", nargs="?", const="pick", default=None,
+                        help="session id, 'last', or nothing: pick one from a list")
+    parser.add_argument("--continue", "-c", dest="continue_", action="store_true",
+                        help="continue the most recent session in this directory")
     parser.add_argument("--no-live", action="store_true")
     parser.add_argument("--think", choices=("on", "off"))
     args = parser.parse_args(argv)
@@ -34,8 +37,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from clover.repl.app import run_chat
 
-    return run_chat(settings, repo.resolve(), resume=args.resume, live=not args.no_live)
+    resume = "continue" if args.continue_ else args.resume
+    return run_chat(settings, repo.resolve(), resume=resume, live=not args.no_live)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from clover.repl.leave import leave
+
+    leave(main())

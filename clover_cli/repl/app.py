@@ -1,14 +1,12 @@
 """`clover chat`: read a message, run the agent on it with streamed rendering and approvals, keep
 the session saved, repeat. Slash commands live in slash.py, rendering in render.py, the observed
-model and gate in observed.py, the headless one-shot in headless.py."""
+model and gate in observed.py, `!command` in bang.py, @mentions in attach.py, /model in
+model_switch.py, which session to continue in resume.py, the headless one-shot in headless.py."""
 
 from __future__ import annotations
 
 import dataclasses
-import re
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -16,21 +14,30 @@ from rich.console import Console
 
 from clover.agent import Agent, RunResult
 from clover.cli_common import state_dir
-from clover.core.protocols import Message, Model, ModelError, ToolCall, ToolResult, TurnOptions
-from clover.prompts import project_instructions, system_prompt
-from clover.repl import compaction
+from clover.core.protocols import AgentStop, Message, Model, ModelError, ToolCall, ToolResult, TurnOptions
+from clover.repl import compaction, context, resume
 from clover.repl.approvals import Approver
-from clover.repl.completion import ChatCompleter, expand_mentions
+from clover.repl.bang import run_user_command
+from clover.repl.completion import ChatCompleter
 from clover.repl.input import ChatInput
 from clover.repl.keys import EscWatch
+from clover.repl.model_switch import load_model, switch_model
 from clover.repl.observed import ObservedGate, ObservedModel
+from clover.repl.outputs import OutputStore
 from clover.repl.render import Renderer, make_console
-from clover.repl.replay import is_request, replay
 from clover.repl.sessions import Session, SessionError, SessionStore, new_session_id
 from clover.repl.slash import dispatch, help_texts
-from clover.repl.status import Totals, run_parts
-from clover.runner import build_agent, build_environment, build_gate, build_model
+from clover.repl.status import Totals, print_status
+from clover.runner import build_agent, build_environment, build_gate
 from clover.settings import MODES, Settings
+
+CYCLE = ("ask", "auto-edit", "plan")  # Shift+Tab, as Claude Code: default, accept edits, plan
+
+
+class TurnStopped(AgentStop):
+    """The user declined a call without saying what instead: the turn ends, the user says it next."""
+
+    exit_status = "declined"
 
 
 class ChatApp:
@@ -48,27 +55,43 @@ class ChatApp:
     ) -> None:
         self.settings = settings
         self.root = Path(root).resolve()
-        self.tty = (sys.stdin.isatty() and sys.stdout.isatty()) if tty is None else tty
-        self.console = console or make_console(self.tty)
+        terminal = _terminal()  # stdout, or stderr when stdout is redirected: the UI stays on screen
+        self.tty = (sys.stdin.isatty() and terminal is not None) if tty is None else tty
+        self.transcript = sys.stdout if tty is None and self.tty and terminal is not sys.stdout else None
+        self.console = console or make_console(self.tty, terminal if self.tty else None)
         self.renderer = Renderer(self.console, live=live and settings.live and self.tty)
         self.home = state_dir()
         self.store = SessionStore(self.home / "sessions")
         self.session = Session(new_session_id(), str(self.root), settings.model, settings.mode)
+        self.outputs = OutputStore()
         self.context_tokens = 0
         self.current_request = ""
+        self.user_commands = 0
+        self.turn_stopped = False
+        self.server_url = settings.base_url  # /model NAME asks this server, even after /model embedded
+        self.cycle = CYCLE + (("yolo",) if settings.mode == "yolo" else ())
         commands = help_texts()
         completer = ChatCompleter(
             self.root, commands,
             {"mode": lambda: MODES, "think": lambda: ("on", "off"), "resume": self.store.ids},
         )
+        prompt_io = input_kwargs
+        if prompt_io is None and self.tty and terminal is not sys.stdout:
+            from prompt_toolkit.output import create_output
+
+            prompt_io = {"output": create_output(stdout=terminal)}
         self.input = ChatInput(
             self.home / "history", completer, tty=self.tty, stdin=stdin,
-            echo=None if self.tty else self.console.file, session_kwargs=input_kwargs,
+            echo=None if self.tty else self.console.file, session_kwargs=prompt_io, cycle_mode=self.cycle_mode,
         )
-        self.approver = Approver(self.console, self.root, self.input.ask)
+        self.input.mode = settings.mode
+        menu = self.input.choose if self.tty and self.input.session is not None else None
+        self.approver = Approver(self.console, self.root, self.input.ask, menu=menu)
         self.approver.before_ask, self.approver.after_ask = self._before_question, self._after_question
+        self.approver.on_all_edits = self._all_edits
         # Esc interrupts like Ctrl-C while the agent works (a real terminal only, not a test's pipe).
         self.keys = EscWatch() if self.tty and input_kwargs is None else None
+        self.renderer.typed = self._typed
         self._working = False
         self.env = build_environment(settings, self.root)
         self.approver.env = self.env  # edit previews are planned where the edits run
@@ -78,25 +101,28 @@ class ChatApp:
         self.totals = Totals()
         if self.tty:  # at once, before a local model's weights load (seconds of a blank screen)
             self.banner(_display_name(settings) if model is None else str(getattr(model, "name", "")))
-        self.model = ObservedModel(model if model is not None else self._load(settings), self)
+        self.model = ObservedModel(model if model is not None else load_model(self, settings), self)
+        self.recorder = self._recorder()
         self.agent: Agent = build_agent(
             settings, self.env, kind="chat", model=self.model, ask_user=self.approver,
-            before_step=self._before_step, on_tool_result=self._tool_result,
+            before_step=self._before_step, on_tool_result=self.keep_result, recorder=self.recorder,
         )
+        self.agent.on_call_done = self._call_done
         self.agent.gate = ObservedGate(self.agent.gate, self)
-        self.checkpoints = self._checkpoints()
         self.baseline = self._worktree()
 
     # ------------------------------------------------------------------ setup helpers
 
-    def _checkpoints(self) -> Any:
+    def _recorder(self) -> Any:
+        """What each agent step changes, recorded for /undo (None: checkpoints off or unusable)."""
         if not self.settings.checkpoints:
             return None
         try:
-            from clover.tools.checkpoints import Checkpoints
+            from clover.tools.checkpoints import Checkpoints, Recorder
 
-            return Checkpoints(str(self.root))
-        except Exception:  # not a git repo, or the module is missing: /undo says so
+            return Recorder(Checkpoints(str(self.root)), self.session.id)
+        except Exception as exc:  # a store that cannot be used: /undo says so
+            self.renderer.error(f"checkpoints unavailable ({exc}): /undo will not work in this session")
             return None
 
     def _worktree(self) -> str | None:
@@ -110,31 +136,21 @@ class ChatApp:
     def model_name(self) -> str:
         return self.model.name
 
-    def _load(self, settings: Settings) -> Model:
-        """Build the model; a local one loads under a spinner that says so."""
-        local = not settings.base_url and not settings.model.startswith("scripted:")
-        if not (local and self.tty):
-            return build_model(settings)
-        started = time.monotonic()
-        with self.console.status(f"loading {_display_name(settings)}…", spinner="dots"):
-            model = build_model(settings)
-        self.renderer.info(f"model loaded in {time.monotonic() - started:.1f}s")
-        return model
-
     # ------------------------------------------------------------------ the loop
 
     def banner(self, name: str) -> None:
         if self.default_model:
             name += " (the built-in tiny Clover; --model / --base-url pick another)"
         self.renderer.note(f"Clover chat · model {name} · mode {self.settings.mode} · {self.root}")
-        self.renderer.info("/help for commands · Enter sends · Alt-Enter adds a line · Ctrl-D exits")
+        self.renderer.status("/help · Alt-Enter: new line · !cmd runs it · Shift+Tab: mode · Esc stops · Ctrl-D exits")
 
     def run(self, resume: str | None = None) -> int:
-        """The prompt loop; `resume` (an id, '' or 'last') continues a saved session first."""
+        """The prompt loop. `resume`: an id (or prefix), 'last', 'continue' (this directory's
+        latest) or 'pick' (a picker) continues a saved session first."""
         if resume is not None and not self.resume(resume):
             return 2
         armed = False  # a first Ctrl-C at an empty prompt arms the exit
-        while True:
+        while not self.exit_requested():
             try:
                 text = self.input.read()
             except EOFError:
@@ -154,37 +170,68 @@ class ChatApp:
                     if dispatch(self, text):
                         break
                     continue
+                if text.lstrip().startswith("!"):
+                    run_user_command(self, text.lstrip()[1:].strip())
+                    continue
                 self.ask(text)
             except KeyboardInterrupt:
                 self.renderer.stop_live()
                 self.renderer.note("interrupted")
-        self.save()
-        self.renderer.info(f"session {self.session.id} saved · clover chat --resume {self.session.id}")
+        self.farewell()
         return 0
 
+    def farewell(self) -> None:
+        path = self.save()
+        if path is not None:
+            self.renderer.info(f"session {self.session.id} saved · clover chat --resume {self.session.id}")
+        elif not any(m.get("role") == "user" for m in self.agent.messages):
+            self.renderer.info("nothing to save: no request in this session")
+
+    def exit_requested(self) -> bool:
+        """Ctrl-D while the agent worked, or at one of its questions."""
+        return (self.keys is not None and self.keys.exit_requested) or self.approver.closed
+
     def ask(self, text: str) -> RunResult | None:
+        attached = context.attach(self, text)
+        if attached is None:
+            return None
         self._working = True
-        if self.keys is not None:  # from the start: keys typed from now on are not echoed mid-output
-            self.keys.start()
-        message, added = expand_mentions(text, self.root)
-        for rel in added:
-            self.renderer.info(f"added @{rel} to the context")
-        self._snapshot(text)
+        self.turn_stopped = False
+        self.start_keys()  # from the start: keys typed from now on are not echoed mid-output
+        if self.recorder is not None:  # this request's steps are one undo
+            self.recorder.session = self.session.id
+            self.recorder.start_request(text[:70])
         self.current_request = text
         try:
-            result = self._run_agent(message)
+            result = self._run_agent(attached)
             self.totals.add(result)
-            if result.exit_status == "interrupted":
-                self.renderer.note("⏹ interrupted: back at the prompt, the conversation is kept")
-            elif result.exit_status != "submitted":
-                self.renderer.error(f"{result.exit_status}: {result.error}")
-            self.print_status(result=result)
+            self._report(result)
+            self._write_transcript(text, result)
         finally:  # only now: keys typed meanwhile are not echoed into the output above
             self._working = False
-            if self.keys is not None:
-                self.keys.stop()
-                self.input.type_ahead(self.keys.take_typed())
+            self.stop_keys()
+        self.save()
         return result
+
+    def _report(self, result: RunResult) -> None:
+        if self.exit_requested():
+            self.renderer.stop_live()
+            self.renderer.note("⏹ Ctrl-D (input closed): leaving")
+        elif result.exit_status == "interrupted":
+            self.renderer.note("⏹ interrupted: back at the prompt, the conversation is kept")
+        elif result.exit_status == TurnStopped.exit_status:
+            self.renderer.note("⏹ declined: say what Clover should do instead")
+            self.input.hint = "the call was declined: tell Clover what to do instead"
+        elif result.exit_status != "submitted":
+            self.renderer.error(f"{result.exit_status}: {result.error}")
+        self.print_status(result=result)
+
+    def _write_transcript(self, text: str, result: RunResult) -> None:
+        """With stdout redirected (`clover chat > out.txt`) the file gets each request and answer."""
+        if self.transcript is None:
+            return
+        self.transcript.write(f"› {text}\n\n{result.final_text or '(' + result.exit_status + ')'}\n\n")
+        self.transcript.flush()
 
     def _run_agent(self, message: str) -> RunResult:
         try:
@@ -197,92 +244,82 @@ class ChatApp:
             _repair(self.agent.messages)
             self.save()
 
-    def _before_question(self) -> None:
-        self.renderer.stop_live()
+    def start_keys(self) -> None:
         if self.keys is not None:
-            self.keys.stop()  # the question reads the terminal itself
-            self.input.type_ahead(self.keys.take_typed())
-
-    def _after_question(self) -> None:
-        if self.keys is not None and self._working:
             self.keys.start()
 
-    def _tool_result(self, call: ToolCall, result: ToolResult) -> None:
+    def stop_keys(self) -> None:
+        if self.keys is not None:
+            self.keys.stop()
+            self.input.type_ahead(self.keys.take_typed())
+
+    def _typed(self) -> str:
+        return self.input.pending + (self.keys.preview() if self.keys is not None else "")
+
+    def _before_question(self) -> None:
+        self.renderer.stop_live()
+        self.stop_keys()  # the question reads the terminal itself
+
+    def _after_question(self) -> None:
+        if self._working:
+            self.start_keys()
+
+    def keep_result(self, call: ToolCall, result: ToolResult) -> None:
+        """A tool ran: its whole output kept for /show, its head and tail on screen."""
         shown = call.id in self.approver.previewed
         self.approver.previewed.discard(call.id)
-        self.renderer.tool_result(call, result, diff_shown=shown)
+        self.renderer.tool_result(call, result, diff_shown=shown, output=self.outputs.keep(result))
+
+    def _call_done(self, call: ToolCall, result: ToolResult) -> None:
+        """Every call the model made: those that neither ran nor met the gate are shown here."""
+        if any(result.data.get(k) for k in ("format_error", "held", "repeated", "stopped")):
+            self.renderer.call_not_run(call, result)
 
     def _before_step(self, step: int) -> None:
+        if self.turn_stopped:
+            raise TurnStopped("the user declined a call and will say what to do instead")
         self.save()
         self.maybe_compact()
 
+    def _all_edits(self) -> None:
+        self.set_mode("auto-edit", quiet=True)
+        self.renderer.note("mode: auto-edit · edits are allowed for the rest of this session (Shift+Tab changes it)")
+
     # ------------------------------------------------------------------ state
 
-    def save(self) -> Path:
+    def save(self) -> Path | None:
         """Write the session; one with no request yet is not written (it would be `--resume last`)."""
-        if not any(m.get("role") == "user" for m in self.agent.messages):
-            return self.store.path(self.session.id)
-        self.session.messages = self.agent.messages
-        self.session.model, self.session.mode = self.model_name(), self.settings.mode
-        try:
-            return self.store.save(self.session)
-        except OSError as exc:
-            self.renderer.error(f"could not save the session: {exc}")
-            return self.store.path(self.session.id)
+        return resume.save(self)
 
     def resume(self, ref: str | None) -> bool:
         try:
-            session = self.store.resolve(ref, str(self.root))
+            session = resume.find(self, ref)
         except SessionError as exc:
             self.renderer.error(str(exc))
             return False
-        messages = list(session.messages)
-        if messages and messages[0].get("role") == "system":
-            messages = messages[1:]  # the system prompt is rebuilt: AGENTS.md may have changed
-        self.agent.messages[:] = [{"role": "system", "content": system_prompt(self.root, "chat")}, *messages]
-        self.session = session
-        requests = [m for m in messages if is_request(m)]
-        self.renderer.note(f"resumed session {session.id} ({len(requests)} request{'s' if len(requests) != 1 else ''})")
-        replay(self.renderer, messages)
+        if session is None:
+            started = any(m.get("role") == "user" for m in self.agent.messages)
+            self.renderer.info("no session chosen" + ("" if started else f": a new one ({self.session.id})"))
+            return True
+        resume.restore(self, session)
         return True
 
     def clear(self) -> None:
         self.save()
-        self.agent.messages[:] = [{"role": "system", "content": system_prompt(self.root, "chat")}]
-        self.session = Session(new_session_id(), str(self.root), self.settings.model, self.settings.mode)
-        self.context_tokens = 0
+        resume.fresh(self)
         self.renderer.note(f"new conversation (session {self.session.id})")
 
     # ------------------------------------------------------------------ settings
 
-    def switch_model(self, name: str) -> None:
-        settings = dataclasses.replace(self.settings, model=name)
-        served = self._served_models(settings)
-        if served and name not in served:
-            shown = ", ".join(served[:8]) + (", …" if len(served) > 8 else "")
-            self.renderer.error(f"cannot switch to {name}: the server at {settings.base_url} serves {shown}")
-            return
-        try:
-            self.model.inner = build_model(settings)
-        except (ModelError, Exception) as exc:  # a bad name must not end the chat
-            self.renderer.error(f"cannot switch to {name}: {exc}")
-            return
-        self.settings = settings
-        self.renderer.note(f"model: {self.model_name()}")
-
-    def _served_models(self, settings: Settings) -> list[str] | None:
-        """What the OpenAI-compatible server lists (None: no server, or it does not say)."""
-        if not settings.base_url:
-            return None
-        lister = getattr(self.model.inner, "served_models", None)
-        return (lister() or None) if lister is not None else None
+    def switch_model(self, name: str) -> bool:
+        return switch_model(self, name)
 
     def set_think(self, on: bool) -> None:
         self.settings = dataclasses.replace(self.settings, think=on)
         self.model.options = TurnOptions(think=on)  # every later turn asks the backend for it
         self.renderer.note(f"thinking {'on' if on else 'off'}")
 
-    def set_mode(self, mode: str) -> None:
+    def set_mode(self, mode: str, quiet: bool = False) -> None:
         if mode not in MODES:
             self.renderer.error(f"mode must be one of {', '.join(MODES)}")
             return
@@ -292,7 +329,17 @@ class ChatApp:
         if old is not None and hasattr(old, "remembered"):
             gate.remembered = list(old.remembered)  # "always" answers last the whole session
         self.agent.gate = ObservedGate(gate, self)
-        self.renderer.note(f"mode: {mode}")
+        self.input.mode = mode
+        if mode == "yolo" and "yolo" not in self.cycle:
+            self.cycle += ("yolo",)
+        if not quiet:
+            self.renderer.note(f"mode: {mode}")
+
+    def cycle_mode(self) -> str:
+        """Shift+Tab at the prompt: the next mode (the line under the prompt says which)."""
+        at = self.cycle.index(self.settings.mode) if self.settings.mode in self.cycle else -1
+        self.set_mode(self.cycle[(at + 1) % len(self.cycle)], quiet=True)
+        return self.settings.mode
 
     # ------------------------------------------------------------------ context
 
@@ -305,59 +352,50 @@ class ChatApp:
 
     def compact(self, forced: bool) -> bool:
         """Summarise the older turns; True when the conversation got smaller."""
-        window = self.model.context_window
-        changed = _git_status(self.root)
-        state = compaction.task_state(self.current_request, changed)
-        self.renderer.begin_progress("compacting: the model summarises the older turns")
-        try:
-            done = compaction.compact(
-                self.agent.messages, self.model.inner, system_prompt=system_prompt(self.root, "chat"),
-                task_state=state, window=window, keep_tokens=0 if forced else None,
-                on_event=self.renderer.on_event,
-            )
-        except KeyboardInterrupt:
-            self.renderer.stop_live()
-            self.renderer.note("compaction interrupted; the conversation is unchanged")
-            return False
-        finally:
-            self.renderer.stop_live()
-        if done is None:
-            self.renderer.info("nothing to compact yet")
-            return False
-        sizes = f"~{done.before_tokens:,} → ~{done.after_tokens:,} tokens"
-        if not done.applied:
-            self.renderer.warn(f"compaction would not shrink the conversation ({sizes}); it is unchanged")
-            return False
-        self.context_tokens = 0
-        how = "a summary by the model" if done.by_model else "a list of the earlier requests"
-        instructions = re.search(r"# Project instructions \((\S+)\)", project_instructions(self.root))
-        kept = f"{instructions.group(1)} and the task" if instructions else "the task"
-        self.renderer.note(f"⟳ context compacted: {done.removed} older messages → {how} ({sizes}; {kept} re-injected)")
-        self.save()
-        return True
+        return context.compact(self, forced)
 
     # ------------------------------------------------------------------ files
 
-    def _snapshot(self, label: str) -> None:
-        if self.checkpoints is None:
-            return
-        try:
-            self.checkpoints.snapshot(f"before: {label[:70]}")
-        except Exception as exc:  # a failed snapshot must not block the request
-            self.renderer.error(f"checkpoint failed: {exc}")
+    def undo(self, redo: bool, arg: str = "") -> None:
+        """/undo, /redo: this session's latest request, exactly what its steps changed; the plan is
+        shown first and, on a terminal, confirmed. `arg`: `force` also overwrites paths changed
+        since (the user's version saved first), `yes` does not ask."""
+        from clover.tools import undoreport
+        from clover.tools.checkpoints import SnapshotError
 
-    def undo(self, redo: bool) -> None:
-        if self.checkpoints is None:
-            self.renderer.error("checkpoints are off or unavailable here (needs a git repository)")
+        if self.recorder is None:
+            self.renderer.error("checkpoints are off or unavailable here")
             return
+        words, store = set(arg.split()), self.recorder.checkpoints
+        force = "force" in words
         try:
-            target = self.checkpoints.redo() if redo else self.checkpoints.undo()
-            label = self.checkpoints.label(target)
-        except Exception as exc:
+            group, plan = store.plan(redo=redo, session=self.session.id, force=force)
+        except SnapshotError as exc:
+            self.renderer.error(f"{exc} (clover undo --list shows every session's requests)"
+                                if "nothing" in str(exc) else str(exc))
+            return
+        for line in undoreport.describe(store.repo, group, plan):
+            self.renderer.info(line)
+        if not (plan.actions or plan.moves or plan.settled):
+            self.renderer.error("nothing can be done: every path conflicts")
+            return
+        if self.tty and "yes" not in words:
+            try:
+                answer = self.input.ask(f"{'Redo' if redo else 'Undo'} this? [y/N] ")
+            except (EOFError, KeyboardInterrupt):
+                answer = ""
+            if answer.strip().lower() not in ("y", "yes"):
+                self.renderer.info("nothing was done")
+                return
+        try:
+            _group, outcome = store.apply(plan, session=self.session.id, force=force)
+        except (SnapshotError, OSError) as exc:
             self.renderer.error(str(exc))
             return
-        what = "redone" if redo else "undone"
-        self.renderer.note(f"↶ {what}: files restored to checkpoint {target[:8]} ({label})")
+        lines = undoreport.summary(outcome, redo)
+        self.renderer.note(("↷ " if redo else "↶ ") + lines[0] + f" (request {group.request}: {group.label})")
+        for line in lines[1:]:
+            self.renderer.info(line)
 
     def show_diff(self) -> None:
         from clover.gitdiff import diff_trees
@@ -375,17 +413,20 @@ class ChatApp:
     # ------------------------------------------------------------------ status
 
     def print_status(self, result: RunResult | None = None, full: bool = False) -> None:
-        parts = [self.model_name(), self.settings.mode]
-        window = self.model.context_window
-        if result is not None:
-            parts += run_parts(result)
-        if window:
-            parts.append(f"ctx {self.used_tokens() / window:.0%} of {window:,}")
-        if full:
-            parts += [f"think {'on' if self.settings.think else 'off'}", f"session {self.session.id}"]
-        self.renderer.status(" · ".join(parts))
-        if full:
-            self.renderer.status(self.totals.line())
+        """One line that fits the terminal (the least needed parts go first); /status adds more."""
+        print_status(self, result, full)
+
+
+def _terminal() -> IO[str] | None:
+    """Where the chat draws: stdout, or stderr when stdout is redirected (`clover chat > out.txt`
+    must not hide the questions in the file); None without a terminal."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None and stream.isatty():
+                return stream
+        except (AttributeError, ValueError):
+            continue
+    return None
 
 
 def _display_name(settings: Settings) -> str:
@@ -408,18 +449,8 @@ def _repair(messages: list[Message]) -> None:
             return
 
 
-def _git_status(root: Path) -> str:
-    try:
-        from clover.tools.gitsafe import run_git  # hardened: .git/config may have been planted
-
-        proc = run_git(["status", "--short"], str(root), timeout=10)
-        return proc.stdout.decode("utf-8", "replace") if proc.returncode == 0 else ""
-    except (OSError, subprocess.SubprocessError):
-        return ""
-
-
 def run_chat(settings: Settings, root: Path, resume: str | None = None, live: bool = True) -> int:
-    """The `clover chat` entry: returns the exit code. `resume`: a session id, '' or 'last'."""
+    """The `clover chat` entry: returns the exit code. `resume`: see ChatApp.run."""
     try:
         app = ChatApp(settings, root, live=live)
     except (ModelError, ValueError, OSError) as exc:  # bad model, permission rule or directory

@@ -1,10 +1,9 @@
 """Completion for the chat prompt: slash commands (and their arguments) at the start of the line,
-`@path` mentions anywhere; and the expansion of mentions into file context when a message is sent."""
+`@path` mentions anywhere (attach.py attaches them when the message is sent)."""
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -12,8 +11,6 @@ from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 
 SKIP_DIRS = {".git", "__pycache__", ".venv", "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
-MENTION = re.compile(r"(?<![\w@])@([\w./~+-][^\s]*)")
-MAX_MENTION_BYTES = 64_000
 
 
 class ChatCompleter(Completer):
@@ -68,32 +65,3 @@ class ChatCompleter(Completer):
             yield Completion(
                 text, start_position=-len(partial), display=entry.name + ("/" if is_dir else "")
             )
-
-
-def expand_mentions(text: str, root: str | Path) -> tuple[str, list[str]]:
-    """Append the content of every mentioned file inside `root` to the message.
-    Returns the new text and the paths added (relative, as written)."""
-    root_path = Path(root).resolve()
-    added: list[str] = []
-    blocks: list[str] = []
-    for match in MENTION.finditer(text):
-        rel = match.group(1).rstrip(".,;:!?)")
-        if rel in added:
-            continue
-        path = (root_path / os.path.expanduser(rel)).resolve()
-        if root_path not in path.parents or not path.is_file():
-            continue
-        try:
-            data = path.read_bytes()
-        except OSError:
-            continue
-        if b"\x00" in data[:4096]:
-            continue  # binary: mention left as is
-        body = data[:MAX_MENTION_BYTES].decode("utf-8", errors="replace")
-        if len(data) > MAX_MENTION_BYTES:
-            body += f"\n[... cut at {MAX_MENTION_BYTES} of {len(data)} bytes ...]"
-        added.append(rel)
-        blocks.append(f'<file path="{rel}">\n{body}\n</file>')
-    if not blocks:
-        return text, []
-    return text + "\n\n" + "\n\n".join(blocks), added

@@ -1,18 +1,22 @@
 """One-shot headless chat, in the Claude Code / Codex habit: `clover -p "question"`, or anything piped
-into `clover chat`. All of stdin is one prompt, the agent runs once in the permission mode the flags
-give (a call that would need approval is refused, since no one can answer), the answer goes to
-stdout as text, one JSON object, or a JSON line per event. Exit codes: 0 answered, 1 the run failed
-(the server is down, a limit, a truncated reply), 2 bad usage."""
+into `clover chat`. All of stdin is one prompt, the agent runs once in the permission mode the user's
+config and flags give (default `ask`, as in Claude Code's -p: a call that would need approval is
+refused, since no one can answer, said on stderr at once and listed in json's `permission_denials`),
+the answer goes to stdout as text, one JSON object, or a JSON line per event. Exit codes:
+exit_codes.py (0 answered; 3 calls refused and nothing changed; 4 a limit; 5 the backend failed)."""
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import IO, Any
 
-from clover.core.protocols import AssistantTurn, Message, Model, ModelError, StreamEvent, ToolCall, ToolResult
-from clover.repl.guard import guarded_complete, truncation
+from clover.call_log import CallLog
+from clover.core.protocols import AssistantTurn, Message, Model, ModelError, StreamEvent
+from clover.exit_codes import ExitCode, decide
+from clover.repl.guard import TRUNCATED, guarded_complete, truncation
 from clover.settings import Settings
 
 FORMATS = ("text", "json", "stream-json")
@@ -27,7 +31,7 @@ def read_prompt(prompt: str | None, stdin: IO[str]) -> str:
     return f"{prompt.strip()}\n\n{piped.strip()}" if piped.strip() else prompt.strip()
 
 
-class _Recording:
+class RecordingModel:
     """The model behind the runaway guard, remembering the last turn (was it cut short?)."""
 
     def __init__(self, inner: Model) -> None:
@@ -37,11 +41,16 @@ class _Recording:
         self.context_window = getattr(inner, "context_window", 0)
         self.bind_workspace = getattr(inner, "bind_workspace", None)
         self.wrap_up = getattr(inner, "wrap_up", True)  # the agent reads it through this wrapper
+        self.early_answer_redos = getattr(inner, "early_answer_redos", 0)  # and this (runner.build_agent)
 
     def complete(self, messages: list[Message], tools: list[Any], on_event: Any = None,
                  options: Any = None) -> AssistantTurn:
         self.last = guarded_complete(self.inner, messages, tools, on_event, options)
         return self.last
+
+    def cut_reason(self) -> str:
+        """The last reply's finish reason when it was incomplete (repl/guard.py), else ''."""
+        return self.last.finish_reason if truncation(self.last) and self.last is not None else ""
 
 
 def run_print(
@@ -51,46 +60,58 @@ def run_print(
     out, err = out or sys.stdout, err or sys.stderr
     if output_format not in FORMATS:
         print(f"clover: --output-format must be one of {', '.join(FORMATS)}, not {output_format!r}", file=err)
-        return 2
+        return ExitCode.USAGE
     if not prompt.strip():
         print("clover: no prompt: pass -p \"QUESTION\" or pipe it on stdin", file=err)
-        return 2
+        return ExitCode.USAGE
     from clover.runner import build_agent, build_environment, build_model, checkpointer
+    from clover.tools.sandbox import SandboxUnavailable
 
     try:
         inner = model if model is not None else build_model(settings)
         env = build_environment(settings, root)
-    except (ModelError, ValueError, OSError) as exc:
+    except (ModelError, SandboxUnavailable, ValueError, OSError) as exc:
         print(f"clover: {exc}", file=err)
-        return 2
-    recording = _Recording(inner)
+        return ExitCode.USAGE
+    recording = RecordingModel(inner)
 
-    def stream(event: StreamEvent) -> None:
-        out.write(json.dumps({"type": event.kind, "text": event.text, "data": event.data}, default=str) + "\n")
-        out.flush()
-
-    def tool_result(call: ToolCall, result: ToolResult) -> None:
-        out.write(json.dumps({"type": "tool_result", "id": call.id, "name": call.name, "output": result.output,
-                              "is_error": result.is_error}, default=str) + "\n")
+    def emit(record: dict[str, Any]) -> None:
+        out.write(json.dumps(record, default=str) + "\n")
         out.flush()
 
     streaming = output_format == "stream-json"
+    log = CallLog(err, emit=emit if streaming else None)
+    recorder = checkpointer(settings, root, prompt.strip().splitlines()[0][:70],  # `clover undo` reverts a -p run
+                            session=f"p-{time.strftime('%Y%m%d-%H%M%S')}")
+
+    def on_event(event: StreamEvent) -> None:
+        log.on_event(event)
+        if streaming:
+            emit({"type": event.kind, "text": event.text, "data": event.data})
+
     try:
-        agent = build_agent(settings, env, kind="chat", model=recording, on_event=stream if streaming else None,
-                            on_tool_result=tool_result if streaming else None,
-                            before_step=checkpointer(settings, root))  # `clover undo` reverts a -p run
+        agent = build_agent(settings, env, kind="chat", model=recording, on_event=on_event,
+                            before_step=log.on_step, on_call_done=log, recorder=recorder)
     except ValueError as exc:  # a bad permission rule
         print(f"clover: {exc}", file=err)
-        return 2
+        return ExitCode.USAGE
+    log.bind(agent.tools)
     result = agent.run(prompt)
-    cut = truncation(recording.last) if result.exit_status == "submitted" else None
-    ok = result.exit_status == "submitted" and cut is None
+    log.done()
+    cut = recording.cut_reason() if result.exit_status == "submitted" else ""
+    # A question needs no change: refusals decide only when nothing that can change files ran.
+    outcome = decide(result.exit_status, refused=len(log.denials), changed=log.mutated, needs_change=False,
+                     cut=cut)
     error = result.error.removeprefix("model error: ModelError: ")
     summary = {
-        "status": result.exit_status if cut is None else "truncated",
+        "status": result.exit_status if not cut else "truncated",
+        "outcome": outcome.label,
+        "exit_code": int(outcome.code),
+        "is_error": outcome.code != ExitCode.OK,
         "result": result.final_text,
-        "truncated": cut,
+        "truncated": TRUNCATED.get(cut) if cut else None,
         "error": error,
+        **log.record(),
         "steps": result.steps,
         "prompt_tokens": result.prompt_tokens,
         "completion_tokens": result.completion_tokens,
@@ -106,8 +127,11 @@ def run_print(
         if result.final_text:
             out.write(result.final_text.rstrip() + "\n")
         if cut:
-            print(f"clover: truncated: {cut}", file=err)
+            print(f"clover: truncated: {TRUNCATED[cut]}", file=err)
         if result.exit_status != "submitted":
             print(f"clover: {result.exit_status}: {error}", file=err)
+    if outcome.code == ExitCode.REFUSED:
+        print(f"clover: {len(log.denials)} tool call(s) refused in {settings.mode} mode and nothing changed "
+              f"(exit {int(outcome.code)}); --yes or --mode auto-edit allow them", file=err)
     out.flush()
-    return 0 if ok else 1
+    return int(outcome.code)

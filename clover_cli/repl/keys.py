@@ -1,8 +1,10 @@
 """Esc interrupts, as in Claude Code and Codex. While the agent works the terminal is in cbreak mode
 without echo (a typed ^C no longer lands in the output) and a thread watches stdin: a lone Esc byte
 (not the start of an arrow key's sequence) sends SIGINT to this process, so Esc takes the same path
-as Ctrl-C. Paused around approval questions, which read the terminal themselves. Anything else typed
-meanwhile is kept (`take_typed`) for the next prompt: type-ahead is not lost."""
+as Ctrl-C; Ctrl-D does too and asks the chat to exit (`exit_requested`), as it does at the prompt.
+Paused around approval questions, which read the terminal themselves. Anything else typed meanwhile
+is kept (`take_typed`) for the next prompt, and shown meanwhile (`preview`): type-ahead is not lost
+and not invisible."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import threading
 from typing import Any
 
 ESC = b"\x1b"
+CTRL_D = b"\x04"
 _SEQUENCE = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|O.|.)?", re.S)  # arrows, function keys, Alt-x
 
 
@@ -26,6 +29,7 @@ class EscWatch:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._typed = bytearray()
+        self.exit_requested = False  # Ctrl-D while the agent worked
 
     @property
     def active(self) -> bool:
@@ -77,19 +81,21 @@ class EscWatch:
             if data == ESC:  # Esc alone; an escape sequence (arrows, function keys) comes in one read
                 os.kill(os.getpid(), signal.SIGINT)
                 return
+            if CTRL_D in data:  # the chat's exit key: stop the step, then leave
+                self._typed += _SEQUENCE.sub(b"", data[: data.index(CTRL_D)])
+                self.exit_requested = True
+                os.kill(os.getpid(), signal.SIGINT)
+                return
             self._typed += _SEQUENCE.sub(b"", data)
+
+    def preview(self) -> str:
+        """What has been typed so far (as take_typed returns it), left in place."""
+        return _edited(bytes(self._typed))
 
     def take_typed(self) -> str:
         """What was typed while the agent worked (escape sequences dropped, backspaces applied)."""
         raw, self._typed = bytes(self._typed), bytearray()
-        out: list[str] = []
-        for ch in raw.decode("utf-8", errors="ignore"):
-            if ch in "\x7f\b":
-                if out:
-                    out.pop()
-            elif ch in "\r\n" or ch == "\t" or ch >= " ":
-                out.append("\n" if ch == "\r" else ch)
-        return "".join(out)
+        return _edited(raw)
 
     def __enter__(self) -> EscWatch:
         self.start()
@@ -97,3 +103,15 @@ class EscWatch:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _edited(raw: bytes) -> str:
+    """Typed bytes as text: backspaces applied, other control bytes dropped, Enter as a newline."""
+    out: list[str] = []
+    for ch in raw.decode("utf-8", errors="ignore"):
+        if ch in "\x7f\b":
+            if out:
+                out.pop()
+        elif ch in "\r\n" or ch == "\t" or ch >= " ":
+            out.append("\n" if ch == "\r" else ch)
+    return "".join(out)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from clover.core.protocols import AssistantTurn, Message, Model, ModelError, Tool, ToolCall, TurnOptions
 from clover.repl.guard import guarded_complete, truncation
 from clover.repl.permissions_view import always_rules, rule_label
+from clover.repl.render import describe_call
 
 if TYPE_CHECKING:
     from clover.repl.app import ChatApp
@@ -82,15 +83,29 @@ def _merged(session: TurnOptions | None, turn: TurnOptions | None) -> TurnOption
     return dataclasses.replace(session, **{k: v for k, v in vars(turn).items() if v is not None})
 
 
+STOPPED = ("The user declined this tool call and stopped the turn; their next message says what to do "
+           "instead. Do not retry the call before it.")
+NOT_REACHED = "Not run: the user declined an earlier call of this turn and will say what to do instead."
+
+
 class ObservedGate:
-    """Shows each call as it is about to run, and the refusal when the gate says no."""
+    """Shows each call as it is about to run, and the refusal when the gate says no. After a plain
+    no the rest of the turn's calls are not run (nor asked about): the turn ends there."""
 
     def __init__(self, inner: Any, app: ChatApp) -> None:
         self.inner, self.app = inner, app
 
     def authorize(self, call: ToolCall, tool: Tool) -> str | None:
-        self.app.renderer.tool_call(call)
+        renderer = self.app.renderer
+        renderer.tool_call(call)
+        if self.app.turn_stopped:
+            renderer.tool_denied(call, "not reached: an earlier call of this turn was declined")
+            return NOT_REACHED
         approver = self.app.approver
+        shown = describe_call(call)
+        approver.call_shown = shown if len(shown) + 2 <= self.app.console.width else ""  # else cut on screen
+        approver.stopped = False
+        approver.all_edits = self.app.settings.mode == "ask"  # in auto-edit only a rule asks about an edit
         # Call ids repeat across requests (the step counter restarts): only this approval counts.
         approver.previewed.discard(call.id)
         approver.feedback.pop(call.id, None)
@@ -102,10 +117,14 @@ class ObservedGate:
         feedback = approver.feedback.pop(call.id, None)
         if refusal is not None and feedback:
             refusal = f"The user declined this tool call and said: {feedback}\nDo that instead."
+        elif refusal is not None and approver.stopped:
+            self.app.turn_stopped = True
+            renderer.tool_denied(call, "declined")
+            return STOPPED
         if refusal is not None:
-            self.app.renderer.tool_denied(call, refusal)
+            renderer.tool_denied(call, refusal)
         else:
-            self.app.renderer.begin_tool(call)
+            renderer.begin_tool(call)
         return refusal
 
     def __getattr__(self, name: str) -> Any:  # policy, remembered, ... of the real gate

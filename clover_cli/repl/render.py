@@ -1,9 +1,15 @@
 """Rich rendering of a chat: streamed thinking / answer / diffusion rounds in a transient live
-region, then the settled turn (thinking folded to one line, answer as markdown), compact tool
-lines with cut results (`/show N` prints one whole), diffs highlighted, errors in red."""
+region (with what the user types meanwhile), then the settled turn (thinking folded to one line,
+answer as markdown), compact tool lines with head and tail of each result (`/show N` pages through
+the whole output), every call the model made (malformed and refused ones too), diffs highlighted,
+errors in red, a status line that fits the terminal's width."""
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -19,7 +25,10 @@ from rich.text import Text
 
 from clover.core.protocols import AssistantTurn, StreamEvent, ToolCall, ToolResult
 from clover.repl.diffusion_view import DiffusionView
-from clover.repl.toolview import clean, edit_summary, head_tail, split_exit, tail_lines
+from clover.repl.outputs import StoredOutput, count_lines
+from clover.repl.reflow import install_live
+from clover.repl.toolview import clean, edit_summary, split_exit, tail_lines
+from clover.tools.textio import escape_controls
 
 KEY_ARGS = ("command", "path", "file_path", "pattern", "query", "url", "glob")
 RESULT_HEAD = 4  # a tool's output on screen: its first lines and its last (a test summary is last)
@@ -47,6 +56,7 @@ def describe_call(call: ToolCall, width: int = 90) -> str:
     if not parts:
         parts = [v for v in args.values() if isinstance(v, str | int | float) and not isinstance(v, bool)][:1]
     inner = ", ".join(str(p).strip().splitlines()[0] if str(p).strip() else "" for p in parts)
+    inner = escape_controls(inner)  # a command's escape codes must not repaint the line (issue 47)
     if len(inner) > width:
         inner = inner[: width - 1] + "…"
     return f"{call.name}({inner})"
@@ -59,10 +69,44 @@ def fold_thinking(thinking: str, seconds: float, width: int = 80) -> str:
     return f"∴ thought for {seconds:.1f}s: {words}"
 
 
+def page(text: str, out: IO[str]) -> bool:
+    """Show `text` in the user's pager ($PAGER, else less) on the terminal `out`; False when there is
+    none to run (the caller prints the text instead)."""
+    command = shlex.split(os.environ.get("PAGER") or "less")
+    if not command or command[0] == "cat" or shutil.which(command[0]) is None:
+        return False
+    env = {**os.environ, "LESS": os.environ.get("LESS") or "-R"}
+    out.flush()
+    try:
+        subprocess.run(command, input=text.encode("utf-8", "replace"), stdout=out, env=env, check=False)
+    except (OSError, ValueError):  # e.g. `out` has no file descriptor
+        return False
+    return True
+
+
+def fit_parts(parts: list[tuple[str, int]], width: int) -> str:
+    """`a · b · c` in at most `width` cells: the parts with the lowest priority go first, then the
+    line is cut with an ellipsis (a status line never wraps)."""
+    kept = list(parts)
+    while len(kept) > 1 and len(" · ".join(text for text, _ in kept)) > width:
+        kept.remove(min(kept, key=lambda part: part[1]))
+    line = " · ".join(text for text, _ in kept)
+    return line if len(line) <= width else line[: max(width - 1, 0)] + "…"
+
+
+def stored_of(result: ToolResult) -> StoredOutput:
+    """A result's output as kept when no store kept it (tests, replays): what the tool returned."""
+    body, code = split_exit(result.output)
+    if body.strip() == "(no output)" and code is not None:
+        body = ""
+    return StoredOutput(body, None, count_lines(body), code)
+
+
 @dataclass
 class Shown:
     call: ToolCall
     result: ToolResult
+    output: StoredOutput
 
 
 class Renderer:
@@ -72,6 +116,7 @@ class Renderer:
         self.running = ""
         self.results: list[Shown] = []
         self.last_thinking = ""
+        self.typed: Callable[[], str] | None = None  # what the user typed ahead, shown under the spinner
         self._live: Live | None = None
         self._reset()
 
@@ -97,9 +142,10 @@ class Renderer:
         def view() -> RenderableType:
             elapsed = time.monotonic() - started
             spin = SPIN[int(elapsed * 10) % len(SPIN)]
-            line = Text(f"{spin} running {label} · {elapsed:.1f}s  ({STOP_KEYS} stops)", style="dim")
+            line = Text(f"{spin} running {label} · {elapsed:.1f}s  ({STOP_KEYS} stops)", style="dim",
+                        no_wrap=True, overflow="ellipsis")
             tail = tail_lines(self.running, TAIL_LINES, self.console.width - 6)
-            return Group(*(Text("    " + t, style="dim") for t in tail), line) if tail else line
+            return Group(*(Text("    " + t, style="dim") for t in tail), line, *self._typed_lines())
 
         self._start_live(view)
 
@@ -117,8 +163,9 @@ class Renderer:
             spin = SPIN[int(elapsed * 10) % len(SPIN)]
             streamed = (self.text or self.thinking).splitlines()[-2:]
             line = Text(f"{spin} {label} · {elapsed:.1f}s · ~{(len(self.text) + len(self.thinking)) // 4} tok"
-                        f"  ({STOP_KEYS} stops)", style="dim")
-            return Group(Text("\n".join(streamed)[-300:], style="dim italic"), line) if streamed else line
+                        f"  ({STOP_KEYS} stops)", style="dim", no_wrap=True, overflow="ellipsis")
+            shown = [Text("\n".join(streamed)[-300:], style="dim italic")] if streamed else []
+            return Group(*shown, line, *self._typed_lines())
 
         self._start_live(view)
         if not self.live_enabled:
@@ -131,7 +178,19 @@ class Renderer:
                 console=self.console, transient=True, auto_refresh=True, refresh_per_second=10,
                 get_renderable=view, redirect_stdout=False, redirect_stderr=False,
             )
+            install_live(self._live)  # erased by the rows it takes after the terminal narrows
             self._live.start()
+
+    def _typed_lines(self) -> list[Text]:
+        """What the user typed while the agent works: sent when the step ends (Enter ends a line)."""
+        typed = self.typed() if self.typed is not None else ""
+        if not typed:
+            return []
+        *done, current = typed.split("\n")
+        width = max(self.console.width - 4, 10)
+        lines = [Text(f"› {line}", style="bold", no_wrap=True, overflow="ellipsis") for line in done[-3:]]
+        lines.append(Text(f"› {current[-width:]}▏", style="bold", no_wrap=True, overflow="ellipsis"))
+        return [Text("queued (sent when this step ends):", style="dim"), *lines]
 
     def on_event(self, event: StreamEvent) -> None:
         if event.kind == "thinking":
@@ -165,9 +224,6 @@ class Renderer:
             return
         if turn.text.strip():
             self.answer(turn.text)
-        for call in turn.tool_calls:
-            if call.error:
-                self.error(f"malformed tool call {call.name or '?'}: {call.error}")
         if turn.stats.get("verified_edits"):  # the local decoder ran the issue's example (reproduce.py)
             self.info("  the edit was chosen by running the issue's example against candidate edits: it passes")
 
@@ -192,13 +248,15 @@ class Renderer:
             tokens = self.diffusion.filled
             rate = tokens / elapsed if elapsed > 0 else 0.0
             counts = f"{tokens} tok · {self.diffusion.rounds} rounds · {rate:.1f} tok/s"
-        parts.append(Text(f"{spin} {phase} · {elapsed:.1f}s · {counts}  ({STOP_KEYS} stops)", style="dim"))
-        return Group(*parts)
+        parts.append(Text(f"{spin} {phase} · {elapsed:.1f}s · {counts}  ({STOP_KEYS} stops)", style="dim",
+                          no_wrap=True, overflow="ellipsis"))
+        return Group(*parts, *self._typed_lines())
 
     # ------------------------------------------------------------------ tools
 
-    def tool_call(self, call: ToolCall) -> None:
-        self.console.print(Text.assemble(("⏺ ", "cyan"), (describe_call(call), "bold")))
+    def tool_call(self, call: ToolCall, prefix: str = "⏺ ") -> None:
+        shown = describe_call(call) if call.name else f"?({(call.raw or '').strip()[:60]})"
+        self.console.print(Text.assemble((prefix, "cyan"), (shown, "bold")), overflow="ellipsis", no_wrap=True)
 
     def tool_denied(self, call: ToolCall, reason: str) -> None:
         first = reason.splitlines()[0] if reason else "refused"
@@ -206,9 +264,24 @@ class Renderer:
             first = "you said: " + first.removeprefix("The user declined this tool call and said: ")
         self.console.print(Text(f"  ⎿ not run: {first}", style="yellow"))
 
-    def tool_result(self, call: ToolCall, result: ToolResult, diff_shown: bool = False) -> int:
+    def call_not_run(self, call: ToolCall, result: ToolResult) -> int:
+        """A call the agent answered without running it and without asking (malformed, held back by
+        the decoder, a repeat): on screen like any other, with why."""
         self.stop_live()
-        self.results.append(Shown(call, result))
+        self.tool_call(call)
+        self.results.append(Shown(call, result, stored_of(result)))
+        reason = result.output.strip().splitlines()[0] if result.output.strip() else "not run"
+        what = "malformed" if result.data.get("format_error") else "not run"
+        self.console.print(Text(f"  ⎿ ✗ {what}: {reason}  [{len(self.results)}]", style="red"),
+                           overflow="ellipsis", no_wrap=True)
+        return len(self.results)
+
+    def tool_result(self, call: ToolCall, result: ToolResult, diff_shown: bool = False,
+                    output: StoredOutput | None = None) -> int:
+        """`output`: the whole output as the chat kept it (default: what the tool returned)."""
+        self.stop_live()
+        output = output or stored_of(result)
+        self.results.append(Shown(call, result, output))
         number = len(self.results)
         data = result.data if isinstance(result.data, dict) else {}
         mark = "✗" if result.is_error else "✓"
@@ -223,29 +296,28 @@ class Renderer:
             if len(diff_lines) > DIFF_LINES:
                 self._more(len(diff_lines) - DIFF_LINES, number)
             return number
-        body, code = split_exit(result.output)
-        body = clean(body).rstrip("\n")
-        lines = body.split("\n") if body.strip() else []
-        what = f"{len(lines)} line{'s' if len(lines) != 1 else ''}"
+        code = output.exit_code
+        what = f"{output.lines} line{'s' if output.lines != 1 else ''}" if output.lines else "no output"
         failed = result.is_error or bool(code)
         if code is not None:
             what += f" · exit {code}"
         style = "red" if failed else "dim"
         self.console.print(Text(f"  ⎿ {'✗' if failed else mark} {what}  [{number}]",
                                 style="red" if failed else "green"))
-        head, cut, tail = head_tail(lines, RESULT_HEAD, RESULT_TAIL)
+        head, cut, tail = output.head_tail(RESULT_HEAD, RESULT_TAIL)
         for line in head:
-            self.console.print(Text("    " + line, style=style), overflow="ellipsis", no_wrap=True)
+            self.console.print(Text("    " + clean(line), style=style), overflow="ellipsis", no_wrap=True)
         if cut:
             self._more(cut, number)
         for line in tail:
-            self.console.print(Text("    " + line, style=style), overflow="ellipsis", no_wrap=True)
+            self.console.print(Text("    " + clean(line), style=style), overflow="ellipsis", no_wrap=True)
         return number
 
     def _more(self, count: int, number: int) -> None:
         self.console.print(Text(f"    … {count} more line{'s' if count != 1 else ''} (/show {number})", style="dim"))
 
     def show(self, number: int | None) -> None:
+        """A result whole: on a terminal through the pager when it is taller than the screen."""
         if not self.results:
             self.info("no tool results yet")
             return
@@ -255,11 +327,24 @@ class Renderer:
             self.error(f"no result {number}; there are {len(self.results)}")
             return
         shown = self.results[number - 1]
-        self.console.rule(f"[{number}] {escape(describe_call(shown.call))}")
-        self.console.print(Text(clean(shown.result.output)), soft_wrap=True)
+        body = clean(shown.output.read()).rstrip("\n")
+        code = shown.output.exit_code
         diff = shown.result.data.get("diff") if isinstance(shown.result.data, dict) else None
+        title = f"[{number}] {describe_call(shown.call)} · {shown.output.lines} lines"
+        if code is not None:
+            title += f" · exit {code}"
         if isinstance(diff, str) and diff.strip():
-            self._syntax(diff, "diff")
+            body = clean(shown.result.output).rstrip("\n") + "\n" + diff.rstrip("\n")
+        tall = body.count("\n") + 3 > self.console.size.height
+        if self.console.is_terminal and tall and page(f"{title}\n{body}\n", self.console.file):
+            self.info(f"[{number}]: all {shown.output.lines} lines shown in the pager")
+            return
+        self.console.rule(escape(title))
+        if isinstance(diff, str) and diff.strip():
+            self.console.print(Text(clean(shown.result.output).rstrip("\n")), soft_wrap=True)
+            self._syntax(diff.rstrip("\n"), "diff")
+        else:
+            self.console.print(Text(body), soft_wrap=True)
 
     def _syntax(self, code: str, lexer: str) -> None:
         if self.console.is_terminal:
@@ -285,4 +370,9 @@ class Renderer:
         self.console.print(Text(message, style="bold red"))
 
     def status(self, text: str) -> None:
-        self.console.print(Text(text, style="dim"))
+        self.console.print(Text(text, style="dim"), no_wrap=True, overflow="ellipsis")
+
+    def status_line(self, parts: list[tuple[str, int]]) -> None:
+        """One line whatever the width: lower-priority parts are dropped to fit."""
+        width = self.console.width - 1 if self.console.is_terminal else 10_000
+        self.console.print(Text(fit_parts(parts, width), style="dim"), no_wrap=True, overflow="ellipsis")

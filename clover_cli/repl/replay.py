@@ -10,13 +10,16 @@ from rich.text import Text
 from clover.agent import EMPTY_REPLY
 from clover.core.protocols import Message, ToolCall
 from clover.repl import compaction
+from clover.repl.bang import command_of, is_user_command
 from clover.repl.render import Renderer
 
 
 def is_request(message: Message) -> bool:
-    """A user message the person typed (not a compaction summary or the agent's own nudge)."""
+    """A user message the person typed (not a compaction summary, the agent's own nudge or the
+    output of a `!command`)."""
     content = str(message.get("content") or "")
-    return message.get("role") == "user" and not content.startswith(compaction.MARKER) and content != EMPTY_REPLY
+    return (message.get("role") == "user" and not content.startswith(compaction.MARKER)
+            and content != EMPTY_REPLY and not is_user_command(content))
 
 
 REPLAY_MESSAGES = 40
@@ -31,6 +34,10 @@ def replay(renderer: Renderer, messages: list[Message]) -> None:
         role, content = m.get("role"), str(m.get("content") or "")
         if role == "user" and content.startswith(compaction.MARKER):
             renderer.info("⟳ (earlier conversation compacted)")
+        elif role == "user" and is_user_command(content):
+            count = len(content.splitlines()) - 2
+            renderer.console.print(Text(f"! {command_of(content)}", style="bold"))
+            renderer.info(f"  ⎿ {count} line{'s' if count != 1 else ''}")
         elif role == "user" and content != EMPTY_REPLY:
             lines = content.strip().splitlines() or [""]
             renderer.console.print(Text("› " + lines[0] + (" …" if len(lines) > 1 else ""), style="bold"))

@@ -35,6 +35,7 @@ class Session:
     updated: float = field(default_factory=time.time)
     title: str = ""
     messages: list[Message] = field(default_factory=list)
+    totals: dict[str, Any] = field(default_factory=dict)  # status.Totals: requests, tokens, seconds
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -101,8 +102,12 @@ class SessionStore:
 
     def latest(self, root: str | None = None) -> Session | None:
         """The last session with a request in it (an opened-and-closed chat is nothing to resume)."""
-        sessions = [s for s in self.sessions(root) if any(m.get("role") == "user" for m in s.messages)]
+        sessions = self.with_requests(root)
         return sessions[-1] if sessions else None
+
+    def with_requests(self, root: str | None = None) -> list[Session]:
+        """Sessions with something in them, oldest first."""
+        return [s for s in self.sessions(root) if any(m.get("role") == "user" for m in s.messages)]
 
     def resolve(self, ref: str | None, root: str) -> Session:
         """`None`, '' or 'last': the latest session of this repository; otherwise an id (or prefix)."""

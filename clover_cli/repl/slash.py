@@ -29,6 +29,8 @@ def help_texts() -> dict[str, str]:
 
 
 def dispatch(app: ChatApp, line: str) -> bool:
+    """Run a slash command; a unique prefix runs the command it starts (`/st` is /status, as the
+    completion menu's first entry is what Enter takes in Claude Code)."""
     name, _, arg = line.strip()[1:].partition(" ")
     entry = COMMANDS.get(name.lower())
     if entry is None:
@@ -36,9 +38,10 @@ def dispatch(app: ChatApp, line: str) -> bool:
         if len(close) > 1:
             app.renderer.error(f"/{name} is ambiguous: {', '.join('/' + c for c in close)}")
             return False
-        hint = f" (did you mean /{close[0]}?)" if len(close) == 1 else "; /help lists them"
-        app.renderer.error(f"unknown command /{name}{hint}")
-        return False
+        if not close:
+            app.renderer.error(f"unknown command /{name}; /help lists them")
+            return False
+        entry = COMMANDS[close[0]]
     return entry[1](app, arg.strip())
 
 
@@ -49,8 +52,9 @@ def _help(app: ChatApp, arg: str) -> bool:
         table.add_row(f"/{name}", help_text)
     app.console.print(table)
     app.renderer.info(
-        "Enter sends · Alt-Enter or Esc Enter adds a line · @path adds a file · "
-        "Esc or Ctrl-C stops the current step · Ctrl-C twice or Ctrl-D exits"
+        "Enter sends · Alt-Enter or Esc Enter adds a line · @path adds a file · !cmd runs cmd here · "
+        "Shift+Tab cycles the mode (ask, auto-edit, plan) · Esc or Ctrl-C stops the current step · "
+        "at an approval: y yes, a always, n or Esc no · Ctrl-C twice or Ctrl-D exits"
     )
     return False
 
@@ -94,15 +98,15 @@ def _compact(app: ChatApp, arg: str) -> bool:
     return False
 
 
-@command("undo", "restore the files to before the last request")
+@command("undo", "revert what this session's last request changed (yours stays); /undo force")
 def _undo(app: ChatApp, arg: str) -> bool:
-    app.undo(redo=False)
+    app.undo(redo=False, arg=arg)
     return False
 
 
 @command("redo", "re-apply what /undo reverted")
 def _redo(app: ChatApp, arg: str) -> bool:
-    app.undo(redo=True)
+    app.undo(redo=True, arg=arg)
     return False
 
 
@@ -160,10 +164,11 @@ def _save(app: ChatApp, arg: str) -> bool:
     return False
 
 
-@command("resume", "list saved sessions, or continue one: /resume ID")
+@command("resume", "continue a saved session: /resume ID, or pick one")
 def _resume(app: ChatApp, arg: str) -> bool:
-    if arg:
-        app.resume(arg)
+    if arg or app.approver.menu is not None:  # on a terminal: the picker
+        app.save()
+        app.resume(arg or "pick")
         return False
     sessions = app.store.sessions(str(app.root))[-10:]
     if not sessions:

@@ -1,23 +1,31 @@
 """The status line after each request (its tokens, time, forwards, speed) and the session's totals
-that `/status` adds."""
+that `/status` adds (saved with the session, so a resumed one goes on counting). Each part has a
+priority: on a narrow terminal the lowest go first and the line never wraps (render.fit_parts)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from clover.agent import RunResult
 
+if TYPE_CHECKING:
+    from clover.repl.app import ChatApp
 
-def run_parts(result: RunResult) -> list[str]:
-    parts = [f"{result.tokens:,} tok", f"{result.seconds:.1f}s"]
+Part = tuple[str, int]  # (text, priority: higher stays longer)
+
+
+def run_parts(result: RunResult) -> list[Part]:
+    parts = [(f"{result.tokens:,} tok", 6), (f"{result.seconds:.1f}s", 7)]
     forwards = result.stats.get("forwards", 0)
     if forwards:
-        parts.append(f"{forwards:.0f} fwd · {result.completion_tokens / forwards:.2f} tok/fwd")
+        parts.append((f"{forwards:.0f} fwd · {result.completion_tokens / forwards:.2f} tok/fwd", 3))
         forced = result.stats.get("grammar_tokens", 0)  # placed by the tool grammar, no forward
         if forced:
-            parts.append(f"{(result.completion_tokens - forced) / forwards:.2f} without {forced:.0f} forced")
+            parts.append((f"{(result.completion_tokens - forced) / forwards:.2f} without {forced:.0f} forced", 1))
     if result.model_seconds >= 0.2 and result.completion_tokens:
-        parts.append(f"{result.completion_tokens / result.model_seconds:.1f} tok/s")
+        parts.append((f"{result.completion_tokens / result.model_seconds:.1f} tok/s", 4))
     return parts
 
 
@@ -29,6 +37,17 @@ class Totals:
     seconds: float = 0.0
     model_seconds: float = 0.0
     forwards: float = 0.0
+
+    @classmethod
+    def from_saved(cls, data: dict[str, Any]) -> Totals:
+        known = {f.name for f in dataclasses.fields(cls)}
+        try:
+            return cls(**{k: v for k, v in data.items() if k in known})
+        except TypeError:  # a damaged file: counting starts again
+            return cls()
+
+    def to_saved(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
     def add(self, result: RunResult) -> None:
         self.requests += 1
@@ -45,3 +64,18 @@ class Totals:
         if self.forwards:
             line += f" · {self.forwards:,.0f} fwd · {self.completion_tokens / self.forwards:.2f} tok/fwd"
         return line
+
+
+def print_status(app: ChatApp, result: RunResult | None = None, full: bool = False) -> None:
+    """The line after a request (and `/status`): model, mode, this run's figures, the context."""
+    parts: list[Part] = [(app.model_name(), 2), (app.settings.mode, 9)]
+    window = app.model.context_window
+    if result is not None:
+        parts += run_parts(result)
+    if window:
+        parts.append((f"ctx {app.used_tokens() / window:.0%} of {window:,}", 8))
+    if full:
+        parts += [(f"think {'on' if app.settings.think else 'off'}", 5), (f"session {app.session.id}", 5)]
+    app.renderer.status_line(parts)
+    if full:
+        app.renderer.status(app.totals.line())

@@ -11,8 +11,9 @@ fall on both alike. `--oracle gold|empty` replaces the agent by the gold / an em
 the grading itself, no model is loaded.
 
 Output: DIR/instances/ (repos + instances.jsonl), DIR/tasks/<decoder>/<id>.json (+ .traj.jsonl),
-DIR/summary.json and DIR/summary.md. The agents work in WORK_DIR/<id> (workspace.py: the path is in
-the model's prompt, so it does not move with DIR).
+DIR/summary.json and DIR/summary.md. The agents work in WORK_DIR/<id> (workspace.py: a fresh
+temporary directory unless --work-dir pins one) and see the test runs' real durations unless
+--fixed-timings asks otherwise; the summary's `labels` say which.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -31,12 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from clover.evals.bench.stats import Decoder, summarize, trajectory_stats, write_markdown
-from clover.evals.bench.workspace import WorkDirBusy, default_work_dir, hold, task_workspace
+from clover.evals.bench.workspace import WorkDirBusy, fresh_work_dir, hold, pinned_work_dir, task_workspace
 from clover.evals.grading import fresh_clone, grade  # one grader core (also SynthFix, SWE-bench)
 from clover.model.config import CloverConfig
 from clover.settings import DECODE_ORDERS
 
 MODES = ("agent", "gold", "empty")
+SPLITS = ("heldout", "handwritten", "frozen")
 
 
 class BenchError(Exception):
@@ -61,19 +64,27 @@ class BenchConfig:
     test_timeout: float = 120.0
     split: str = "heldout"
     keep_workspaces: bool = False
-    work_dir: Path | None = None  # where the agents work (workspace.py); None: default_work_dir()
+    work_dir: Path | None = None  # where the agents work (workspace.py); None: a fresh temporary directory
     grounding: list[bool] = field(default_factory=lambda: [True])  # grounded tool values; [True, False]: both
     order: str = "auto"  # decode_order of the diffusion decoders; auto: the checkpoint's own
     drafts: int | None = None  # the drafts setting (context drafts' n-gram length, 0 off); None: the default
-    stable_timings: bool = True  # test durations in command output written as a fixed one (stable.py)
+    stable_timings: bool = False  # test durations in command output written as a fixed one (stable.py)
     fused_rounds: bool = False  # verify decoders: one forward per round (model/verify.py)
+    test_guard: bool = True  # `clover fix`'s test guard (test_guard.py); off: the model's change as it is
     extra: dict[str, str] = field(default_factory=dict)  # --set KEY=VALUE: further agent settings
 
     def __post_init__(self) -> None:
         # Work trees are cloned and graded with other working directories: a relative --out
         # (the default, runs/bench) made every task a "harness error".
         self.out = Path(self.out).absolute()
-        self.work_dir = Path(self.work_dir).absolute() if self.work_dir else default_work_dir()
+        self.work_dir = Path(self.work_dir).absolute() if self.work_dir else pinned_work_dir()
+
+    def labels(self) -> dict[str, str]:
+        """How the figures were taken, for the summary: real timings and paths, or fixed ones."""
+        return {"timings": "fixed (stable.py: every duration 0.01s)" if self.stable_timings else "real",
+                "work_dir": f"pinned: {self.work_dir}" if self.work_dir else "fresh temporary directory (real paths)",
+                "test_guard": "on (a change breaking a passing test is reported; the embedded model's rolled back)"
+                if self.test_guard else "off"}  # fmt: skip
 
     def decoders(self) -> list[Decoder]:
         return [Decoder(b, self.threshold, g, self.order) for g in self.grounding for b in self.block_sizes]
@@ -112,8 +123,8 @@ class BenchConfig:
             raise BenchError("--block-size lists a block size twice")
         if not 0.0 <= self.threshold <= 1.0:
             raise BenchError("--threshold must be between 0 and 1")
-        if self.split not in ("heldout", "handwritten"):
-            raise BenchError("--split must be heldout or handwritten")
+        if self.split not in SPLITS:
+            raise BenchError(f"--split must be one of {', '.join(SPLITS)}")
         if self.order not in DECODE_ORDERS:
             raise BenchError(f"--order must be one of {', '.join(DECODE_ORDERS)}")
         if not self.grounding or len(set(self.grounding)) != len(self.grounding):
@@ -131,6 +142,7 @@ class TaskRunner:
 
     def __init__(self, cfg: BenchConfig, model: Any = None) -> None:
         self.cfg, self._base, self._models = cfg, model, {}
+        self.work_dir = cfg.work_dir  # run_bench sets it (a fresh directory unless one is pinned)
 
     def model_for(self, decoder: Decoder):
         if decoder.key not in self._models:
@@ -155,7 +167,9 @@ class TaskRunner:
         model = self.model_for(decoder) if cfg.mode == "agent" else None  # loaded before the clock
         record: dict[str, Any] = {"instance_id": iid, "family": row.get("family", ""), **decoder.describe(),
                                   "exit_status": "error", "error": "", "patch": "", **trajectory_stats([])}  # fmt: skip
-        with task_workspace(cfg.work_dir, iid) as ws:
+        if self.work_dir is None:
+            self.work_dir = fresh_work_dir()
+        with task_workspace(self.work_dir, iid) as ws:
             record = self._in_workspace(row, decoder, model, ws, traj, record)
         (task_dir / f"{iid}.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
         return record
@@ -190,6 +204,7 @@ class TaskRunner:
     def _agent(self, row: dict, decoder: Decoder, model: Any, ws: Path, traj: Path) -> dict[str, Any]:
         from clover import gitdiff
         from clover.runner import build_environment, run_agent
+        from clover.test_guard import start_guard
         from clover.trajectory import Trajectory
 
         settings = self.cfg.settings(decoder)
@@ -199,14 +214,32 @@ class TaskRunner:
             from clover.evals.bench.stable import StableTimings
 
             env = StableTimings(env)
+        guard = start_guard(env, model, lambda command: self.cfg.test_guard)  # `clover fix`'s; the bench runs yolo
         result = run_agent(row["problem_statement"], settings=settings, env=env, model=model, kind="fix",
                            trajectory_path=traj)  # fmt: skip
         patch = gitdiff.diff_trees(ws, before, gitdiff.worktree_tree(ws))
+        checked = guard.finish(ws, patch)
+        if checked.rolled_back:
+            patch = ""
         out = {"exit_status": result.exit_status, "error": result.error, "patch": patch,
-               "agent_seconds": result.seconds, "model_seconds": result.model_seconds}  # fmt: skip
+               "agent_seconds": result.seconds, "model_seconds": result.model_seconds,
+               "test_guard": checked.to_json(), "undefined_names": undefined_names_added(ws, patch)}  # fmt: skip
         out.update(trajectory_stats(Trajectory.read(traj)))
         out["trajectory"] = str(traj)
         return out
+
+
+def undefined_names_added(ws: Path, patch: str) -> list[str]:
+    """`path: name` for each name a changed Python file uses, undefined, that its base commit did not."""
+    from clover.evals.grading import git
+    from clover.tools.pynames import newly_undefined
+
+    found = []
+    for path in dict.fromkeys(re.findall(r"^diff --git a/(\S+\.py) b/", patch, re.M)):
+        old = git(ws, "show", f"HEAD:{path}", check=False).stdout
+        new = (ws / path).read_text(encoding="utf-8", errors="replace") if (ws / path).is_file() else ""
+        found += [f"{path}: {name}" for name in newly_undefined(path, old, new)]
+    return found
 
 
 # --------------------------------------------------------------------------- the whole run
@@ -255,6 +288,10 @@ def run_bench(cfg: BenchConfig, model: Any = None, log=print) -> dict[str, Any]:
         from clover.evals.handwritten import materialize
 
         rows = materialize(cfg.out / "instances", cfg.count)
+    elif cfg.split == "frozen":  # the frozen set (evals/frozen): never trained or tuned on, only reported
+        from clover.evals.frozen import materialize as materialize_frozen
+
+        rows = materialize_frozen(cfg.out / "instances", cfg.count)
     else:
         rows = generate(cfg.out / "instances", cfg.split, cfg.count, cfg.seed)
     write_jsonl(rows, cfg.out / "instances" / "instances.jsonl")
@@ -267,15 +304,18 @@ def run_bench(cfg: BenchConfig, model: Any = None, log=print) -> dict[str, Any]:
             f"{'resolved' if rec['resolved'] else 'unresolved'} ({rec['exit_status']}, {rec['steps']} steps, "
             f"{rec['seconds']:.1f} s)")  # fmt: skip
 
+    pinned = cfg.work_dir is not None
+    work_dir = cfg.work_dir or fresh_work_dir()
+    runner.work_dir = work_dir
     try:
-        with hold(cfg.work_dir):
+        with hold(work_dir):
             if in_process:
                 for row, decoder in jobs:
                     done(runner.run(row, decoder))
             else:
                 ctx = get_context("spawn")  # torch and fork do not mix
                 with ProcessPoolExecutor(cfg.workers, mp_context=ctx, initializer=_init_worker,
-                                         initargs=(cfg,)) as pool:  # fmt: skip
+                                         initargs=(dataclasses.replace(cfg, work_dir=work_dir),)) as pool:  # fmt: skip
                     # one task's decoders far apart: its workspace serves one job at a time
                     n = len(cfg.decoders())
                     futures = [pool.submit(_run_in_worker, *jobs[i]) for k in range(n) for i in range(k, len(jobs), n)]
@@ -284,7 +324,11 @@ def run_bench(cfg: BenchConfig, model: Any = None, log=print) -> dict[str, Any]:
     except WorkDirBusy as busy:
         raise BenchError(f"another clover bench is working in {busy}; wait for it, or run beside it with "
                          "--work-dir DIR (results then compare only with runs from that directory)") from None
+    finally:
+        if not pinned:
+            shutil.rmtree(work_dir, ignore_errors=True)
     summary = summarize(records, cfg.decoders())
+    summary["labels"] = cfg.labels()
     summary["config"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(cfg).items()}
     summary["instances"] = [r["instance_id"] for r in rows]
     summary["wall_seconds"] = time.perf_counter() - started

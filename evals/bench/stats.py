@@ -66,6 +66,21 @@ _NO_PATH = re.compile(r"no such file|outside the workspace|cannot resolve", re.I
 FILE_TOOLS = {"view", "str_replace", "insert", "outline", "grep", "glob"}
 
 
+EDIT_TOOLS = {"str_replace", "insert", "create"}
+_NAME_REFUSAL = "neither defines nor imports"  # tools/files.py's refusal of an undefined name
+
+
+def harm_counts(tools: list[dict[str, Any]]) -> dict[str, int]:
+    """Edits of test files that went through, and edits refused for an undefined name."""
+    from clover.tools.testrun import TEST_FILE
+
+    done = [r for r in tools if r.get("name") in EDIT_TOOLS and not r.get("is_error")]
+    return {
+        "test_file_edits": sum(1 for r in done if TEST_FILE.search(str((r.get("arguments") or {}).get("path", "")))),
+        "name_refusals": sum(1 for r in tools if r.get("is_error") and _NAME_REFUSAL in str(r.get("output", ""))),
+    }
+
+
 def value_errors(tools: list[dict[str, Any]]) -> dict[str, int]:
     """Tool results that grounding rules out: str_replace misses and paths that do not exist."""
     errors = [r for r in tools if r.get("is_error")]
@@ -102,6 +117,7 @@ def trajectory_stats(records: list[dict[str, Any]]) -> dict[str, Any]:
         "malformed_tool_calls": sum(1 for r in tools if is_format_error(r)),
         "forced_tokens": int(forced),
         **value_errors(tools),
+        **harm_counts(tools),
     }
 
 
@@ -135,7 +151,20 @@ def aggregate(records: list[dict[str, Any]], decoder: Decoder) -> dict[str, Any]
         "model_tokens_per_forward": _ratio(tokens - forced, forwards),  # forced tokens left out
         "str_replace_misses": sum(r.get("str_replace_misses", 0) for r in mine),
         "missing_paths": sum(r.get("missing_paths", 0) for r in mine),
+        # harm (issue 49): test files edited, runs leaving a PASS_TO_PASS test failing, undefined
+        # names the final patch introduces, and the test guard's catches and roll-backs
+        "test_file_edits": sum(r.get("test_file_edits", 0) for r in mine),
+        "broke_passing_tests": sum(1 for r in mine if broke_passing(r)),
+        "undefined_names_left": sum(len(r.get("undefined_names") or []) for r in mine),
+        "guard_caught": sum(1 for r in mine if (r.get("test_guard") or {}).get("broken")),
+        "rolled_back": sum(1 for r in mine if (r.get("test_guard") or {}).get("rolled_back")),
     }  # fmt: skip
+
+
+def broke_passing(record: dict[str, Any]) -> bool:
+    """Did the run's final patch leave a PASS_TO_PASS test (one passing before) failing?"""
+    grade = record.get("grade") or {}
+    return grade.get("patch_applied", False) and any(s != "PASSED" for s in (grade.get("PASS_TO_PASS") or {}).values())
 
 
 def both_solved(records: list[dict[str, Any]], a: Decoder, b: Decoder) -> dict[str, Any]:
@@ -195,6 +224,10 @@ TABLE = [  # (header, row -> cell)
     ("str_replace misses", lambda r: str(r.get("str_replace_misses", 0))),
     ("missing paths", lambda r: str(r.get("missing_paths", 0))),
     ("steps (mean)", lambda r: _fmt(r["steps_mean"], 1)),
+    ("test-file edits", lambda r: str(r.get("test_file_edits", 0))),
+    ("broke passing tests", lambda r: str(r.get("broke_passing_tests", 0))),
+    ("undefined names", lambda r: str(r.get("undefined_names_left", 0))),
+    ("rolled back", lambda r: str(r.get("rolled_back", 0))),
     ("tokens", lambda r: str(r["generated_tokens"])),
 ]
 
@@ -215,8 +248,15 @@ def ratio_lines(summary: dict[str, Any]) -> list[str]:
     ]
 
 
+def label_line(summary: dict[str, Any]) -> str:
+    """How the figures were taken (BenchConfig.labels): timings and work directory."""
+    labels = summary.get("labels") or {}
+    return (f"timings: {labels.get('timings', '?')}; work dir: {labels.get('work_dir', '?')}; "
+            f"test guard: {labels.get('test_guard', '?')}")
+
+
 def write_markdown(summary: dict[str, Any], path: Path) -> None:
-    lines = ["| " + " | ".join(h for h, _ in TABLE) + " |", "|" + "---|" * len(TABLE)]
+    lines = [label_line(summary), "", "| " + " | ".join(h for h, _ in TABLE) + " |", "|" + "---|" * len(TABLE)]
     lines += ["| " + " | ".join(cell(r) for _, cell in TABLE) + " |" for r in summary["decoders"]]
     lines += [""] + [f"- {line}" for line in ratio_lines(summary)]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -226,12 +266,13 @@ def print_report(summary: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="clover fix on SynthFix held-out: block diffusion vs AR")
+    table = Table(title="clover fix: block diffusion vs AR")
     for h, _ in TABLE:
         table.add_column(h, justify="left" if h == "decoder" else "right")
     for r in summary["decoders"]:
         table.add_row(*(cell(r) for _, cell in TABLE))
     console = Console(width=140)
     console.print(table)
+    console.print(label_line(summary))
     for line in ratio_lines(summary):
         console.print(line)

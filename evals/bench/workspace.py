@@ -1,8 +1,10 @@
-"""Where the bench's agents work. A workspace's path is in the model's system prompt, and a small
-model's steps move with it: the shipped 7M weights fixed 16 of the 22 hand-written bugs with
-workspaces under one `--out` and 15 under another (session 25). So a task's workspace is
-`WORK_DIR/<instance id>`, the same under every decoder and every `--out`, and runs that share a
-work directory take turns: a second one is refused, with the option that lets it run beside."""
+"""Where the bench's agents work. A task's workspace is `WORK_DIR/<instance id>`, the same under
+every decoder of one run. By default WORK_DIR is a fresh temporary directory per run: a real path,
+as a user's would be (issue 49: figures measured at one pinned path flattered a model whose steps
+move with the path in its prompt, and a user never works there). Pinning it (`--work-dir` or
+$CLOVER_BENCH_WORK_DIR) repeats a run exactly, and the summary labels the figures as pinned. Runs
+that share a pinned work directory take turns: a second one is refused, with the option that lets
+it run beside."""
 
 from __future__ import annotations
 
@@ -21,11 +23,14 @@ class WorkDirBusy(Exception):
     """Another bench run holds the work directory."""
 
 
-def default_work_dir() -> Path:
-    """$CLOVER_BENCH_WORK_DIR, else one directory per user under the system's temporary directory."""
-    if os.environ.get(WORK_DIR_ENV):
-        return Path(os.environ[WORK_DIR_ENV]).absolute()
-    return Path(tempfile.gettempdir()) / f"clover-bench-{getpass.getuser()}"
+def pinned_work_dir() -> Path | None:
+    """$CLOVER_BENCH_WORK_DIR, when set (a pinned work directory asked for by the environment)."""
+    return Path(os.environ[WORK_DIR_ENV]).absolute() if os.environ.get(WORK_DIR_ENV) else None
+
+
+def fresh_work_dir() -> Path:
+    """A new directory under the system's temporary directory, for one run."""
+    return Path(tempfile.mkdtemp(prefix=f"clover-bench-{getpass.getuser()}-"))
 
 
 @contextmanager

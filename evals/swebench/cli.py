@@ -111,6 +111,8 @@ def grade_cmd(
     modal: bool = typer.Option(False, "--modal", help="swebench grader: run on Modal."),
     timeout: Optional[int] = typer.Option(None, "--timeout", help="Test timeout per instance, seconds."),
     keep: bool = typer.Option(False, "--keep", help="local grader: keep work trees and venvs."),
+    test_network: bool = typer.Option(True, "--test-network/--no-test-network",
+                                      help="local grader: --no-test-network runs the tests with loopback only."),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
 ) -> None:
     """Grade predictions with the official harness or the local, UNOFFICIAL grader."""
@@ -135,7 +137,7 @@ def grade_cmd(
 
             config = GradeConfig(output_dir=out, cache_dir=str(repo_cache) if repo_cache else None,
                                  repo_map=parse_repo_map(repo_map), online=not offline, keep=keep,
-                                 test_timeout=float(timeout or 1800))
+                                 test_timeout=float(timeout or 1800), test_network=test_network)
             report = grade_batch(chosen, preds, config, workers=workers, label=label, progress=progress)
     except _user_errors() as exc:
         fail(str(exc))
@@ -143,8 +145,11 @@ def grade_cmd(
     typer.echo(f"resolved {report.get('resolved_instances', 0)}/{report.get('submitted_instances', 0)}{tag}; "
                f"errors {report.get('error_instances', 0)} -> {out / 'report.json'}")
     if "judgeable_ids" in report:
+        from clover.evals.swebench.calibration import render_table
+
         typer.echo(f"judgeable here (gold resolves, empty does not): {len(report['judgeable_ids'])}/"
                    f"{len(report['calibration'])}")
+        typer.echo(render_table(report.get("by_repository", {})))
     _warn_unjudged(report)
     if report.get("error_instances"):
         raise typer.Exit(1)

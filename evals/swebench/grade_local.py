@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
-import signal
-import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,26 +21,22 @@ from typing import Any
 
 from clover.evals import grading
 from clover.evals.grading import reset_tree
+from clover.evals.swebench.calibration import by_repository, why_not_judgeable
 from clover.evals.swebench.dataset import Instance, modified_files
 from clover.evals.swebench.judge import (
     InstallError,
     cannot_judge,
     error_kind,
-    failure_messages,
     grade_on_subset,
-    pip_error,
+    missing_package_tests,
     unrunnable_tests,
 )
-from clover.evals.swebench.local_spec import (
-    SYSTEM_COMMAND,
-    LocalSpec,
-    make_venv,
-    requirement_problems,
-    resolve_spec,
-    venv_env,
-)
+from clover.evals.swebench.local_setup import Shell, install_repository, needs_reinstall, setup_environment
+from clover.evals.swebench.local_spec import SYSTEM_COMMAND, LocalSpec, resolve_spec
 from clover.evals.swebench.runner import write_json_atomic, write_text_atomic
-from clover.evals.swebench.workspace import RepoCache, git, make_workspace
+from clover.evals.swebench.system_packages import system_package_tests
+from clover.evals.swebench.tox_command import ToxError, is_tox_command, tox_run
+from clover.evals.swebench.workspace import RepoCache, default_cache_dir, make_workspace
 
 # The official harness tries git apply, then --reject, then patch --fuzz; --3way sits between.
 
@@ -55,6 +51,7 @@ class GradeConfig:
     keep: bool = False
     test_timeout: float = 1800.0
     setup_timeout: float = 1800.0
+    test_network: bool = True  # False: tests run with loopback only (offline_script)
 
     def __post_init__(self) -> None:
         # Commands run with cwd = the work tree: a relative -o would put the venv on PATH and the
@@ -77,101 +74,24 @@ def _markers() -> tuple[str, str, list[str]]:
     return START_TEST_OUTPUT, END_TEST_OUTPUT, [APPLY_PATCH_FAIL, RESET_FAILED, TESTS_ERROR, TESTS_TIMEOUT]
 
 
-class _Shell:
-    """Runs commands in the work tree with the venv first on PATH, appending to one log."""
-
-    def __init__(self, cwd: Path, venv: Path, log: Path, extra_env: dict[str, str] | None = None) -> None:
-        self.cwd, self.env, self.log = cwd, {**venv_env(venv), **(extra_env or {})}, log
-
-    def run(self, command: str | list[str], timeout: float, stdin: str | None = None) -> tuple[int, str]:
-        shown = command if isinstance(command, str) else " ".join(command)
-        args = ["bash", "-c", command] if isinstance(command, str) else command
-        # Own process group, so a timeout kills the test run's children too, not only bash.
-        proc = subprocess.Popen(args, cwd=self.cwd, env=self.env, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                                start_new_session=True)
-        try:
-            out, _ = proc.communicate(stdin, timeout=timeout)
-            rc = proc.returncode
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, _ = proc.communicate()
-            out, rc = (out or "") + f"\n[timed out after {timeout:.0f} s]", 124
-        with self.log.open("a", encoding="utf-8") as fh:
-            fh.write(f"+ {shown}\n{out}{'' if out.endswith(chr(10)) or not out else chr(10)}[exit {rc}]\n")
-        return rc, out
-
-
-def setup_environment(spec: LocalSpec, ws: Path, venv: Path, log: Path, timeout: float) -> _Shell:
-    make_venv(spec, venv)
-    sh = _Shell(ws, venv, log, spec.env)
-    for note in spec.notes:
-        sh.log.open("a").write(f"# {note}\n")
-    for step in install_steps(spec, venv.parent / "requirements.txt", sh.log):
-        rc, out = sh.run(step, timeout)
-        if rc != 0:
-            raise InstallError(f"dependency install failed ({step}): {_last_error(out)}", pip_error(out))
-    for cmd in spec.pre_install:
-        if SYSTEM_COMMAND.search(cmd):
-            sh.log.open("a").write(f"# skipped (changes the machine): {cmd}\n")
-            continue
-        sh.run(cmd, timeout)
-    if spec.install:
-        rc, out = sh.run(spec.install, timeout)
-        if rc != 0 and "pip install" in spec.install:  # setup.py that imports its own package
-            rc, out = sh.run(spec.install + " --no-build-isolation", timeout)
-        if rc != 0:
-            raise InstallError(f"install failed ({spec.install}): {_last_error(out)}", pip_error(out))
-    # Like the official image: commit what setup changed so resets return to this state.
-    git("add", "-A", cwd=ws)
-    git("commit", "--quiet", "--allow-empty", "--no-verify", "-m", "grader setup", cwd=ws)
-    return sh
-
-
-def install_steps(spec: LocalSpec, requirements_file: Path, log: Path) -> list[str]:
-    """The pip commands before the install. Requirement lines go to a file for `pip install -r`:
-    pip's own parser then handles comments, `-e URL`, `--hash` and markers, as swebench's image does."""
-    import shlex
-
-    pip = "python -m pip install"
-    steps: list[str] = []
-    if spec.official:
-        steps.append(f"{pip} -q setuptools wheel")
-    if spec.requirements:
-        requirements_file.write_text("\n".join(spec.requirements) + "\n", encoding="utf-8")
-        with log.open("a", encoding="utf-8") as fh:
-            fh.write(f"# {requirements_file.name}:\n" + "".join(f"#   {r}\n" for r in spec.requirements))
-            for problem in requirement_problems(spec.requirements):
-                fh.write(f"# pip will reject the requirement {problem.splitlines()[0]}\n")
-        steps.append(f"{pip} -r {shlex.quote(str(requirements_file))}")
-    if spec.pip_packages:
-        steps.append(f"{pip} " + " ".join(shlex.quote(p) for p in spec.pip_packages))
-    return steps
-
-
-def _last_error(output: str) -> str:
-    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
-    errors = [ln for ln in lines if ln.startswith(("ERROR:", "error:"))]
-    return (errors or lines or ["(no output)"])[-1]
-
-
-def apply_patch(sh: _Shell, ws: Path, patch: str, timeout: float = 300) -> bool:
+def apply_patch(sh: Shell, ws: Path, patch: str, timeout: float = 300) -> bool:
     """The grader core's patch chain (evals/grading.py), each try run and logged in the venv shell."""
     return grading.apply_patch(ws, patch, run=lambda argv: sh.run(argv, timeout)[0])
 
 
-def run_tests(sh: _Shell, ws: Path, instance: Instance, spec: LocalSpec, patch: str, log: Path,
-              timeout: float) -> None:
+def run_tests(sh: Shell, ws: Path, instance: Instance, spec: LocalSpec, patch: str, log: Path,
+              timeout: float, network: bool = True) -> None:
     """Apply the model patch and the test patch, run the tests; everything goes into `log`."""
     start, end, bad = _markers()
     sh.log = log
     if patch.strip() and not apply_patch(sh, ws, patch):
         log.open("a").write(f"{bad[0]}\n")
         return
-    if spec.install:  # as the official eval script does: the patch may change what gets installed
-        rc, _ = sh.run(spec.install, timeout)
-        if rc != 0 and "pip install" in spec.install:
-            sh.run(spec.install + " --no-build-isolation", timeout)
+    # The official eval script installs again: the patch may change what gets built. Skipped when
+    # it cannot (only Python modules changed: the editable install already sees them).
+    if spec.install and needs_reinstall(patch):
+        with contextlib.suppress(InstallError):  # logged; the tests say what it broke
+            install_repository(spec.install, sh, sh.installer, timeout, again=True)
     existing = [f for f in modified_files(instance["test_patch"]) if (ws / f).exists()]
     if existing:
         sh.run(["git", "checkout", instance["base_commit"], "--", *existing], 120)
@@ -179,12 +99,43 @@ def run_tests(sh: _Shell, ws: Path, instance: Instance, spec: LocalSpec, patch: 
     if rc != 0:
         log.open("a").write(f"{bad[0]} (test patch)\n")
         return
-    script = "\n".join([c for c in spec.eval_commands if not SYSTEM_COMMAND.search(c)] + [spec.test_cmd + " 2>&1"])
+    test_cmd, test_env = direct_test_command(spec.test_cmd, ws, sh)
+    script = "\n".join([c for c in spec.eval_commands if not SYSTEM_COMMAND.search(c)] + [test_cmd + " 2>&1"])
     with log.open("a", encoding="utf-8") as fh:
         fh.write(f"{start}\n")
-    rc, _ = sh.run(script, timeout)
+    if not network:
+        script = offline_script(script, sh)
+    rc, _ = sh.run(script, timeout, env=test_env)
     with log.open("a", encoding="utf-8") as fh:
         fh.write(f"{end}\n" if rc != 124 else f"{bad[3]}\n")
+
+
+def offline_script(script: str, sh: Shell) -> str:
+    """`script` in a network namespace of its own with only loopback up: a test that needs the
+    internet fails as such (and is named), instead of meeting whatever this machine's network does
+    (here a gateway answers every address, and requests' connect-timeout tests fail oddly)."""
+    if not (shutil.which("unshare") and shutil.which("ip")):
+        sh.note("--no-test-network: unshare or ip missing; the tests run with the machine's network")
+        return script
+    inner = "ip link set lo up || exit 97\n" + script
+    return f"unshare --net {'' if os.geteuid() == 0 else '--map-root-user '}bash -c {shlex.quote(inner)}"
+
+
+def direct_test_command(test_cmd: str, ws: Path, sh: Shell) -> tuple[str, dict[str, str]]:
+    """The command that runs the tests, and its extra environment. A `tox ...` command becomes its
+    testenv's commands, read from the work tree's tox.ini (after the pre-install edits) and run
+    in the venv directly (tox_command.py says why)."""
+    if not is_tox_command(test_cmd):
+        return test_cmd, {}
+    try:
+        run = tox_run(test_cmd, ws, environ=sh.env)
+    except ToxError as exc:
+        sh.note(f"tox command not translated ({exc}); running it as given")
+        return test_cmd, {}
+    sh.note(f"{test_cmd!r} runs tox.ini's {run.env_name} testenv; run directly: {run.script()}")
+    if run.setenv:
+        sh.note("with " + " ".join(f"{k}={shlex.quote(v)}" for k, v in run.setenv.items()))
+    return run.script(), run.setenv
 
 
 def evaluate_log(log_text: str, instance: Instance, spec: LocalSpec, patch: str) -> dict[str, Any]:
@@ -214,9 +165,19 @@ def evaluate_log(log_text: str, instance: Instance, spec: LocalSpec, patch: str)
     report["resolved"] = get_resolution_status(tests) == ResolvedStatus.FULL.value
     report["tests_status"] = tests
     body = log_text.split(start)[1].split(end)[0]
-    excluded = unrunnable_tests(body, [*gold[FAIL_TO_PASS], *gold[PASS_TO_PASS]], status_map)
+    judged = [*gold[FAIL_TO_PASS], *gold[PASS_TO_PASS]]
+    report["tests_run"] = sum(t in status_map for t in judged)  # 0: the run stopped before any of them
+    excluded = {**unrunnable_tests(body, judged, status_map),
+                **missing_package_tests(body, judged, status_map, spec.missing_packages),
+                **system_package_tests(body, judged, status_map, spec.missing_system_packages)}
     grade_on_subset(report, excluded, gold, status_map, eval_type)
     return report
+
+
+def default_work_dir() -> Path:
+    """Work trees and venvs: beside the repository cache, not under the system temp directory
+    (the instance's TMPDIR), whose paths must not share a first directory with the work tree."""
+    return default_cache_dir().parent / "work"
 
 
 def grade_instance(instance: Instance, preds: dict[str, str], config: GradeConfig) -> dict[str, Any]:
@@ -225,21 +186,23 @@ def grade_instance(instance: Instance, preds: dict[str, str], config: GradeConfi
     iid = instance["instance_id"]
     inst_dir = config.output_dir / iid
     inst_dir.mkdir(parents=True, exist_ok=True)
-    work = Path(config.work_dir) if config.work_dir else config.output_dir / ".work"
-    ws, venv = work / iid / "repo", work / iid / "venv"
+    work = Path(config.work_dir) if config.work_dir else default_work_dir()
+    own = work / f"{iid}-{os.getpid()}"  # two runs grading one instance at once do not meet
+    ws, venv = own / "repo", own / "venv"
     setup_log = inst_dir / "run_instance.log"
     setup_log.write_text("")
     results: dict[str, Any] = {}
     started = time.monotonic()
+    tmp = Path(tempfile.mkdtemp(prefix=f"clover-grade-{iid[:40]}-"))
     try:
         make_workspace(instance, ws, RepoCache(config.cache_dir, config.repo_map, online=config.online))
         spec = resolve_spec(instance, ws)
-        sh = setup_environment(spec, ws, venv, setup_log, config.setup_timeout)
+        sh = setup_environment(spec, ws, venv, setup_log, config.setup_timeout, tmp=tmp)
         for name, patch in preds.items():
             log = inst_dir / (f"test_output.{name}.txt" if len(preds) > 1 else "test_output.txt")
             log.write_text("")
             reset_tree(ws)
-            run_tests(sh, ws, instance, spec, patch or "", log, config.test_timeout)
+            run_tests(sh, ws, instance, spec, patch or "", log, config.test_timeout, config.test_network)
             write_text_atomic(inst_dir / (f"patch.{name}.diff" if len(preds) > 1 else "patch.diff"), patch or "")
             results[name] = evaluate_log(log.read_text(encoding="utf-8", errors="replace"), instance, spec, patch or "")
             results[name]["empty_patch"] = not (patch or "").strip()
@@ -252,8 +215,9 @@ def grade_instance(instance: Instance, preds: dict[str, str], config: GradeConfi
                                       "patch_successfully_applied": False, "resolved": False,
                                       "empty_patch": not (patch or "").strip(), **failure})
     finally:
+        shutil.rmtree(tmp, ignore_errors=True)
         if not config.keep:
-            shutil.rmtree(work / iid, ignore_errors=True)
+            shutil.rmtree(own, ignore_errors=True)
     seconds = round(time.monotonic() - started, 2)
     for name, rep in results.items():
         rep["seconds"] = seconds
@@ -277,21 +241,6 @@ def describe_failure(exc: BaseException) -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------- the batch
-
-
-def _why_not_judgeable(gold: dict[str, Any], empty: dict[str, Any], gold_log: str = "") -> str:
-    for report in (gold, empty):
-        if reason := cannot_judge(report):
-            return reason
-    if not gold.get("resolved"):
-        tests = gold.get("tests_status", {})
-        failing = [t for k in ("FAIL_TO_PASS", "PASS_TO_PASS") for t in tests.get(k, {}).get("failure", [])]
-        messages = failure_messages(gold_log)
-        shown = [f"{t} ({messages[t][:80]})" if t in messages else t for t in failing[:5]]
-        return "gold patch does not resolve here" + (f"; failing: {', '.join(shown)}" if failing else "")
-    if empty.get("resolved"):
-        return "empty patch also resolves (the tests do not catch the bug here)"
-    return ""
 
 
 def _gold_log(config: GradeConfig, iid: str) -> str:
@@ -362,9 +311,9 @@ def grade_batch(instances: list[Instance], predictions: dict[str, dict[str, Any]
     else:
         gold = {i: r["gold"] for i, r in results.items()}
         empty = {i: r["empty"] for i, r in results.items()}
-        why = {i: _why_not_judgeable(gold[i], empty[i], _gold_log(config, i)) for i in results}
+        why = {i: why_not_judgeable(gold[i], empty[i], _gold_log(config, i)) for i in results}
         calib = {i: {"gold_resolved": gold[i].get("resolved", False), "empty_resolved": empty[i].get("resolved", False),
-                     "judgeable": not why[i], "why_not": why[i]}
+                     "judgeable": not why[i][1], "why_not": why[i][1], "why_kind": why[i][0]}
                  for i in sorted(results)}
         for i, c in calib.items():
             if gold[i].get("excluded_tests") or empty[i].get("excluded_tests"):
@@ -373,6 +322,7 @@ def grade_batch(instances: list[Instance], predictions: dict[str, dict[str, Any]
             **summarize(gold, len(instances), "calibrate"),
             "judgeable_ids": [i for i, c in calib.items() if c["judgeable"]],
             "calibration": calib,
+            "by_repository": by_repository(calib),
             "gold": summarize(gold, len(instances), "gold"),
             "empty": summarize(empty, len(instances), "empty"),
         }

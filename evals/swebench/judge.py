@@ -58,10 +58,19 @@ def error_kind(exc: BaseException) -> str:
     return "grader"
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def strip_ansi(text: str) -> str:
+    """Without terminal colours (sphinx's tox.ini runs pytest with --color yes)."""
+    return _ANSI.sub("", text)
+
+
 def failure_messages(log: str) -> dict[str, str]:
     """{test id: message} of the failed tests: the last `E ...` line of each failure section
     (`____ Class.test_name ____`; the summary line is cut to the terminal's width), else the
     short summary's `FAILED id - message`."""
+    log = strip_ansi(log)
     out: dict[str, str] = {}
     failed = []
     for line in log.splitlines():
@@ -82,23 +91,42 @@ def failure_messages(log: str) -> dict[str, str]:
 def _failure_sections(log: str) -> dict[str, str]:
     """{section title: its error lines} for pytest's `____ title ____` failure sections."""
     out: dict[str, str] = {}
-    title, errors = None, []
+    for title, lines in _section_lines(log).items():
+        errors = [line[1:].strip() for line in lines if line.startswith("E  ")]
+        if errors:
+            out[title] = " | ".join(reversed(errors[-3:]))
+    return out
+
+
+def _section_lines(log: str) -> dict[str, list[str]]:
+    """{section title: its lines} (the first section of a title; captured output included)."""
+    out: dict[str, list[str]] = {}
+    title, lines = None, []
     for line in log.splitlines():
         header = _SECTION.match(line)
         if header or line.startswith("=" * 10):
-            if title is not None and errors:
-                out.setdefault(title, " | ".join(reversed(errors[-3:])))
-            title, errors = (header.group(1) if header else None), []
-        elif title is not None and line.startswith("E  "):
-            errors.append(line[1:].strip())
-    if title is not None and errors:
-        out.setdefault(title, " | ".join(reversed(errors[-3:])))
+            if title is not None:
+                out.setdefault(title, lines)
+            title, lines = (header.group(1) if header else None), []
+        elif title is not None:
+            lines.append(line)
+    if title is not None:
+        out.setdefault(title, lines)
     return out
+
+
+def network_evidence(log: str, test: str) -> str:
+    """A line of the failed test's section (its traceback or captured output) saying it needed
+    the network: sphinx's latex test fails an assert because `Could not fetch remote image`."""
+    sections = _section_lines(strip_ansi(log))
+    parts = test.split("::")[1:]
+    lines = sections.get(".".join(parts)) or sections.get(parts[-1] if parts else "") or []
+    return next((line.strip() for line in lines if NETWORK.search(line)), "")
 
 
 def skip_reasons(log: str) -> list[tuple[str, str]]:
     """(where, reason) per `SKIPPED [n] path:line: reason` line; `where` is a file or a test id."""
-    return [(m.group("where"), m.group("reason").strip()) for line in log.splitlines()
+    return [(m.group("where"), m.group("reason").strip()) for line in strip_ansi(log).splitlines()
             if (m := _SKIP_LINE.match(line))]
 
 
@@ -113,7 +141,7 @@ def unrunnable_tests(log: str, judged: list[str], status_map: dict[str, str]) ->
     """The judged tests that did not run for a reason of this machine: {test id: reason}.
 
     - skipped (by id, or absent from the log while its file reports a skip),
-    - failed with a network error in the summary message."""
+    - failed with a network error in its message, traceback or captured output."""
     failures = failure_messages(log)
     skips = skip_reasons(log)
     out: dict[str, str] = {}
@@ -122,11 +150,49 @@ def unrunnable_tests(log: str, judged: list[str], status_map: dict[str, str]) ->
         if status in ("FAILED", "ERROR") and NETWORK.search(failures.get(test, "")):
             out[test] = why_excluded(failures[test], network=True)
             continue
+        if status in ("FAILED", "ERROR") and (evidence := network_evidence(log, test)):
+            out[test] = why_excluded(evidence, network=True)
+            continue
         if status == "SKIPPED" or status is None:
             path = test.split("::", 1)[0]
             reasons = [r for where, r in skips if where in (test, path)]
             if reasons:
                 out[test] = why_excluded(reasons[0], network=bool(NETWORK.search(reasons[0])))
+    return out
+
+
+_NO_MODULE = re.compile(r"No module named '([\w.]+)'|could not import '([\w.]+)'|ModuleNotFoundError: ([\w.]+)")
+
+
+def missing_package_tests(log: str, judged: list[str], status_map: dict[str, str],
+                          missing: dict[str, str]) -> dict[str, str]:
+    """The judged tests that failed or skipped for want of a package the environment could not
+    have (`missing`: {normalized name: why}, e.g. a conda-only entry of environment.yml)."""
+    if not missing:
+        return {}
+    names = {}
+    for name, why in missing.items():
+        origin = why.split(":", 1)[0].strip().split("=")[0].split(" ")[0]
+        for alias in (name, origin):
+            names[re.sub(r"[-_.]+", "-", alias).lower()] = (name, why)
+    messages = failure_messages(log)
+    skips = skip_reasons(log)
+    out: dict[str, str] = {}
+    for test in judged:
+        status = status_map.get(test)
+        if status == "PASSED" or status == "XFAIL":
+            continue
+        path = test.split("::", 1)[0]
+        texts = [messages.get(test, ""), *(r for where, r in skips if where in (test, path))]
+        for text in texts:
+            for m in _NO_MODULE.finditer(text):
+                module = next(g for g in m.groups() if g).split(".")[0]
+                hit = names.get(re.sub(r"[-_.]+", "-", module).lower())
+                if hit:
+                    out[test] = f"needs the package {hit[0]}, which pip cannot install here ({hit[1]})"
+                    break
+            if test in out:
+                break
     return out
 
 
@@ -153,7 +219,11 @@ def grade_on_subset(report: dict[str, Any], excluded: dict[str, str], gold: dict
 
 
 def _kind_of(reason: str) -> str:
-    return "network" if reason.startswith("needs the network") else "cpu" if reason.startswith("too few CPUs") else "skipped"
+    for prefix, kind in (("needs the network", "network"), ("too few CPUs", "cpu"), ("needs the package", "package"),
+                         ("needs the system package", "system-package")):
+        if reason.startswith(prefix):
+            return kind
+    return "skipped"
 
 
 def cannot_judge(report: dict[str, Any]) -> str:

@@ -15,7 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clover.evals.swebench.conda_env import (
+    CondaEnvironment,
+    EnvironmentYmlError,
+    conda_to_pip,
+    parse_environment_yml,
+)
 from clover.evals.swebench.dataset import Instance, modified_files
+from clover.evals.swebench.system_packages import spec_system_packages
+from clover.evals.swebench.tox_command import is_tox_command
 from clover.evals.swebench.workspace import WorkspaceError, git
 
 Parser = Callable[[str, Any], dict[str, str]]
@@ -33,6 +41,7 @@ class SpecError(RuntimeError):
 class LocalSpec:
     python: str | None  # "3.9", or None: the interpreter running the grader
     requirements: list[str] = field(default_factory=list)  # pip requirement lines
+    base_packages: list[str] = field(default_factory=list)  # installed with the interpreter (conda create's)
     pip_packages: list[str] = field(default_factory=list)
     pre_install: list[str] = field(default_factory=list)
     install: str | None = None
@@ -43,6 +52,12 @@ class LocalSpec:
     inherit_site: bool = False  # default spec: the venv sees the grader's packages (pytest)
     env: dict[str, str] = field(default_factory=dict)  # extra environment for every command
     notes: list[str] = field(default_factory=list)
+    # Packages resolve as of this date (uv --exclude-newer), None: not held (the default spec).
+    exclude_newer: str | None = None
+    conda_env: CondaEnvironment | None = None  # when the requirements come from an environment.yml
+    missing_packages: dict[str, str] = field(default_factory=dict)  # left out at install: name -> why
+    system_packages: list[str] = field(default_factory=list)  # the spec's apt-get installs (not run here)
+    missing_system_packages: list[str] = field(default_factory=list)  # of those, not on this machine
 
 
 def _default_parser() -> Parser:
@@ -76,16 +91,54 @@ def resolve_spec(instance: Instance, workspace: Path) -> LocalSpec:
         test_cmd=" ".join([test_cmd, *directives]),
         parser=MAP_REPO_TO_PARSER[instance["repo"]],
         official=True,
+        exclude_newer=max(environment_date(instance, workspace), PYTHON_RELEASED.get(str(specs["python"]), "")),
     )
+    spec.system_packages = spec_system_packages([*spec.pre_install, *spec.eval_commands])
+    if is_tox_command(test_cmd):  # run directly (tox_command.py): tox and its plugins are not needed
+        dropped = [p for p in spec.pip_packages if re.match(r"^tox([-_.]|$|[=<>!~ ])", p.lower())]
+        spec.pip_packages = [p for p in spec.pip_packages if p not in dropped]
+        spec.notes.append(f"not installed: {', '.join(dropped)} (the tests run without tox)")
     packages = specs.get("packages", "")
     if packages == "requirements.txt":
         spec.requirements = requirements_from_mirror(instance, workspace)
     elif packages == "environment.yml":
-        spec.requirements = environment_yml_from_mirror(instance, workspace)
-        spec.notes.append("environment.yml translated to pip requirements (conda not used): best effort")
-    elif packages:
-        spec.requirements = [conda_to_pip(p) for p in shlex.split(packages)]
+        spec.conda_env = environment_yml_from_mirror(instance, workspace)
+        spec.requirements = spec.conda_env.requirements()
+        spec.notes.append("environment.yml read for pip: channels skipped, conda names given their PyPI names")
+    elif packages:  # conda packages on `conda create`'s command line: with the interpreter
+        spec.base_packages = [conda_to_pip(p) for p in shlex.split(packages)]
+    spec.notes.append(f"packages resolved as of {spec.exclude_newer}: the environment_setup_commit's date, "
+                      f"or Python {spec.python}'s release if that is later")
     return spec
+
+
+# First releases: packages older than their interpreter do not know it (swebench's specs run
+# requests' 2013 environment on Python 3.9; pip 1.3 and pytest 2.3 do not run there), so an
+# environment resolves no earlier than its Python.
+PYTHON_RELEASED = {
+    "3.5": "2015-09-13T00:00:00Z", "3.6": "2016-12-23T00:00:00Z", "3.7": "2018-06-27T00:00:00Z",
+    "3.8": "2019-10-14T00:00:00Z", "3.9": "2020-10-05T00:00:00Z", "3.10": "2021-10-04T00:00:00Z",
+    "3.11": "2022-10-24T00:00:00Z", "3.12": "2023-10-02T00:00:00Z", "3.13": "2024-10-07T00:00:00Z",
+}
+
+
+def environment_date(instance: Instance, workspace: Path) -> str:
+    """The date the packages resolve at: the commit date of environment_setup_commit, the commit
+    swebench builds the (repo, version) environment from (its requirement files, its pins' era), in
+    UTC. created_at is not used: it is the pull request's date, and base_commit may be years newer
+    (pydata__xarray-2905: created 2019-04, base commit 2021-02, environment 2021-05)."""
+    from datetime import datetime, timezone
+
+    commit = instance.get("environment_setup_commit") or instance["base_commit"]
+    try:
+        stamp = git("show", "-s", "--format=%cI", commit, cwd=workspace).strip()
+    except WorkspaceError:
+        stamp = str(instance.get("created_at") or "")
+    try:
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        raise SpecError(f"no date for the environment of {instance['instance_id']} ({commit[:12]})") from None
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def default_spec(instance: Instance, workspace: Path) -> LocalSpec:
@@ -98,7 +151,7 @@ def default_spec(instance: Instance, workspace: Path) -> LocalSpec:
             path = str(test_id).split("::", 1)[0]
             if "::" in str(test_id) and path.endswith(".py") and path not in tests and (workspace / path).is_file():
                 tests.append(path)
-    return LocalSpec(
+    spec = LocalSpec(
         python=None,
         install="python -m pip install -e ." if has_project else None,
         # The grader's own pytest plugins are not the repository's (and hypothesis alone costs a
@@ -109,15 +162,24 @@ def default_spec(instance: Instance, workspace: Path) -> LocalSpec:
         inherit_site=True,
         notes=["default spec (repo/version not in swebench's spec map)"],
     )
-
-
-def conda_to_pip(spec: str) -> str:
-    """`numpy=1.19` (conda: 1.19.*) -> `numpy==1.19.*`; pip-style specs pass through."""
-    m = re.fullmatch(r"([A-Za-z0-9_.\-\[\]]+)=([^=<>!~]+)", spec)
-    if m:
-        version = m.group(2)
-        return f"{m.group(1)}=={version}" if version.count(".") >= 2 or "*" in version else f"{m.group(1)}=={version}.*"
+    if not has_project and tox_testenv_runs_pytest(workspace):
+        # A tox-only repository: its tests are what its testenv runs, with its setenv; run directly
+        # (tox_command.py), with the summary the parser reads.
+        spec.test_cmd = " ".join(["tox --", *map(shlex.quote, tests)])
+        spec.env["PYTEST_ADDOPTS"] = "-rA -p no:cacheprovider"
+        spec.notes.append("tox-only repository: the tests run as tox.ini's testenv runs them")
     return spec
+
+
+def tox_testenv_runs_pytest(workspace: Path) -> bool:
+    from clover.evals.swebench.tox_command import ToxError, tox_run
+
+    if not (workspace / "tox.ini").is_file():
+        return False
+    try:
+        return "pytest" in tox_run("tox", workspace, environ={}).script()
+    except ToxError:
+        return False
 
 
 def _show(workspace: Path, commit: str, path: str) -> str | None:
@@ -188,8 +250,9 @@ def requirement_problems(lines: list[str]) -> list[str]:
     return problems
 
 
-def environment_yml_from_mirror(instance: Instance, workspace: Path) -> list[str]:
+def environment_yml_from_mirror(instance: Instance, workspace: Path) -> CondaEnvironment:
     from swebench.harness.constants import MAP_REPO_TO_ENV_YML_PATHS
+    from swebench.harness.test_spec.python import clean_environment_yml
 
     commit = instance.get("environment_setup_commit") or instance["base_commit"]
     for path in MAP_REPO_TO_ENV_YML_PATHS.get(instance["repo"], []):
@@ -198,12 +261,10 @@ def environment_yml_from_mirror(instance: Instance, workspace: Path) -> list[str
             break
     else:
         raise SpecError(f"no environment.yml of {instance['repo']} at {commit[:12]} in the mirror")
-    out: list[str] = []
-    for line in text.splitlines():  # "  - name[=ver]" entries, conda's and pip's alike
-        m = re.match(r"^\s*-\s+([^\s#:]+)\s*(#.*)?$", line)
-        if m and m.group(1).split("=")[0].split("<")[0].split(">")[0] not in ("python", "pip"):
-            out.append(conda_to_pip(m.group(1)))
-    return out
+    try:
+        return parse_environment_yml(clean_environment_yml(text))
+    except EnvironmentYmlError as exc:
+        raise SpecError(f"{path} of {instance['repo']} at {commit[:12]}: {exc}") from None
 
 
 # --------------------------------------------------------------------------- interpreters and venvs
@@ -240,18 +301,44 @@ def parent_site_dirs() -> list[str]:
     return list(dict.fromkeys(d for d in dirs if os.path.isdir(d)))
 
 
-def venv_env(venv: Path) -> dict[str, str]:
+def venv_env(venv: Path, home: Path | None = None, tmp: Path | None = None) -> dict[str, str]:
+    """The environment of every command in an instance's venv: its bin first on PATH (the grader's
+    venv and pyenv's interpreters taken off it: a missing `pytest` is missing, not borrowed), and a
+    HOME and TMPDIR of its own when given (tests write ~/.astropy, ~/.config, pytest's numbered tmp
+    dirs; nothing lands in the user's, and parallel instances do not share them)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONHOME", "PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}", VIRTUAL_ENV=str(venv),
+    own = {str(Path(sys.prefix) / "bin")} if sys.prefix != sys.base_prefix else set()
+    if os.environ.get("VIRTUAL_ENV"):
+        own.add(str(Path(os.environ["VIRTUAL_ENV"]) / "bin"))
+    pyenv = str(Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")) + os.sep
+    # Other interpreters' scripts too (pyenv's shims and versions): requests 1.x's pytest 2.4 has
+    # no `pytest` script, and the Python 3.11 one found on PATH ran its tests instead.
+    path = [p for p in os.environ.get("PATH", "").split(os.pathsep)
+            if p and p not in own and not (p + os.sep).startswith(pyenv)]
+    env.update(PATH=os.pathsep.join([str(venv / "bin"), *path]), VIRTUAL_ENV=str(venv),
                PYTHONNOUSERSITE="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONDONTWRITEBYTECODE="1")
+    if home is not None:
+        home.mkdir(parents=True, exist_ok=True)
+        for var in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"):
+            env.pop(var, None)
+        env["HOME"] = str(home)
+    if tmp is not None:
+        for var in ("TMP", "TEMP"):
+            env.pop(var, None)
+        env["TMPDIR"] = str(tmp)
     return env
 
 
 def make_venv(spec: LocalSpec, venv: Path) -> None:
+    """The official specs' venv is bare (uv venv; pip, setuptools and wheel are installed as of the
+    environment's date); the default spec's borrows the grader's site-packages (pytest, pip)."""
     python = find_python(spec.python)
-    args = [python, "-m", "venv", str(venv)]
     if spec.inherit_site:
-        args.insert(3, "--without-pip")  # pip and pytest come from the grader's own site-packages
+        args = [python, "-m", "venv", "--without-pip", str(venv)]
+    else:
+        from clover.evals.swebench.packages import uv_binary
+
+        args = [uv_binary(), "venv", "--quiet", "--python", python, str(venv)]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         last = (proc.stderr or proc.stdout).strip().splitlines()

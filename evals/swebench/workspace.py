@@ -85,8 +85,10 @@ class RepoCache:
 
 
 def make_workspace(instance: Instance, dest: str | Path, cache: RepoCache) -> Path:
-    """A clean work tree at base_commit, sharing objects with the mirror, with no remote and no
-    tags or branches that could reveal the fix."""
+    """A clean work tree at base_commit, sharing objects with the mirror, with no remote, no
+    branches and no tags that could reveal the fix. Tags reachable from base_commit stay, as in the
+    official harness's images: setuptools_scm and versioneer read the package's version from them
+    (without them pytest calls itself 0.1.devN and its own `minversion` check stops every run)."""
     dest = Path(dest)
     if dest.exists():
         shutil.rmtree(dest)
@@ -99,8 +101,11 @@ def make_workspace(instance: Instance, dest: str | Path, cache: RepoCache) -> Pa
     except WorkspaceError:
         raise WorkspaceError(f"{instance['instance_id']}: base_commit {commit[:12]} not in {mirror}") from None
     git("remote", "remove", "origin", cwd=dest)
-    for ref in git("for-each-ref", "--format=%(refname)", "refs/heads", "refs/tags", cwd=dest).split():
-        git("update-ref", "-d", ref, cwd=dest)
+    past = {f"refs/tags/{t}" for t in git("tag", "--merged", commit, cwd=dest).split()}
+    doomed = [ref for ref in git("for-each-ref", "--format=%(refname)", "refs/heads", "refs/tags", cwd=dest).split()
+              if ref not in past]
+    if doomed:
+        git("update-ref", "--stdin", cwd=dest, stdin="".join(f"delete {ref}\n" for ref in doomed))
     git("config", "user.email", "clover@localhost", cwd=dest)
     git("config", "user.name", "clover", cwd=dest)
     return dest

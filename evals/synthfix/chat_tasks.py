@@ -34,6 +34,7 @@ from clover.evals.synthfix.generator import read_jsonl, write_jsonl
 from clover.evals.synthfix.oracle import render_trajectory, tool_turn
 from clover.evals.synthfix.repo_copies import NOT_SOURCE, flat_copy, pad_copy
 from clover.prompts import BASE
+from clover.tools.commandenv import interpreter_environment
 from clover.tools.environment import LocalEnvironment
 from clover.tools.registry import default_tools, tools_by_name
 
@@ -199,7 +200,7 @@ def trajectory(repo: Path, kind: str, rng: random.Random, tools: list[dict[str, 
     if planned is None:
         return None
     prompt, tool, arguments, fields = planned
-    env = LocalEnvironment(str(repo), timeout=60, output_limit=4000)
+    env = LocalEnvironment(str(repo), timeout=60, output_limit=4000, env=interpreter_environment())
     result = tools_by_name()[tool].run(arguments, env)
     reply = None if result.is_error else answer(kind, result.output, fields)
     if reply is None:
@@ -248,7 +249,7 @@ def listed_files(tree: str) -> list[str]:
 def overview(repo: Path, rng: random.Random, tools: list[dict[str, Any]], root: str) -> dict[str, Any] | None:
     """"What is this project?" answered from real tool output: a view of the repository's top, then the
     README's title and first line of prose or (no README.md) the first source module's docstring."""
-    env = LocalEnvironment(str(repo), timeout=60, output_limit=4000)
+    env = LocalEnvironment(str(repo), timeout=60, output_limit=4000, env=interpreter_environment())
     run = tools_by_name()
     tree = run[LISTING[0]].run(LISTING[1], env)
     if tree.is_error:

@@ -41,6 +41,7 @@ from clover.model.chat import (
     thought_and_reply,
 )
 from clover.prompts import FIX
+from clover.tools.commandenv import interpreter_environment
 from clover.tools.environment import LocalEnvironment
 from clover.tools.registry import default_tools, tools_by_name
 
@@ -288,7 +289,7 @@ def solve(row: dict, seed: int = 0, work_root: str | None = None, reproduce: boo
     try:
         repo = checkout(row, work)
         steps = plan_steps(row, repo, rng, reproduce)
-        env = LocalEnvironment(str(repo), timeout=60, output_limit=4000)
+        env = LocalEnvironment(str(repo), timeout=60, output_limit=4000, env=interpreter_environment())
         tools = tools_by_name()
         root = env.root
         messages: list[dict[str, Any]] = [

@@ -1,4 +1,4 @@
-"""What git cannot store but an undo must restore: exact permission bits and empty directories.
+"""(Kept for benchmarks/legacy_checkpoints.py, as it was at debbb70.) What git cannot store but an undo must restore: exact permission bits and empty directories.
 
 A checkpoint keeps, beside the work tree's git tree, a small JSON manifest: every file whose
 permission bits differ from what git would recreate (0644, or 0755 for an executable), and every

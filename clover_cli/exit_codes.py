@@ -1,0 +1,67 @@
+"""How a headless run ended, as one exit code: `clover fix` and `clover -p` decide it here, so the
+same cause gives the same code in both. `--help` and the docs print HELP."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0  # ended normally (fix: with a change, or the model's explicit "No change needed")
+    NOT_DONE = 1  # ended without a result: no change, malformed or repeated calls, a looping reply
+    USAGE = 2  # bad usage or configuration: flags, files, config values, rules, the model choice
+    REFUSED = 3  # tool calls were refused and nothing changed
+    LIMIT = 4  # a limit ended the run: steps, time, tokens, an answer cut at max_tokens
+    BACKEND = 5  # the model backend failed: server unreachable or erroring, key rejected, stream cut
+    INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
+
+
+HELP = (
+    "Exit codes: 0 done (fix: a change, or the model's answer starting 'No change needed'); "
+    "1 ended without a result (fix: nothing changed); 2 bad usage or configuration; "
+    "3 tool calls were refused and nothing changed; 4 a limit was hit (steps, time, tokens); "
+    "5 the model backend failed (server unreachable, error, key rejected); 130 interrupted."
+)
+
+# A reply the backend flagged as incomplete (repl/guard.py's finish reasons) -> its code.
+_TRUNCATED = {"length": ExitCode.LIMIT, "incomplete": ExitCode.BACKEND, "repetition": ExitCode.NOT_DONE}
+_STOPPED = {"interrupted": ExitCode.INTERRUPTED, "model_error": ExitCode.BACKEND,
+            "limits_exceeded": ExitCode.LIMIT, "format_error": ExitCode.NOT_DONE,
+            "repeated_calls": ExitCode.NOT_DONE}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    code: ExitCode
+    label: str  # one word for reports and json: fixed, no_change_needed, answered, refused, ...
+
+
+def decide(
+    exit_status: str, *, refused: int, changed: bool, needs_change: bool, no_change_answer: bool = False,
+    cut: str = "",
+) -> Outcome:
+    """The one rule. `exit_status`: the agent's (submitted, limits_exceeded, model_error, ...);
+    `refused`: calls the permission gate refused; `changed`: the run changed the work tree (fix: its
+    real diff; -p: a call that can change files ran); `needs_change`: the run's job is a change
+    (`clover fix`); `cut`: the final reply's finish reason when it was incomplete.
+
+    Interrupts and backend failures come first (nothing the model did explains them). Then refusals:
+    when something was refused and nothing changed, the refusals are why, even if the model then
+    looped into a limit. A cut final reply is not an answer; but a fix's result is its change, so
+    after a change the cut reply is only labelled (the report comes from the diff, not the reply)."""
+    if exit_status in ("interrupted", "model_error"):
+        return Outcome(_STOPPED[exit_status], exit_status)
+    if refused and not changed:
+        return Outcome(ExitCode.REFUSED, "refused")
+    if exit_status != "submitted":
+        return Outcome(_STOPPED.get(exit_status, ExitCode.NOT_DONE), exit_status)
+    if cut and not (needs_change and changed):
+        return Outcome(_TRUNCATED.get(cut, ExitCode.NOT_DONE), "truncated")
+    if not needs_change:
+        return Outcome(ExitCode.OK, "answered")
+    if changed:
+        return Outcome(ExitCode.OK, "fixed")
+    if no_change_answer:
+        return Outcome(ExitCode.OK, "no_change_needed")
+    return Outcome(ExitCode.NOT_DONE, "no_change")

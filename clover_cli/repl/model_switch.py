@@ -1,0 +1,83 @@
+"""`/model NAME`: switch for real, or refuse in one line and keep the model. `embedded`, a checkpoint
+directory and `scripted:FILE` are local models (a session started with --base-url leaves its server
+for them; the server's names work again afterwards); any other name must be one the session's
+server lists at /v1/models. A name nothing can check is refused, not accepted silently."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from clover.core.protocols import Model
+from clover.runner import build_model
+from clover.settings import Settings
+
+if TYPE_CHECKING:
+    from clover.repl.app import ChatApp
+
+
+def is_local(name: str) -> bool:
+    return name == "embedded" or name.startswith("scripted:") or Path(name).expanduser().is_dir()
+
+
+def switch_model(app: ChatApp, name: str) -> bool:
+    current = app.model_name()
+    if is_local(name):
+        settings = dataclasses.replace(app.settings, model=name, base_url=None)
+    elif app.server_url:
+        settings = dataclasses.replace(app.settings, model=name, base_url=app.server_url)
+    else:
+        return _refuse(app, name, "it is not 'embedded', a checkpoint directory or scripted:FILE, and this "
+                       "session has no server (--base-url) to ask for it", current)
+    try:
+        model = load_model(app, settings)
+    except Exception as exc:  # a bad name must not end the chat
+        return _refuse(app, name, str(exc), current)
+    if settings.base_url:
+        served = _served(model)
+        if served is None:
+            return _refuse(app, name, f"the server at {settings.base_url} does not list its models "
+                           "(GET /v1/models), so the name cannot be checked", current)
+        if name not in served:
+            shown = ", ".join(served[:8]) + (", …" if len(served) > 8 else "")
+            app.renderer.error(f"cannot switch to {name}: the server at {settings.base_url} serves {shown}")
+            return False
+    app.model.inner = model
+    app.settings = settings
+    app.context_tokens = 0  # the new model's count starts with its next turn
+    _bind(app, model)
+    where = f"served by {settings.base_url}" if settings.base_url else "local"
+    app.renderer.note(f"model: {app.model_name()} ({where})")
+    return True
+
+
+def _refuse(app: ChatApp, name: str, why: str, current: str) -> bool:
+    app.renderer.error(f"cannot switch to {name}: {why}; the model stays {current}")
+    return False
+
+
+def load_model(app: ChatApp, settings: Settings) -> Model:
+    """Build the model; a local one loads under a spinner that says so (seconds)."""
+    if settings.base_url or settings.model.startswith("scripted:") or not app.tty:
+        return build_model(settings)
+    started = time.monotonic()
+    with app.console.status(f"loading {settings.model}…", spinner="dots"):
+        model = build_model(settings)
+    app.renderer.info(f"model loaded in {time.monotonic() - started:.1f}s")
+    return model
+
+
+def _served(model: Model) -> list[str] | None:
+    lister = getattr(model, "served_models", None)
+    return (lister() or None) if lister is not None else None
+
+
+def _bind(app: ChatApp, model: Model) -> None:
+    """A local decoder grounds paths and edits in this workspace, as runner.build_agent does."""
+    bind = getattr(model, "bind_workspace", None)
+    if bind is not None:
+        from clover.backends.reproduce import policy_allows
+
+        bind(app.env, may_run=lambda command: policy_allows(app.agent.gate, command))

@@ -1,0 +1,125 @@
+"""The test guard of `clover fix` (issue 49): the repository's tests before and after the agent's
+change; a test that passed before and fails after is reported, and, for a model that asks for it
+(the embedded one: `rolls_back_test_breaks`), the change is rolled back.
+
+The tests run like any command the agent would run: through its Environment (the sandbox applies)
+and only where the permission policy runs the exact command without asking (yolo, or an allow rule
+for it); otherwise the report says they were not run and why. Nothing else is changed: a roll-back
+reverses exactly the agent's diff (`git apply -R`), so the user's own uncommitted work stays, and a
+diff that no longer applies is left in place and said so.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clover.tools.testrun import TestRun, argv, run_tests, test_files
+
+TIMEOUT = 180.0  # seconds for one run of the tests; a slower suite is not checked (the report says so)
+MAX_FILES = 200
+
+
+@dataclass
+class GuardReport:
+    checked: bool  # the tests ran before and after
+    note: str  # one line for the run's report
+    broken: list[str] = field(default_factory=list)  # passed before, fail (or are gone) after
+    rolled_back: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"checked": self.checked, "note": self.note, "broken": self.broken, "rolled_back": self.rolled_back}
+
+
+class TestGuard:
+    """`start()` before the agent runs, `finish(root, patch)` after it."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, env: Any, may_run: Callable[[str], bool], roll_back: bool = False,
+                 timeout: float = TIMEOUT) -> None:  # fmt: skip
+        self.env, self.may_run, self.roll_back, self.timeout = env, may_run, roll_back, timeout
+        self.files: list[str] = []
+        self.before: TestRun | None = None
+        self.skipped = ""  # why the tests are not checked
+
+    def start(self) -> None:
+        try:
+            self.files = test_files(self.env.list_files(self.env.root))[:MAX_FILES]
+        except (OSError, ValueError):
+            self.files = []
+        if not self.files:
+            self.skipped = "no test files found"
+            return
+        command = shlex.join(argv("python3", str(self.env.root), self.files))
+        if not self.may_run(command):
+            self.skipped = ("the permission mode does not run commands unasked (--yes, or an allow rule for "
+                            "`python3 -c *`, lets it)")  # fmt: skip
+            return
+        self.before = run_tests(self.env, self.files, self.timeout)
+        if not self.before.ok:
+            self.skipped = self.before.error
+
+    def finish(self, root: Path, patch: str) -> GuardReport:
+        """Compare the tests after the change with before; roll the change back where asked."""
+        if self.skipped or self.before is None:
+            return GuardReport(False, f"tests not checked: {self.skipped}")
+        if not patch.strip():
+            return GuardReport(True, "tests checked: nothing was changed")
+        after = run_tests(self.env, self.files, self.timeout)
+        was = self.before.outcomes
+        if not after.ok:  # they ran before the change and do not now (a hang, a crash): that is breaking them
+            broken = sorted(t for t, o in was.items() if o == "passed")
+            return self._broken(root, patch, broken, f"the tests no longer run ({after.error})")
+        broken = sorted(t for t, o in was.items() if o == "passed" and after.outcomes.get(t, "gone") != "passed"
+                        and after.outcomes.get(t) != "skipped")  # fmt: skip
+        fixed = sum(1 for t, o in after.outcomes.items() if o == "passed" and was.get(t) == "failed")
+        if not broken:
+            return GuardReport(True, f"tests checked: none that passed before fails now ({fixed} fixed)")
+        shown = ", ".join(broken[:5]) + (f" and {len(broken) - 5} more" if len(broken) > 5 else "")
+        return self._broken(root, patch, broken, f"{len(broken)} passing test(s) fail: {shown}")
+
+    def _broken(self, root: Path, patch: str, broken: list[str], what: str) -> GuardReport:
+        """Report the breakage, and roll the change back where asked."""
+        if not self.roll_back:
+            return GuardReport(True, f"the change breaks the tests: {what}", broken)
+        if revert(root, patch):
+            return GuardReport(True, f"rolled back: the change broke the tests: {what}", broken, rolled_back=True)
+        return GuardReport(True, f"the change breaks the tests: {what} (it could not be rolled back; `clover undo` "
+                                 "reverts the run's steps)", broken)  # fmt: skip
+
+
+def revert(root: Path, patch: str) -> bool:
+    """Reverse `patch` (a git diff of the agent's change) in the work tree; False if it no longer applies."""
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0"}
+    text = patch if patch.endswith("\n") else patch + "\n"
+    for args in (["--check"], []):  # all or nothing: check first, then apply
+        proc = subprocess.run(["git", "apply", "-R", "--whitespace=nowarn", *args, "-"], cwd=root, input=text,
+                              capture_output=True, text=True, env=env, check=False)  # fmt: skip
+        if proc.returncode != 0:
+            return False
+    return True
+
+
+def start_guard(env: Any, model: Any, gate_allows: Callable[[str], bool]) -> TestGuard:
+    """The guard for one run, its tests already run (the state before the agent)."""
+    guard = TestGuard(env, gate_allows, roll_back=bool(getattr(model, "rolls_back_test_breaks", False)))
+    guard.start()
+    return guard
+
+
+def guard_for_fix(settings: Any, env: Any, model: Any) -> TestGuard:
+    """`clover fix`'s guard: the tests run where the run's permission policy would run them unasked."""
+    from clover.backends.reproduce import policy_allows
+    from clover.runner import build_gate
+
+    gate = build_gate(settings, env.root)
+    return start_guard(env, model, lambda command: policy_allows(gate, command))
+
+
+__all__ = ["GuardReport", "TestGuard", "guard_for_fix", "revert", "start_guard"]

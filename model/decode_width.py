@@ -1,0 +1,76 @@
+"""The default decode width (block size) for a big mixture-of-experts checkpoint. Torch-free.
+
+A block decoder pays for its tokens per forward (TPF) with wider forwards. On a dense model a wider
+forward costs little more where weight traffic bounds it (a GPU; a CPU at small widths). A MoE is
+different: every token of the forward routes to its own top-k experts, so the experts read grow with
+the width, E (1 - (1 - k/E)^W) distinct ones for W tokens routed independently (256 experts, top 8:
+8 at W = 1, 31 at 4, 60 at 8, 163 at 32). For Clover-35B-A3B the experts are a third of a token's
+weight bytes at W = 1 and most of them at W = 8, on a CPU and on a GPU alike (both read weights at
+their memory bandwidth). A block decoder at width W beats B = 1 only where its TPF exceeds
+traffic(W) / traffic(1), the break-even (docs/performance.md has the measured curve).
+
+`choose_width` compares that break-even with the TPF a Clover decoder reaches at each width
+(EXPECTED_TPF: the embedded model's verify decoding, benchmarks/verify.py; a checkpoint whose own
+measured TPF is higher should set decode_block_size and be decoded with --block-size) and keeps the
+best width, 1 where none pays. Small or dense-dominated checkpoints keep their own default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from clover.model.config import CloverConfig
+
+# Tokens per forward of a Clover decoder in verify order at each block size, over B = 1's on the same
+# turns: the embedded model on 20 held-out oracle turns (`python -m benchmarks.verify --count 4
+# --block-size B --orders verify`: B = 1 1.15 tokens per forward with the grammar's placements; B = 2
+# 1.03, 4 1.69, 8 2.18, 16 2.32, 32 2.50).
+EXPECTED_TPF = {2: 1.03 / 1.15, 4: 1.69 / 1.15, 8: 2.18 / 1.15, 16: 2.32 / 1.15, 32: 2.50 / 1.15}
+BIG_MOE_EXPERTS = 64  # fewer experts than this: routing barely widens the forward
+BIG_MOE_PARAMS = 1_000_000_000
+MARGIN = 1.1  # a width must beat B = 1 by this much on paper to be the default
+
+
+@dataclass(frozen=True)
+class WidthChoice:
+    width: int
+    reason: str
+
+
+def experts_touched(config: CloverConfig, width: int) -> float:
+    """Expected distinct experts per layer for `width` tokens routed independently."""
+    e, k = config.num_experts, config.num_experts_per_tok
+    return e * (1 - (1 - k / e) ** width)
+
+
+def traffic_ratio(config: CloverConfig, width: int, expert_share: float | None = None) -> float:
+    """Weight bytes of a forward of `width` tokens over those of one token: the break-even TPF of a
+    bandwidth-bound device. `expert_share`: the routed experts' share of one token's bytes (None:
+    from the parameter counts, every matrix at the same bytes per parameter)."""
+    if expert_share is None:
+        per_expert = 3 * config.hidden_size * config.moe_intermediate_size
+        experts = config.num_hidden_layers * config.num_experts_per_tok * per_expert
+        expert_share = experts / config.param_counts()["active"]
+    k = config.num_experts_per_tok
+    return (1 - expert_share) + expert_share * experts_touched(config, width) / k
+
+
+def choose_width(config: CloverConfig, device: object = "cpu") -> WidthChoice:
+    """The decode width to use when the user did not choose one (see the module docstring). The
+    device does not change the answer: CPU and GPU both read weights at their bandwidth; kept for a
+    device whose forwards are compute-bound at these widths."""
+    own = config.default_block() if config.block_size > 1 else 1
+    if config.num_experts < BIG_MOE_EXPERTS or config.param_counts()["total"] < BIG_MOE_PARAMS:
+        return WidthChoice(own, "the checkpoint's own (not a big MoE)")
+    best, gain = 1, 1.0
+    for w, tpf in EXPECTED_TPF.items():
+        if w <= own:
+            g = tpf / traffic_ratio(config, w)
+            if g > gain:
+                best, gain = w, g
+    if gain < MARGIN:
+        r4, r8 = traffic_ratio(config, 4), traffic_ratio(config, 8)
+        return WidthChoice(1, f"big MoE: forwards of 4 / 8 tokens read {r4:.1f}x / {r8:.1f}x the weights of one, "
+                              f"more than a Clover decoder's {EXPECTED_TPF[4]:.2f}x / {EXPECTED_TPF[8]:.2f}x "
+                              "tokens per forward there")  # fmt: skip
+    return WidthChoice(best, f"big MoE: expected {gain:.2f}x B = 1 at width {best}")

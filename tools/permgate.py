@@ -1,0 +1,137 @@
+"""The permission gate the agent loop calls before every tool call (tools/permissions.py decides):
+it asks the user where the decision is "ask", remembers "always" and prefix answers, screens read
+results for files `read(...)` rules deny, and hands the exec check what each shell call may start
+(`take_grant`; tools/execgrant.py)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from clover.core.protocols import Tool, ToolCall
+from clover.tools.execgrant import Grant
+from clover.tools.permrules import READ_TOOLS, SHELL_TOOLS, Rule, command_prefix, join_words
+
+AskUser = Callable[[ToolCall, Tool, str], str]
+# `path:12:text` / `path-12-text` (grep), `path:3-9: def f` (outline); a glob result is the line
+_DIFF_HEAD = re.compile(r"^diff --git a/(.+?) b/(.+)$")
+_RESULT_PATH = re.compile(r"^(.+?)[:-]\d+(?:-\d+)?[:-]")
+
+
+class PermissionGate:
+    """What the agent loop calls: `authorize` returns None to go ahead or the refusal the model sees."""
+
+    def __init__(self, policy: Any, ask_user: AskUser | None = None):
+        self.policy = policy
+        self.ask_user = ask_user
+        self.remembered: list[Rule] = []
+        self.grants: dict[str, Grant] = {}  # command line -> what the exec check lets it start
+
+    def screen(self, call: ToolCall, output: str) -> str:
+        """A search's output without the lines from files `read(...)` rules deny (`grep` over the
+        whole tree must not show what `view` of the file may not); a git diff or show without the
+        sections of those files."""
+        name = (call.name or "").lower()
+        if name not in READ_TOOLS or not output:
+            return output
+        rules = [r for r in self.policy.deny if r.tool == "read"]
+        if not rules:
+            return output
+        if name == "git":
+            return self._screen_diff(output, rules)
+        kept, dropped = [], 0
+        for line in output.split("\n"):
+            m = _RESULT_PATH.match(line)
+            path = m.group(1) if m else line.strip()
+            if path and self.policy.read_denied(path, rules):
+                dropped += 1
+            else:
+                kept.append(line)
+        if dropped:
+            kept.append(f"[{dropped} line(s) from files denied by read rules left out]")
+        return "\n".join(kept)
+
+    def _screen_diff(self, output: str, rules: list[Rule]) -> str:
+        kept, dropped, skipping = [], 0, False
+        for line in output.split("\n"):
+            if m := _DIFF_HEAD.match(line):
+                skipping = self.policy.read_denied(m.group(1), rules) or self.policy.read_denied(m.group(2), rules)
+                dropped += skipping
+            if not skipping:
+                kept.append(line)
+        if dropped:
+            kept.append(f"[{dropped} file(s) denied by read rules left out of the diff]")
+        return "\n".join(kept)
+
+    def authorize(self, call: ToolCall, tool: Tool) -> str | None:
+        args = call.arguments if isinstance(call.arguments, dict) else {}
+        try:  # a tool that cannot say counts as one that writes
+            read_only = bool(tool.is_read_only(args))
+        except Exception:
+            read_only = False
+        required = (getattr(tool, "parameters", None) or {}).get("required") or []
+        main_key = next((k for k in required if isinstance(args.get(k), str)), None)
+        decision, reason = self.policy.decide(call.name, args, read_only, self.remembered, main_key)
+        if decision == "allow":
+            self._grant(call, tool, asked=False)
+            return None
+        if decision == "deny":
+            return f"Permission denied: {reason}. Do not retry this; choose another approach."
+        if self.ask_user is None:
+            return (f"Not run: {reason}, and no one can approve it in this non-interactive session. "
+                    "Continue without it, or the user can allow it with a rule or a more permissive mode.")
+        try:
+            answer = self.ask_user(call, tool, reason)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:
+            return f"Not run: asking the user for approval failed ({exc})."
+        if answer == "always":
+            self.remembered.extend(self.policy.remember_rules(call.name, args, main_key))
+        elif answer == "prefix" and (rule := self.policy.prefix_rule(call.name, args)) is not None:
+            self.remembered.append(rule)
+        elif answer not in ("yes", "prefix"):
+            return "The user declined this tool call. Ask what they want instead, or try another approach."
+        self._grant(call, tool, asked=True)
+        return None
+
+    # ------------------------------------------------------------------ the exec check's grants
+
+    def _grant(self, call: ToolCall, tool: Tool, asked: bool) -> None:
+        """Remember what this shell call may start, for the exec check (`take_grant`)."""
+        name = (call.name or "").lower()
+        command = (call.arguments or {}).get("command") if isinstance(call.arguments, dict) else None
+        if name not in SHELL_TOOLS or not isinstance(command, str):
+            return
+        grant = self.policy.exec_grant(name, command)
+        grant.policy, grant.remembered = self.policy, self.remembered
+        if self.ask_user is not None and not grant.read_only:
+            grant.ask = self._exec_asker(call, tool)
+        self.grants[command] = grant
+        if len(self.grants) > 64:  # calls that never ran (a tool error before executing)
+            self.grants.pop(next(iter(self.grants)))
+
+    def take_grant(self, command: str) -> Grant | None:
+        """The grant the gate made for this command line (once), or None if it made none."""
+        return self.grants.pop(command, None)
+
+    def _exec_asker(self, call: ToolCall, tool: Tool) -> Callable[[list[str], str], str]:
+        """Asks the user about a program the approved command starts but did not name (the exec
+        check calls this on the thread that runs the command, while that program waits)."""
+
+        def ask(argv: list[str], why: str) -> str:
+            question = ToolCall(name="exec", arguments={"command": join_words(argv)}, id=f"{call.id}-exec")
+            try:
+                answer = self.ask_user(question, tool, why) if self.ask_user else "no"
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except Exception:
+                return "no"
+            if answer == "always":
+                self.remembered.append(Rule.exact_argv("bash", argv))
+            elif answer == "prefix" and (prefix := command_prefix(argv)):
+                self.remembered.append(Rule.prefix_rule("bash", prefix))
+            return "yes" if answer in ("yes", "always", "prefix") else "no"
+
+        return ask
