@@ -100,8 +100,11 @@ def test_clover_agent_runs_a_task_through_harbor_trials(harbor_venv, tmp_path):
         "-e", "clover.evals.terminalbench.harbor_sandbox:BwrapEnvironment",
         "-o", str(tmp_path), "--job-name", "job", "-n", "3", "-y", "-q",
     ]
-    # No fetch of litellm's price list; any key will do for the fake server.
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENAI_API_KEY": "sk-test"}
+    # No fetch of litellm's price list; any key will do for the fake server. The task runs on the host
+    # image (no root to build from an archive: this test is about Harbor's machinery; the real images
+    # are tested in test_terminalbench_images.py).
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENAI_API_KEY": "sk-test",
+           "CLOVER_TBENCH_IMAGE": "host"}
     env.pop("VIRTUAL_ENV", None)
     env.pop("OPENAI_BASE_URL", None)
     with server:
@@ -166,7 +169,7 @@ def test_a_failed_build_says_why_and_leaves_the_log_folders(harbor_venv, tmp_pat
     command = [str(harbor_venv / "bin" / "harbor"), "run", "-p", str(task), "-a", "oracle",
                "-e", "clover.evals.terminalbench.harbor_sandbox:BwrapEnvironment",
                "-o", str(tmp_path / "jobs"), "--job-name", "job", "-n", "1", "-y", "-q"]
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "CLOVER_TBENCH_IMAGE": "host"}
     env.pop("VIRTUAL_ENV", None)
     run = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     [result_file] = (tmp_path / "jobs" / "job").glob("*/result.json")

@@ -53,6 +53,13 @@ def run(
     max_steps: Optional[int] = typer.Option(None, "--max-steps"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Results directory."),
     keep: bool = typer.Option(False, "--keep", help="Keep each task's container state (OUTPUT/<task>/container)."),
+    timeout_multiplier: float = typer.Option(
+        1.0, "--timeout-multiplier", min=0.1,
+        help="Scale every task's build, agent and test timeouts (as Harbor's): for a slow or shared machine."),
+    image: Optional[str] = typer.Option(
+        None, "--image", envvar="CLOVER_TBENCH_IMAGE",
+        help="Run every task on this image instead of its FROM; 'host': this machine's own system (no "
+             "root to build; faster, less faithful)."),
 ) -> None:
     """Run each task: build its directory, run the agent (or the oracle), run the tests, score."""
     from rich.console import Console
@@ -61,6 +68,7 @@ def run(
 
     from clover.cli_common import settings_or_exit
     from clover.core.protocols import ModelError
+    from clover.evals.terminalbench.launch import Launch
     from clover.evals.terminalbench.local_runner import run_tasks, summarize
     from clover.evals.terminalbench.tasks import TaskError, find_tasks
     from clover.settings import SettingsError
@@ -84,15 +92,17 @@ def run(
             progress.console.print(f"  {result.id}: {result.status}" + (f" ({result.reason})" if result.reason else ""))
 
         results = run_tasks(tasks, settings=settings, model_factory=factory, out_dir=out, workers=concurrency,
-                            keep=keep, on_done=done)
+                            keep=keep, launch=Launch(image=image), timeout_multiplier=timeout_multiplier,
+                            on_done=done)
     table = Table("task", "status", "reward", "seconds", "steps", "tokens", "note")
     for r in results:
         table.add_row(r.id, r.status, "" if r.reward is None else f"{r.reward:g}", f"{r.seconds:.1f}",
-                      str(r.steps), str(r.tokens), r.reason[:60])
+                      str(r.steps), str(r.tokens), r.reason[:80])
     Console().print(table)
     summary = summarize(results)
     typer.echo(
         f"passed {summary['passed']}/{summary['ran']} ({100 * summary['pass_rate']:.1f}%), "
-        f"skipped {summary['skipped']}, errors {summary['errors']}, {summary['steps']} steps, "
-        f"{summary['tokens']} tokens, {summary['seconds']:.1f} s; results in {out / 'results.json'}"
+        f"failed {summary['failed']}, errors {summary['errors']}, needs the internet {summary['needs_internet']}, "
+        f"skipped {summary['skipped']}, {summary['steps']} steps, {summary['tokens']} tokens, "
+        f"{summary['seconds']:.1f} s; results in {out / 'results.json'}"
     )

@@ -1,40 +1,55 @@
-"""A task's container without Docker: the host's system under a throwaway overlay, in its own
-mount and PID namespaces, entered once per command (as `docker exec` does).
+"""A task's container without Docker: the image's root under a throwaway overlay, in its own
+mount, PID, IPC, UTS and network namespaces, entered once per command (as `docker exec` does).
 
-Layout of the state directory (all of the task's writes land here, nothing on the host):
-  root/            the container's `/`: the task's /app, /tmp, /root, /logs, ... as plain folders
-  upper/<d>, work/<d>   the overlay layers over the host's /usr, /etc, /var, /opt (and /lib* where
-                   they are real folders), so `apt-get install` and `pip install` work and vanish
+The root is a RootImage (images.py: a cached root built from the distribution's archive; or the
+"host" image, this machine's own /usr, /etc, /var, ... over an empty skeleton, for machines that
+cannot build roots). Everything the task writes lands in the state directory:
+  upper/, work/        the overlay's layers (the image's files stay untouched)
+  etc/                 the /etc/hosts, /etc/hostname and /etc/resolv.conf mounted in, as Docker does
+  network.log, dns.log slirp4netns's output and every name the task looked up
 
-The host's other top-level folders (/home, /root, /tmp, /work, /run with its sockets, ...) are
-not there: the container starts with empty ones, as an image would. `start` runs bwrap as the
-container's init (pid 1 of a new PID namespace) inside a private mount namespace where the
-overlays are mounted; `exec` enters it with nsenter, so background processes started by one
-command live on for the next, until `stop`. Needs root (mounting overlays; Docker needs it too),
-bwrap, unshare and nsenter (util-linux); `container_problem()` says why a machine cannot.
+`start` runs bwrap as the container's init (pid 1 of a new PID namespace) inside a private mount
+namespace where the overlays are mounted (they vanish with it); `exec` enters it with nsenter, so
+background processes live on between commands, until `stop`. Files go in and out as tar streams
+through the container's own tar, so a path is always the container's (its symlinks resolve inside
+it, never on the host). The network namespace has its own loopback; outside access and names come
+from netns.py. Needs root, bwrap, unshare and nsenter; `container_problem()` says why a machine
+cannot.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import json
 import os
+import secrets
 import select
 import shlex
 import shutil
 import signal
 import subprocess
+import tarfile
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-# Host folders shown (overlaid) in the container; a symlink among them (merged /usr) is copied.
-SYSTEM_DIRS = ("usr", "etc", "var", "opt", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
-# Empty folders every image has.
-BASE_DIRS = {"tmp": 0o1777, "root": 0o700, "home": 0o755, "run": 0o755, "mnt": 0o755, "srv": 0o755}
-DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+from clover.evals.terminalbench.images import DEFAULT_PATH, RootImage
+from clover.evals.terminalbench.netns import (
+    DNS_ADDRESS,
+    GUEST_ADDRESS,
+    DnsForwarder,
+    Slirp,
+    nameservers,
+    outside_access_problem,
+)
+
+# The host image: this machine's folders shown (each under its own overlay) over an empty skeleton.
+HOST_DIRS = ("usr", "etc", "var", "opt", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
+SKELETON_DIRS = {"tmp": 0o1777, "root": 0o700, "home": 0o755, "run": 0o755, "run/lock": 0o1777, "mnt": 0o755,
+                 "srv": 0o755, "media": 0o755, "boot": 0o755}
 
 
 class ContainerError(RuntimeError):
@@ -52,14 +67,14 @@ def container_problem() -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def _probe() -> str | None:
-    for tool in ("bwrap", "unshare", "nsenter"):
+    for tool in ("bwrap", "unshare", "nsenter", "tar"):
         if shutil.which(tool) is None:
-            return f"{tool} is not installed (apt-get install bubblewrap util-linux)"
+            return f"{tool} is not installed (apt-get install bubblewrap util-linux tar)"
     if os.geteuid() != 0:
-        return "the local Terminal-Bench container needs root (it mounts an overlay of the host's system)"
+        return "the local Terminal-Bench container needs root (it mounts overlays, as Docker does)"
     with tempfile.TemporaryDirectory(prefix="clover-probe-") as tmp:
         try:
-            box = TaskContainer(Path(tmp) / "box", network=False)
+            box = TaskContainer(Path(tmp) / "box", host_image(Path(tmp) / "skeleton"), network=False)
             box.start(timeout=30)
         except ContainerError as exc:
             return f"cannot start a container here: {exc}"
@@ -72,49 +87,86 @@ def _probe() -> str | None:
     return None
 
 
+def host_image(skeleton: Path) -> RootImage:
+    """This machine's system as the image: its folders over a skeleton with an image's basics
+    (/root with the distribution's .bashrc and .profile, /run/lock, /tmp, ...) made in `skeleton`."""
+    skeleton.mkdir(parents=True, exist_ok=True)
+    for name, mode in SKELETON_DIRS.items():
+        (skeleton / name).mkdir(parents=True, exist_ok=True)
+        os.chmod(skeleton / name, mode)
+    for dot in (".bashrc", ".profile"):
+        for source in (Path("/usr/share/base-files") / f"dot{dot}", Path("/etc/skel") / dot):
+            if source.is_file() and not (skeleton / "root" / dot).exists():
+                shutil.copy2(source, skeleton / "root" / dot)
+    dirs = []
+    for name in HOST_DIRS:
+        host = Path("/") / name
+        if host.is_symlink():  # merged /usr: bin -> usr/bin
+            if not (skeleton / name).is_symlink():
+                (skeleton / name).symlink_to(os.readlink(host))
+        elif host.is_dir():
+            (skeleton / name).mkdir(exist_ok=True)
+            dirs.append(name)
+    glibc = tuple(int(x) for x in (os.confstr("CS_GNU_LIBC_VERSION") or "glibc 0.0").split()[-1].split(".")[:2])
+    return RootImage("host", skeleton, {"PATH": DEFAULT_PATH}, glibc=glibc, host_dirs=tuple(dirs))
+
+
 class TaskContainer:
-    def __init__(self, state_dir: Path, *, network: bool = True, hide: tuple[Path, ...] = (),
-                 binds: list[tuple[Path, str]] | None = None) -> None:
+    def __init__(self, state_dir: Path, image: RootImage, *, network: bool = True, hide: tuple[Path, ...] = (),
+                 binds: list[tuple[Path, str]] | None = None, writable: list[tuple[Path, str]] | None = None,
+                 resolvers: list[str] | None = None) -> None:
         self.state = Path(state_dir).absolute()
-        self.root = self.state / "root"
+        self.image = image
         self.network = network
-        # Host folders the container must not show even where they sit inside an overlaid system
-        # folder (a checkout under /opt): the task's own directory with its tests and solution,
-        # the run's output. Elsewhere (/work, /home, /tmp, ...) they are absent anyway.
+        # Host folders the host image must not show even inside an overlaid system folder (a checkout
+        # under /opt): the task's own directory with its tests and solution, the run's output.
         self.hide = [p.resolve() for p in (*hide, self.state)]
-        self.binds = list(binds or [])  # (host folder, container path), read-only (toolchain.py)
+        self.binds = list(binds or [])  # (host folder, container path), read-only
+        self.writable = list(writable or [])  # (host folder, container path): Harbor's /logs/* mounts
+        self.resolvers = resolvers  # "address[:port]" the DNS forwarder asks (default: this machine's)
+        self.hostname = secrets.token_hex(6)  # as Docker names a container: 12 hex digits
         self.pid: int | None = None  # the container's init, as the host sees it
         self._proc: subprocess.Popen[bytes] | None = None
+        self._slirp: Slirp | None = None
+        self.dns: DnsForwarder | None = None
+        self.network_note = ""  # why the task had no outside access though it asked for it
 
     # ------------------------------------------------------------------ lifecycle
 
-    def _layout(self, in_memory: bool) -> tuple[list[str], list[str]]:
-        """Create the folders; return the mount commands and bwrap's symlink arguments. With
-        `in_memory` the overlay layers live on a tmpfs of the container's mount namespace (for
-        hosts whose own file system cannot hold an overlay's upper layer, e.g. inside Docker)."""
+    def _mounts(self, in_memory: bool) -> list[str]:
+        """The mount commands run before bwrap, in the container's private mount namespace. With
+        `in_memory` the overlay layers live on a tmpfs there (for state folders on a file system that
+        cannot hold an overlay's upper layer, e.g. inside Docker)."""
         layers = self.state / "layers"
-        mounts, links = [], []
+        root = self.state / "root"
+        root.mkdir(parents=True, exist_ok=True)
+        mounts = []
         if in_memory:
             layers.mkdir(parents=True, exist_ok=True)
             mounts.append(f"mount -t tmpfs tmpfs {shlex.quote(str(layers))}")
-        for name, mode in BASE_DIRS.items():
-            (self.root / name).mkdir(parents=True, exist_ok=True)
-            os.chmod(self.root / name, mode)
-        for name in SYSTEM_DIRS:
-            host = Path("/") / name
-            if host.is_symlink():
-                links += ["--symlink", os.readlink(host), f"/{name}"]
-            elif host.is_dir():
-                upper, work = layers / "upper" / name, layers / "work" / name
-                (self.root / name).mkdir(parents=True, exist_ok=True)
-                if in_memory:
-                    mounts.append(f"mkdir -p {shlex.quote(str(upper))} {shlex.quote(str(work))}")
-                else:
-                    upper.mkdir(parents=True, exist_ok=True)
-                    work.mkdir(parents=True, exist_ok=True)
-                options = f"lowerdir={host},upperdir={upper},workdir={work}"
-                mounts.append(f"mount -t overlay overlay -o {shlex.quote(options)} {shlex.quote(str(self.root / name))}")
-        return mounts, links
+        for lower, where in ((self.image.rootfs, ""), *((Path("/") / d, d) for d in self.image.host_dirs)):
+            name = where or "root"
+            upper, work = layers / "upper" / name, layers / "work" / name
+            if in_memory:
+                mounts.append(f"mkdir -p {shlex.quote(str(upper))} {shlex.quote(str(work))}")
+            else:
+                upper.mkdir(parents=True, exist_ok=True)
+                work.mkdir(parents=True, exist_ok=True)
+            options = f"lowerdir={lower},upperdir={upper},workdir={work}"
+            mounts.append(f"mount -t overlay overlay -o {shlex.quote(options)} {shlex.quote(str(root / where))}")
+        return mounts
+
+    def _etc_files(self) -> list[str]:
+        """Docker's per-container /etc/hosts, /etc/hostname and /etc/resolv.conf, as bwrap arguments."""
+        etc = self.state / "etc"
+        etc.mkdir(parents=True, exist_ok=True)
+        address = GUEST_ADDRESS if self.network else "127.0.1.1"
+        (etc / "hosts").write_text("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+                                   "fe00::0\tip6-localnet\nff00::0\tip6-mcastprefix\nff02::1\tip6-allnodes\n"
+                                   f"ff02::2\tip6-allrouters\n{address}\t{self.hostname}\n")
+        (etc / "hostname").write_text(self.hostname + "\n")
+        (etc / "resolv.conf").write_text(f"nameserver {DNS_ADDRESS}\noptions ndots:0\n")
+        return [arg for name in ("hosts", "hostname", "resolv.conf") for arg in ("--bind", str(etc / name), f"/etc/{name}")]
 
     def start(self, timeout: float = 60) -> None:
         try:
@@ -124,23 +176,31 @@ class TaskContainer:
                 self._start(timeout, in_memory=True)
             except ContainerError:
                 raise disk_error from None
+        try:
+            self._start_network()
+        except BaseException:
+            self.stop()
+            raise
 
     def _start(self, timeout: float, in_memory: bool) -> None:
-        mounts, links = self._layout(in_memory)
-        bwrap = ["bwrap", "--bind", str(self.root), "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
-                 "--unshare-ipc", "--unshare-uts", "--hostname", "task", "--die-with-parent", *links,
-                 *(["--unshare-net"] if not self.network else [])]
+        mounts = self._mounts(in_memory)
+        root = self.state / "root"
+        bwrap = ["bwrap", "--bind", str(root), "/", "--dev", "/dev", "--proc", "/proc", "--ro-bind", "/sys", "/sys",
+                 "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--hostname", self.hostname,
+                 "--die-with-parent", *self._etc_files()]
         log = (self.state / "container.log").open("wb")
         read_fd, write_fd = os.pipe()
         ready_read, ready_write = os.pipe()  # the init says "ready" from inside: the mounts are done
         bwrap[1:1] = ["--info-fd", str(write_fd)]
         for host, inside in self.binds:
             bwrap += ["--ro-bind", str(host), inside]
+        for host, inside in self.writable:
+            bwrap += ["--bind", str(host), inside]
         for path in self.hide:
             parts = path.parts
-            if len(parts) > 1 and parts[1] in SYSTEM_DIRS and path.is_dir():
+            if len(parts) > 1 and parts[1] in self.image.host_dirs and path.is_dir():
                 bwrap += ["--tmpfs", str(path)]
-        bwrap += ["--", "bash", "-c", f"echo ready >&{ready_write}; exec {ready_write}>&-; exec sleep infinity"]
+        bwrap += ["--", "/bin/bash", "-c", f"echo ready >&{ready_write}; exec {ready_write}>&-; exec sleep infinity"]
         script = "set -e\n" + "\n".join(mounts) + "\nexec " + shlex.join(bwrap) + "\n"
         try:
             self._proc = subprocess.Popen(
@@ -164,8 +224,28 @@ class TaskContainer:
             raise ContainerError(lines[-1] if lines else "the container did not start")
         self.pid = int(info["child-pid"])
 
+    def _start_network(self) -> None:
+        if not self.network or self.pid is None:
+            return
+        problem = outside_access_problem()
+        upstream: list[str] | None = None
+        if problem is None:
+            try:
+                self._slirp = Slirp(self.pid, log=self.state / "network.log")
+                upstream = self.resolvers if self.resolvers is not None else nameservers()
+            except OSError as exc:
+                problem = str(exc)
+        self.network_note = problem or ""
+        self.dns = DnsForwarder(self.pid, upstream=upstream, log=self.state / "dns.log")
+
     def stop(self) -> None:
         """Kill every process in the container (its init first: the PID namespace goes with it)."""
+        if self.dns is not None:
+            self.dns.close()
+            self.dns = None
+        if self._slirp is not None:
+            self._slirp.close()
+            self._slirp = None
         if self.pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
@@ -181,13 +261,18 @@ class TaskContainer:
         self.stop()
         shutil.rmtree(self.state, ignore_errors=True)
 
+    def unreachable_hosts(self) -> list[str]:
+        """Public names the task looked up that this machine could not resolve (or, without outside
+        access, every public name it looked up)."""
+        return self.dns.failed_names() if self.dns is not None else []
+
     # ------------------------------------------------------------------ commands
 
     def argv(self, command: str, cwd: str = "/", env: dict[str, str] | None = None) -> list[str]:
         """The host command line that runs `command` with bash in the container, in `cwd`."""
         if self.pid is None:
             raise ContainerError("the container is not running")
-        variables = {"PATH": DEFAULT_PATH, "HOME": "/root", "HOSTNAME": "task", **(env or {})}
+        variables = {"PATH": DEFAULT_PATH, "HOME": "/root", "HOSTNAME": self.hostname, **(env or {})}
         script = f"cd {shlex.quote(cwd)} || exit 1\n{command}"
         return ["nsenter", "-t", str(self.pid), "-m", "-p", "-u", "-i", "-n", "-r", "--", "/usr/bin/env", "-i",
                 *(f"{k}={v}" for k, v in variables.items()), "bash", "-c", script]
@@ -211,24 +296,65 @@ class TaskContainer:
                 fh.write(out)
         return (-9 if timed_out else proc.returncode), out, timed_out
 
-    # ------------------------------------------------------------------ files (host side)
-
-    def host_path(self, path: str) -> Path:
-        """Where a container path outside the overlaid system folders lives on the host."""
-        pure = os.path.normpath("/" + path.lstrip("/"))
-        top = pure.split("/")[1] if pure != "/" else ""
-        if top in SYSTEM_DIRS:
-            raise ContainerError(f"{path}: inside an overlaid system folder; use exec")
-        return self.root / pure.lstrip("/")
+    # ------------------------------------------------------------------ files (tar streams)
 
     def put(self, source: Path, dest: str) -> None:
-        """Copy a host file or folder to `dest` in the container (as `docker cp`)."""
-        target = self.host_path(dest)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_dir():
-            shutil.copytree(source, target, dirs_exist_ok=True, symlinks=True)
-        else:
-            shutil.copy2(source, target)
+        """Copy a host file or folder to `dest` in the container (as `docker cp`: a folder's
+        contents into `dest`, a file as `dest`), owned by root, modes kept."""
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            name = os.path.basename(dest.rstrip("/")) or "."
+            if source.is_dir():
+                tar.add(source, arcname=".", filter=_as_root)
+            else:
+                tar.add(source, arcname=name, filter=_as_root)
+        folder = (dest.rstrip("/") or "/") if source.is_dir() else (os.path.dirname(dest.rstrip("/")) or "/")
+        self._untar(buffer.getvalue(), folder)
+
+    def put_bytes(self, data: bytes, dest: str, mode: int = 0o644) -> None:
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            info = tarfile.TarInfo(os.path.basename(dest))
+            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+        self._untar(buffer.getvalue(), os.path.dirname(dest) or "/")
+
+    def _untar(self, archive: bytes, folder: str) -> None:
+        q = shlex.quote(folder)
+        rc, out, _ = self.exec(f"mkdir -p {q} && tar -x --no-same-owner -C {q} -f -", stdin=archive, timeout=600)
+        if rc != 0:
+            raise ContainerError(f"copying into {folder}: {out.decode(errors='replace').strip()[-300:]}")
+
+    def read(self, path: str) -> bytes:
+        rc, out, _ = self.exec(f"[ -f {shlex.quote(path)} ] || exit 66; cat -- {shlex.quote(path)}", timeout=300)
+        if rc == 66:
+            raise FileNotFoundError(f"{path}: no such file in the container")
+        if rc != 0:
+            raise ContainerError(f"reading {path}: {out.decode(errors='replace').strip()[-300:]}")
+        return out
+
+    def fetch(self, path: str, dest: Path) -> None:
+        """Copy the container's folder `path` into the host folder `dest` (links and devices are kept
+        out, nothing lands outside `dest`)."""
+        rc, out, _ = self._tar_out(path)
+        if rc == 66:
+            raise FileNotFoundError(f"{path}: no such directory in the container")
+        if rc != 0:
+            raise ContainerError(f"copying {path} out: {out[-300:].decode(errors='replace')}")
+        dest.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(out), mode="r") as tar:
+            members = [m for m in tar.getmembers() if m.isfile() or m.isdir()]
+            tar.extractall(dest, members=members, filter="data")
+
+    def _tar_out(self, path: str) -> tuple[int, bytes, bool]:
+        q = shlex.quote(path)
+        return self.exec(f"[ -d {q} ] || exit 66; tar -c -C {q} -f - .", timeout=600)
+
+
+def _as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    return info
 
 
 def _read_ready(fd: int, timeout: float) -> bool:

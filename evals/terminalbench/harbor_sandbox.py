@@ -1,12 +1,13 @@
 """A Harbor environment without Docker: the local runner's container, for `harbor run`.
 
 `harbor run ... -e clover.evals.terminalbench.harbor_sandbox:BwrapEnvironment` runs a task in the
-same TaskContainer and with the same Dockerfile build as `clover eval terminalbench` (container.py,
-build.py): the host's system under a throwaway overlay, the task's paths as they are, every
-Dockerfile step in order inside it (package installs included), nothing written on the host
-outside the trial's state folder. Background processes live on between commands, as in Docker.
-Network follows the task's policy (public, or none). Needs Harbor (Python >= 3.12), root, and
-bwrap, unshare and nsenter on PATH.
+same TaskContainer and with the same Dockerfile build as `clover eval terminalbench` (launch.py,
+container.py, build.py): the root of its FROM image under a throwaway overlay, the task's paths as
+they are, every Dockerfile step in order inside it (package installs included), nothing written on
+the host outside the trial's state folder and the image cache. Background processes live on
+between commands, as in Docker. Network follows the task's policy (public, or none); either way
+the container has its own loopback. Needs Harbor (Python >= 3.12), root, bwrap, unshare and
+nsenter, mmdebstrap (roots) and slirp4netns (outside access).
 """
 
 from __future__ import annotations
@@ -18,17 +19,16 @@ import shlex
 import shutil
 import signal
 import tempfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from harbor.environments.base import BaseEnvironment, ExecResult, SandboxBuildFailedError
 from harbor.environments.capabilities import EnvironmentCapabilities
 from harbor.models.task.config import NetworkMode, NetworkPolicy
 
-from clover.evals.terminalbench.build import BuildError, build_image, copy_in
-from clover.evals.terminalbench.container import SYSTEM_DIRS, ContainerError, TaskContainer, container_problem
+from clover.evals.terminalbench.container import ContainerError, TaskContainer, container_problem
+from clover.evals.terminalbench.launch import CannotHost, Launch, LaunchError, before_phase
 from clover.evals.terminalbench.tasks import parse_dockerfile
-from clover.evals.terminalbench.toolchain import PYTHON_DIR, install_uv, network_env, python_binds, uses_uv
 
 # Harbor's output folders: they exist from the start, even when the build fails, so that Harbor
 # can collect them either way (no second traceback on a failed start).
@@ -51,10 +51,8 @@ class BwrapEnvironment(BaseEnvironment):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._state = Path(tempfile.mkdtemp(prefix=f"harbor-bwrap-{self.session_id}-"))
-        network = self._network_policy.network_mode != NetworkMode.NO_NETWORK
-        self._binds = python_binds(self._state)
-        self._box = TaskContainer(self._state, network=network, hide=(self.environment_dir.parent,),
-                                  binds=self._binds)
+        self._network = self._network_policy.network_mode != NetworkMode.NO_NETWORK
+        self._box: TaskContainer | None = None
         self._workdir = "/"
         self._env: dict[str, str] = {}
 
@@ -64,8 +62,6 @@ class BwrapEnvironment(BaseEnvironment):
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self, force_build: bool) -> None:
-        for path in _LOG_DIRS:
-            self._box.host_path(path).mkdir(parents=True, exist_ok=True)
         problem = container_problem()
         if problem:
             raise SandboxBuildFailedError(problem)
@@ -73,23 +69,24 @@ class BwrapEnvironment(BaseEnvironment):
         if spec.unsupported:
             raise SandboxBuildFailedError("; ".join(dict.fromkeys(spec.unsupported)))
         self._workdir = self.task_env_config.workdir or spec.workdir
+        task_dir = self.environment_dir.parent
         try:
-            # On the loop's own thread (about 0.2 s): bwrap dies with the thread that started it
-            # (--die-with-parent), and a pool thread may be retired while the trial goes on.
-            self._box.start()
-            task_dir = self.environment_dir.parent
-            if await asyncio.to_thread(uses_uv, task_dir / "tests", self.environment_dir, task_dir / "solution"):
-                await asyncio.to_thread(install_uv, self._box.root)
-            self._env = await asyncio.to_thread(
-                build_image, self._box, spec, self.environment_dir, log=self._state / "build.log",
-                timeout=float(self.task_env_config.build_timeout_sec), workdir=self._workdir,
-                extra_path=f"{PYTHON_DIR}/bin" if self._binds else "", base_env=network_env())
-        except (BuildError, ContainerError) as exc:
+            # bwrap dies with the thread that started it (--die-with-parent), and a pool thread may be
+            # retired while the trial goes on: the container starts on the loop's own thread.
+            self._box, self._env = Launch().start(
+                spec, self.environment_dir, state=self._state / "box", log=self._state / "build.log",
+                network=self._network, timeout=float(self.task_env_config.build_timeout_sec),
+                workdir=self._workdir, hide=(task_dir,), uv_folders=(task_dir / "tests", task_dir / "solution"))
+        except (CannotHost, LaunchError) as exc:
             raise SandboxBuildFailedError(str(exc)) from None
+        for path in _LOG_DIRS:
+            await self.exec(f"mkdir -p {shlex.quote(path)}")
+        await asyncio.to_thread(before_phase, self._box, task_dir / "tests", task_dir / "solution")
         await self.ensure_dirs(self._mount_targets(writable_only=True))
 
     async def stop(self, delete: bool) -> None:
-        await asyncio.to_thread(self._box.stop)
+        if self._box is not None:
+            await asyncio.to_thread(self._box.stop)
         if delete:
             shutil.rmtree(self._state, ignore_errors=True)
 
@@ -105,6 +102,8 @@ class BwrapEnvironment(BaseEnvironment):
     ) -> ExecResult:
         # `user` is ignored: commands run as the container's root, as Docker's default user.
         variables = {"LANG": "C.UTF-8", "TERM": "xterm", **self._env, **(self._merge_env(env) or {})}
+        if self._box is None:
+            raise ContainerError("the sandbox has not started")
         argv = self._box.argv(command, cwd or self._workdir, variables)
         proc = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
@@ -122,45 +121,26 @@ class BwrapEnvironment(BaseEnvironment):
         return ExecResult(stdout=stdout.decode(errors="replace"), stderr=stderr.decode(errors="replace"),
                           return_code=proc.returncode if proc.returncode is not None else -1)
 
-    # ------------------------------------------------------------------ files
+    # ------------------------------------------------------------------ files (tar streams, container.py)
 
-    @staticmethod
-    def _in_system(path: str) -> bool:
-        parts = PurePosixPath(os.path.normpath("/" + str(path).lstrip("/"))).parts
-        return len(parts) > 1 and parts[1] in SYSTEM_DIRS
+    def _started(self) -> TaskContainer:
+        if self._box is None:
+            raise ContainerError("the sandbox has not started")
+        return self._box
 
     async def upload_file(self, source_path: Path | str, target_path: str) -> None:
-        await self._upload(Path(source_path), target_path)
+        await asyncio.to_thread(self._started().put, Path(source_path), target_path)
 
     async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
-        await self._upload(Path(source_dir), target_dir)
-
-    async def _upload(self, source: Path, target: str) -> None:
-        if self._in_system(target):  # inside the overlay: copied from within the container
-            await asyncio.to_thread(copy_in, self._box, source.parent, source.name, target, self._state / "copy.log")
-        else:
-            await asyncio.to_thread(self._box.put, source, target)
+        await asyncio.to_thread(self._started().put, Path(source_dir), target_dir)
 
     async def download_file(self, source_path: str, target_path: Path | str) -> None:
-        data = await self._read(source_path)
+        data = await asyncio.to_thread(self._started().read, source_path)
         Path(target_path).parent.mkdir(parents=True, exist_ok=True)
         Path(target_path).write_bytes(data)
 
     async def download_dir(self, source_dir: str, target_dir: Path | str) -> None:
-        if self._in_system(source_dir):
-            raise FileNotFoundError(f"{source_dir}: downloading a system folder is not supported")
-        source = self._box.host_path(source_dir)
-        if not source.is_dir():
-            raise FileNotFoundError(f"{source_dir}: no such directory in the sandbox")
-        shutil.copytree(source, target_dir, dirs_exist_ok=True, symlinks=True)
-
-    async def _read(self, path: str) -> bytes:
-        if not self._in_system(path):
-            host = self._box.host_path(path)
-            if not host.is_file():
-                raise FileNotFoundError(f"{path}: no such file in the sandbox")
-            return host.read_bytes()
-        rc, out, _ = await asyncio.to_thread(self._box.exec, f"cat -- {shlex.quote(path)}", timeout=300)
-        if rc != 0:
-            raise FileNotFoundError(f"{path}: no such file in the sandbox")
-        return out
+        Path(target_dir).mkdir(parents=True, exist_ok=True)
+        if self._box is None and source_dir.rstrip("/") in ("/logs", *_LOG_DIRS):
+            return  # the build failed before the container existed: its log folders are empty
+        await asyncio.to_thread(self._started().fetch, source_dir, Path(target_dir))

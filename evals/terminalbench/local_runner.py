@@ -1,33 +1,39 @@
 """Run Terminal-Bench task directories on this machine, without Docker, as Harbor would.
 
-Each task gets its own container (container.py): the host's system under a throwaway overlay,
-the task's paths as they are (/app stays /app), nothing of the host's own files. The Dockerfile's
-steps run inside it (build.py), then the agent (or, with --oracle, solution/solve.sh), whose
-every command and file access goes through the container. `tests/` and `solution/` are not in it
-while the agent works: the solution is copied in only for the oracle, the tests only for the
-verification, after the agent has finished. The container's state lives in the task's output
-folder and is removed at the end (--keep leaves it). A task is skipped, with the reason, only
-when its Dockerfile cannot be applied this way (multi-stage, ADD from a URL) or when this machine
-cannot run containers (no root, no bwrap).
+Each task gets its own container (container.py): the root of its FROM image (images.py) under a
+throwaway overlay, its own network namespace, the task's paths as they are (/app stays /app). The
+Dockerfile's steps run inside it (launch.py, build.py), then the agent (or, with --oracle,
+solution/solve.sh), whose every command and file access goes through the container. `tests/` and
+`solution/` are not in it while the agent works: the solution is copied in only for the oracle, the
+tests only for the verification, after the agent has finished. /logs/agent, /logs/verifier and
+/logs/artifacts are the task's output folders mounted in (as Harbor mounts them). The container's
+state lives in the task's output folder and is removed at the end (--keep leaves it).
+
+Verdicts: passed, failed (with the cause), error (the environment could not be built, or the run
+broke), needs-internet (it did not pass and looked up hosts this machine cannot resolve: named),
+skipped (this machine cannot host it at all: no recipe for its image, no root, no bwrap).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import re
 import shutil
+import stat
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from clover.core.protocols import Model
-from clover.evals.terminalbench.build import BuildError, build_image, tail
+from clover.evals.terminalbench.build import tail
 from clover.evals.terminalbench.container import TaskContainer, container_problem
+from clover.evals.terminalbench.launch import CannotHost, Launch, LaunchError, before_phase, needed_hosts
 from clover.evals.terminalbench.tasks import Task, resolve_env
-from clover.evals.terminalbench.toolchain import PYTHON_DIR, install_uv, network_env, python_binds, uses_uv
 from clover.settings import Settings
 
 TASK_PROMPT = """You are Clover, solving a task in a Linux terminal. The working directory is {root}.
@@ -41,9 +47,10 @@ ModelFactory = Callable[[Task], Model]
 @dataclass
 class TaskResult:
     id: str
-    status: str  # passed | failed | skipped | error
+    status: str  # passed | failed | error | needs-internet | skipped
     reward: float | None = None
     reason: str = ""
+    hosts: list[str] = field(default_factory=list)  # needs-internet: the hosts it could not reach
     seconds: float = 0.0
     agent_seconds: float = 0.0
     test_seconds: float = 0.0
@@ -60,45 +67,71 @@ class Skip(Exception):
     """The task cannot run here; the message says why."""
 
 
-def start_task(task: Task, state: Path, log: Path) -> tuple[TaskContainer, dict[str, str]]:
-    """A running container with the task's image applied; returns it and its environment."""
+LOG_DIRS = ("agent", "verifier", "artifacts")  # /logs/<name>: mounted from the task's output folder
+
+
+def start_task(task: Task, state: Path, log: Path, launch: Launch | None = None, logs: Path | None = None
+               ) -> tuple[TaskContainer, dict[str, str]]:
+    """A running container with the task's image built; returns it and its environment."""
     problem = container_problem()
     if problem:
         raise Skip(problem)
     if task.docker.unsupported:
         raise Skip("; ".join(dict.fromkeys(task.docker.unsupported)))
-    binds = python_binds(state)
-    box = TaskContainer(state, network=task.network, hide=(task.path, state.parent.parent), binds=binds)
+    writable = []
+    if logs is not None:
+        for name in LOG_DIRS:
+            (logs / name).mkdir(parents=True, exist_ok=True)
+            writable.append((logs / name, f"/logs/{name}"))
+    task_env = resolve_env(task.env, f"{task.id}: [environment].env")
     try:
-        box.start()
-        if uses_uv(task.tests_dir, task.context_dir, task.path / "solution"):
-            install_uv(box.root)
-        env = build_image(box, task.docker, task.context_dir, log=log, timeout=task.build_timeout,
-                          workdir=task.docker.workdir, extra_path=f"{PYTHON_DIR}/bin" if binds else "",
-                          base_env=network_env())
-        env.update(resolve_env(task.env, f"{task.id}: [environment].env"))  # as a container's env: over the image's
-        for path in ("/logs/agent", "/logs/verifier"):  # Harbor's output folders exist from the start
-            box.host_path(path).mkdir(parents=True, exist_ok=True)
-    except BaseException:
-        box.remove()
-        raise
-    return box, env
+        box, env = (launch or Launch()).start(
+            task.docker, task.context_dir, state=state, log=log, network=task.network, timeout=task.build_timeout,
+            workdir=task.docker.workdir, hide=(task.path, state.parent.parent), writable=writable,
+            uv_folders=(task.tests_dir, task.path / "solution"))
+    except CannotHost as exc:
+        raise Skip(str(exc)) from None
+    return box, {**env, **task_env}  # as a container's env: over the image's
+
+
+def _read_text(path: Path) -> str | None:
+    """A regular file's text; None for anything else. The task's output folders are writable from
+    inside the container: a link it leaves there is never followed (O_NOFOLLOW, no check-then-open)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return None
+        return fh.read(10_000_000).decode("utf-8", "replace")
+
+
+def _append(path: Path, data: bytes) -> None:
+    """Append to a file in a folder the container can write: never through a link it put there."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError:
+        return
+    with os.fdopen(fd, "ab") as fh:
+        if stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            fh.write(data)
 
 
 def read_reward(task: Task, logs: Path, test_code: int) -> float | None:
     if task.format == "tb1":
         return 1.0 if test_code == 0 else 0.0
-    text_path, json_path = logs / "verifier" / "reward.txt", logs / "verifier" / "reward.json"
+    text, data = _read_text(logs / "verifier" / "reward.txt"), _read_text(logs / "verifier" / "reward.json")
     try:
-        if text_path.is_file():
-            return float(text_path.read_text().strip())
-        if json_path.is_file():
-            data = json.loads(json_path.read_text())
-            if not isinstance(data, dict):
-                return float(data)
-            if "reward" in data:
-                return float(data["reward"])
-            values = [float(v) for v in data.values()]
+        if text is not None:
+            return float(text.strip())
+        if data is not None:
+            parsed = json.loads(data)
+            if not isinstance(parsed, dict):
+                return float(parsed)
+            if "reward" in parsed:
+                return float(parsed["reward"])
+            values = [float(v) for v in parsed.values()]
             return sum(values) / len(values)
     except (ValueError, TypeError, ZeroDivisionError, json.JSONDecodeError):
         return None
@@ -112,22 +145,25 @@ def run_task(
     model_factory: ModelFactory | None,
     out_dir: Path,
     keep: bool = False,
+    launch: Launch | None = None,
 ) -> TaskResult:
     """One task end to end: container, agent (or oracle when model_factory is None), tests, reward."""
     start = time.monotonic()
     result = TaskResult(task.id, "error")
     task_out = out_dir / task.id
     task_out.mkdir(parents=True, exist_ok=True)
+    logs = task_out / "logs"
     box: TaskContainer | None = None
     try:
-        box, env = start_task(task, task_out / "container", task_out / "build.log")
+        box, env = start_task(task, task_out / "container", task_out / "build.log", launch, logs)
         workdir = task.docker.workdir
         agent_start = time.monotonic()
         if model_factory is None:
             if task.solution_script is None:
                 raise Skip("no solution script for --oracle")
-            box.put(task.solution_script.parent if task.format == "harbor" else task.solution_script,
-                    "/solution" if task.format == "harbor" else f"/solution/{task.solution_script.name}")
+            solution = task.solution_script.parent if task.format == "harbor" else task.solution_script
+            before_phase(box, solution)
+            box.put(solution, "/solution" if task.format == "harbor" else f"/solution/{task.solution_script.name}")
             box.exec(f"bash /solution/{task.solution_script.name}", cwd=workdir,
                      env={**env, **resolve_env(task.solution_env, f"{task.id}: [solution].env")},
                      timeout=task.agent_timeout, log=task_out / "oracle.log")
@@ -136,41 +172,84 @@ def run_task(
             _run_agent(task, box, env, settings, model_factory(task), task_out, result)
         result.agent_seconds = time.monotonic() - agent_start
         test_start = time.monotonic()
-        code, timed_out = verify(task, box, env, task_out)
+        code, timed_out = verify(task, box, env, task_out, logs)
         result.test_seconds = time.monotonic() - test_start
-        logs = box.host_path("/logs")
-        shutil.copytree(logs, task_out / "logs", dirs_exist_ok=True)
         result.reward = read_reward(task, logs, code)
         if result.reward is None:
             result.status, result.reason = "failed", "the tests wrote no reward" + (" (timed out)" if timed_out else "")
         else:
             result.status = "passed" if result.reward >= 1.0 else "failed"
+            if not result.passed:
+                result.reason = _failure_cause(task_out)
     except Skip as exc:
         result.status, result.reason = "skipped", str(exc)
-    except BuildError as exc:
+    except LaunchError as exc:
         result.status, result.reason = "error", f"environment build failed: {exc}"
+        result.hosts = exc.unreachable
     except Exception as exc:  # one task's failure must not stop the batch
         result.status, result.reason = "error", f"{type(exc).__name__}: {exc}"
     finally:
         if box is not None:
+            result.hosts = result.hosts or needed_hosts(box)
+            if box.network_note and result.hosts:  # it asked for the internet and got none here
+                result.reason = f"{result.reason}; {box.network_note}"
             box.stop()
+            if (box.state / "dns.log").is_file():  # every name it looked up, and the outcome
+                shutil.copy2(box.state / "dns.log", task_out / "dns.log")
             if not keep:
-                shutil.rmtree(box.state, ignore_errors=True)
+                box.remove()
+    if result.status in ("failed", "error") and not result.hosts:
+        _archive_drift(task, task_out, result)
+    if result.status in ("failed", "error") and result.hosts:
+        result.reason = f"needs the internet: {', '.join(result.hosts)} ({result.reason})"
+        result.status = "needs-internet"
     result.seconds = time.monotonic() - start
     return result
 
 
-def verify(task: Task, box: TaskContainer, env: dict[str, str], task_out: Path) -> tuple[int, bool]:
+_MISSING_VERSION = re.compile(r"^E: Version '([^']+)' for '([^']+)' was not found", re.MULTILINE)
+REGISTRY = "registry-1.docker.io"
+
+
+def _archive_drift(task: Task, task_out: Path, result: TaskResult) -> None:
+    """A pinned package version the archive no longer has (apt: "Version 'V' for 'P' was not
+    found"): a fresh build cannot satisfy it. Where the task names a prebuilt image (which Harbor
+    pulls instead of building, and which has it installed), it needs that image: Docker Hub."""
+    logs = [task_out / "build.log", task_out / "oracle.log", task_out / "logs" / "verifier" / "test-stdout.txt"]
+    pins = list(dict.fromkeys(f"{p}={v}" for log in logs for v, p in _MISSING_VERSION.findall(_read_text(log) or "")))
+    if not pins:
+        return
+    gone = f"the archive no longer has {', '.join(pins)}"
+    if task.prebuilt_image:
+        result.hosts = [REGISTRY]
+        result.reason = f"{gone}; the task's prebuilt image {task.prebuilt_image} has it: {result.reason}"
+    else:
+        result.reason = f"{gone}: {result.reason}"
+
+
+def _failure_cause(task_out: Path) -> str:
+    """The tests' last lines that say what failed (pytest's short summary), for the verdict."""
+    for name in ("test-stdout.txt",):
+        text = _read_text(task_out / "logs" / "verifier" / name) or ""
+        lines = [line for line in text.splitlines() if line.startswith(("FAILED ", "ERROR "))]
+        if lines:
+            return "; ".join(line[:160] for line in lines[:3])
+    return "the tests failed"
+
+
+def verify(task: Task, box: TaskContainer, env: dict[str, str], task_out: Path, logs: Path) -> tuple[int, bool]:
     """Copy the tests in (only now) and run them from the workdir; returns (status, timed out)."""
     if task.tests_dir.is_dir():
         box.put(task.tests_dir, "/tests")
     if task.format == "tb1":  # run-tests.sh sits beside the tests folder
         box.put(task.test_script, f"/tests/{task.test_script.name}")
-    log = box.host_path("/logs/verifier/test-stdout.txt")
+    before_phase(box, task.tests_dir, task.test_script)
+    log = logs / "verifier" / "test-stdout.txt"
     code, out, timed_out = box.exec(f"bash /tests/{task.test_script.name}", cwd=task.docker.workdir,
                                     env={**env, **resolve_env(task.verifier_env, f"{task.id}: [verifier].env"),
-                                         "TEST_DIR": "/tests"}, timeout=task.test_timeout, log=log)
-    if code != 0 and task.format == "harbor" and not (box.host_path("/logs/verifier") / "reward.txt").exists():
+                                         "TEST_DIR": "/tests"}, timeout=task.test_timeout)
+    _append(log, out)
+    if code != 0 and task.format == "harbor" and _read_text(logs / "verifier" / "reward.txt") is None:
         (task_out / "verifier-error.txt").write_text(tail(out, 40) + "\n", encoding="utf-8")
     return code, timed_out
 
@@ -204,10 +283,14 @@ def run_tasks(
     out_dir: Path,
     workers: int = 1,
     keep: bool = False,
+    launch: Launch | None = None,
+    timeout_multiplier: float = 1.0,
     on_start: Callable[[Task], None] | None = None,
     on_done: Callable[[TaskResult], None] | None = None,
 ) -> list[TaskResult]:
-    """Every task, `workers` at a time; results in the order of `tasks`, also in results.json."""
+    """Every task, `workers` at a time; results in the order of `tasks`, also in results.json.
+    `timeout_multiplier` scales each task's build, agent and verifier timeouts (Harbor's
+    --timeout-multiplier: for a slower or shared machine)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     lock = threading.Lock()
 
@@ -215,7 +298,12 @@ def run_tasks(
         if on_start:
             with lock:
                 on_start(task)
-        result = run_task(task, settings=settings, model_factory=model_factory, out_dir=out_dir, keep=keep)
+        if timeout_multiplier != 1.0:
+            task = dataclasses.replace(task, build_timeout=task.build_timeout * timeout_multiplier,
+                                       agent_timeout=task.agent_timeout * timeout_multiplier,
+                                       test_timeout=task.test_timeout * timeout_multiplier)
+        result = run_task(task, settings=settings, model_factory=model_factory, out_dir=out_dir, keep=keep,
+                          launch=launch)
         if on_done:
             with lock:
                 on_done(result)
@@ -224,22 +312,26 @@ def run_tasks(
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         results = list(pool.map(one, tasks))
     summary = summarize(results)
-    (out_dir / "results.json").write_text(
-        json.dumps({"summary": summary, "tasks": [dataclasses.asdict(r) for r in results]}, indent=2)
-    )
+    (out_dir / "results.json").write_text(json.dumps(
+        {"summary": summary, "timeout_multiplier": timeout_multiplier, "tasks": [dataclasses.asdict(r) for r in results]},
+        indent=2))
     return results
 
 
 def summarize(results: list[TaskResult]) -> dict[str, float | int]:
-    ran = [r for r in results if r.status != "skipped"]
-    passed = sum(r.passed for r in ran)
+    """Counts by verdict; the pass rate is over the tasks this machine could judge (passed, failed,
+    error), not those that needed the internet or were skipped."""
+    judged = [r for r in results if r.status in ("passed", "failed", "error")]
+    passed = sum(r.passed for r in judged)
     return {
         "tasks": len(results),
-        "ran": len(ran),
+        "ran": len(judged),
         "passed": passed,
-        "skipped": len(results) - len(ran),
-        "errors": sum(r.status == "error" for r in ran),
-        "pass_rate": passed / len(ran) if ran else 0.0,
+        "failed": sum(r.status == "failed" for r in judged),
+        "errors": sum(r.status == "error" for r in judged),
+        "needs_internet": sum(r.status == "needs-internet" for r in results),
+        "skipped": sum(r.status == "skipped" for r in results),
+        "pass_rate": passed / len(judged) if judged else 0.0,
         "seconds": round(sum(r.seconds for r in results), 3),
         "steps": sum(r.steps for r in results),
         "tokens": sum(r.tokens for r in results),

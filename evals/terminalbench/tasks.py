@@ -6,11 +6,12 @@ Two layouts are read:
 - Terminal-Bench 1: task.yaml (`instruction`), Dockerfile, run-tests.sh (pass = exit status 0),
   solution.sh, tests/.
 
-Without Docker a task runs in a TaskContainer (container.py): the host's system under a throwaway
-overlay, the task's paths as they are (/app stays /app). The Dockerfile is read, not built by
-Docker: FROM names the image the host's system stands in for; WORKDIR, ENV, COPY/ADD and RUN are
-applied in order inside the container. Only what cannot be done that way is unsupported
-(a multi-stage build, ADD from a URL, RUN with BuildKit options).
+Without Docker a task runs in a TaskContainer (container.py): the root of its FROM image
+(images.py) under a throwaway overlay, the task's paths as they are (/app stays /app). The
+Dockerfile is read, not built by Docker: WORKDIR, ENV, ARG, COPY/ADD and RUN are applied in order
+inside the container (build.py), an earlier stage is built in a container of its own for
+`COPY --from=<stage>`. Only what cannot be done that way is unsupported (FROM an earlier stage,
+ADD from a URL, RUN with BuildKit options other than a cache mount or a network choice).
 """
 
 from __future__ import annotations
@@ -31,15 +32,18 @@ class TaskError(ValueError):
 
 @dataclass
 class DockerSpec:
-    """What the local runner can do with a Dockerfile: the WORKDIR and the steps, in order."""
+    """What the local runner can do with a Dockerfile: the final stage's base, WORKDIR and steps, in
+    order, and the earlier stages it copies from."""
 
     base: str = ""
     workdir: str = "/"  # the last WORKDIR: where the agent, the solution and the tests start
     # In order: ("workdir", path) | ("env", "NAME\0value") | ("arg", "NAME\0default": the build's only)
-    # | ("run", cmd) | ("copy", "src\0dest")
+    # | ("run", cmd) | ("copy", "src\0dest") | ("copy-from", "source\0src...\0dest": a stage or an image)
     steps: list[tuple[str, str]] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)  # every ENV, for the commands after the build
     unsupported: list[str] = field(default_factory=list)  # reasons the spec cannot run locally
+    name: str = ""  # FROM ... AS name
+    stages: list[DockerSpec] = field(default_factory=list)  # the earlier stages, in order (final stage only)
 
 
 @dataclass
@@ -62,6 +66,7 @@ class Task:
     env: dict[str, str] = field(default_factory=dict)
     solution_env: dict[str, str] = field(default_factory=dict)
     verifier_env: dict[str, str] = field(default_factory=dict)
+    prebuilt_image: str = ""  # task.toml's docker_image: what Harbor pulls instead of building (not here)
 
 
 # Instructions that change nothing the local container needs.
@@ -99,17 +104,23 @@ def _exec_form(arg: str) -> list[str] | None:
 
 
 def parse_dockerfile(text: str) -> DockerSpec:
+    """The final stage (with the earlier ones in `.stages`); unsupported instructions are listed,
+    with the reason, in the final stage's `unsupported`."""
+    stages: list[DockerSpec] = []
     spec = DockerSpec()
-    stages = 0
+    global_args: dict[str, str] = {}  # ARGs before the first FROM: only for FROM lines
     for line in _logical_lines(text):
         keyword, _, arg = line.partition(" ")
         keyword, arg = keyword.upper(), arg.strip()
         if keyword == "FROM":
-            stages += 1
-            names = [word for word in arg.split() if not word.startswith("--")]  # --platform=...
-            spec.base = names[0] if names else ""
-            if stages > 1:
-                spec.unsupported.append("multi-stage Dockerfile")
+            words = [word for word in arg.split() if not word.startswith("--")]  # --platform=...
+            if stages or spec.base:
+                stages.append(spec)
+                spec = DockerSpec()
+            spec.base = _expand_args(words[0], global_args) if words else ""
+            spec.name = words[2].lower() if len(words) > 2 and words[1].lower() == "as" else ""
+            if any(spec.base.lower() in (s.name, str(i)) for i, s in enumerate(stages)):
+                spec.unsupported.append(f"FROM an earlier stage ({spec.base})")
         elif keyword == "WORKDIR":
             spec.workdir = str(PurePosixPath(spec.workdir) / arg.strip("\"'"))
             spec.steps.append(("workdir", spec.workdir))
@@ -125,9 +136,11 @@ def parse_dockerfile(text: str) -> DockerSpec:
             for name, value in pairs:
                 spec.env[name] = value
                 spec.steps.append(("env", f"{name}\0{value}"))
-        elif keyword == "ARG":  # a build variable with its default (an ARG before FROM only names the base)
+        elif keyword == "ARG":  # a build variable with its default
             name, eq, value = arg.partition("=")
-            if eq and stages:
+            if not spec.base and not stages:
+                global_args[name.strip()] = _unquote(value.strip())
+            elif eq:
                 spec.steps.append(("arg", f"{name.strip()}\0{_unquote(value.strip())}"))
         elif keyword == "RUN":
             arg = _IGNORABLE_RUN_OPTIONS.sub("", arg)  # a cache mount or a network choice: same result here
@@ -141,18 +154,26 @@ def parse_dockerfile(text: str) -> DockerSpec:
             parts = _exec_form(arg) or shlex.split(arg)
             options = [p for p in parts if p.startswith("--")]
             paths = [p for p in parts if not p.startswith("--")]
-            if any(o.startswith("--from") for o in options):
-                spec.unsupported.append(f"{keyword} --from (multi-stage)")
-            elif len(paths) < 2:
+            source = next((o.split("=", 1)[1] for o in options if o.startswith("--from=")), None)
+            if len(paths) < 2:
                 spec.unsupported.append(f"malformed {keyword}: {arg}")
             elif keyword == "ADD" and any("://" in p for p in paths):
                 spec.unsupported.append("ADD from a URL")
+            elif source is not None:
+                spec.steps.append(("copy-from", "\0".join([source, *paths])))
             else:
                 for src in paths[:-1]:
                     spec.steps.append(("copy", f"{src}\0{paths[-1]}"))
         elif keyword not in _IGNORED:
             spec.unsupported.append(f"Dockerfile instruction {keyword}")
+    spec.stages = stages
+    for stage in stages:  # an earlier stage's problems are the build's
+        spec.unsupported += stage.unsupported
     return spec
+
+
+def _expand_args(word: str, args: dict[str, str]) -> str:
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: args.get(m.group(1) or m.group(2), ""), word)
 
 
 _IGNORABLE_RUN_OPTIONS = re.compile(r"^(?:\s*--(?:mount=type=cache\S*|network=\S+))+\s*")
@@ -242,6 +263,7 @@ def _load_harbor(root: Path) -> Task:
         env=_env_table(config, "environment", root / "task.toml"),
         solution_env=_env_table(config, "solution", root / "task.toml"),
         verifier_env=_env_table(config, "verifier", root / "task.toml"),
+        prebuilt_image=str(image or ""),
     )
 
 

@@ -1,14 +1,17 @@
-"""Stand-ins for what task scripts fetch from GitHub, which a machine without Docker Hub or GitHub
-cannot reach: Astral's uv installer (`curl -LsSf https://astral.sh/uv/.../install.sh | sh`
-downloads uv from GitHub releases) and the CPython builds `uvx -p 3.13 ...` downloads.
+"""Stand-ins for what task scripts fetch from hosts this machine may not reach, each put where the
+original puts it, so the script's next line works as it would online:
 
-- uv: when a task's files mention it, the uv binary (this machine's, else the `uv` wheel from
-  PyPI, cached) is put where the installer puts it (/root/.local/bin, with its `env` script),
-  so `source $HOME/.local/bin/env` and `uvx` work even when the installer cannot download.
-- Python: the interpreters of this machine (pyenv's) are mounted read-only at their own paths
-  (their libpython is found through an absolute RPATH, and venvs made from them link back there)
-  and their `pythonX.Y` names put in /opt/clover-python/bin at the END of PATH, so `uv -p 3.13`
-  finds a local interpreter instead of downloading one, and an image's own Python comes first.
+- Astral's uv installer (`curl -LsSf https://astral.sh/uv/0.9.5/install.sh | sh` downloads uv from
+  GitHub): before the step whose script runs it (build, solution or tests), that uv version (from
+  PyPI's `uv` wheel, cached) goes to /root/.local/bin with the installer's `env` script. The
+  installer still runs, and still fails where astral.sh is unreachable; `astral.sh` is then not
+  counted as a host the task needed (STAND_IN_HOSTS).
+- `COPY --from=ghcr.io/astral-sh/uv:X` (a distroless image holding /uv and /uvx): the same
+  binaries, from PyPI.
+- The CPython builds `uv -p 3.X` downloads from GitHub: this machine's (pyenv's), made portable
+  (pythons.py), mounted read-only at /opt/clover-python/X.Y.Z with `python3.X` launchers in
+  /opt/clover-python/bin at the END of PATH, so an image's own Python comes first. Only where the
+  root's C library is at least this machine's.
 """
 
 from __future__ import annotations
@@ -16,127 +19,157 @@ from __future__ import annotations
 import glob
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
 from pathlib import Path
 
-PYTHON_DIR = "/opt/clover-python"
+from clover.evals.terminalbench import pythons
+from clover.evals.terminalbench.cache import build_once, cache_dir
+
+PYTHON_DIR = pythons.PORTABLE_ROOT
+STAND_IN_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
+STAND_IN_HOSTS = {"astral.sh"}  # served here by a stand-in: a failed lookup of it costs the task nothing
+_INSTALLER = re.compile(r"astral\.sh/uv/(?:(\d+\.\d+\.\d+)/)?install\.sh")
 _USES_UV = re.compile(r"astral\.sh/uv|(?<![\w.-])uvx?(?![\w.-])")
 _ENV_SCRIPT = '#!/bin/sh\ncase ":${PATH}:" in\n  *:"$HOME/.local/bin":*) ;;\n  *) export PATH="$HOME/.local/bin:$PATH" ;;\nesac\n'
 
 
-def uses_uv(*folders: Path) -> bool:
-    """Whether any text file in these folders (tests, solution, build context) mentions uv."""
+def _texts(*folders: Path):
     for folder in folders:
-        for path in (p for p in Path(folder).rglob("*") if p.is_file() and p.stat().st_size < 1_000_000):
+        if not Path(folder).exists():
+            continue
+        paths = [Path(folder)] if Path(folder).is_file() else Path(folder).rglob("*")
+        for path in (p for p in paths if p.is_file() and p.stat().st_size < 1_000_000):
             try:
-                if _USES_UV.search(path.read_text(encoding="utf-8")):
-                    return True
+                yield path.read_text(encoding="utf-8")
             except (UnicodeDecodeError, OSError):
                 continue
-    return False
 
 
-def uv_binary(cache: Path | None = None) -> Path | None:
-    """A uv executable: on PATH, else extracted from the PyPI wheel into the cache (once)."""
-    found = shutil.which("uv")
-    if found:
-        return Path(found)
-    cache = cache or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "clover" / "uv"
-    exe = cache / "uv"
-    if exe.is_file():
-        return exe
-    with tempfile.TemporaryDirectory(prefix="clover-uv-") as tmp:
-        proc = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-                               "uv", "-d", tmp], capture_output=True, text=True, timeout=600)
-        wheels = glob.glob(f"{tmp}/uv-*.whl")
-        if proc.returncode != 0 or not wheels:
-            return None
-        cache.mkdir(parents=True, exist_ok=True)
-        with zipfile.ZipFile(wheels[0]) as wheel:
-            for name in wheel.namelist():
-                if re.search(r"\.data/scripts/uvx?$", name):
-                    target = cache / Path(name).name
-                    target.write_bytes(wheel.read(name))
-                    target.chmod(0o755)
-    return exe if exe.is_file() else None
+def uses_uv(*folders: Path) -> bool:
+    """Whether any text file in these folders (tests, solution, build context) mentions uv."""
+    return any(_USES_UV.search(text) for text in _texts(*folders))
 
 
-def python_installs() -> dict[str, Path]:
-    """{"3.13.0": prefix} for this machine's pyenv interpreters."""
-    home = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
-    found = {}
-    for prefix in sorted((home / "versions").glob("[0-9]*.[0-9]*")):
-        if re.fullmatch(r"\d+\.\d+\.\d+", prefix.name) and (prefix / "bin").is_dir():
-            found[prefix.name] = prefix
-    return found
+def installer_version(*folders: Path) -> str | None:
+    """The uv version Astral's installer would install for these files' scripts ("" = the newest),
+    or None when none of them runs the installer."""
+    for text in _texts(*folders):
+        match = _INSTALLER.search(text)
+        if match:
+            return match.group(1) or ""
+    return None
 
 
-def python_binds(state: Path) -> list[tuple[Path, str]]:
-    """(host, container) read-only mounts for the interpreters, and their PATH folder."""
-    installs = python_installs()
-    if not installs:
+def uv_dist(version: str = "", cache: Path | None = None) -> Path:
+    """A folder with uv and uvx of `version` ("" = the newest), from PyPI's wheel (built once)."""
+
+    def fetch(target: Path) -> None:
+        with tempfile.TemporaryDirectory(prefix="clover-uv-") as tmp:
+            spec = f"uv=={version}" if version else "uv"
+            proc = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                                   spec, "-d", tmp], capture_output=True, text=True, timeout=600)
+            wheels = glob.glob(f"{tmp}/uv-*.whl")
+            if proc.returncode != 0 or not wheels:
+                raise OSError(f"cannot download {spec} from PyPI: {proc.stderr.strip()[-300:]}")
+            target.mkdir(parents=True)
+            with zipfile.ZipFile(wheels[0]) as wheel:
+                for name in wheel.namelist():
+                    if re.search(r"\.data/scripts/uvx?$", name):
+                        exe = target / Path(name).name
+                        exe.write_bytes(wheel.read(name))
+                        exe.chmod(0o755)
+        if not (target / "uv").is_file():
+            raise OSError(f"the uv wheel for {version or 'the newest release'} has no uv binary")
+
+    return build_once((cache or cache_dir()) / "tools" / f"uv-{version or 'latest'}", fetch)
+
+
+def install_uv(box, version: str = "") -> None:
+    """Put uv, uvx and the installer's env script in the container's /root/.local/bin (box: a
+    TaskContainer), unless uv is there already."""
+    if box.exec("[ -x /root/.local/bin/uv ]", timeout=30)[0] == 0:
+        return
+    dist = uv_dist(version)
+    for name in ("uv", "uvx"):
+        if (dist / name).is_file():
+            box.put(dist / name, f"/root/.local/bin/{name}")
+    box.put_bytes(_ENV_SCRIPT.encode(), "/root/.local/bin/env", 0o644)
+
+
+def python_binds(glibc: tuple[int, int], cache: Path | None = None,
+                 versions: tuple[str, ...] = STAND_IN_PYTHONS) -> list[tuple[Path, str]]:
+    """(host, container) read-only mounts of the portable interpreters and their PATH folder, for a
+    root whose C library is `glibc` (none when it is older than this machine's)."""
+    if glibc < pythons.host_glibc():
         return []
-    bin_dir = state / "python-bin"
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    binds = [(prefix, str(prefix)) for prefix in installs.values()]
-    for name in installs:  # the newest patch release of each X.Y wins (sorted order)
-        short = ".".join(name.split(".")[:2])
-        link = bin_dir / f"python{short}"
-        link.unlink(missing_ok=True)
-        link.symlink_to(f"{installs[name]}/bin/python{short}")
+    cache = cache or cache_dir()
+    binds, names = [], {}
+    for short in versions:
+        found = pythons.newest(short)
+        if found is None:
+            continue
+        version, prefix = found
+        portable = pythons.portable_python(prefix, cache)
+        binds.append((portable, f"{PYTHON_DIR}/{version}"))
+        names[f"python{short}"] = f"{PYTHON_DIR}/{version}/bin/python{short}"
+    if not binds:
+        return []
+    def links(target: Path) -> None:
+        # Scripts, not symlinks: a venv made from a symlink's path (uv's) would look for the standard
+        # library beside the link; exec'd by its real path, the interpreter reports that path.
+        target.mkdir(parents=True)
+        for name, path in names.items():
+            (target / name).write_text(f'#!/bin/sh\nexec {path} "$@"\n')
+            (target / name).chmod(0o755)
+
+    bin_dir = build_once(cache / "pythons" / f"launchers-{_digest(str(sorted(names.items())))}", links)
     return [*binds, (bin_dir, f"{PYTHON_DIR}/bin")]
 
 
-_PYTHON_IMAGE = re.compile(r"(?:(?:docker\.io|index\.docker\.io)/)?(?:library/)?python:(\d+\.\d+)(?![\d])")
+def _digest(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def python_image_step(base: str, installs: dict[str, Path] | None = None) -> str:
-    """The shell step that makes the host's system look like Docker's `python:X.Y...` image, which
-    a Dockerfile's `RUN pip install ...` and the tests' `python` expect ("" for other images).
-    With this machine's X.Y: a venv at /usr/local (python, python3, pip first on PATH, packages in
-    /usr/local/lib, inside the overlay), as the image has. Without it: the system's python3 and pip3
-    under those names, and installs allowed (the image has no PEP 668 marker; the overlay's copy goes)."""
-    match = _PYTHON_IMAGE.match(base)
-    if match is None:
-        return ""
-    version = match.group(1)
-    prefixes = [prefix for name, prefix in (installs if installs is not None else python_installs()).items()
-                if name.startswith(version + ".")]
-    if prefixes:  # sorted by name: the last one is the newest patch release
-        return f"{prefixes[-1]}/bin/python{version} -m venv /usr/local"
-    return ('for pair in python:python3 pip:pip3; do name=${pair%%:*}; target=$(command -v ${pair#*:}) && '
-            '{ [ -e /usr/local/bin/$name ] || ln -s "$target" /usr/local/bin/$name; }; done; '
-            "rm -f /usr/lib/python3*/EXTERNALLY-MANAGED")
-
-
-# How this machine reaches the package registries (a proxy, a private CA): a task's pip, apt and
-# uv inside the container need the same, as they would on a Docker host configured for them.
-_NETWORK_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
-                 "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "PIP_CERT", "PIP_INDEX_URL")
+# How this machine reaches the package registries (a proxy, a private CA): a task's pip, apt, curl
+# and uv inside the container need the same, as they would on a Docker host configured for them.
+_PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy", "PIP_INDEX_URL")
+_CA_VARS = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "NODE_EXTRA_CA_CERTS")
+CA_BUNDLE = "/usr/local/share/ca-certificates/clover-host/bundle.pem"  # where the machine's bundle goes in
 
 
 def network_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The proxy settings as they are, and every CA-bundle variable pointing at CA_BUNDLE (the
+    container gets this machine's bundle there: `ca_files`)."""
     env = dict(os.environ if environ is None else environ)
-    out = {k: env[k] for k in _NETWORK_VARS if env.get(k)}
-    if "SSL_CERT_FILE" not in out and out.get("PIP_CERT"):  # uv reads SSL_CERT_FILE, not pip's setting
-        out["SSL_CERT_FILE"] = out["PIP_CERT"]
+    out = {k: env[k] for k in _PROXY_VARS if env.get(k)}
+    if ca_bundle(env):
+        out.update({name: CA_BUNDLE for name in _CA_VARS})
     return out
 
 
-def install_uv(root: Path) -> bool:
-    """Put uv, uvx and the installer's env script in the container's /root/.local/bin."""
-    exe = uv_binary()
-    if exe is None:
-        return False
-    target = root / "root" / ".local" / "bin"
-    target.mkdir(parents=True, exist_ok=True)
-    for name in ("uv", "uvx"):
-        source = exe.with_name(name)
-        if source.is_file():
-            shutil.copy2(source, target / name)
-    (target / "env").write_text(_ENV_SCRIPT)
-    return (target / "uv").is_file()
+def ca_bundle(environ: dict[str, str] | None = None) -> Path | None:
+    """This machine's CA bundle when it configures one for its tools (SSL_CERT_FILE, PIP_CERT, ...)."""
+    env = dict(os.environ if environ is None else environ)
+    for name in _CA_VARS:
+        value = env.get(name)
+        if value and Path(value).is_file():
+            return Path(value)
+    return None
+
+
+def ca_files(environ: dict[str, str] | None = None) -> list[tuple[Path, str]]:
+    """(host file, container path) of the CA material a container gets: the bundle, and this
+    machine's own CA certificates (/usr/local/share/ca-certificates/*.crt) beside it, where
+    update-ca-certificates adds them to the system store when the task installs ca-certificates."""
+    bundle = ca_bundle(environ)
+    if bundle is None:
+        return []
+    files = [(bundle, CA_BUNDLE)]
+    for cert in sorted(Path("/usr/local/share/ca-certificates").glob("**/*.crt")):
+        files.append((cert, f"/usr/local/share/ca-certificates/clover-host/{cert.name}"))
+    return files
