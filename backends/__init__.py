@@ -28,7 +28,9 @@ def make_model(settings: BackendSettings) -> Model:
             missing = getattr(exc, "name", None) or ""
             if missing.split(".")[0] not in ("torch", "numpy"):
                 raise
-            raise ModelError(f"the local Clover model needs {missing}: pip install 'clover-cli[local]'") from None
+            raise ModelError(
+                f"the local Clover model needs {missing}: pip install 'clover-cli[local]'"
+            ) from None
         return LocalCloverModel(settings)
     raise ModelError(
         f"model {spec!r} is not a checkpoint directory; for a model on an OpenAI-compatible server "

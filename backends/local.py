@@ -144,7 +144,9 @@ class LocalCloverModel:
         self.rolls_back_test_breaks = settings.model == "embedded"
         self.context_window = int(config.max_position_embeddings or DEFAULT_CONTEXT)
         self.wrap_up = bool(getattr(config, "wrap_up", True))  # the agent's last turn at its step limit
-        self.early_answer_redos = int(getattr(config, "early_answer_redos", 0))  # a fix's answers before an edit
+        self.early_answer_redos = int(
+            getattr(config, "early_answer_redos", 0)
+        )  # a fix's answers before an edit
         self.stop_ids = sorted(set(config.eos_token_ids) | set(self.tokenizer.stop_ids()))
         self._cancel = threading.Event()
         from clover.backends.prefix_cache import PrefixCache
@@ -154,7 +156,9 @@ class LocalCloverModel:
         self._vocab: Any = None
         self._think_close = self.tokenizer.token_id(THINK_CLOSE)
         # how a thought ends in the chat format (model/chat.py thought_and_reply)
-        self._after_thought = self.tokenizer.encode(f"\n{THINK_CLOSE}\n\n") if self._think_close is not None else []
+        self._after_thought = (
+            self.tokenizer.encode(f"\n{THINK_CLOSE}\n\n") if self._think_close is not None else []
+        )
 
     def bind_workspace(self, env: Any, may_run: Any = None) -> None:
         """Ground tool values in this environment's files (the `grounded` setting); `may_run(command)`
@@ -181,13 +185,15 @@ class LocalCloverModel:
 
     # ------------------------------------------------------------------ one turn
 
-    def prompt_ids(self, messages: list[Message], tools: list[ToolSpec],
-                   think: bool | None = None) -> tuple[list[int], bool]:
+    def prompt_ids(
+        self, messages: list[Message], tools: list[ToolSpec], think: bool | None = None
+    ) -> tuple[list[int], bool]:
         """(token ids of the rendered prompt, whether it opened a think block)."""
         think = self.settings.think if think is None else think
         try:
-            text = render_messages(messages, tools, think=think, template=self.chat_template,
-                                   tool_prompt=self.config.tool_prompt)
+            text = render_messages(
+                messages, tools, think=think, template=self.chat_template, tool_prompt=self.config.tool_prompt
+            )
         except Exception as exc:  # a checkpoint's jinja template that fails on these messages
             raise ModelError(f"the checkpoint's chat template failed: {_one_line(exc)}") from None
         return encode_prompt(self.tokenizer, self.config, text), text.rstrip().endswith(THINK_OPEN)
@@ -219,10 +225,14 @@ class LocalCloverModel:
         if limits.active:
             if why := limits.prompt_too_long(len(ids)):
                 return honest_turn(why, len(ids), 0, time.perf_counter() - start, emit, messages)
-            big_repo = limits.repo_too_big(len(self.workspace.listing()[0])) if self.workspace is not None else None
+            big_repo = (
+                limits.repo_too_big(len(self.workspace.listing()[0])) if self.workspace is not None else None
+            )
             emit = held = HeldStream(emit)  # the reply is shown once it is judged
         decode = DecodeSettings(
-            block_size=(s.block_size or self.default_width) if self.config.block_size > 1 else 1,  # AR stays AR
+            block_size=(s.block_size or self.default_width)
+            if self.config.block_size > 1
+            else 1,  # AR stays AR
             policy="threshold",
             threshold=s.threshold,
             order=None if s.decode_order == "auto" else s.decode_order,  # None: the checkpoint's
@@ -232,15 +242,25 @@ class LocalCloverModel:
             draft_ngram=max(int(getattr(s, "drafts", 0)), 0),
             fused_rounds=bool(getattr(s, "fused_rounds", False)),
         )
-        context = self.tokenizer.decode(ids)  # the prompt as text: what the copy prior of grounded values reads
+        context = self.tokenizer.decode(
+            ids
+        )  # the prompt as text: what the copy prior of grounded values reads
         # what the answer's code spans may copy: the conversation, and what the checkpoint's replies quote
         quotable = "\n".join([quotable_text(messages), *getattr(self.config, "answer_quotes", [])])
         # what the user asked: the test files and docstrings it names may be edited (edit_scope.py)
         request = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "user")
         answer_only = options is not None and options.tool_choice == "none"
         required = options is not None and options.tool_choice == "required"
-        grammar = self._grammar(tools, opened, decode.max_new_tokens, context, answer_only=answer_only,
-                                call_required=required, quotable=quotable, request=request)  # fmt: skip
+        grammar = self._grammar(
+            tools,
+            opened,
+            decode.max_new_tokens,
+            context,
+            answer_only=answer_only,
+            call_required=required,
+            quotable=quotable,
+            request=request,
+        )
         grammars = [grammar]  # the turn's grammars, one per decoded piece (their stats add up)
         out, result, stream = self._decode(ids, decode, grammar, emit, forced, thinking=opened)
         stats = dict(result.stats)
@@ -254,14 +274,30 @@ class LocalCloverModel:
                 # A thought that loops ends where the loop began; the model then goes on to a call
                 # or an answer instead of leaving a turn with neither.
                 out = out + self._after_thought
-                after = self._grammar(tools, False, left, context, thought_closed=True, answer_only=answer_only,
-                                      call_required=required, quotable=quotable, request=request)
+                after = self._grammar(
+                    tools,
+                    False,
+                    left,
+                    context,
+                    thought_closed=True,
+                    answer_only=answer_only,
+                    call_required=required,
+                    quotable=quotable,
+                    request=request,
+                )
                 grammars.append(after)
                 more, result, _ = self._decode(
-                    ids + out, dataclasses.replace(decode, max_new_tokens=left), after, emit, None, thinking=False
-                )  # fmt: skip
+                    ids + out,
+                    dataclasses.replace(decode, max_new_tokens=left),
+                    after,
+                    emit,
+                    None,
+                    thinking=False,
+                )
                 if result.finish_reasons[0] == "repetition":  # a value cut here still closes its call
-                    more = cut_runaway(more, decode.repetition) + (after.closing() if after is not None else [])
+                    more = cut_runaway(more, decode.repetition) + (
+                        after.closing() if after is not None else []
+                    )
                 out = out + more
                 stats = _merged(stats, result.stats)
         text = self.tokenizer.decode([t for t in out if t not in stream.stops])
@@ -269,8 +305,16 @@ class LocalCloverModel:
         if answer_only:  # without the grammar (switched off) a call may still come: not asked for
             turn.tool_calls = []
         scored: list[float] = []  # the reply's mean log-probability, where it was judged by it
-        why = limits.judge(turn, result.finish_reasons[0], big_repo,
-                           lambda: scored.append(self._mean_logprob(ids, out)) or scored[0]) if limits.active else None
+        why = (
+            limits.judge(
+                turn,
+                result.finish_reasons[0],
+                big_repo,
+                lambda: scored.append(self._mean_logprob(ids, out)) or scored[0],
+            )
+            if limits.active
+            else None
+        )
         if limits.active:
             held.release(why is not None, reply_text(why, messages) if why else "")
         if why is not None:
@@ -283,15 +327,27 @@ class LocalCloverModel:
         turn.prompt_tokens, turn.completion_tokens = len(ids), len(out)
         turn.seconds = time.perf_counter() - start
         st = stats
-        turn.stats = {k: float(st[k]) for k in ("forwards", "tokens_per_forward", "tok_per_s", "rounds_per_block")}
-        for k in ("prefill_seconds", "prefill_tokens", "cached_prompt_tokens", "prefill_forwards", "drafted_tokens"):
+        turn.stats = {
+            k: float(st[k]) for k in ("forwards", "tokens_per_forward", "tok_per_s", "rounds_per_block")
+        }
+        for k in (
+            "prefill_seconds",
+            "prefill_tokens",
+            "cached_prompt_tokens",
+            "prefill_forwards",
+            "drafted_tokens",
+        ):
             turn.stats[k] = float(st.get(k, 0.0))
         turn.stats.update(repaired | ({"reply_logprob": scored[0]} if scored else {}))
         for g in grammars:  # tokens the grammar placed without a forward, and ones it redid
             for k, v in (g.stats if g is not None else {}).items():
                 turn.stats[k] = turn.stats.get(k, 0.0) + float(v)
         turn.finish_reason = "tool_calls" if turn.tool_calls else "stop" if why else result.finish_reasons[0]
-        emit(StreamEvent("usage", data={"prompt_tokens": len(ids), "completion_tokens": len(out), **turn.stats}))
+        emit(
+            StreamEvent(
+                "usage", data={"prompt_tokens": len(ids), "completion_tokens": len(out), **turn.stats}
+            )
+        )
         return turn
 
     def _mean_logprob(self, ids: list[int], out: list[int]) -> float:
@@ -299,17 +355,30 @@ class LocalCloverModel:
 
         return continuation_logprobs(self.net, ids, [out])[0] / max(len(out), 1) if out else 0.0
 
-    def _decode(self, ids: list[int], decode: Any, grammar: Any, emit: EventHandler,
-                forced: dict[int, int] | None, *, thinking: bool) -> tuple[list[int], Any, _BlockStreamer]:
+    def _decode(
+        self,
+        ids: list[int],
+        decode: Any,
+        grammar: Any,
+        emit: EventHandler,
+        forced: dict[int, int] | None,
+        *,
+        thinking: bool,
+    ) -> tuple[list[int], Any, _BlockStreamer]:
         """One generation after `ids`, streamed: (its tokens, the GenerateResult, the streamer)."""
         from clover.model.generate import generate
 
         block = block_size_of(decode)
         placed = grammar.placed[0] if grammar is not None else {}
         stream = _BlockStreamer(
-            self.tokenizer, set(self.stop_ids), StreamParser(thinking=thinking), emit,
-            ChainMap(forced or {}, placed), len(ids) % block, block,
-        )  # fmt: skip
+            self.tokenizer,
+            set(self.stop_ids),
+            StreamParser(thinking=thinking),
+            emit,
+            ChainMap(forced or {}, placed),
+            len(ids) % block,
+            block,
+        )
 
         def on_round(ev) -> None:
             if self._cancel.is_set():
@@ -328,9 +397,15 @@ class LocalCloverModel:
         stream.finish(result.tokens[0])
         return result.tokens[0], result, stream
 
-
-    def _choose_edits(self, turn: AssistantTurn, ids: list[int], reply: str, messages: list[Message],
-                      context: str, s: BackendSettings) -> dict[str, float]:  # fmt: skip
+    def _choose_edits(
+        self,
+        turn: AssistantTurn,
+        ids: list[int],
+        reply: str,
+        messages: list[Message],
+        context: str,
+        s: BackendSettings,
+    ) -> dict[str, float]:
         """A str_replace's edit chosen among (line, one-site repair) pairs around its old_str by the
         model's likelihood, and checked against the issue's reproduction where the permission policy
         lets it run (edit_choice.py, reproduce.py), where the `edit_repairs` setting (or the
@@ -350,9 +425,18 @@ class LocalCloverModel:
 
         return hold_out_of_scope(turn.tool_calls, request, self.workspace)
 
-    def _grammar(self, tools: list[ToolSpec], opened: bool, budget: int, context: str = "",
-                 thought_closed: bool = False, answer_only: bool = False, call_required: bool = False,
-                 quotable: str = "", request: str = ""):  # fmt: skip
+    def _grammar(
+        self,
+        tools: list[ToolSpec],
+        opened: bool,
+        budget: int,
+        context: str = "",
+        thought_closed: bool = False,
+        answer_only: bool = False,
+        call_required: bool = False,
+        quotable: str = "",
+        request: str = "",
+    ):
         """The tool-call grammar for this turn, or None (no tools, switched off, or a vocabulary
         without the markup tokens)."""
         if not tools or not self.constrain_tool_calls:
@@ -362,11 +446,21 @@ class LocalCloverModel:
         from clover.decoding.tool_grammar import ToolCallGrammar
 
         return ToolCallGrammar.build(
-            self.tokenizer, tools, opened=opened, stop_ids=self.stop_ids, vocab_size=self.config.vocab_size,
-            mask_id=self.config.mask_token_id, budget=budget, device=self.device, grounding=self._grounding(context, quotable, request),
-            thought_closed=thought_closed, copy_bias=float(getattr(self.settings, "copy_bias", 0.0)),
-            answer_only=answer_only, call_required=call_required, spans=self._spans_on(),
-        )  # fmt: skip
+            self.tokenizer,
+            tools,
+            opened=opened,
+            stop_ids=self.stop_ids,
+            vocab_size=self.config.vocab_size,
+            mask_id=self.config.mask_token_id,
+            budget=budget,
+            device=self.device,
+            grounding=self._grounding(context, quotable, request),
+            thought_closed=thought_closed,
+            copy_bias=float(getattr(self.settings, "copy_bias", 0.0)),
+            answer_only=answer_only,
+            call_required=call_required,
+            spans=self._spans_on(),
+        )
 
     def _spans_on(self) -> bool:
         """Do the answer's code spans copy the conversation (the `grounded_spans` setting, or the checkpoint's)?"""
@@ -393,8 +487,16 @@ def block_size_of(decode: Any) -> int:
 def _merged(first: Mapping[str, float], second: Mapping[str, float]) -> dict[str, float]:
     """Decoding stats of a turn decoded in two pieces: counts add up, rates are recomputed."""
     out = dict(first)
-    for k in ("forwards", "tokens", "blocks", "prefill_seconds", "seconds", "prefill_tokens", "prefill_forwards",
-              "drafted_tokens"):
+    for k in (
+        "forwards",
+        "tokens",
+        "blocks",
+        "prefill_seconds",
+        "seconds",
+        "prefill_tokens",
+        "prefill_forwards",
+        "drafted_tokens",
+    ):
         out[k] = first.get(k, 0.0) + second.get(k, 0.0)
     tokens, forwards = out.get("tokens", 0.0), max(out.get("forwards", 0.0), 1.0)
     out["tokens_per_forward"] = tokens / forwards
@@ -419,9 +521,15 @@ class _BlockStreamer:
     next block starts (or at the end)."""
 
     def __init__(
-        self, tok: CloverTokenizer, stops: set[int], parser: StreamParser, emit: EventHandler,
-        forced: Mapping[int, int], first_offset: int, block_size: int,
-    ) -> None:  # fmt: skip
+        self,
+        tok: CloverTokenizer,
+        stops: set[int],
+        parser: StreamParser,
+        emit: EventHandler,
+        forced: Mapping[int, int],
+        first_offset: int,
+        block_size: int,
+    ) -> None:
         self.tok, self.stops, self.parser, self.emit = tok, stops, parser, emit
         self.forced, self.first_offset, self.block_size = forced, first_offset, block_size
         self.text = IncrementalDecoder(tok)

@@ -35,7 +35,9 @@ DEFAULT_WINDOW = 131072  # when neither the settings nor the server say
 WINDOW_FIELDS = ("max_model_len", "context_length", "context_window", "max_context_length", "n_ctx")
 _OVERFLOW = re.compile(
     r"context length|context window|context_length_exceeded|maximum context|too many tokens|prompt is too long"
-    r"|exceeds? the (?:model'?s? )?(?:context|max)", re.I)
+    r"|exceeds? the (?:model'?s? )?(?:context|max)",
+    re.I,
+)
 _LIMIT = re.compile(r"(?:maximum context length|context (?:length|window)) (?:is|of) (\d+)", re.I)
 
 
@@ -115,7 +117,9 @@ class OpenAICompatModel:
 
     def _server_window(self) -> int | None:
         listed = self._listed() or []
-        mine = [m for m in listed if getattr(m, "id", None) == self.name] or (listed if len(listed) == 1 else [])
+        mine = [m for m in listed if getattr(m, "id", None) == self.name] or (
+            listed if len(listed) == 1 else []
+        )
         for entry in mine:
             extra = {**(getattr(entry, "model_extra", None) or {})}
             extra.update((extra.get("meta") or {}) if isinstance(extra.get("meta"), dict) else {})
@@ -127,12 +131,20 @@ class OpenAICompatModel:
 
     # ------------------------------------------------------------------ request
 
-    def _request(self, messages: list[Message], tools: list[ToolSpec], text_mode: bool,
-                 s: BackendSettings, tool_choice: str | None = None) -> dict[str, Any]:
+    def _request(
+        self,
+        messages: list[Message],
+        tools: list[ToolSpec],
+        text_mode: bool,
+        s: BackendSettings,
+        tool_choice: str | None = None,
+    ) -> dict[str, Any]:
         if text_mode:
             sent: list[Any] = text_messages(messages, tools)
         else:  # thinking never goes back: agent messages carry none, and we add none
-            sent = [{k: v for k, v in m.items() if k not in ("reasoning_content", "reasoning")} for m in messages]
+            sent = [
+                {k: v for k, v in m.items() if k not in ("reasoning_content", "reasoning")} for m in messages
+            ]
         req: dict[str, Any] = {"model": self.name, "messages": sent, "max_tokens": s.max_tokens}
         if tools and not text_mode:
             req["tools"] = tools
@@ -149,15 +161,22 @@ class OpenAICompatModel:
         return req
 
     def complete(
-        self, messages: list[Message], tools: list[ToolSpec], on_event: EventHandler | None = None,
+        self,
+        messages: list[Message],
+        tools: list[ToolSpec],
+        on_event: EventHandler | None = None,
         options: TurnOptions | None = None,
     ) -> AssistantTurn:
         start = time.monotonic()
-        turn_settings = dataclasses.replace(self.settings, **options.overrides()) if options else self.settings
+        turn_settings = (
+            dataclasses.replace(self.settings, **options.overrides()) if options else self.settings
+        )
         emit = on_event or (lambda event: None)
         text_mode = self.tool_format == "text"
         while True:
-            req = self._request(messages, tools, text_mode, turn_settings, options.tool_choice if options else None)
+            req = self._request(
+                messages, tools, text_mode, turn_settings, options.tool_choice if options else None
+            )
             try:
                 reply = self._stream(req, emit) if self.stream else self._plain(req, emit)
                 break
@@ -180,7 +199,9 @@ class OpenAICompatModel:
                 import httpx
 
                 if isinstance(exc, httpx.HTTPError):
-                    raise ModelError(f"the connection to the model server at {self.base_url} broke: {_one_line(exc)}") from None
+                    raise ModelError(
+                        f"the connection to the model server at {self.base_url} broke: {_one_line(exc)}"
+                    ) from None
                 raise
         return self._turn(reply, messages, tools, text_mode, emit, time.monotonic() - start)
 
@@ -230,7 +251,10 @@ class OpenAICompatModel:
         resp = self.client.chat.completions.create(**req)
         reply = _Reply()
         if resp.usage is not None:
-            reply.prompt_tokens, reply.completion_tokens = resp.usage.prompt_tokens, resp.usage.completion_tokens
+            reply.prompt_tokens, reply.completion_tokens = (
+                resp.usage.prompt_tokens,
+                resp.usage.completion_tokens,
+            )
         if resp.choices:
             choice = resp.choices[0]
             msg = choice.message
@@ -240,7 +264,11 @@ class OpenAICompatModel:
             for tc in msg.tool_calls or []:
                 fn = getattr(tc, "function", None)
                 reply.calls.append(
-                    {"id": tc.id or "", "name": getattr(fn, "name", "") or "", "arguments": getattr(fn, "arguments", "") or ""}
+                    {
+                        "id": tc.id or "",
+                        "name": getattr(fn, "name", "") or "",
+                        "arguments": getattr(fn, "arguments", "") or "",
+                    }
                 )
         if reply.reasoning:
             emit(StreamEvent("thinking", reply.reasoning))
@@ -288,7 +316,11 @@ class OpenAICompatModel:
         completion_tokens = reply.completion_tokens
         if completion_tokens is None:
             completion_tokens = (len(reply.content) + len(reply.reasoning)) // 4
-        emit(StreamEvent("usage", data={"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}))
+        emit(
+            StreamEvent(
+                "usage", data={"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+            )
+        )
         return AssistantTurn(
             text=answer.strip(),
             thinking="\n".join(p for p in thinking_parts if p),
@@ -309,7 +341,12 @@ class OpenAICompatModel:
         try:
             args = json.loads(raw)
         except json.JSONDecodeError as exc:
-            return ToolCall(name, id=slot["id"], raw=raw, error=f"arguments of {name} are not valid JSON: {exc.msg} at column {exc.colno}")
+            return ToolCall(
+                name,
+                id=slot["id"],
+                raw=raw,
+                error=f"arguments of {name} are not valid JSON: {exc.msg} at column {exc.colno}",
+            )
         if not isinstance(args, dict):
             return ToolCall(name, id=slot["id"], raw=raw, error=f"arguments of {name} must be a JSON object")
         return ToolCall(name, args, id=slot["id"], raw=raw)
@@ -319,18 +356,27 @@ class OpenAICompatModel:
     def _error(self, exc: openai.APIError) -> ModelError:
         url = self.base_url
         if isinstance(exc, openai.APITimeoutError):
-            return ModelError(f"the model server at {url} did not answer within {self.settings.request_timeout:g} s")
+            return ModelError(
+                f"the model server at {url} did not answer within {self.settings.request_timeout:g} s"
+            )
         if isinstance(exc, openai.APIConnectionError):
             cause = exc.__cause__ or exc
             return ModelError(f"cannot reach the model server at {url}: {_one_line(cause)}")
         status = getattr(exc, "status_code", None)
         detail = self._detail(exc)
         if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
-            hint = "check --api-key or OPENAI_API_KEY" if self.settings.api_key else "no API key is set (--api-key or OPENAI_API_KEY)"
-            return ModelError(f"the model server at {url} rejected the API key (HTTP {status}: {detail}); {hint}")
+            hint = (
+                "check --api-key or OPENAI_API_KEY"
+                if self.settings.api_key
+                else "no API key is set (--api-key or OPENAI_API_KEY)"
+            )
+            return ModelError(
+                f"the model server at {url} rejected the API key (HTTP {status}: {detail}); {hint}"
+            )
         if isinstance(exc, openai.NotFoundError):
             return ModelError(
-                f"model {self.name!r} not found at {url} (HTTP 404: {detail}); check --model and that --base-url ends in /v1"
+                f"model {self.name!r} not found at {url} (HTTP 404: {detail}); check --model and that "
+                "--base-url ends in /v1"
             )
         if status is not None:
             error = ModelError(f"the model server at {url} answered HTTP {status}: {detail}")

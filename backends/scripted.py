@@ -53,14 +53,29 @@ def load_turns(path: str | Path) -> list[dict[str, Any]]:
 def _check(turn: Any, where: str) -> dict[str, Any]:
     if not isinstance(turn, dict):
         raise ModelError(f"scripted model: {where} must be a JSON object, not {type(turn).__name__}")
-    unknown = set(turn) - {"thinking", "text", "tool_calls", "raw", "delay", "error", "prompt_tokens", "completion_tokens"}
+    unknown = set(turn) - {
+        "thinking",
+        "text",
+        "tool_calls",
+        "raw",
+        "delay",
+        "error",
+        "prompt_tokens",
+        "completion_tokens",
+    }
     if unknown:
         raise ModelError(f"scripted model: {where} has unknown keys {sorted(unknown)}")
     return turn
 
 
 class ScriptedModel:
-    def __init__(self, script: str | Path | list[dict[str, Any]], *, name: str | None = None, context_window: int = 131072) -> None:
+    def __init__(
+        self,
+        script: str | Path | list[dict[str, Any]],
+        *,
+        name: str | None = None,
+        context_window: int = 131072,
+    ) -> None:
         if isinstance(script, list):
             self.source, self.turns = "<list>", list(script)
         else:
@@ -71,7 +86,10 @@ class ScriptedModel:
         self.requests: list[list[Message]] = []  # what the agent sent, for tests and demos
 
     def complete(
-        self, messages: list[Message], tools: list[ToolSpec], on_event: EventHandler | None = None,
+        self,
+        messages: list[Message],
+        tools: list[ToolSpec],
+        on_event: EventHandler | None = None,
         options: TurnOptions | None = None,  # a replay answers as recorded
     ) -> AssistantTurn:
         emit = on_event or (lambda event: None)
@@ -96,11 +114,15 @@ class ScriptedModel:
             calls = []
             for i, spec in enumerate(turn.get("tool_calls") or []):
                 if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
-                    raise ModelError(f"scripted model: {where}: tool call {i + 1} needs a \"name\"")
+                    raise ModelError(f'scripted model: {where}: tool call {i + 1} needs a "name"')
                 args = spec.get("arguments", {})
                 if not isinstance(args, dict):
-                    raise ModelError(f"scripted model: {where}: arguments of {spec['name']} must be an object")
-                calls.append(ToolCall(spec["name"], dict(args), raw=json.dumps(spec), error=spec.get("error")))
+                    raise ModelError(
+                        f"scripted model: {where}: arguments of {spec['name']} must be an object"
+                    )
+                calls.append(
+                    ToolCall(spec["name"], dict(args), raw=json.dumps(spec), error=spec.get("error"))
+                )
         if thinking:
             emit(StreamEvent("thinking", thinking))
         if text:
@@ -109,7 +131,9 @@ class ScriptedModel:
             emit(StreamEvent("tool_call", data={"name": call.name, "arguments": call.arguments}))
         # Rough counts (4 characters a token) unless the script gives them: limits still work.
         prompt = int(turn.get("prompt_tokens", len(json.dumps(messages, default=str)) // 4))
-        completion = int(turn.get("completion_tokens", (len(thinking) + len(text) + sum(len(c.raw) for c in calls)) // 4))
+        completion = int(
+            turn.get("completion_tokens", (len(thinking) + len(text) + sum(len(c.raw) for c in calls)) // 4)
+        )
         emit(StreamEvent("usage", data={"prompt_tokens": prompt, "completion_tokens": completion}))
         return AssistantTurn(
             text=text,

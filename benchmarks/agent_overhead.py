@@ -29,7 +29,9 @@ def make_repo(root: Path) -> None:
         (root / f"mod{i}.py").write_text("".join(f"def f{j}(x):\n    return x + {j}\n\n" for j in range(40)))
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)
     subprocess.run(["git", "add", "-A"], cwd=root, check=True)
-    subprocess.run(["git", "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "init"], cwd=root, check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "init"], cwd=root, check=True
+    )
 
 
 def script(steps: int) -> list[dict]:
@@ -40,11 +42,15 @@ def script(steps: int) -> list[dict]:
         if i % 3 == 0:
             call = {"name": "view", "arguments": {"path": mod, "view_range": [1, 40]}}
         elif i % 3 == 1:
-            call = {"name": "str_replace", "arguments": {"path": mod, "old_str": "return x + 7\n",
-                                                          "new_str": "return x + 7  # seen\n"}}
+            call = {
+                "name": "str_replace",
+                "arguments": {"path": mod, "old_str": "return x + 7\n", "new_str": "return x + 7  # seen\n"},
+            }
         else:
-            call = {"name": "str_replace", "arguments": {"path": mod, "old_str": "return x + 7  # seen\n",
-                                                          "new_str": "return x + 7\n"}}
+            call = {
+                "name": "str_replace",
+                "arguments": {"path": mod, "old_str": "return x + 7  # seen\n", "new_str": "return x + 7\n"},
+            }
         turns.append({"text": "", "tool_calls": [call]})
     turns.append({"text": "done"})
     return turns
@@ -64,9 +70,16 @@ def per_step_overhead(steps: int, checkpoints: bool) -> list[float]:
             from clover.tools.checkpoints import Checkpoints, Recorder
 
             recorder = Recorder(Checkpoints(str(root), store=str(Path(tmp) / "ckpt")), "bench", "bench")
-        agent = Agent(model, env, default_tools(), system_prompt="bench", limits=Limits(max_steps=steps + 5, token_limit=10**12),
-                      trajectory=Trajectory(Path(tmp) / "t.jsonl"), gate=build_gate(settings, root),
-                      recorder=recorder)
+        agent = Agent(
+            model,
+            env,
+            default_tools(),
+            system_prompt="bench",
+            limits=Limits(max_steps=steps + 5, token_limit=10**12),
+            trajectory=Trajectory(Path(tmp) / "t.jsonl"),
+            gate=build_gate(settings, root),
+            recorder=recorder,
+        )
         agent.messages.append({"role": "user", "content": "bench"})
         agent._reset_counters()
         for _ in range(steps):
@@ -93,8 +106,10 @@ def main() -> None:
     for checkpoints in (False, True):
         d = per_step_overhead(args.steps, checkpoints)
         label = "with checkpoints" if checkpoints else "no checkpoints"
-        print(f"harness per step ({label}): median {statistics.median(d) * 1e3:.2f} ms, "
-              f"p90 {sorted(d)[int(0.9 * len(d))] * 1e3:.2f} ms over {len(d)} steps")
+        print(
+            f"harness per step ({label}): median {statistics.median(d) * 1e3:.2f} ms, "
+            f"p90 {sorted(d)[int(0.9 * len(d))] * 1e3:.2f} ms over {len(d)} steps"
+        )
     bare = wall([sys.executable, "-c", "pass"])
     helped = wall([sys.executable, "-m", "clover_cli", "--help"])
     print(f"python -c pass: {bare:.3f} s; clover --help: {helped:.3f} s; difference {helped - bare:.3f} s")

@@ -26,8 +26,15 @@ def named(run: Path) -> tuple[int, int]:
     for path in sorted(run.glob("tasks/*/*.traj.jsonl")):
         events = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         turns = [e for e in events if e.get("type") == "assistant"]
-        symbol = next((c["arguments"].get("symbol") for e in turns for c in e.get("tool_calls") or []
-                       if c.get("name") == "outline"), None)  # fmt: skip
+        symbol = next(
+            (
+                c["arguments"].get("symbol")
+                for e in turns
+                for c in e.get("tool_calls") or []
+                if c.get("name") == "outline"
+            ),
+            None,
+        )
         answers = [e for e in turns if not e.get("tool_calls")]
         if not symbol or not answers:
             continue
@@ -38,7 +45,9 @@ def named(run: Path) -> tuple[int, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.answer_names", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.answer_names", description=__doc__.split("\n\n")[0]
+    )
     p.add_argument("runs", type=Path, nargs="+", help="clover bench --out directories")
     args = p.parse_args(argv)
     for run in args.runs:

@@ -41,7 +41,9 @@ def main() -> None:
     args = parser.parse_args()
     results = {how: [exit_seconds(how) for _ in range(args.runs)] for how in ("interpreter", "leave")}
     for how, seconds in results.items():
-        print(f"{how:>12}: median {statistics.median(seconds):.3f} s  ({', '.join(f'{s:.3f}' for s in seconds)})")
+        print(
+            f"{how:>12}: median {statistics.median(seconds):.3f} s  ({', '.join(f'{s:.3f}' for s in seconds)})"
+        )
     ratio = statistics.median(results["interpreter"]) / max(statistics.median(results["leave"]), 1e-6)
     print(f"leave() exits {ratio:.1f}x faster than the interpreter's own teardown")
 

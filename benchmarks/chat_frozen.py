@@ -43,6 +43,7 @@ def training_prompts(name: str) -> list[str]:
 
 def nearest(prompt: str, taught: list[str]) -> tuple[float, str]:
     """(similarity, the training prompt most like `prompt`)."""
+
     def ratio(t: str) -> float:
         return difflib.SequenceMatcher(None, prompt.lower(), t.lower()).ratio()
 
@@ -82,8 +83,12 @@ def make_frozen_repo(parent: Path) -> tuple[Path, str]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.chat_frozen", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="embedded")
-    p.add_argument("--repo", type=Path, help="ask in this work tree (default: the frozen set's own repository)")
-    p.add_argument("--name", help="with --repo: a function the repository defines (the prompt that looks one up)")
+    p.add_argument(
+        "--repo", type=Path, help="ask in this work tree (default: the frozen set's own repository)"
+    )
+    p.add_argument(
+        "--name", help="with --repo: a function the repository defines (the prompt that looks one up)"
+    )
     p.add_argument("--out", type=Path, default=Path("runs/chat_frozen"))
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--max-steps", type=int, default=4)
@@ -105,25 +110,39 @@ def main(argv: list[str] | None = None) -> int:
             row["nearest_similarity"], row["nearest_training_prompt"] = nearest(prompt, taught)
             row["flag"] = flag(row)
             rows.append(row)
-            print(f"[{len(rows)}/10] {prompt!r} (nearest taught {row['nearest_similarity']:.2f}): {row['flag']} "
-                  f"{str(row.get('result'))[:120]!r}", flush=True)  # fmt: skip
+            print(
+                f"[{len(rows)}/10] {prompt!r} (nearest taught {row['nearest_similarity']:.2f}): {row['flag']} "
+                f"{str(row.get('result'))[:120]!r}",
+                flush=True,
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    summary = {"model": args.model, "repo": str(repo), "frozen_set_sha256": set_hash(), "rows": rows,
-               "flags": {f: sum(r["flag"] == f for r in rows) for f in ("answer", "honest", "mechanical")},
-               "max_similarity": max(r["nearest_similarity"] for r in rows)}  # fmt: skip
+    summary = {
+        "model": args.model,
+        "repo": str(repo),
+        "frozen_set_sha256": set_hash(),
+        "rows": rows,
+        "flags": {f: sum(r["flag"] == f for r in rows) for f in ("answer", "honest", "mechanical")},
+        "max_similarity": max(r["nearest_similarity"] for r in rows),
+    }
     (args.out / "replies.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     lines = [f"# Frozen chat prompts on `{args.model}` in `{repo}`", ""]
     for i, r in enumerate(rows, 1):
         reply = (r.get("result") or "").strip().replace("\n", "\n> ")
-        lines += [f"{i}. **{r['prompt']}** ({r['flag']}, {r.get('status')}, {r.get('steps')} steps, "
-                  f"{r.get('seconds')} s; nearest taught {r['nearest_similarity']}: {r['nearest_training_prompt']!r})",
-                  "", f"> {reply or '(no reply)'}", ""]  # fmt: skip
+        lines += [
+            f"{i}. **{r['prompt']}** ({r['flag']}, {r.get('status')}, {r.get('steps')} steps, "
+            f"{r.get('seconds')} s; nearest taught {r['nearest_similarity']}: {r['nearest_training_prompt']!r})",
+            "",
+            f"> {reply or '(no reply)'}",
+            "",
+        ]
     (args.out / "replies.md").write_text("\n".join(lines), encoding="utf-8")
-    print(f"answer {summary['flags']['answer']}, honest {summary['flags']['honest']}, mechanical "
-          f"{summary['flags']['mechanical']}; max similarity to a training prompt {summary['max_similarity']:.2f} "
-          f"-> {args.out / 'replies.md'}")  # fmt: skip
+    print(
+        f"answer {summary['flags']['answer']}, honest {summary['flags']['honest']}, mechanical "
+        f"{summary['flags']['mechanical']}; max similarity to a training prompt {summary['max_similarity']:.2f} "
+        f"-> {args.out / 'replies.md'}"
+    )
     return 0
 
 

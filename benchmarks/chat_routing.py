@@ -2,21 +2,20 @@
 
     python -m benchmarks.chat_routing [--model embedded] [--root /home/user/calc [/home/user/utilkit ...]]
 
-A chat reply's kind (a greeting back, "I can't answer general questions", a definition looked up,
-the tests run...) is decided by the first line of the model's thinking, which the training data
-writes one way per kind (evals/synthfix/chat_rows.py THOUGHTS, chat_tasks.py THINK). For each of
-benchmarks/chat_prompts.py's twenty prompts (never taught), labelled here with the kind a careful
-assistant would pick, this decodes that line greedily (B = 1, as the verified decoder writes it)
-after `clover chat`'s system prompt and tools, reads which kind's line it begins, and counts the
-prompts where that is the label and the thinking ends after that line, as the training data's does
-(a model that goes on thinking, "Greeting. ...\nI need to find ...", is marked KIND+more). Also printed: each kind's line scored by mean log-probability per
-token (the best two). Seconds on a CPU, no agent run: a quick check of a checkpoint's chat data
-before the full chat_prompts run. A model that ignores the request starts every prompt alike (the
-shipped weights of session 7: the general question's line for all twenty). `--root`: the repository
-path in the system prompt; the choice should not depend on it (evals/synthfix/chat_rows.draw_root).
-Given several, each is scored and the prompts whose choice moves with the path are counted (session
-18's model: 9/20 at .../calc, 8/20 at .../utilkit, a SynthFix package's name, with most choices moved).
-"""
+A chat reply's kind (a greeting back, "I can't answer general questions", a definition looked up, the tests
+run...) is decided by the first line of the model's thinking, which the training data writes one way per kind
+(evals/synthfix/chat_rows.py THOUGHTS, chat_tasks.py THINK). For each of benchmarks/chat_prompts.py's twenty
+prompts (never taught), labelled here with the kind a careful assistant would pick, this decodes that line
+greedily (B = 1, as the verified decoder writes it) after `clover chat`'s system prompt and tools, reads which
+kind's line it begins, and counts the prompts where that is the label and the thinking ends after that line,
+as the training data's does (a model that goes on thinking, "Greeting. ...\nI need to find ...", is marked
+KIND+more). Also printed: each kind's line scored by mean log-probability per token (the best two). Seconds on
+a CPU, no agent run: a quick check of a checkpoint's chat data before the full chat_prompts run. A model that
+ignores the request starts every prompt alike (the shipped weights of session 7: the general question's line
+for all twenty). `--root`: the repository path in the system prompt; the choice should not depend on it
+(evals/synthfix/chat_rows.draw_root). Given several, each is scored and the prompts whose choice moves with
+the path are counted (session 18's model: 9/20 at .../calc, 8/20 at .../utilkit, a SynthFix package's name,
+with most choices moved)."""
 
 from __future__ import annotations
 
@@ -67,9 +66,16 @@ def kind_of(line: str, kinds: dict[str, str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.chat_routing", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.chat_routing", description=__doc__.split("\n\n")[0]
+    )
     p.add_argument("--model", default="embedded")
-    p.add_argument("--root", nargs="+", default=["/home/user/calc"], help="the repository path(s) the system prompt shows")
+    p.add_argument(
+        "--root",
+        nargs="+",
+        default=["/home/user/calc"],
+        help="the repository path(s) the system prompt shows",
+    )
     a = p.parse_args(argv)
 
     from benchmarks.chat_prompts import MORE_PROMPTS, PROMPTS
@@ -93,11 +99,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"# {root}")
         right = 0
         for prompt in prompts:
-            messages = [{"role": "system", "content": BASE.format(root=root)}, {"role": "user", "content": prompt}]
+            messages = [
+                {"role": "system", "content": BASE.format(root=root)},
+                {"role": "user", "content": prompt},
+            ]
             ids, _ = model.prompt_ids(messages, tools)
             kinds = openers(prompt)
             conts = [model.tokenizer.encode(line) for line in kinds.values()]
-            scores = [lp / len(c) for lp, c in zip(continuation_logprobs(model.net, ids, conts), conts, strict=True)]
+            scores = [
+                lp / len(c) for lp, c in zip(continuation_logprobs(model.net, ids, conts), conts, strict=True)
+            ]
             ranked = sorted(zip(scores, kinds, strict=True), reverse=True)
             thought = model.tokenizer.decode(generate(model.net, [ids], decode).tokens[0])
             line, _, rest = thought.partition("\n")
@@ -107,9 +118,15 @@ def main(argv: list[str] | None = None) -> int:
             chosen.setdefault(prompt, []).append(best)
             right += best == LABELS[prompt]
             mark = "ok " if best == LABELS[prompt] else "-- "
-            print(f"{mark}{prompt[:40]:42s} {LABELS[prompt]:8s} -> {best:8s} {line[:48]!r:52s} "
-                  + " ".join(f"{k}:{s:.2f}" for s, k in ranked[:2]), flush=True)  # fmt: skip
-        print(f"{right}/{len(LABELS)} prompts: the labelled kind scores best" + (f" at {root}" if len(a.root) > 1 else ""))
+            print(
+                f"{mark}{prompt[:40]:42s} {LABELS[prompt]:8s} -> {best:8s} {line[:48]!r:52s} "
+                + " ".join(f"{k}:{s:.2f}" for s, k in ranked[:2]),
+                flush=True,
+            )
+        print(
+            f"{right}/{len(LABELS)} prompts: the labelled kind scores best"
+            + (f" at {root}" if len(a.root) > 1 else "")
+        )
     if len(a.root) > 1:
         moved = sum(len(set(kinds)) > 1 for kinds in chosen.values())
         print(f"{moved}/{len(prompts)} prompts: the choice moves with the repository path")

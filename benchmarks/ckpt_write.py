@@ -112,6 +112,7 @@ def state_bytes(config: CloverConfig, dtype: torch.dtype) -> int:
         meta = CloverForCausalLM(config)
     size = torch.tensor([], dtype=dtype).element_size()
     return sum(
-        p.numel() * size for n, p in meta.state_dict().items()
+        p.numel() * size
+        for n, p in meta.state_dict().items()
         if not (n == "lm_head.weight" and config.tie_word_embeddings)
-    )  # fmt: skip
+    )

@@ -106,7 +106,9 @@ class Depth:
         full = [FULL_ATTENTION if (i + 1) % interval == 0 else "linear_attention" for i in range(full_layers)]
         missing = set(full) - set(self.types)
         if missing:
-            raise ValueError(f"cannot extrapolate: no {', '.join(sorted(missing))} layer among the measured ones")
+            raise ValueError(
+                f"cannot extrapolate: no {', '.join(sorted(missing))} layer among the measured ones"
+            )
         self.scale = {t: full.count(t) / self.types.count(t) for t in set(self.types)}
         self.full_layers = full_layers
 
@@ -167,6 +169,7 @@ class Split:
     def parts(self, total: float, depth: Depth | None = None) -> dict[str, float]:
         """Seconds per component (each layer's scaled by `depth`); router = the MoE block less its
         experts; rest = what no hook saw (embedding, norms, glue), counted once."""
+
         def over_layers(name: str) -> float:
             values = [p.get(name, 0.0) for p in self.per_layer_parts]
             return depth.layers(values) if depth else sum(values)
@@ -191,7 +194,9 @@ def one_forward(model, cache, kind: str, width: int, gen: torch.Generator) -> No
         model.denoise(block, cache)
 
 
-def cost_curve(model, prompt: list[int], widths: list[int], repeats: int, depth: Depth, log=print) -> list[dict]:
+def cost_curve(
+    model, prompt: list[int], widths: list[int], repeats: int, depth: Depth, log=print
+) -> list[dict]:
     """Rows of {kind, width, seconds, seconds_full, parts, parts_full, experts_touched, break_even_tpf}."""
     cache = model.new_cache(1)
     model.prefill(torch.tensor([prompt], device=model.device), cache)
@@ -217,10 +222,17 @@ def cost_curve(model, prompt: list[int], widths: list[int], repeats: int, depth:
             share = total / hooked  # the hooks' own cost taken out pro rata
             parts = {k: v * share for k, v in split.parts(hooked).items()}
             full = {k: v * share for k, v in split.parts(hooked, depth).items()}
-            rows.append({
-                "kind": kind, "width": w, "seconds": total, "seconds_full": sum(full.values()), "parts": parts,
-                "parts_full": full, "experts_touched": sum(split.touched) / max(len(split.touched), 1),
-            })  # fmt: skip
+            rows.append(
+                {
+                    "kind": kind,
+                    "width": w,
+                    "seconds": total,
+                    "seconds_full": sum(full.values()),
+                    "parts": parts,
+                    "parts_full": full,
+                    "experts_touched": sum(split.touched) / max(len(split.touched), 1),
+                }
+            )
             log(_line(rows[-1]))
     base = next(r for r in rows if r["kind"] == "causal" and r["width"] == 1)
     for r in rows:
@@ -231,5 +243,7 @@ def cost_curve(model, prompt: list[int], widths: list[int], repeats: int, depth:
 def _line(r: dict) -> str:
     p = r["parts_full"]
     split = " ".join(f"{k} {p[k] * 1e3:.0f}" for k in COMPONENTS)
-    return (f"  {r['kind']:8} W={r['width']:<3} {r['seconds'] * 1e3:9.1f} ms measured, {r['seconds_full'] * 1e3:9.1f} ms "
-            f"full depth [{split}]; experts touched per layer {r['experts_touched']:.1f}")  # fmt: skip
+    return (
+        f"  {r['kind']:8} W={r['width']:<3} {r['seconds'] * 1e3:9.1f} ms measured, {r['seconds_full'] * 1e3:9.1f} ms "
+        f"full depth [{split}]; experts touched per layer {r['experts_touched']:.1f}"
+    )

@@ -50,7 +50,9 @@ def agreement(a: list[int], b: list[int]) -> float:
     return sum(x == y for x, y in zip(a, b, strict=False)) / n if n else 1.0
 
 
-def run_decode(model, prompt: list[int], block: int, threshold: float, new: int, repeats: int) -> dict[str, Any]:
+def run_decode(
+    model, prompt: list[int], block: int, threshold: float, new: int, repeats: int
+) -> dict[str, Any]:
     s = DecodeSettings(block_size=block, threshold=threshold, max_new_tokens=new, stop_token_ids=[])
     generate(model, [prompt], s)  # warm-up (allocations, lazy init)
     best = None
@@ -65,12 +67,24 @@ def run_decode(model, prompt: list[int], block: int, threshold: float, new: int,
 def small_config() -> CloverConfig:
     """Bigger than the test preset, still CPU-sized: every layer type, real-ish ratios."""
     return tiny(
-        vocab_size=4096, hidden_size=256, num_hidden_layers=8, full_attention_interval=4,
-        num_attention_heads=8, num_key_value_heads=2, head_dim=32, linear_num_key_heads=4,
-        linear_num_value_heads=8, linear_key_head_dim=32, linear_value_head_dim=32, num_experts=16,
-        num_experts_per_tok=4, moe_intermediate_size=128, shared_expert_intermediate_size=128,
-        mask_token_id=4095, max_position_embeddings=8192,
-    )  # fmt: skip
+        vocab_size=4096,
+        hidden_size=256,
+        num_hidden_layers=8,
+        full_attention_interval=4,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        head_dim=32,
+        linear_num_key_heads=4,
+        linear_num_value_heads=8,
+        linear_key_head_dim=32,
+        linear_value_head_dim=32,
+        num_experts=16,
+        num_experts_per_tok=4,
+        moe_intermediate_size=128,
+        shared_expert_intermediate_size=128,
+        mask_token_id=4095,
+        max_position_embeddings=8192,
+    )
 
 
 def prefill_rate(model, n: int, repeats: int) -> float:
@@ -170,8 +184,13 @@ def main(argv: list[str] | None = None) -> int:
             [[str(r["tokens"]), f"{r['tok_per_s']:.0f}"] for r in prefill],
         )
     if args.json:
-        out = {"decode": [{k: v for k, v in r.items() if k != "ids"} | {
-            "agreement": agreement(r["ids"], base["ids"])} for r in rows], "prefill": prefill}  # fmt: skip
+        out = {
+            "decode": [
+                {k: v for k, v in r.items() if k != "ids"} | {"agreement": agreement(r["ids"], base["ids"])}
+                for r in rows
+            ],
+            "prefill": prefill,
+        }
         args.json.write_text(json.dumps(out, indent=2))
     return 0
 

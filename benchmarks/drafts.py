@@ -29,8 +29,15 @@ def main(argv: list[str] | None = None) -> int:
     from clover.backends.local import LocalCloverModel
     from clover.settings import Settings
 
-    base = Settings(model=a.model, max_tokens=128, temperature=0.0, block_size=a.block_size, decode_order="left",
-                    edit_repairs="off", drafts=0)  # fmt: skip
+    base = Settings(
+        model=a.model,
+        max_tokens=128,
+        temperature=0.0,
+        block_size=a.block_size,
+        decode_order="left",
+        edit_repairs="off",
+        drafts=0,
+    )
     plain = LocalCloverModel(base)
     drafted = plain.with_settings(drafts=a.drafts)
 
@@ -51,8 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, (fw, tok, sec) in totals.items():
         print(f"{name:10}{fw:>10.0f}{tok:>9.0f}{tok / max(fw, 1):>9.2f}{sec:>8.1f}")
     (pf, pt, ps), (df, dt, ds) = totals["plain"], totals["drafted"]
-    print(f"forwards saved {1 - df / max(pf, 1):.1%}; tokens per forward x{(dt / max(df, 1)) / max(pt / max(pf, 1), 1e-9):.2f}; "
-          f"CPU x{ps / max(ds, 1e-9):.2f}; same output in {same} of {turns} turns")  # fmt: skip
+    print(
+        f"forwards saved {1 - df / max(pf, 1):.1%}; tokens per forward "
+        f"x{(dt / max(df, 1)) / max(pt / max(pf, 1), 1e-9):.2f}; "
+        f"CPU x{ps / max(ds, 1e-9):.2f}; same output in {same} of {turns} turns"
+    )
     return 0
 
 

@@ -71,26 +71,45 @@ def main(argv: list[str] | None = None) -> int:
             reply = f"The bug is on this line.\n</think>\n\n{render_tool_call(call.name, call.arguments)}"
             text = (Path(row["repo"]) / path).read_text(encoding="utf-8")
             t0 = clock()
-            choice = choose_edit(model.net, model.tokenizer, ids, reply, call, text, issue=row["problem_statement"])
+            choice = choose_edit(
+                model.net, model.tokenizer, ids, reply, call, text, issue=row["problem_statement"]
+            )
             chosen = clock() - t0
             hit = choice is not None and (choice.old_str, choice.new_str) == (old, new)
             pairs = choice.candidates if choice is not None else 0
             workspace = Workspace(LocalEnvironment(row["repo"]))
             t0 = time.perf_counter()
             rep = Reproduction.from_issue(row["problem_statement"], workspace, lambda _: True)
-            run = choose_edit(model.net, model.tokenizer, ids, reply, call, text, issue=row["problem_statement"],
-                              reproduction=rep, workspace=workspace)  # fmt: skip
+            run = choose_edit(
+                model.net,
+                model.tokenizer,
+                ids,
+                reply,
+                call,
+                text,
+                issue=row["problem_statement"],
+                reproduction=rep,
+                workspace=workspace,
+            )
             repro = time.perf_counter() - t0
             verified = run is not None and (run.path, run.old_str, run.new_str) == (path, old, new)
             rows.append((row["instance_id"], decode, chosen, pairs, hit, repro, verified))
-    print(f"{'instance':40s} {'turn s':>7s} {'choice s':>8s} {'ratio':>6s} {'pairs':>5s} gold {'run s':>6s} gold")
+    print(
+        f"{'instance':40s} {'turn s':>7s} {'choice s':>8s} {'ratio':>6s} {'pairs':>5s} gold {'run s':>6s} gold"
+    )
     for iid, decode, chosen, pairs, hit, repro, verified in rows:
-        print(f"{iid:40s} {decode:7.2f} {chosen:8.2f} {chosen / decode:6.2f} {pairs:5d} {'yes' if hit else 'no ':4s}"
-              f" {repro:6.2f} {'yes' if verified else 'no'}")  # fmt: skip
+        print(
+            f"{iid:40s} {decode:7.2f} {chosen:8.2f} {chosen / decode:6.2f} {pairs:5d} {'yes' if hit else 'no ':4s}"
+            f" {repro:6.2f} {'yes' if verified else 'no'}"
+        )
     ratios = [r[2] / r[1] for r in rows]
-    print(f"median choice/turn: {statistics.median(ratios):.2f}; gold chosen {sum(r[4] for r in rows)}/{len(rows)}")
-    print(f"with the reproduction: median {statistics.median(r[5] for r in rows):.2f} s wall, "
-          f"gold chosen {sum(r[6] for r in rows)}/{len(rows)}")  # fmt: skip
+    print(
+        f"median choice/turn: {statistics.median(ratios):.2f}; gold chosen {sum(r[4] for r in rows)}/{len(rows)}"
+    )
+    print(
+        f"with the reproduction: median {statistics.median(r[5] for r in rows):.2f} s wall, "
+        f"gold chosen {sum(r[6] for r in rows)}/{len(rows)}"
+    )
     return 0
 
 

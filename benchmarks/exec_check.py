@@ -84,13 +84,17 @@ def main() -> None:
                 print(f"{name:<26}{cmd * 1000:>11.1f} ms{per_exec * 1e6:>9.0f} us")
     print()
     if DECISIONS:
-        print(f"supervisor time per program start: median {statistics.median(DECISIONS) * 1e6:.0f} us "
-              f"over {len(DECISIONS)} starts")
+        print(
+            f"supervisor time per program start: median {statistics.median(DECISIONS) * 1e6:.0f} us "
+            f"over {len(DECISIONS)} starts"
+        )
     for sandbox in sandboxes:
         (base_cmd, base_exec), (cmd, per_exec) = rows[(sandbox, False)], rows[(sandbox, True)]
         where = "in the sandbox" if sandbox else "without the sandbox"
-        print(f"exec check {where}: {cmd / base_cmd:.2f}x per command (+{(cmd - base_cmd) * 1000:.1f} ms), "
-              f"{per_exec / base_exec:.2f}x per exec (+{(per_exec - base_exec) * 1e6:.0f} us)")
+        print(
+            f"exec check {where}: {cmd / base_cmd:.2f}x per command (+{(cmd - base_cmd) * 1000:.1f} ms), "
+            f"{per_exec / base_exec:.2f}x per exec (+{(per_exec - base_exec) * 1e6:.0f} us)"
+        )
 
 
 if __name__ == "__main__":

@@ -3,12 +3,11 @@ token's mask step, against one forward of the model.
 
     python -m benchmarks.grounding [--model embedded] [--mb 1.0] [--paths 10000] [--repeat 5]
 
-The file is this repository's own Python sources, repeated up to the size asked for (deterministic).
-Index build = FileIndex (line starts, indentation) + the first token's allowed set (the tokens that
-can start a line). Mask step = one token more of an old_str (the node's occurrences narrowed), its
-allowed next tokens and their ban row, walked along 20 real lines of the file (a fresh index each). The forward is one of the model's decoding forwards after a 1,024-token prompt (B = 1: an AR
-step; B = 32: one diffusion round).
-"""
+The file is this repository's own Python sources, repeated up to the size asked for (deterministic). Index
+build = FileIndex (line starts, indentation) + the first token's allowed set (the tokens that can start a
+line). Mask step = one token more of an old_str (the node's occurrences narrowed), its allowed next tokens and
+their ban row, walked along 20 real lines of the file (a fresh index each). The forward is one of the model's
+decoding forwards after a 1,024-token prompt (B = 1: an AR step; B = 32: one diffusion round)."""
 
 from __future__ import annotations
 
@@ -69,9 +68,14 @@ def main(argv: list[str] | None = None) -> int:
     index.first_tokens()
 
     # mask steps along real lines: values of 1..40 tokens from 50 line starts spread over the file
-    grammar = ToolCallGrammar(tok, [{"type": "function", "function": {"name": "x", "parameters": {}}}],
-                              opened=False, stop_ids=tok.stop_ids(), vocab_size=config.vocab_size,
-                              mask_id=config.mask_token_id)  # fmt: skip
+    grammar = ToolCallGrammar(
+        tok,
+        [{"type": "function", "function": {"name": "x", "parameters": {}}}],
+        opened=False,
+        stop_ids=tok.stop_ids(),
+        vocab_size=config.vocab_size,
+        mask_id=config.mask_token_id,
+    )
     steps: list[float] = []
     for s in index.starts[:: max(len(index.starts) // 20, 1)][:20]:
         fresh = FileIndex(vocab, data)  # nothing cached but the first-token set
@@ -103,10 +107,14 @@ def main(argv: list[str] | None = None) -> int:
             runs[n] = (clock() - t0, res.stats["forwards"])
         forward[b] = 1000 * (runs[b + 64][0] - runs[b][0]) / max(runs[b + 64][1] - runs[b][1], 1)
 
-    print(f"file {len(data) / 1e6:.2f} MB, {index.lines} lines; vocabulary {len(vocab.bytes)} tokens "
-          f"(byte trie built once per model: {vocab_ms:.0f} ms)")  # fmt: skip
+    print(
+        f"file {len(data) / 1e6:.2f} MB, {index.lines} lines; vocabulary {len(vocab.bytes)} tokens "
+        f"(byte trie built once per model: {vocab_ms:.0f} ms)"
+    )
     print(f"index build {build_ms:.1f} ms + first-token set {first_ms:.1f} ms = {build_ms + first_ms:.1f} ms")
-    print(f"mask step (old_str, fresh node): median {step_ms:.3f} ms, p90 {step_p90:.3f} ms over {len(steps)} steps")
+    print(
+        f"mask step (old_str, fresh node): median {step_ms:.3f} ms, p90 {step_p90:.3f} ms over {len(steps)} steps"
+    )
     print(f"path trie over {args.paths} files (build + first set): {paths_ms:.1f} ms")
     for b, ms in forward.items():
         print(f"forward B={b}: {ms:.2f} ms; mask step / forward = {step_ms / ms:.3f}")

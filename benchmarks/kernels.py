@@ -71,8 +71,10 @@ def delta_inputs(n, t, hk, h, dk, dv, device, dtype, seed=0):
 def cpu_delta_rule(lengths: list[int], heads: int, dim: int) -> list[dict[str, Any]]:
     torch.manual_seed(0)
     rows = []
-    print(f"CPU delta rule: N=1, {heads} value heads on {heads // 2} key heads, dk=dv={dim}, fp32, chunk 64, "
-          f"{torch.get_num_threads()} threads")  # fmt: skip
+    print(
+        f"CPU delta rule: N=1, {heads} value heads on {heads // 2} key heads, dk=dv={dim}, fp32, chunk 64, "
+        f"{torch.get_num_threads()} threads"
+    )
     print(f"{'T':>7} {'recurrent s':>12} {'chunked s':>10} {'speed-up':>9} {'max |diff|':>11}")
     for t in lengths:
         q, k, v, g, beta, s0 = delta_inputs(1, t, max(heads // 2, 1), heads, dim, dim, "cpu", torch.float32)
@@ -208,8 +210,14 @@ def gpu_block_attention(bw: float, contexts: list[int]) -> list[dict[str, Any]]:
         )
         sec = bench(partial(tri, q, kc, vc, k_block=kb, v_block=vb, gate=gate), iters=20)
         rows.append(_row(f"triton   ctx={ctx}", sec, nbytes, bw, max_err=err, roofline_ms=nbytes / bw / 1e6))
-        rows.append(_row(f"torch    ctx={ctx} (cat + SDPA)", bench(
-            partial(_cat_attention, ref, q, kc, vc, kb, vb, mask), iters=20), nbytes, bw))  # fmt: skip
+        rows.append(
+            _row(
+                f"torch    ctx={ctx} (cat + SDPA)",
+                bench(partial(_cat_attention, ref, q, kc, vc, kb, vb, mask), iters=20),
+                nbytes,
+                bw,
+            )
+        )
     return rows
 
 
@@ -280,8 +288,10 @@ def gpu_model_round(bw: float, layers: int, context: int) -> list[dict[str, Any]
     expert_bytes = layers * cfg.num_experts * 3 * cfg.hidden_size * cfg.moe_intermediate_size * 2
     frac = 1 - (1 - cfg.num_experts_per_tok / cfg.num_experts) ** b  # experts a 32-token block touches
     round_bytes = weight_bytes - expert_bytes * (1 - frac)
-    print(f"GPU model round: 35B shape cut to {layers} layers ({cfg.layer_types.count('full_attention')} attention), "
-          f"context {context}, block {b}; weights read per round ~{round_bytes / 1e9:.2f} GB")  # fmt: skip
+    print(
+        f"GPU model round: 35B shape cut to {layers} layers ({cfg.layer_types.count('full_attention')} attention), "
+        f"context {context}, block {b}; weights read per round ~{round_bytes / 1e9:.2f} GB"
+    )
     rows = []
     ids = torch.randint(0, cfg.vocab_size - 1, (1, context), device=DEV)
     block = torch.full((1, b), cfg.mask_token_id, device=DEV)

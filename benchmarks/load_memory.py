@@ -74,9 +74,18 @@ def child(directory: str, device: str, quantize: str | None = None) -> None:
     in_use = time.perf_counter() - t0
     tensors = [*model.parameters(), *model.buffers()]  # quantized weights are buffers
     on_host = sum(p.numel() * p.element_size() for p in tensors if p.device.type == "cpu")
-    print(json.dumps({"peak_above_import": peak - base, "seconds": seconds, "host_param_bytes": on_host,
-                      "peak_in_use_above_import": _status("VmHWM") - base, "seconds_to_in_use": in_use,
-                      "peak_reset": reset}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "peak_above_import": peak - base,
+                "seconds": seconds,
+                "host_param_bytes": on_host,
+                "peak_in_use_above_import": _status("VmHWM") - base,
+                "seconds_to_in_use": in_use,
+                "peak_reset": reset,
+            }
+        )
+    )
 
 
 def _config(preset: str, layers: int | None):
@@ -85,12 +94,23 @@ def _config(preset: str, layers: int | None):
 
     if preset == "bench-600mb":  # 0.31B parameters: 627 MB (598 MiB) in bf16, experts ~60% of it
         return CloverConfig(
-            vocab_size=32000, hidden_size=1024, num_hidden_layers=4, full_attention_interval=2,
-            num_attention_heads=8, num_key_value_heads=2, head_dim=128, linear_num_key_heads=8,
-            linear_num_value_heads=16, linear_key_head_dim=64, linear_value_head_dim=64, num_experts=41,
-            num_experts_per_tok=4, moe_intermediate_size=448, shared_expert_intermediate_size=512,
+            vocab_size=32000,
+            hidden_size=1024,
+            num_hidden_layers=4,
+            full_attention_interval=2,
+            num_attention_heads=8,
+            num_key_value_heads=2,
+            head_dim=128,
+            linear_num_key_heads=8,
+            linear_num_value_heads=16,
+            linear_key_head_dim=64,
+            linear_value_head_dim=64,
+            num_experts=41,
+            num_experts_per_tok=4,
+            moe_intermediate_size=448,
+            shared_expert_intermediate_size=512,
             mask_token_id=31999,
-        )  # fmt: skip
+        )
     cfg = named(preset)
     if layers:
         d = cfg.to_dict()
@@ -107,7 +127,9 @@ def write(directory: Path, preset: str, layers: int | None, layout: str, shards:
     cfg = _config(preset, layers)
     total = state_bytes(cfg, torch.bfloat16)
     t0 = time.perf_counter()
-    files = write_shards(in_layout(random_tensors(cfg, torch.bfloat16), layout), directory, cfg, total // shards + 1)
+    files = write_shards(
+        in_layout(random_tensors(cfg, torch.bfloat16), layout), directory, cfg, total // shards + 1
+    )
     return {
         "model_bytes": total,
         "largest_shard": max(f.stat().st_size for f in files),
@@ -121,10 +143,20 @@ def measure(directory: Path, device: str, repeat: int, quantize: str | None = No
     runs = []
     for _ in range(repeat):
         out = subprocess.run(
-            [sys.executable, "-m", "benchmarks.load_memory", "--child", str(directory), "--device", device,
-             *(["--quantize", quantize] if quantize else [])],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "benchmarks.load_memory",
+                "--child",
+                str(directory),
+                "--device",
+                device,
+                *(["--quantize", quantize] if quantize else []),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if out.returncode:
             return {"error": (out.stderr.strip().splitlines() or ["?"])[-1]}
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -158,8 +190,16 @@ def main(argv: list[str] | None = None) -> int:
         # quantized on load, the model in memory is its quantized bytes (as loaded), not the file's
         held = r.get("host_param_bytes", 0) if a.quantize else info["model_bytes"]
         bound = slack + (held if a.device == "cpu" else 0)
-        row = {"layout": layout, "device": a.device, "preset": a.preset, **info, **r,
-               "bound": bound, "quantize": a.quantize, "model_bytes_loaded": held}  # fmt: skip
+        row = {
+            "layout": layout,
+            "device": a.device,
+            "preset": a.preset,
+            **info,
+            **r,
+            "bound": bound,
+            "quantize": a.quantize,
+            "model_bytes_loaded": held,
+        }
         if "peak_above_import" in r:
             # judged once every weight has been read: mapped weights count from then on
             peak = max(r["peak_above_import"], r["peak_in_use_above_import"])
@@ -182,7 +222,9 @@ def main(argv: list[str] | None = None) -> int:
 def _line(r: dict) -> str:
     if "error" in r:
         return f"{r['layout']:>10}: error {r['error']}"
-    quantized = f" ({r['quantize']} on load: {r['model_bytes_loaded'] / MB:.0f} MB)" if r.get("quantize") else ""
+    quantized = (
+        f" ({r['quantize']} on load: {r['model_bytes_loaded'] / MB:.0f} MB)" if r.get("quantize") else ""
+    )
     return (
         f"{r['layout']:>10}: model {r['model_bytes'] / MB:5.0f} MB{quantized}, largest shard "
         f"{r['largest_shard'] / MB:5.0f} MB; peak RSS above imports: at load {r['peak_above_import'] / MB:5.0f} MB, "

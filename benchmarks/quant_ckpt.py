@@ -25,15 +25,35 @@ FORMATS = ("gptq", "awq", "fp8")
 EXPERT_LEAVES = ("mlp.experts.gate_up_proj", "mlp.experts.down_proj")
 
 
-def quantization_config(method: str, group_size: int = 128, block: tuple[int, int] = (128, 128)) -> dict[str, Any]:
+def quantization_config(
+    method: str, group_size: int = 128, block: tuple[int, int] = (128, 128)
+) -> dict[str, Any]:
     """config.json's quantization_config as the publishing tools write it."""
     if method == "gptq":
-        return {"quant_method": "gptq", "bits": 4, "group_size": group_size, "desc_act": False, "sym": False,
-                "checkpoint_format": "gptq", "true_sequential": True}  # fmt: skip
+        return {
+            "quant_method": "gptq",
+            "bits": 4,
+            "group_size": group_size,
+            "desc_act": False,
+            "sym": False,
+            "checkpoint_format": "gptq",
+            "true_sequential": True,
+        }
     if method == "awq":
-        return {"quant_method": "awq", "bits": 4, "group_size": group_size, "zero_point": True, "version": "gemm"}
+        return {
+            "quant_method": "awq",
+            "bits": 4,
+            "group_size": group_size,
+            "zero_point": True,
+            "version": "gemm",
+        }
     if method == "fp8":
-        return {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": list(block)}
+        return {
+            "quant_method": "fp8",
+            "fmt": "e4m3",
+            "activation_scheme": "dynamic",
+            "weight_block_size": list(block),
+        }
     raise ValueError(f"format must be one of {', '.join(FORMATS)}")
 
 
@@ -69,7 +89,10 @@ def _experts(name: str, t: Tensor) -> Iterator[tuple[str, Tensor]]:
 
 
 def quantize_tensors(
-    tensors: Iterable[tuple[str, Tensor]], method: str, group_size: int = 128, block: tuple[int, int] = (128, 128)
+    tensors: Iterable[tuple[str, Tensor]],
+    method: str,
+    group_size: int = 128,
+    block: tuple[int, int] = (128, 128),
 ) -> Iterator[tuple[str, Tensor]]:
     """Clover-named float tensors -> the checkpoint tensors of `method` (round to nearest; the others
     in bf16). The dequantized reference of what is written: `dequantized_reference`."""
@@ -79,7 +102,10 @@ def quantize_tensors(
         elif method == "fp8":
             w, s = encode_fp8(t, block)
             yield name, w
-            yield f"{name}_scale_inv", s  # X.weight_scale_inv, or a fused expert leaf's X.gate_up_proj_scale_inv
+            yield (
+                f"{name}_scale_inv",
+                s,
+            )  # X.weight_scale_inv, or a fused expert leaf's X.gate_up_proj_scale_inv
         elif name.endswith(EXPERT_LEAVES):
             for base, piece in _experts(name, t):
                 yield from _int4_parts(method, base, quantize_int4(piece, group_size))
@@ -88,7 +114,10 @@ def quantize_tensors(
 
 
 def dequantized_reference(
-    tensors: Iterable[tuple[str, Tensor]], method: str, group_size: int = 128, block: tuple[int, int] = (128, 128)
+    tensors: Iterable[tuple[str, Tensor]],
+    method: str,
+    group_size: int = 128,
+    block: tuple[int, int] = (128, 128),
 ) -> dict[str, Tensor]:
     """Clover-named float32 tensors holding exactly what `quantize_tensors` stores, dequantized
     independently of the loader (the reference a quantized load must match)."""
@@ -117,8 +146,14 @@ def _randn_bf16(shape: tuple[int, ...], gen: torch.Generator, std: float, chunk:
     return out
 
 
-def random_quantized(name: str, shape: tuple[int, ...], method: str, gen: torch.Generator, group_size: int = 128,
-                     std: float = 0.02) -> Iterator[tuple[str, Tensor]]:  # fmt: skip
+def random_quantized(
+    name: str,
+    shape: tuple[int, ...],
+    method: str,
+    gen: torch.Generator,
+    group_size: int = 128,
+    std: float = 0.02,
+) -> Iterator[tuple[str, Tensor]]:
     """Random checkpoint tensors of `method` for Clover tensor `name` of `shape`, made straight in
     the stored form (no float matrix first: a 35B-shaped checkpoint is written in minutes). Weights
     come out near N(0, std); a quantized one's codes are uniform, its zero point 8."""
@@ -126,29 +161,39 @@ def random_quantized(name: str, shape: tuple[int, ...], method: str, gen: torch.
         yield (hf_name(name) if method != "fp8" else name), _randn_bf16(shape, gen, std)
         return
     if method == "fp8":  # a fused expert leaf one expert at a time: never [E, N, K] in fp32
-        pieces = [encode_fp8(_randn_bf16(shape[-2:], gen, std).float(), (128, 128))
-                  for _ in range(shape[0] if len(shape) == 3 else 1)]  # fmt: skip
+        pieces = [
+            encode_fp8(_randn_bf16(shape[-2:], gen, std).float(), (128, 128))
+            for _ in range(shape[0] if len(shape) == 3 else 1)
+        ]
         stack = (lambda ts: torch.stack(ts)) if len(shape) == 3 else (lambda ts: ts[0])
         yield name, stack([w for w, _ in pieces])
         yield f"{name}_scale_inv", stack([s for _, s in pieces])
         return
     experts = name.endswith(EXPERT_LEAVES)
     mats = (
-        list(_experts(name, torch.empty(shape, device="meta"))) if experts
+        list(_experts(name, torch.empty(shape, device="meta")))
+        if experts
         else [(hf_name(name)[: -len(".weight")], torch.empty(shape, device="meta"))]
-    )  # fmt: skip
+    )
     # uniform codes 0..15 around zero point 8 have std ~4.6: scale so the weights have std `std`
     scale = std / 4.6
     for base, meta in mats:
         n, k = meta.shape
         groups = k // group_size
-        words = torch.randint(-(2**31), 2**31 - 1, (k // 8, n) if method == "gptq" else (k, n // 8),
-                              generator=gen, dtype=torch.int32)  # fmt: skip
+        words = torch.randint(
+            -(2**31),
+            2**31 - 1,
+            (k // 8, n) if method == "gptq" else (k, n // 8),
+            generator=gen,
+            dtype=torch.int32,
+        )
         zero = 8 - (1 if method == "gptq" else 0)  # GPTQ v1 stores zero - 1
         word = 0x11111111 * zero  # the zero point in all 8 nibbles, as a signed int32
         yield f"{base}.qweight", words
-        yield f"{base}.qzeros", torch.full((groups, n // 8), word - (1 << 32) if word >= 1 << 31 else word,
-                                           dtype=torch.int32)  # fmt: skip
+        yield (
+            f"{base}.qzeros",
+            torch.full((groups, n // 8), word - (1 << 32) if word >= 1 << 31 else word, dtype=torch.int32),
+        )
         yield f"{base}.scales", torch.full((groups, n), scale, dtype=torch.float16)
         if method == "gptq":
             yield f"{base}.g_idx", (torch.arange(k) // group_size).to(torch.int32)

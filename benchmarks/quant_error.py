@@ -56,8 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     tok = CloverTokenizer.from_dir(src)
     fp32 = load_checkpoint(src, dtype=torch.float32)
     config = fp32.config
-    prompts = [encode_prompt(tok, config, render_messages([{"role": "user", "content": p}], think=False))
-               for p in PROMPTS]  # fmt: skip
+    prompts = [
+        encode_prompt(tok, config, render_messages([{"role": "user", "content": p}], think=False))
+        for p in PROMPTS
+    ]
     variants = {"bf16": load_checkpoint(src, dtype=torch.bfloat16).model}
     for mode in ("int8", "int4"):
         variants[f"{mode} on load"] = load_checkpoint(src, dtype=torch.bfloat16, quantize=mode).model
@@ -72,9 +74,13 @@ def main(argv: list[str] | None = None) -> int:
 
     ref_logits = [logits(variants["bf16"], p) for p in prompts]
     ref_greedy = [_greedy(variants["bf16"], p, a.new_tokens) for p in prompts]
-    floor = max((logits(fp32.model, p) - r).abs().max().item() for p, r in zip(prompts, ref_logits, strict=True))
-    print(f"{src.name}: {len(prompts)} chat prompts, {sum(map(len, prompts))} positions; greedy B = 1, "
-          f"{a.new_tokens} tokens; activations bf16. bf16 against fp32: max |logit error| {floor:.3f}")  # fmt: skip
+    floor = max(
+        (logits(fp32.model, p) - r).abs().max().item() for p, r in zip(prompts, ref_logits, strict=True)
+    )
+    print(
+        f"{src.name}: {len(prompts)} chat prompts, {sum(map(len, prompts))} positions; greedy B = 1, "
+        f"{a.new_tokens} tokens; activations bf16. bf16 against fp32: max |logit error| {floor:.3f}"
+    )
     print(f"{'weights':14}{'max |err|':>11}{'argmax agrees':>15}{'greedy same':>13}{'tokens same':>13}")
     for name, model in variants.items():
         if name == "bf16":
@@ -88,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
             out = _greedy(model, p, a.new_tokens)
             same += out == g
             tokens += sum(x == y for x, y in zip(out, g, strict=False)) / len(g)
-        print(f"{name:14}{err:>11.3f}{agree / total:>15.3f}{same:>10}/{len(prompts)}{tokens / len(prompts):>13.2f}")
+        print(
+            f"{name:14}{err:>11.3f}{agree / total:>15.3f}{same:>10}/{len(prompts)}{tokens / len(prompts):>13.2f}"
+        )
     return 0
 
 

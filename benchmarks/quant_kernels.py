@@ -56,7 +56,9 @@ def _torchao(weights: torch.Tensor, kind: str):
     return mods
 
 
-def candidates(weights: torch.Tensor) -> dict[str, tuple[Callable[[torch.Tensor, int], torch.Tensor], int, str] | str]:
+def candidates(
+    weights: torch.Tensor,
+) -> dict[str, tuple[Callable[[torch.Tensor, int], torch.Tensor], int, str] | str]:
     """name -> (fn(x, i), weight bytes per matrix, activation dtype) or the reason it is not run."""
     e, n, k = weights.shape
     q4 = quantize_int4(weights, 128)
@@ -68,7 +70,9 @@ def candidates(weights: torch.Tensor) -> dict[str, tuple[Callable[[torch.Tensor,
     codes4, scales4, zeros4 = q4.codes, q4.scales.to(torch.bfloat16), q4.zeros.to(torch.bfloat16)
 
     def dequant4(x, i):
-        w = (codes4[i].view(n, k // 128, 128).to(torch.bfloat16) - zeros4[i, ..., None]) * scales4[i, ..., None]
+        w = (codes4[i].view(n, k // 128, 128).to(torch.bfloat16) - zeros4[i, ..., None]) * scales4[
+            i, ..., None
+        ]
         return F.linear(x, w.view(n, k))
 
     int4_bytes = p4[torch.bfloat16].nbytes() // e
@@ -76,7 +80,11 @@ def candidates(weights: torch.Tensor) -> dict[str, tuple[Callable[[torch.Tensor,
         "dense fp32": (lambda x, i: F.linear(x, fp32[i]), n * k * 4, "fp32"),
         "dense bf16": (lambda x, i: F.linear(x, bf16[i]), n * k * 2, "bf16"),
         "int4 aten (bf16 x)": (lambda x, i: p4[torch.bfloat16].mm(x, i), int4_bytes, "bf16"),
-        "int4 aten (fp32 x)": (lambda x, i: p4[torch.float32].mm(x, i), p4[torch.float32].nbytes() // e, "fp32"),
+        "int4 aten (fp32 x)": (
+            lambda x, i: p4[torch.float32].mm(x, i),
+            p4[torch.float32].nbytes() // e,
+            "fp32",
+        ),
         "int8 aten (bf16 x)": (lambda x, i: p8[torch.bfloat16].mm(x, i), n * k + 2 * n, "bf16"),
         "int8 aten (fp32 x)": (lambda x, i: p8[torch.float32].mm(x, i), n * k + 4 * n, "fp32"),
         "int4 dequant+bf16 (hand)": (dequant4, int4_bytes, "bf16"),
@@ -85,7 +93,11 @@ def candidates(weights: torch.Tensor) -> dict[str, tuple[Callable[[torch.Tensor,
     for kind in ("int8", "int4"):
         mods = _torchao(weights, kind)
         name = f"torchao {kind} weight-only"
-        out[name] = mods if isinstance(mods, str) else (lambda x, i, m=mods: m[i](x), (n * k) // (2 if kind == "int4" else 1), "bf16")
+        out[name] = (
+            mods
+            if isinstance(mods, str)
+            else (lambda x, i, m=mods: m[i](x), (n * k) // (2 if kind == "int4" else 1), "bf16")
+        )
     return out
 
 
@@ -97,8 +109,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--widths", default=",".join(map(str, WIDTHS)))
-    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                    help="cpu: the process's CPU time (with --threads 1, steadier on a shared machine)")
+    ap.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="cpu: the process's CPU time (with --threads 1, steadier on a shared machine)",
+    )
     a = ap.parse_args(argv)
     clock = time.process_time if a.clock == "cpu" else time.perf_counter
     if a.threads:
@@ -108,8 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     widths = [int(w) for w in a.widths.split(",")]
     table = candidates(weights)
     del weights
-    print(f"x [M, {a.cols}] @ W.T, W [{a.rows}, {a.cols}] cycled over {a.experts} experts; "
-          f"{torch.get_num_threads()} threads, {a.clock} clock; us per matmul (GB/s of weight bytes)")  # fmt: skip
+    print(
+        f"x [M, {a.cols}] @ W.T, W [{a.rows}, {a.cols}] cycled over {a.experts} experts; "
+        f"{torch.get_num_threads()} threads, {a.clock} clock; us per matmul (GB/s of weight bytes)"
+    )
     print(f"{'kernel':28}" + "".join(f"{'M=' + str(m):>16}" for m in widths))
     for name, entry in table.items():
         if isinstance(entry, str):

@@ -34,7 +34,9 @@ def _git(root: Path, *args: str) -> None:
 
 
 def copy_of_this_repo(dest: Path) -> int:
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout.split(b"\0")
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout.split(
+        b"\0"
+    )
     count = 0
     for name in filter(None, files):
         src = REPO / name.decode()
@@ -50,7 +52,9 @@ def synthetic_tree(dest: Path, files: int) -> int:
     for i in range(files):
         d = dest / f"pkg{i // per_dir:03d}"
         d.mkdir(exist_ok=True)
-        (d / f"mod{i % per_dir:03d}.py").write_text("".join(f"def f{j}(x):\n    return x + {i + j}\n" for j in range(20)))
+        (d / f"mod{i % per_dir:03d}.py").write_text(
+            "".join(f"def f{j}(x):\n    return x + {i + j}\n" for j in range(20))
+        )
     return files
 
 
@@ -79,8 +83,14 @@ def whole_tree_snapshot(root: Path, store: Path) -> None:
     """The old design's core: every file of the tree into a shadow index and a tree object."""
     if not (store / "HEAD").exists():
         subprocess.run(["git", "init", "-q", "--bare", str(store)], check=True, capture_output=True)
-    env = {"GIT_DIR": str(store), "GIT_WORK_TREE": str(root), "GIT_INDEX_FILE": str(store / "shadow-index"),
-           "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "PATH": "/usr/bin:/bin"}
+    env = {
+        "GIT_DIR": str(store),
+        "GIT_WORK_TREE": str(root),
+        "GIT_INDEX_FILE": str(store / "shadow-index"),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "PATH": "/usr/bin:/bin",
+    }
     subprocess.run(["git", "add", "-A", "--", "."], cwd=root, env=env, check=True, capture_output=True)
     subprocess.run(["git", "write-tree"], cwd=root, env=env, check=True, capture_output=True)
 
@@ -115,8 +125,10 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=5000)
     args = parser.parse_args()
     every = 3
-    print(f"{'tree':<16} {'files':>6} {'old first':>10} {'new first':>10} {'old write':>10} {'new write':>10} "
-          f"{'ratio':>6} {'old mean':>9} {'new mean':>9} {'ratio':>6}")
+    print(
+        f"{'tree':<16} {'files':>6} {'old first':>10} {'new first':>10} {'old write':>10} {'new write':>10} "
+        f"{'ratio':>6} {'old mean':>9} {'new mean':>9} {'ratio':>6}"
+    )
     for kind in ("this repository", "synthetic"):
         with tempfile.TemporaryDirectory() as tmp:
             rows = {}
@@ -129,11 +141,15 @@ def main() -> None:
             old_w = statistics.median(old[i] for i in writes)
             new_w = statistics.median(new[i] for i in writes)
             old_m, new_m = statistics.mean(old[1:]), statistics.mean(new[1:])
-            print(f"{kind:<16} {count:>6} {old[0] * 1000:>8.0f}ms {new[0] * 1000:>8.0f}ms {old_w * 1000:>8.0f}ms "
-                  f"{new_w * 1000:>8.0f}ms {new_w / old_w:>5.2f}x {old_m * 1000:>7.0f}ms {new_m * 1000:>7.0f}ms "
-                  f"{new_m / old_m:>5.2f}x")
-    print(f"write: median cost of a step that edits a file; mean: over all steps, 1 in {every} editing "
-          "(the old store snapshots before every step, the new one records only calls that may write)")
+            print(
+                f"{kind:<16} {count:>6} {old[0] * 1000:>8.0f}ms {new[0] * 1000:>8.0f}ms {old_w * 1000:>8.0f}ms "
+                f"{new_w * 1000:>8.0f}ms {new_w / old_w:>5.2f}x {old_m * 1000:>7.0f}ms {new_m * 1000:>7.0f}ms "
+                f"{new_m / old_m:>5.2f}x"
+            )
+    print(
+        f"write: median cost of a step that edits a file; mean: over all steps, 1 in {every} editing "
+        "(the old store snapshots before every step, the new one records only calls that may write)"
+    )
 
 
 if __name__ == "__main__":

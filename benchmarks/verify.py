@@ -22,15 +22,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--count", type=int, default=4, help="held-out instances (their oracle trajectories)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--block-size", type=int, default=16)
-    p.add_argument("--orders", default="verify,left",
-                   help="decode orders at B = N, comma-separated; verify+fused: verify with fused rounds")
+    p.add_argument(
+        "--orders",
+        default="verify,left",
+        help="decode orders at B = N, comma-separated; verify+fused: verify with fused rounds",
+    )
     a = p.parse_args(argv)
 
     from benchmarks.oracle_turns import held_out_turns, measure_turn
     from clover.backends.local import LocalCloverModel
     from clover.settings import Settings
 
-    base = Settings(model=a.model, max_tokens=128, temperature=0.0, block_size=1, edit_repairs="off", drafts=0)
+    base = Settings(
+        model=a.model, max_tokens=128, temperature=0.0, block_size=1, edit_repairs="off", drafts=0
+    )
     ar = LocalCloverModel(base)
     decoders = {"B=1": ar}
     for order in a.orders.split(","):
@@ -39,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
             block_size=a.block_size, decode_order=plain, fused_rounds=plain != order
         )
 
-    totals = {name: [0.0, 0.0, 0.0, 0, 0.0] for name in decoders}  # forwards, tokens, CPU s, same turns, decode s
+    totals = {
+        name: [0.0, 0.0, 0.0, 0, 0.0] for name in decoders
+    }  # forwards, tokens, CPU s, same turns, decode s
     turns = 0
     for messages, tools in held_out_turns(a.seed, a.count):
         reference = None
@@ -53,13 +60,19 @@ def main(argv: list[str] | None = None) -> int:
             t[3] += m.output == reference
         turns += 1
     print(f"{turns} turns of {a.count} oracle trajectories (held-out seed {a.seed}), greedy, tool grammar on")
-    print(f"{'':20}{'forwards':>10}{'tokens':>9}{'tok/fwd':>9}{'CPU s':>8}{'decode s':>10}{'same as B=1':>13}")
+    print(
+        f"{'':20}{'forwards':>10}{'tokens':>9}{'tok/fwd':>9}{'CPU s':>8}{'decode s':>10}{'same as B=1':>13}"
+    )
     for name, (fw, tok, sec, same, dec) in totals.items():
-        print(f"{name:20}{fw:>10.0f}{tok:>9.0f}{tok / max(fw, 1):>9.2f}{sec:>8.1f}{dec:>10.1f}{same:>10}/{turns}")
+        print(
+            f"{name:20}{fw:>10.0f}{tok:>9.0f}{tok / max(fw, 1):>9.2f}{sec:>8.1f}{dec:>10.1f}{same:>10}/{turns}"
+        )
     ref = totals["B=1"]
     for name in list(decoders)[1:]:
         t = totals[name]
-        print(f"{name}: x{ref[2] / max(t[2], 1e-9):.2f} CPU, x{ref[4] / max(t[4], 1e-9):.2f} decode time against B=1")
+        print(
+            f"{name}: x{ref[2] / max(t[2], 1e-9):.2f} CPU, x{ref[4] / max(t[4], 1e-9):.2f} decode time against B=1"
+        )
     return 0
 
 

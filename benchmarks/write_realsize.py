@@ -39,11 +39,19 @@ def realsize_config(layers: int = 40, shape: str = "35b") -> CloverConfig:
 
     tok = CloverTokenizer.from_dir(embedded_dir())
     ids = tok.special_ids()
-    d = clover_35b_a3b().to_dict() if shape == "35b" else tiny(vocab_size=tok.vocab_size, block_size=32).to_dict()
+    d = (
+        clover_35b_a3b().to_dict()
+        if shape == "35b"
+        else tiny(vocab_size=tok.vocab_size, block_size=32).to_dict()
+    )
     d.update(
-        num_hidden_layers=layers, layer_types=[], mask_token_id=ids["<|mask|>"],  # every 4th (tiny: 2nd) attention
-        eos_token_ids=tok.stop_ids(), pad_token_id=ids["<|endoftext|>"], max_position_embeddings=32768,
-    )  # fmt: skip
+        num_hidden_layers=layers,
+        layer_types=[],
+        mask_token_id=ids["<|mask|>"],  # every 4th (tiny: 2nd) attention
+        eos_token_ids=tok.stop_ids(),
+        pad_token_id=ids["<|endoftext|>"],
+        max_position_embeddings=32768,
+    )
     return CloverConfig.from_dict(d)
 
 
@@ -71,7 +79,10 @@ def tensors(config: CloverConfig, method: str, group_size: int, seed: int) -> It
     for name, p in meta.state_dict().items():
         value = neutral(name)
         if value is not None:
-            yield (hf_name(name) if method != "fp8" else name), torch.full(p.shape, value, dtype=torch.bfloat16)
+            yield (
+                (hf_name(name) if method != "fp8" else name),
+                torch.full(p.shape, value, dtype=torch.bfloat16),
+            )
         else:
             yield from random_quantized(name, tuple(p.shape), method, gen, group_size)
 
@@ -95,7 +106,12 @@ def random_model(config: CloverConfig, form: str, device: str, seed: int = 0) ->
         return Int4Codes(q, scales, torch.full_like(scales, 8.0), group)
 
     for name, p in list(model.named_parameters()):
-        if form == "int4" and is_quantized(name) and name.endswith(("gate_up_proj", "down_proj")) and p.dim() == 3:
+        if (
+            form == "int4"
+            and is_quantized(name)
+            and name.endswith(("gate_up_proj", "down_proj"))
+            and p.dim() == 3
+        ):
             for e in range(p.shape[0]):
                 placer.expert(name, e, "whole", codes(*p.shape[1:]), p.shape[0])
             continue
@@ -116,7 +132,9 @@ def random_model(config: CloverConfig, form: str, device: str, seed: int = 0) ->
     return model.eval()
 
 
-def write(out: Path, layers: int, method: str, group_size: int = 128, seed: int = 0, shape: str = "35b") -> dict:
+def write(
+    out: Path, layers: int, method: str, group_size: int = 128, seed: int = 0, shape: str = "35b"
+) -> dict:
     config = realsize_config(layers, shape)
     t0 = time.perf_counter()
     files = write_shards(tensors(config, method, group_size, seed), out, config, SHARD_BYTES)
@@ -124,7 +142,11 @@ def write(out: Path, layers: int, method: str, group_size: int = 128, seed: int 
     raw["quantization_config"] = quantization_config(method, group_size)
     (out / "config.json").write_text(json.dumps(raw, indent=2) + "\n")
     shutil.copy(embedded_dir() / "tokenizer.json", out / "tokenizer.json")
-    return {"files": len(files), "bytes": sum(f.stat().st_size for f in files), "seconds": time.perf_counter() - t0}
+    return {
+        "files": len(files),
+        "bytes": sum(f.stat().st_size for f in files),
+        "seconds": time.perf_counter() - t0,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,7 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--format", default="gptq", choices=FORMATS)
     ap.add_argument("--group-size", type=int, default=128)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--tiny", action="store_true", help="the test preset's dimensions (group size 32): a dry run")
+    ap.add_argument(
+        "--tiny", action="store_true", help="the test preset's dimensions (group size 32): a dry run"
+    )
     a = ap.parse_args(argv)
     if not 1 <= a.layers <= 40:
         print("write_realsize: --layers must be 1..40", file=sys.stderr)
@@ -145,8 +169,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"write_realsize: {a.out} is not empty", file=sys.stderr)
         return 2
     r = write(a.out, a.layers, a.format, a.group_size, a.seed, "tiny" if a.tiny else "35b")
-    print(f"wrote {a.out}: {a.layers} layers, {a.format}, {r['files']} shards, {r['bytes'] / 1e9:.2f} GB "
-          f"in {r['seconds']:.0f} s")  # fmt: skip
+    print(
+        f"wrote {a.out}: {a.layers} layers, {a.format}, {r['files']} shards, {r['bytes'] / 1e9:.2f} GB "
+        f"in {r['seconds']:.0f} s"
+    )
     return 0
 
 

@@ -82,7 +82,9 @@ class Limits:
     token_limit: int = 2_000_000
     max_format_errors: int = 3  # in a row: malformed calls, or replies with neither answer nor call
     max_repeats: int = 3  # the same call in a row: flagged at this count, the run stops after it
-    wrap_up: bool = True  # at the step limit, one more turn without tools (where the model's `wrap_up` allows)
+    wrap_up: bool = (
+        True  # at the step limit, one more turn without tools (where the model's `wrap_up` allows)
+    )
     # a fix: an answer before any file was edited is redone, up to this many times per run, as a
     # turn that must call a tool (TurnOptions tool_choice "required"); the answers it replaces
     # stay in the trajectory
@@ -196,8 +198,14 @@ class Agent:
         turn = self._query()
         if self._answers_too_early(turn):
             self.redone += 1
-            self._record({"type": "redo", "step": self.steps, "reason": "an answer before any file was edited",
-                          "text": turn.text})  # fmt: skip
+            self._record(
+                {
+                    "type": "redo",
+                    "step": self.steps,
+                    "reason": "an answer before any file was edited",
+                    "text": turn.text,
+                }
+            )
             turn = self._query(TurnOptions(tool_choice="required"))
         self.messages.append(turn.to_message())
         self._record(
@@ -230,9 +238,12 @@ class Agent:
     def _answers_too_early(self, turn: AssistantTurn) -> bool:
         """A fix's answer that comes before any edit (redos left, and a step left for the edit)."""
         return (
-            self.redone < self.limits.early_answer_redos and not turn.tool_calls and bool(turn.text.strip())
-            and not self.edited and self.steps < self.limits.max_steps
-        )  # fmt: skip
+            self.redone < self.limits.early_answer_redos
+            and not turn.tool_calls
+            and bool(turn.text.strip())
+            and not self.edited
+            and self.steps < self.limits.max_steps
+        )
 
     def _before_step(self) -> None:
         self._hook(self.before_step, "before step")
@@ -311,7 +322,8 @@ class Agent:
             return ToolResult(
                 f"You have made this exact {call.name} call {self.repeats} times in a row and it was not run "
                 "again. Its result will not change: try a different approach. Repeating it stops the run.",
-                is_error=True, data={"repeated": True},
+                is_error=True,
+                data={"repeated": True},
             )
         tool = self.tools[call.name]
         if self.gate is not None:
@@ -356,7 +368,8 @@ class Agent:
         props = tool.parameters.get("properties", {})
         required = set(tool.parameters.get("required", []))
         params = ", ".join(
-            f"{p} ({spec.get('type', 'any')}{', required' if p in required else ''})" for p, spec in props.items()
+            f"{p} ({spec.get('type', 'any')}{', required' if p in required else ''})"
+            for p, spec in props.items()
         )
         return f"{name} takes: {params}."
 
@@ -386,13 +399,26 @@ class Agent:
         try:
             turn = self._query(TurnOptions(tool_choice="none"))
         except (Exception, KeyboardInterrupt) as exc:
-            self._record({"type": "warning", "step": self.steps, "message": f"no wrap-up: {type(exc).__name__}: {exc}"})
+            self._record(
+                {"type": "warning", "step": self.steps, "message": f"no wrap-up: {type(exc).__name__}: {exc}"}
+            )
             return ""
         turn.tool_calls = []  # a backend that could not enforce "none": calls without results would break the chat
         self.messages.append(turn.to_message())
-        self._record({"type": "assistant", "step": self.steps, "thinking": turn.thinking, "text": turn.text,
-                      "tool_calls": [], "wrap_up": True, "prompt_tokens": turn.prompt_tokens,
-                      "completion_tokens": turn.completion_tokens, "seconds": turn.seconds, "stats": turn.stats})  # fmt: skip
+        self._record(
+            {
+                "type": "assistant",
+                "step": self.steps,
+                "thinking": turn.thinking,
+                "text": turn.text,
+                "tool_calls": [],
+                "wrap_up": True,
+                "prompt_tokens": turn.prompt_tokens,
+                "completion_tokens": turn.completion_tokens,
+                "seconds": turn.seconds,
+                "stats": turn.stats,
+            }
+        )
         return turn.text.strip()
 
     def _check_limits(self) -> None:

@@ -42,8 +42,15 @@ def is_test_command(command: str) -> bool:
 
 def tool_result_event(call: ToolCall, result: ToolResult) -> dict[str, Any]:
     """stream-json's record of one call's end; `refused`: the permission gate said no."""
-    return {"type": "tool_result", "id": call.id, "name": call.name, "arguments": call.arguments,
-            "output": result.output, "is_error": result.is_error, "refused": bool(result.data.get("denied"))}
+    return {
+        "type": "tool_result",
+        "id": call.id,
+        "name": call.name,
+        "arguments": call.arguments,
+        "output": result.output,
+        "is_error": result.is_error,
+        "refused": bool(result.data.get("denied")),
+    }
 
 
 @dataclass
@@ -57,8 +64,13 @@ class TestRun:
 class CallLog:
     """The agent's `on_call_done`, and the headless run's voice on stderr."""
 
-    def __init__(self, err: IO[str], *, emit: Callable[[dict[str, Any]], None] | None = None,
-                 progress: bool | None = None) -> None:
+    def __init__(
+        self,
+        err: IO[str],
+        *,
+        emit: Callable[[dict[str, Any]], None] | None = None,
+        progress: bool | None = None,
+    ) -> None:
         self.err, self.emit = err, emit
         self.progress = err.isatty() if progress is None else progress
         self.tools: dict[str, Tool] = {}
@@ -153,6 +165,8 @@ class CallLog:
     # ------------------------------------------------------------------ the json result
 
     def record(self) -> dict[str, Any]:
-        return {"permission_denials": self.denials, "tool_errors": self.errors,
-                "last_test": asdict(self.last_test) if self.last_test else None}
-
+        return {
+            "permission_denials": self.denials,
+            "tool_errors": self.errors,
+            "last_test": asdict(self.last_test) if self.last_test else None,
+        }

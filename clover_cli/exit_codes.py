@@ -29,10 +29,15 @@ HELP = (
 
 # A reply the backend flagged as incomplete (repl/guard.py's finish reasons) -> its code.
 _TRUNCATED = {"length": ExitCode.LIMIT, "incomplete": ExitCode.BACKEND, "repetition": ExitCode.NOT_DONE}
-_STOPPED = {"interrupted": ExitCode.INTERRUPTED, "terminated": ExitCode.TERMINATED, "hung_up": ExitCode.HUNG_UP,
-            "model_error": ExitCode.BACKEND,
-            "limits_exceeded": ExitCode.LIMIT, "format_error": ExitCode.NOT_DONE,
-            "repeated_calls": ExitCode.NOT_DONE}
+_STOPPED = {
+    "interrupted": ExitCode.INTERRUPTED,
+    "terminated": ExitCode.TERMINATED,
+    "hung_up": ExitCode.HUNG_UP,
+    "model_error": ExitCode.BACKEND,
+    "limits_exceeded": ExitCode.LIMIT,
+    "format_error": ExitCode.NOT_DONE,
+    "repeated_calls": ExitCode.NOT_DONE,
+}
 
 
 @dataclass(frozen=True)
@@ -42,7 +47,12 @@ class Outcome:
 
 
 def decide(
-    exit_status: str, *, refused: int, changed: bool, needs_change: bool, no_change_answer: bool = False,
+    exit_status: str,
+    *,
+    refused: int,
+    changed: bool,
+    needs_change: bool,
+    no_change_answer: bool = False,
     cut: str = "",
 ) -> Outcome:
     """The one rule. `exit_status`: the agent's (submitted, limits_exceeded, model_error, ...);

@@ -58,8 +58,12 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
     trajectory = opts.trajectory or state_dir() / "runs" / f"fix-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     guard = guard_for_fix(settings, env, model)  # the repository's tests before the agent (test_guard.py)
     tracker, unread = _tracker(root)
-    recorder = checkpointer(settings, root, f"fix {opts.issue.name}: {task.splitlines()[0][:60]}",
-                            session=f"fix-{time.strftime('%Y%m%d-%H%M%S')}")
+    recorder = checkpointer(
+        settings,
+        root,
+        f"fix {opts.issue.name}: {task.splitlines()[0][:60]}",
+        session=f"fix-{time.strftime('%Y%m%d-%H%M%S')}",
+    )
 
     def on_event(event: StreamEvent) -> None:
         log.on_event(event)
@@ -67,8 +71,17 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
             _print_json({"type": event.kind, "text": event.text, "data": event.data})
 
     recording = RecordingModel(model)
-    agent = build_agent(settings, env, kind="fix", model=recording, trajectory_path=trajectory,
-                        on_event=on_event, before_step=log.on_step, on_call_done=log, recorder=recorder)
+    agent = build_agent(
+        settings,
+        env,
+        kind="fix",
+        model=recording,
+        trajectory_path=trajectory,
+        on_event=on_event,
+        before_step=log.on_step,
+        on_call_done=log,
+        recorder=recorder,
+    )
     log.bind(agent.tools)
     try:
         result = agent.run(task)
@@ -83,9 +96,16 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
             tracker.close()
         message = result.error.removeprefix("model error: ModelError: ")
         if opts.output_format != "text":
-            _print_json({**({"type": "result"} if streaming else {}), "status": result.exit_status,
-                         "exit_code": int(ExitCode.BACKEND), "outcome": "model_error", "is_error": True,
-                         "error": message})
+            _print_json(
+                {
+                    **({"type": "result"} if streaming else {}),
+                    "status": result.exit_status,
+                    "exit_code": int(ExitCode.BACKEND),
+                    "outcome": "model_error",
+                    "is_error": True,
+                    "error": message,
+                }
+            )
         fail(message, code=int(ExitCode.BACKEND))
 
     change, unread = _change(tracker, unread)
@@ -98,8 +118,14 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
     cut = recording.cut_reason()
     # The diff decides; where it cannot be made, whether a call that can change files ran (as for -p).
     changed = bool(change.files) if change is not None else log.mutated
-    outcome = decide(result.exit_status, refused=len(log.denials), changed=changed, needs_change=True,
-                     no_change_answer=says_no_change_needed(result.final_text), cut=cut)
+    outcome = decide(
+        result.exit_status,
+        refused=len(log.denials),
+        changed=changed,
+        needs_change=True,
+        no_change_answer=says_no_change_needed(result.final_text),
+        cut=cut,
+    )
     patch_out = _write_patch(opts.patch_out, change) if opts.patch_out else None
     if opts.commit and change is not None and change.files:
         _commit(root, result, [f.path for f in change.files])
@@ -124,8 +150,16 @@ def _write_patch(path: Path, change: Change | None) -> dict[str, Any]:
     return {"path": str(path), "error": None}
 
 
-def _record(result: RunResult, outcome: Outcome, summary: str, change: Change | None, log: CallLog, mode: str,
-            cut: str, trajectory: Path) -> dict[str, Any]:
+def _record(
+    result: RunResult,
+    outcome: Outcome,
+    summary: str,
+    change: Change | None,
+    log: CallLog,
+    mode: str,
+    cut: str,
+    trajectory: Path,
+) -> dict[str, Any]:
     """The json result (and stream-json's last line): Claude Code's `is_error` and
     `permission_denials` (tool_name, tool_use_id, tool_input, plus our `reason`), and ours."""
     return {
@@ -135,8 +169,9 @@ def _record(result: RunResult, outcome: Outcome, summary: str, change: Change | 
         "is_error": outcome.code != ExitCode.OK,
         "summary": summary,
         "patch": change.patch if change is not None else "",
-        "changes": None if change is None else {"files": [asdict(f) for f in change.files], "added": change.added,
-                                                "removed": change.removed},
+        "changes": None
+        if change is None
+        else {"files": [asdict(f) for f in change.files], "added": change.added, "removed": change.removed},
         "final_text": result.final_text,  # the model's words, whole
         "truncated": _cut_text(cut) if cut else None,
         "error": result.error,
@@ -226,8 +261,9 @@ def _change(tracker: WorkTreeChange | None, unread: str) -> tuple[Change | None,
         return None, f"the work tree could not be diffed: {shorten(str(exc), 200)}"
 
 
-def _summary(change: Change | None, unread: str, log: CallLog, outcome: Outcome, mode: str,
-             guard_note: str = "") -> str:
+def _summary(
+    change: Change | None, unread: str, log: CallLog, outcome: Outcome, mode: str, guard_note: str = ""
+) -> str:
     """What happened, from the files and the calls: never from the model's prose."""
     lines = [f"Change: {change.stat()}" if change is not None else f"Change: unknown ({unread})"]
     test = log.last_test
@@ -242,8 +278,10 @@ def _summary(change: Change | None, unread: str, log: CallLog, outcome: Outcome,
     if log.denials or log.errors:
         lines.append(f"Calls: {len(log.denials)} refused, {len(log.errors)} failed (listed above)")
     if outcome.code == ExitCode.REFUSED:
-        lines.append(f"Refused in {mode} mode: --yes allows every call (commands run in the sandbox where "
-                     "bubblewrap works), or allow rules in the config let chosen commands run")
+        lines.append(
+            f"Refused in {mode} mode: --yes allows every call (commands run in the sandbox where "
+            "bubblewrap works), or allow rules in the config let chosen commands run"
+        )
     return "\n".join(lines)
 
 
@@ -276,7 +314,9 @@ def _report(fmt: str, report: dict[str, Any], result: RunResult, cut: str, patch
     if words:
         label = "The model's words" + (f" (cut off: {_cut_text(cut)})" if cut else "")
         lines = words.splitlines()
-        print(f"{label}: {words}" if len(lines) == 1 else f"{label}:\n" + "\n".join(f"  {ln}" for ln in lines))
+        print(
+            f"{label}: {words}" if len(lines) == 1 else f"{label}:\n" + "\n".join(f"  {ln}" for ln in lines)
+        )
     if patch:  # the files' own bytes, as --patch-out writes them
         print(flush=True)
         raw = getattr(sys.stdout, "buffer", None)
@@ -285,8 +325,10 @@ def _report(fmt: str, report: dict[str, Any], result: RunResult, cut: str, patch
         else:
             raw.write(patch.rstrip(b"\n") + b"\n")
             raw.flush()
-    line = (f"[{report['outcome']}] exit {report['exit_code']} · {result.steps} steps, {result.tokens} tokens, "
-            f"{result.seconds:.1f} s (model {result.model_seconds:.1f} s)")
+    line = (
+        f"[{report['outcome']}] exit {report['exit_code']} · {result.steps} steps, {result.tokens} tokens, "
+        f"{result.seconds:.1f} s (model {result.model_seconds:.1f} s)"
+    )
     if result.error:
         line += f" - {result.error}"
     verified, held = int(result.stats.get("verified_edits", 0)), int(result.stats.get("held_edits", 0))

@@ -15,5 +15,12 @@ from clover.tools.hostgit import (
     worktree_tree,
 )
 
-__all__ = ["changed_paths", "commit_paths", "diff_tree_bytes", "diff_trees", "is_git_repo", "numstat",
-           "worktree_tree"]
+__all__ = [
+    "changed_paths",
+    "commit_paths",
+    "diff_tree_bytes",
+    "diff_trees",
+    "is_git_repo",
+    "numstat",
+    "worktree_tree",
+]

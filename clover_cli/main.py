@@ -38,22 +38,37 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-
-
 ModelOpt = Annotated[
     str | None,
-    typer.Option("--model", "-m", help="'embedded', a checkpoint directory, scripted:FILE, or a server model name."),
+    typer.Option(
+        "--model", "-m", help="'embedded', a checkpoint directory, scripted:FILE, or a server model name."
+    ),
 ]
-BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")]
-ApiKeyOpt = Annotated[str | None, typer.Option("--api-key", help="API key (default: $OPENAI_API_KEY).", show_default=False)]
+BaseUrlOpt = Annotated[
+    str | None, typer.Option("--base-url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
+]
+ApiKeyOpt = Annotated[
+    str | None, typer.Option("--api-key", help="API key (default: $OPENAI_API_KEY).", show_default=False)
+]
 ToolFormatOpt = Annotated[str | None, typer.Option("--tool-format", help="native | text | auto")]
-ThinkOpt = Annotated[bool | None, typer.Option("--think/--no-think", help="Thinking mode.", show_default=False)]
-ModeOpt = Annotated[str | None, typer.Option("--mode", help="Permission mode: plan | ask | auto-edit | yolo.")]
-AddDirOpt = Annotated[list[str] | None, typer.Option("--add-dir", help="Also allow file tools in this directory.")]
+ThinkOpt = Annotated[
+    bool | None, typer.Option("--think/--no-think", help="Thinking mode.", show_default=False)
+]
+ModeOpt = Annotated[
+    str | None, typer.Option("--mode", help="Permission mode: plan | ask | auto-edit | yolo.")
+]
+AddDirOpt = Annotated[
+    list[str] | None, typer.Option("--add-dir", help="Also allow file tools in this directory.")
+]
 PrintOpt = Annotated[
     str | None,
-    typer.Option("--print", "-p", help="One-shot: answer PROMPT and exit ('-': the prompt is stdin; piped stdin is "
-                 "appended). Calls needing approval are refused and reported; exit codes below.", show_default=False),
+    typer.Option(
+        "--print",
+        "-p",
+        help="One-shot: answer PROMPT and exit ('-': the prompt is stdin; piped stdin is "
+        "appended). Calls needing approval are refused and reported; exit codes below.",
+        show_default=False,
+    ),
 ]
 OutputFormatOpt = Annotated[str, typer.Option("--output-format", help="With -p: text | json | stream-json")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Allow every tool call (yolo mode).")]
@@ -62,8 +77,13 @@ YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Allow every tool call
 PICK = "pick"
 ResumeOpt = Annotated[
     str | None,
-    typer.Option("--resume", "-r", metavar="[ID]", show_default=False,
-                 help="Continue a saved session: an ID, 'last', or nothing to pick one from a list."),
+    typer.Option(
+        "--resume",
+        "-r",
+        metavar="[ID]",
+        show_default=False,
+        help="Continue a saved session: an ID, 'last', or nothing to pick one from a list.",
+    ),
 ]
 ContinueOpt = Annotated[
     bool, typer.Option("--continue", "-c", help="Continue the most recent session in this directory.")
@@ -93,15 +113,29 @@ def _root(
             from clover.cli_common import fail
 
             flag = "-p" if print_ is not None else "--resume" if resume is not None else "--continue"
-            fail(f"{flag} goes after the command: clover {ctx.invoked_subcommand} {flag} ..., or clover {flag} ... alone")
+            fail(
+                f"{flag} goes after the command: clover {ctx.invoked_subcommand} {flag} ..., or clover {flag} ... alone"
+            )
         return
-    flags = {"model": model, "base_url": base_url, "api_key": api_key, "think": think,
-             "mode": "yolo" if yes else mode}
+    flags = {
+        "model": model,
+        "base_url": base_url,
+        "api_key": api_key,
+        "think": think,
+        "mode": "yolo" if yes else mode,
+    }
     raise typer.Exit(_chat(repo, flags, print_, output_format, resume, continue_))
 
 
-def _chat(repo: Path, flags: dict, print_: str | None, output_format: str, resume: str | None,
-          continue_: bool, live: bool = True) -> int:
+def _chat(
+    repo: Path,
+    flags: dict,
+    print_: str | None,
+    output_format: str,
+    resume: str | None,
+    continue_: bool,
+    live: bool = True,
+) -> int:
     """`clover` and `clover chat`: the interactive chat, or one headless request when -p is given or
     stdin is piped (and no session is to be continued)."""
     import sys
@@ -148,22 +182,32 @@ def fix(
     tool_format: ToolFormatOpt = None,
     think: ThinkOpt = None,
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="Step limit.")] = None,
-    time_limit: Annotated[float | None, typer.Option("--time-limit", help="Wall-time limit in seconds.")] = None,
+    time_limit: Annotated[
+        float | None, typer.Option("--time-limit", help="Wall-time limit in seconds.")
+    ] = None,
     commit: Annotated[bool, typer.Option("--commit", help="Commit the fix.")] = False,
     patch_out: Annotated[Path | None, typer.Option("--patch-out", help="Write the diff here.")] = None,
     output_format: Annotated[str, typer.Option("--output-format", help="text | json | stream-json")] = "text",
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Allow every tool call (yolo mode).")] = False,
     mode: ModeOpt = None,
     add_dir: AddDirOpt = None,
-    trajectory: Annotated[Path | None, typer.Option("--trajectory", help="Write the JSONL trajectory here.")] = None,
+    trajectory: Annotated[
+        Path | None, typer.Option("--trajectory", help="Write the JSONL trajectory here.")
+    ] = None,
 ) -> None:
     """Fix ISSUE headless: explore, reproduce, edit, test; print a report computed from the real diff
     (files, +/- lines, the last test command and its exit code), the model's own words, and the diff."""
     from clover.fix import FixOptions, run_fix
 
     flags = {
-        "model": model, "base_url": base_url, "api_key": api_key, "tool_format": tool_format, "think": think,
-        "max_steps": max_steps, "time_limit": time_limit, "mode": "yolo" if yes else mode,
+        "model": model,
+        "base_url": base_url,
+        "api_key": api_key,
+        "tool_format": tool_format,
+        "think": think,
+        "max_steps": max_steps,
+        "time_limit": time_limit,
+        "mode": "yolo" if yes else mode,
         "add_dirs": add_dir or None,
     }
     options = FixOptions(issue, repo, commit, patch_out, output_format, trajectory)
@@ -189,8 +233,14 @@ def chat(
 ) -> None:
     """Work with the agent interactively in this repository (piped stdin: one request, headless)."""
     flags = {
-        "model": model, "base_url": base_url, "api_key": api_key, "tool_format": tool_format, "think": think,
-        "mode": "yolo" if yes else mode, "add_dirs": add_dir or None, "live": live,
+        "model": model,
+        "base_url": base_url,
+        "api_key": api_key,
+        "tool_format": tool_format,
+        "think": think,
+        "mode": "yolo" if yes else mode,
+        "add_dirs": add_dir or None,
+        "live": live,
     }
     raise typer.Exit(_chat(repo, flags, print_, output_format, resume, continue_, live))
 
@@ -200,7 +250,12 @@ def undo(
     repo: Annotated[Path, typer.Option("--repo", help="Repository whose agent changes to undo.")] = Path("."),
     redo: Annotated[bool, typer.Option("--redo", help="Re-apply what the last undo reverted.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask on a terminal.")] = False,
-    force: Annotated[bool, typer.Option("--force", help="Also overwrite paths changed since the step, after saving your version.")] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Also overwrite paths changed since the step, after saving your version."
+        ),
+    ] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be done, and stop.")] = False,
     list_: Annotated[bool, typer.Option("--list", help="List the recorded requests, newest first.")] = False,
     session: Annotated[str | None, typer.Option("--session", help="Only this session's requests.")] = None,
@@ -209,8 +264,9 @@ def undo(
     alone and listed); prints the plan first, asks on a terminal."""
     from clover.undo_cmd import run_undo
 
-    raise typer.Exit(run_undo(repo, redo=redo, yes=yes, force=force, dry_run=dry_run, list_only=list_,
-                              session=session))
+    raise typer.Exit(
+        run_undo(repo, redo=redo, yes=yes, force=force, dry_run=dry_run, list_only=list_, session=session)
+    )
 
 
 @app.command()
@@ -232,36 +288,59 @@ def serve(
 def train(
     out: Annotated[Path, typer.Option("--out", help="Run directory (checkpoints, logs).")],
     config: Annotated[Path | None, typer.Option("--config", help="Model config.json to train.")] = None,
-    data: Annotated[Path | None, typer.Option("--data", help="Packed data (python -m clover.model.data).")] = None,
+    data: Annotated[
+        Path | None, typer.Option("--data", help="Packed data (python -m clover.model.data).")
+    ] = None,
     steps: Annotated[int | None, typer.Option("--steps")] = None,
     batch: Annotated[int | None, typer.Option("--batch")] = None,
     seq: Annotated[int | None, typer.Option("--seq")] = None,
     lr: Annotated[float | None, typer.Option("--lr")] = None,
     device: Annotated[str, typer.Option("--device", help="cpu | cuda")] = "cpu",
-    resume: Annotated[bool, typer.Option("--resume", help="Continue from the run's last checkpoint.")] = False,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue from the run's last checkpoint.")
+    ] = False,
     init_from: Annotated[
-        str | None, typer.Option("--init-from", help="Fine-tune: start from this model directory ('embedded': the shipped one).")
+        str | None,
+        typer.Option(
+            "--init-from", help="Fine-tune: start from this model directory ('embedded': the shipped one)."
+        ),
     ] = None,
     time_limit: Annotated[float | None, typer.Option("--time-limit", help="Minutes.")] = None,
     export_to: Annotated[
         Path | None, typer.Option("--export-to", help="Export the run's checkpoint as a model directory.")
     ] = None,
-    tokenizer: Annotated[Path | None, typer.Option("--tokenizer", help="tokenizer.json for --export-to.")] = None,
+    tokenizer: Annotated[
+        Path | None, typer.Option("--tokenizer", help="tokenizer.json for --export-to.")
+    ] = None,
 ) -> None:
     """Train (or fine-tune) a Clover with the block-diffusion objective; see model/train.py."""
     from clover.train_cmd import run_train
 
-    raise typer.Exit(run_train(out=out, config=config, data=data, steps=steps, batch=batch, seq=seq, lr=lr,
-                               device=device, resume=resume, init_from=init_from, time_limit=time_limit,
-                               export_to=export_to, tokenizer=tokenizer))
+    raise typer.Exit(
+        run_train(
+            out=out,
+            config=config,
+            data=data,
+            steps=steps,
+            batch=batch,
+            seq=seq,
+            lr=lr,
+            device=device,
+            resume=resume,
+            init_from=init_from,
+            time_limit=time_limit,
+            export_to=export_to,
+            tokenizer=tokenizer,
+        )
+    )
 
 
 def _mount_bench() -> None:
     from clover.bench import bench_command
 
-    app.command("bench", help="Held-out SynthFix end to end: block diffusion vs autoregressive on the same weights.")(
-        bench_command
-    )
+    app.command(
+        "bench", help="Held-out SynthFix end to end: block diffusion vs autoregressive on the same weights."
+    )(bench_command)
 
 
 _mount_bench()

@@ -32,14 +32,17 @@ def build_environment(settings: Settings, root: str | Path) -> Environment:
 
     wrap = None
     if sandbox_on(settings):
-        wrap = make_wrapper(str(root), writable=settings.add_dirs, network=settings.network,
-                            home_paths=settings.sandbox_home)
+        wrap = make_wrapper(
+            str(root), writable=settings.add_dirs, network=settings.network, home_paths=settings.sandbox_home
+        )
     check = settings.exec_check is not False and unavailable_reason() is None
     if settings.exec_check and not check:
         raise ExecCheckUnavailable(f"exec_check = true, but {unavailable_reason()}")
     if settings.exec_check is None and not check:
-        _say_once(f"clover: the exec check is off ({unavailable_reason()}); commands are judged by their "
-                  "text alone, and any the parser cannot prove simple are asked about")
+        _say_once(
+            f"clover: the exec check is off ({unavailable_reason()}); commands are judged by their "
+            "text alone, and any the parser cannot prove simple are asked about"
+        )
     # deny rules hold for every command, also those no gate authorized (a user's `!cmd`)
     fallback = PermissionPolicy("yolo", deny=settings.deny, root=str(root))
     return LocalEnvironment(
@@ -78,14 +81,20 @@ def build_gate(
 
     # plan mode runs commands proven read-only, in the read-only sandbox (none without it)
     policy = PermissionPolicy(
-        settings.mode, allow=settings.allow, ask=settings.ask, deny=settings.deny, root=str(root),
+        settings.mode,
+        allow=settings.allow,
+        ask=settings.ask,
+        deny=settings.deny,
+        root=str(root),
         plan_commands=sandbox_on(settings),
     )
     return PermissionGate(policy, ask_user=ask_user)
 
 
 def limits_from(settings: Settings) -> Limits:
-    return Limits(max_steps=settings.max_steps, time_limit=settings.time_limit, token_limit=settings.token_limit)
+    return Limits(
+        max_steps=settings.max_steps, time_limit=settings.time_limit, token_limit=settings.token_limit
+    )
 
 
 def build_agent(
@@ -112,7 +121,9 @@ def build_agent(
         model,
         env,
         tools if tools is not None else default_tools(),
-        system_prompt=prompt if prompt is not None else system_prompt(env.root, kind, offer_no_change=not redos),
+        system_prompt=prompt
+        if prompt is not None
+        else system_prompt(env.root, kind, offer_no_change=not redos),
         # a fix's answers before any edit are redone where the model asks for it (its config.json)
         limits=dataclasses.replace(limits_from(settings), early_answer_redos=redos if kind == "fix" else 0),
         trajectory=Trajectory(trajectory_path) if trajectory_path else None,
@@ -176,8 +187,10 @@ class _Warned:
         try:
             hook(step)
         except (SnapshotError, OSError) as exc:
-            print(f"clover: warning: recording step {step} failed ({exc}); that step cannot be undone",
-                  file=sys.stderr)
+            print(
+                f"clover: warning: recording step {step} failed ({exc}); that step cannot be undone",
+                file=sys.stderr,
+            )
 
 
 def run_agent(
@@ -195,8 +208,15 @@ def run_agent(
 ) -> RunResult:
     """Run the agent once, headless (permission prompts become refusals)."""
     agent = build_agent(
-        settings, env, kind=kind, model=model, trajectory_path=trajectory_path, on_event=on_event,
-        before_step=before_step, on_call_done=on_call_done, recorder=recorder,
+        settings,
+        env,
+        kind=kind,
+        model=model,
+        trajectory_path=trajectory_path,
+        on_event=on_event,
+        before_step=before_step,
+        on_call_done=on_call_done,
+        recorder=recorder,
     )
     try:
         return agent.run(task)

@@ -21,7 +21,9 @@ def check_arguments(schema: dict[str, Any], args: Any) -> str | None:
     props: dict[str, Any] = schema.get("properties", {})
     missing = [name for name in schema.get("required", []) if name not in args]
     if missing:
-        return "missing required parameter" + ("s " if len(missing) > 1 else " ") + ", ".join(map(repr, missing))
+        return (
+            "missing required parameter" + ("s " if len(missing) > 1 else " ") + ", ".join(map(repr, missing))
+        )
     if schema.get("additionalProperties", False) is False:
         unknown = [name for name in args if name not in props]
         if unknown:

@@ -1,7 +1,6 @@
 """`clover serve`: an OpenAI-compatible chat-completions API over any Model (the local Clover in
 practice), so Harbor sandboxes, other agents and editors can use it. FastAPI + uvicorn."""
 
-
 # No `from __future__ import annotations`: FastAPI resolves the endpoint annotations at run time.
 import asyncio
 import json
@@ -51,8 +50,15 @@ def create_app(model: Model):
         rid, created = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time())
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            chunks = _stream(lambda *a: complete(*a, options=options), messages, tools, rid, created, model.name,
-                             include_usage)
+            chunks = _stream(
+                lambda *a: complete(*a, options=options),
+                messages,
+                tools,
+                rid,
+                created,
+                model.name,
+                include_usage,
+            )
             return StreamingResponse(chunks, media_type="text/event-stream")
         try:
             turn = await asyncio.to_thread(complete, messages, tools, None, options)
@@ -85,7 +91,11 @@ def _options(body: dict[str, Any]) -> dict[str, Any] | str:
         options["max_tokens"] = limit
     temperature = body.get("temperature")
     if temperature is not None:
-        if isinstance(temperature, bool) or not isinstance(temperature, int | float) or not 0 <= temperature <= 2:
+        if (
+            isinstance(temperature, bool)
+            or not isinstance(temperature, int | float)
+            or not 0 <= temperature <= 2
+        ):
             return f"'temperature' must be a number between 0 and 2, not {temperature!r}"
         options["temperature"] = float(temperature)
     think = (body.get("chat_template_kwargs") or {}).get("enable_thinking")  # vLLM / SGLang's switch
@@ -194,7 +204,9 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000) -> None
         with socket.create_server((host, port)):
             pass
     except OSError as exc:
-        fail(f"cannot listen on {host}:{port}: {os.strerror(exc.errno) if (exc.errno or 0) > 0 else exc.strerror or exc}")
+        fail(
+            f"cannot listen on {host}:{port}: {os.strerror(exc.errno) if (exc.errno or 0) > 0 else exc.strerror or exc}"
+        )
     try:
         model = build_model(settings)
     except ModelError as exc:

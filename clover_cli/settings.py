@@ -18,10 +18,24 @@ from clover.model.config import DECODE_ORDERS as MODEL_DECODE_ORDERS
 # `scripted:` file in the repo would drive the agent) or point it at its own server (base_url,
 # api_key) unless the user trusts repository configs (trust_repo_config = true). Decoding knobs
 # pass; limits pass only when lower; deny/ask rules are added to the user's, never replace them.
-REPO_SAFE_KEYS = frozenset({
-    "think", "temperature", "max_tokens", "block_size", "threshold", "decode_order", "tool_format", "live", "threads",
-    "copy_bias", "edit_repairs", "drafts", "fused_rounds", "grounded_spans",
-})
+REPO_SAFE_KEYS = frozenset(
+    {
+        "think",
+        "temperature",
+        "max_tokens",
+        "block_size",
+        "threshold",
+        "decode_order",
+        "tool_format",
+        "live",
+        "threads",
+        "copy_bias",
+        "edit_repairs",
+        "drafts",
+        "fused_rounds",
+        "grounded_spans",
+    }
+)
 DECODE_ORDERS = ("auto", *MODEL_DECODE_ORDERS)  # auto: the checkpoint's own
 REPO_LOWER_ONLY = frozenset({"max_steps", "time_limit", "token_limit", "command_timeout", "output_limit"})
 MERGED_LISTS = frozenset({"deny", "ask"})  # a repository's entries are added to the user's
@@ -145,7 +159,9 @@ class Settings:
             if getattr(self, name) not in ("auto", "on", "off"):
                 raise SettingsError(f"{source}: {name} must be auto, on or off")
         if self.quantize not in QUANTIZE:
-            raise SettingsError(f"{source}: quantize must be one of {', '.join(QUANTIZE)}, not {self.quantize!r}")
+            raise SettingsError(
+                f"{source}: quantize must be one of {', '.join(QUANTIZE)}, not {self.quantize!r}"
+            )
         if self.decode_order not in DECODE_ORDERS:
             raise SettingsError(f"{source}: decode_order must be one of {', '.join(DECODE_ORDERS)}")
 
@@ -153,8 +169,15 @@ class Settings:
 def _coerce(name: str, value: Any, current: Any, source: str) -> Any:
     """Coerce strings (environment variables) and check types against the default's type."""
     try:
-        if isinstance(current, bool) or name in ("think", "sandbox", "network", "checkpoints", "live",
-                                                 "trust_repo_config", "exec_check"):
+        if isinstance(current, bool) or name in (
+            "think",
+            "sandbox",
+            "network",
+            "checkpoints",
+            "live",
+            "trust_repo_config",
+            "exec_check",
+        ):
             if isinstance(value, str):
                 low = value.strip().lower()
                 if low not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
@@ -218,8 +241,9 @@ def _untrusted_repo_values(values: dict[str, Any], current: Settings) -> tuple[d
     kept, ignored = {}, []
     for key, value in values.items():
         name = key.replace("-", "_")
-        lower = name in REPO_LOWER_ONLY and _coerce(name, value, getattr(current, name), "repository config") <= \
-            getattr(current, name)
+        lower = name in REPO_LOWER_ONLY and _coerce(
+            name, value, getattr(current, name), "repository config"
+        ) <= getattr(current, name)
         stricter = (
             lower
             or name in MERGED_LISTS
@@ -248,7 +272,9 @@ def _merge_lists(values: dict[str, Any], current: Settings, source: str) -> dict
     return out
 
 
-def load_settings(repo: str | Path | None = None, flags: dict[str, Any] | None = None, **defaults: Any) -> Settings:
+def load_settings(
+    repo: str | Path | None = None, flags: dict[str, Any] | None = None, **defaults: Any
+) -> Settings:
     """Layer every source in order. `defaults` are command-specific defaults (e.g. mode="yolo")."""
     settings = Settings().merged(defaults, "defaults")
     settings = settings.merged(_read_toml(user_config_path()), str(user_config_path()))
@@ -258,11 +284,14 @@ def load_settings(repo: str | Path | None = None, flags: dict[str, Any] | None =
         if not settings.trust_repo_config:
             values, ignored = _untrusted_repo_values(values, settings)
             if ignored:
-                settings = dataclasses.replace(settings, notices=[
-                    *settings.notices,
-                    f"{repo_cfg}: ignored {', '.join(ignored)} (a repository may only tighten safety; "
-                    "set trust_repo_config = true in your own config to allow it)",
-                ])
+                settings = dataclasses.replace(
+                    settings,
+                    notices=[
+                        *settings.notices,
+                        f"{repo_cfg}: ignored {', '.join(ignored)} (a repository may only tighten safety; "
+                        "set trust_repo_config = true in your own config to allow it)",
+                    ],
+                )
         settings = settings.merged(_merge_lists(values, settings, str(repo_cfg)), str(repo_cfg))
     settings = settings.merged(_env_values(), "environment")
     if settings.api_key is None:

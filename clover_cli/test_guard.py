@@ -32,7 +32,12 @@ class GuardReport:
     rolled_back: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"checked": self.checked, "note": self.note, "broken": self.broken, "rolled_back": self.rolled_back}
+        return {
+            "checked": self.checked,
+            "note": self.note,
+            "broken": self.broken,
+            "rolled_back": self.rolled_back,
+        }
 
 
 class TestGuard:
@@ -40,8 +45,9 @@ class TestGuard:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, env: Any, may_run: Callable[[str], bool], roll_back: bool = False,
-                 timeout: float = TIMEOUT) -> None:  # fmt: skip
+    def __init__(
+        self, env: Any, may_run: Callable[[str], bool], roll_back: bool = False, timeout: float = TIMEOUT
+    ) -> None:
         self.env, self.may_run, self.roll_back, self.timeout = env, may_run, roll_back, timeout
         self.files: list[str] = []
         self.before: TestRun | None = None
@@ -57,8 +63,10 @@ class TestGuard:
             return
         command = shlex.join(argv("python3", str(self.env.root), self.files))
         if not self.may_run(command):
-            self.skipped = ("the permission mode does not run commands unasked (--yes, or an allow rule for "
-                            "`python3 -c *`, lets it)")  # fmt: skip
+            self.skipped = (
+                "the permission mode does not run commands unasked (--yes, or an allow rule for "
+                "`python3 -c *`, lets it)"
+            )
             return
         self.before = run_tests(self.env, self.files, self.timeout)
         if not self.before.ok:
@@ -75,8 +83,13 @@ class TestGuard:
         if not after.ok:  # they ran before the change and do not now (a hang, a crash): that is breaking them
             broken = sorted(t for t, o in was.items() if o == "passed")
             return self._broken(root, patch, broken, f"the tests no longer run ({after.error})")
-        broken = sorted(t for t, o in was.items() if o == "passed" and after.outcomes.get(t, "gone") != "passed"
-                        and after.outcomes.get(t) != "skipped")  # fmt: skip
+        broken = sorted(
+            t
+            for t, o in was.items()
+            if o == "passed"
+            and after.outcomes.get(t, "gone") != "passed"
+            and after.outcomes.get(t) != "skipped"
+        )
         fixed = sum(1 for t, o in after.outcomes.items() if o == "passed" and was.get(t) == "failed")
         if not broken:
             return GuardReport(True, f"tests checked: none that passed before fails now ({fixed} fixed)")
@@ -88,9 +101,15 @@ class TestGuard:
         if not self.roll_back:
             return GuardReport(True, f"the change breaks the tests: {what}", broken)
         if revert(root, patch):
-            return GuardReport(True, f"rolled back: the change broke the tests: {what}", broken, rolled_back=True)
-        return GuardReport(True, f"the change breaks the tests: {what} (it could not be rolled back; `clover undo` "
-                                 "reverts the run's steps)", broken)  # fmt: skip
+            return GuardReport(
+                True, f"rolled back: the change broke the tests: {what}", broken, rolled_back=True
+            )
+        return GuardReport(
+            True,
+            f"the change breaks the tests: {what} (it could not be rolled back; `clover undo` "
+            "reverts the run's steps)",
+            broken,
+        )
 
 
 def revert(root: Path, patch: str | bytes) -> bool:
@@ -103,7 +122,9 @@ def revert(root: Path, patch: str | bytes) -> bool:
     data = data if data.endswith(b"\n") else data + b"\n"
     for args in (["--check"], []):  # all or nothing: check first, then apply
         try:
-            proc = run_git(["apply", "-R", "--whitespace=nowarn", *args, "-"], str(root), input=data, timeout=60)
+            proc = run_git(
+                ["apply", "-R", "--whitespace=nowarn", *args, "-"], str(root), input=data, timeout=60
+            )
         except (OSError, subprocess.TimeoutExpired):
             return False
         if proc.returncode != 0:

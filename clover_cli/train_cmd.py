@@ -32,8 +32,15 @@ def train_argv(
         if tokenizer is not None:
             argv += ["--tokenizer", str(tokenizer)]
         return argv
-    for flag, value in (("--config", config), ("--data", data), ("--steps", steps), ("--batch", batch),
-                        ("--seq", seq), ("--lr", lr), ("--time-limit", time_limit)):  # fmt: skip
+    for flag, value in (
+        ("--config", config),
+        ("--data", data),
+        ("--steps", steps),
+        ("--batch", batch),
+        ("--seq", seq),
+        ("--lr", lr),
+        ("--time-limit", time_limit),
+    ):
         if value is not None:
             argv += [flag, str(value)]
     if resume:

@@ -21,8 +21,9 @@ import typer
 from clover.cli_common import fail
 
 
-def run_undo(repo: Path, *, redo: bool, yes: bool, force: bool, dry_run: bool, list_only: bool,
-             session: str | None) -> int:
+def run_undo(
+    repo: Path, *, redo: bool, yes: bool, force: bool, dry_run: bool, list_only: bool, session: str | None
+) -> int:
     if not repo.is_dir():
         fail(f"not a directory: {repo}")
     from clover.tools import undoreport
@@ -65,4 +66,6 @@ def _list(store: object, session: str | None) -> None:
         typer.echo("no agent changes recorded here")
     for g in reversed(groups):
         paths = {c.path for r in g.records for c in r.changes}
-        typer.echo(f"session {g.session}, request {g.request} \"{g.label[:60]}\": {len(paths)} path(s), {g.state()}")
+        typer.echo(
+            f'session {g.session}, request {g.request} "{g.label[:60]}": {len(paths)} path(s), {g.state()}'
+        )

@@ -46,8 +46,10 @@ class Change:
         """`2 files changed, +3 -1: calc.py (+1 -1), new.py (+2 -0)`; binary files say so."""
         if not self.files:
             return "no files changed"
-        each = ", ".join(f"{quoted_path(f.path)} ({'binary' if f.added is None else f'+{f.added} -{f.removed}'})"
-                         for f in self.files)
+        each = ", ".join(
+            f"{quoted_path(f.path)} ({'binary' if f.added is None else f'+{f.added} -{f.removed}'})"
+            for f in self.files
+        )
         count = f"{len(self.files)} file{'s' if len(self.files) != 1 else ''} changed"
         return f"{count}, +{self.added} -{self.removed}: {each}"
 
@@ -73,7 +75,10 @@ class WorkTreeChange:
                 return Change()
             where = self.root if self.git else self._store
             patch = gitdiff.diff_tree_bytes(where, self.before, after)
-            files = [FileChange(path, added, removed) for path, added, removed in gitdiff.numstat(where, self.before, after)]
+            files = [
+                FileChange(path, added, removed)
+                for path, added, removed in gitdiff.numstat(where, self.before, after)
+            ]
             return Change(patch, files)
         finally:
             self.close()

@@ -88,11 +88,20 @@ class TurnOptions:
     think: bool | None = None
     max_tokens: int | None = None
     temperature: float | None = None
-    tool_choice: str | None = None  # "none": answer without calling a tool (the tools stay listed); "required": call one
+    tool_choice: str | None = (
+        None  # "none": answer without calling a tool (the tools stay listed); "required": call one
+    )
 
     def overrides(self) -> dict[str, Any]:
-        return {k: v for k, v in (("think", self.think), ("max_tokens", self.max_tokens),
-                                  ("temperature", self.temperature)) if v is not None}
+        return {
+            k: v
+            for k, v in (
+                ("think", self.think),
+                ("max_tokens", self.max_tokens),
+                ("temperature", self.temperature),
+            )
+            if v is not None
+        }
 
 
 class BackendSettings(Protocol):
@@ -133,7 +142,10 @@ class Model(Protocol):
     context_window: int
 
     def complete(
-        self, messages: list[Message], tools: list[ToolSpec], on_event: EventHandler | None = None,
+        self,
+        messages: list[Message],
+        tools: list[ToolSpec],
+        on_event: EventHandler | None = None,
         options: TurnOptions | None = None,
     ) -> AssistantTurn: ...
 

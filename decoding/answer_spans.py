@@ -1,16 +1,15 @@
 """Code spans in an answer copy the conversation: grounded decoding for the model's prose.
 
-A small model quotes names and paths in backticks ("`add` is defined in `calc.py`") and, when it
-loses the thread, invents them: the embedded model answered "Which file defines the function
-add?" with "`ir` is defined in `calc.py`". In the answer (not the thinking, not a call), the text
-between a backtick and the next one must be a stretch of what the user wrote or a tool showed
-(quotable_text): one line, starting and ending on a word boundary, without leading or trailing
-whitespace, with a letter, digit or underscore in it, its brackets and double quotes balanced. A
-name, a path, a signature, a whole line of code or a pytest summary line all qualify; "ir" cut out
-of "directory" does not, nor "return sum(points" cut out of "return sum(points) / len(points)". Fences (three or more backticks in
-a row, as in a code block) stay free: code the model writes is its own. Two backticks in a row
-(an empty span, or a ``double`` one) are not written: a model kept out of a span by the rule
-otherwise slipped through them.
+A small model quotes names and paths in backticks ("`add` is defined in `calc.py`") and, when it loses the
+thread, invents them: the embedded model answered "Which file defines the function add?" with "`ir` is defined
+in `calc.py`". In the answer (not the thinking, not a call), the text between a backtick and the next one must
+be a stretch of what the user wrote or a tool showed (quotable_text): one line, starting and ending on a word
+boundary, without leading or trailing whitespace, with a letter, digit or underscore in it, its brackets and
+double quotes balanced. A name, a path, a signature, a whole line of code or a pytest summary line all
+qualify; "ir" cut out of "directory" does not, nor "return sum(points" cut out of "return sum(points) /
+len(points)". Fences (three or more backticks in a row, as in a code block) stay free: code the model writes
+is its own. Two backticks in a row (an empty span, or a ``double`` one) are not written: a model kept out of a
+span by the rule otherwise slipped through them.
 
 A copy prior (the grammar's `copy_bias`, as for tool values): inside a span, the tokens that spell on
 toward a name of the workspace (a file, or a name its code defines) are preferred. Copying " add" out
@@ -126,7 +125,15 @@ class AnswerSpans:
         stack: list[int] = []
         quoted = word = False
         for e in range(i, len(t) + 1):
-            if e >= i + n and e > i and word and t[e - 1] not in SPACE and not stack and not quoted and _ends(t, e):
+            if (
+                e >= i + n
+                and e > i
+                and word
+                and t[e - 1] not in SPACE
+                and not stack
+                and not quoted
+                and _ends(t, e)
+            ):
                 return True
             if (exact and e >= i + n) or e == len(t) or t[e] == NEWLINE or t[e] == TICK:
                 return False
@@ -149,7 +156,7 @@ class AnswerSpans:
             self._goes_on[span] = any(
                 TICK not in self.vocab.bytes[t] and self.after(state, t) is not None
                 for t in self._spelled(span)
-            )  # fmt: skip
+            )
         return self._goes_on[span]
 
     def _spelled(self, span: bytes) -> set[int]:

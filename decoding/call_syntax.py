@@ -68,9 +68,10 @@ class CallSyntax:
             lead = "\n" if after_value else ""
             g = self.grounding  # a value grounded in the call's file comes after its path
             alts = [
-                (self.tok.encode(f"{lead}{PARAM_OPEN}{p}>\n"), ("param", p)) for p in names
+                (self.tok.encode(f"{lead}{PARAM_OPEN}{p}>\n"), ("param", p))
+                for p in names
                 if p not in used and not (g is not None and g.needs_path(tool, p) and "path" not in used)
-            ]  # fmt: skip
+            ]
             if all(r in used for r in req):
                 alts.append((self.tok.encode(f"{lead}{FUNC_CLOSE}\n{CALL_CLOSE}"), ("end", "")))
             node = self._params[key] = trie(alts)

@@ -41,7 +41,9 @@ EDITED = (
 )
 EDIT_TOOLS = ("str_replace", "insert", "create")
 SHORT_BUDGET = 192  # tokens a turn may take in a repository past the checkpoint's size
-_EDITED = re.compile(r"^(?:Edited (\S+?)\. |Inserted lines? [\d-]+ into (\S+) |(?:Created|Overwrote) (\S+) \()")
+_EDITED = re.compile(
+    r"^(?:Edited (\S+?)\. |Inserted lines? [\d-]+ into (\S+) |(?:Created|Overwrote) (\S+) \()"
+)
 
 
 @dataclass(frozen=True)
@@ -52,8 +54,11 @@ class Limits:
 
     @classmethod
     def of(cls, config: Any) -> Limits:
-        return cls(int(getattr(config, "max_prompt_tokens", 0) or 0), int(getattr(config, "max_repo_files", 0) or 0),
-                   float(getattr(config, "min_reply_logprob", 0.0) or 0.0))  # fmt: skip
+        return cls(
+            int(getattr(config, "max_prompt_tokens", 0) or 0),
+            int(getattr(config, "max_repo_files", 0) or 0),
+            float(getattr(config, "min_reply_logprob", 0.0) or 0.0),
+        )
 
     @property
     def active(self) -> bool:
@@ -69,8 +74,9 @@ class Limits:
             return f"this repository has {files} files, past the {self.max_repo_files} it was made for"
         return None
 
-    def judge(self, turn: AssistantTurn, finish_reason: str, big_repo: str | None,
-              mean_logprob: Callable[[], float]) -> str | None:  # fmt: skip
+    def judge(
+        self, turn: AssistantTurn, finish_reason: str, big_repo: str | None, mean_logprob: Callable[[], float]
+    ) -> str | None:
         """Why this decoded turn is outside the checkpoint's competence, or None."""
         if big_repo and (turn.tool_calls or finish_reason != "stop"):
             return big_repo
@@ -89,10 +95,17 @@ def edited_files(messages: list[Any]) -> list[str]:
     that ended a request (an assistant message with an answer and no tool call)."""
     found: list[str] = []
     for message in reversed(messages):
-        if message.get("role") == "assistant" and str(message.get("content") or "").strip() and not message.get("tool_calls"):
+        if (
+            message.get("role") == "assistant"
+            and str(message.get("content") or "").strip()
+            and not message.get("tool_calls")
+        ):
             break
-        if message.get("role") == "tool" and message.get("name") in EDIT_TOOLS \
-                and (m := _EDITED.match(str(message.get("content") or ""))):
+        if (
+            message.get("role") == "tool"
+            and message.get("name") in EDIT_TOOLS
+            and (m := _EDITED.match(str(message.get("content") or "")))
+        ):
             found.append(next(g for g in m.groups() if g))
     return list(dict.fromkeys(reversed(found)))
 
@@ -100,7 +113,9 @@ def edited_files(messages: list[Any]) -> list[str]:
 def reply_text(why: str, messages: list[Any]) -> str:
     """What replaces a reply past the limits: what was changed, where something was; else HONEST."""
     files = edited_files(messages)
-    return EDITED.format(files=", ".join(f"`{f}`" for f in files), why=why) if files else HONEST.format(why=why)
+    return (
+        EDITED.format(files=", ".join(f"`{f}`" for f in files), why=why) if files else HONEST.format(why=why)
+    )
 
 
 LOOP_WORDS = 8  # a reply that says the same 8 words twice is going round in circles
@@ -119,16 +134,31 @@ def repeats_itself(text: str, span: int = LOOP_WORDS) -> bool:
     return False
 
 
-def honest_turn(why: str, prompt_tokens: int = 0, decoded: int = 0, seconds: float = 0.0,
-                emit: EventHandler | None = None, messages: list[Any] = ()) -> AssistantTurn:  # fmt: skip
+def honest_turn(
+    why: str,
+    prompt_tokens: int = 0,
+    decoded: int = 0,
+    seconds: float = 0.0,
+    emit: EventHandler | None = None,
+    messages: list[Any] = (),
+) -> AssistantTurn:
     """The honest reply as a turn; given `emit` (a turn answered without decoding), its text and
     usage are sent there (a decoded turn's go out with its stats, HeldStream.release sending the text)."""
-    turn = AssistantTurn(text=reply_text(why, list(messages)), prompt_tokens=prompt_tokens, completion_tokens=decoded,
-                         seconds=seconds, finish_reason="stop")  # fmt: skip
+    turn = AssistantTurn(
+        text=reply_text(why, list(messages)),
+        prompt_tokens=prompt_tokens,
+        completion_tokens=decoded,
+        seconds=seconds,
+        finish_reason="stop",
+    )
     turn.stats = {"outside_competence": 1.0}
     if emit is not None:
         emit(StreamEvent("text", turn.text))
-        emit(StreamEvent("usage", data={"prompt_tokens": prompt_tokens, "completion_tokens": decoded, **turn.stats}))
+        emit(
+            StreamEvent(
+                "usage", data={"prompt_tokens": prompt_tokens, "completion_tokens": decoded, **turn.stats}
+            )
+        )
     return turn
 
 
@@ -154,4 +184,13 @@ class HeldStream:
         self.held = []
 
 
-__all__ = ["EDITED", "HONEST", "HeldStream", "Limits", "edited_files", "honest_turn", "repeats_itself", "reply_text"]
+__all__ = [
+    "EDITED",
+    "HONEST",
+    "HeldStream",
+    "Limits",
+    "edited_files",
+    "honest_turn",
+    "repeats_itself",
+    "reply_text",
+]

@@ -103,7 +103,9 @@ def edit_pairs(
     pairs = [p for p in _missing_return(lines, around, text) if keep is None or p[0] in keep]
     for line in region_lines(old, text):
         if keep is None or line in keep:
-            pairs += [(line, r) for r in repairs(line, issue=issue, file_text=text, path=path, context=context)]
+            pairs += [
+                (line, r) for r in repairs(line, issue=issue, file_text=text, path=path, context=context)
+            ]
     return pairs[:MAX_PAIRS]
 
 
@@ -123,10 +125,19 @@ def _missing_return(lines: list[str], around: range, text: str) -> list[tuple[st
 
 
 def choose_edit(
-    net: Any, tokenizer: Any, prompt_ids: list[int], reply: str, call: ToolCall, file_text: str,
-    *, issue: str = "", context: str = "", reproduction: Any = None, workspace: Any = None,
+    net: Any,
+    tokenizer: Any,
+    prompt_ids: list[int],
+    reply: str,
+    call: ToolCall,
+    file_text: str,
+    *,
+    issue: str = "",
+    context: str = "",
+    reproduction: Any = None,
+    workspace: Any = None,
     may_repair: Any = lambda path: True,
-) -> EditChoice | None:  # fmt: skip
+) -> EditChoice | None:
     """The edit this str_replace call makes, or None to leave the call as written (not a
     str_replace with a unique old_str, or nothing to do). The model's own edit stands unless the
     issue's `reproduction` (reproduce.py) verifies another candidate: the likeliest that passes
@@ -187,16 +198,24 @@ def choose_edit(
 
     stages = (
         lambda: first,  # the likeliest lines' repairs
-        lambda: [(path, o, n) for o, n in edit_pairs(old, text, path, issue, sites()[1])],  # the whole region's
-        lambda: [(p, o, n) for p, t, line in sites()[0] for o, n in edit_pairs(line, t, p, issue, sites()[1])],
-    )  # fmt: skip
+        lambda: [
+            (path, o, n) for o, n in edit_pairs(old, text, path, issue, sites()[1])
+        ],  # the whole region's
+        lambda: [
+            (p, o, n) for p, t, line in sites()[0] for o, n in edit_pairs(line, t, p, issue, sites()[1])
+        ],
+    )
     mine = (path, old, new) if own is not None else None
     return verified_choice(reproduction, list(stages), fallback, rank, own=mine)
 
 
 def verified_choice(
-    reproduction: Any, stages: list[Any], fallback: Any, rank: Any = None, own: tuple[str, str, str] | None = None
-) -> EditChoice | None:  # fmt: skip
+    reproduction: Any,
+    stages: list[Any],
+    fallback: Any,
+    rank: Any = None,
+    own: tuple[str, str, str] | None = None,
+) -> EditChoice | None:
     """The edit a check verifies, else `fallback`'s. `own` (the model's edit, a candidate before
     every other) wins when it passes every check the file fails now; another candidate replaces it
     only when it passes them all and `own` does not (the likeliest such of the first stage that has
@@ -219,7 +238,11 @@ def verified_choice(
         if choice is None:
             return None
         mine = reproduction.judge([(choice.path, choice.old_str, choice.new_str)], test_all=True)
-        return replace(choice, held=reproduction.held_message()) if mine is not None and mine.breaks[0] else choice
+        return (
+            replace(choice, held=reproduction.held_message())
+            if mine is not None and mine.breaks[0]
+            else choice
+        )
     if own is not None and judged.counts[0] == judged.live:
         return EditChoice(own[1], own[2], len(first), own[0], verified=True)
     seen = set(first)
@@ -248,8 +271,9 @@ def with_edit(call: ToolCall, old_str: str, new_str: str, path: str | None = Non
     return ToolCall(call.name, args, id=call.id, raw=render_tool_call(call.name, args), error=call.error)
 
 
-def choose_turn_edit(backend: Any, turn: Any, ids: list[int], reply: str, messages: list[Any],
-                     context: str) -> dict[str, float]:  # fmt: skip
+def choose_turn_edit(
+    backend: Any, turn: Any, ids: list[int], reply: str, messages: list[Any], context: str
+) -> dict[str, float]:
     """The local backend's hook: its one str_replace call's edit, as choose_edit decides it; the
     turn's stats say how many candidates there were and whether the edit changed, was verified, or
     replaced an unusable edit of the model's without a check."""
@@ -269,9 +293,19 @@ def choose_turn_edit(backend: Any, turn: Any, ids: list[int], reply: str, messag
     # at most one unverified repair per file in a conversation (its first request names it)
     spent = backend.__dict__.setdefault("_unverified_repairs", set())
     conversation = hash(issue)
-    choice = choose_edit(backend.net, backend.tokenizer, ids, reply, call, data.decode("utf-8", "replace"),
-                         issue=issue, context=context, reproduction=reproduction, workspace=workspace,
-                         may_repair=lambda p: (conversation, p) not in spent)  # fmt: skip
+    choice = choose_edit(
+        backend.net,
+        backend.tokenizer,
+        ids,
+        reply,
+        call,
+        data.decode("utf-8", "replace"),
+        issue=issue,
+        context=context,
+        reproduction=reproduction,
+        workspace=workspace,
+        may_repair=lambda p: (conversation, p) not in spent,
+    )
     if choice is None:
         return {}
     if choice.unverified:
@@ -279,14 +313,32 @@ def choose_turn_edit(backend: Any, turn: Any, ids: list[int], reply: str, messag
     turn.tool_calls[0] = with_edit(call, choice.old_str, choice.new_str, choice.path)
     turn.tool_calls[0].held = choice.held
     args = call.arguments
-    changed = (choice.old_str, choice.new_str, choice.path) != (args.get("old_str"), args.get("new_str"), path)
-    stats = {"repair_candidates": float(choice.candidates), "repaired_edits": float(changed),
-             "unverified_repairs": float(choice.unverified)}  # fmt: skip
+    changed = (choice.old_str, choice.new_str, choice.path) != (
+        args.get("old_str"),
+        args.get("new_str"),
+        path,
+    )
+    stats = {
+        "repair_candidates": float(choice.candidates),
+        "repaired_edits": float(changed),
+        "unverified_repairs": float(choice.unverified),
+    }
     if reproduction is not None:
-        stats |= {"reproduction_runs": float(reproduction.runs), "verified_edits": float(choice.verified),
-                  "held_edits": float(choice.held is not None)}  # fmt: skip
+        stats |= {
+            "reproduction_runs": float(reproduction.runs),
+            "verified_edits": float(choice.verified),
+            "held_edits": float(choice.held is not None),
+        }
     return stats
 
 
-__all__ = ["EditChoice", "choose_edit", "choose_turn_edit", "edit_pairs", "refused", "region", "verified_choice",
-           "with_edit"]
+__all__ = [
+    "EditChoice",
+    "choose_edit",
+    "choose_turn_edit",
+    "edit_pairs",
+    "refused",
+    "region",
+    "verified_choice",
+    "with_edit",
+]

@@ -61,7 +61,11 @@ def _docstring_nodes(text: str) -> list[ast.Expr] | None:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 found.append(first)
     return found
 
@@ -88,7 +92,11 @@ def edited_text(call: Any, text: str) -> str | None:
         old, new = args.get("old_str"), args.get("new_str")
         if isinstance(old, str) and old and isinstance(new, str) and text.count(old) == 1:
             return text.replace(old, new, 1)
-    if call.name == "insert" and isinstance(args.get("insert_line"), int) and isinstance(args.get("text"), str):
+    if (
+        call.name == "insert"
+        and isinstance(args.get("insert_line"), int)
+        and isinstance(args.get("text"), str)
+    ):
         lines = text.split("\n")
         at = args["insert_line"]
         if 0 <= at <= len(lines):
@@ -103,8 +111,10 @@ def out_of_scope(call: Any, request: str, read: Callable[[str], str | None]) -> 
     if call.name not in EDITS or not isinstance(path, str) or not path.strip():
         return None
     if not may_edit(request, path):
-        return (f"Not applied: {path} is a test file, and the request does not ask to change it. The tests "
-                "say what the code should do: fix the code they test.")
+        return (
+            f"Not applied: {path} is a test file, and the request does not ask to change it. The tests "
+            "say what the code should do: fix the code they test."
+        )
     if asks_for_docstrings(request) or not path.endswith(".py"):
         return None
     text = read(path)
@@ -114,8 +124,10 @@ def out_of_scope(call: Any, request: str, read: Callable[[str], str | None]) -> 
         return None
     after_docs = docstrings(after)
     if after_docs is not None and [d for d in before_docs if d not in after_docs]:
-        return ("Not applied: this edit changes a docstring, and the request does not ask for that. The "
-                "docstring's examples say what the code should do: fix the code.")
+        return (
+            "Not applied: this edit changes a docstring, and the request does not ask for that. The "
+            "docstring's examples say what the code should do: fix the code."
+        )
     return None
 
 
@@ -133,5 +145,14 @@ def hold_out_of_scope(calls: list[Any], request: str, workspace: Any) -> dict[st
     return {"held_out_of_scope": held} if held else {}
 
 
-__all__ = ["asks_for_docstrings", "docstring_lines", "docstrings", "edited_text", "hold_out_of_scope", "is_test_file", "may_edit",
-           "names_file", "out_of_scope"]
+__all__ = [
+    "asks_for_docstrings",
+    "docstring_lines",
+    "docstrings",
+    "edited_text",
+    "hold_out_of_scope",
+    "is_test_file",
+    "may_edit",
+    "names_file",
+    "out_of_scope",
+]

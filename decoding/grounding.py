@@ -44,9 +44,14 @@ MAX_INDEX_BYTES = 4 * 1024 * 1024  # larger files are not grounded (old_str stay
 # --------------------------------------------------------------------------- the workspace
 
 PATH_KINDS = {
-    ("view", "path"): "any", ("outline", "path"): "any", ("grep", "path"): "any", ("glob", "path"): "dir",
-    ("str_replace", "path"): "edit", ("insert", "path"): "edit", ("create", "path"): "new",
-}  # fmt: skip
+    ("view", "path"): "any",
+    ("outline", "path"): "any",
+    ("grep", "path"): "any",
+    ("glob", "path"): "dir",
+    ("str_replace", "path"): "edit",
+    ("insert", "path"): "edit",
+    ("create", "path"): "new",
+}
 OLD_STR = ("str_replace", "old_str")
 SYMBOL = ("outline", "symbol")
 LINE_BOUNDED = {("view", "view_range"), ("insert", "insert_line")}
@@ -91,8 +96,11 @@ class Workspace:
         key = rel if docstrings else f"{rel}\0no-docstrings"
         cached = self._files.get(key)
         if cached is None or cached[0] != data or cached[1].vocab is not vocab:
-            protected = frozenset() if docstrings or not rel.endswith(".py") else \
-                docstring_lines(data.decode("utf-8", "surrogateescape"))
+            protected = (
+                frozenset()
+                if docstrings or not rel.endswith(".py")
+                else docstring_lines(data.decode("utf-8", "surrogateescape"))
+            )
             cached = self._files[key] = (data, FileIndex(vocab, data, protected))
         return cached[1]
 
@@ -126,8 +134,9 @@ class Grounding:
     code spans may copy (answer_spans.quotable_text); `request`: what the user asked (edit_scope.py:
     the test files and docstrings it names may be edited)."""
 
-    def __init__(self, workspace: Workspace, vocab: Vocab, context: str = "", quotable: str = "",
-                 request: str = "") -> None:  # fmt: skip
+    def __init__(
+        self, workspace: Workspace, vocab: Vocab, context: str = "", quotable: str = "", request: str = ""
+    ) -> None:
         self.ws, self.vocab, self.quotable, self.request = workspace, vocab, quotable, request
         self.mentions = Mentions(context) if context else None
         self._spans: AnswerSpans | None = None
@@ -141,7 +150,9 @@ class Grounding:
         """What the answer's code spans copy (answer_spans.py): `quotable`, the workspace's files and
         defined names preferred."""
         if self._spans is None:
-            self._spans = AnswerSpans(self.vocab, self.quotable, lambda: [*self.files, *self.ws.symbols(self.files)])
+            self._spans = AnswerSpans(
+                self.vocab, self.quotable, lambda: [*self.files, *self.ws.symbols(self.files)]
+            )
         return self._spans
 
     def _set(self, kind: str) -> CandidateSet:

@@ -28,29 +28,68 @@ BLOCK = re.compile(r"```[\w+-]*\n(.*?)```", re.S)
 VALUE = r"(?:`(?P<tick>[^`\n]+)`|(?P<bare>[^`\s][^\n]{0,300}))"  # a bare value: the longest literal it starts with
 # "should be 212", "I expected `5.0`", "the correct answer is `7`", "... instead of 60"
 EXPECT = re.compile(
-    r"(?:should (?:[\w.]+ ){0,6}?(?:be|return|give|say)|(?:I )?expected(?: result is| value is)?|correct (?:answer|result) is"
-    r"|expect(?:ed)?\s*:|instead of(?: returning)?|want(?:ed)?)\s*:?\s*" + VALUE, re.I)  # fmt: skip
-RAISES = re.compile(r"(?:should raise|instead of raising|expected to raise)\s+`?(?P<err>[A-Z]\w*(?:Error|Exception|Warning))`?")
+    r"(?:should (?:[\w.]+ ){0,6}?(?:be|return|give|say)|(?:I )?expected(?: result is| value is)?|correct "
+    r"(?:answer|result) is"
+    r"|expect(?:ed)?\s*:|instead of(?: returning)?|want(?:ed)?)\s*:?\s*" + VALUE,
+    re.I,
+)
+RAISES = re.compile(
+    r"(?:should raise|instead of raising|expected to raise)\s+`?(?P<err>[A-Z]\w*(?:Error|Exception|Warning))`?"
+)
 # "Expected: `f(1)` -> `2`", "`f(1)` should give `2`" (a bare "`f(1)` gives `3`" reports what it does)
-ARROW = re.compile(r"(?:Expected:\s*`(?P<call>[^`\n]+\))`\s*(?:gives|returns)|`(?P<call2>[^`\n]+\))`\s*"
-                   r"(?:->|→|=>|==|should give|should return|should be))\s*" + VALUE)
+ARROW = re.compile(
+    r"(?:Expected:\s*`(?P<call>[^`\n]+\))`\s*(?:gives|returns)|`(?P<call2>[^`\n]+\))`\s*"
+    r"(?:->|→|=>|==|should give|should return|should be))\s*" + VALUE
+)
 TICKED_CALL = re.compile(r"`(?P<call>[A-Za-z_][\w.]*\([^`\n]*\))`")
 BARE_CALL = re.compile(r"(?m)^(?P<call>[A-Za-z_][\w.]*\([^\n]*?\)) (?:returns|gives|raises|crashes|should)")
 CRASHES = re.compile(r"\s*(?:raises|crashes|throws|fails with)\b")
 # what a check may use besides the workspace: values and pure helpers, nothing that reaches the
 # file system, the network, other processes or the interpreter itself
-SAFE_BUILTINS = frozenset([
-    "abs", "all", "any", "bool", "bytes", "dict", "divmod", "enumerate", "float", "frozenset", "int",
-    "isinstance", "len", "list", "map", "max", "min", "print", "range", "repr", "reversed", "round",
-    "set", "sorted", "str", "sum", "tuple", "zip", "None", "True", "False",
-])  # fmt: skip
+SAFE_BUILTINS = frozenset(
+    [
+        "abs",
+        "all",
+        "any",
+        "bool",
+        "bytes",
+        "dict",
+        "divmod",
+        "enumerate",
+        "float",
+        "frozenset",
+        "int",
+        "isinstance",
+        "len",
+        "list",
+        "map",
+        "max",
+        "min",
+        "print",
+        "range",
+        "repr",
+        "reversed",
+        "round",
+        "set",
+        "sorted",
+        "str",
+        "sum",
+        "tuple",
+        "zip",
+        "None",
+        "True",
+        "False",
+    ]
+)
 SAFE_MODULES = frozenset(["datetime", "decimal", "fractions", "math", "collections"])
 NO_ARGS = re.compile(r"[A-Za-z_][\w.]*\(\)")
 ASSIGN = re.compile(r"[A-Za-z_][\w.]*\s*=(?!=)")
 TRACE_FRAME = re.compile(r'^\s*File "[^"]*", line \d+, in <module>\n(?P<code>[^\n]+)', re.M)
 TRACE_START = re.compile(r"^\s*Traceback \(most recent call last\):\s*$")
 # an exception's own line (`ValueError: ...`, `json.decoder.JSONDecodeError: ...`, a bare `KeyError`)
-EXCEPTION_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt|Iteration)\b(?::.*)?$")
+EXCEPTION_LINE = re.compile(
+    r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt|Iteration)\b(?::.*)?$"
+)
 EXCEPTION_TEXT = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Warning): [^`\n]*")  # one quoted in a sentence
 
 
@@ -115,7 +154,12 @@ class Check:
     expect: Expect
 
     def to_json(self) -> dict:
-        return {"setup": list(self.setup), "probe": self.probe, "kind": self.expect.kind, "text": self.expect.text}
+        return {
+            "setup": list(self.setup),
+            "probe": self.probe,
+            "kind": self.expect.kind,
+            "text": self.expect.text,
+        }
 
 
 def _expression(code: str) -> str | None:
@@ -180,7 +224,9 @@ def _expected(text: str, after: int) -> Expect | None:
     without its tracebacks (without_tracebacks)."""
     for start in (after, 0):
         raises = RAISES.search(text, start)
-        value = next(((m.start(), v) for m in EXPECT.finditer(text, start) if (v := _value(m)) is not None), None)
+        value = next(
+            ((m.start(), v) for m in EXPECT.finditer(text, start) if (v := _value(m)) is not None), None
+        )
         if raises is not None and (value is None or raises.start() < value[0]):
             return Expect("raises", raises.group("err"))
         if value is not None:
@@ -298,7 +344,9 @@ def _with_imports(setup: list[str], probe: str, defs: dict[str, list[str]]) -> l
     return [*imports, *setup]
 
 
-def extract_checks(issue: str, files: Iterable[str] = (), read: Callable[[str], str | None] = lambda p: None) -> list[Check]:
+def extract_checks(
+    issue: str, files: Iterable[str] = (), read: Callable[[str], str | None] = lambda p: None
+) -> list[Check]:
     """The checks an issue's text states (at most MAX_CHECKS, the first first); `files` and `read`
     find the imports a prose report leaves out."""
     issue = issue[:MAX_ISSUE_CHARS]
@@ -361,5 +409,14 @@ def probed_names(checks: Iterable[Check]) -> list[str]:
     return [n for n in dict.fromkeys(names) if n]
 
 
-__all__ = ["Check", "Expect", "definitions", "extract_checks", "module_of", "probed_names", "safe", "unfenced_blocks",
-           "without_tracebacks"]
+__all__ = [
+    "Check",
+    "Expect",
+    "definitions",
+    "extract_checks",
+    "module_of",
+    "probed_names",
+    "safe",
+    "unfenced_blocks",
+    "without_tracebacks",
+]

@@ -2,15 +2,15 @@
 `python3 -c SOURCE SPEC` in the agent's environment (the repository's own interpreter, any
 Python 3.6+), so it is plain, old-style Python.
 
-SPEC is JSON: {"root", "paths" (sys.path entries), "timeout" (s per candidate), "checks": [{setup,
-probe, kind, text}], "candidates": [null | [path, old, new]], "tests": [test files],
-"test_timeout", "test_all", "only_if_failing", "budget"}. null is the file as it is (put it first). Each candidate runs in a
-forked child: the edited module is compiled from memory (nothing is written, no bytecode cached),
-its output goes nowhere, and a child that overruns its time or memory is killed. Where `tests` are
-given, each candidate that passes a check the file fails also runs them with pytest, in a second
-child, and so does the file as it is (once): a fix must not break what passed before. With
-`test_all`, every candidate runs the tests; with `only_if_failing`, every candidate is skipped
-when the file as it is fails no check. Past `budget` seconds the rest are skipped too.
+SPEC is JSON: {"root", "paths" (sys.path entries), "timeout" (s per candidate), "checks": [{setup, probe,
+kind, text}], "candidates": [null | [path, old, new]], "tests": [test files], "test_timeout", "test_all",
+"only_if_failing", "budget"}. null is the file as it is (put it first). Each candidate runs in a forked child:
+the edited module is compiled from memory (nothing is written, no bytecode cached), its output goes nowhere,
+and a child that overruns its time or memory is killed. Where `tests` are given, each candidate that passes a
+check the file fails also runs them with pytest, in a second child, and so does the file as it is (once): a
+fix must not break what passed before. With `test_all`, every candidate runs the tests; with
+`only_if_failing`, every candidate is skipped when the file as it is fails no check. Past `budget` seconds the
+rest are skipped too.
 
 Prints one JSON line: for each candidate, {"checks": one verdict per check ("pass", "fail",
 "setup" (the setup itself failed), "timeout", "crash" or "skipped"), "failed": the test ids that
@@ -184,7 +184,11 @@ def _run_one(spec, edits, phase):
         os.kill(pid, signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
     os.close(read_fd)
-    bad = "timeout" if timed_out or (os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGALRM) else "crash"
+    bad = (
+        "timeout"
+        if timed_out or (os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGALRM)
+        else "crash"
+    )
     try:
         return json.loads(data.decode())
     except ValueError:

@@ -33,18 +33,61 @@ TOKEN = re.compile(
     r"|(?P<comment>\#[^\n]*)"
 )
 OP_SWAPS = {
-    "+": ["-", "*"], "-": ["+"], "*": ["/", "+"], "/": ["*", "//"], "//": ["/"], "%": ["//"],
-    "<": ["<=", ">"], "<=": ["<", ">="], ">": [">=", "<"], ">=": [">", "<="], "==": ["!="], "!=": ["=="],
-    "+=": ["-="], "-=": ["+="], "*=": ["/="], "/=": ["*="],
-}  # fmt: skip
+    "+": ["-", "*"],
+    "-": ["+"],
+    "*": ["/", "+"],
+    "/": ["*", "//"],
+    "//": ["/"],
+    "%": ["//"],
+    "<": ["<=", ">"],
+    "<=": ["<", ">="],
+    ">": [">=", "<"],
+    ">=": [">", "<="],
+    "==": ["!="],
+    "!=": ["=="],
+    "+=": ["-="],
+    "-=": ["+="],
+    "*=": ["/="],
+    "/=": ["*="],
+}
 PAIRS = [
-    ("min", "max"), ("any", "all"), ("True", "False"), ("and", "or"), ("floor", "ceil"), ("lower", "upper"),
-    ("startswith", "endswith"), ("lstrip", "rstrip"), ("append", "extend"), ("keys", "values"),
-    ("sorted", "reversed"), ("first", "last"), ("left", "right"), ("start", "end"), ("width", "height"),
-    ("min_value", "max_value"), ("break", "continue"), ("remove", "discard"), ("index", "find"),
-]  # fmt: skip
+    ("min", "max"),
+    ("any", "all"),
+    ("True", "False"),
+    ("and", "or"),
+    ("floor", "ceil"),
+    ("lower", "upper"),
+    ("startswith", "endswith"),
+    ("lstrip", "rstrip"),
+    ("append", "extend"),
+    ("keys", "values"),
+    ("sorted", "reversed"),
+    ("first", "last"),
+    ("left", "right"),
+    ("start", "end"),
+    ("width", "height"),
+    ("min_value", "max_value"),
+    ("break", "continue"),
+    ("remove", "discard"),
+    ("index", "find"),
+]
 # a wrong builtin: one of these called where another was meant (one argument each)
-BUILTINS = ("len", "sum", "min", "max", "abs", "round", "int", "float", "str", "sorted", "list", "set", "any", "all")
+BUILTINS = (
+    "len",
+    "sum",
+    "min",
+    "max",
+    "abs",
+    "round",
+    "int",
+    "float",
+    "str",
+    "sorted",
+    "list",
+    "set",
+    "any",
+    "all",
+)
 COUNTERPART = {a: b for a, b in PAIRS} | {b: a for a, b in PAIRS}
 KEYWORDS = frozenset(keyword.kwlist)
 CONDITION_HEADS = frozenset({"if", "elif", "while", "return", "assert"})
@@ -149,7 +192,9 @@ def _site_edits(
     snippet_names = {t.text for t in toks if t.kind == "name" and t.text not in KEYWORDS}
     file_names, called, attrs = _code_names(file_text)
     issue_names = set(IDENT.findall(issue)) & file_names
-    attrs = attrs | set(re.findall(r"\bself\.([A-Za-z_]\w*)\s*=", context))  # fields of classes the agent viewed
+    attrs = attrs | set(
+        re.findall(r"\bself\.([A-Za-z_]\w*)\s*=", context)
+    )  # fields of classes the agent viewed
     depth = 0
     for i, t in enumerate(toks):
         prev = toks[i - 1] if i else None
@@ -168,8 +213,13 @@ def _site_edits(
         elif t.kind == "name":
             if t.text in COUNTERPART:
                 edits.append((t.start, t.end, COUNTERPART[t.text]))
-            if t.text in BUILTINS and nxt is not None and nxt.text == "(" and (prev is None or prev.text != ".") \
-                    and _single_argument(toks, i + 1):
+            if (
+                t.text in BUILTINS
+                and nxt is not None
+                and nxt.text == "("
+                and (prev is None or prev.text != ".")
+                and _single_argument(toks, i + 1)
+            ):
                 edits += [(t.start, t.end, b) for b in BUILTINS if b != t.text]
             if t.text == "in" and not (prev and prev.text == "not") and not _loop_in(toks, i):
                 edits.append((t.start, t.end, "not in"))
@@ -199,12 +249,23 @@ def _site_edits(
         # inside brackets, or at the end of a comparison's right side
         if t.kind in ("name", "num") or t.text in ")]":
             closes = nxt is not None and nxt.text in (")", "]", ",", ":") and depth > 0
-            compared = prev is not None and prev.text in ("<", "<=", ">", ">=") and (nxt is None or nxt.text == ":")
-            returned = depth == 0 and t.kind != "op" and _ends_line(text, t) \
+            compared = (
+                prev is not None and prev.text in ("<", "<=", ">", ">=") and (nxt is None or nxt.text == ":")
+            )
+            returned = (
+                depth == 0
+                and t.kind != "op"
+                and _ends_line(text, t)
                 and _line_of(text, t).lstrip().startswith("return ")
+            )
             if (closes or compared or returned) and t.text not in KEYWORDS:
                 edits += [(t.end, t.end, " + 1"), (t.end, t.end, " - 1")]
-            if t.kind == "name" and t.text not in KEYWORDS and nxt is not None and nxt.text in ("*", "/", "//"):
+            if (
+                t.kind == "name"
+                and t.text not in KEYWORDS
+                and nxt is not None
+                and nxt.text in ("*", "/", "//")
+            ):
                 edits += [(t.start, t.end, f"({t.text} - 1)"), (t.start, t.end, f"({t.text} + 1)")]
         if t.text == "(" and prev is not None and prev.kind == "name":
             j = _closing(toks, i)
@@ -216,7 +277,12 @@ def _site_edits(
     for line_start, line in _lines(text):
         body = line.strip()
         first = body.split(" ", 1)[0].rstrip(":(")
-        if body and first not in KEYWORDS and not re.search(r"(?<![=!<>])=(?!=)", body) and not body.endswith(":"):
+        if (
+            body
+            and first not in KEYWORDS
+            and not re.search(r"(?<![=!<>])=(?!=)", body)
+            and not body.endswith(":")
+        ):
             at = line_start + len(line) - len(line.lstrip())
             edits.append((at, at, "return "))
         assigned = re.match(r"\s*[A-Za-z_]\w*\s*=(?!=)\s*", line)
@@ -275,7 +341,12 @@ def _number_edits(t: Tok, issue_numbers: list[str]) -> list[tuple[int, int, str]
         alts = [repr(value * 10), repr(value / 10)]
     else:
         n = int(t.text)
-        alts = [str(n + 1), str(n - 1) if n > 0 else None, str(n * 10), str(n // 10) if n % 10 == 0 and n else None]
+        alts = [
+            str(n + 1),
+            str(n - 1) if n > 0 else None,
+            str(n * 10),
+            str(n // 10) if n % 10 == 0 and n else None,
+        ]
     alts += [x.lstrip("-") for x in issue_numbers]
     for alt in dict.fromkeys(a for a in alts if a is not None and a != t.text):
         out.append((t.start, t.end, alt))
@@ -306,7 +377,9 @@ def _file_parses(text: str) -> bool:
     return _parses(text)
 
 
-def repairs(old: str, *, issue: str = "", file_text: str = "", path: str = "", context: str = "") -> list[str]:
+def repairs(
+    old: str, *, issue: str = "", file_text: str = "", path: str = "", context: str = ""
+) -> list[str]:
     """The one-site repairs of `old` (distinct, never `old` itself), cheapest kinds first. In a
     Python file that parses, a repair that would break it, or make it use a name it does not define
     or import (the edit tools refuse both), is left out."""
@@ -321,8 +394,12 @@ def repairs(old: str, *, issue: str = "", file_text: str = "", path: str = "", c
         at = file_text.index(old)
         out = [c for c in out if _parses(file_text[:at] + c + file_text[at + len(old) :])]
         known = set(IDENT.findall(old))  # a repair that brings no new identifier cannot add an undefined one
-        out = [c for c in out if set(IDENT.findall(c)) <= known
-               or not newly_undefined(path, file_text, file_text[:at] + c + file_text[at + len(old) :])]
+        out = [
+            c
+            for c in out
+            if set(IDENT.findall(c)) <= known
+            or not newly_undefined(path, file_text, file_text[:at] + c + file_text[at + len(old) :])
+        ]
     return out[:MAX_CANDIDATES]
 
 

@@ -45,7 +45,9 @@ class Judgement:
 class Reproduction:
     """The checks of one issue in one environment; `may_run(command)` is the permission policy."""
 
-    def __init__(self, env: Any, checks: list[Check], may_run: Callable[[str], bool], tests: list[str] = ()) -> None:
+    def __init__(
+        self, env: Any, checks: list[Check], may_run: Callable[[str], bool], tests: list[str] = ()
+    ) -> None:
         self.env, self.checks, self.may_run, self.tests = env, checks, may_run, list(tests)
         self.runs = 0
         self.python: str | None = None
@@ -69,26 +71,43 @@ class Reproduction:
         return cls(workspace.env, checks, may_run, tests[:MAX_TEST_FILES])
 
     @classmethod
-    def from_messages(cls, messages: list[Any], workspace: Any, may_run: Callable[[str], bool]) -> Reproduction | None:
+    def from_messages(
+        cls, messages: list[Any], workspace: Any, may_run: Callable[[str], bool]
+    ) -> Reproduction | None:
         """The checks of the latest user message that states any (a chat's bug report may come
         after other requests; the agent's own reminders state none)."""
         for message in reversed(messages):
-            if message.get("role") == "user" and (found := cls.from_issue(str(message.get("content") or ""), workspace, may_run)):
+            if message.get("role") == "user" and (
+                found := cls.from_issue(str(message.get("content") or ""), workspace, may_run)
+            ):
                 return found
         return None
 
-    def argv(self, candidates: list[Candidate | None], python: str, test_all: bool = False,
-             only_if_failing: bool = False) -> list[str]:  # fmt: skip
+    def argv(
+        self,
+        candidates: list[Candidate | None],
+        python: str,
+        test_all: bool = False,
+        only_if_failing: bool = False,
+    ) -> list[str]:
         root = str(self.env.root)
         spec = {
-            "root": root, "paths": [root, f"{root}/src", f"{root}/lib"], "timeout": CANDIDATE_SECONDS,
-            "checks": [c.to_json() for c in self.checks], "candidates": candidates,
-            "tests": self.tests, "test_timeout": TEST_SECONDS if self.tests else 0, "test_all": test_all, "only_if_failing": only_if_failing, "budget": RUN_SECONDS,
-        }  # fmt: skip
+            "root": root,
+            "paths": [root, f"{root}/src", f"{root}/lib"],
+            "timeout": CANDIDATE_SECONDS,
+            "checks": [c.to_json() for c in self.checks],
+            "candidates": candidates,
+            "tests": self.tests,
+            "test_timeout": TEST_SECONDS if self.tests else 0,
+            "test_all": test_all,
+            "only_if_failing": only_if_failing,
+            "budget": RUN_SECONDS,
+        }
         return [python, "-c", SCRIPT, json.dumps(spec)]
 
-    def verdicts(self, candidates: list[Candidate | None], test_all: bool = False,
-                 only_if_failing: bool = False) -> list[dict[str, Any]] | None:  # fmt: skip
+    def verdicts(
+        self, candidates: list[Candidate | None], test_all: bool = False, only_if_failing: bool = False
+    ) -> list[dict[str, Any]] | None:
         """Per candidate {"checks": a verdict per check, "failed": failing test ids or None}, or
         None (not allowed, no Python, or no answer)."""
         for python in [self.python] if self.python else ["python3", "python"]:
@@ -101,17 +120,25 @@ class Reproduction:
             if result.returncode == 127:
                 continue
             self.python = python
-            out = result.stdout.decode("utf-8", "replace") if isinstance(result.stdout, bytes) else str(result.stdout)
+            out = (
+                result.stdout.decode("utf-8", "replace")
+                if isinstance(result.stdout, bytes)
+                else str(result.stdout)
+            )
             try:
                 rows = json.loads(out.strip().rsplit("\n", 1)[-1])
             except (ValueError, IndexError):
                 return None
             ok = isinstance(rows, list) and len(rows) == len(candidates)
-            shaped = ok and all(isinstance(r, dict) and len(r.get("checks") or ()) == len(self.checks) for r in rows)
+            shaped = ok and all(
+                isinstance(r, dict) and len(r.get("checks") or ()) == len(self.checks) for r in rows
+            )
             return rows if shaped else None
         return None
 
-    def judge(self, candidates: list[Candidate], test_all: bool = False, only_if_failing: bool = False) -> Judgement | None:
+    def judge(
+        self, candidates: list[Candidate], test_all: bool = False, only_if_failing: bool = False
+    ) -> Judgement | None:
         """The candidates against the file as it is; None when the checks could not run. The tests
         run for candidates that pass a check the file fails (`test_all`: for every candidate).
         `only_if_failing`: the candidates are skipped when the file fails no check (then `live` is 0
@@ -132,10 +159,16 @@ class Reproduction:
             return 0 if any(row["checks"][i] != "pass" for i in held) else passed
 
         def breaks(row: dict[str, Any]) -> bool:
-            new_failures = failing_now is not None and row["failed"] is not None and set(row["failed"]) - set(failing_now)
+            new_failures = (
+                failing_now is not None
+                and row["failed"] is not None
+                and set(row["failed"]) - set(failing_now)
+            )
             return any(row["checks"][i] != "pass" for i in held) or bool(new_failures)
 
-        rows = rows[1:] + [{"checks": ["setup"] * len(self.checks), "failed": None}] * (len(candidates) - len(rows) + 1)
+        rows = rows[1:] + [{"checks": ["setup"] * len(self.checks), "failed": None}] * (
+            len(candidates) - len(rows) + 1
+        )
         return Judgement([count(r) for r in rows], len(live), [breaks(r) for r in rows])
 
     def passing(self, candidates: list[Candidate]) -> tuple[list[int], int] | None:
@@ -146,7 +179,9 @@ class Reproduction:
         return (judged.counts, judged.live) if judged is not None and judged.live else None
 
     def held_message(self) -> str:
-        shown = "; ".join(f"`{c.probe}`" + (f" -> `{c.expect.text}`" if c.expect.text else "") for c in self.checks)
+        shown = "; ".join(
+            f"`{c.probe}`" + (f" -> `{c.expect.text}`" if c.expect.text else "") for c in self.checks
+        )
         return (
             "Not applied: with the file as it is, the issue's example already does what the issue asks "
             f"({shown}), and this edit would undo that or break a test that passes now. If the fix is "
@@ -176,7 +211,9 @@ def policy_allows(gate: Any, command: str) -> bool:
     policy = getattr(gate, "policy", None)
     if policy is None:
         return False
-    decision, _ = policy.decide("bash", {"command": command}, False, extra_allow=getattr(gate, "remembered", ()))
+    decision, _ = policy.decide(
+        "bash", {"command": command}, False, extra_allow=getattr(gate, "remembered", ())
+    )
     return decision == "allow"
 
 

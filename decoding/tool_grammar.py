@@ -96,11 +96,24 @@ class ToolCallGrammar:
     and one running out of room is closed with the fewest tokens (the value cut short)."""
 
     def __init__(
-        self, tokenizer: Any, tools: list[dict[str, Any]], *, opened: bool, stop_ids: list[int],
-        vocab_size: int, mask_id: int, budget: int | None = None, device: Any = "cpu", batch_size: int = 1,
-        grounding: Grounding | None = None, thought_closed: bool = False, copy_bias: float = 0.0,
-        answer_only: bool = False, call_required: bool = False, spans: bool = False,
-    ) -> None:  # fmt: skip
+        self,
+        tokenizer: Any,
+        tools: list[dict[str, Any]],
+        *,
+        opened: bool,
+        stop_ids: list[int],
+        vocab_size: int,
+        mask_id: int,
+        budget: int | None = None,
+        device: Any = "cpu",
+        batch_size: int = 1,
+        grounding: Grounding | None = None,
+        thought_closed: bool = False,
+        copy_bias: float = 0.0,
+        answer_only: bool = False,
+        call_required: bool = False,
+        spans: bool = False,
+    ) -> None:
         self.tok, self.vocab, self.mask_id, self.budget = tokenizer, vocab_size, mask_id, budget
         self.grounding, self.copy_bias = grounding, copy_bias  # copy_bias: grounding.py's copy prior
         # spans: the answer's code spans copy the conversation (answer_spans.py), where grounded
@@ -133,7 +146,9 @@ class ToolCallGrammar:
         self.syntax = CallSyntax(tokenizer, self.schemas, grounding)
         self.typed = TypedTokens(tokenizer, vocab_size, skip={mask_id})
         self._typed_bans: dict[tuple[ValueShape, str], Tensor] = {}
-        self.shortest_call = min(self.syntax.ways(self.syntax.root, "", frozenset()).values())  # after `<tool_call>`
+        self.shortest_call = min(
+            self.syntax.ways(self.syntax.root, "", frozenset()).values()
+        )  # after `<tool_call>`
         self._rows: dict[str, Tensor] = {
             TEXT: self._ban_row(text_banned, ban_listed=True),
             "thought": self._ban_row(thought_banned, ban_listed=True),
@@ -145,7 +160,9 @@ class ToolCallGrammar:
         # whitespace before it, and cannot end before one (unless no call fits in the budget)
         self.required = call_required and not answer_only
         if self.required:
-            self.spaces = {t for t in range(vocab_size) if t != mask_id and (p := self.typed.text(t)) and not p.strip()}
+            self.spaces = {
+                t for t in range(vocab_size) if t != mask_id and (p := self.typed.text(t)) and not p.strip()
+            }
             self._rows["required"] = self._ban_row(self.spaces | {self.call_open}, ban_listed=False)
             self._rows["call now"] = self._ban_row({self.call_open}, ban_listed=False)
         # thought_closed: the prompt ends after a think block the model wrote (a second one is banned)
@@ -154,8 +171,13 @@ class ToolCallGrammar:
         self.block_index, self.rounds = -1, 0
         # grammar_tokens: placed without a forward (scaffold and grounded values); grounded_tokens:
         # those inside grounded values
-        self.stats = {"grammar_tokens": 0, "grammar_remasked": 0, "grammar_closed": 0, "grounded_tokens": 0,
-                      "span_tokens": 0}  # span_tokens: placed inside the answer's code spans
+        self.stats = {
+            "grammar_tokens": 0,
+            "grammar_remasked": 0,
+            "grammar_closed": 0,
+            "grounded_tokens": 0,
+            "span_tokens": 0,
+        }  # span_tokens: placed inside the answer's code spans
 
     @classmethod
     def build(cls, tokenizer: Any, tools: list[dict[str, Any]] | None, **kw: Any) -> ToolCallGrammar | None:
@@ -210,7 +232,9 @@ class ToolCallGrammar:
             if t == self.param_close:
                 if st.shape is not None and not st.shape.complete(st.value) and not self._dead_end(st):
                     return None
-                return replace(st, mode=CALL, node=self.syntax.params(st.tool, st.used, True), shape=None, value="")
+                return replace(
+                    st, mode=CALL, node=self.syntax.params(st.tool, st.used, True), shape=None, value=""
+                )
             if t in self.value_banned:
                 return None
             if st.shape is None:
@@ -231,8 +255,12 @@ class ToolCallGrammar:
                 ground = self.grounding.node(st.tool, name, st.path)
                 lines = self.grounding.lines(st.path) if (st.tool, name) in LINE_BOUNDED else None
                 shape = replace(shape, lines=lines) if shape is not None and lines else shape
-            return replace(st, mode=VALUE, node=None, used=st.used | {name}, shape=shape, ground=ground, param=name)
-        return _State(TEXT, thought=True, called=True)  # the call is closed; thinking after it would be read as answer
+            return replace(
+                st, mode=VALUE, node=None, used=st.used | {name}, shape=shape, ground=ground, param=name
+            )
+        return _State(
+            TEXT, thought=True, called=True
+        )  # the call is closed; thinking after it would be read as answer
 
     def _step_grounded(self, st: _State, t: int) -> _State | None:
         assert st.ground is not None
@@ -245,15 +273,18 @@ class ToolCallGrammar:
                 # a directory has no lines: its view takes no view_range (as if already given)
                 used = used | {p for tool, p in LINE_BOUNDED if tool == st.tool}
             node = self.syntax.params(st.tool, used, True)
-            return replace(st, mode=CALL, node=node, shape=None, value="", ground=None, param="", path=path,
-                           used=used)  # fmt: skip
+            return replace(
+                st, mode=CALL, node=node, shape=None, value="", ground=None, param="", path=path, used=used
+            )
         nxt = st.ground.next(t)
         return None if nxt is None else replace(st, ground=nxt)
 
     def _ground_ban(self, node: Node) -> Tensor:
         """Every token but the grounded value's next ones (and `</parameter>` where it may end)."""
         if node.ban is None or node.ban.shape[0] != self.vocab or node.ban.device != self.device:
-            node.ban = self._ban_row([self.param_close if t == CLOSE else t for t in node.options()], ban_listed=False)
+            node.ban = self._ban_row(
+                [self.param_close if t == CLOSE else t for t in node.options()], ban_listed=False
+            )
         return node.ban
 
     def closing(self, i: int = 0) -> list[int]:
@@ -349,7 +380,9 @@ class ToolCallGrammar:
                 frozen[i][f + 1 :] = [True] * (b - f - 1)  # a choice, a typed value: a token at a time
                 bans.append((i, f, front))
                 continue
-            if st.ground is not None or self._span_only(st) is not None:  # later positions are checked on arrival
+            if (
+                st.ground is not None or self._span_only(st) is not None
+            ):  # later positions are checked on arrival
                 firsts.append((i, f, front))
             bans.append((i, f, self._mode_row(st, left)))
             if st.mode != THINK:  # hold what follows a switch the model already wrote further on
@@ -448,7 +481,10 @@ class ToolCallGrammar:
         late = st.mode == TEXT and left is not None and left - 1 < self.shortest_call
         key = "late" if late else "thought" if st.mode == TEXT and st.thought else st.mode
         if st.mode == TEXT and self.spans is not None:  # no token may open a span that copies nothing
-            code_key = (key, OUT if in_span(st.code) else st.code)  # past a span's frontier: checked on arrival
+            code_key = (
+                key,
+                OUT if in_span(st.code) else st.code,
+            )  # past a span's frontier: checked on arrival
             if code_key not in self._code_rows:
                 banned = self.spans.banned(code_key[1])
                 self._code_rows[code_key] = self._rows[key] | self._ban_row(banned, ban_listed=True)
@@ -457,7 +493,12 @@ class ToolCallGrammar:
 
     def _must_call(self, st: _State, left: int | None) -> bool:
         """Is a call required here (tool_choice "required", none made yet, and one still fits)?"""
-        return self.required and st.mode == TEXT and not st.called and (left is None or left - 1 >= self.shortest_call)
+        return (
+            self.required
+            and st.mode == TEXT
+            and not st.called
+            and (left is None or left - 1 >= self.shortest_call)
+        )
 
     def _walk(
         self, s: _Seq, row: list[int], open_: list[bool], fixed: list[bool]

@@ -38,11 +38,16 @@ def _scalar(item: str, part: str) -> tuple[str, str]:
 _SHAPES: dict[str, tuple[tuple[str, str], str]] = {
     "integer": (_scalar(_INT, _INT_PART), "-0123456789 \t\n"),
     "number": (_scalar(_NUM, _NUM_PART), "-.0123456789 \t\n"),
-    "boolean": ((rf"{_WS}(?:t(?:r(?:ue?)?)?|f(?:a(?:l(?:se?)?)?)?|(?:true|false){_WS})?", rf"{_WS}(?:true|false){_WS}"),
-                "truefals \t\n"),
+    "boolean": (
+        (
+            rf"{_WS}(?:t(?:r(?:ue?)?)?|f(?:a(?:l(?:se?)?)?)?|(?:true|false){_WS})?",
+            rf"{_WS}(?:true|false){_WS}",
+        ),
+        "truefals \t\n",
+    ),
     "array/integer": (_array(_INT, _INT_PART), "-0123456789[], \t\n"),
     "array/number": (_array(_NUM, _NUM_PART), "-.0123456789[], \t\n"),
-}  # fmt: skip
+}
 
 
 @dataclass(frozen=True)
@@ -84,7 +89,9 @@ class ValueShape:
         assert self.lines is not None
         items = re.findall(r"-?\d*", text)
         items = [i for i in items if i]
-        last_open = partial and bool(items) and bool(re.search(r"[-\d]\Z", text))  # not `$`: it matches before a final newline
+        last_open = (
+            partial and bool(items) and bool(re.search(r"[-\d]\Z", text))
+        )  # not `$`: it matches before a final newline
         for k, item in enumerate(items):
             lo, hi, minus_one = 0, self.lines, False  # insert_line: after line 0 (the top) .. the last line
             if self.key.startswith("array"):  # view_range: a start line, then an end at or after it

@@ -23,7 +23,11 @@ NAME_CHARS = re.compile(rb"[A-Za-z0-9._+@=,-]+")  # a new file's name: ordinary 
 
 def _byte_decoder() -> dict[str, int]:
     """GPT-2's byte-level alphabet, reversed: the character a byte is written as -> the byte."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    bs = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
     cs, n = bs[:], 0
     for b in range(256):
         if b not in bs:

@@ -29,15 +29,22 @@ def main(argv: list[str] | None = None) -> int:
     prompt = [int(t) for t in a.prompt_ids.split(",") if t.strip()]
     t0 = time.perf_counter()
     llm = LLM(
-        model=a.checkpoint, dtype=a.dtype, enforce_eager=True, max_model_len=max(256, len(prompt) + a.max_tokens),
-        max_num_seqs=1, tensor_parallel_size=a.tensor_parallel_size, mamba_ssm_cache_dtype=a.ssm_state_dtype,
-    )  # fmt: skip
+        model=a.checkpoint,
+        dtype=a.dtype,
+        enforce_eager=True,
+        max_model_len=max(256, len(prompt) + a.max_tokens),
+        max_num_seqs=1,
+        tensor_parallel_size=a.tensor_parallel_size,
+        mamba_ssm_cache_dtype=a.ssm_state_dtype,
+    )
     ready = time.perf_counter() - t0
     params = SamplingParams(temperature=0.0, max_tokens=a.max_tokens, ignore_eos=True)
     t1 = time.perf_counter()
     out = llm.generate({"prompt_token_ids": prompt}, params, use_tqdm=False)
     tokens = list(out[0].outputs[0].token_ids)
-    print(json.dumps({"tokens": tokens, "startup_s": ready, "generate_s": time.perf_counter() - t1}), flush=True)
+    print(
+        json.dumps({"tokens": tokens, "startup_s": ready, "generate_s": time.perf_counter() - t1}), flush=True
+    )
     return 0
 
 

@@ -21,10 +21,17 @@ from torch import Tensor
 from clover.model.config import CloverConfig
 from clover.model.load import BLOCK_PARAMS, canonical_name, fuse_ba, fuse_qkvz
 
-_PAIRS = {"in_proj_qkv": "in_proj_qkvz", "in_proj_z": "in_proj_qkvz", "in_proj_b": "in_proj_ba", "in_proj_a": "in_proj_ba"}
+_PAIRS = {
+    "in_proj_qkv": "in_proj_qkvz",
+    "in_proj_z": "in_proj_qkvz",
+    "in_proj_b": "in_proj_ba",
+    "in_proj_a": "in_proj_ba",
+}
 
 
-def clover_to_qwen3_next(weights: Iterable[tuple[str, Tensor]], config: CloverConfig) -> Iterator[tuple[str, Tensor]]:
+def clover_to_qwen3_next(
+    weights: Iterable[tuple[str, Tensor]], config: CloverConfig
+) -> Iterator[tuple[str, Tensor]]:
     pending: dict[str, dict[str, Tensor]] = {}  # '...linear_attn.in_proj_qkvz' -> the halves seen
     for raw, t in weights:
         name = canonical_name(raw)

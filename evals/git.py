@@ -74,7 +74,9 @@ def git(
     path, needs it). With `check`, a failure raises GitError."""
     try:
         data = None if stdin is None else stdin.encode("utf-8")
-        proc = run_git(list(args), str(cwd), env=eval_env(identity), input=data, timeout=timeout, remote=remote)
+        proc = run_git(
+            list(args), str(cwd), env=eval_env(identity), input=data, timeout=timeout, remote=remote
+        )
     except subprocess.TimeoutExpired:
         raise GitError(f"git {args[0]} in {cwd}: no answer after {timeout:.0f} s") from None
     stdout, stderr = proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")

@@ -87,7 +87,9 @@ def reference_tests(ws: Path, base_commit: str, test_patch: str, run: Run | None
     is applied. False when it does not apply."""
     run = run or _run_here(ws)
     files = touched_files(test_patch)
-    at_base = [f for f in files if git(ws, "cat-file", "-e", f"{base_commit}:{f}", check=False).returncode == 0]
+    at_base = [
+        f for f in files if git(ws, "cat-file", "-e", f"{base_commit}:{f}", check=False).returncode == 0
+    ]
     if at_base and run(["git", "checkout", base_commit, "--", *at_base]) != 0:
         return False
     for f in set(files) - set(at_base):
@@ -102,10 +104,22 @@ def reference_tests(ws: Path, base_commit: str, test_patch: str, run: Run | None
 
 def run_pytest(repo: Path, timeout: float = 120) -> dict[str, str]:
     """Run the repo's whole test suite; {test id: PASSED/FAILED/ERROR/...}. Raises TimeoutExpired."""
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONHASHSEED": "0"}
+    env = {
+        **os.environ,
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+        "PYTHONHASHSEED": "0",
+    }
     env.pop("PYTEST_ADDOPTS", None)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "--color=no"],
-                          cwd=repo, env=env, capture_output=True, text=True, timeout=timeout, check=False)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "--color=no"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     results: dict[str, str] = {}
     for status, test_id in _RESULT.findall(proc.stdout):
         results.setdefault(test_id, status)
@@ -115,20 +129,31 @@ def run_pytest(repo: Path, timeout: float = 120) -> dict[str, str]:
 def resolution(results: dict[str, str], row: dict[str, Any]) -> dict[str, Any]:
     """The resolution rule: every FAIL_TO_PASS and every PASS_TO_PASS test passes (and there is at
     least one FAIL_TO_PASS test). Returns the per-test statuses and "resolved"."""
-    f2p, p2p = (json.loads(row[k]) if isinstance(row[k], str) else row[k] for k in ("FAIL_TO_PASS", "PASS_TO_PASS"))
-    report = {"FAIL_TO_PASS": {t: results.get(t, "MISSING") for t in f2p},
-              "PASS_TO_PASS": {t: results.get(t, "MISSING") for t in p2p}}  # fmt: skip
+    f2p, p2p = (
+        json.loads(row[k]) if isinstance(row[k], str) else row[k] for k in ("FAIL_TO_PASS", "PASS_TO_PASS")
+    )
+    report = {
+        "FAIL_TO_PASS": {t: results.get(t, "MISSING") for t in f2p},
+        "PASS_TO_PASS": {t: results.get(t, "MISSING") for t in p2p},
+    }
     statuses = [*report["FAIL_TO_PASS"].values(), *report["PASS_TO_PASS"].values()]
     report["resolved"] = bool(f2p) and all(s == "PASSED" for s in statuses)
     return report
 
 
-def grade(row: dict[str, Any], patch: str, timeout: float = 120.0, work: Path | None = None) -> dict[str, Any]:
+def grade(
+    row: dict[str, Any], patch: str, timeout: float = 120.0, work: Path | None = None
+) -> dict[str, Any]:
     """Apply `patch` in a fresh clone at base_commit, put the reference tests in place, run pytest
     and apply the resolution rule."""
     import tempfile
 
-    report: dict[str, Any] = {"resolved": False, "patch_applied": False, "FAIL_TO_PASS": {}, "PASS_TO_PASS": {}}
+    report: dict[str, Any] = {
+        "resolved": False,
+        "patch_applied": False,
+        "FAIL_TO_PASS": {},
+        "PASS_TO_PASS": {},
+    }
     with tempfile.TemporaryDirectory(prefix="clover-grade-", dir=work) as tmp:
         ws = fresh_clone(row["repo"], row["base_commit"], Path(tmp) / "repo")
         if not apply_patch(ws, patch):

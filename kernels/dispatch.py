@@ -47,7 +47,9 @@ def triton_available() -> bool:
 @functools.cache
 def _impl(kind: str, op: str) -> Callable[..., Any]:
     if kind == "triton" and not triton_available():
-        raise RuntimeError("CLOVER_KERNELS=triton but triton is not installed (pip install 'clover-cli[triton]')")
+        raise RuntimeError(
+            "CLOVER_KERNELS=triton but triton is not installed (pip install 'clover-cli[triton]')"
+        )
     return getattr(importlib.import_module(f"clover.kernels.{kind}.{MODULES[op]}"), op)
 
 
@@ -57,7 +59,11 @@ def get(op: str, device: torch.device | None = None, needs_grad: bool = False) -
     if name == "torch" or op not in TRITON_OPS:
         return _impl("reference", op)
     if name == "triton":
-        if device is not None and device.type != "cuda" and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+        if (
+            device is not None
+            and device.type != "cuda"
+            and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")
+        ):
             raise RuntimeError("CLOVER_KERNELS=triton needs CUDA tensors (or TRITON_INTERPRET=1 on CPU)")
         return _impl("triton", op)
     if device is not None and device.type == "cuda" and not needs_grad and triton_available():

@@ -69,8 +69,18 @@ def render_compact_tools_section(tools: list[dict[str, Any]]) -> str:
         required = set(params.get("required", []))
         names = [p if p in required else f"{p}?" for p in (params.get("properties") or {})]
         lines.append(f"- {fn.get('name', '')}({', '.join(names)})")
-    lines += ["", "Call one with:", "<tool_call>", "<function=NAME>", "<parameter=NAME>", "value",
-              "</parameter>", "</function>", "</tool_call>", "To finish, answer without a tool call."]  # fmt: skip
+    lines += [
+        "",
+        "Call one with:",
+        "<tool_call>",
+        "<function=NAME>",
+        "<parameter=NAME>",
+        "value",
+        "</parameter>",
+        "</function>",
+        "</tool_call>",
+        "To finish, answer without a tool call.",
+    ]
     return "\n".join(lines)
 
 

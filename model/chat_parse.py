@@ -214,7 +214,10 @@ def _scan_tool_call(text: str, start: int, schemas: dict[str, Any] | None) -> tu
         and not text.startswith(CALL_OPEN, after)
         and not any(text.startswith(t, after) for t in END_TOKENS)
     ):
-        call.error = f"expected </tool_call> after the call to {call.name}, got {text[after : after + 40].split(chr(10))[0]!r}"
+        call.error = (
+            f"expected </tool_call> after the call to {call.name}, got "
+            f"{text[after : after + 40].split(chr(10))[0]!r}"
+        )
         end = max(fallback, after)
     # else: a complete call that only lacks </tool_call> (the reply stopped there): kept
     call.raw = text[start:end]

@@ -128,11 +128,17 @@ class CloverConfig:
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")
         if self.torch_dtype not in TORCH_DTYPES:
-            raise ValueError(f"torch_dtype {self.torch_dtype!r} is not a dtype Clover knows ({', '.join(TORCH_DTYPES)})")
+            raise ValueError(
+                f"torch_dtype {self.torch_dtype!r} is not a dtype Clover knows ({', '.join(TORCH_DTYPES)})"
+            )
         if self.decode_order not in DECODE_ORDERS:
-            raise ValueError(f"decode_order must be one of {', '.join(DECODE_ORDERS)}, not {self.decode_order!r}")
+            raise ValueError(
+                f"decode_order must be one of {', '.join(DECODE_ORDERS)}, not {self.decode_order!r}"
+            )
         if not 0 <= self.decode_block_size <= self.block_size:
-            raise ValueError(f"decode_block_size must be 0 (block_size) to {self.block_size}, not {self.decode_block_size}")
+            raise ValueError(
+                f"decode_block_size must be 0 (block_size) to {self.block_size}, not {self.decode_block_size}"
+            )
         if self.early_answer_redos < 0:
             raise ValueError(f"early_answer_redos must be 0 (none) or more, not {self.early_answer_redos}")
         if not 0 <= self.mask_token_id < self.vocab_size:
@@ -268,11 +274,16 @@ _TYPE_CHECKS: dict[str, tuple[str, Any]] = {
     "int": ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
     "float": ("a number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
     "str": ("a string", lambda v: isinstance(v, str)),
-    "int | None": ("an integer or null", lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool))),
+    "int | None": (
+        "an integer or null",
+        lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)),
+    ),
     "list[str]": ("a list of strings", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
-    "list[int]": ("a list of integers",
-                  lambda v: isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)),
-}  # fmt: skip
+    "list[int]": (
+        "a list of integers",
+        lambda v: isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v),
+    ),
+}
 
 
 def _check_types(config: CloverConfig) -> None:

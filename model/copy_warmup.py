@@ -67,8 +67,18 @@ def usage_probs_from_packed(data: Path, vocab: int) -> torch.Tensor:
     return probs / probs.sum()
 
 
-def warm_up(model: CloverForCausalLM, probs: torch.Tensor | None, *, steps: int, target: float, lr: float,
-            batch: int, lengths: tuple[int, int], seed: int, log=print) -> float:  # fmt: skip
+def warm_up(
+    model: CloverForCausalLM,
+    probs: torch.Tensor | None,
+    *,
+    steps: int,
+    target: float,
+    lr: float,
+    batch: int,
+    lengths: tuple[int, int],
+    seed: int,
+    log=print,
+) -> float:
     """Train copying in place; returns the final mean accuracy over the last 100 batches."""
     gen = torch.Generator().manual_seed(seed)
     vocab = model.config.vocab_size
@@ -92,8 +102,10 @@ def warm_up(model: CloverForCausalLM, probs: torch.Tensor | None, *, steps: int,
         accs.append((logits.argmax(-1) == ids[:, n + 1 :]).float().mean().item())
         recent = sum(accs[-100:]) / len(accs[-100:])
         if step % 100 == 0:
-            log(f"step {step:>5}  loss {loss.item():.3f}  copy acc (last 100) {recent:.3f}  "
-                f"{time.monotonic() - start:.0f} s")  # fmt: skip
+            log(
+                f"step {step:>5}  loss {loss.item():.3f}  copy acc (last 100) {recent:.3f}  "
+                f"{time.monotonic() - start:.0f} s"
+            )
         if len(accs) >= 100 and recent >= target:
             log(f"step {step:>5}  copy acc (last 100) {recent:.3f}: target reached")
             break
@@ -102,8 +114,12 @@ def warm_up(model: CloverForCausalLM, probs: torch.Tensor | None, *, steps: int,
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m clover.model.copy_warmup", description=__doc__.split("\n\n")[0])
-    p.add_argument("--init-from", required=True, help="model directory to start from ('embedded': the shipped one)")
+    p = argparse.ArgumentParser(
+        prog="python -m clover.model.copy_warmup", description=__doc__.split("\n\n")[0]
+    )
+    p.add_argument(
+        "--init-from", required=True, help="model directory to start from ('embedded': the shipped one)"
+    )
     p.add_argument("--out", type=Path, required=True, help="model directory to write")
     p.add_argument("--data", type=Path, help="packed data (model.data) whose token use half the rows follow")
     p.add_argument("--steps", type=int, default=3000)
@@ -113,7 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lengths", default="16,48", help="chunk length range, drawn per batch")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--tool-prompt", choices=["full", "compact"], help="set the config's tool_prompt (as the data)")
+    p.add_argument(
+        "--tool-prompt", choices=["full", "compact"], help="set the config's tool_prompt (as the data)"
+    )
     a = p.parse_args(argv)
     try:
         lo, hi = (int(x) for x in a.lengths.split(","))
@@ -132,7 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     except (CheckpointError, OSError, KeyError) as exc:
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
-    acc = warm_up(model, probs, steps=a.steps, target=a.target, lr=a.lr, batch=a.batch, lengths=(lo, hi), seed=a.seed)
+    acc = warm_up(
+        model, probs, steps=a.steps, target=a.target, lr=a.lr, batch=a.batch, lengths=(lo, hi), seed=a.seed
+    )
     save_checkpoint(model, a.out)
     if (source / "tokenizer.json").is_file():
         shutil.copyfile(source / "tokenizer.json", a.out / "tokenizer.json")

@@ -34,7 +34,9 @@ EOT = "<|endoftext|>"
 Doc = tuple[str, list[tuple[int, int]] | None]  # text, target char spans (None: every token)
 
 
-def encode_doc(tokenizer: Any, text: str, spans: list[tuple[int, int]] | None) -> tuple[list[int], list[bool]]:
+def encode_doc(
+    tokenizer: Any, text: str, spans: list[tuple[int, int]] | None
+) -> tuple[list[int], list[bool]]:
     """Token ids of `text` and, per token, whether it is a target (inside a span by its start)."""
     enc = tokenizer.encode(text, add_special_tokens=False)
     if spans is None:
@@ -82,7 +84,7 @@ def end_aligned(
         raise ValueError(f"end-aligned rows need a sequence length of 2 or more, not {seq_len}")
     rows_ids, rows_tgt = [], []
     for doc_ids, doc_target in docs:
-        ids, tgt = doc_ids[-(seq_len - 1):], doc_target[-(seq_len - 1):]
+        ids, tgt = doc_ids[-(seq_len - 1) :], doc_target[-(seq_len - 1) :]
         pad = seq_len - len(ids)
         rows_ids.append([pad_id] * pad + ids)
         rows_tgt.append([False] * pad + tgt)
@@ -122,7 +124,9 @@ def usage_probs(docs: list[tuple[list[int], list[bool]]], vocab: int, first_id: 
     """Token probabilities as `docs` use them, sqrt-flattened, special tokens (< first_id) excluded.
     For copying rows: the copy-to-output map is learnt per token, and uniform draws over the whole
     vocabulary would spend most rows on tokens the agent never writes."""
-    counts = torch.bincount(torch.tensor([t for ids, _ in docs for t in ids], dtype=torch.long), minlength=vocab)
+    counts = torch.bincount(
+        torch.tensor([t for ids, _ in docs for t in ids], dtype=torch.long), minlength=vocab
+    )
     counts[:first_id] = 0
     probs = counts.float().sqrt()
     return probs / probs.sum()
@@ -199,8 +203,10 @@ def build(
     eot = tok.token_to_id(EOT)
     if eot is None:
         raise ValueError(f"{tokenizer_path}: no {EOT} token")
-    traj = [encode_doc(tok, text, None if all_targets else spans)
-            for text, spans in read_trajectories(trajectories, render, seed, variants)]  # fmt: skip
+    traj = [
+        encode_doc(tok, text, None if all_targets else spans)
+        for text, spans in read_trajectories(trajectories, render, seed, variants)
+    ]
     traj_tokens = sum(len(i) for i, _ in traj)
     # code tokens ~ code_fraction of the mix; ~3.5 characters per token for Python source
     want_code = int(traj_tokens * code_fraction / max(1e-9, 1 - code_fraction)) if traj else 2_000_000
@@ -263,14 +269,25 @@ def make_parser(prog: str = "python -m clover.model.data") -> argparse.ArgumentP
     parser.add_argument("--seq", type=int, default=2048)
     parser.add_argument("--code-fraction", type=float, default=0.25)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--align", choices=["pack", "end"], default="pack",
-                        help="trajectories packed, or one end-aligned row each")
-    parser.add_argument("--all-targets", action="store_true",
-                        help="loss on every trajectory token, not only the assistant's: more signal per step, "
-                             "but a small agent model then over-copies (keeps copying past a name); the "
-                             "embedded model's last phase is assistant-only")
-    parser.add_argument("--copy-fraction", type=float, default=0.0,
-                        help="share of synthetic copying rows (random chunks repeated), --align end only")
+    parser.add_argument(
+        "--align",
+        choices=["pack", "end"],
+        default="pack",
+        help="trajectories packed, or one end-aligned row each",
+    )
+    parser.add_argument(
+        "--all-targets",
+        action="store_true",
+        help="loss on every trajectory token, not only the assistant's: more signal per step, "
+        "but a small agent model then over-copies (keeps copying past a name); the "
+        "embedded model's last phase is assistant-only",
+    )
+    parser.add_argument(
+        "--copy-fraction",
+        type=float,
+        default=0.0,
+        help="share of synthetic copying rows (random chunks repeated), --align end only",
+    )
     return parser
 
 
@@ -294,9 +311,19 @@ def run(
     """Build the packed data for parsed options; prints the meta. Exit code 1 on bad data."""
     start = time.perf_counter()
     try:
-        meta = build(args.tokenizer, args.trajectories, args.out, seq_len=args.seq,
-                     code_fraction=args.code_fraction, seed=args.seed, render=render, align=args.align,
-                     all_targets=args.all_targets, variants=variants, copy_fraction=args.copy_fraction)  # fmt: skip
+        meta = build(
+            args.tokenizer,
+            args.trajectories,
+            args.out,
+            seq_len=args.seq,
+            code_fraction=args.code_fraction,
+            seed=args.seed,
+            render=render,
+            align=args.align,
+            all_targets=args.all_targets,
+            variants=variants,
+            copy_fraction=args.copy_fraction,
+        )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

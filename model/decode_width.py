@@ -70,7 +70,10 @@ def choose_width(config: CloverConfig, device: object = "cpu") -> WidthChoice:
                 best, gain = w, g
     if gain < MARGIN:
         r4, r8 = traffic_ratio(config, 4), traffic_ratio(config, 8)
-        return WidthChoice(1, f"big MoE: forwards of 4 / 8 tokens read {r4:.1f}x / {r8:.1f}x the weights of one, "
-                              f"more than a Clover decoder's {EXPECTED_TPF[4]:.2f}x / {EXPECTED_TPF[8]:.2f}x "
-                              "tokens per forward there")  # fmt: skip
+        return WidthChoice(
+            1,
+            f"big MoE: forwards of 4 / 8 tokens read {r4:.1f}x / {r8:.1f}x the weights of one, "
+            f"more than a Clover decoder's {EXPECTED_TPF[4]:.2f}x / {EXPECTED_TPF[8]:.2f}x "
+            "tokens per forward there",
+        )
     return WidthChoice(best, f"big MoE: expected {gain:.2f}x B = 1 at width {best}")

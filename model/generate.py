@@ -227,7 +227,9 @@ def generate(
             raise ValueError("a given cache needs exactly one prompt (batch size 1, no padding)")
         cached = cache.pos
         if cached > prefix.shape[1]:
-            raise ValueError(f"the cache holds {cached} tokens, more than the prompt's {prefix.shape[1]} in whole blocks")
+            raise ValueError(
+                f"the cache holds {cached} tokens, more than the prompt's {prefix.shape[1]} in whole blocks"
+            )
         model.prefill(prefix[:, cached:], cache)
     prompt_snapshot = cache.snapshot()
     t_prefill = time.perf_counter() - t0
@@ -239,7 +241,9 @@ def generate(
     reasons = ["length"] * n
     done = [False] * n  # stopped or out of budget
     pending: list[Tensor] = []  # finished blocks not yet committed
-    drafts = [DraftIndex(p, s.draft_ngram) for p in prompts] if s.draft_ngram and b > 1 and not verify else None
+    drafts = (
+        [DraftIndex(p, s.draft_ngram) for p in prompts] if s.draft_ngram and b > 1 and not verify else None
+    )
     rows_for = getattr(constraint, "verify_rows", None) if verify else None
     drafted = 0  # tokens accepted on a draft's agreement below the threshold
     rounds_per_block: list[int] = []
@@ -254,7 +258,9 @@ def generate(
             block, frozen, extra_ban, bias = _steer(constraint(blk, block, open_, given))
         block, stop_at = _fill_after_stop(block, open_, stop_ids, mask_id)
         rnd = 0
-        guess: Tensor | None = None  # verify, fused rounds: this round's logits, from the last round's forward
+        guess: Tensor | None = (
+            None  # verify, fused rounds: this round's logits, from the last round's forward
+        )
         while (block == mask_id).any():
             masked = block == mask_id
             spans = None
@@ -279,11 +285,24 @@ def generate(
                 draft = spec = None
                 if logits is not None:
                     steered = logits.masked_fill(banned, float("-inf"))
-                    draft, score = propose(steered if bias is None else steered + bias.to(steered.dtype), s, gen)
+                    draft, score = propose(
+                        steered if bias is None else steered + bias.to(steered.dtype), s, gen
+                    )
                     if s.fused_rounds:
                         spec, given = speculate(block, masked, draft, score, spans)
-                accept, tok, nxt = verified_round(model, cache, block, masked, spans, draft, banned, bias,
-                                                  _rows(rows_for, open_), ban, spec=spec)
+                accept, tok, nxt = verified_round(
+                    model,
+                    cache,
+                    block,
+                    masked,
+                    spans,
+                    draft,
+                    banned,
+                    bias,
+                    _rows(rows_for, open_),
+                    ban,
+                    spec=spec,
+                )
                 # kept only when the check kept every guessed token: a guess made after a token the
                 # check rejected drafts worse than a fresh round
                 guess = nxt if spec is not None and not (given & ~(accept & (tok == draft))).any() else None
@@ -294,7 +313,9 @@ def generate(
                 accept = select(score, choosable, s, frozen)
                 if drafts is not None:
                     plain = accept
-                    accept = select(score, choosable, s, frozen, _agreement(drafts, out, block, open_, masked, tok))
+                    accept = select(
+                        score, choosable, s, frozen, _agreement(drafts, out, block, open_, masked, tok)
+                    )
                     drafted += int((accept & ~plain).sum())
             block = torch.where(accept, tok, block)
             if constraint is not None:

@@ -20,8 +20,12 @@ from pathlib import Path
 
 from safetensors.torch import load_file, save_file
 
-ZEROED = ("linear_attn.out_proj.weight", "self_attn.o_proj.weight", "mlp.experts.down_proj",
-          "mlp.shared_expert.down_proj.weight")  # fmt: skip
+ZEROED = (
+    "linear_attn.out_proj.weight",
+    "self_attn.o_proj.weight",
+    "mlp.experts.down_proj",
+    "mlp.shared_expert.down_proj.weight",
+)
 
 
 def deepen(config: dict, state: dict, period: int) -> tuple[dict, dict]:
@@ -51,7 +55,13 @@ def deepen(config: dict, state: dict, period: int) -> tuple[dict, dict]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m clover.model.grow", description=__doc__.split("\n\n")[0])
-    p.add_argument("--from", dest="src", type=Path, required=True, help="checkpoint directory (config.json, model.safetensors)")
+    p.add_argument(
+        "--from",
+        dest="src",
+        type=Path,
+        required=True,
+        help="checkpoint directory (config.json, model.safetensors)",
+    )
     p.add_argument("--to", dest="dst", type=Path, required=True, help="where to write the deeper checkpoint")
     p.add_argument("--period", type=int, default=0, help="layers per copied run (0: full_attention_interval)")
     a = p.parse_args(argv)

@@ -117,10 +117,19 @@ class _SkipRandomInit(TorchFunctionMode):
     device: there is nothing to initialise, and torch runs meta `normal_` through its Python
     reference implementation, ~4 ms a call (~2 s for the 35B model's modules)."""
 
-    SKIPPED = frozenset((
-        Tensor.normal_, Tensor.uniform_, nn.init.normal_, nn.init.uniform_, nn.init.kaiming_uniform_,
-        nn.init.kaiming_normal_, nn.init.trunc_normal_, nn.init.xavier_uniform_, nn.init.xavier_normal_,
-    ))  # fmt: skip
+    SKIPPED = frozenset(
+        (
+            Tensor.normal_,
+            Tensor.uniform_,
+            nn.init.normal_,
+            nn.init.uniform_,
+            nn.init.kaiming_uniform_,
+            nn.init.kaiming_normal_,
+            nn.init.trunc_normal_,
+            nn.init.xavier_uniform_,
+            nn.init.xavier_normal_,
+        )
+    )
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if func in self.SKIPPED:
@@ -146,7 +155,9 @@ def _index(files: list[Path], scheme: QuantScheme | None) -> dict[str, tuple[_So
         quantized = sorted(k for k in found if k.endswith(_QUANT_LEAVES))
         if quantized:
             named = next((k for k in quantized if k.endswith((".qweight", "scale_inv"))), quantized[0])
-            raise CheckpointError(f"quantized tensors (e.g. {named}) but config.json has no quantization_config")
+            raise CheckpointError(
+                f"quantized tensors (e.g. {named}) but config.json has no quantization_config"
+            )
         return found
     try:
         return group_tensors(found, scheme)
@@ -165,7 +176,9 @@ class _Plan(NamedTuple):
     fused_gdn: dict[str, _Source]  # '...linear_attn.in_proj_qkvz|in_proj_ba' -> source
 
 
-def _plan(tensors: dict[str, tuple[_Source, tuple[int, ...]]], expected: dict[str, torch.Size], config) -> _Plan:
+def _plan(
+    tensors: dict[str, tuple[_Source, tuple[int, ...]]], expected: dict[str, torch.Size], config
+) -> _Plan:
     """Route every checkpoint tensor to the parameter(s) it fills; check names and shapes."""
     plan = _Plan({}, {}, {})
     shapes: dict[str, tuple[int, ...]] = {}
@@ -203,7 +216,9 @@ def _plan(tensors: dict[str, tuple[_Source, tuple[int, ...]]], expected: dict[st
             unknown.append(raw)
             continue
         if shape != tuple(expected[name]):
-            raise CheckpointError(f"{name}: shape {shape} in the checkpoint, {tuple(expected[name])} expected")
+            raise CheckpointError(
+                f"{name}: shape {shape} in the checkpoint, {tuple(expected[name])} expected"
+            )
         plan.whole[name] = src
         shapes[name] = shape
     if unknown:
@@ -223,15 +238,20 @@ def _plan(tensors: dict[str, tuple[_Source, tuple[int, ...]]], expected: dict[st
                 raise CheckpointError(f"{prefix}: both per-expert and fused {leaf} weights")
             shapes[f"{prefix}.{leaf}"] = tuple(expected[f"{prefix}.{leaf}"])
     missing = sorted(
-        n for n in expected if n not in shapes and not n.endswith(BLOCK_PARAMS)
+        n
+        for n in expected
+        if n not in shapes
+        and not n.endswith(BLOCK_PARAMS)
         and not (n == "lm_head.weight" and config.tie_word_embeddings)
-    )  # fmt: skip
+    )
     if missing:
         raise CheckpointError(f"weights do not match the config: {len(missing)} missing (e.g. {missing[:3]})")
     return plan
 
 
-def _stream(plan: _Plan, config: CloverConfig, dtype: torch.dtype, dev_of, placer: Placer) -> Iterator[tuple[str, Tensor]]:
+def _stream(
+    plan: _Plan, config: CloverConfig, dtype: torch.dtype, dev_of, placer: Placer
+) -> Iterator[tuple[str, Tensor]]:
     """(parameter name, tensor on its device in `dtype`), in file order. A tensor already in `dtype`
     bound for the CPU is mapped from the file (no copy); a per-expert tensor is read straight into its
     slice of the fused tensor; anything else through one temporary tensor. Quantized weights, and
@@ -294,11 +314,19 @@ def _stream(plan: _Plan, config: CloverConfig, dtype: torch.dtype, dev_of, place
                     continue
                 dev = torch.device(dev_of(name))
                 if name not in buffers:
-                    shape = (count, *((config.hidden_size, inter) if leaf == "down_proj"
-                             else (2 * inter, config.hidden_size)))  # fmt: skip
+                    shape = (
+                        count,
+                        *(
+                            (config.hidden_size, inter)
+                            if leaf == "down_proj"
+                            else (2 * inter, config.hidden_size)
+                        ),
+                    )
                     buffers[name] = torch.empty(shape, dtype=dtype, device=dev)
                     left[name] = count * (1 if leaf == "down_proj" else 2)
-                rows = {"gate_proj": slice(0, inter), "up_proj": slice(inter, 2 * inter)}.get(part, slice(None))
+                rows = {"gate_proj": slice(0, inter), "up_proj": slice(inter, 2 * inter)}.get(
+                    part, slice(None)
+                )
                 dst = buffers[name][i, rows]  # contiguous: whole rows of one expert
                 if direct(src.info, dev):
                     read_into(reader.handle(src.path), src.info, dst)

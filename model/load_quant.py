@@ -36,8 +36,13 @@ INT4_GROUP = 128  # the largest group tried on load (what GPTQ / AWQ checkpoints
 # Kept dense whatever `quantize` says: the router and the shared expert's gate (tiny, and a routing
 # decision flips on a small error), GDN's b / a projections (one value per head, tiny), and the
 # embedding (a lookup reads a few rows, not the matrix; mapped from the file it costs little memory).
-KEEP_DENSE = ("mlp.gate.weight", "shared_expert_gate.weight", "in_proj_b.weight", "in_proj_a.weight",
-              "embed_tokens.weight")  # fmt: skip
+KEEP_DENSE = (
+    "mlp.gate.weight",
+    "shared_expert_gate.weight",
+    "in_proj_b.weight",
+    "in_proj_a.weight",
+    "embed_tokens.weight",
+)
 EXPERT_LEAVES = ("experts.gate_up_proj", "experts.down_proj")
 
 
@@ -61,7 +66,9 @@ class Placer:
     """Turns each weight read by the loader into what runs: a dense tensor (returned to the loader),
     or a quantized module installed in `model`."""
 
-    def __init__(self, model: nn.Module, quantize: str | None, dtype: torch.dtype, dev_of: Callable[[str], str]) -> None:
+    def __init__(
+        self, model: nn.Module, quantize: str | None, dtype: torch.dtype, dev_of: Callable[[str], str]
+    ) -> None:
         if quantize is not None and quantize not in QUANTIZE_MODES:
             raise ValueError(f"quantize must be one of {', '.join(QUANTIZE_MODES)} or None, not {quantize!r}")
         self.model, self.quantize, self.dtype, self.dev_of = model, quantize, dtype, dev_of
@@ -152,7 +159,12 @@ class Placer:
 
     def _install_experts(self, prefix: str) -> None:
         up, down = self._stacks.get(f"{prefix}.gate_up_proj"), self._stacks.get(f"{prefix}.down_proj")
-        if up is None or down is None or self._left[f"{prefix}.gate_up_proj"] or self._left[f"{prefix}.down_proj"]:
+        if (
+            up is None
+            or down is None
+            or self._left[f"{prefix}.gate_up_proj"]
+            or self._left[f"{prefix}.down_proj"]
+        ):
             return
         parent, _, leaf = prefix.rpartition(".")
         setattr(self.model.get_submodule(parent), leaf, QuantExperts(up, down))

@@ -134,10 +134,15 @@ class CloverForCausalLM(nn.Module):
         clean_mask, noisy_mask = build_masks(past, tc, noisy_offset, nb, b, key_valid, dev)
         rope = self.model.rotary_emb
         ctx = ForwardContext(
-            past=past, clean_len=tc, noisy_offset=noisy_offset, commit=commit,
-            chunk_size=chunk_size, clean_mask=clean_mask, noisy_mask=noisy_mask,
+            past=past,
+            clean_len=tc,
+            noisy_offset=noisy_offset,
+            commit=commit,
+            chunk_size=chunk_size,
+            clean_mask=clean_mask,
+            noisy_mask=noisy_mask,
             clean_valid=key_valid[:, past:] if key_valid is not None else None,
-        )  # fmt: skip
+        )
         if tc:
             ctx.clean_rope = rope((past + torch.arange(tc, device=dev) - pad).clamp(min=0))
         if nb:
@@ -160,8 +165,9 @@ class CloverForCausalLM(nn.Module):
         h, _ = self._run(input_ids, None, None, commit=False)
         return self.lm_head(h)
 
-    def forward_train(self, x_t: Tensor, x_0: Tensor, block_size: int, select: Tensor | None = None,
-                      causal: bool = False) -> Tensor | tuple[Tensor, Tensor]:  # fmt: skip
+    def forward_train(
+        self, x_t: Tensor, x_0: Tensor, block_size: int, select: Tensor | None = None, causal: bool = False
+    ) -> Tensor | tuple[Tensor, Tensor]:
         """Block-diffusion training forward (BD3-LM x_t ⊕ x_0). x_t, x_0 [N, T], T a multiple of
         block_size. Returns logits [N, T, V] where logits[:, i] predicts x_0[:, i] (row 0 is zeros:
         nothing precedes it). A block's first row comes from the clean stream (the committed

@@ -64,7 +64,9 @@ def _move_ctx(ctx, device: torch.device):
         value = getattr(ctx, f.name)
         if isinstance(value, Tensor) and value.device != device:
             changes[f.name] = value.to(device)
-        elif isinstance(value, tuple) and value and isinstance(value[0], Tensor) and value[0].device != device:
+        elif (
+            isinstance(value, tuple) and value and isinstance(value[0], Tensor) and value[0].device != device
+        ):
             changes[f.name] = tuple(v.to(device) for v in value)
     return dataclasses.replace(ctx, **changes) if changes else ctx
 

@@ -51,7 +51,11 @@ class QuantScheme:
     @property
     def parts(self) -> tuple[str, ...]:
         """The companion tensors of one quantized weight `X`: X.<part>."""
-        return ("weight", "weight_scale_inv") if self.method == "fp8" else ("qweight", "qzeros", "scales", "g_idx")
+        return (
+            ("weight", "weight_scale_inv")
+            if self.method == "fp8"
+            else ("qweight", "qzeros", "scales", "g_idx")
+        )
 
 
 def scheme_from_config(raw: dict[str, Any]) -> QuantScheme | None:
@@ -72,14 +76,20 @@ def scheme_from_config(raw: dict[str, Any]) -> QuantScheme | None:
         return _fp8_scheme(qc)
     bits = qc.get("bits", qc.get("w_bit"))
     if bits != 4:
-        raise QuantConfigError(f"quantization_config: {method} with {bits} bits is not supported (only 4-bit)")
+        raise QuantConfigError(
+            f"quantization_config: {method} with {bits} bits is not supported (only 4-bit)"
+        )
     group = qc.get("group_size", qc.get("q_group_size", 128))
     if not isinstance(group, int) or group <= 0:
-        raise QuantConfigError(f"quantization_config: group_size {group!r} is not supported (a positive group)")
+        raise QuantConfigError(
+            f"quantization_config: group_size {group!r} is not supported (a positive group)"
+        )
     if method == "awq":
         version = str(qc.get("version", "gemm")).lower()
         if version != "gemm":
-            raise QuantConfigError(f"quantization_config: AWQ version {version!r} is not supported (only gemm)")
+            raise QuantConfigError(
+                f"quantization_config: AWQ version {version!r} is not supported (only gemm)"
+            )
         if qc.get("zero_point", True) is not True:
             raise QuantConfigError("quantization_config: AWQ without zero points is not supported")
         return QuantScheme("awq", group_size=group)
@@ -96,11 +106,15 @@ def _fp8_scheme(qc: dict[str, Any]) -> QuantScheme:
     if fmt != "e4m3":
         raise QuantConfigError(f"quantization_config: fp8 format {fmt!r} is not supported (only e4m3)")
     if str(qc.get("activation_scheme", "dynamic")).lower() != "dynamic":
-        raise QuantConfigError("quantization_config: static fp8 activation scales are not supported (only dynamic)")
+        raise QuantConfigError(
+            "quantization_config: static fp8 activation scales are not supported (only dynamic)"
+        )
     block = qc.get("weight_block_size")
     ok = isinstance(block, list) and len(block) == 2 and all(isinstance(b, int) and b > 0 for b in block)
     if not ok:
-        raise QuantConfigError(f"quantization_config: fp8 weight_block_size {block!r} is not supported ([rows, cols])")
+        raise QuantConfigError(
+            f"quantization_config: fp8 weight_block_size {block!r} is not supported ([rows, cols])"
+        )
     return QuantScheme("fp8", block=(block[0], block[1]))
 
 
@@ -171,15 +185,21 @@ def _source(name: str, parts: dict[str, Part], scheme: QuantScheme) -> QuantSour
     if scheme.method == "fp8":
         shape = parts["weight"].info.shape
         if parts["weight"].info.dtype != torch.float8_e4m3fn:
-            raise QuantConfigError(f"{name}: fp8 weight stored as {parts['weight'].info.dtype}, not float8_e4m3fn")
+            raise QuantConfigError(
+                f"{name}: fp8 weight stored as {parts['weight'].info.dtype}, not float8_e4m3fn"
+            )
         bn, bk = scheme.block
         want = (*shape[:-2], math.ceil(shape[-2] / bn), math.ceil(shape[-1] / bk))
         if parts["weight_scale_inv"].info.shape != want:
-            raise QuantConfigError(f"{name}: weight_scale_inv shape {parts['weight_scale_inv'].info.shape}, {want} expected")
+            raise QuantConfigError(
+                f"{name}: weight_scale_inv shape {parts['weight_scale_inv'].info.shape}, {want} expected"
+            )
         return QuantSource(scheme, parts, shape)
     qw = parts["qweight"].info
     if qw.dtype != torch.int32 or len(qw.shape) != 2:
-        raise QuantConfigError(f"{name}: qweight must be a 2-D int32 tensor, found {qw.dtype} {list(qw.shape)}")
+        raise QuantConfigError(
+            f"{name}: qweight must be a 2-D int32 tensor, found {qw.dtype} {list(qw.shape)}"
+        )
     n, k = (qw.shape[1], qw.shape[0] * 8) if scheme.method == "gptq" else (qw.shape[1] * 8, qw.shape[0])
     g = scheme.group_size
     if k % g or n % 8:
@@ -202,14 +222,18 @@ def _nibbles(words: Tensor) -> Tensor:
     return ((words[..., None] >> shifts) & 0xF).to(torch.uint8)
 
 
-def decode_gptq(qweight: Tensor, qzeros: Tensor, scales: Tensor, g_idx: Tensor | None, scheme: QuantScheme) -> Int4Codes:
+def decode_gptq(
+    qweight: Tensor, qzeros: Tensor, scales: Tensor, g_idx: Tensor | None, scheme: QuantScheme
+) -> Int4Codes:
     kw, n = qweight.shape
     k, g = kw * 8, scheme.group_size
     if g_idx is not None and not torch.equal(g_idx.long(), torch.arange(k) // g):
         raise QuantConfigError("GPTQ g_idx is not k // group_size (act-order weights are not supported)")
     zeros = _nibbles(qzeros).reshape(k // g, n).t().float() + scheme.zero_offset
     # qweight is Int4Codes' `kwords` as it is: word i of a column holds rows 8i..8i+7
-    return Int4Codes(None, scales.float().t().contiguous(), zeros.contiguous(), g, kwords=qweight.contiguous())
+    return Int4Codes(
+        None, scales.float().t().contiguous(), zeros.contiguous(), g, kwords=qweight.contiguous()
+    )
 
 
 def decode_awq(qweight: Tensor, qzeros: Tensor, scales: Tensor, scheme: QuantScheme) -> Int4Codes:
@@ -272,8 +296,12 @@ def encode_gptq(q: Int4Codes, zero_offset: int = 1) -> dict[str, Tensor]:
     qweight = _words(q.codes.t().reshape(k // 8, 8, n).transpose(1, 2))
     z = (q.zeros.round().to(torch.int32) - zero_offset).clamp(0, 15).t().reshape(k // g, n // 8, 8)
     qzeros = _words(z)
-    return {"qweight": qweight, "qzeros": qzeros, "scales": q.scales.t().to(torch.float16).contiguous(),
-            "g_idx": (torch.arange(k) // g).to(torch.int32)}  # fmt: skip
+    return {
+        "qweight": qweight,
+        "qzeros": qzeros,
+        "scales": q.scales.t().to(torch.float16).contiguous(),
+        "g_idx": (torch.arange(k) // g).to(torch.int32),
+    }
 
 
 def encode_awq(q: Int4Codes) -> dict[str, Tensor]:
@@ -284,8 +312,11 @@ def encode_awq(q: Int4Codes) -> dict[str, Tensor]:
     def pack(rows: Tensor) -> Tensor:  # [R, N] -> [R, N/8]
         return _words(rows.to(torch.int32).reshape(rows.shape[0], n // 8, 8)[..., order])
 
-    return {"qweight": pack(q.codes.t()), "qzeros": pack(q.zeros.round().t()),
-            "scales": q.scales.t().to(torch.float16).contiguous()}  # fmt: skip
+    return {
+        "qweight": pack(q.codes.t()),
+        "qzeros": pack(q.zeros.round().t()),
+        "scales": q.scales.t().to(torch.float16).contiguous(),
+    }
 
 
 def encode_fp8(w: Tensor, block: tuple[int, int]) -> tuple[Tensor, Tensor]:

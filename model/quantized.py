@@ -40,8 +40,14 @@ class Int4Codes:
     nibble j holding row 8i + j (GPTQ's qweight as stored); the CPU packer reads those words directly
     (~10x faster than unpacking), and `codes` unpacks them only when asked."""
 
-    def __init__(self, codes: Tensor | None, scales: Tensor, zeros: Tensor, group_size: int,
-                 kwords: Tensor | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        codes: Tensor | None,
+        scales: Tensor,
+        zeros: Tensor,
+        group_size: int,
+        kwords: Tensor | None = None,
+    ) -> None:
         if (codes is None) == (kwords is None):
             raise ValueError("Int4Codes needs codes or kwords, not both")
         self._codes, self.kwords = codes, kwords
@@ -100,7 +106,9 @@ def _by_rows(w: Tensor, fn) -> list[Tensor]:
     """fn over chunks of ROW_CHUNK rows of `w` (a matrix, or a stack along its first dimension),
     each output concatenated along the rows."""
     chunks = [fn(w[..., i : i + ROW_CHUNK, :]) for i in range(0, w.shape[-2], ROW_CHUNK)]
-    return [torch.cat(parts, dim=-2 if parts[0].dim() == w.dim() else -1) for parts in zip(*chunks, strict=True)]
+    return [
+        torch.cat(parts, dim=-2 if parts[0].dim() == w.dim() else -1) for parts in zip(*chunks, strict=True)
+    ]
 
 
 def quantize_int4(w: Tensor, group_size: int) -> Int4Codes:
@@ -156,7 +164,9 @@ def _cpu_layout_from_kwords(kwords: Tensor) -> Tensor:
     out = torch.empty(n // CPU_BLOCK_N, k8, 8, CPU_BLOCK_N // 2, dtype=torch.uint8)
     for j in range(8):  # row 8i + j of every word
         plane = torch.bitwise_and(torch.bitwise_right_shift(kw, 4 * j), 15).view(k8, n // CPU_BLOCK_N, 2, -1)
-        out[:, :, j] = torch.bitwise_or(plane[:, :, 0], torch.bitwise_left_shift(plane[:, :, 1], 4)).permute(1, 0, 2)
+        out[:, :, j] = torch.bitwise_or(plane[:, :, 0], torch.bitwise_left_shift(plane[:, :, 1], 4)).permute(
+            1, 0, 2
+        )
     return out.view(n, k8 * 4)
 
 
@@ -164,7 +174,9 @@ def _cpu_layout_from_kwords(kwords: Tensor) -> Tensor:
 def _cpu_layout_ok() -> bool:
     """Do `_cpu_layout` and `_cpu_layout_from_kwords` reproduce this torch build's packing? (else the
     op packs, slowly)."""
-    q = torch.randint(0, 16, (2 * CPU_BLOCK_N, 64), generator=torch.Generator().manual_seed(0), dtype=torch.int32)
+    q = torch.randint(
+        0, 16, (2 * CPU_BLOCK_N, 64), generator=torch.Generator().manual_seed(0), dtype=torch.int32
+    )
     want = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
     words = q.t().reshape(8, 8, -1)  # [K/8, 8, N]: nibble j of word i is row 8i + j
     kwords = sum(words[:, j] << (4 * j) for j in range(8))
@@ -176,7 +188,9 @@ def _pack_int4_one(q: Int4Codes, dtype: torch.dtype, device) -> tuple[Tensor, Te
     rows = q.shape[0]
     if torch.device(device).type == "cuda":
         codes = q.codes.to(device=device, dtype=torch.int32)
-        nibbles = (codes[:, ::2] << 4 | codes[:, 1::2]).to(torch.uint8)  # tinygemm: even column in the high nibble
+        nibbles = (codes[:, ::2] << 4 | codes[:, 1::2]).to(
+            torch.uint8
+        )  # tinygemm: even column in the high nibble
         packed = torch.ops.aten._convert_weight_to_int4pack(nibbles, CUDA_INNER_K_TILES)
     elif rows % CPU_BLOCK_N == 0 and _cpu_layout_ok():
         packed = _cpu_layout_from_kwords(q.kwords) if q.kwords is not None else _cpu_layout(q.codes)
@@ -199,7 +213,9 @@ class PackedWeight(nn.Module):
     its device's kernel (kind int4 or int8; "dense" for an expert stack whose shape no kernel takes).
     `mm(x, e)` is x [M, K] @ W[e].T in the activation dtype `dtype`."""
 
-    def __init__(self, kind: str, data: Tensor, scale: Tensor, shape: tuple[int, ...], group_size: int = 0) -> None:
+    def __init__(
+        self, kind: str, data: Tensor, scale: Tensor, shape: tuple[int, ...], group_size: int = 0
+    ) -> None:
         super().__init__()
         self.kind, self.shape, self.group_size = kind, tuple(shape), group_size
         self.register_buffer("data", data)
@@ -210,31 +226,49 @@ class PackedWeight(nn.Module):
         if len(q.shape) == 2:
             data, scale = _pack_int4_one(q, dtype, device)
         else:
-            parts = [_pack_int4_one(Int4Codes(q.codes[e], q.scales[e], q.zeros[e], q.group_size), dtype, device)
-                     for e in range(q.shape[0])]  # fmt: skip
+            parts = [
+                _pack_int4_one(Int4Codes(q.codes[e], q.scales[e], q.zeros[e], q.group_size), dtype, device)
+                for e in range(q.shape[0])
+            ]
             data, scale = torch.stack([p[0] for p in parts]), torch.stack([p[1] for p in parts])
         return cls("int4", data, scale, q.shape, q.group_size)
 
     @classmethod
-    def int8(cls, codes: Tensor, scales: Tensor, dtype: torch.dtype, device: torch.device | str) -> PackedWeight:
-        return cls("int8", codes.to(device).contiguous(), scales.to(device=device, dtype=dtype).contiguous(),
-                   tuple(codes.shape))  # fmt: skip
+    def int8(
+        cls, codes: Tensor, scales: Tensor, dtype: torch.dtype, device: torch.device | str
+    ) -> PackedWeight:
+        return cls(
+            "int8",
+            codes.to(device).contiguous(),
+            scales.to(device=device, dtype=dtype).contiguous(),
+            tuple(codes.shape),
+        )
 
     @classmethod
-    def empty_stack(cls, kind: str, count: int, rows: int, cols: int, group_size: int, dtype, device) -> PackedWeight:
+    def empty_stack(
+        cls, kind: str, count: int, rows: int, cols: int, group_size: int, dtype, device
+    ) -> PackedWeight:
         """E uninitialised slots, filled by `put` one expert at a time (a layer is never whole in
         floating point while it loads)."""
         if kind == "int4":
-            probe = Int4Codes(torch.zeros(rows, cols, dtype=torch.uint8), torch.ones(rows, cols // group_size),
-                              torch.zeros(rows, cols // group_size), group_size)  # fmt: skip
+            probe = Int4Codes(
+                torch.zeros(rows, cols, dtype=torch.uint8),
+                torch.ones(rows, cols // group_size),
+                torch.zeros(rows, cols // group_size),
+                group_size,
+            )
             data, scale = _pack_int4_one(probe, dtype, device)
         elif kind == "int8":
             data, scale = torch.empty(rows, cols, dtype=torch.int8), torch.empty(rows, dtype=dtype)
         else:  # dense: a shape no quantized kernel takes, kept in the activation dtype
             data, scale = torch.empty(rows, cols, dtype=dtype), torch.empty(0, dtype=dtype)
-        stack = cls(kind, torch.empty(count, *data.shape, dtype=data.dtype, device=device),
-                    torch.empty(count, *scale.shape, dtype=scale.dtype, device=device), (count, rows, cols),
-                    group_size)  # fmt: skip
+        stack = cls(
+            kind,
+            torch.empty(count, *data.shape, dtype=data.dtype, device=device),
+            torch.empty(count, *scale.shape, dtype=scale.dtype, device=device),
+            (count, rows, cols),
+            group_size,
+        )
         return stack
 
     def put(self, e: int, value: Int4Codes | tuple[Tensor, Tensor]) -> None:

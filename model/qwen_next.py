@@ -42,4 +42,6 @@ def fuse_qkvz(qkv: Tensor, z: Tensor, config: CloverConfig) -> Tensor:
 def fuse_ba(b: Tensor, a: Tensor, config: CloverConfig) -> Tensor:
     """The inverse of `split_ba`: (in_proj_b, in_proj_a) rows -> Qwen3-Next's in_proj_ba."""
     nk = config.linear_num_key_heads
-    return torch.cat([b.reshape(nk, -1, b.shape[-1]), a.reshape(nk, -1, a.shape[-1])], dim=1).reshape(-1, b.shape[-1])
+    return torch.cat([b.reshape(nk, -1, b.shape[-1]), a.reshape(nk, -1, a.shape[-1])], dim=1).reshape(
+        -1, b.shape[-1]
+    )

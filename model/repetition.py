@@ -32,8 +32,16 @@ class RepetitionStop:
     single_tokens: int = 24  # one token repeated: this many in a row is enough
 
     def __post_init__(self) -> None:
-        if self.min_tokens < 2 or self.min_repeats < 2 or self.max_period < 1 or self.long_repeats < 2 or self.single_tokens < 2:
-            raise ValueError("need min_tokens, single_tokens >= 2, min_repeats >= 2, max_period >= 1, long_repeats >= 2")
+        if (
+            self.min_tokens < 2
+            or self.min_repeats < 2
+            or self.max_period < 1
+            or self.long_repeats < 2
+            or self.single_tokens < 2
+        ):
+            raise ValueError(
+                "need min_tokens, single_tokens >= 2, min_repeats >= 2, max_period >= 1, long_repeats >= 2"
+            )
         if 0 < self.twice_period <= self.max_period:
             raise ValueError("twice_period must be 0 (off) or longer than max_period")
 
@@ -41,7 +49,10 @@ class RepetitionStop:
 def _window(rule: RepetitionStop) -> int:
     """How many trailing tokens can hold a runaway under `rule`."""
     longest = max(rule.max_period, rule.long_period)
-    return max(rule.min_tokens, rule.min_repeats * rule.max_period, rule.long_repeats * rule.long_period) + longest
+    return (
+        max(rule.min_tokens, rule.min_repeats * rule.max_period, rule.long_repeats * rule.long_period)
+        + longest
+    )
 
 
 def repeated_tail(tokens: Sequence[int], rule: RepetitionStop = RepetitionStop()) -> tuple[int, int] | None:
@@ -76,7 +87,9 @@ def is_runaway(tokens: Sequence[int], rule: RepetitionStop | None = RepetitionSt
     return rule is not None and repeated_tail(tokens, rule) is not None
 
 
-def first_runaway(tokens: Sequence[int], start: int, rule: RepetitionStop | None = RepetitionStop()) -> int | None:
+def first_runaway(
+    tokens: Sequence[int], start: int, rule: RepetitionStop | None = RepetitionStop()
+) -> int | None:
     """The shortest length L > start such that tokens[:L] ends in a runaway (`rule`), or None. The
     decoder checks after each block: a loop that ends inside a block ("read read ... read" 24
     times, then " Let me read ...") has no periodic tail at the block's end, so each new position

@@ -51,7 +51,9 @@ class PrefixScorer:
         return out
 
 
-def continuation_logprobs(net: CloverForCausalLM, prefix: list[int], continuations: list[list[int]]) -> list[float]:
+def continuation_logprobs(
+    net: CloverForCausalLM, prefix: list[int], continuations: list[list[int]]
+) -> list[float]:
     """Sum of log p(token) over each continuation's tokens, given `prefix` (which must be non-empty)."""
     return PrefixScorer(net, prefix).scores(continuations)
 

@@ -70,7 +70,9 @@ class TrainArgs:
     def weights(self) -> list[float]:
         values = [float(v) for v in self.block_weights.split(",")]
         if len(values) != len(BLOCK_SIZES) or min(values) < 0 or sum(values) <= 0:
-            raise ValueError(f"--block-weights needs {len(BLOCK_SIZES)} weights >= 0 for block sizes {BLOCK_SIZES}")
+            raise ValueError(
+                f"--block-weights needs {len(BLOCK_SIZES)} weights >= 0 for block sizes {BLOCK_SIZES}"
+            )
         if not 0.0 <= self.suffix_masks <= 1.0:
             raise ValueError("--suffix-masks must be a share between 0 and 1")
         if not 0.0 <= self.distill <= 1.0:
@@ -87,14 +89,22 @@ def step_generator(seed: int, step: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed * 1_000_003 + step)
 
 
-def sample_block_size(gen: torch.Generator, seq_len: int, block_weights: tuple[float, ...] | list[float] = BLOCK_WEIGHTS) -> int:
+def sample_block_size(
+    gen: torch.Generator, seq_len: int, block_weights: tuple[float, ...] | list[float] = BLOCK_WEIGHTS
+) -> int:
     sizes = [b for b in BLOCK_SIZES if seq_len % b == 0 and block_weights[BLOCK_SIZES.index(b)] > 0]
     weights = torch.tensor([block_weights[BLOCK_SIZES.index(b)] for b in sizes])
     return sizes[int(torch.multinomial(weights, 1, generator=gen))]
 
 
-def add_noise(x0: torch.Tensor, target: torch.Tensor, block: int, mask_id: int, gen: torch.Generator,
-              suffix_fraction: float = 0.0) -> torch.Tensor:  # fmt: skip
+def add_noise(
+    x0: torch.Tensor,
+    target: torch.Tensor,
+    block: int,
+    mask_id: int,
+    gen: torch.Generator,
+    suffix_fraction: float = 0.0,
+) -> torch.Tensor:
     """x_t: each target position masked with its block's rate t ~ U(0, 1].
 
     With `suffix_fraction` > 0, that share of the blocks is masked from a cut c ~ U{0..B-1} to the
@@ -110,15 +120,24 @@ def add_noise(x0: torch.Tensor, target: torch.Tensor, block: int, mask_id: int, 
         blocks = length // block
         cut = torch.randint(0, block, (n, blocks, 1), generator=gen)
         suffix = (torch.arange(block).view(1, 1, block) >= cut).reshape(n, length)
-        use = (torch.rand(n, blocks, 1, generator=gen) < suffix_fraction).expand(-1, -1, block).reshape(n, length)
+        use = (
+            (torch.rand(n, blocks, 1, generator=gen) < suffix_fraction)
+            .expand(-1, -1, block)
+            .reshape(n, length)
+        )
         masked = torch.where(use, suffix, masked)
     masked &= target
     return torch.where(masked, torch.full_like(x0, mask_id), x0)
 
 
 def diffusion_step_loss(
-    model: CloverForCausalLM, x0: torch.Tensor, target: torch.Tensor, block: int, gen: torch.Generator,
-    suffix_fraction: float = 0.0, distill: bool = False,
+    model: CloverForCausalLM,
+    x0: torch.Tensor,
+    target: torch.Tensor,
+    block: int,
+    gen: torch.Generator,
+    suffix_fraction: float = 0.0,
+    distill: bool = False,
 ) -> tuple[torch.Tensor, int]:
     """(mean CE over the masked target positions, their count). Position 0 predicts nothing.
 
@@ -157,7 +176,9 @@ def lr_at(step: int, args: TrainArgs, elapsed: float) -> float:
 # --------------------------------------------------------------------------- trainer
 
 
-def _useful_rows(ids: torch.Tensor, target: torch.Tensor, seq: int, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+def _useful_rows(
+    ids: torch.Tensor, target: torch.Tensor, seq: int, name: str
+) -> tuple[torch.Tensor, torch.Tensor]:
     if seq % max(BLOCK_SIZES):
         raise ValueError(f"{name}: the row length must be a multiple of {max(BLOCK_SIZES)}, not {seq}")
     # rows with (almost) no target, e.g. a window inside a system prompt, teach nothing
@@ -173,9 +194,16 @@ class Trainer:
     to a step instead of one row padded to the long length each, without leaving the long rows'
     training (a run on short rows alone made the embedded model forget how to fix bugs)."""
 
-    def __init__(self, config: CloverConfig, ids: torch.Tensor, target: torch.Tensor, out: Path,
-                 args: TrainArgs, device: str = "cpu",
-                 short: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        config: CloverConfig,
+        ids: torch.Tensor,
+        target: torch.Tensor,
+        out: Path,
+        args: TrainArgs,
+        device: str = "cpu",
+        short: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> None:
         self.config, self.args, self.out, self.device = config, args, Path(out), device
         seq = args.seq or ids.shape[1]
         if seq > ids.shape[1]:
@@ -192,8 +220,10 @@ class Trainer:
         rest = [p for n, p in self.model.named_parameters() if not (p.dim() >= 2 and "embed" not in n)]
         self.opt = torch.optim.AdamW(
             [{"params": decay, "weight_decay": args.weight_decay}, {"params": rest, "weight_decay": 0.0}],
-            lr=args.lr, betas=(0.9, 0.95), eps=1e-8,
-        )  # fmt: skip
+            lr=args.lr,
+            betas=(0.9, 0.95),
+            eps=1e-8,
+        )
         self.step = 0
         self.tokens = 0
         self.elapsed = 0.0  # training seconds over all sessions
@@ -216,8 +246,12 @@ class Trainer:
         x0, target = self.batch(gen)
         block = sample_block_size(gen, x0.shape[1], self.block_weights)
         # drawn only when used, so runs without it keep their masks
-        distill = self.args.distill > 0 and block > 1 and float(torch.rand((), generator=gen)) < self.args.distill
-        loss, count = diffusion_step_loss(self.model, x0, target.bool(), block, gen, self.args.suffix_masks, distill)
+        distill = (
+            self.args.distill > 0 and block > 1 and float(torch.rand((), generator=gen)) < self.args.distill
+        )
+        loss, count = diffusion_step_loss(
+            self.model, x0, target.bool(), block, gen, self.args.suffix_masks, distill
+        )
         return loss, count, block, x0.numel()
 
     def train_step(self) -> dict[str, float]:
@@ -232,8 +266,15 @@ class Trainer:
         self.opt.step()
         self.step += 1
         self.tokens += tokens
-        return {"step": self.step, "loss": float(loss.detach()), "block": block, "masked": count, "lr": lr,
-                "grad_norm": float(norm), "tokens": tokens}  # fmt: skip
+        return {
+            "step": self.step,
+            "loss": float(loss.detach()),
+            "block": block,
+            "masked": count,
+            "lr": lr,
+            "grad_norm": float(norm),
+            "tokens": tokens,
+        }
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -301,7 +342,8 @@ class Trainer:
                     secs = time.monotonic() - win_start
                     summary = {
                         "step": self.step,
-                        "loss": sum(r["loss"] for r in window if r["masked"]) / max(1, sum(1 for r in window if r["masked"])),
+                        "loss": sum(r["loss"] for r in window if r["masked"])
+                        / max(1, sum(1 for r in window if r["masked"])),
                         "lr": rec["lr"],
                         "tok_s": win_tokens / max(secs, 1e-9),
                         "tokens": self.tokens,
@@ -348,8 +390,13 @@ def export(run_dir: Path, to: Path, tokenizer: Path | None = None, dtype: str = 
     if tokenizer is not None:
         shutil.copyfile(tokenizer, to / "tokenizer.json")
     params = sum(v.numel() for v in sd.values())
-    return {"step": blob["step"], "tokens": blob["tokens"], "minutes": blob.get("elapsed", 0) / 60,
-            "params": params, "bytes": (to / "model.safetensors").stat().st_size}  # fmt: skip
+    return {
+        "step": blob["step"],
+        "tokens": blob["tokens"],
+        "minutes": blob.get("elapsed", 0) / 60,
+        "params": params,
+        "bytes": (to / "model.safetensors").stat().st_size,
+    }
 
 
 # --------------------------------------------------------------------------- CLI
@@ -362,9 +409,15 @@ def _logger(path: Path, total: int, start: int):
     if sys.stdout.isatty():
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-        bar = Progress(TextColumn("step {task.completed}"), BarColumn(),
-                       TextColumn("{task.fields[info]}"), TimeElapsedColumn())  # fmt: skip
-        task = bar.add_task("train", total=total if total < UNTIL_TIME_IS_UP else None, completed=start, info="")
+        bar = Progress(
+            TextColumn("step {task.completed}"),
+            BarColumn(),
+            TextColumn("{task.fields[info]}"),
+            TimeElapsedColumn(),
+        )
+        task = bar.add_task(
+            "train", total=total if total < UNTIL_TIME_IS_UP else None, completed=start, info=""
+        )
         bar.start()
 
     def log(rec: dict[str, Any]) -> None:
@@ -403,13 +456,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--resume", action="store_true", help="continue from OUT/ckpt/last.pt")
     p.add_argument("--init-from", type=Path, help="start from this model directory's weights (fine-tuning)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    p.add_argument("--threads", type=int, default=2, help="CPU threads; on a busy shared machine 1 beats 2 by 5-10x (OpenMP spin-waits)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=2,
+        help="CPU threads; on a busy shared machine 1 beats 2 by 5-10x (OpenMP spin-waits)",
+    )
     p.add_argument("--export-to", type=Path, help="export OUT/ckpt/last.pt to this directory and exit")
     p.add_argument("--tokenizer", type=Path, help="tokenizer.json to copy on export")
     p.add_argument("--short-data", type=Path, help="a second packed set of shorter rows (see --short-share)")
     defaults = TrainArgs()
     for name, value in defaults.__dict__.items():
-        p.add_argument("--" + name.replace("_", "-"), type=type(value), default=None if name == "steps" else value)
+        p.add_argument(
+            "--" + name.replace("_", "-"), type=type(value), default=None if name == "steps" else value
+        )
     a = p.parse_args(argv)
     a.steps = resolve_steps(a.steps, a.time_limit)
     threads = torch.get_num_threads()
@@ -437,6 +497,7 @@ def _run(p: argparse.ArgumentParser, a: argparse.Namespace) -> int:
         ids, target, meta = load_packed(a.data)
     except ValueError as exc:
         p.error(str(exc))
+
     def check_vocab(name: str, rows: torch.Tensor) -> None:
         if int(rows.max()) >= config.vocab_size:
             p.error(f"{name}: token id {int(rows.max())} >= vocab_size {config.vocab_size} of {a.config}")
@@ -468,15 +529,21 @@ def _run(p: argparse.ArgumentParser, a: argparse.Namespace) -> int:
         except (OSError, ValueError, RuntimeError) as exc:
             p.error(f"--init-from {a.init_from}: {str(exc).splitlines()[0]}")
     counts = config.param_counts()
-    print(f"params {counts['total'] / 1e6:.2f}M (active {counts['active'] / 1e6:.2f}M); data {meta.get('rows')} rows "
-          f"x {trainer.seq}; target tokens {meta.get('target_tokens')}; from step {trainer.step}", flush=True)  # fmt: skip
+    print(
+        f"params {counts['total'] / 1e6:.2f}M (active {counts['active'] / 1e6:.2f}M); data {meta.get('rows')} rows "
+        f"x {trainer.seq}; target tokens {meta.get('target_tokens')}; from step {trainer.step}",
+        flush=True,
+    )
     a.out.mkdir(parents=True, exist_ok=True)
     log = _logger(a.out / "metrics.jsonl", args.steps, trainer.step)
     try:
         trainer.run(log)
     finally:
         log.close()
-    print(f"done: step {trainer.step}, {trainer.tokens} tokens, {trainer.elapsed / 60:.1f} min -> {last}", flush=True)
+    print(
+        f"done: step {trainer.step}, {trainer.tokens} tokens, {trainer.elapsed / 60:.1f} min -> {last}",
+        flush=True,
+    )
     return 0
 
 

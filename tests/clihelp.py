@@ -10,19 +10,32 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_clover(*args: str, cwd: str | Path | None = None, env: dict[str, str] | None = None,
-               timeout: float = 120, input: str | None = None) -> subprocess.CompletedProcess:
+def run_clover(
+    *args: str,
+    cwd: str | Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+    input: str | None = None,
+) -> subprocess.CompletedProcess:
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "clover", *args], cwd=cwd or ROOT, env=full_env, capture_output=True,
-        text=True, errors="replace", timeout=timeout, input=input,  # a diff carries the files' own bytes
+        [sys.executable, "-m", "clover", *args],
+        cwd=cwd or ROOT,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=timeout,
+        input=input,  # a diff carries the files' own bytes
     )
 
 
 def isolated_env(tmp: Path) -> dict[str, str]:
     """No user config, no keys, state under tmp."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLOVER_", "OPENAI_"))}
-    env.update({"XDG_CONFIG_HOME": str(tmp / "cfg"), "CLOVER_HOME": str(tmp / "state"), "HOME": str(tmp / "home")})
+    env.update(
+        {"XDG_CONFIG_HOME": str(tmp / "cfg"), "CLOVER_HOME": str(tmp / "state"), "HOME": str(tmp / "home")}
+    )
     return env
 
 
@@ -31,6 +44,10 @@ def git_repo(path: Path, files: dict[str, str]) -> Path:
     path.mkdir(parents=True)
     for name, text in files.items():
         (path / name).write_text(text)
-    for args in (["init", "-q"], ["add", "."], ["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "i"]):
+    for args in (
+        ["init", "-q"],
+        ["add", "."],
+        ["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "i"],
+    ):
         subprocess.run(["git", *args], cwd=path, check=True, capture_output=True)
     return path

@@ -53,8 +53,11 @@ def _no_leaked_global_state():
         leaks.append(f"cwd {before['cwd']} -> {after['cwd']}")
         os.chdir(before["cwd"])
     if after["env"] != before["env"]:
-        changed = sorted(k for k in before["env"].keys() | after["env"].keys()
-                         if before["env"].get(k) != after["env"].get(k))
+        changed = sorted(
+            k
+            for k in before["env"].keys() | after["env"].keys()
+            if before["env"].get(k) != after["env"].get(k)
+        )
         leaks.append(f"environment variables {', '.join(changed)}")
         for key in set(after["env"]) - set(before["env"]):
             del os.environ[key]

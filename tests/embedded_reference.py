@@ -1,6 +1,7 @@
 """The shipped model's reference generation: a fixed chat prompt decoded greedily with B = 1, with
-B = 32 left order, and with B = 16 verified rounds (the default decoder: B = 1's tokens). `python -m tests.embedded_reference` re-records tests/data/embedded_greedy.json after
-the weights in model/weights/ change."""
+B = 32 left order, and with B = 16 verified rounds (the default decoder: B = 1's tokens). `python -m
+tests.embedded_reference` re-records tests/data/embedded_greedy.json after the weights in model/weights/
+change."""
 
 from __future__ import annotations
 
@@ -27,11 +28,18 @@ def reference_tokens() -> dict[str, list[int]]:
     torch.manual_seed(0)
     loaded = load_checkpoint(WEIGHTS, device="cpu", dtype=torch.float32)
     tokenizer = CloverTokenizer.from_dir(WEIGHTS)
-    prompt = encode_prompt(tokenizer, loaded.config, render_messages(MESSAGES, think=True, template=loaded.chat_template))
+    prompt = encode_prompt(
+        tokenizer, loaded.config, render_messages(MESSAGES, think=True, template=loaded.chat_template)
+    )
     out = {}
     for key, block, order in (("B1", 1, None), ("B32", 32, "left"), ("B16-verify", 16, "verify")):
-        settings = DecodeSettings(block_size=block, order=order, temperature=0.0, max_new_tokens=NEW_TOKENS,
-                                  stop_token_ids=tokenizer.stop_ids())
+        settings = DecodeSettings(
+            block_size=block,
+            order=order,
+            temperature=0.0,
+            max_new_tokens=NEW_TOKENS,
+            stop_token_ids=tokenizer.stop_ids(),
+        )
         out[key] = list(generate(loaded.model, [prompt], settings).tokens[0])
     return out
 

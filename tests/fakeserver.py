@@ -59,7 +59,9 @@ class FakeChatServer:
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/v1"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
 
     def add(self, *replies: FakeReply) -> None:
@@ -79,7 +81,9 @@ class FakeChatServer:
 
     # ------------------------------------------------------------------ answering
 
-    def answer(self, headers: dict[str, str], body: dict[str, Any]) -> tuple[int, dict[str, Any] | list[dict[str, Any]]]:
+    def answer(
+        self, headers: dict[str, str], body: dict[str, Any]
+    ) -> tuple[int, dict[str, Any] | list[dict[str, Any]]]:
         """(status, JSON body) or (200, list of stream chunks)."""
         with self._lock:
             self.requests.append(body)
@@ -88,7 +92,9 @@ class FakeChatServer:
             if self.reject_stream_options and "stream_options" in body:
                 return 400, _error("Unrecognized request argument supplied: stream_options")
             if self.reject_tool_choice and "tool_choice" in body:
-                return 400, _error('"auto" tool choice requires --enable-auto-tool-choice; tool_choice "required" is not supported')
+                return 400, _error(
+                    '"auto" tool choice requires --enable-auto-tool-choice; tool_choice "required" is not supported'
+                )
             if self.reject_tools and "tools" in body:
                 return 400, _error("tools are not supported by this server")
             if self.models is not None and body.get("model") not in self.models:
@@ -100,7 +106,9 @@ class FakeChatServer:
                         f"This model's maximum context length is {self.context_limit} tokens. However, you "
                         f"requested {size + int(body.get('max_tokens') or 0)} tokens ({size} in the messages, "
                         f"{body.get('max_tokens')} in the completion). Please reduce the length of the messages "
-                        "or completion.", None)
+                        "or completion.",
+                        None,
+                    )
             if not self.replies:
                 return 500, _error("fake server: no more replies queued")
             reply = self.replies.pop(0)
@@ -125,7 +133,10 @@ def _calls(reply: FakeReply) -> list[dict[str, Any]]:
             {
                 "id": call.get("id", f"call_{i}"),
                 "type": "function",
-                "function": {"name": call["name"], "arguments": args if isinstance(args, str) else json.dumps(args)},
+                "function": {
+                    "name": call["name"],
+                    "arguments": args if isinstance(args, str) else json.dumps(args),
+                },
             }
         )
     return out
@@ -183,12 +194,29 @@ def _chunks(reply: FakeReply, model: str, usage: bool) -> list[dict[str, Any]]:
         return [*out, *content[: reply.drop_after], _DROP]
     out += content
     for i, call in enumerate(_calls(reply)):
-        head = {"index": i, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}
+        head = {
+            "index": i,
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": call["function"]["name"], "arguments": ""},
+        }
         out.append(chunk({"tool_calls": [head]}))
-        out += [chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]}) for p in pieces(call["function"]["arguments"])]
+        out += [
+            chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]})
+            for p in pieces(call["function"]["arguments"])
+        ]
     out.append(chunk({}, _finish(reply)))
     if usage:
-        out.append({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": model, "choices": [], "usage": _usage(reply)})
+        out.append(
+            {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": model,
+                "choices": [],
+                "usage": _usage(reply),
+            }
+        )
     return out
 
 
@@ -208,8 +236,13 @@ def _handler(server: FakeChatServer) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             if self.path.rstrip("/") == "/v1/models":
                 extra = {"max_model_len": server.max_model_len} if server.max_model_len else {}
-                self._json(200, {"object": "list",
-                                 "data": [{"id": m, "object": "model", **extra} for m in server.models or []]})
+                self._json(
+                    200,
+                    {
+                        "object": "list",
+                        "data": [{"id": m, "object": "model", **extra} for m in server.models or []],
+                    },
+                )
             else:
                 self._json(404, _error(f"no route {self.path}"))
 

@@ -31,8 +31,10 @@ SMUGGLED = [
 ]
 
 # Smuggled commands with no effect on their own (they set up a later step, or need a built library).
-SETUP_ONLY = {"LD_PRELOAD=evil.so git status",
-              "git status; export GIT_CONFIG_PARAMETERS=\"'alias.st=!touch pwned'\""}
+SETUP_ONLY = {
+    "LD_PRELOAD=evil.so git status",
+    "git status; export GIT_CONFIG_PARAMETERS=\"'alias.st=!touch pwned'\"",
+}
 
 # Item 2: deny rules bypassed in yolo.
 DENY = ["bash(rm -rf *)", "bash(git push*)", "bash(curl*)"]
@@ -56,11 +58,11 @@ BYPASSES = [
     "echo -rf t | xargs rm",
     "/bin/r[m] -rf t",
     "{rm,-rf,t}",
-    "f() { rm \"$@\"; }; f -rf t",
+    'f() { rm "$@"; }; f -rf t',
     "git -c alias.p='!rm -rf t' p",
     "git $(echo push) origin main",
     "PATH=evil:$PATH ls",
-    "eval \"$(echo cm0gLXJmIHQ= | base64 -d)\"",
+    'eval "$(echo cm0gLXJmIHQ= | base64 -d)"',
     "echo ${X:-$(rm -rf t)}",
     "cat <<EOF\n$(rm -rf t)\nEOF",
     "command -p rm -rf t",
@@ -101,8 +103,12 @@ def make_workspace(root: Path) -> Path:
     (root / "f").write_text("hello\n")
     (root / ".gitignore").write_text("evil/\nevil.sh\npwned\n")
     subprocess.run([*GIT, "init", "-q", "--bare", str(root.parent / "origin.git")], check=True)
-    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "init"],
-                 ["remote", "add", "origin", "../origin.git"]):  # relative: the tree can be copied
+    for args in (
+        ["init", "-q"],
+        ["add", "-A"],
+        ["commit", "-qm", "init"],
+        ["remote", "add", "origin", "../origin.git"],
+    ):  # relative: the tree can be copied
         subprocess.run([*GIT, *args], cwd=root, check=True, capture_output=True)
     evil = root / "evil"
     evil.mkdir()
@@ -122,8 +128,11 @@ def effects(root: Path) -> set[str]:
         found.add("t removed")
     if (root / "pwned").exists():
         found.add("pwned")
-    pushed = subprocess.run(["git", "rev-parse", "--verify", "-q", "refs/heads/main"],
-                            cwd=root.parent / "origin.git", capture_output=True)
+    pushed = subprocess.run(
+        ["git", "rev-parse", "--verify", "-q", "refs/heads/main"],
+        cwd=root.parent / "origin.git",
+        capture_output=True,
+    )
     if pushed.returncode == 0:
         found.add("pushed")
     return found

@@ -71,8 +71,10 @@ DENY_ROWS = [
 # multi-call binaries, programs that run their arguments, recipes, hooks, aliases).
 DENY_NEW = [
     Row("perl -e 'system(\"rm -rf t\")'", ("perl",)),
-    Row("node -e 'require(\"child_process\").execSync(\"rm -rf t\")'", ("node",)),
-    Row("python3 -c \"import os; os.execv('/bin/rm', ['ls', '-rf', 't'])\"", ("python3",), note="argv[0] lies"),
+    Row('node -e \'require("child_process").execSync("rm -rf t")\'', ("node",)),
+    Row(
+        "python3 -c \"import os; os.execv('/bin/rm', ['ls', '-rf', 't'])\"", ("python3",), note="argv[0] lies"
+    ),
     Row("python3 -c \"import subprocess; subprocess.run(['rm', '-r', '--force', 't'])\"", ("python3",)),
     Row("rm --recu --forc t"),
     Row("rm -r --fo -- t"),
@@ -89,18 +91,28 @@ DENY_NEW = [
     Row("cat /bin/rm > x; chmod +x x; ./x -rf t"),
     Row("printf '#!/bin/rm -rf\\n' > x; chmod +x x; ./x t"),
     Row("/lib64/ld-linux-x86-64.so.2 /bin/rm -rf t", note="the loader runs rm in-process"),
-    Row("python3 -c \"import os; fd = os.memfd_create('x'); os.write(fd, open('/bin/rm', 'rb').read()); "
-        "os.execv(f'/proc/self/fd/{fd}', ['x', '-rf', 't'])\"", ("python3",), note="a file that is only memory"),
-    Row("python3 -c \"import os; fd = os.open('/bin/rm', os.O_RDONLY); os.execve(fd, ['x', '-rf', 't'], {})\"",
-        ("python3",), note="fexecve: execveat(fd, '', AT_EMPTY_PATH)"),
+    Row(
+        "python3 -c \"import os; fd = os.memfd_create('x'); os.write(fd, open('/bin/rm', 'rb').read()); "
+        "os.execv(f'/proc/self/fd/{fd}', ['x', '-rf', 't'])\"",
+        ("python3",),
+        note="a file that is only memory",
+    ),
+    Row(
+        "python3 -c \"import os; fd = os.open('/bin/rm', os.O_RDONLY); os.execve(fd, ['x', '-rf', 't'], {})\"",
+        ("python3",),
+        note="fexecve: execveat(fd, '', AT_EMPTY_PATH)",
+    ),
     Row("busybox rm -rf t", ("busybox",)),
-    Row("mkdir b; ln -s \"$(command -v busybox)\" b/rm; b/rm -rf t", ("busybox",)),
+    Row('mkdir b; ln -s "$(command -v busybox)" b/rm; b/rm -rf t', ("busybox",)),
     Row("find . -maxdepth 1 -name t -exec rm -rf {} +", ("find",)),
     Row("echo t | xargs rm -rf", ("xargs",)),
     Row("printf 'all:\\n\\trm -rf t\\n' > Makefile; make -s", ("make",)),
     Row("git -c alias.x='!rm -rf t' x", ("git",)),
-    Row("printf '#!/bin/sh\\nrm -rf t\\n' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; "
-        "git -c user.name=a -c user.email=a@a commit -q --allow-empty -m x", ("git",)),
+    Row(
+        "printf '#!/bin/sh\\nrm -rf t\\n' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; "
+        "git -c user.name=a -c user.email=a@a commit -q --allow-empty -m x",
+        ("git",),
+    ),
     Row("git -c user.name=a -c user.email=a@a -c core.editor='rm -rf t' commit -q --allow-empty", ("git",)),
     Row("awk 'BEGIN { print | \"rm -rf t\" }'", ("awk",)),
     Row("F=rm; $F -rf t"),
@@ -108,6 +120,7 @@ DENY_NEW = [
 ]
 
 # --------------------------------------------------------------------------- ask mode, allow rules
+
 
 @dataclass(frozen=True)
 class AllowRow:
@@ -131,21 +144,34 @@ ALLOW_ROWS = [
 ]
 ALLOW_NEW = [
     AllowRow("sort --outp=pwned f", ("bash(sort *)",), ("sort",)),
-    AllowRow("git diff --ext-diff HEAD", ("bash(git diff*)",), ("git",),
-             setup="git config diff.external 'touch pwned #'; echo x >> f"),
+    AllowRow(
+        "git diff --ext-diff HEAD",
+        ("bash(git diff*)",),
+        ("git",),
+        setup="git config diff.external 'touch pwned #'; echo x >> f",
+    ),
     AllowRow("git status", ("bash(git status*)",), ("git",), setup="git config core.fsmonitor 'touch pwned'"),
     AllowRow("printf -v 'a[$(touch pwned)]' x", ("bash(printf *)",)),
     AllowRow("sort -o pwned f", ("bash(sort *)",), ("sort",)),
     AllowRow("find . -name f -fprint pwned", ("bash(find *)",), ("find",)),
-    AllowRow("rg --pre ./p.sh x .", ("bash(rg *)",), ("rg",), setup="printf '#!/bin/sh\\ntouch pwned\\n' > p.sh; chmod +x p.sh"),
+    AllowRow(
+        "rg --pre ./p.sh x .",
+        ("bash(rg *)",),
+        ("rg",),
+        setup="printf '#!/bin/sh\\ntouch pwned\\n' > p.sh; chmod +x p.sh",
+    ),
     AllowRow("make --eva='x: ; touch pwned' x", ("bash(make *)",), ("make",)),
     AllowRow("python3 -c \"import os; os.system('touch pwned')\"", ("bash(python3 *)",), ("python3",)),
     AllowRow("timeout 5 bash -c 'touch pwned'", ("bash(timeout *)",)),
     AllowRow("git status; touch pwned", ("bash(git status*)",), ("git",)),
     AllowRow("echo ok > pwned", ("bash(echo *)",)),
     AllowRow("printf 'all:\\n\\ttouch pwned\\n' | make -f - ", ("bash(printf *)", "bash(make *)"), ("make",)),
-    AllowRow("python3 -m mod", ("bash(python3 -m mod:*)",), ("python3",),
-             setup="printf 'import os\\nos.system(\"touch pwned\")\\n' > mod.py"),
+    AllowRow(
+        "python3 -m mod",
+        ("bash(python3 -m mod:*)",),
+        ("python3",),
+        setup="printf 'import os\\nos.system(\"touch pwned\")\\n' > mod.py",
+    ),
 ]
 
 # git runs an alias inside itself (no program start for it): a deny rule naming a git command

@@ -31,26 +31,34 @@ def double(a):
     return 2 * a
 '''
 
-OLD_TEST = '''from calc.core import double
+OLD_TEST = """from calc.core import double
 
 
 def test_double():
     assert double(3) == 6
-'''
+"""
 
-NEW_TEST = OLD_TEST.replace("import double", "import combine, double") + '''
+NEW_TEST = (
+    OLD_TEST.replace("import double", "import combine, double")
+    + """
 
 def test_combine_adds():
     assert combine(2, 3) == 5
-'''
+"""
+)
 
 # The fix every fixture needs: one shell command, as a scripted agent would run it.
 FIX_COMMAND = "sed -i 's/return a - b/return a + b/' calc/core.py && python -c 'print(1)'"
 
 
 def _git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
 
 
@@ -125,8 +133,13 @@ class FixtureModel:
     name: str = "fixture-model"
     context_window: int = 32768
 
-    def complete(self, messages: list[Message], tools: list[ToolSpec], on_event: EventHandler | None = None,
-                 options: object = None) -> AssistantTurn:
+    def complete(
+        self,
+        messages: list[Message],
+        tools: list[ToolSpec],
+        on_event: EventHandler | None = None,
+        options: object = None,
+    ) -> AssistantTurn:
         task = next(m["content"] for m in messages if m["role"] == "user")
         iid = task.split("[", 1)[1].split("]", 1)[0]
         step = sum(m["role"] == "assistant" for m in messages) + 1
@@ -140,7 +153,15 @@ class FixtureModel:
         if step == 1:
             time.sleep(self.delay)
             call = ToolCall("bash", {"command": FIX_COMMAND})
-            return AssistantTurn(tool_calls=[call], prompt_tokens=100, completion_tokens=20,
-                                 stats={"forwards": 5.0, "tokens_per_forward": 4.0})
-        return AssistantTurn(text="fixed", prompt_tokens=150, completion_tokens=10,
-                             stats={"forwards": 10.0, "tokens_per_forward": 1.0})
+            return AssistantTurn(
+                tool_calls=[call],
+                prompt_tokens=100,
+                completion_tokens=20,
+                stats={"forwards": 5.0, "tokens_per_forward": 4.0},
+            )
+        return AssistantTurn(
+            text="fixed",
+            prompt_tokens=150,
+            completion_tokens=10,
+            stats={"forwards": 10.0, "tokens_per_forward": 1.0},
+        )

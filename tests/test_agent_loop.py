@@ -63,13 +63,17 @@ def call(name="echo", **args) -> ToolCall:
 def make_agent(turns, tmp_path: Path | None = None, **limits) -> tuple[Agent, ListModel, EchoTool]:
     model, tool = ListModel(list(turns)), EchoTool()
     trajectory = Trajectory(tmp_path / "t.jsonl") if tmp_path else None
-    agent = Agent(model, NullEnv(), [tool], system_prompt="sys", limits=Limits(**limits), trajectory=trajectory)
+    agent = Agent(
+        model, NullEnv(), [tool], system_prompt="sys", limits=Limits(**limits), trajectory=trajectory
+    )
     return agent, model, tool
 
 
 def test_ends_on_answer_and_records_every_step(tmp_path):
     turns = [
-        AssistantTurn(thinking="let me echo", tool_calls=[call(text="hi")], prompt_tokens=10, completion_tokens=5),
+        AssistantTurn(
+            thinking="let me echo", tool_calls=[call(text="hi")], prompt_tokens=10, completion_tokens=5
+        ),
         AssistantTurn(thinking="done now", text="All done.", prompt_tokens=20, completion_tokens=3),
     ]
     agent, model, tool = make_agent(turns, tmp_path)
@@ -131,15 +135,20 @@ def test_a_good_call_resets_the_format_error_count():
 
 def test_a_reply_with_neither_answer_nor_call_is_not_a_submission():
     # e.g. thinking cut off by the token limit: the model is asked to go on
-    turns = [AssistantTurn(thinking="hmm, the bug is in"), AssistantTurn(tool_calls=[call(text="a")]),
-             AssistantTurn(text="Fixed.")]  # fmt: skip
+    turns = [
+        AssistantTurn(thinking="hmm, the bug is in"),
+        AssistantTurn(tool_calls=[call(text="a")]),
+        AssistantTurn(text="Fixed."),
+    ]
     agent, model, tool = make_agent(turns)
     result = agent.run("task")
     assert (result.exit_status, result.final_text, result.steps, tool.calls) == ("submitted", "Fixed.", 3, 1)
     nudge = model.seen[1][-1]
     assert nudge["role"] == "user" and "neither an answer nor a tool call" in nudge["content"]
     # three in a row end the run
-    agent, _, _ = make_agent([AssistantTurn(thinking="..."), AssistantTurn(text="  "), AssistantTurn(), AssistantTurn(text="late")])
+    agent, _, _ = make_agent(
+        [AssistantTurn(thinking="..."), AssistantTurn(text="  "), AssistantTurn(), AssistantTurn(text="late")]
+    )
     result = agent.run("task")
     assert result.exit_status == "format_error" and "3 replies in a row" in result.error
 
@@ -211,11 +220,14 @@ def test_no_wrap_up_when_asked_or_for_other_limits():
     turns = [AssistantTurn(tool_calls=[call(text=str(i))], prompt_tokens=10) for i in range(10)]
     agent, model, _ = make_agent(turns, max_steps=2, wrap_up=False)
     assert agent.run("task").final_text == "" and len(model.options) == 2
-    agent, model, _ = make_agent([AssistantTurn(tool_calls=[call(text=str(i))], prompt_tokens=10) for i in range(9)],
-                                 token_limit=15)  # fmt: skip
+    agent, model, _ = make_agent(
+        [AssistantTurn(tool_calls=[call(text=str(i))], prompt_tokens=10) for i in range(9)], token_limit=15
+    )
     assert agent.run("task").final_text == "" and all(o is None for o in model.options)
     # a model that says it cannot answer such a request (the embedded one's config.json)
-    agent, model, _ = make_agent([AssistantTurn(tool_calls=[call(text=str(i))]) for i in range(9)], max_steps=2)
+    agent, model, _ = make_agent(
+        [AssistantTurn(tool_calls=[call(text=str(i))]) for i in range(9)], max_steps=2
+    )
     model.wrap_up = False
     assert agent.run("task").final_text == "" and len(model.options) == 2
 
@@ -265,18 +277,39 @@ def test_every_call_ends_in_on_call_done_whatever_became_of_it():
         def authorize(self, call, tool):
             return "refused: no one can approve" if call.arguments.get("text") == "x" else None
 
-    turns = [AssistantTurn(tool_calls=[call(text="x"), call(text="ok"), ToolCall("echo", {}, error="bad XML"),
-                                       ToolCall("echo", {"text": "h"}, held="held back")])]
+    turns = [
+        AssistantTurn(
+            tool_calls=[
+                call(text="x"),
+                call(text="ok"),
+                ToolCall("echo", {}, error="bad XML"),
+                ToolCall("echo", {"text": "h"}, held="held back"),
+            ]
+        )
+    ]
     turns += [AssistantTurn(tool_calls=[call(text="same")]) for _ in range(4)]
     done: list[tuple[str, bool, dict]] = []
     ran: list[str] = []
-    agent = Agent(ListModel(turns), NullEnv(), [EchoTool()], system_prompt="s", gate=DenyX(),
-                  on_call_done=lambda c, r: done.append((c.arguments.get("text", ""), r.is_error, r.data)),
-                  on_tool_result=lambda c, r: ran.append(c.arguments["text"]))
+    agent = Agent(
+        ListModel(turns),
+        NullEnv(),
+        [EchoTool()],
+        system_prompt="s",
+        gate=DenyX(),
+        on_call_done=lambda c, r: done.append((c.arguments.get("text", ""), r.is_error, r.data)),
+        on_tool_result=lambda c, r: ran.append(c.arguments["text"]),
+    )
     assert agent.run("task").exit_status == "repeated_calls"
     assert [(text, err, sorted(data)) for text, err, data in done] == [
-        ("x", True, ["denied"]), ("ok", False, []), ("", True, ["format_error"]), ("h", True, ["held"]),
-        ("same", False, []), ("same", False, []), ("same", True, ["repeated"]), ("same", True, ["stopped"])]
+        ("x", True, ["denied"]),
+        ("ok", False, []),
+        ("", True, ["format_error"]),
+        ("h", True, ["held"]),
+        ("same", False, []),
+        ("same", False, []),
+        ("same", True, ["repeated"]),
+        ("same", True, ["stopped"]),
+    ]
     assert ran == ["ok", "same", "same"]
     answered = [m["tool_call_id"] for m in agent.messages if m["role"] == "tool"]
     assert len(answered) == len(done)  # the call that stopped the run has its answer too
@@ -284,8 +317,13 @@ def test_every_call_ends_in_on_call_done_whatever_became_of_it():
 
 def test_a_call_the_backend_holds_back_is_answered_with_its_reason_not_run():
     held = ToolCall(name="echo", arguments={"text": "x"}, held="Not applied: it would undo the fix.")
-    agent, model, tool = make_agent([AssistantTurn(tool_calls=[held]), AssistantTurn(tool_calls=[call(text="y")]),
-                                     AssistantTurn(text="done")])  # fmt: skip
+    agent, model, tool = make_agent(
+        [
+            AssistantTurn(tool_calls=[held]),
+            AssistantTurn(tool_calls=[call(text="y")]),
+            AssistantTurn(text="done"),
+        ]
+    )
     assert agent.run("task").exit_status == "submitted"
     assert tool.calls == 1 and agent.messages[3]["content"] == "Not applied: it would undo the fix."
     assert agent.format_errors == 0
@@ -301,11 +339,20 @@ class EditTool(EchoTool):
 def test_a_fix_answer_before_any_edit_is_redone_as_a_required_call(tmp_path):
     """`clover fix` (early_answer_redos): an answer before any file was edited is replaced by a turn
     that must call a tool, up to the limit; after an edit the model answers when it likes."""
-    turns = [AssistantTurn(text="Fixed, all tests pass."), AssistantTurn(tool_calls=[call("edit", text="x")]),
-             AssistantTurn(text="Done: changed x.")]  # fmt: skip
+    turns = [
+        AssistantTurn(text="Fixed, all tests pass."),
+        AssistantTurn(tool_calls=[call("edit", text="x")]),
+        AssistantTurn(text="Done: changed x."),
+    ]
     model = ListModel(list(turns))
-    agent = Agent(model, NullEnv(), [EchoTool(), EditTool()], system_prompt="sys",
-                  limits=Limits(early_answer_redos=2), trajectory=Trajectory(tmp_path / "t.jsonl"))  # fmt: skip
+    agent = Agent(
+        model,
+        NullEnv(),
+        [EchoTool(), EditTool()],
+        system_prompt="sys",
+        limits=Limits(early_answer_redos=2),
+        trajectory=Trajectory(tmp_path / "t.jsonl"),
+    )
     result = agent.run("fix it")
     assert result.exit_status == "submitted" and result.final_text == "Done: changed x."
     assert [o.tool_choice if o else None for o in model.options] == [None, "required", None]

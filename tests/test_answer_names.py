@@ -9,11 +9,17 @@ from benchmarks.answer_names import main, named
 
 
 def _task(run: Path, name: str, symbol: str | None, answer: str) -> None:
-    calls = [{"name": "outline", "arguments": {"symbol": symbol}}] if symbol else [{"name": "view", "arguments": {}}]
-    events = [{"type": "user", "content": "fix it"},
-              {"type": "assistant", "step": 1, "text": "", "tool_calls": calls},
-              {"type": "tool", "step": 1, "output": "calc.py:1-2: def add(a, b)"},
-              {"type": "assistant", "step": 2, "text": answer, "tool_calls": []}]  # fmt: skip
+    calls = (
+        [{"name": "outline", "arguments": {"symbol": symbol}}]
+        if symbol
+        else [{"name": "view", "arguments": {}}]
+    )
+    events = [
+        {"type": "user", "content": "fix it"},
+        {"type": "assistant", "step": 1, "text": "", "tool_calls": calls},
+        {"type": "tool", "step": 1, "output": "calc.py:1-2: def add(a, b)"},
+        {"type": "assistant", "step": 2, "text": answer, "tool_calls": []},
+    ]
     path = run / "tasks" / "diffusion-b16-verify" / f"{name}.traj.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(e) + "\n" for e in events))

@@ -31,8 +31,13 @@ def shipped():
 
 def spans(shipped, names=("add", "mean", "calc.py")) -> AnswerSpans:
     tok, vocab = shipped
-    text = quotable_text([{"role": "system", "content": "You are a user's assistant."},
-                          {"role": "user", "content": ASKED}, {"role": "tool", "content": SHOWN}])  # fmt: skip
+    text = quotable_text(
+        [
+            {"role": "system", "content": "You are a user's assistant."},
+            {"role": "user", "content": ASKED},
+            {"role": "tool", "content": SHOWN},
+        ]
+    )
     return AnswerSpans(vocab, text, lambda: names)
 
 
@@ -46,33 +51,39 @@ def walk(sp: AnswerSpans, tok, text: str) -> tuple | None:
     return state
 
 
-@pytest.mark.parametrize("answer", [
-    "`add` is defined in `calc.py`, lines 4-5: `def add(a, b)`.",
-    "All tests pass: `1 passed in 0.01s`.",
-    "`Which file` asks where `add` is, in `calc`.",
-    "Here:\n```python\ndef reverse(s):\n    return s[::-1]\n```\nDone.",
-    "No spans at all, just prose (with a parenthesis).",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "`add` is defined in `calc.py`, lines 4-5: `def add(a, b)`.",
+        "All tests pass: `1 passed in 0.01s`.",
+        "`Which file` asks where `add` is, in `calc`.",
+        "Here:\n```python\ndef reverse(s):\n    return s[::-1]\n```\nDone.",
+        "No spans at all, just prose (with a parenthesis).",
+    ],
+)
 def test_copies_and_fences_are_accepted(shipped, answer):
     assert walk(spans(shipped), shipped[0], answer) == OUT
 
 
-@pytest.mark.parametrize("answer", [
-    "`ir` is defined in `calc.py`.",  # "ir" only inside "directory"... not even there: invented
-    "`user` is defined in `calc.py`.",  # the system prompt and role names are not quotable
-    "`dd` is defined",  # inside a word
-    "`add `",  # trailing space
-    "` add`",  # leading space
-    "`,` and more",  # no letter, digit or underscore
-    "``add``",  # two backticks: not a way around the rule
-    "`calc.py\nmean`",  # one line
-    "`def add(a, b) plus`",  # runs past what the tool showed
-    "`calc.`",  # a path cut after its dot
-    "`.py`",  # a path's tail that starts on the dot
-    "`def add(a`",  # a bracket left open
-    "`b)`",  # a bracket closed that was not opened
-    "`add``mean`",  # a span right after a span: reads as ``
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "`ir` is defined in `calc.py`.",  # "ir" only inside "directory"... not even there: invented
+        "`user` is defined in `calc.py`.",  # the system prompt and role names are not quotable
+        "`dd` is defined",  # inside a word
+        "`add `",  # trailing space
+        "` add`",  # leading space
+        "`,` and more",  # no letter, digit or underscore
+        "``add``",  # two backticks: not a way around the rule
+        "`calc.py\nmean`",  # one line
+        "`def add(a, b) plus`",  # runs past what the tool showed
+        "`calc.`",  # a path cut after its dot
+        "`.py`",  # a path's tail that starts on the dot
+        "`def add(a`",  # a bracket left open
+        "`b)`",  # a bracket closed that was not opened
+        "`add``mean`",  # a span right after a span: reads as ``
+    ],
+)
 def test_inventions_are_refused(shipped, answer):
     assert walk(spans(shipped), shipped[0], answer) is None
 
@@ -169,10 +180,21 @@ def test_random_model_pushed_to_backticks_writes_only_copies(clover, tmp_path, o
     tick = [i for i in range(clover.config.vocab_size) if clover.tokenizer.decode([i]) == "`"]
     assert tick, "the tiny tokenizer spells a backtick"
     bias[tick[0]] = 3.0
-    messages = [{"role": "user", "content": "Where is add defined in calc.py? The tests fail."},
-                {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function",
-                 "function": {"name": "view", "arguments": '{"path": "calc.py"}'}}]},
-                {"role": "tool", "tool_call_id": "c1", "content": "1\tdef add(a, b):\n2\t    return a - b"}]  # fmt: skip
+    messages = [
+        {"role": "user", "content": "Where is add defined in calc.py? The tests fail."},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "view", "arguments": '{"path": "calc.py"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "1\tdef add(a, b):\n2\t    return a - b"},
+    ]
     quoted = quotable_text(messages)
 
     def closed_spans(model) -> list[str]:
@@ -184,9 +206,18 @@ def test_random_model_pushed_to_backticks_writes_only_copies(clover, tmp_path, o
         return found
 
     def model(grounded: bool):
-        m = variant(clover, temperature=1.0, threshold=0.5, think=False, net=_Biased(clover.net, bias),
-                    block_size=8, max_tokens=64, grounded=grounded, decode_order=order,
-                    grounded_spans="on")  # fmt: skip
+        m = variant(
+            clover,
+            temperature=1.0,
+            threshold=0.5,
+            think=False,
+            net=_Biased(clover.net, bias),
+            block_size=8,
+            max_tokens=64,
+            grounded=grounded,
+            decode_order=order,
+            grounded_spans="on",
+        )
         m.bind_workspace(env)
         return m
 

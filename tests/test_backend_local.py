@@ -40,7 +40,10 @@ TOOLS = [
         },
     }
 ]
-CALL = "<tool_call>\n<function=view>\n<parameter=path>\ncalc.py\n</parameter>\n<parameter=line>\n3\n</parameter>\n</function>\n</tool_call>"
+CALL = (
+    "<tool_call>\n<function=view>\n<parameter=path>\ncalc.py\n</parameter>\n<parameter=line>\n3\n"
+    "</parameter>\n</function>\n</tool_call>"
+)
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +135,9 @@ def test_tool_call_forced_through_the_decoder_is_parsed(clover):
     text = "look at calc.py first</think>\n\n" + CALL
     turn = model.complete(USER, TOOLS, events.append, forced=forced(model, text))
     assert turn.thinking == "look at calc.py first" and turn.text == ""
-    assert [(c.name, c.arguments, c.error) for c in turn.tool_calls] == [("view", {"path": "calc.py", "line": 3}, None)]
+    assert [(c.name, c.arguments, c.error) for c in turn.tool_calls] == [
+        ("view", {"path": "calc.py", "line": 3}, None)
+    ]
     assert turn.finish_reason == "tool_calls"
     streamed = {k: "".join(e.text for e in events if e.kind == k) for k in ("thinking", "text")}
     assert streamed["thinking"] == "look at calc.py first" and "<tool_call>" not in streamed["text"]
@@ -149,8 +154,12 @@ def test_think_off_answer_and_malformed_call(clover):
 
 
 def test_turn_from_text_hermes_json_and_plain_answer():
-    turn = turn_from_text('ok</think>\n<tool_call>{"name": "view", "arguments": {"path": "a"}}</tool_call>', TOOLS, opened=True)
-    assert turn.thinking == "ok" and [(c.name, c.arguments) for c in turn.tool_calls] == [("view", {"path": "a"})]
+    turn = turn_from_text(
+        'ok</think>\n<tool_call>{"name": "view", "arguments": {"path": "a"}}</tool_call>', TOOLS, opened=True
+    )
+    assert turn.thinking == "ok" and [(c.name, c.arguments) for c in turn.tool_calls] == [
+        ("view", {"path": "a"})
+    ]
     turn = turn_from_text("All done.<|im_end|>", TOOLS, opened=False)
     assert (turn.text, turn.tool_calls) == ("All done.", [])
 
@@ -254,7 +263,11 @@ def test_the_threads_setting_reaches_torch(ckpt):
 def _git_repo(path):
     path.mkdir()
     (path / "calc.py").write_text("def add(a, b):\n    return a - b\n")
-    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]):
+    for args in (
+        ["init", "-q"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"],
+    ):
         subprocess.run(["git", *args], cwd=path, check=True)
     return path
 
@@ -263,9 +276,26 @@ def test_clover_fix_runs_end_to_end_on_random_weights(tmp_path, ckpt):
     repo = _git_repo(tmp_path / "repo")
     (tmp_path / "issue.md").write_text("add(2, 3) returns -1 instead of 5.")
     traj = tmp_path / "traj.jsonl"
-    env = {**isolated_env(tmp_path), "CLOVER_MAX_TOKENS": "32", "CLOVER_BLOCK_SIZE": "8", "OMP_NUM_THREADS": "1"}
-    proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--model", str(ckpt),
-                      "--max-steps", "2", "--yes", "--trajectory", str(traj), env=env)
+    env = {
+        **isolated_env(tmp_path),
+        "CLOVER_MAX_TOKENS": "32",
+        "CLOVER_BLOCK_SIZE": "8",
+        "OMP_NUM_THREADS": "1",
+    }
+    proc = run_clover(
+        "fix",
+        str(tmp_path / "issue.md"),
+        "--repo",
+        str(repo),
+        "--model",
+        str(ckpt),
+        "--max-steps",
+        "2",
+        "--yes",
+        "--trajectory",
+        str(traj),
+        env=env,
+    )
     assert proc.returncode in (0, 1, 4), proc.stderr  # exit_codes: done, no result, or the step limit
     assert "Traceback" not in proc.stderr + proc.stdout
     records = [json.loads(line) for line in traj.read_text().splitlines()]
@@ -275,9 +305,16 @@ def test_clover_fix_runs_end_to_end_on_random_weights(tmp_path, ckpt):
 def test_clover_fix_with_a_broken_checkpoint_is_one_line_exit_2(tmp_path, ckpt):
     repo = _git_repo(tmp_path / "repo")
     (tmp_path / "issue.md").write_text("add is wrong")
-    proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--model",
-                      str(_broken(ckpt, tmp_path, "truncated")), "--yes",
-                      env={**isolated_env(tmp_path), "OMP_NUM_THREADS": "1"})
+    proc = run_clover(
+        "fix",
+        str(tmp_path / "issue.md"),
+        "--repo",
+        str(repo),
+        "--model",
+        str(_broken(ckpt, tmp_path, "truncated")),
+        "--yes",
+        env={**isolated_env(tmp_path), "OMP_NUM_THREADS": "1"},
+    )
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("clover: ") and "Traceback" not in proc.stderr
@@ -324,8 +361,22 @@ def test_decode_benchmark_runs_on_the_tiny_checkpoint(ckpt, tmp_path, capsys):
 
     assert agreement([1, 2, 3, 4], [1, 2, 0, 4]) == 0.75 and agreement([1, 2], [1, 2, 3, 4]) == 0.5
     out = tmp_path / "bench.json"
-    argv = ["--model", str(ckpt), "--prompt-tokens", "12", "--new-tokens", "8", "--block-sizes", "1,4",
-            "--thresholds", "0.5,0.0", "--prefill-lengths", "64", "--json", str(out)]
+    argv = [
+        "--model",
+        str(ckpt),
+        "--prompt-tokens",
+        "12",
+        "--new-tokens",
+        "8",
+        "--block-sizes",
+        "1,4",
+        "--thresholds",
+        "0.5,0.0",
+        "--prefill-lengths",
+        "64",
+        "--json",
+        str(out),
+    ]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "agree B=1" in printed and "prefill" in printed

@@ -15,10 +15,25 @@ from clover.core.protocols import ModelError
 from clover.settings import Settings
 from tests.fakeserver import FakeChatServer, FakeReply
 
-TOOLS = [{"type": "function", "function": {"name": "view", "description": "Show a file.", "parameters": {
-    "type": "object", "properties": {"path": {"type": "string"}, "line": {"type": "integer"}}, "required": ["path"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "view",
+            "description": "Show a file.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "line": {"type": "integer"}},
+                "required": ["path"],
+            },
+        },
+    }
+]
 USER = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Look at a.py"}]
-XML_CALL = "<tool_call>\n<function=view>\n<parameter=path>\na.py\n</parameter>\n<parameter=line>\n3\n</parameter>\n</function>\n</tool_call>"
+XML_CALL = (
+    "<tool_call>\n<function=view>\n<parameter=path>\na.py\n</parameter>\n<parameter=line>\n3\n"
+    "</parameter>\n</function>\n</tool_call>"
+)
 
 
 def make(server: FakeChatServer, **kw) -> OpenAICompatModel:
@@ -35,18 +50,30 @@ def server():
 
 @pytest.mark.parametrize("stream", [True, False])
 def test_native_tool_calls(server, stream):
-    server.add(FakeReply(text="Looking.", tool_calls=[
-        {"name": "view", "arguments": {"path": "a.py", "line": 3}}, {"name": "view", "arguments": {"path": "b.py"}, "id": "x9"}],
-        prompt_tokens=21, completion_tokens=9))
+    server.add(
+        FakeReply(
+            text="Looking.",
+            tool_calls=[
+                {"name": "view", "arguments": {"path": "a.py", "line": 3}},
+                {"name": "view", "arguments": {"path": "b.py"}, "id": "x9"},
+            ],
+            prompt_tokens=21,
+            completion_tokens=9,
+        )
+    )
     events = []
     turn = make(server, stream=stream).complete(USER, TOOLS, events.append)
     assert turn.text == "Looking." and turn.finish_reason == "tool_calls"
     assert [(c.name, c.arguments, c.id, c.error) for c in turn.tool_calls] == [
-        ("view", {"path": "a.py", "line": 3}, "call_0", None), ("view", {"path": "b.py"}, "x9", None)]
+        ("view", {"path": "a.py", "line": 3}, "call_0", None),
+        ("view", {"path": "b.py"}, "x9", None),
+    ]
     assert (turn.prompt_tokens, turn.completion_tokens) == (21, 9)
     assert "".join(e.text for e in events if e.kind == "text") == "Looking."
     assert [e.data for e in events if e.kind == "tool_call"] == [
-        {"name": "view", "arguments": {"path": "a.py", "line": 3}}, {"name": "view", "arguments": {"path": "b.py"}}]
+        {"name": "view", "arguments": {"path": "a.py", "line": 3}},
+        {"name": "view", "arguments": {"path": "b.py"}},
+    ]
     assert events[-1].kind == "usage" and events[-1].data == {"prompt_tokens": 21, "completion_tokens": 9}
     sent = server.requests[0]
     assert sent["tools"] == TOOLS and sent["messages"] == USER and sent["model"] == "test-model"
@@ -54,8 +81,15 @@ def test_native_tool_calls(server, stream):
 
 
 def test_bad_native_arguments_become_call_errors(server):
-    server.add(FakeReply(tool_calls=[{"name": "view", "arguments": '{"path": "a.py"'}, {"name": "view", "arguments": "[1]"},
-                                     {"name": "view", "arguments": ""}]))
+    server.add(
+        FakeReply(
+            tool_calls=[
+                {"name": "view", "arguments": '{"path": "a.py"'},
+                {"name": "view", "arguments": "[1]"},
+                {"name": "view", "arguments": ""},
+            ]
+        )
+    )
     calls = make(server).complete(USER, TOOLS).tool_calls
     assert "not valid JSON" in calls[0].error and calls[0].raw == '{"path": "a.py"'
     assert "must be a JSON object" in calls[1].error
@@ -74,7 +108,10 @@ def test_reasoning_becomes_thinking(server, field, stream):
 
 
 def test_think_tags_in_content_become_thinking(server):
-    server.add(FakeReply(text="<think>\nhidden plan\n</think>\n\nVisible."), FakeReply(text="plan only</think>\n\nAfter."))
+    server.add(
+        FakeReply(text="<think>\nhidden plan\n</think>\n\nVisible."),
+        FakeReply(text="plan only</think>\n\nAfter."),
+    )
     events = []
     model = make(server)
     turn = model.complete(USER, [], events.append)
@@ -87,28 +124,45 @@ def test_think_tags_in_content_become_thinking(server):
 def test_text_mode_renders_tools_and_history_as_text(server):
     server.add(FakeReply(text=f"I will look.\n{XML_CALL}"))
     history = USER + [
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "view", "arguments": '{"path": "z.py"}'}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "view", "arguments": '{"path": "z.py"}'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "name": "view", "content": "file body"},
     ]
     events = []
     turn = make(server, tool_format="text").complete(history, TOOLS, events.append)
     assert turn.text == "I will look."
-    assert [(c.name, c.arguments, c.error) for c in turn.tool_calls] == [("view", {"path": "a.py", "line": 3}, None)]
+    assert [(c.name, c.arguments, c.error) for c in turn.tool_calls] == [
+        ("view", {"path": "a.py", "line": 3}, None)
+    ]
     assert "<tool_call>" not in "".join(e.text for e in events)  # call markup is held back from the stream
     sent = server.requests[0]
     assert "tools" not in sent
     roles = [m["role"] for m in sent["messages"]]
     assert roles == ["system", "user", "assistant", "user"]
-    assert sent["messages"][0]["content"].startswith("Be brief.\n\n# Tools") and "<name>view</name>" in sent["messages"][0]["content"]
+    assert (
+        sent["messages"][0]["content"].startswith("Be brief.\n\n# Tools")
+        and "<name>view</name>" in sent["messages"][0]["content"]
+    )
     assert "<function=view>\n<parameter=path>\nz.py\n</parameter>" in sent["messages"][2]["content"]
     assert sent["messages"][3]["content"] == "<tool_response>\nfile body\n</tool_response>"
 
 
-@pytest.mark.parametrize("reply", [
-    XML_CALL,
-    '<tool_call>\n{"name": "view", "arguments": {"path": "a.py", "line": 3}}\n</tool_call>',
-])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        XML_CALL,
+        '<tool_call>\n{"name": "view", "arguments": {"path": "a.py", "line": 3}}\n</tool_call>',
+    ],
+)
 def test_auto_switches_to_text_when_calls_come_as_text(server, reply):
     server.add(FakeReply(text=reply), FakeReply(text="Done."))
     model = make(server)  # tool_format auto
@@ -161,7 +215,9 @@ def test_unreachable_server_names_the_url():
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     model = OpenAICompatModel(Settings(model="m", base_url=f"http://127.0.0.1:{port}/v1"), max_retries=0)
-    with pytest.raises(ModelError, match=rf"cannot reach the model server at http://127.0.0.1:{port}/v1") as info:
+    with pytest.raises(
+        ModelError, match=rf"cannot reach the model server at http://127.0.0.1:{port}/v1"
+    ) as info:
         model.complete(USER, [])
     assert "\n" not in str(info.value)
 
@@ -176,12 +232,17 @@ def test_closed_server_is_unreachable():
 
 def test_http_errors_are_one_line():
     with FakeChatServer(api_key="right-key", models=["test-model"]) as srv:
-        with pytest.raises(ModelError, match=r"rejected the API key \(HTTP 401: Incorrect API key provided.\); no API key is set"):
+        with pytest.raises(
+            ModelError,
+            match=r"rejected the API key \(HTTP 401: Incorrect API key provided.\); no API key is set",
+        ):
             make(srv).complete(USER, [])
         with pytest.raises(ModelError, match="rejected the API key.*check --api-key"):
             make(srv, api_key="wrong").complete(USER, [])
         with pytest.raises(ModelError, match="model 'other' not found at .*/v1.*does not exist"):
-            OpenAICompatModel(Settings(model="other", base_url=srv.url, api_key="right-key"), max_retries=0).complete(USER, [])
+            OpenAICompatModel(
+                Settings(model="other", base_url=srv.url, api_key="right-key"), max_retries=0
+            ).complete(USER, [])
         srv.add(FakeReply(status=503, error="overloaded,\n try later"))
         with pytest.raises(ModelError, match="answered HTTP 503: overloaded, try later$"):
             make(srv, api_key="right-key").complete(USER, [])
@@ -197,7 +258,11 @@ def _repo(path):
     path.mkdir()
     (path / "calc.py").write_text(BUGGY)
     (path / "test_calc.py").write_text(TEST)
-    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]):
+    for args in (
+        ["init", "-q"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"],
+    ):
         subprocess.run(["git", *args], cwd=path, check=True)
     return path
 
@@ -234,7 +299,9 @@ def test_agent_fixes_a_bug_through_the_fake_server(tmp_path, text_calls):
     env = LocalEnvironment(str(repo), timeout=60)
     with FakeChatServer(_replies(text_calls)) as srv:
         model = make(srv)
-        agent = Agent(model, env, [tools["view"], tools["str_replace"], tools["bash"]], system_prompt="Fix bugs.")
+        agent = Agent(
+            model, env, [tools["view"], tools["str_replace"], tools["bash"]], system_prompt="Fix bugs."
+        )
         result = agent.run("add(2, 3) returns -1")
         assert result.exit_status == "submitted", result.error
         assert result.final_text == "Fixed: add() subtracted." and result.steps == 4
@@ -247,7 +314,11 @@ def test_agent_fixes_a_bug_through_the_fake_server(tmp_path, text_calls):
         last = srv.requests[-1]["messages"]
         if text_calls:
             assert "tools" not in srv.requests[-1]
-            assert last[-1]["role"] == "user" and "<tool_response>" in last[-1]["content"] and "1 passed" in last[-1]["content"]
+            assert (
+                last[-1]["role"] == "user"
+                and "<tool_response>" in last[-1]["content"]
+                and "1 passed" in last[-1]["content"]
+            )
         else:
             assert srv.requests[-1]["tools"][0]["function"]["name"] == "view"
             assert last[-1]["role"] == "tool" and "1 passed" in last[-1]["content"]

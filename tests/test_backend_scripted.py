@@ -14,16 +14,35 @@ from clover.backends.scripted import ScriptedModel
 from clover.core.protocols import Model, ModelError
 from clover.settings import Settings
 
-TOOLS = [{"type": "function", "function": {"name": "view", "description": "", "parameters": {
-    "type": "object", "properties": {"path": {"type": "string"}, "line": {"type": "integer"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "view",
+            "description": "",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "line": {"type": "integer"}},
+            },
+        },
+    }
+]
 
 
 def test_replays_turns_from_a_json_file_and_runs_out(tmp_path):
     path = tmp_path / "script.json"
-    path.write_text(json.dumps([
-        {"thinking": "look first", "text": "Looking.", "tool_calls": [{"name": "view", "arguments": {"path": "a.py"}}]},
-        {"text": "Done."},
-    ]))
+    path.write_text(
+        json.dumps(
+            [
+                {
+                    "thinking": "look first",
+                    "text": "Looking.",
+                    "tool_calls": [{"name": "view", "arguments": {"path": "a.py"}}],
+                },
+                {"text": "Done."},
+            ]
+        )
+    )
     model = make_model(Settings(model=f"scripted:{path}"))
     assert isinstance(model, ScriptedModel) and isinstance(model, Model)
     events = []
@@ -40,9 +59,14 @@ def test_replays_turns_from_a_json_file_and_runs_out(tmp_path):
 
 
 def test_jsonl_raw_turns_are_parsed_with_the_tool_schemas(tmp_path):
-    raw = "<think>\nhm\n</think>\n\nOk.\n<tool_call>\n<function=view>\n<parameter=path>\nb.py\n</parameter>\n<parameter=line>\n4\n</parameter>\n</function>\n</tool_call>"
+    raw = (
+        "<think>\nhm\n</think>\n\nOk.\n<tool_call>\n<function=view>\n<parameter=path>\nb.py\n"
+        "</parameter>\n<parameter=line>\n4\n</parameter>\n</function>\n</tool_call>"
+    )
     path = tmp_path / "script.jsonl"
-    path.write_text(json.dumps({"raw": raw}) + "\n\n" + json.dumps({"raw": "<tool_call>\n<function=view>\n"}) + "\n")
+    path.write_text(
+        json.dumps({"raw": raw}) + "\n\n" + json.dumps({"raw": "<tool_call>\n<function=view>\n"}) + "\n"
+    )
     model = ScriptedModel(path)
     turn = model.complete([], TOOLS)
     assert (turn.thinking, turn.text) == ("hm", "Ok.")
@@ -68,7 +92,7 @@ def test_bad_scripts_give_one_line_errors(tmp_path):
         ScriptedModel(bad)
     with pytest.raises(ModelError, match="unknown keys"):
         ScriptedModel([{"txt": "typo"}]).complete([], [])
-    with pytest.raises(ModelError, match="needs a \"name\""):
+    with pytest.raises(ModelError, match='needs a "name"'):
         ScriptedModel([{"tool_calls": [{"arguments": {}}]}]).complete([], [])
 
 
@@ -87,5 +111,7 @@ def test_make_model_choices(tmp_path):
 
 
 def test_backends_package_imports_nothing_heavy():
-    code = "import sys, clover.backends; assert not {'torch', 'openai'} & set(sys.modules), sys.modules.keys()"
+    code = (
+        "import sys, clover.backends; assert not {'torch', 'openai'} & set(sys.modules), sys.modules.keys()"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

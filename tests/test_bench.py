@@ -61,7 +61,10 @@ def test_relative_out_dir_works(tmp_path, monkeypatch):
 def _new_file_patch(path: str, text: str) -> str:
     lines = text.splitlines()
     body = "".join(f"+{line}\n" for line in lines)
-    return f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n@@ -0,0 +1,{len(lines)} @@\n{body}"
+    return (
+        f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n@@ -0,0 "
+        f"+1,{len(lines)} @@\n{body}"
+    )
 
 
 def test_grading_needs_every_pass_to_pass_test(tmp_path):
@@ -106,7 +109,10 @@ def _paths_written(turns: list[dict], out: Path, **cfg: object) -> set[str]:
     return {line[1:] for patch in patches for line in patch.splitlines() if line.startswith("+/")}
 
 
-PWD_TURNS = [{"tool_calls": [{"name": "bash", "arguments": {"command": "pwd > where.txt"}}]}, {"text": "Done."}]
+PWD_TURNS = [
+    {"tool_calls": [{"name": "bash", "arguments": {"command": "pwd > where.txt"}}]},
+    {"text": "Done."},
+]
 
 
 def test_a_pinned_work_dir_does_not_move_with_out_or_the_decoder(tmp_path):
@@ -134,7 +140,10 @@ def test_by_default_each_run_works_at_a_fresh_real_path_with_real_timings(tmp_pa
 
 def test_fixed_timings_are_asked_for_and_labelled(tmp_path):
     out = tmp_path / "o"
-    assert main(["--oracle", "empty", "--count", "1", "--block-size", "1", "--out", str(out), "--fixed-timings"]) == 0
+    assert (
+        main(["--oracle", "empty", "--count", "1", "--block-size", "1", "--out", str(out), "--fixed-timings"])
+        == 0
+    )
     assert _summary(out)["labels"]["timings"].startswith("fixed")
     assert BenchConfig(out=out).labels()["timings"] == "real"
 
@@ -152,16 +161,43 @@ def test_a_work_dir_in_use_is_refused_in_one_line(tmp_path, capsys):
 
 def test_kept_workspaces_are_under_out(tmp_path):
     out = tmp_path / "o"
-    assert main(["--oracle", "empty", "--count", "1", "--block-size", "8,1", "--out", str(out), "--keep-workspaces"]) == 0
+    assert (
+        main(
+            [
+                "--oracle",
+                "empty",
+                "--count",
+                "1",
+                "--block-size",
+                "8,1",
+                "--out",
+                str(out),
+                "--keep-workspaces",
+            ]
+        )
+        == 0
+    )
     kept = sorted(p.relative_to(out / "work").parts for p in (out / "work").glob("*/*"))
-    assert [k[0] for k in kept] == ["ar-b1", "diffusion-b8-t0.9"] and all((out / "work" / k[0] / k[1] / ".git").is_dir() for k in kept)
+    assert [k[0] for k in kept] == ["ar-b1", "diffusion-b8-t0.9"] and all(
+        (out / "work" / k[0] / k[1] / ".git").is_dir() for k in kept
+    )
 
 
 def test_summary_ratios_are_against_the_ar_baseline():
     def rec(key: str, seconds: float, tokens: int, forwards: int, ok: bool) -> dict:
-        return {"decoder_key": key, "resolved": ok, "steps": 3, "turns": 3, "generated_tokens": tokens,
-                "forwards": forwards, "decode_seconds": tokens / 100, "seconds": seconds,
-                "malformed_tool_calls": 1, "tool_calls": 2, "exit_status": "submitted"}  # fmt: skip
+        return {
+            "decoder_key": key,
+            "resolved": ok,
+            "steps": 3,
+            "turns": 3,
+            "generated_tokens": tokens,
+            "forwards": forwards,
+            "decode_seconds": tokens / 100,
+            "seconds": seconds,
+            "malformed_tool_calls": 1,
+            "tool_calls": 2,
+            "exit_status": "submitted",
+        }
 
     diff, ar = Decoder(32, 0.9), Decoder(1, 0.9)
     records = [rec(diff.key, 2.0, 400, 100, True), rec(ar.key, 6.0, 300, 300, False)]
@@ -200,8 +236,23 @@ def test_tiny_random_checkpoint_end_to_end(tmp_path, ckpt_dir):
     app = typer.Typer()
     app.command()(bench_command)
     out = tmp_path / "bench"
-    result = CliRunner().invoke(app, ["--model", str(ckpt_dir), "--count", "2", "--max-steps", "2",
-                                      "--max-tokens", "24", "--block-size", "8,1", "--out", str(out)])  # fmt: skip
+    result = CliRunner().invoke(
+        app,
+        [
+            "--model",
+            str(ckpt_dir),
+            "--count",
+            "2",
+            "--max-steps",
+            "2",
+            "--max-tokens",
+            "24",
+            "--block-size",
+            "8,1",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert result.exception is None and "Traceback" not in result.output
     summary = _summary(out)
@@ -225,7 +276,9 @@ def test_tiny_random_checkpoint_end_to_end(tmp_path, ckpt_dir):
     for p in files:
         rec = json.loads(p.read_text())
         # the step limit's wrap-up turn (the random checkpoint does not decline it) is no step
-        assert Path(rec["trajectory"]).is_file() and rec["turns"] - rec["steps"] == (rec["exit_status"] == "limits_exceeded")
+        assert Path(rec["trajectory"]).is_file() and rec["turns"] - rec["steps"] == (
+            rec["exit_status"] == "limits_exceeded"
+        )
     assert "| B=8 τ=0.9 |" in (out / "summary.md").read_text()
     assert not (out / "work").exists()
 
@@ -268,8 +321,12 @@ def test_set_reaches_every_decoders_settings(tmp_path):
     """`--set KEY=VALUE`: a setting the bench has no option for (CLOVER_* variables do not reach it)."""
     from clover.evals.bench.run import BenchError, parse_settings
 
-    cfg = BenchConfig(out=tmp_path, block_sizes=[16, 1], extra=parse_settings(["grounded-spans=off", "edit_repairs=off"]))
-    assert [(s.grounded_spans, s.edit_repairs) for s in map(cfg.settings, cfg.decoders())] == [("off", "off")] * 2
+    cfg = BenchConfig(
+        out=tmp_path, block_sizes=[16, 1], extra=parse_settings(["grounded-spans=off", "edit_repairs=off"])
+    )
+    assert [(s.grounded_spans, s.edit_repairs) for s in map(cfg.settings, cfg.decoders())] == [
+        ("off", "off")
+    ] * 2
     assert BenchConfig(out=tmp_path).settings(cfg.decoders()[0]).grounded_spans == "auto"
     # drafts: unset by its own option (--drafts), --set may give it
     assert BenchConfig(out=tmp_path, extra={"drafts": "0"}).settings(cfg.decoders()[0]).drafts == 0
@@ -289,8 +346,18 @@ def test_grounding_side_by_side_and_the_value_errors_it_rules_out(tmp_path):
         parse_grounding("maybe")
     traj = [
         {"type": "assistant", "completion_tokens": 50, "stats": {"forwards": 10, "grammar_tokens": 30}},
-        {"type": "tool", "name": "str_replace", "is_error": True, "output": "old_str was not found in a.py. ..."},
-        {"type": "tool", "name": "str_replace", "is_error": True, "output": "str_replace: old_str occurs 2 times in a.py"},
+        {
+            "type": "tool",
+            "name": "str_replace",
+            "is_error": True,
+            "output": "old_str was not found in a.py. ...",
+        },
+        {
+            "type": "tool",
+            "name": "str_replace",
+            "is_error": True,
+            "output": "str_replace: old_str occurs 2 times in a.py",
+        },
         {"type": "tool", "name": "view", "is_error": True, "output": "src/b.py: no such file"},
         {"type": "tool", "name": "bash", "is_error": True, "output": "cat: x: No such file or directory"},
     ]
@@ -300,10 +367,21 @@ def test_grounding_side_by_side_and_the_value_errors_it_rules_out(tmp_path):
     on32, on1 = cfg.decoders()[:2]
 
     def rec(d, iid, seconds, ok):
-        return {"decoder_key": d.key, "instance_id": iid, "resolved": ok, "seconds": seconds, **st,
-                "exit_status": "submitted"}  # fmt: skip
+        return {
+            "decoder_key": d.key,
+            "instance_id": iid,
+            "resolved": ok,
+            "seconds": seconds,
+            **st,
+            "exit_status": "submitted",
+        }
 
-    records = [rec(on32, "a", 2.0, True), rec(on1, "a", 6.0, True), rec(on32, "b", 1.0, False), rec(on1, "b", 9.0, True)]
+    records = [
+        rec(on32, "a", 2.0, True),
+        rec(on1, "a", 6.0, True),
+        rec(on32, "b", 1.0, False),
+        rec(on1, "b", 9.0, True),
+    ]
     s = summarize(records, [on32, on1])
     row = s["decoders"][0]
     assert row["tokens_per_forward"] == 5.0 and row["model_tokens_per_forward"] == 2.0
@@ -315,17 +393,42 @@ def test_harm_is_counted_test_file_edits_broken_passing_tests_and_the_guards_cat
     """Issue 49's goals are counts: edits of test files, runs that leave a passing test failing
     (graded PASS_TO_PASS), undefined names in the final patch; and what the test guard caught."""
     turns = [
-        {"tool_calls": [{"name": "str_replace", "arguments": {"path": "tests/test_temps.py",
-                                                              "old_str": "== 0", "new_str": "== 0  # ok"}}]},
-        {"tool_calls": [{"name": "str_replace", "arguments": {"path": "temps.py", "old_str": "(f - 32) * 5 / 9",
-                                                              "new_str": "(f + 32) * 5 / 9"}}]},
+        {
+            "tool_calls": [
+                {
+                    "name": "str_replace",
+                    "arguments": {"path": "tests/test_temps.py", "old_str": "== 0", "new_str": "== 0  # ok"},
+                }
+            ]
+        },
+        {
+            "tool_calls": [
+                {
+                    "name": "str_replace",
+                    "arguments": {
+                        "path": "temps.py",
+                        "old_str": "(f - 32) * 5 / 9",
+                        "new_str": "(f + 32) * 5 / 9",
+                    },
+                }
+            ]
+        },
         {"text": "Done."},
-    ]  # fmt: skip
+    ]
     out = tmp_path / "o"
-    cfg = BenchConfig(out=out, model="scripted:unused", count=1, max_steps=5, block_sizes=[1], split="handwritten")
+    cfg = BenchConfig(
+        out=out, model="scripted:unused", count=1, max_steps=5, block_sizes=[1], split="handwritten"
+    )
     (row,) = run_bench(cfg, model=ScriptedModel(turns), log=lambda line: None)["decoders"]
-    assert (row["test_file_edits"], row["broke_passing_tests"], row["guard_caught"], row["rolled_back"]) == (1, 1, 1, 0)
+    assert (row["test_file_edits"], row["broke_passing_tests"], row["guard_caught"], row["rolled_back"]) == (
+        1,
+        1,
+        1,
+        0,
+    )
     assert row["undefined_names_left"] == 0
     record = json.loads(_task_files(out)[0].read_text())
-    assert record["test_guard"]["broken"] == ["tests/test_temps.py::test_to_celsius_boiling",
-                                              "tests/test_temps.py::test_to_celsius_freezing"]  # fmt: skip
+    assert record["test_guard"]["broken"] == [
+        "tests/test_temps.py::test_to_celsius_boiling",
+        "tests/test_temps.py::test_to_celsius_freezing",
+    ]

@@ -22,8 +22,14 @@ from clover.settings import Settings
 from tests.clihelp import git_repo
 
 ROOT = Path(__file__).resolve().parents[1]
-EDIT = {"tool_calls": [{"name": "str_replace", "arguments": {
-    "path": "hello.py", "old_str": "return 1", "new_str": "return 'hi'"}}]}
+EDIT = {
+    "tool_calls": [
+        {
+            "name": "str_replace",
+            "arguments": {"path": "hello.py", "old_str": "return 1", "new_str": "return 'hi'"},
+        }
+    ]
+}
 
 
 def _repo(tmp_path: Path) -> Path:
@@ -39,25 +45,50 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _piped(repo: Path, home: Path, script: Path, stdin: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "CLOVER_HOME": str(home), "XDG_CACHE_HOME": str(home.parent / "cache"),
-           "XDG_CONFIG_HOME": str(home.parent / "config"), "PYTHONPATH": str(ROOT), "TERM": "xterm-256color",
-           "FORCE_COLOR": ""}
+    env = {
+        **os.environ,
+        "CLOVER_HOME": str(home),
+        "XDG_CACHE_HOME": str(home.parent / "cache"),
+        "XDG_CONFIG_HOME": str(home.parent / "config"),
+        "PYTHONPATH": str(ROOT),
+        "TERM": "xterm-256color",
+        "FORCE_COLOR": "",
+    }
     env.pop("FORCE_COLOR")
     return subprocess.run(
-        [sys.executable, "-m", "clover.repl", "--repo", str(repo), "--model", f"scripted:{script}",
-         "--mode", "ask", *extra],
-        input=stdin, capture_output=True, text=True, env=env, cwd=ROOT, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "clover.repl",
+            "--repo",
+            str(repo),
+            "--model",
+            f"scripted:{script}",
+            "--mode",
+            "ask",
+            *extra,
+        ],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
     )
 
 
 def test_piped_chat_prints_plain_text_and_resumes(tmp_path: Path, home: Path) -> None:
     repo = _repo(tmp_path)
     script = tmp_path / "script.json"
-    script.write_text(json.dumps([
-        {"thinking": "Edit hello.py.", **EDIT},
-        {"text": "Changed **hello**:\n\n- returns `'hi'`"},
-        {"text": "You asked me to change hello.py."},
-    ]))
+    script.write_text(
+        json.dumps(
+            [
+                {"thinking": "Edit hello.py.", **EDIT},
+                {"text": "Changed **hello**:\n\n- returns `'hi'`"},
+                {"text": "You asked me to change hello.py."},
+            ]
+        )
+    )
     first = _piped(repo, home, script, "change hello\ny\n/diff\n/status\n/exit\n")
     assert first.returncode == 0, first.stderr
     out = first.stdout
@@ -75,11 +106,16 @@ def test_piped_chat_prints_plain_text_and_resumes(tmp_path: Path, home: Path) ->
     script.write_text(json.dumps([{"text": "You asked me to change hello.py."}]))
     second = _piped(repo, home, script, "what did I ask?\n", "--resume")
     assert second.returncode == 0, second.stderr
-    assert f"resumed session {session_id} (1 request)\n› change hello\n⏺ str_replace(hello.py)" in second.stdout
+    assert (
+        f"resumed session {session_id} (1 request)\n› change hello\n⏺ str_replace(hello.py)" in second.stdout
+    )
     assert "Clover chat ·" not in second.stdout  # the banner is for terminals
     assert "You asked me to change hello.py." in second.stdout
     again = store.load(session_id)
-    assert [m["content"] for m in again.messages if m["role"] == "user"] == ["change hello", "what did I ask?"]
+    assert [m["content"] for m in again.messages if m["role"] == "user"] == [
+        "change hello",
+        "what did I ask?",
+    ]
 
 
 def test_resume_of_an_unknown_session_is_one_clear_error(
@@ -99,8 +135,15 @@ def _app(repo: Path, turns: list[dict], stdin: str = "", **settings: object) -> 
     out = io.StringIO()
     console = Console(file=out, force_terminal=False, color_system=None, width=100)
     model = ScriptedModel(turns)
-    app = ChatApp(Settings(mode="ask", **settings), repo, live=False, tty=False,
-                  stdin=io.StringIO(stdin), console=console, model=model)
+    app = ChatApp(
+        Settings(mode="ask", **settings),
+        repo,
+        live=False,
+        tty=False,
+        stdin=io.StringIO(stdin),
+        console=console,
+        model=model,
+    )
     return app, out
 
 
@@ -108,7 +151,9 @@ def test_declined_edit_stops_the_turn_and_waits_for_the_user(tmp_path: Path, hom
     """`n` stops the turn: the model is not asked again (it viewed the file and asked for the same
     edit), the user says what to do instead, and the model reads the refusal with that message."""
     repo = _repo(tmp_path)
-    app, out = _app(repo, [EDIT, {"text": "should not be asked for"}, {"text": "ok, returning 2"}], stdin="n\n")
+    app, out = _app(
+        repo, [EDIT, {"text": "should not be asked for"}, {"text": "ok, returning 2"}], stdin="n\n"
+    )
     result = app.ask("change hello")
     assert result is not None and result.exit_status == "declined"
     assert app.model.inner.position == 1  # the turn ended at the refusal
@@ -121,7 +166,11 @@ def test_declined_edit_stops_the_turn_and_waits_for_the_user(tmp_path: Path, hom
     app.model.inner.position = 2
     app.ask("return 2 instead")
     sent = app.model.inner.requests[-1]
-    assert [m["role"] for m in sent[-3:]] == ["assistant", "tool", "user"]  # the refusal, then the new request
+    assert [m["role"] for m in sent[-3:]] == [
+        "assistant",
+        "tool",
+        "user",
+    ]  # the refusal, then the new request
 
 
 def test_always_answer_lasts_for_the_session(tmp_path: Path, home: Path) -> None:
@@ -149,8 +198,12 @@ def test_session_files_are_redacted(tmp_path: Path, home: Path) -> None:
 def test_compaction_near_the_context_window(tmp_path: Path, home: Path) -> None:
     repo = _repo(tmp_path)
     (repo / "AGENTS.md").write_text("Always run the tests with pytest -q.\n")
-    turns = [{"text": "A" * 400}, {"text": "B" * 400}, {"text": "The user asked about A and B."},
-             {"text": "C"}]
+    turns = [
+        {"text": "A" * 400},
+        {"text": "B" * 400},
+        {"text": "The user asked about A and B."},
+        {"text": "C"},
+    ]
     app, out = _app(repo, turns)
     app.model.inner.context_window = 500
     app.ask("first " + "x" * 300)
@@ -160,7 +213,9 @@ def test_compaction_near_the_context_window(tmp_path: Path, home: Path) -> None:
     text = out.getvalue()
     assert "⟳ context compacted" in text and "a summary by the model" in text
     messages = app.agent.messages
-    assert messages[0]["role"] == "system" and "Always run the tests with pytest -q." in messages[0]["content"]
+    assert (
+        messages[0]["role"] == "system" and "Always run the tests with pytest -q." in messages[0]["content"]
+    )
     assert messages[1]["content"].startswith("[Earlier conversation, compacted]")
     assert "The user asked about A and B." in messages[1]["content"]
     assert "Current request: third" in messages[1]["content"]
@@ -185,9 +240,15 @@ def test_ctrl_c_twice_at_an_empty_prompt_exits(tmp_path: Path, home: Path) -> No
     repo = _repo(tmp_path)
     out = io.StringIO()
     with create_pipe_input() as pipe:
-        app = ChatApp(Settings(mode="ask"), repo, live=True, tty=True, model=ScriptedModel([{"text": "hi"}]),
-                      console=Console(file=out, force_terminal=True, width=100),
-                      input_kwargs={"input": pipe, "output": DummyOutput()})
+        app = ChatApp(
+            Settings(mode="ask"),
+            repo,
+            live=True,
+            tty=True,
+            model=ScriptedModel([{"text": "hi"}]),
+            console=Console(file=out, force_terminal=True, width=100),
+            input_kwargs={"input": pipe, "output": DummyOutput()},
+        )
         pipe.send_text("typed\x03")  # clears the line
         pipe.send_text("\x03")  # first at an empty prompt: a hint
         pipe.send_text("hello\r")  # ...which a message disarms
@@ -222,6 +283,8 @@ def test_the_chat_model_passes_on_wrap_up_and_keeps_the_session_options():
     assert ObservedModel(SimpleNamespace(wrap_up=False), app=None).wrap_up is False
     assert ObservedModel(SimpleNamespace(), app=None).wrap_up is True
     # the agent's wrap-up turn (tool_choice) on top of the session's /think, not instead of it
-    assert _merged(TurnOptions(think=False), TurnOptions(tool_choice="none")) == TurnOptions(think=False, tool_choice="none")
+    assert _merged(TurnOptions(think=False), TurnOptions(tool_choice="none")) == TurnOptions(
+        think=False, tool_choice="none"
+    )
     assert _merged(None, TurnOptions(max_tokens=5)) == TurnOptions(max_tokens=5)
     assert _merged(TurnOptions(think=True), None) == TurnOptions(think=True)

@@ -41,13 +41,26 @@ def repo(tmp_path: Path) -> Path:
     return git_repo(tmp_path / "repo", {"calc.py": "def add(a, b):\n    return a - b\n"})
 
 
-def _app(repo: Path, turns: list[dict], stdin: str = "", width: int = 120, terminal: bool = False,
-         **settings: object) -> tuple[ChatApp, io.StringIO]:
+def _app(
+    repo: Path,
+    turns: list[dict],
+    stdin: str = "",
+    width: int = 120,
+    terminal: bool = False,
+    **settings: object,
+) -> tuple[ChatApp, io.StringIO]:
     out = io.StringIO()
     settings.setdefault("mode", "yolo")
     console = Console(file=out, force_terminal=terminal, color_system=None, width=width)
-    app = ChatApp(Settings(**settings), repo, live=False, tty=False, stdin=io.StringIO(stdin), console=console,
-                  model=ScriptedModel(turns))
+    app = ChatApp(
+        Settings(**settings),
+        repo,
+        live=False,
+        tty=False,
+        stdin=io.StringIO(stdin),
+        console=console,
+        model=ScriptedModel(turns),
+    )
     return app, out
 
 
@@ -62,16 +75,20 @@ def test_malformed_calls_are_in_the_transcript(repo: Path, home: Path) -> None:
     """HEAD: a `git` call with an unknown key vanished between the glob result and `done`; three in a
     row showed only `format_error: …`."""
     bad_git = {"name": "git", "arguments": {"subcommand": "status", "colour": "always"}}
-    turns = [_calls({"name": "glob", "arguments": {"pattern": "*.py"}}, bad_git), {"text": "done"},
-             _calls(bad_git), _calls({"name": "nosuch", "arguments": {}}),
-             _calls({"name": "view", "arguments": {}, "error": "unclosed <parameter=path>"})]
+    turns = [
+        _calls({"name": "glob", "arguments": {"pattern": "*.py"}}, bad_git),
+        {"text": "done"},
+        _calls(bad_git),
+        _calls({"name": "nosuch", "arguments": {}}),
+        _calls({"name": "view", "arguments": {}, "error": "unclosed <parameter=path>"}),
+    ]
     app, out = _app(repo, turns)
     app.ask("look around")
     first = out.getvalue()
     assert first.index("⏺ glob(*.py)") < first.index("⏺ git(status") < first.index("done")
     assert re.search(r"⎿ ✗ malformed: Invalid arguments for git: .*colour", first)
     app.ask("again")
-    text = out.getvalue()[len(first):]
+    text = out.getvalue()[len(first) :]
     assert text.count("⎿ ✗ malformed:") == 3
     assert "⏺ nosuch(" in text and "Unknown tool 'nosuch'" in text
     assert "⏺ view()" in text and "Malformed tool call: unclosed <parameter=path>" in text
@@ -81,7 +98,9 @@ def test_malformed_calls_are_in_the_transcript(repo: Path, home: Path) -> None:
 # 2. whole outputs, counted right, kept for the session
 
 
-def test_a_long_output_is_counted_whole_and_shown_whole_after_its_temp_file_is_gone(repo: Path, home: Path) -> None:
+def test_a_long_output_is_counted_whole_and_shown_whole_after_its_temp_file_is_gone(
+    repo: Path, home: Path
+) -> None:
     """HEAD: `seq 1 5000` was `✓ 3422 lines` (the cut copy's lines) and `/show` printed the cut copy,
     pointing at /tmp/clover-output-…/exec-….log, which was gone later."""
     app, out = _app(repo, [_calls({"name": "bash", "arguments": {"command": "seq 1 5000"}}), {"text": "ok"}])
@@ -119,7 +138,9 @@ def test_serve_without_the_extra_says_what_to_install(monkeypatch: pytest.Monkey
     monkeypatch.setitem(sys.modules, "uvicorn", None)  # as if it were not installed
     result = CliRunner().invoke(app, ["serve"])
     assert result.exit_code == 2 and result.exception is None or isinstance(result.exception, SystemExit)
-    assert "clover serve needs uvicorn, from the [serve] extra: pip install 'clover-cli[serve]'" in result.output
+    assert (
+        "clover serve needs uvicorn, from the [serve] extra: pip install 'clover-cli[serve]'" in result.output
+    )
     assert "Traceback" not in result.output
 
 
@@ -130,26 +151,55 @@ def test_the_status_line_never_wraps(repo: Path, home: Path) -> None:
     """HEAD: it wrapped at 120 columns and took three lines at 60."""
     turns = [{"text": "ok", "prompt_tokens": 123_456, "completion_tokens": 7_890}] * 2
     for width in (60, 120):
-        app, out = _app(repo, turns, width=width, terminal=True, model="scripted:a-rather-long-model-name.jsonl")
+        app, out = _app(
+            repo, turns, width=width, terminal=True, model="scripted:a-rather-long-model-name.jsonl"
+        )
         app.ask("hi")
         lines = out.getvalue().splitlines()
         status = next(line for line in lines if "tok" in line and "ctx" in line)
-        assert len(status) < width and lines[lines.index(status) + 1:] == []
+        assert len(status) < width and lines[lines.index(status) + 1 :] == []
         assert "yolo" in status and "ctx" in status
 
 
 def test_the_diffusion_view_shows_no_template_tokens() -> None:
     """HEAD: `</think>⏎⏎<tool_call>⏎<function=` in the live view."""
     view = DiffusionView()
-    pieces = ["</think>", "\n\n", "<tool_call>", "\n", "<function=", "bash", ">\n", "<parameter=", "command",
-              ">\n", None, None, "\n", "</parameter>", "\n", "</function>", "\n", "</tool_call>", "<|im_end|>"]
+    pieces = [
+        "</think>",
+        "\n\n",
+        "<tool_call>",
+        "\n",
+        "<function=",
+        "bash",
+        ">\n",
+        "<parameter=",
+        "command",
+        ">\n",
+        None,
+        None,
+        "\n",
+        "</parameter>",
+        "\n",
+        "</function>",
+        "\n",
+        "</tool_call>",
+        "<|im_end|>",
+    ]
     view.update(StreamEvent("block_round", data={"tokens": pieces, "block": 3, "round": 2}))
     line = view.render(200).plain
     assert "⏺ bash command=░░" in line
     assert not re.search(r"</?(think|tool_call|function|parameter)|<\|", line)
     # a tokenizer that splits the markup, half decoded: no fragments either
-    view.update(StreamEvent("block_round", data={"tokens": ["<", None, "tool", "_call", ">", "<", "function", "=",
-                                                            "view", ">"], "block": 4, "round": 1}))
+    view.update(
+        StreamEvent(
+            "block_round",
+            data={
+                "tokens": ["<", None, "tool", "_call", ">", "<", "function", "=", "view", ">"],
+                "block": 4,
+                "round": 1,
+            },
+        )
+    )
     assert view.render(200).plain.endswith("│ ░view ")
 
 
@@ -165,8 +215,13 @@ def test_a_command_is_shown_once_at_its_approval(repo: Path, home: Path) -> None
     assert before_question.count("echo approve-me") == 2  # `⏺ bash(echo approve-me)` and the hint
     assert "[a]lways allows bash(echo approve-me)" in before_question
     long = "python -c 'print(1)' && " + "echo x && " * 12 + "echo done"
-    app2, out2 = _app(repo, [_calls({"name": "bash", "arguments": {"command": long}}), {"text": "ok"}],
-                      stdin="n\n", mode="ask", width=80)
+    app2, out2 = _app(
+        repo,
+        [_calls({"name": "bash", "arguments": {"command": long}}), {"text": "ok"}],
+        stdin="n\n",
+        mode="ask",
+        width=80,
+    )
     app2.ask("run the long one")
     assert long in out2.getvalue()  # cut on the call line: shown whole once
 
@@ -190,8 +245,11 @@ def test_resume_counts_the_requests_made_even_after_compaction(repo: Path, home:
     from clover.repl import compaction
 
     session = app.store.load(app.session.id)  # as compaction leaves it: the requests are in the summary
-    session.messages = [session.messages[0], {"role": "user", "content": f"{compaction.MARKER}\nsix requests"},
-                        {"role": "assistant", "content": compaction.ACK}]
+    session.messages = [
+        session.messages[0],
+        {"role": "user", "content": f"{compaction.MARKER}\nsix requests"},
+        {"role": "assistant", "content": compaction.ACK},
+    ]
     app.store.save(session)
     again, out2 = _app(repo, [], stdin="/status\n/exit\n")
     assert again.run(resume=session.id) == 0
@@ -229,7 +287,12 @@ def test_leaving_with_torch_loaded_skips_the_teardown_but_not_the_exit_handlers(
         from clover.repl.leave import leave
         leave(3)
     """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 3 and proc.stdout == "chat done"  # no "teardown ran": it was skipped
     assert marker.read_text() == "yes"

@@ -30,25 +30,40 @@ def _app(tmp_path: Path, backend: Model | None = None, **settings: object) -> tu
     out = io.StringIO()
     repo = tmp_path / "repo"
     repo.mkdir(exist_ok=True)
-    app = ChatApp(Settings(mode="ask", checkpoints=False, **settings), repo, live=False, tty=False,
-                  stdin=io.StringIO(""), console=Console(file=out, force_terminal=False, color_system=None,
-                                                        width=120), model=backend)
+    app = ChatApp(
+        Settings(mode="ask", checkpoints=False, **settings),
+        repo,
+        live=False,
+        tty=False,
+        stdin=io.StringIO(""),
+        console=Console(file=out, force_terminal=False, color_system=None, width=120),
+        model=backend,
+    )
     return app, out
 
 
 def test_context_window_comes_from_the_server(home: Path) -> None:
     with FakeChatServer(models=["m"], max_model_len=4096) as server:
         assert OpenAICompatModel(Settings(model="m", base_url=server.url)).context_window == 4096
-        assert OpenAICompatModel(Settings(model="m", base_url=server.url), context_window=999).context_window == 999
+        assert (
+            OpenAICompatModel(Settings(model="m", base_url=server.url), context_window=999).context_window
+            == 999
+        )
     with FakeChatServer(models=["m"]) as server:  # listed without a length: the default
         assert OpenAICompatModel(Settings(model="m", base_url=server.url)).context_window == DEFAULT_WINDOW
         # the setting, for servers that do not say
-        assert OpenAICompatModel(Settings(model="m", base_url=server.url, context_window=8192)).context_window == 8192
+        assert (
+            OpenAICompatModel(Settings(model="m", base_url=server.url, context_window=8192)).context_window
+            == 8192
+        )
 
 
 def test_context_length_error_compacts_and_retries(tmp_path: Path, home: Path) -> None:
-    replies = [FakeReply(text="Read it."), FakeReply(text="Summary: the user sent a long x file."),
-               FakeReply(text="Second answer.")]
+    replies = [
+        FakeReply(text="Read it."),
+        FakeReply(text="Summary: the user sent a long x file."),
+        FakeReply(text="Second answer."),
+    ]
     with FakeChatServer(replies) as server:
         app, out = _app(tmp_path, model="m", base_url=server.url)
         first = app.ask("first " + "x" * 4000)
@@ -85,11 +100,16 @@ def test_compaction_names_only_instructions_that_exist(tmp_path: Path, home: Pat
     assert "AGENTS.md" not in out.getvalue()
 
 
-@pytest.mark.parametrize(("reply", "label"), [
-    (FakeReply(text="Partial answ", finish_reason="length"), "the reply hit the token limit"),
-    (FakeReply(text="Partial answer that goes on", drop_after=3), "the stream ended before"),
-])
-def test_truncated_reply_is_labelled_in_the_chat(tmp_path: Path, home: Path, reply: FakeReply, label: str) -> None:
+@pytest.mark.parametrize(
+    ("reply", "label"),
+    [
+        (FakeReply(text="Partial answ", finish_reason="length"), "the reply hit the token limit"),
+        (FakeReply(text="Partial answer that goes on", drop_after=3), "the stream ended before"),
+    ],
+)
+def test_truncated_reply_is_labelled_in_the_chat(
+    tmp_path: Path, home: Path, reply: FakeReply, label: str
+) -> None:
     with FakeChatServer([reply]) as server:
         app, out = _app(tmp_path, model="m", base_url=server.url)
         app.ask("q")

@@ -35,13 +35,25 @@ def repo(tmp_path: Path) -> Path:
     return git_repo(tmp_path / "repo", {"calc.py": "def add(a, b):\n    return a - b\n"})
 
 
-def _app(repo: Path, chat_model: object = None, stdin: str = "", input_kwargs: dict | None = None,
-         **settings: object) -> tuple[ChatApp, io.StringIO]:
+def _app(
+    repo: Path,
+    chat_model: object = None,
+    stdin: str = "",
+    input_kwargs: dict | None = None,
+    **settings: object,
+) -> tuple[ChatApp, io.StringIO]:
     out = io.StringIO()
     settings.setdefault("mode", "ask")
-    app = ChatApp(Settings(**settings), repo, live=False, tty=False, stdin=io.StringIO(stdin),
-                  console=Console(file=out, force_terminal=False, color_system=None, width=200), model=chat_model,
-                  input_kwargs=input_kwargs)
+    app = ChatApp(
+        Settings(**settings),
+        repo,
+        live=False,
+        tty=False,
+        stdin=io.StringIO(stdin),
+        console=Console(file=out, force_terminal=False, color_system=None, width=200),
+        model=chat_model,
+        input_kwargs=input_kwargs,
+    )
     return app, out
 
 
@@ -88,17 +100,27 @@ def test_model_switch_is_real_or_refused(repo: Path, home: Path, tmp_path: Path)
     with FakeChatServer([], models=None) as quiet:  # lists no models: a name cannot be checked
         app, out = _app(repo, model="alpha", base_url=quiet.url)
         dispatch(app, "/model nosuch")
-        assert "cannot switch to nosuch: the server at" in out.getvalue() and "does not list its models" in out.getvalue()
+        assert (
+            "cannot switch to nosuch: the server at" in out.getvalue()
+            and "does not list its models" in out.getvalue()
+        )
         assert app.settings.model == "alpha"
     app, out = _app(repo, ScriptedModel([]))
     dispatch(app, "/model nosuch")
-    assert "cannot switch to nosuch: it is not 'embedded', a checkpoint directory or scripted:FILE" in out.getvalue()
+    assert (
+        "cannot switch to nosuch: it is not 'embedded', a checkpoint directory or scripted:FILE"
+        in out.getvalue()
+    )
     assert "the model stays scripted:<list>" in out.getvalue()
 
 
 def test_bang_command_goes_through_the_gate_and_into_the_conversation(repo: Path, home: Path) -> None:
-    app, out = _app(repo, ScriptedModel([{"text": "seen"}]), stdin="!echo from-user\n/mode plan\n!touch x\n/exit\n",
-                    deny=["bash(rm *)"])
+    app, out = _app(
+        repo,
+        ScriptedModel([{"text": "seen"}]),
+        stdin="!echo from-user\n/mode plan\n!touch x\n/exit\n",
+        deny=["bash(rm *)"],
+    )
     assert app.run() == 0
     text = out.getvalue()
     assert "! bash(echo from-user)" in text and "⎿ ✓ 1 line · exit 0" in text and "Allow?" not in text
@@ -115,7 +137,9 @@ def test_bang_command_goes_through_the_gate_and_into_the_conversation(repo: Path
 def test_a_no_with_feedback_goes_on_with_it(repo: Path, home: Path) -> None:
     """Without a terminal `n, do X` still declines and tells the model X; the turn goes on."""
     call = {"tool_calls": [{"name": "bash", "arguments": {"command": "pytest"}}]}
-    app, out = _app(repo, ScriptedModel([call, {"text": "running only test_calc.py"}]), stdin="n, only test_calc.py\n")
+    app, out = _app(
+        repo, ScriptedModel([call, {"text": "running only test_calc.py"}]), stdin="n, only test_calc.py\n"
+    )
     result = app.ask("run the tests")
     assert result.exit_status == "submitted" and result.final_text == "running only test_calc.py"
     assert "⎿ not run: you said: only test_calc.py" in out.getvalue()

@@ -50,8 +50,14 @@ def test_render_full_conversation():
     messages = [
         {"role": "system", "content": "You are Clover."},
         {"role": "user", "content": "Fix it."},
-        {"role": "assistant", "content": "<think>secret plan</think>Looking.", "tool_calls": [
-            call_msg("view", {"path": "a.py", "view_range": [1, 5]}), call_msg("view", {"path": "b.py"}, "c2")]},
+        {
+            "role": "assistant",
+            "content": "<think>secret plan</think>Looking.",
+            "tool_calls": [
+                call_msg("view", {"path": "a.py", "view_range": [1, 5]}),
+                call_msg("view", {"path": "b.py"}, "c2"),
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "one"},
         {"role": "tool", "tool_call_id": "c2", "content": "two"},
         {"role": "assistant", "content": "Done."},
@@ -85,20 +91,30 @@ def test_compact_tool_prompt_lists_signatures_only():
 
 def test_generation_prompt_and_no_tools():
     msgs = [{"role": "user", "content": "hi"}]
-    assert render_messages(msgs, think=False) == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    assert (
+        render_messages(msgs, think=False)
+        == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    )
     assert render_messages(msgs, add_generation_prompt=False) == "<|im_start|>user\nhi<|im_end|>\n"
     # Tools without a system message get one.
     assert text_messages(msgs, TOOLS)[0]["role"] == "system"
 
 
 def test_jinja_template_wins():
-    template = (
-        "{% for m in messages %}[{{ m.role }}]{{ m.content }}"
-        "{% if m.tool_calls %}{% for c in m.tool_calls %}({{ c.function.name }}:{{ c.function.arguments.path }}){% endfor %}{% endif %}"
-        "{% endfor %}{% if tools %}T{{ tools|length }}{% endif %}{% if add_generation_prompt %}>{{ enable_thinking }}{% endif %}"
+    template = "{% for m in messages %}[{{ m.role }}]{{ m.content }}"(
+        "{% if m.tool_calls %}{% for c in m.tool_calls %}({{ c.function.name }}:{{ "
+        "c.function.arguments.path }}){% endfor %}{% endif %}"
+    )(
+        "{% endfor %}{% if tools %}T{{ tools|length }}{% endif %}{% if add_generation_prompt %}>{{ "
+        "enable_thinking }}{% endif %}"
     )
-    msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "tool_calls": [call_msg("view", {"path": "x"})]}]
-    assert render_messages(msgs, TOOLS, think=False, template=template) == "[user]hi[assistant](view:x)T1>False"
+    msgs = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "", "tool_calls": [call_msg("view", {"path": "x"})]},
+    ]
+    assert (
+        render_messages(msgs, TOOLS, think=False, template=template) == "[user]hi[assistant](view:x)T1>False"
+    )
 
 
 def test_jinja_template_is_sandboxed():
@@ -115,31 +131,45 @@ def test_jinja_template_is_sandboxed():
 
 def test_round_trip_render_then_parse():
     args = {"path": "src/a b.py", "view_range": [3, -1], "line": 7, "verbose": True}
-    text = text_messages([{"role": "assistant", "content": "Let me look.", "tool_calls": [call_msg("view", args)]}])[0]["content"]
+    text = text_messages(
+        [{"role": "assistant", "content": "Let me look.", "tool_calls": [call_msg("view", args)]}]
+    )[0]["content"]
     thinking, answer, calls = parse_assistant(text, SCHEMAS)
     assert (thinking, answer) == ("", "Let me look.")
     assert [(c.name, c.arguments, c.error) for c in calls] == [("view", args, None)]
 
 
 @settings(max_examples=60, deadline=None)
-@given(value=st.text().filter(lambda v: "</parameter>" not in v), n=st.integers(-10**6, 10**6))
+@given(value=st.text().filter(lambda v: "</parameter>" not in v), n=st.integers(-(10**6), 10**6))
 @example(value="<think>", n=0).via("a value that mentions thinking tags stays the call's")
 @example(value="x </think> y", n=1)
 def test_round_trip_any_string_value(value, n):
-    text = text_messages([{"role": "assistant", "content": "", "tool_calls": [call_msg("view", {"path": value, "line": n})]}])
+    text = text_messages(
+        [{"role": "assistant", "content": "", "tool_calls": [call_msg("view", {"path": value, "line": n})]}]
+    )
     _, _, calls = parse_assistant(text[0]["content"], SCHEMAS)
     assert len(calls) == 1 and calls[0].error is None
     assert calls[0].arguments == {"path": value, "line": n}
 
 
 def test_values_may_hold_closing_tags():
-    text = "<tool_call>\n<function=view>\n<parameter=path>\nx </tool_call> </function> y\n</parameter>\n</function>\n</tool_call>"
+    text = (
+        "<tool_call>\n<function=view>\n<parameter=path>\nx </tool_call> </function> y\n</parameter>\n"
+        "</function>\n</tool_call>"
+    )
     rest, calls = parse_tool_calls(text)
-    assert rest == "" and calls[0].arguments == {"path": "x </tool_call> </function> y"} and calls[0].error is None
+    assert (
+        rest == ""
+        and calls[0].arguments == {"path": "x </tool_call> </function> y"}
+        and calls[0].error is None
+    )
 
 
 def test_coercion_follows_schema():
-    text = "<tool_call>\n<function=view>\n<parameter=path>\n3\n</parameter>\n<parameter=line>\n3\n</parameter>\n<parameter=verbose>\nTrue\n</parameter>\n</function>\n</tool_call>"
+    text = (
+        "<tool_call>\n<function=view>\n<parameter=path>\n3\n</parameter>\n<parameter=line>\n3\n"
+        "</parameter>\n<parameter=verbose>\nTrue\n</parameter>\n</function>\n</tool_call>"
+    )
     _, calls = parse_tool_calls(text, SCHEMAS)
     assert calls[0].arguments == {"path": "3", "line": 3, "verbose": True}
     _, calls = parse_tool_calls(text)  # no schema: values stay strings
@@ -149,11 +179,16 @@ def test_coercion_follows_schema():
 
 
 def test_hermes_json_calls():
-    text = 'Sure.\n<tool_call>\n{"name": "view", "arguments": {"path": "a.py", "line": 2}}\n</tool_call>\n<tool_call>{"name": "bash", "arguments": "{\\"command\\": \\"ls\\"}"}</tool_call>'
+    text = (
+        'Sure.\n<tool_call>\n{"name": "view", "arguments": {"path": "a.py", "line": 2}}\n</tool_call>\n'
+        '<tool_call>{"name": "bash", "arguments": "{\\"command\\": \\"ls\\"}"}</tool_call>'
+    )
     rest, calls = parse_tool_calls(text)
     assert rest == "Sure."
     assert [(c.name, c.arguments, c.error) for c in calls] == [
-        ("view", {"path": "a.py", "line": 2}, None), ("bash", {"command": "ls"}, None)]
+        ("view", {"path": "a.py", "line": 2}, None),
+        ("bash", {"command": "ls"}, None),
+    ]
     assert calls[0].raw.startswith("<tool_call>") and calls[0].raw.endswith("</tool_call>")
 
 
@@ -161,7 +196,9 @@ def test_bare_function_block_and_missing_close_at_end():
     _, calls = parse_tool_calls("<function=view>\n<parameter=path>\na\n</parameter>\n</function>")
     assert calls[0].name == "view" and calls[0].arguments == {"path": "a"} and calls[0].error is None
     # Stopped at a stop sequence before </tool_call>: the complete call is kept.
-    _, calls = parse_tool_calls("<tool_call>\n<function=view>\n<parameter=path>\na\n</parameter>\n</function>\n<|im_end|>")
+    _, calls = parse_tool_calls(
+        "<tool_call>\n<function=view>\n<parameter=path>\na\n</parameter>\n</function>\n<|im_end|>"
+    )
     assert calls[0].error is None and calls[0].arguments == {"path": "a"}
 
 
@@ -186,16 +223,45 @@ def test_malformed_calls_give_precise_errors():
 
 
 def test_one_bad_call_does_not_hide_the_next():
-    text = '<tool_call>{"name": oops}</tool_call>\n<tool_call>\n<function=view>\n<parameter=path>\nb\n</parameter>\n</function>\n</tool_call>'
+    text = (
+        '<tool_call>{"name": oops}</tool_call>\n<tool_call>\n<function=view>\n<parameter=path>\nb\n'
+        "</parameter>\n</function>\n</tool_call>"
+    )
     _, calls = parse_tool_calls(text)
     assert calls[0].error and calls[1].error is None and calls[1].arguments == {"path": "b"}
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from([
-    "<tool_call>", "</tool_call>", "<function=", "view", ">", "</function>", "<parameter=", "path", "</parameter>",
-    "\n", "{", "}", '"name"', ":", '"x"', "<think>", "</think>", "text", " ", "<|im_end|>",
-]), max_size=40).map("".join) | st.text())
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "<tool_call>",
+                "</tool_call>",
+                "<function=",
+                "view",
+                ">",
+                "</function>",
+                "<parameter=",
+                "path",
+                "</parameter>",
+                "\n",
+                "{",
+                "}",
+                '"name"',
+                ":",
+                '"x"',
+                "<think>",
+                "</think>",
+                "text",
+                " ",
+                "<|im_end|>",
+            ]
+        ),
+        max_size=40,
+    ).map("".join)
+    | st.text()
+)
 def test_parsing_never_raises(text):
     thinking, answer, calls = parse_assistant(text, SCHEMAS)
     assert isinstance(thinking, str) and isinstance(answer, str)
@@ -214,7 +280,14 @@ def test_split_thinking():
 
 def test_special_tokens():
     assert SPECIAL_TOKENS[:4] == ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|mask|>"]
-    assert {"<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"} <= set(SPECIAL_TOKENS)
+    assert {
+        "<think>",
+        "</think>",
+        "<tool_call>",
+        "</tool_call>",
+        "<tool_response>",
+        "</tool_response>",
+    } <= set(SPECIAL_TOKENS)
 
 
 def _stream(text: str, step: int, thinking: bool) -> list[tuple[str, str]]:
@@ -236,13 +309,20 @@ def test_stream_parser_classifies_any_split():
     text = f"I should look.\n</think>\n\nLet me see <b>.\n{call}"
     for step in (1, 2, 3, 7, 1000):
         assert _stream(text, step, thinking=True) == [
-            ("thinking", "I should look.\n"), ("text", "Let me see <b>.\n"), ("tool_call", call)]
+            ("thinking", "I should look.\n"),
+            ("text", "Let me see <b>.\n"),
+            ("tool_call", call),
+        ]
     assert _stream("<think>hm</think>ok", 1, thinking=False) == [("thinking", "hm"), ("text", "ok")]
-    assert _stream("a <tool", 2, thinking=False) == [("text", "a <tool")]  # a held prefix is flushed at the end
+    assert _stream("a <tool", 2, thinking=False) == [
+        ("text", "a <tool")
+    ]  # a held prefix is flushed at the end
 
 
 def test_chat_module_is_torch_free():
-    code = ("import sys, clover.model.chat; assert 'torch' not in sys.modules; "
-            "ours = [m for m in sys.modules if m.startswith('clover.') and not m.startswith('clover.model')]; "
-            "assert not ours, ours")  # nothing of the CLI, tools or evals either
+    code = (
+        "import sys, clover.model.chat; assert 'torch' not in sys.modules; "
+        "ours = [m for m in sys.modules if m.startswith('clover.') and not m.startswith('clover.model')]; "
+        "assert not ours, ours"
+    )  # nothing of the CLI, tools or evals either
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -14,13 +14,50 @@ from clover.model.chat import (
     split_thinking,
 )
 
-MARKUP = ["<tool_call>", "</tool_call>", "<function=", "</function>", "<parameter=", "</parameter>", ">", "<",
-          "\n", "{", "}", '"name"', '"arguments"', ":", ",", '"', "bash", "command", "<think>", "</think>",
-          "<|im_end|>", "<|endoftext|>", "ls -la", "[", "]", "null", "1", " ", "=", "<tool_response>"]
-SCHEMAS = {"bash": {"type": "object", "properties": {"command": {"type": "string"}, "timeout": {"type": "number"}}},
-           "view": {"properties": {"path": {"type": "string"}, "n": {"type": ["integer", "null"]},
-                                   "flag": {"type": "boolean"}, "obj": {"type": "object"}}},
-           "odd": {"properties": {"x": {"type": 5}, "y": None, "z": {"type": [1, "integer"]}}}}
+MARKUP = [
+    "<tool_call>",
+    "</tool_call>",
+    "<function=",
+    "</function>",
+    "<parameter=",
+    "</parameter>",
+    ">",
+    "<",
+    "\n",
+    "{",
+    "}",
+    '"name"',
+    '"arguments"',
+    ":",
+    ",",
+    '"',
+    "bash",
+    "command",
+    "<think>",
+    "</think>",
+    "<|im_end|>",
+    "<|endoftext|>",
+    "ls -la",
+    "[",
+    "]",
+    "null",
+    "1",
+    " ",
+    "=",
+    "<tool_response>",
+]
+SCHEMAS = {
+    "bash": {"type": "object", "properties": {"command": {"type": "string"}, "timeout": {"type": "number"}}},
+    "view": {
+        "properties": {
+            "path": {"type": "string"},
+            "n": {"type": ["integer", "null"]},
+            "flag": {"type": "boolean"},
+            "obj": {"type": "object"},
+        }
+    },
+    "odd": {"properties": {"x": {"type": 5}, "y": None, "z": {"type": [1, "integer"]}}},
+}
 
 markup_soup = st.lists(st.one_of(st.sampled_from(MARKUP), st.text(max_size=6)), max_size=40).map("".join)
 any_text = st.one_of(st.text(max_size=200), markup_soup)
@@ -64,8 +101,9 @@ def test_stream_parser_never_raises(chunks, thinking):
     assert all(kind in ("thinking", "text", "tool_call") and isinstance(t, str) for kind, t in out)
 
 
-plain = st.text(st.characters(blacklist_characters="<\r", blacklist_categories=("Cs",)), min_size=1, max_size=30).filter(
-    lambda s: s == s.strip("\n"))
+plain = st.text(
+    st.characters(blacklist_characters="<\r", blacklist_categories=("Cs",)), min_size=1, max_size=30
+).filter(lambda s: s == s.strip("\n"))
 
 
 @settings(max_examples=200, deadline=None)
@@ -74,4 +112,6 @@ def test_rendered_calls_parse_back(args):
     schemas = {"tool": {"properties": {k: {"type": "string"} for k in args}}}
     rest, calls = parse_tool_calls("before " + render_tool_call("tool", args), schemas)
     assert rest == "before"
-    assert len(calls) == 1 and calls[0].name == "tool" and calls[0].arguments == args and calls[0].error is None
+    assert (
+        len(calls) == 1 and calls[0].name == "tool" and calls[0].arguments == args and calls[0].error is None
+    )

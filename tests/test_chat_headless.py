@@ -21,11 +21,22 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _clover(tmp_path: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "CLOVER_HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
-           "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "CLOVER_HOME": str(tmp_path / "home"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "PYTHONPATH": str(ROOT),
+    }
     env.pop("OPENAI_BASE_URL", None)
-    return subprocess.run([sys.executable, "-m", "clover.main", *args], input=stdin, capture_output=True,
-                          text=True, env=env, cwd=tmp_path, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "clover.main", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
 
 
 @pytest.fixture
@@ -46,7 +57,9 @@ def test_piped_multiline_stdin_is_one_request(tmp_path: Path) -> None:
         assert proc.stdout == "All three lines read.\n"
         assert len(server.requests) == 1 and _user_messages(server.requests[0]) == ["a\nb\nc"]
         # -p QUESTION with piped stdin: the question, then the input
-        proc = _clover(tmp_path, "-p", "why?", "--base-url", server.url, "--model", "m", stdin="log 1\nlog 2\n")
+        proc = _clover(
+            tmp_path, "-p", "why?", "--base-url", server.url, "--model", "m", stdin="log 1\nlog 2\n"
+        )
         assert proc.returncode == 0, proc.stderr
         assert _user_messages(server.requests[1]) == ["why?\n\nlog 1\nlog 2"]
 
@@ -59,8 +72,12 @@ def _run(tmp_path: Path, url: str, prompt: str, fmt: str = "text", mode: str = "
 
 def test_json_output_and_the_permission_mode(tmp_path: Path, home: Path) -> None:
     call = {"name": "bash", "arguments": {"command": "echo ran > out.txt"}}
-    replies = [FakeReply(tool_calls=[call]), FakeReply(text="Could not run it."),
-               FakeReply(tool_calls=[call]), FakeReply(text="Ran it.")]
+    replies = [
+        FakeReply(tool_calls=[call]),
+        FakeReply(text="Could not run it."),
+        FakeReply(tool_calls=[call]),
+        FakeReply(text="Ran it."),
+    ]
     with FakeChatServer(replies) as server:
         # ask mode: the command needs approval and no one can give it: refused, and nothing changed (3)
         code, out, _ = _run(tmp_path, server.url, "run it", "json")
@@ -88,8 +105,19 @@ def test_json_output_and_the_permission_mode(tmp_path: Path, home: Path) -> None
 def test_yes_flag_sets_yolo_from_the_command_line(tmp_path: Path) -> None:
     call = {"name": "bash", "arguments": {"command": "echo ran > out.txt"}}
     with FakeChatServer([FakeReply(tool_calls=[call]), FakeReply(text="Ran it.")]) as server:
-        proc = _clover(tmp_path, "chat", "-p", "run it", "--yes", "--output-format", "json",
-                       "--base-url", server.url, "--model", "m")
+        proc = _clover(
+            tmp_path,
+            "chat",
+            "-p",
+            "run it",
+            "--yes",
+            "--output-format",
+            "json",
+            "--base-url",
+            server.url,
+            "--model",
+            "m",
+        )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["mode"] == "yolo" and (tmp_path / "out.txt").read_text() == "ran\n"
 
@@ -102,11 +130,19 @@ def test_bad_format_and_empty_prompt_are_usage_errors(tmp_path: Path, home: Path
     assert read_prompt("-", io.StringIO("a\nb\n")) == "a\nb"
 
 
-@pytest.mark.parametrize(("reply", "exit_code"), [
-    (FakeReply(text="The answer is", finish_reason="length"), 4),  # a limit: max_tokens
-    (FakeReply(text="The answer is 4" + "2" * 40, chunk_size=4, drop_after=4), 5),  # the backend cut the stream
-])
-def test_a_truncated_reply_is_labelled_and_fails(tmp_path: Path, home: Path, reply: FakeReply, exit_code: int) -> None:
+@pytest.mark.parametrize(
+    ("reply", "exit_code"),
+    [
+        (FakeReply(text="The answer is", finish_reason="length"), 4),  # a limit: max_tokens
+        (
+            FakeReply(text="The answer is 4" + "2" * 40, chunk_size=4, drop_after=4),
+            5,
+        ),  # the backend cut the stream
+    ],
+)
+def test_a_truncated_reply_is_labelled_and_fails(
+    tmp_path: Path, home: Path, reply: FakeReply, exit_code: int
+) -> None:
     with FakeChatServer([reply]) as server:
         code, out, err = _run(tmp_path, server.url, "q")
         assert code == exit_code and out.startswith("The answer is") and "clover: truncated:" in err
@@ -124,7 +160,9 @@ def test_a_runaway_reply_is_cut(tmp_path: Path, home: Path) -> None:
 
 
 @pytest.mark.parametrize("declines", [False, True])
-def test_the_step_limit_wrap_up_and_a_model_that_declines_it(tmp_path: Path, home: Path, declines: bool) -> None:
+def test_the_step_limit_wrap_up_and_a_model_that_declines_it(
+    tmp_path: Path, home: Path, declines: bool
+) -> None:
     """The chat wraps the model (runaway guard); the agent must still see the model's `wrap_up`."""
     from clover.core.protocols import AssistantTurn, ToolCall
 
@@ -142,10 +180,15 @@ def test_the_step_limit_wrap_up_and_a_model_that_declines_it(tmp_path: Path, hom
 
     (tmp_path / "a.py").write_text("x = 1\n")
     model, out = Looping(), io.StringIO()
-    code = run_print(Settings(model="m", max_steps=2), tmp_path, "look", "json", out=out, err=io.StringIO(), model=model)
+    code = run_print(
+        Settings(model="m", max_steps=2), tmp_path, "look", "json", out=out, err=io.StringIO(), model=model
+    )
     summary = json.loads(out.getvalue())
     assert code != 0 and summary["status"] == "limits_exceeded"
     if declines:
         assert len(model.options) == 2 and summary["result"] == ""
     else:
-        assert model.options[-1].tool_choice == "none" and summary["result"] == "I looked at a.py; nothing is fixed yet."
+        assert (
+            model.options[-1].tool_choice == "none"
+            and summary["result"] == "I looked at a.py; nothing is fixed yet."
+        )

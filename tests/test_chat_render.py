@@ -25,8 +25,12 @@ def _renderer(terminal: bool, live: bool = False) -> tuple[Renderer, io.StringIO
 
 def test_diffusion_view_fills_masked_positions_round_by_round() -> None:
     view = DiffusionView()
-    rounds = [[None, None, None, None], ["def", None, None, None], ["def", " f", "():", None],
-              ["def", " f", "():", "\n"]]
+    rounds = [
+        [None, None, None, None],
+        ["def", None, None, None],
+        ["def", " f", "():", None],
+        ["def", " f", "():", "\n"],
+    ]
     lines = []
     for i, tokens in enumerate(rounds):
         view.update(StreamEvent("block_round", data={"tokens": tokens, "block": 2, "round": i}))
@@ -41,7 +45,9 @@ def test_diffusion_view_fills_masked_positions_round_by_round() -> None:
 
 def test_live_view_shows_the_block_while_decoding() -> None:
     renderer, _ = _renderer(terminal=True, live=False)
-    renderer.on_event(StreamEvent("block_round", data={"tokens": ["x", None, "=", None], "block": 0, "round": 1}))
+    renderer.on_event(
+        StreamEvent("block_round", data={"tokens": ["x", None, "=", None], "block": 0, "round": 1})
+    )
     buf = io.StringIO()
     Console(file=buf, width=100, color_system=None).print(renderer._live_view())
     assert "block 0 · round 1 │ x░=░" in buf.getvalue()
@@ -53,7 +59,9 @@ def test_turn_settles_thinking_folded_and_answer_as_markdown() -> None:
     renderer.begin_turn()
     renderer.on_event(StreamEvent("thinking", "Let me look at the file first.\nThen edit it."))
     renderer.on_event(StreamEvent("text", "# Done\nAll **good**."))
-    renderer.end_turn(AssistantTurn(text="# Done\nAll **good**.", thinking="Let me look at the file first.\nThen edit it."))
+    renderer.end_turn(
+        AssistantTurn(text="# Done\nAll **good**.", thinking="Let me look at the file first.\nThen edit it.")
+    )
     text = out.getvalue()
     assert "\x1b[" in text  # styled on a terminal
     assert "∴ thought for" in text and "Let me look at the file first. Then edit it." in text
@@ -63,7 +71,9 @@ def test_turn_settles_thinking_folded_and_answer_as_markdown() -> None:
 def test_an_edit_verified_by_the_issues_example_says_so() -> None:
     renderer, out = _renderer(terminal=False)
     call = ToolCall("str_replace", {"path": "a.py", "old_str": "x - 1", "new_str": "x + 1"})
-    renderer.end_turn(AssistantTurn(tool_calls=[call], stats={"verified_edits": 1.0, "reproduction_runs": 2.0}))
+    renderer.end_turn(
+        AssistantTurn(tool_calls=[call], stats={"verified_edits": 1.0, "reproduction_runs": 2.0})
+    )
     assert "running the issue's example" in out.getvalue()
     renderer.end_turn(AssistantTurn(tool_calls=[call], stats={"verified_edits": 0.0}))
     assert out.getvalue().count("issue's example") == 1
@@ -89,10 +99,14 @@ def test_tool_results_are_cut_and_shown_whole_on_request() -> None:
 def test_diffs_are_highlighted_on_a_terminal() -> None:
     diff = "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"
     renderer, out = _renderer(terminal=True)
-    renderer.tool_result(ToolCall("str_replace", {"path": "x.py"}), ToolResult("Edited x.py", data={"diff": diff}))
+    renderer.tool_result(
+        ToolCall("str_replace", {"path": "x.py"}), ToolResult("Edited x.py", data={"diff": diff})
+    )
     assert "\x1b[" in out.getvalue() and "a = 2" in out.getvalue()
     plain, plain_out = _renderer(terminal=False)
-    plain.tool_result(ToolCall("str_replace", {"path": "x.py"}), ToolResult("Edited x.py", data={"diff": diff}))
+    plain.tool_result(
+        ToolCall("str_replace", {"path": "x.py"}), ToolResult("Edited x.py", data={"diff": diff})
+    )
     assert "+a = 2" in plain_out.getvalue() and "\x1b" not in plain_out.getvalue()
 
 
@@ -103,7 +117,10 @@ def test_diffs_are_highlighted_on_a_terminal() -> None:
         (CreateTool(), {"path": "new/n.py", "file_text": "x = 1\n"}),
         (CreateTool(), {"path": "m.py", "file_text": "rewritten\n"}),
         (InsertTool(), {"path": "m.py", "insert_line": 1, "text": "inserted"}),
-        (InsertTool(), {"path": "m.py", "insert_line": 3, "text": "at_the_end = 6\n"}),  # valid: edits keep .py parsing
+        (
+            InsertTool(),
+            {"path": "m.py", "insert_line": 3, "text": "at_the_end = 6\n"},
+        ),  # valid: edits keep .py parsing
     ],
 )
 def test_preview_diff_is_what_the_tool_does(tmp_path: Path, tool: object, args: dict) -> None:

@@ -20,7 +20,9 @@ def test_rows_answer_briefly_without_a_tool_call():
     users = set()
     for row in rows:
         text, spans = row["text"], row["spans"]
-        assert text.startswith("<|im_start|>system\nYou are Clover, a coding agent working in the repository at")
+        assert text.startswith(
+            "<|im_start|>system\nYou are Clover, a coding agent working in the repository at"
+        )
         assert len(spans) == 1  # only the answer (with its thinking) is a target
         target = text[spans[0][0] : spans[0][1]]
         assert target.endswith("<|im_end|>") and "</think>\n\n" in target
@@ -29,8 +31,10 @@ def test_rows_answer_briefly_without_a_tool_call():
         users.add(text.split("<|im_start|>user\n", 1)[1].split("<|im_end|>", 1)[0])
     assert users == {p for _, p in PROMPTS}  # one pass over the largest kind covers every prompt
     kind_of = {p: k for k, p in PROMPTS}
-    firsts = Counter(kind_of[r["text"].split("<|im_start|>user\n", 1)[1].split("<|im_end|>", 1)[0]]
-                     for r in generate(6 * len(kinds), seed=0))  # fmt: skip
+    firsts = Counter(
+        kind_of[r["text"].split("<|im_start|>user\n", 1)[1].split("<|im_end|>", 1)[0]]
+        for r in generate(6 * len(kinds), seed=0)
+    )
     assert set(firsts.values()) == {6}  # every kind equally often: none becomes the default reply
     assert generate(5, seed=1) == generate(5, seed=1) != generate(5, seed=2)
 
@@ -63,9 +67,13 @@ def test_repository_questions_are_answered_from_the_real_tool_output(tmp_path):
     assert len(records) == 4
     for record in records:
         text, spans = record["text"], record["spans"]
-        assert text.startswith("<|im_start|>system\nYou are Clover, a coding agent working in the repository at")
+        assert text.startswith(
+            "<|im_start|>system\nYou are Clover, a coding agent working in the repository at"
+        )
         overview = "Overview:" in text  # views the top, then reads the README: two calls
-        assert len(spans) == (3 if overview else 2)  # the calls and the answer; the tools' output is not a target
+        assert len(spans) == (
+            3 if overview else 2
+        )  # the calls and the answer; the tools' output is not a target
         output = text.rsplit("<tool_response>\n", 1)[1].split("</tool_response>", 1)[0]
         answer = text[spans[-1][0] : spans[-1][1]].split("</think>\n\n", 1)[1]
         assert "<tool_call>" not in answer
@@ -76,7 +84,9 @@ def test_repository_questions_are_answered_from_the_real_tool_output(tmp_path):
             assert output.split(":", 1)[0] in answer and output.split(":")[1].split(" ")[0] in answer
         else:  # README or glob: a line of what was read
             assert not overview or "<parameter=path>\nREADME.md\n" in text
-            assert any(line.split("\t")[-1].strip("# ") in answer for line in output.splitlines() if line.strip())
+            assert any(
+                line.split("\t")[-1].strip("# ") in answer for line in output.splitlines() if line.strip()
+            )
     contrast = task_rows(rows, 8, seed=0, all_kinds=True)  # every kind on each repository: 2 x 4
     assert len(contrast) == 8
     first_repo = [r["text"].split("<|im_end|>", 1)[0] for r in contrast[:4]]
@@ -84,7 +94,9 @@ def test_repository_questions_are_answered_from_the_real_tool_output(tmp_path):
     asks = [r["text"].split("<|im_start|>user\n", 1)[1].split("<tool_response>", 1)[0] for r in contrast[:4]]
     assert [a.split("<function=", 1)[1].split(">", 1)[0] for a in asks] == ["outline", "bash", "view", "glob"]
     only = task_rows(rows, 4, seed=0, all_kinds=True, kinds=["tests", "files"])
-    calls = {r["text"].split("<|im_start|>user\n", 1)[1].split("<function=", 1)[1].split(">", 1)[0] for r in only}
+    calls = {
+        r["text"].split("<|im_start|>user\n", 1)[1].split("<function=", 1)[1].split(">", 1)[0] for r in only
+    }
     assert len(only) == 4 and calls == {"bash", "glob"}  # two repositories, the two kinds asked for
     with pytest.raises(ValueError, match="unknown kind"):
         task_rows(rows, 1, seed=0, kinds=["poem"])
@@ -92,11 +104,13 @@ def test_repository_questions_are_answered_from_the_real_tool_output(tmp_path):
     assert len(bare) == 2 and all((Path(r["repo"]) / "README.md").is_file() for r in rows)  # originals kept
     for record in bare:  # a package: no module at the top either, so a glob finds one
         text = record["text"]
-        assert "README.md" not in text.split("<tool_response>")[1] and len(record["spans"]) == 4  # listed: none
+        assert (
+            "README.md" not in text.split("<tool_response>")[1] and len(record["spans"]) == 4
+        )  # listed: none
         assert "<function=glob>" in text.split("<tool_response>")[1]
         module = text.rsplit("<parameter=path>\n", 1)[1].split("\n", 1)[0]
         doc = text.rsplit("<tool_response>\n", 1)[1].split('"""')[1].strip()
-        assert f'There is no README; `{module}` says: "{doc}"' in text[record["spans"][-1][0]:]
+        assert f'There is no README; `{module}` says: "{doc}"' in text[record["spans"][-1][0] :]
     heldout = synthfix(tmp_path / "ho", "heldout", 1, seed=0)
     with pytest.raises(ValueError, match="train split"):
         task_rows(heldout, 1, seed=0)
@@ -134,8 +148,10 @@ def test_the_repository_path_says_nothing_about_the_kind_of_request(tmp_path):
 def test_decision_rows_are_the_thinking_alone(tmp_path):
     row = generate(1, seed=0)[0]
     cut = decision_row(row)
-    (start, end), = cut["spans"]
-    assert row["text"].startswith(cut["text"]) and cut["text"].endswith("</think>") and end == len(cut["text"])
+    ((start, end),) = cut["spans"]
+    assert (
+        row["text"].startswith(cut["text"]) and cut["text"].endswith("</think>") and end == len(cut["text"])
+    )
     assert start == row["spans"][0][0] and cut["text"][start:].count("\n") == 1  # one line of thinking
     out = tmp_path / "d.jsonl"
     assert main(["--out", str(out), "--count", "2", "--decisions"]) == 0
@@ -173,7 +189,10 @@ def test_chat_prompt_replies_get_a_verdict_by_kind():
     assert verdict("Do all the tests pass?", OPENINGS["general"] + " I can run the tests.") == "cannot"
     assert verdict("Port this code to Go.", OPENINGS["can"] + " I can find code.") == "cannot"
     assert verdict("Who built you?", OPENINGS["thanks"]) == "other"
-    assert verdict("Where is mean defined?", "`mean` is defined in calc.py, lines 8-9: `def mean(values)`.") == "fit"
+    assert (
+        verdict("Where is mean defined?", "`mean` is defined in calc.py, lines 8-9: `def mean(values)`.")
+        == "fit"
+    )
     assert verdict("Where is mean defined?", "`add` is defined in calc.py, lines 4-5.") == "other"
     assert verdict("Port this code to Go.", OPENINGS["feature"]) == "fit"
 
@@ -193,11 +212,19 @@ def test_renamed_find_rows_ask_for_the_new_name_everywhere(tmp_path):
         symbol = text.split("<parameter=symbol>\n", 1)[1].split("\n", 1)[0]
         output = text.split("<tool_response>\n", 1)[1].split("</tool_response>", 1)[0]
         answer = text[record["spans"][-1][0] : record["spans"][-1][1]]
-        assert f"def {symbol}(" in output and answer.split("</think>\n\n", 1)[1].startswith(f"`{symbol}` is defined")
-        assert re.search(rf"(?<![A-Za-z0-9_]){re.escape(symbol)}(?![A-Za-z0-9_])", text.split("<|im_start|>user\n", 1)[1].split("<|im_end|>", 1)[0])
+        assert f"def {symbol}(" in output and answer.split("</think>\n\n", 1)[1].startswith(
+            f"`{symbol}` is defined"
+        )
+        assert re.search(
+            rf"(?<![A-Za-z0-9_]){re.escape(symbol)}(?![A-Za-z0-9_])",
+            text.split("<|im_start|>user\n", 1)[1].split("<|im_end|>", 1)[0],
+        )
         symbols.append(symbol)
     assert len(set(symbols[:3])) == 3 and len(set(symbols[3:])) == 3  # the copies name other functions
-    assert [r["text"] for r in task_rows(rows, 20, seed=0, kinds=["find"])] == [records[0]["text"], records[3]["text"]]
+    assert [r["text"] for r in task_rows(rows, 20, seed=0, kinds=["find"])] == [
+        records[0]["text"],
+        records[3]["text"],
+    ]
 
 
 def test_flat_copies_put_every_module_at_the_top_level(tmp_path):
@@ -210,7 +237,9 @@ def test_flat_copies_put_every_module_at_the_top_level(tmp_path):
     assert flat_copy(Path(rows[0]["repo"]), copy)
     sources = sorted(p.relative_to(copy).as_posix() for p in copy.rglob("*.py") if "tests" not in p.parts)
     assert sources and all("/" not in s for s in sources) and (copy / "tests").is_dir()
-    records = task_rows(rows, 20, seed=0, kinds=["find", "files"], flat=True, all_kinds=True, renamed_copies=1)
+    records = task_rows(
+        rows, 20, seed=0, kinds=["find", "files"], flat=True, all_kinds=True, renamed_copies=1
+    )
     assert len(records) == 6  # per repository: find, its renamed copy, files
     for record in records:
         output = record["text"].split("<tool_response>\n", 1)[1].split("</tool_response>", 1)[0]
@@ -239,8 +268,16 @@ def test_flat_overviews_read_a_module_not_the_conftest(tmp_path):
         assert (copy / "conftest.py").read_text(encoding="utf-8") == ""
         record = overview(copy, random.Random(0), [tool_spec(t) for t in default_tools()], "/home/user/x")
         assert record is not None
-        calls = [json.loads(m["tool_calls"][0]["function"]["arguments"]) for m in record["messages"] if m.get("tool_calls")]
-        assert calls[0] == {"path": "."} and calls[-1]["path"].endswith(".py") and calls[-1]["path"] != "conftest.py"
+        calls = [
+            json.loads(m["tool_calls"][0]["function"]["arguments"])
+            for m in record["messages"]
+            if m.get("tool_calls")
+        ]
+        assert (
+            calls[0] == {"path": "."}
+            and calls[-1]["path"].endswith(".py")
+            and calls[-1]["path"] != "conftest.py"
+        )
         assert f"`{calls[-1]['path']}` says:" in record["messages"][-1]["content"]
 
 
@@ -263,7 +300,7 @@ def test_overviews_view_the_top_then_read_what_it_shows(tmp_path):
         assert calls(text) == ["view", "view"] and len(record["spans"]) == 3
         module = text.rsplit("<parameter=path>\n", 1)[1].split("\n", 1)[0]
         assert "/" not in module and f"<parameter=view_range>\n{HEAD}\n" in text
-        assert f"There is no README; `{module}` says:" in text[record["spans"][-1][0]:]
+        assert f"There is no README; `{module}` says:" in text[record["spans"][-1][0] :]
     big = task_rows(rows, 2, seed=0, big=True)
     for record in big:
         listing = record["text"].split("<tool_response>\n", 2)[1]
@@ -271,11 +308,13 @@ def test_overviews_view_the_top_then_read_what_it_shows(tmp_path):
         assert len(listing.splitlines()) <= 90  # folded: the shape of the project, not every test file
         read = record["text"].split("<tool_response>\n", 3)[2].split("</tool_response>", 1)[0]
         assert read.splitlines()[-1].lstrip().startswith(str(HEAD[1]))  # a long README: its top only
-        answer = record["text"][record["spans"][-1][0]:]
+        answer = record["text"][record["spans"][-1][0] :]
         assert answer.split("</think>\n\n", 1)[1].startswith("This is ")
     padded = tmp_path / "padded"
     pad_copy(Path(rows[0]["repo"]), padded, random.Random(0))
-    assert len(list((padded / "tests").glob("test_*.py"))) > 60 and not (Path(rows[0]["repo"]) / "docs").exists()
+    assert (
+        len(list((padded / "tests").glob("test_*.py"))) > 60 and not (Path(rows[0]["repo"]) / "docs").exists()
+    )
     second = task_rows(rows, 4, seed=0, no_readme=True, cut_at=1)  # the step after the listing: a target
     assert len(second) == 2
     for record in second:
@@ -295,7 +334,9 @@ def test_renamed_find_rows_rename_the_module_path_too(tmp_path):
     original, renamed = task_rows(rows, 20, seed=0, kinds=["find"], renamed_copies=1)
     path = original["text"].split("<tool_response>\n", 1)[1].split(":", 1)[0]
     new_path = renamed["text"].split("<tool_response>\n", 1)[1].split(":", 1)[0]
-    assert path.count("/") == new_path.count("/") and set(path[:-3].split("/")).isdisjoint(new_path[:-3].split("/"))
+    assert path.count("/") == new_path.count("/") and set(path[:-3].split("/")).isdisjoint(
+        new_path[:-3].split("/")
+    )
     answer = renamed["text"][renamed["spans"][-1][0] : renamed["spans"][-1][1]]
     assert f" in `{new_path}`, lines" in answer and path not in renamed["text"]
 
@@ -303,8 +344,18 @@ def test_renamed_find_rows_rename_the_module_path_too(tmp_path):
 def test_an_overview_reply_skips_a_readmes_commands_and_badges():
     from clover.evals.synthfix.chat_tasks import answer
 
-    readme = ["# Tool", "", "[![CI](https://x/badge.svg)](https://x)", "```bash", "pip install tool", "```",
-              "- a list item", "Tool turns CSV files into charts.", "", "More prose."]  # fmt: skip
+    readme = [
+        "# Tool",
+        "",
+        "[![CI](https://x/badge.svg)](https://x)",
+        "```bash",
+        "pip install tool",
+        "```",
+        "- a list item",
+        "Tool turns CSV files into charts.",
+        "",
+        "More prose.",
+    ]
     viewed = "\n".join(f"{n:6d}\t{line}" for n, line in enumerate(readme, 1))
     # quoted so the copies are the file's tokens: " Tool" as after "# ", '"Tool' as at a line's start
     assert answer("about", viewed, {}) == 'This is Tool: "Tool turns CSV files into charts."'

@@ -34,12 +34,20 @@ def repo(tmp_path: Path) -> Path:
     return git_repo(tmp_path / "repo", {"hello.py": "def hello():\n    return 1\n"})
 
 
-def _app(repo: Path, turns: list[dict] | None = None, stdin: str = "", **settings: object) -> tuple[ChatApp, io.StringIO]:
+def _app(
+    repo: Path, turns: list[dict] | None = None, stdin: str = "", **settings: object
+) -> tuple[ChatApp, io.StringIO]:
     out = io.StringIO()
     settings.setdefault("mode", "ask")
-    app = ChatApp(Settings(**settings), repo, live=False, tty=False, stdin=io.StringIO(stdin),
-                  console=Console(file=out, force_terminal=False, color_system=None, width=120),
-                  model=ScriptedModel(turns or []) if "base_url" not in settings else None)
+    app = ChatApp(
+        Settings(**settings),
+        repo,
+        live=False,
+        tty=False,
+        stdin=io.StringIO(stdin),
+        console=Console(file=out, force_terminal=False, color_system=None, width=120),
+        model=ScriptedModel(turns or []) if "base_url" not in settings else None,
+    )
     return app, out
 
 
@@ -62,8 +70,17 @@ def test_resume_replays_and_skips_the_compaction_marker(repo: Path, home: Path) 
         {"role": "user", "content": f"{compaction.MARKER}\nThe user asked for X.\n\n# Task state"},
         {"role": "assistant", "content": compaction.ACK},
         {"role": "user", "content": "now fix **bar**"},
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "pytest -q"}'}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": '{"command": "pytest -q"}'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "name": "bash", "content": "1 passed\n[exit code 0]"},
         {"role": "assistant", "content": "Fixed **bar**."},
     ]
@@ -73,14 +90,18 @@ def test_resume_replays_and_skips_the_compaction_marker(repo: Path, home: Path) 
     text = out.getvalue()
     assert "resumed session 20990101-000000-abcd (1 request)" in text
     assert "⟳ (earlier conversation compacted)" in text and compaction.ACK not in text
-    replay = text[text.index("resumed session"):]
-    assert replay.index("› now fix **bar**") < replay.index("⏺ bash(pytest -q)") < replay.index("Fixed **bar**.")
+    replay = text[text.index("resumed session") :]
+    assert (
+        replay.index("› now fix **bar**") < replay.index("⏺ bash(pytest -q)") < replay.index("Fixed **bar**.")
+    )
     assert app.agent.messages[0]["content"] != "old system prompt"
 
 
 def test_ambiguous_prefix_and_checked_model_switch(repo: Path, home: Path) -> None:
     with FakeChatServer([FakeReply(text="hi")], models=["alpha", "beta"]) as server:
-        app, out = _app(repo, stdin="/mod\n/model gamma\n/model beta\n/exit\n", model="alpha", base_url=server.url)
+        app, out = _app(
+            repo, stdin="/mod\n/model gamma\n/model beta\n/exit\n", model="alpha", base_url=server.url
+        )
         assert app.run() == 0
     text = out.getvalue()
     assert "/mod is ambiguous: /model, /mode" in text or "/mod is ambiguous: /mode, /model" in text
@@ -109,8 +130,9 @@ def test_deny_with_feedback_goes_to_the_model(repo: Path, home: Path) -> None:
 
 def test_permissions_lists_and_forgets_always_answers(repo: Path, home: Path) -> None:
     call = {"tool_calls": [{"name": "bash", "arguments": {"command": "echo hi"}}]}
-    app, out = _app(repo, [call, {"text": "one"}, call, {"text": "two"}], stdin="a\ny\n",
-                    deny=["bash(rm -rf /)"])
+    app, out = _app(
+        repo, [call, {"text": "one"}, call, {"text": "two"}], stdin="a\ny\n", deny=["bash(rm -rf /)"]
+    )
     app.ask("run it")
     from clover.repl.slash import dispatch
 
@@ -127,8 +149,10 @@ def test_permissions_lists_and_forgets_always_answers(repo: Path, home: Path) ->
 
 
 def test_status_shows_session_totals(repo: Path, home: Path) -> None:
-    turns = [{"text": "one", "prompt_tokens": 100, "completion_tokens": 10},
-             {"text": "two", "prompt_tokens": 200, "completion_tokens": 20}]
+    turns = [
+        {"text": "one", "prompt_tokens": 100, "completion_tokens": 10},
+        {"text": "two", "prompt_tokens": 200, "completion_tokens": 20},
+    ]
     app, out = _app(repo, turns, stdin="a\nb\n/status\n/exit\n")
     assert app.run() == 0
     assert "session totals: 2 requests · 330 tok (300 in, 30 out)" in out.getvalue()

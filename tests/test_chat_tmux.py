@@ -22,8 +22,9 @@ class Tmux:
     def __init__(self, command: str, cwd: Path, width: int = 110, height: int = 40) -> None:
         self.socket = f"clover-test-{uuid.uuid4().hex[:8]}"
         self.name = "chat"
-        self._tmux("new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height),
-                   "-c", str(cwd), command)
+        self._tmux(
+            "new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height), "-c", str(cwd), command
+        )
 
     def _tmux(self, *args: str) -> str:
         proc = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=10)
@@ -64,22 +65,47 @@ def test_chat_in_a_real_terminal(tmp_path: Path) -> None:
     _git(repo, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "init")
     script = tmp_path / "script.jsonl"
     turns = [
-        {"thinking": "The user wants a greeting; edit hello.py.",
-         "tool_calls": [{"name": "str_replace", "arguments": {
-             "path": "hello.py", "old_str": "return 1", "new_str": "return 'hello'"}}]},
+        {
+            "thinking": "The user wants a greeting; edit hello.py.",
+            "tool_calls": [
+                {
+                    "name": "str_replace",
+                    "arguments": {"path": "hello.py", "old_str": "return 1", "new_str": "return 'hello'"},
+                }
+            ],
+        },
         {"text": "Done: `hello()` now returns a greeting."},
         {"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 30"}}]},
         {"text": "never shown", "delay": 30},
         {"text": "Still here after the interruption."},
     ]
     script.write_text("\n".join(json.dumps(t) for t in turns) + "\n")
-    env = {"CLOVER_HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": str(tmp_path / "cache"),
-           "XDG_CONFIG_HOME": str(tmp_path / "config"), "PYTHONPATH": str(ROOT), "TERM": "xterm-256color"}
-    argv = [sys.executable, "-m", "clover.repl", "--repo", str(repo),
-            "--model", f"scripted:{script}", "--mode", "ask"]
+    env = {
+        "CLOVER_HOME": str(tmp_path / "home"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "PYTHONPATH": str(ROOT),
+        "TERM": "xterm-256color",
+    }
+    argv = [
+        sys.executable,
+        "-m",
+        "clover.repl",
+        "--repo",
+        str(repo),
+        "--model",
+        f"scripted:{script}",
+        "--mode",
+        "ask",
+    ]
     # tmux started without a terminal hands its panes COLUMNS=80 / LINES=24: drop them.
-    command = "env -u COLUMNS -u LINES " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + shlex.join(argv)
-    term = Tmux(f"{command}; echo \"[exited $?]\"; sleep 30", cwd=ROOT)
+    command = (
+        "env -u COLUMNS -u LINES "
+        + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        + " "
+        + shlex.join(argv)
+    )
+    term = Tmux(f'{command}; echo "[exited $?]"; sleep 30', cwd=ROOT)
     try:
         term.wait_for("Clover chat · model scripted:script.jsonl · mode ask")
         term.wait_for("› ")

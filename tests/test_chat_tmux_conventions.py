@@ -20,8 +20,14 @@ def _repo(tmp_path: Path) -> Path:
     return git_repo(tmp_path / "repo", {"calc.py": "def add(a, b):\n    return a - b\n"})
 
 
-EDIT = {"tool_calls": [{"name": "str_replace", "arguments": {
-    "path": "calc.py", "old_str": "return a - b", "new_str": "return a + b"}}]}
+EDIT = {
+    "tool_calls": [
+        {
+            "name": "str_replace",
+            "arguments": {"path": "calc.py", "old_str": "return a - b", "new_str": "return a + b"},
+        }
+    ]
+}
 
 
 def _chat(tmp_path: Path, repo: Path, turns: list[dict], *args: str, width: int = 100) -> Tmux:
@@ -50,9 +56,14 @@ def test_one_key_answers_an_approval(tmp_path: Path) -> None:
     try:
         _request(term, "run it")
         screen = term.wait_for("Allow this call?")
-        assert "1. Yes  (y)" in screen and "2. Yes, and don't ask again for bash(echo ran-it) this session  (a)" in screen
+        assert (
+            "1. Yes  (y)" in screen
+            and "2. Yes, and don't ask again for bash(echo ran-it) this session  (a)" in screen
+        )
         assert ". No, and tell Clover what to do instead  (n, Esc)" in screen
-        assert screen.count("echo ran-it") == 2  # the ⏺ line and the menu's option, not a second copy of the command
+        assert (
+            screen.count("echo ran-it") == 2
+        )  # the ⏺ line and the menu's option, not a second copy of the command
         term.send("y")  # no Enter
         screen = term.wait_for("It ran.")
         assert "ran-it" in screen.split("It ran.")[0].split("⏺ bash(echo ran-it)")[1]
@@ -189,11 +200,18 @@ def test_ctrl_d_during_a_step_stops_it_and_exits(tmp_path: Path) -> None:
 
 def _clover(tmp_path: Path, repo: Path, *args: str) -> str:
     """The `clover` program itself (bare, or with flags), as a user types it."""
-    env = {"CLOVER_HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": str(tmp_path / "cache"),
-           "XDG_CONFIG_HOME": str(tmp_path / "config"), "PYTHONPATH": str(ROOT), "TERM": "xterm-256color"}
+    env = {
+        "CLOVER_HOME": str(tmp_path / "home"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "PYTHONPATH": str(ROOT),
+        "TERM": "xterm-256color",
+    }
     line = "env -u COLUMNS -u LINES " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-    return f"cd {shlex.quote(str(repo))} && {line} {shlex.join([sys.executable, '-m', 'clover', *args])}; " \
-           "echo \"[exited $?]\"; sleep 30"
+    return (
+        f"cd {shlex.quote(str(repo))} && {line} {shlex.join([sys.executable, '-m', 'clover', *args])}; "
+        'echo "[exited $?]"; sleep 30'
+    )
 
 
 def _user_config(tmp_path: Path, turns: list[dict]) -> None:

@@ -27,12 +27,23 @@ def test_sixty_columns_and_a_resize_leave_no_ghosts(tmp_path: Path) -> None:
     first, as in a session under way: a terminal that re-wraps pushes the rows above the cursor that
     no longer fit into its scrollback, and no program can move the cursor there to erase them.)"""
     repo = _repo(tmp_path)
-    loop = ("for i in 1 2 3 4; do echo \"output line $i of a command that prints long lines, long enough to "
-            "wrap when the terminal narrows\"; done; sleep 3")
-    script = _script(tmp_path, [{"tool_calls": [{"name": "bash", "arguments": {"command": loop}}]},
-                                {"text": "The command finished.", "prompt_tokens": 123_456, "completion_tokens": 789}])
-    term = Tmux(_command(tmp_path, repo, "--model", f"scripted:{script}", "--mode", "yolo"), cwd=ROOT,
-                width=120, height=20)
+    loop = (
+        'for i in 1 2 3 4; do echo "output line $i of a command that prints long lines, long enough to '
+        'wrap when the terminal narrows"; done; sleep 3'
+    )
+    script = _script(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "bash", "arguments": {"command": loop}}]},
+            {"text": "The command finished.", "prompt_tokens": 123_456, "completion_tokens": 789},
+        ],
+    )
+    term = Tmux(
+        _command(tmp_path, repo, "--model", f"scripted:{script}", "--mode", "yolo"),
+        cwd=ROOT,
+        width=120,
+        height=20,
+    )
     try:
         term.wait_for("› ")
         term.type("/help")

@@ -17,11 +17,16 @@ from tests.test_chat_tmux import ROOT, Tmux, pytestmark  # noqa: F401  (skips wi
 
 
 def _command(tmp_path: Path, repo: Path, *args: str) -> str:
-    env = {"CLOVER_HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": str(tmp_path / "cache"),
-           "XDG_CONFIG_HOME": str(tmp_path / "config"), "PYTHONPATH": str(ROOT), "TERM": "xterm-256color"}
+    env = {
+        "CLOVER_HOME": str(tmp_path / "home"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "PYTHONPATH": str(ROOT),
+        "TERM": "xterm-256color",
+    }
     argv = [sys.executable, "-m", "clover.repl", "--repo", str(repo), *args]
     line = "env -u COLUMNS -u LINES " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-    return f"{line} {shlex.join(argv)}; echo \"[exited $?]\"; sleep 30"
+    return f'{line} {shlex.join(argv)}; echo "[exited $?]"; sleep 30'
 
 
 def _script(tmp_path: Path, turns: list[dict]) -> Path:
@@ -34,14 +39,19 @@ def test_esc_interrupts_a_command_showing_its_live_tail(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
     # Output that the command's own text does not contain: colours, and a \r progress line.
-    loop = ("for i in 1 2 3; do echo \"\\033[32mstep $i\\033[0m\"; done; "
-            "printf \"$((5*2))%%\\r$((9*10))%%\\n\"; sleep 30")
-    script = _script(tmp_path, [
-        {"tool_calls": [{"name": "bash", "arguments": {"command": loop}}]},
-        {"text": "never shown", "delay": 30},
-        {"text": "never shown either", "delay": 30},
-        {"text": "Still **here**."},
-    ])
+    loop = (
+        'for i in 1 2 3; do echo "\\033[32mstep $i\\033[0m"; done; '
+        'printf "$((5*2))%%\\r$((9*10))%%\\n"; sleep 30'
+    )
+    script = _script(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "bash", "arguments": {"command": loop}}]},
+            {"text": "never shown", "delay": 30},
+            {"text": "never shown either", "delay": 30},
+            {"text": "Still **here**."},
+        ],
+    )
     term = Tmux(_command(tmp_path, repo, "--model", f"scripted:{script}", "--mode", "yolo"), cwd=ROOT)
     try:
         term.wait_for("› ")
@@ -83,17 +93,29 @@ def test_resume_comes_after_the_banner_and_replays(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
     store = SessionStore(tmp_path / "home" / "sessions")
-    store.save(Session("20990101-000000-beef", str(repo.resolve()), messages=[
-        {"role": "system", "content": "s"},
-        {"role": "user", "content": "explain calc.py"},
-        {"role": "assistant", "content": "It **adds** numbers:\n\n- `add(a, b)`"},
-    ]))
+    store.save(
+        Session(
+            "20990101-000000-beef",
+            str(repo.resolve()),
+            messages=[
+                {"role": "system", "content": "s"},
+                {"role": "user", "content": "explain calc.py"},
+                {"role": "assistant", "content": "It **adds** numbers:\n\n- `add(a, b)`"},
+            ],
+        )
+    )
     script = _script(tmp_path, [{"text": "ok"}])
     term = Tmux(_command(tmp_path, repo, "--model", f"scripted:{script}", "--continue"), cwd=ROOT)
     try:
         screen = term.wait_for("› ", count=2)
-        assert screen.index("Clover chat · model") < screen.index("resumed session 20990101-000000-beef (1 request)")
-        assert screen.index("resumed session") < screen.index("› explain calc.py") < screen.index("It adds numbers:")
+        assert screen.index("Clover chat · model") < screen.index(
+            "resumed session 20990101-000000-beef (1 request)"
+        )
+        assert (
+            screen.index("resumed session")
+            < screen.index("› explain calc.py")
+            < screen.index("It adds numbers:")
+        )
         assert "**" not in screen  # Markdown rendered, not raw
         term.type("/exit")
         term.send("Enter")
@@ -110,7 +132,9 @@ def test_banner_shows_before_the_local_model_loads(tmp_path: Path) -> None:
     term = Tmux(_command(tmp_path, repo, "--model", "embedded"), cwd=ROOT)
     try:
         screen = term.wait_for("model loaded in", timeout=120)
-        assert screen.index("Clover chat · model embedded (the built-in tiny Clover") < screen.index("model loaded in")
+        assert screen.index("Clover chat · model embedded (the built-in tiny Clover") < screen.index(
+            "model loaded in"
+        )
         term.wait_for("› ")
         term.type("/exit")
         term.send("Enter")
@@ -125,10 +149,16 @@ def test_two_edits_both_show_their_diff_after_always_and_clear(tmp_path: Path) -
     (repo / "calc.py").write_text("a = 1\nb = 2\n")
 
     def edit(old: str, new: str) -> dict:
-        return {"tool_calls": [{"name": "str_replace", "arguments": {"path": "calc.py", "old_str": old, "new_str": new}}]}
+        return {
+            "tool_calls": [
+                {"name": "str_replace", "arguments": {"path": "calc.py", "old_str": old, "new_str": new}}
+            ]
+        }
 
-    script = _script(tmp_path, [edit("a = 1", "a = 10"), {"text": "first done"},
-                                edit("b = 2", "b = 20"), {"text": "second done"}])
+    script = _script(
+        tmp_path,
+        [edit("a = 1", "a = 10"), {"text": "first done"}, edit("b = 2", "b = 20"), {"text": "second done"}],
+    )
     term = Tmux(_command(tmp_path, repo, "--model", f"scripted:{script}", "--mode", "ask"), cwd=ROOT)
     try:
         term.wait_for("› ")

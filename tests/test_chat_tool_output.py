@@ -32,8 +32,10 @@ def test_bash_output_shows_head_tail_and_exit_code() -> None:
     renderer, out = _renderer()
     body = "\n".join(f"\x1b[1mline {i}\x1b[0m" for i in range(1, 31))
     body += "\n[ 50%]\r[100%]\n===== 3 failed, 9 passed in 0.5s ====="
-    renderer.tool_result(ToolCall("bash", {"command": "pytest"}, id="c1"),
-                         ToolResult(f"{body}\n[exit code 1]", data={"returncode": 1}))
+    renderer.tool_result(
+        ToolCall("bash", {"command": "pytest"}, id="c1"),
+        ToolResult(f"{body}\n[exit code 1]", data={"returncode": 1}),
+    )
     text = out.getvalue()
     assert "⎿ ✗ 32 lines · exit 1  [1]" in text
     assert "line 1\n" in text and "line 4\n" in text and "line 5\n" not in text
@@ -46,8 +48,11 @@ def test_bash_output_shows_head_tail_and_exit_code() -> None:
 def test_edit_result_is_one_summary_line_even_when_the_diff_is_folded() -> None:
     renderer, out = _renderer()
     diff = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n-x = 1\n+x = 2\n y = 3\n"
-    renderer.tool_result(ToolCall("str_replace", {"path": "calc.py"}, id="c"),
-                         ToolResult("edited", data={"path": "calc.py", "diff": diff}), diff_shown=True)
+    renderer.tool_result(
+        ToolCall("str_replace", {"path": "calc.py"}, id="c"),
+        ToolResult("edited", data={"path": "calc.py", "diff": diff}),
+        diff_shown=True,
+    )
     assert "⎿ ✓ calc.py +1 -1  [1]" in out.getvalue()
     assert "+x = 2" not in out.getvalue()
     assert edit_summary("a.py", "+++ b/a.py\n+1\n+2\n-3\n") == "a.py +2 -1"
@@ -70,16 +75,26 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _edit(old: str, new: str) -> dict:
-    return {"tool_calls": [{"name": "str_replace", "arguments": {"path": "calc.py", "old_str": old, "new_str": new}}]}
+    return {
+        "tool_calls": [
+            {"name": "str_replace", "arguments": {"path": "calc.py", "old_str": old, "new_str": new}}
+        ]
+    }
 
 
 def test_two_edits_in_one_session_both_show_their_diff(tmp_path: Path, home: Path) -> None:
     repo = _repo(tmp_path)
     out = io.StringIO()
     turns = [_edit("a = 1", "a = 10"), {"text": "one"}, _edit("b = 2", "b = 20"), {"text": "two"}]
-    app = ChatApp(Settings(mode="ask"), repo, live=False, tty=False, stdin=io.StringIO("y\n"),
-                  console=Console(file=out, force_terminal=False, color_system=None, width=100),
-                  model=ScriptedModel(turns))
+    app = ChatApp(
+        Settings(mode="ask"),
+        repo,
+        live=False,
+        tty=False,
+        stdin=io.StringIO("y\n"),
+        console=Console(file=out, force_terminal=False, color_system=None, width=100),
+        model=ScriptedModel(turns),
+    )
     app.ask("first")  # approved with its preview: the diff is shown once, before the question
     app.set_mode("auto-edit")  # no approval now: the diff must come with the result
     app.ask("second")  # the agent numbers its calls per request: the same id as the first edit

@@ -44,8 +44,10 @@ def git_dir_digest(root: Path) -> dict[str, tuple]:
     for dirpath, _, filenames in os.walk(root / ".git"):
         for name in filenames:
             full = os.path.join(dirpath, name)
-            out[os.path.relpath(full, root)] = (hashlib.sha256(Path(full).read_bytes()).hexdigest(),
-                                                os.lstat(full).st_mtime_ns)
+            out[os.path.relpath(full, root)] = (
+                hashlib.sha256(Path(full).read_bytes()).hexdigest(),
+                os.lstat(full).st_mtime_ns,
+            )
     return out
 
 
@@ -140,7 +142,10 @@ def test_user_changes_between_and_after_steps_survive_and_conflicts_are_left_alo
     outcome = steps.cp.apply(plan, force=True)[1]
     assert not (repo / "made.txt").exists()
     (saved,) = outcome.saved
-    assert saved.startswith(steps.cp.store) and Path(saved).read_text() == "the user rewrote the agent's new file\n"
+    assert (
+        saved.startswith(steps.cp.store)
+        and Path(saved).read_text() == "the user rewrote the agent's new file\n"
+    )
     with pytest.raises(SnapshotError, match="nothing to undo"):
         steps.cp.plan()
 
@@ -241,9 +246,11 @@ def test_modes_symlinks_empty_dirs_round_trip_byte_exact(repo, tmp_path):
     os.symlink("pkg", repo / "dirlink")
     steps = Steps(repo, tmp_path / "store")
     before = state(repo)
-    steps.run("chmod 644 secret.env ro.txt && chmod 700 run.sh && rm secret.env && rmdir empty/nested keep_empty && "
-              "mkdir -p fresh/empty other && ln -sfn a.txt dangling && rm dirlink && ln -s keep.txt newlink && "
-              "chmod 555 pkg/old")
+    steps.run(
+        "chmod 644 secret.env ro.txt && chmod 700 run.sh && rm secret.env && rmdir empty/nested keep_empty && "
+        "mkdir -p fresh/empty other && ln -sfn a.txt dangling && rm dirlink && ln -s keep.txt newlink && "
+        "chmod 555 pkg/old"
+    )
     after = state(repo)
     steps.cp.undo()
     assert state(repo) == before
@@ -253,8 +260,10 @@ def test_modes_symlinks_empty_dirs_round_trip_byte_exact(repo, tmp_path):
 
 def dotgit_state(root: Path) -> tuple:
     """What the agent can change with git: HEAD, every ref, config, hooks, the index."""
-    probe = ("git symbolic-ref -q HEAD; git rev-parse HEAD; git for-each-ref; git config --local --list; "
-             "ls -l .git/hooks | tail -n +2 | awk '{print $1, $NF}'; git ls-files -s; git status --porcelain")
+    probe = (
+        "git symbolic-ref -q HEAD; git rev-parse HEAD; git for-each-ref; git config --local --list; "
+        "ls -l .git/hooks | tail -n +2 | awk '{print $1, $NF}'; git ls-files -s; git status --porcelain"
+    )
     return sh(probe, root), (root / ".git" / "config").read_bytes()
 
 
@@ -262,9 +271,11 @@ def test_agent_changes_to_dotgit_are_undone_and_redone(repo, tmp_path):
     sh("git add -A && git commit -qm init && echo staged >> a.txt && git add a.txt", repo)
     before = dotgit_state(repo)
     steps = Steps(repo, tmp_path / "store")
-    steps.run("git commit -qam agent && git checkout -qb agent-branch && git config user.name agent && "
-              "git tag v9 && printf '#!/bin/sh\\necho planted\\n' > .git/hooks/post-commit && "
-              "chmod +x .git/hooks/post-commit && echo more >> keep.txt && git add keep.txt && git pack-refs --all")
+    steps.run(
+        "git commit -qam agent && git checkout -qb agent-branch && git config user.name agent && "
+        "git tag v9 && printf '#!/bin/sh\\necho planted\\n' > .git/hooks/post-commit && "
+        "chmod +x .git/hooks/post-commit && echo more >> keep.txt && git add keep.txt && git pack-refs --all"
+    )
     after = dotgit_state(repo)
     steps.cp.undo()
     assert dotgit_state(repo) == before
@@ -274,8 +285,11 @@ def test_agent_changes_to_dotgit_are_undone_and_redone(repo, tmp_path):
 
 
 def test_the_users_git_state_is_not_written_when_the_agent_left_it_alone(repo, tmp_path):
-    sh("git add -A && git commit -qm init && git branch feature && echo stash-me >> keep.txt && git stash -q && "
-       "echo staged >> a.txt && git add a.txt && echo unstaged >> keep.txt", repo)
+    sh(
+        "git add -A && git commit -qm init && git branch feature && echo stash-me >> keep.txt && git stash -q && "
+        "echo staged >> a.txt && git add a.txt && echo unstaged >> keep.txt",
+        repo,
+    )
     digest = git_dir_digest(repo)
     steps = Steps(repo, tmp_path / "store")
     steps.run(lambda: (repo / "a.txt").write_text("agent edit\n"))
@@ -337,7 +351,8 @@ def test_changes_after_an_undo_survive_a_redo(repo, tmp_path):
     (repo / "a.txt").write_text("and the user edited a.txt too\n")
     outcome = steps.cp.redo()
     assert [c.path for c in outcome.conflicts] == ["a.txt"] and [c.conflict for c in outcome.conflicts] == [
-        "changed since the undo"]
+        "changed since the undo"
+    ]
     assert (repo / "a.txt").read_text() == "and the user edited a.txt too\n"
     assert (repo / "manual.txt").exists()
 
@@ -346,12 +361,16 @@ def test_nested_repositories_work_trees_are_recorded_their_history_never(tmp_pat
     root = tmp_path / "w"
     (root / "vendor" / "lib").mkdir(parents=True)
     (root / "a.txt").write_text("a\n")
-    sh("cd vendor/lib && git init -q && echo x > x && git add x && git -c user.name=t -c user.email=t@t commit -qm x",
-       root)
+    sh(
+        "cd vendor/lib && git init -q && echo x > x && git add x && git -c user.name=t -c user.email=t@t commit -qm x",
+        root,
+    )
     objects = sorted(str(p) for p in (root / "vendor/lib/.git/objects").rglob("*"))
     steps = Steps(root, tmp_path / "store")
-    steps.run("echo changed > a.txt && echo edited > vendor/lib/x && cd vendor/lib && "
-              "git -c user.name=t -c user.email=t@t commit -qam agent")
+    steps.run(
+        "echo changed > a.txt && echo edited > vendor/lib/x && cd vendor/lib && "
+        "git -c user.name=t -c user.email=t@t commit -qam agent"
+    )
     steps.cp.undo()
     assert (root / "a.txt").read_text() == "a\n" and (root / "vendor/lib/x").read_text() == "x\n"
     assert sh("git -C vendor/lib log --format=%s", root) == "x\n"  # the agent's commit is gone from HEAD
@@ -364,8 +383,10 @@ def test_a_repository_a_step_creates_is_removed_whole_or_left_whole(repo, tmp_pa
     (repo / "sub" / "tracked.txt").write_text("t\n")
     steps = Steps(repo, tmp_path / "store")
     before = state(repo)
-    steps.run("git init -q sub/t && cd sub/t && echo y > y && git add y && "
-              "git -c user.name=t -c user.email=t@t commit -qm planted && printf '#!/bin/sh\\n' > .git/hooks/pre-commit")
+    steps.run(
+        "git init -q sub/t && cd sub/t && echo y > y && git add y && "
+        "git -c user.name=t -c user.email=t@t commit -qm planted && printf '#!/bin/sh\\n' > .git/hooks/pre-commit"
+    )
     steps.cp.undo()
     assert not (repo / "sub" / "t").exists() and state(repo) == before
     steps.cp.redo()
@@ -380,8 +401,10 @@ def test_a_dotgit_moved_aside_comes_back_and_its_history_is_never_deleted(repo, 
     sh("git add -A && git commit -qm init", repo)
     head = sh("git rev-parse HEAD", repo)
     steps = Steps(repo, tmp_path / "store")
-    steps.run("mv .git .g && printf 'gitdir: .g\\n' > .git && git -c user.name=t -c user.email=t@t commit -qm "
-              "'through the gitfile' --allow-empty")
+    steps.run(
+        "mv .git .g && printf 'gitdir: .g\\n' > .git && git -c user.name=t -c user.email=t@t commit -qm "
+        "'through the gitfile' --allow-empty"
+    )
     _group, plan = steps.cp.plan()
     assert [(m.src, m.dst) for m, _why in plan.moves] == [(".git", ".g")]
     steps.cp.undo()

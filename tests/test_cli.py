@@ -71,8 +71,18 @@ def test_json_output_reports_status(tmp_path):
     repo.mkdir()
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
     (tmp_path / "issue.md").write_text("fix it")
-    proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--model", f"scripted:{script}",
-                      "--output-format", "json", "--yes", env=isolated_env(tmp_path))
+    proc = run_clover(
+        "fix",
+        str(tmp_path / "issue.md"),
+        "--repo",
+        str(repo),
+        "--model",
+        f"scripted:{script}",
+        "--output-format",
+        "json",
+        "--yes",
+        env=isolated_env(tmp_path),
+    )
     assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)
     assert report["status"] == "submitted" and report["patch"] == "" and report["steps"] == 1
@@ -87,8 +97,20 @@ def test_bad_api_key_is_one_line_and_a_backend_failure(tmp_path):
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
     (tmp_path / "issue.md").write_text("fix it")
     with FakeChatServer([FakeReply(text="never")], api_key="right-key") as server:
-        proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--base-url", server.url,
-                          "--model", "m", "--api-key", "wrong-key", "--yes", env=isolated_env(tmp_path))
+        proc = run_clover(
+            "fix",
+            str(tmp_path / "issue.md"),
+            "--repo",
+            str(repo),
+            "--base-url",
+            server.url,
+            "--model",
+            "m",
+            "--api-key",
+            "wrong-key",
+            "--yes",
+            env=isolated_env(tmp_path),
+        )
     _one_line_error(proc, "key", code=5)  # the server refused: exit_codes.BACKEND
     assert "wrong-key" not in proc.stderr
     assert sorted(p.name for p in repo.iterdir()) == [".git"]
@@ -103,14 +125,29 @@ def test_real_server_fix_with_text_tool_calls(tmp_path):
     (repo / "greet.py").write_text("NAME = 'wrold'\n")
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
     (tmp_path / "issue.md").write_text("greet.py misspells world")
-    call = ("<tool_call>\n<function=str_replace>\n<parameter=path>\ngreet.py\n</parameter>\n"
-            "<parameter=old_str>\n'wrold'\n</parameter>\n<parameter=new_str>\n'world'\n</parameter>\n"
-            "</function>\n</tool_call>")
+    call = (
+        "<tool_call>\n<function=str_replace>\n<parameter=path>\ngreet.py\n</parameter>\n"
+        "<parameter=old_str>\n'wrold'\n</parameter>\n<parameter=new_str>\n'world'\n</parameter>\n"
+        "</function>\n</tool_call>"
+    )
     replies = [FakeReply(text="<think>typo</think>" + call), FakeReply(text="Fixed the typo.")]
     with FakeChatServer(replies) as server:
-        proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--base-url", server.url,
-                          "--model", "m", "--api-key", "k", "--yes", "--output-format", "json",
-                          env=isolated_env(tmp_path))
+        proc = run_clover(
+            "fix",
+            str(tmp_path / "issue.md"),
+            "--repo",
+            str(repo),
+            "--base-url",
+            server.url,
+            "--model",
+            "m",
+            "--api-key",
+            "k",
+            "--yes",
+            "--output-format",
+            "json",
+            env=isolated_env(tmp_path),
+        )
         sent = json.dumps(server.requests)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)

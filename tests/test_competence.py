@@ -51,7 +51,11 @@ def _turn(model, user="What does this repository do?", forced_call: bool = False
 def test_the_honest_reply_says_how_to_connect_a_larger_model():
     text = HONEST.format(why="x")
     assert MARK in text and "--base-url" in text and "--model DIR" in text
-    assert not Limits().active and Limits(max_repo_files=5).repo_too_big(6) and not Limits(max_repo_files=5).repo_too_big(5)
+    assert (
+        not Limits().active
+        and Limits(max_repo_files=5).repo_too_big(6)
+        and not Limits(max_repo_files=5).repo_too_big(5)
+    )
 
 
 def test_in_a_repository_past_its_size_work_on_it_is_answered_honestly(clover, tmp_path):
@@ -102,8 +106,16 @@ def test_after_an_edit_the_replacement_says_what_changed_not_that_it_needs_a_lar
     messages = [
         {"role": "user", "content": "fix add"},
         {"role": "assistant", "content": "", "tool_calls": [{"id": "1"}]},
-        {"role": "tool", "name": "str_replace", "content": "Edited calc.py. Line 2 now read (with context):\n..."},
-        {"role": "tool", "name": "insert", "content": "Inserted lines 3-4 into pkg/a.py (after line 2):\n..."},
+        {
+            "role": "tool",
+            "name": "str_replace",
+            "content": "Edited calc.py. Line 2 now read (with context):\n...",
+        },
+        {
+            "role": "tool",
+            "name": "insert",
+            "content": "Inserted lines 3-4 into pkg/a.py (after line 2):\n...",
+        },
         {"role": "tool", "name": "str_replace", "content": "str_replace: not applied, the edit would ..."},
         {"role": "tool", "name": "bash", "content": "Edited nothing.py. (a command's output)"},
     ]
@@ -120,11 +132,17 @@ def test_a_fluent_loop_is_no_answer():
     # weights): the taught feature reply, garbled, starting over; it scores -0.06 per token
     from clover.decoding.competence import repeats_itself
 
-    looped = ("That is too big a change for me. Describe a bug: what you ran, what you expected and what you got. "
-              "For a bigger task, a larger model (`clover chat --model`, find I can't answer generbe a bug: what "
-              "you ran, what you expected and what you got. For a bigger task")  # fmt: skip
+    looped = (
+        "That is too big a change for me. Describe a bug: what you ran, what you expected and what you got. "
+        "For a bigger task, a larger model (`clover chat --model`, find I can't answer generbe a bug: what "
+        "you ran, what you expected and what you got. For a bigger task"
+    )
     assert repeats_itself(looped)
-    assert not repeats_itself("I can find code (grep, outline), view files, fix a small bug with str_replace and run "
-                              "the tests. Describe a bug: what you ran, what you expected and what you got.")
-    assert Limits(min_reply_logprob=-0.6).judge(AssistantTurn(text=looped), "stop", None, lambda: -0.06) == \
-        "its reply ran into a loop"
+    assert not repeats_itself(
+        "I can find code (grep, outline), view files, fix a small bug with str_replace and run "
+        "the tests. Describe a bug: what you ran, what you expected and what you got."
+    )
+    assert (
+        Limits(min_reply_logprob=-0.6).judge(AssistantTurn(text=looped), "stop", None, lambda: -0.06)
+        == "its reply ran into a loop"
+    )

@@ -15,17 +15,32 @@ from tests.test_tool_grammar import clover as clover  # noqa: E402,F401 - the mo
 
 SHOP = {
     "src/shop/__init__.py": "",
-    "src/shop/pricing.py": "def with_tax(price):\n    return price\n\n\ndef apply_discount(price, percent):\n    return price + percent\n",
-    "src/shop/checkout.py": "from shop.pricing import apply_discount\n\n\ndef checkout(price):\n    return apply_discount(price, 0)\n",
+    "src/shop/pricing.py": (
+        "def with_tax(price):\n    return price\n\n\ndef apply_discount(price, "
+        "percent):\n    return price + percent\n"
+    ),
+    "src/shop/checkout.py": (
+        "from shop.pricing import apply_discount\n\n\ndef checkout(price):\n    "
+        "return apply_discount(price, 0)\n"
+    ),
     "tests/test_pricing.py": "def test_tax():\n    assert True\n",
 }
 ISSUE = "A 20% discount gives 60.0: `apply_discount(50.0, 20)` should be 40.0 (see pricing.py)."
 
 
 def test_what_a_text_names():
-    m = Mentions("Traceback: File \"/home/dev/proj/src/shop/pricing.py\", line 5, in apply_discount\n"
-                 ">>> shop.checkout.checkout(3)  # see Cart.total")  # fmt: skip
-    for name in ("apply_discount", "checkout", "Cart.total", "total", "src/shop/pricing.py", "shop/pricing.py"):
+    m = Mentions(
+        'Traceback: File "/home/dev/proj/src/shop/pricing.py", line 5, in apply_discount\n'
+        ">>> shop.checkout.checkout(3)  # see Cart.total"
+    )
+    for name in (
+        "apply_discount",
+        "checkout",
+        "Cart.total",
+        "total",
+        "src/shop/pricing.py",
+        "shop/pricing.py",
+    ):
         assert m.names(name), name
     assert Mentions("edit pricing.py").names("src/shop/pricing.py")  # a file named by its tail
     assert not Mentions("the shop module").names("src/shop")  # a bare word is not a directory's tail
@@ -69,7 +84,9 @@ def _symbols(model, n: int) -> list[str]:
     opening = model.tokenizer.encode("<tool_call>\n<function=outline>\n<parameter=symbol>\n")
     for seed in range(n):
         torch.manual_seed(seed)
-        turn = model.complete([{"role": "user", "content": ISSUE}], tools("outline"), forced=dict(enumerate(opening)))
+        turn = model.complete(
+            [{"role": "user", "content": ISSUE}], tools("outline"), forced=dict(enumerate(opening))
+        )
         out += [c.arguments["symbol"] for c in turn.tool_calls if "symbol" in c.arguments]
     return out
 

@@ -28,7 +28,9 @@ def test_warm_up_trains_the_copy_targets():
     before = {k: v.clone() for k, v in model.state_dict().items()}
     probs = torch.zeros(model.config.vocab_size)
     probs[250:260] = 0.1
-    acc = warm_up(model, probs, steps=6, target=1.0, lr=1e-3, batch=2, lengths=(4, 6), seed=0, log=lambda _: None)
+    acc = warm_up(
+        model, probs, steps=6, target=1.0, lr=1e-3, batch=2, lengths=(4, 6), seed=0, log=lambda _: None
+    )
     assert 0.0 <= acc <= 1.0 and not model.training
     changed = [k for k, v in model.state_dict().items() if not torch.equal(v, before[k])]
     assert "model.embed_tokens.weight" in changed and len(changed) > 10
@@ -36,8 +38,18 @@ def test_warm_up_trains_the_copy_targets():
 
 def test_cli_writes_a_tied_model_that_loads(tmp_path, capsys):
     out = tmp_path / "warm"
-    argv = ["--init-from", str(tiny_checkpoint_dir()), "--out", str(out), "--steps", "3", "--lengths", "4,8",
-            "--tool-prompt", "compact"]  # fmt: skip
+    argv = [
+        "--init-from",
+        str(tiny_checkpoint_dir()),
+        "--out",
+        str(out),
+        "--steps",
+        "3",
+        "--lengths",
+        "4,8",
+        "--tool-prompt",
+        "compact",
+    ]
     assert main(argv) == 0
     assert "copy accuracy" in capsys.readouterr().out
     loaded = load_checkpoint(out)
@@ -45,9 +57,14 @@ def test_cli_writes_a_tied_model_that_loads(tmp_path, capsys):
     assert (out / "tokenizer.json").is_file()
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--lengths", "8"], "--lengths"), (["--lengths", "9,3"], "--lengths"), (["--target", "0"], "--target"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--lengths", "8"], "--lengths"),
+        (["--lengths", "9,3"], "--lengths"),
+        (["--target", "0"], "--target"),
+    ],
+)
 def test_bad_options_are_one_line_and_exit_2(tmp_path, capsys, args, message):
     with pytest.raises(SystemExit) as exc:
         main(["--init-from", str(tiny_checkpoint_dir()), "--out", str(tmp_path / "o"), *args])

@@ -45,29 +45,48 @@ def embedded():
 
     loaded = load_checkpoint(WEIGHTS, device="cpu", dtype=torch.float32)
     tok = CloverTokenizer.from_dir(WEIGHTS)
-    source = '     1\tdef total(items):\n     2\t    """Sum of the prices."""\n     3\t    return sum(items) + 1\n'
+    source = (
+        '     1\tdef total(items):\n     2\t    """Sum of the prices."""\n     3\t    return sum(items) + 1\n'
+    )
 
     def call(i: int, name: str, args: dict) -> dict:
         fn = {"name": name, "arguments": json.dumps(args)}
-        return {"role": "assistant", "content": "", "tool_calls": [{"id": f"c{i}", "type": "function", "function": fn}]}
+        return {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": f"c{i}", "type": "function", "function": fn}],
+        }
 
     messages = [  # after the view: the str_replace's old_str is copied from the tool's output
         {"role": "system", "content": "You are Clover, a coding agent."},
         {"role": "user", "content": "`total([2, 3])` returns 6 but should be 5."},
         call(1, "outline", {"symbol": "total"}),
-        {"role": "tool", "tool_call_id": "c1", "name": "outline", "content": "shop/prices.py:1-3: def total(items)"},
+        {
+            "role": "tool",
+            "tool_call_id": "c1",
+            "name": "outline",
+            "content": "shop/prices.py:1-3: def total(items)",
+        },
         call(2, "view", {"path": "shop/prices.py", "view_range": [1, 3]}),
         {"role": "tool", "tool_call_id": "c2", "name": "view", "content": source},
-    ]  # fmt: skip
-    prompt = encode_prompt(tok, loaded.config, render_messages(messages, think=True, template=loaded.chat_template))
+    ]
+    prompt = encode_prompt(
+        tok, loaded.config, render_messages(messages, think=True, template=loaded.chat_template)
+    )
     return loaded.model, tok, prompt
 
 
 def _run(embedded, block: int, drafts: int):
     model, tok, prompt = embedded
     # a strict threshold, so that plain rounds accept little and the drafts' agreement shows
-    s = DecodeSettings(block_size=block, order="left", threshold=0.999, max_new_tokens=96,
-                       stop_token_ids=tok.stop_ids(), draft_ngram=drafts)  # fmt: skip
+    s = DecodeSettings(
+        block_size=block,
+        order="left",
+        threshold=0.999,
+        max_new_tokens=96,
+        stop_token_ids=tok.stop_ids(),
+        draft_ngram=drafts,
+    )
     return generate(model, [prompt], s)
 
 

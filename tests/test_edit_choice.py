@@ -67,10 +67,16 @@ def test_the_issues_reproduction_picks_the_edit_that_fixes_it(clover, tmp_path):
     policy lets it), the repair that makes `add(2, 3)` give 5 is the edit."""
     user = [{"role": "user", "content": "`add(2, 3)` returns -1 but should be 5."}]
     commands: list[str] = []
-    model = _bound(clover, tmp_path, may_run=lambda c: commands.append(c) or True, edit_repairs="on", max_tokens=128)
+    model = _bound(
+        clover, tmp_path, may_run=lambda c: commands.append(c) or True, edit_repairs="on", max_tokens=128
+    )
     turn = _complete(model, user)
     args = turn.tool_calls[0].arguments
-    assert (args["path"], args["old_str"], args["new_str"]) == ("calc.py", "    return a - b", "    return a + b")
+    assert (args["path"], args["old_str"], args["new_str"]) == (
+        "calc.py",
+        "    return a - b",
+        "    return a + b",
+    )
     assert turn.stats["verified_edits"] == 1 and turn.stats["reproduction_runs"] >= 1 and commands
     # refused by the policy: the model's likeliest pair, unverified
     model = _bound(clover, tmp_path, may_run=lambda c: False, edit_repairs="on", max_tokens=128)
@@ -89,7 +95,9 @@ def test_a_no_op_edit_becomes_the_pair_the_model_finds_likeliest(clover, tmp_pat
     assert f"<parameter=new_str>\n{got[1]}\n</parameter>" in call.raw
     # the choice is the argmax of the plain causal forward over prompt + reply + (old, new)
     ids, _ = model.prompt_ids(USER, tools())
-    prefix = ids + model.tokenizer.encode(CALL[: CALL.index("<parameter=old_str>\n") + len("<parameter=old_str>\n")])
+    prefix = ids + model.tokenizer.encode(
+        CALL[: CALL.index("<parameter=old_str>\n") + len("<parameter=old_str>\n")]
+    )
     conts = [f"{o}\n</parameter>\n<parameter=new_str>\n{n}\n{PARAM_CLOSE}" for o, n in pairs]
     scores = [full_forward_score(model.net, prefix, model.tokenizer.encode(c)) for c in conts]
     assert got == pairs[max(range(len(pairs)), key=scores.__getitem__)]
@@ -108,13 +116,17 @@ def parse_all(text):
 """
 LOOP = '    for line in text.split("\\n"):'
 GUARD = LOOP + "\n        if not line.strip():\n            continue"
-BLANK_LINES = [{"role": "user", "content": "parse_all crashes on files with blank lines. They should be skipped."}]
+BLANK_LINES = [
+    {"role": "user", "content": "parse_all crashes on files with blank lines. They should be skipped."}
+]
 
 
 def _call(path: str, old: str, new: str) -> str:
-    return (f"<tool_call>\n<function=str_replace>\n<parameter=path>\n{path}\n</parameter>\n"
-            f"<parameter=old_str>\n{old}\n</parameter>\n<parameter=new_str>\n{new}\n</parameter>\n"
-            "</function>\n</tool_call>")  # fmt: skip
+    return (
+        f"<tool_call>\n<function=str_replace>\n<parameter=path>\n{path}\n</parameter>\n"
+        f"<parameter=old_str>\n{old}\n</parameter>\n<parameter=new_str>\n{new}\n</parameter>\n"
+        "</function>\n</tool_call>"
+    )
 
 
 def _edit(model, call: str, user):
@@ -177,7 +189,9 @@ def test_off_or_a_checkpoint_without_it_keeps_the_models_edit(clover, tmp_path, 
 
 
 def test_with_edit_rewrites_arguments_and_raw_text():
-    call = ToolCall("str_replace", {"path": "a.py", "old_str": "x = 1", "new_str": "x = 1"}, id="c1", raw="<old>")
+    call = ToolCall(
+        "str_replace", {"path": "a.py", "old_str": "x = 1", "new_str": "x = 1"}, id="c1", raw="<old>"
+    )
     out = with_edit(call, "y = 1", "y = 2")
     assert out.arguments == {"path": "a.py", "old_str": "y = 1", "new_str": "y = 2"} and out.id == "c1"
     assert "<parameter=new_str>\ny = 2\n</parameter>" in out.raw and call.arguments["new_str"] == "x = 1"
@@ -196,7 +210,11 @@ def test_region_lines_and_pairs_for_the_kept_lines_only():
     # the duplicated line cannot be an old_str (not unique); g is another definition
     assert region_lines("    return c * 2", text) == ["def f(a, b):", "    return c * 2"]
     pairs = edit_pairs("    return c * 2", text, "f.py", "", "", keep=["    return c * 2"])
-    assert pairs and {o for o, _ in pairs} == {"    return c * 2"} and ("    return c * 2", "    return c / 2") in pairs
+    assert (
+        pairs
+        and {o for o, _ in pairs} == {"    return c * 2"}
+        and ("    return c * 2", "    return c / 2") in pairs
+    )
 
 
 def test_the_agents_gate_decides_when_the_reproduction_may_run(clover, tmp_path):

@@ -42,7 +42,9 @@ def test_what_counts_as_a_test_file_and_what_names_one():
     assert names_file("update test_a.py for the new API", "tests/test_a.py")
     # a failing test's node id reports the test; it does not ask to change it
     assert not names_file("CI red: tests/test_a.py::test_x fails", "tests/test_a.py")
-    assert not names_file("see tests/test_a.pyc", "tests/test_a.py") and not names_file("mytest_a.py", "test_a.py")
+    assert not names_file("see tests/test_a.pyc", "tests/test_a.py") and not names_file(
+        "mytest_a.py", "test_a.py"
+    )
 
 
 def test_docstring_lines_are_module_class_and_function_docstrings():
@@ -59,12 +61,24 @@ def test_the_backstop_holds_test_file_and_docstring_edits_the_request_does_not_n
     test_edit = ToolCall("str_replace", {"path": "tests/test_mod.py", "old_str": "== 1", "new_str": "== 2"})
     assert "is a test file" in held(test_edit)
     assert held(test_edit, "tests/test_mod.py expects the wrong index, fix the test") is None
-    doc_edit = ToolCall("str_replace", {"path": "mod.py", "old_str": "    >>> find([4, 5], 5)\n    1",
-                                        "new_str": "    >>> find([4, 5], 5)\n    2"})  # fmt: skip
+    doc_edit = ToolCall(
+        "str_replace",
+        {
+            "path": "mod.py",
+            "old_str": "    >>> find([4, 5], 5)\n    1",
+            "new_str": "    >>> find([4, 5], 5)\n    2",
+        },
+    )
     assert "changes a docstring" in held(doc_edit)
     assert held(doc_edit, "the docstring example of find is wrong") is None
-    code_edit = ToolCall("str_replace", {"path": "mod.py", "old_str": "    return items.index(x)",
-                                         "new_str": "    return items.index(x) + 1"})  # fmt: skip
+    code_edit = ToolCall(
+        "str_replace",
+        {
+            "path": "mod.py",
+            "old_str": "    return items.index(x)",
+            "new_str": "    return items.index(x) + 1",
+        },
+    )
     assert held(code_edit) is None
     inside = ToolCall("insert", {"path": "mod.py", "insert_line": 10, "text": "    extra words"})
     assert "changes a docstring" in held(inside)
@@ -78,12 +92,17 @@ def test_grounded_edits_take_no_test_file_and_copy_no_docstring_line(clover, voc
     path = g.node("str_replace", "path", "")
     assert _spell(path, b"mod.py\n", vocab) is not None
     assert _spell(path, b"tests/test_mod.py\n", vocab) is None  # not a path str_replace may take
-    assert _spell(g.node("view", "path", ""), b"tests/test_mod.py\n", vocab) is not None  # it may still read it
+    assert (
+        _spell(g.node("view", "path", ""), b"tests/test_mod.py\n", vocab) is not None
+    )  # it may still read it
     old = g.node("str_replace", "old_str", "mod.py")
     assert _spell(old, b"    return items.index(x)\n", vocab) is not None
     assert _spell(old, b"    >>> find([4, 5], 5)\n", vocab) is None  # a docstring line
-    assert _spell(old, b"def find(items, x):\n    \"\"\"Index", vocab) is None  # not into one either
+    assert _spell(old, b'def find(items, x):\n    """Index', vocab) is None  # not into one either
     # a request that names them
     named = Grounding(Workspace(env), vocab, request="the docstring of find in mod.py, and tests/test_mod.py")
     assert _spell(named.node("str_replace", "path", ""), b"tests/test_mod.py\n", vocab) is not None
-    assert _spell(named.node("str_replace", "old_str", "mod.py"), b"    >>> find([4, 5], 5)\n", vocab) is not None
+    assert (
+        _spell(named.node("str_replace", "old_str", "mod.py"), b"    >>> find([4, 5], 5)\n", vocab)
+        is not None
+    )

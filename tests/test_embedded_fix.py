@@ -26,13 +26,29 @@ HANDWRITTEN, HANDWRITTEN_INDEX = "handwritten__hw01-fahrenheit", 0
 def _fix(tmp_path, row) -> tuple[dict, str, str, str]:
     repo = fresh_clone(row["repo"], row["base_commit"], tmp_path / "ws")
     (tmp_path / "issue.md").write_text(row["problem_statement"])
-    env = {**isolated_env(tmp_path), "CLOVER_MAX_TOKENS": "256", "CLOVER_CHECKPOINTS": "false",
-           "OMP_NUM_THREADS": "1"}  # fmt: skip
+    env = {
+        **isolated_env(tmp_path),
+        "CLOVER_MAX_TOKENS": "256",
+        "CLOVER_CHECKPOINTS": "false",
+        "OMP_NUM_THREADS": "1",
+    }
     proc = run_clover(
-        "fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--model", "embedded", "--yes",
-        "--max-steps", "10", "--time-limit", "240", "--patch-out", str(tmp_path / "fix.diff"),
-        env=env, timeout=300,
-    )  # fmt: skip
+        "fix",
+        str(tmp_path / "issue.md"),
+        "--repo",
+        str(repo),
+        "--model",
+        "embedded",
+        "--yes",
+        "--max-steps",
+        "10",
+        "--time-limit",
+        "240",
+        "--patch-out",
+        str(tmp_path / "fix.diff"),
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     patch = (tmp_path / "fix.diff").read_text()
     return grade(row, patch), patch, proc.stdout[-3000:], proc.stderr
@@ -44,7 +60,6 @@ def test_the_shipped_model_fixes_a_held_out_synthfix_instance(tmp_path):
     row = build_instance(tmp_path / "instances", "heldout", HELDOUT["seed"], HELDOUT["index"])
     report, patch, out, _ = _fix(tmp_path, row)
     assert report["resolved"], f"{report}\n--- patch:\n{patch}\n--- run:\n{out}"
-
 
 
 def test_the_shipped_model_fixes_a_hand_written_instance(tmp_path):

@@ -56,7 +56,9 @@ def test_weight_mapping_is_a_qwen3_next_checkpoint(tmp_path):
     model = CloverForCausalLM(tiny(linear_num_value_heads=6, linear_num_key_heads=2)).eval()
     cfg = model.config
     mapped = dict(clover_to_qwen3_next(model.state_dict().items(), cfg))
-    assert not any(n.endswith(("block_logit_scale", "memory_logit", "block_size_calibration")) for n in mapped)
+    assert not any(
+        n.endswith(("block_logit_scale", "memory_logit", "block_size_calibration")) for n in mapped
+    )
     assert not any(".in_proj_qkv." in n or ".in_proj_b." in n for n in mapped)
     assert f"model.layers.0.mlp.experts.{cfg.num_experts - 1}.down_proj.weight" in mapped
     # the engine reads the fused projections the Qwen3-Next way and gets exactly our projections
@@ -65,10 +67,18 @@ def test_weight_mapping_is_a_qwen3_next_checkpoint(tmp_path):
     qkv, z, b, a = _hf_ordering(
         x @ mapped["model.layers.0.linear_attn.in_proj_qkvz.weight"].T,
         x @ mapped["model.layers.0.linear_attn.in_proj_ba.weight"].T,
-        cfg.linear_num_key_heads, cfg.linear_num_value_heads, cfg.linear_key_head_dim, cfg.linear_value_head_dim,
-    )  # fmt: skip
+        cfg.linear_num_key_heads,
+        cfg.linear_num_value_heads,
+        cfg.linear_key_head_dim,
+        cfg.linear_value_head_dim,
+    )
     with torch.no_grad():
-        for got, want in ((qkv, gdn.in_proj_qkv(x)), (z, gdn.in_proj_z(x)), (b, gdn.in_proj_b(x)), (a, gdn.in_proj_a(x))):
+        for got, want in (
+            (qkv, gdn.in_proj_qkv(x)),
+            (z, gdn.in_proj_z(x)),
+            (b, gdn.in_proj_b(x)),
+            (a, gdn.in_proj_a(x)),
+        ):
             torch.testing.assert_close(got, want)
     # and the mapped names and layout load back (as a Qwen3-Next checkpoint) into the same network
     save_file({n: t.contiguous() for n, t in mapped.items()}, str(tmp_path / "model.safetensors"))
@@ -114,8 +124,34 @@ def clover_logits_along(directory: Path, prompt: list[int], tokens: list[int]) -
 NEAR_TIE = 0.05
 
 
-PROMPT = [1, 633, 212, 8002, 311, 1123, 328, 1389, 80, 529, 39, 1038, 2438, 25, 351, 22, 2060, 289, 360, 351, 27, 2,
-          212, 1, 717, 212]  # fmt: skip  # a ChatML user turn asking to fix a bug, then the assistant's header
+PROMPT = [
+    1,
+    633,
+    212,
+    8002,
+    311,
+    1123,
+    328,
+    1389,
+    80,
+    529,
+    39,
+    1038,
+    2438,
+    25,
+    351,
+    22,
+    2060,
+    289,
+    360,
+    351,
+    27,
+    2,
+    212,
+    1,
+    717,
+    212,
+]  # a ChatML user turn asking to fix a bug, then the assistant's header
 
 
 @pytest.mark.slow
@@ -125,11 +161,21 @@ def test_vllm_serves_clover_with_our_greedy_tokens():
         pytest.skip("no vLLM here (install it, or point CLOVER_VLLM_PYTHON at a Python that has it)")
     n = 24
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "OMP_NUM_THREADS": "1"}
-    cmd = [python, "-m", "clover.engines.vllm_greedy", str(EMBEDDED), "--max-tokens", str(n),
-           "--prompt-ids", ",".join(map(str, PROMPT))]  # fmt: skip
+    cmd = [
+        python,
+        "-m",
+        "clover.engines.vllm_greedy",
+        str(EMBEDDED),
+        "--max-tokens",
+        str(n),
+        "--prompt-ids",
+        ",".join(map(str, PROMPT)),
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
-    result = [line for line in out.stdout.splitlines() if line.startswith('{"tokens"')]  # vLLM logs to stdout too
+    result = [
+        line for line in out.stdout.splitlines() if line.startswith('{"tokens"')
+    ]  # vLLM logs to stdout too
     assert result, out.stdout[-2000:]
     engine = json.loads(result[-1])["tokens"]
     assert len(engine) == n

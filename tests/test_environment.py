@@ -74,7 +74,11 @@ def test_flood_is_cut_and_spilled(tmp_path: Path) -> None:
     tools = {t.name: t for t in default_tools()}
     tail = tools["view"].run({"path": result.full_output_path, "view_range": [39999, -1]}, env)
     assert not tail.is_error and tail.output == " 39999\t39999\n 40000\t40000"
-    assert tools["grep"].run({"pattern": "^31337$", "path": result.full_output_path}, env).output.endswith(":31337:31337")
+    assert (
+        tools["grep"]
+        .run({"pattern": "^31337$", "path": result.full_output_path}, env)
+        .output.endswith(":31337:31337")
+    )
 
     flood = env.execute("yes | head -c 200000")
     assert flood.truncated and len(Path(flood.full_output_path).read_text()) == 200000
@@ -86,8 +90,11 @@ def test_spilled_output_is_readable_not_writable(tmp_path: Path) -> None:
     assert result.truncated and not result.full_output_path.startswith(str(tmp_path))
     tools = {t.name: t for t in default_tools()}
     assert not tools["view"].run({"path": result.full_output_path, "view_range": [1, 2]}, env).is_error
-    for name, args in (("create", {"content": "x"}), ("str_replace", {"old_str": "1\n", "new_str": "2\n"}),
-                       ("insert", {"insert_line": 0, "text": "x"})):
+    for name, args in (
+        ("create", {"content": "x"}),
+        ("str_replace", {"old_str": "1\n", "new_str": "2\n"}),
+        ("insert", {"insert_line": 0, "text": "x"}),
+    ):
         refused = tools[name].run({"path": result.full_output_path, **args}, env)
         assert refused.is_error and "outside the workspace" in refused.output, (name, refused.output)
     assert Path(result.full_output_path).read_text().startswith("1\n2\n")
@@ -119,6 +126,7 @@ def test_background_job_does_not_block(tmp_path: Path) -> None:
 def test_keyboard_interrupt_kills_group(tmp_path: Path) -> None:
     env = LocalEnvironment(str(tmp_path))
     pidfile = tmp_path / "pidfile"
+
     # Deliver SIGINT to ourselves once the grandchild is up; execute must kill it and re-raise.
     def interrupt() -> None:
         deadline = time.monotonic() + 5

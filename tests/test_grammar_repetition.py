@@ -37,7 +37,9 @@ def test_a_looping_thought_ends_and_the_turn_goes_on(clover):
         assert turn.thinking == "a" and turn.text == "a", turn  # each loop cut to one " a"
         assert turn.finish_reason == "repetition"  # and the turn says so
         decoded = turn.stats["forwards"] * turn.stats["tokens_per_forward"]
-        assert decoded >= 2 * RepetitionStop().single_tokens > turn.completion_tokens  # two loops decoded, one kept each
+        assert (
+            decoded >= 2 * RepetitionStop().single_tokens > turn.completion_tokens
+        )  # two loops decoded, one kept each
         # the grammar of the second piece knows the thought is over: no second think block
         assert "<think>" not in turn.text
 
@@ -56,10 +58,17 @@ def test_a_value_looping_after_a_looping_thought_still_closes_its_call(clover):
 def test_after_a_closed_thought_the_grammar_refuses_another(clover):
     from clover.decoding.tool_grammar import ToolCallGrammar
 
-    kw = {"opened": False, "stop_ids": clover.stop_ids, "vocab_size": clover.config.vocab_size,
-          "mask_id": clover.config.mask_token_id}  # fmt: skip
+    kw = {
+        "opened": False,
+        "stop_ids": clover.stop_ids,
+        "vocab_size": clover.config.vocab_size,
+        "mask_id": clover.config.mask_token_id,
+    }
     think = clover.tokenizer.token_id("<think>")
-    fresh, after = ToolCallGrammar(clover.tokenizer, TOOLS, **kw), ToolCallGrammar(clover.tokenizer, TOOLS, thought_closed=True, **kw)
+    fresh, after = (
+        ToolCallGrammar(clover.tokenizer, TOOLS, **kw),
+        ToolCallGrammar(clover.tokenizer, TOOLS, thought_closed=True, **kw),
+    )
     assert fresh.step(fresh.seqs[0].start, think) is not None
     assert after.step(after.seqs[0].start, think) is None
 

@@ -45,7 +45,9 @@ def steered(clover, env, **changes):
     """The tiny model, bound to `env`, sampling, with `</parameter>` favoured so free values end."""
     bias = torch.zeros(clover.config.vocab_size)
     bias[clover.tokenizer.token_id("</parameter>")] = 2.0
-    model = variant(clover, temperature=1.0, threshold=0.5, think=False, net=_Biased(clover.net, bias), **changes)
+    model = variant(
+        clover, temperature=1.0, threshold=0.5, think=False, net=_Biased(clover.net, bias), **changes
+    )
     model.bind_workspace(env)
     return model
 
@@ -130,12 +132,19 @@ def test_nothing_to_choose_from(clover, vocab, tmp_path):
     (tmp_path / "none").mkdir()
     empty = Grounding(Workspace(workspace(tmp_path / "none", {}, ignore=None)), vocab)
     assert empty.node("str_replace", "path", "") is None and empty.node("outline", "symbol", "") is None
-    g = Grounding(Workspace(workspace(tmp_path / "one", {"pkg/__init__.py": "", "pkg/a.py": "x = 1\n"})), vocab)
+    g = Grounding(
+        Workspace(workspace(tmp_path / "one", {"pkg/__init__.py": "", "pkg/a.py": "x = 1\n"})), vocab
+    )
     assert g.node("str_replace", "old_str", "pkg/__init__.py").options() == [CLOSE]
 
 
 def test_symbols_are_the_repository_definitions(clover, vocab, tmp_path):
-    env = workspace(tmp_path, {"pkg/shapes.py": "class Square:\n    def area(self):\n        return 1\n\n\ndef helper():\n    pass\n"})
+    env = workspace(
+        tmp_path,
+        {
+            "pkg/shapes.py": "class Square:\n    def area(self):\n        return 1\n\n\ndef helper():\n    pass\n"
+        },
+    )
     node = Grounding(Workspace(env), vocab).node("outline", "symbol", "")
     for name in (b"Square", b"area", b"Square.area", b"helper"):
         done = _spell(node, name + b"\n", vocab)
@@ -164,9 +173,15 @@ def test_a_directory_view_takes_no_view_range(clover, vocab, tmp_path):
     from clover.decoding.tool_grammar import ToolCallGrammar
 
     env = workspace(tmp_path, {"pkg/calc.py": CALC, "tests/test_calc.py": "x = 1\n"})
-    g = ToolCallGrammar(clover.tokenizer, tools("view"), opened=False, stop_ids=clover.stop_ids,
-                        vocab_size=clover.config.vocab_size, mask_id=clover.config.mask_token_id,
-                        grounding=Grounding(Workspace(env), vocab))  # fmt: skip
+    g = ToolCallGrammar(
+        clover.tokenizer,
+        tools("view"),
+        opened=False,
+        stop_ids=clover.stop_ids,
+        vocab_size=clover.config.vocab_size,
+        mask_id=clover.config.mask_token_id,
+        grounding=Grounding(Workspace(env), vocab),
+    )
 
     def run(text: str):
         st = g.seqs[0].start
@@ -188,8 +203,14 @@ def test_the_index_follows_edits(clover, vocab, tmp_path):
     ws = Workspace(env)  # one per agent, kept across turns
     before = Grounding(ws, vocab).node("str_replace", "old_str", "pkg/calc.py")
     assert _spell(before, b"def add(a, b):\n", vocab) is not None
-    out = StrReplaceTool().run({"path": "pkg/calc.py", "old_str": "def add(a, b):\n    return a - b",
-                                "new_str": "def plus(a, b):\n    return a + b"}, env)  # fmt: skip
+    out = StrReplaceTool().run(
+        {
+            "path": "pkg/calc.py",
+            "old_str": "def add(a, b):\n    return a - b",
+            "new_str": "def plus(a, b):\n    return a + b",
+        },
+        env,
+    )
     assert not out.is_error, out.output
     after = Grounding(ws, vocab).node("str_replace", "old_str", "pkg/calc.py")
     assert _spell(after, b"def add(a, b):\n", vocab) is None
@@ -200,12 +221,18 @@ def test_the_index_follows_edits(clover, vocab, tmp_path):
 # --------------------------------------------------------------------------- through the decoder
 
 
-LINES = st.lists(st.sampled_from(["x = 1", "    return x", "def f():", "", "y = x + 2", "# note"]),
-                 min_size=1, max_size=6)  # fmt: skip
+LINES = st.lists(
+    st.sampled_from(["x = 1", "    return x", "def f():", "", "y = x + 2", "# note"]), min_size=1, max_size=6
+)
 
 
 @pytest.mark.slow
-@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate])
+@settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    phases=[Phase.explicit, Phase.generate],
+)
 @given(lines=LINES, block=st.integers(1, 32), seed=st.integers(0, 10_000))
 def test_random_model_writes_only_grounded_values(clover, tmp_path_factory, lines, block, seed):
     root = tmp_path_factory.mktemp("ws")
@@ -231,7 +258,9 @@ def test_random_model_writes_only_grounded_values(clover, tmp_path_factory, line
 @pytest.mark.slow
 @pytest.mark.parametrize("block", [1, 2, 4, 8, 16, 32])
 def test_many_samples_per_block_size(clover, tmp_path, block):
-    env = workspace(tmp_path, {"src/mod.py": CALC, "src/util.py": "x = 1\nx = 1\ny = 2\n", "README.md": "r\n"})
+    env = workspace(
+        tmp_path, {"src/mod.py": CALC, "src/util.py": "x = 1\nx = 1\ny = 2\n", "README.md": "r\n"}
+    )
     model = steered(clover, env, block_size=block, max_tokens=200)
     found = calls(model, ("str_replace", "view", "insert"), 12)
     assert found

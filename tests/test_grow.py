@@ -54,7 +54,10 @@ def test_other_periods(tmp_path, period):
     torch.manual_seed(1)
     small = _trained_like(CloverForCausalLM(tiny()).eval())
     save_checkpoint(small, tmp_path / "small")
-    assert main(["--from", str(tmp_path / "small"), "--to", str(tmp_path / "deep"), "--period", str(period)]) == 0
+    assert (
+        main(["--from", str(tmp_path / "small"), "--to", str(tmp_path / "deep"), "--period", str(period)])
+        == 0
+    )
     deep = load_checkpoint(tmp_path / "deep", device="cpu", dtype=torch.float32).model.eval()
     ids = torch.randint(5, 120, (1, 17))
     with torch.no_grad():

@@ -58,8 +58,21 @@ def test_the_bench_grades_the_set(tmp_path, oracle, resolved):
     from clover.evals.bench.run import main
 
     out = tmp_path / "bench"
-    argv = ["--split", "handwritten", "--oracle", oracle, "--count", "2", "--block-size", "1", "--out", str(out)]
-    assert main([*argv, "--work-dir", str(tmp_path / "work")]) == 0  # not the default: a bench elsewhere may hold it
+    argv = [
+        "--split",
+        "handwritten",
+        "--oracle",
+        oracle,
+        "--count",
+        "2",
+        "--block-size",
+        "1",
+        "--out",
+        str(out),
+    ]
+    assert (
+        main([*argv, "--work-dir", str(tmp_path / "work")]) == 0
+    )  # not the default: a bench elsewhere may hold it
     summary = json.loads((out / "summary.json").read_text())
     assert summary["instances"] == [f"handwritten__{s['id']}" for s in specs()[:2]]
     assert [d["resolved"] for d in summary["decoders"]] == [resolved]

@@ -31,10 +31,22 @@ def test_a_stream_dropped_after_a_change_is_a_backend_failure_not_a_fix(tmp_path
     repo, env = _repo(tmp_path)
     for fmt in ("json", "stream-json"):
         subprocess.run(["git", "checkout", "-q", "."], cwd=repo, check=True)
-        with FakeChatServer([FakeReply(tool_calls=[EDIT]), FakeReply(text="Fixed, and now I will run", drop_after=2)
-                             ]) as server:
-            proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--base-url", server.url,
-                              "--model", "m", "--output-format", fmt, env=env)
+        with FakeChatServer(
+            [FakeReply(tool_calls=[EDIT]), FakeReply(text="Fixed, and now I will run", drop_after=2)]
+        ) as server:
+            proc = run_clover(
+                "fix",
+                str(tmp_path / "issue.md"),
+                "--repo",
+                str(repo),
+                "--base-url",
+                server.url,
+                "--model",
+                "m",
+                "--output-format",
+                fmt,
+                env=env,
+            )
         report = json.loads(proc.stdout.splitlines()[-1] if fmt == "stream-json" else proc.stdout)
         assert proc.returncode == 5 and report["exit_code"] == 5 and report["is_error"], proc.stdout
         assert "stream ended" in report["truncated"]
@@ -45,9 +57,20 @@ def test_a_model_that_reverts_its_own_edit_has_changed_nothing(tmp_path: Path) -
     """(Held at HEAD too: the real diff decides, not whether an edit ran.)"""
     repo, env = _repo(tmp_path)
     script = tmp_path / "script.json"
-    script.write_text(json.dumps([{"tool_calls": [EDIT]}, {"tool_calls": [UNDO_EDIT]}, {"text": "Fixed add."}]))
-    proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--model", f"scripted:{script}",
-                      "--output-format", "json", env=env)
+    script.write_text(
+        json.dumps([{"tool_calls": [EDIT]}, {"tool_calls": [UNDO_EDIT]}, {"text": "Fixed add."}])
+    )
+    proc = run_clover(
+        "fix",
+        str(tmp_path / "issue.md"),
+        "--repo",
+        str(repo),
+        "--model",
+        f"scripted:{script}",
+        "--output-format",
+        "json",
+        env=env,
+    )
     report = json.loads(proc.stdout)
     assert proc.returncode == 1 and report["outcome"] == "no_change" and report["changes"]["files"] == []
 
@@ -57,7 +80,16 @@ def test_patch_out_naming_a_directory_is_refused_before_anything_runs(tmp_path: 
     script = tmp_path / "script.json"
     script.write_text(json.dumps([{"tool_calls": [EDIT]}, {"text": "Fixed add."}]))
     (tmp_path / "out").mkdir()
-    proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--model", f"scripted:{script}",
-                      "--patch-out", str(tmp_path / "out"), env=env)
+    proc = run_clover(
+        "fix",
+        str(tmp_path / "issue.md"),
+        "--repo",
+        str(repo),
+        "--model",
+        f"scripted:{script}",
+        "--patch-out",
+        str(tmp_path / "out"),
+        env=env,
+    )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--patch-out" in proc.stderr, proc.stderr
     assert (repo / "calc.py").read_text() == BUGGY  # nothing ran

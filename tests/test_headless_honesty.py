@@ -30,7 +30,10 @@ from tests.fakeserver import FakeChatServer, FakeReply
 BUGGY = "def add(a, b):\n    return a - b\n"
 FIXED = "def add(a, b):\n    return a + b\n"
 TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
-EDIT = {"name": "str_replace", "arguments": {"path": "calc.py", "old_str": "return a - b", "new_str": "return a + b"}}
+EDIT = {
+    "name": "str_replace",
+    "arguments": {"path": "calc.py", "old_str": "return a - b", "new_str": "return a + b"},
+}
 PYTEST = {"name": "bash", "arguments": {"command": f"{sys.executable} -m pytest -q test_calc.py"}}
 
 
@@ -46,15 +49,29 @@ def _setup(tmp_path: Path, turns: list[dict], *, config: str = "") -> tuple[Path
     return repo, script, env
 
 
-def _fix(tmp_path: Path, repo: Path, script: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--model", f"scripted:{script}",
-                      *args, env=env)
+def _fix(
+    tmp_path: Path, repo: Path, script: Path, env: dict[str, str], *args: str
+) -> subprocess.CompletedProcess:
+    return run_clover(
+        "fix",
+        str(tmp_path / "issue.md"),
+        "--repo",
+        str(repo),
+        "--model",
+        f"scripted:{script}",
+        *args,
+        env=env,
+    )
 
 
 def _invoke(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
     """The same command in this process (no interpreter start-up): exit code, stdout, stderr."""
-    result = CliRunner().invoke(app, args, env={k: None for k in os.environ if k.startswith(("CLOVER_", "OPENAI_"))}
-                                | env, catch_exceptions=False)
+    result = CliRunner().invoke(
+        app,
+        args,
+        env={k: None for k in os.environ if k.startswith(("CLOVER_", "OPENAI_"))} | env,
+        catch_exceptions=False,
+    )
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -68,8 +85,11 @@ def _events(stdout: str) -> list[dict]:
 def test_fix_whose_every_edit_is_refused_says_so_everywhere_and_exits_3(tmp_path: Path) -> None:
     """No --yes, and the user's config keeps `ask`: both edits are refused. HEAD printed the model's
     "Fixed it and all tests pass.", `(no changes)` and exited 0, with no record of the refusals."""
-    turns = [{"tool_calls": [EDIT]}, {"tool_calls": [{**EDIT, "arguments": {**EDIT["arguments"], "old_str": "a - b"}}]},
-             {"text": "Fixed it and all tests pass."}]
+    turns = [
+        {"tool_calls": [EDIT]},
+        {"tool_calls": [{**EDIT, "arguments": {**EDIT["arguments"], "old_str": "a - b"}}]},
+        {"text": "Fixed it and all tests pass."},
+    ]
     repo, script, env = _setup(tmp_path, turns, config='mode = "ask"\n')
     args = ["fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--model", f"scripted:{script}"]
     proc = run_clover(*args, env=env)
@@ -104,14 +124,26 @@ def test_print_with_an_edit_and_a_command_refused_exits_3(tmp_path: Path) -> Non
     work.mkdir()
     (work / "calc.py").write_text(BUGGY)
     env = isolated_env(tmp_path)
-    edit = {"name": "str_replace", "arguments": {"path": "calc.py", "old_str": "return a - b",
-                                                 "new_str": "return a + b"}}
+    edit = {
+        "name": "str_replace",
+        "arguments": {"path": "calc.py", "old_str": "return a - b", "new_str": "return a + b"},
+    }
     command = {"name": "bash", "arguments": {"command": "echo ran > ran.txt"}}
     for fmt in ("text", "json", "stream-json"):
         replies = [FakeReply(tool_calls=[edit, command]), FakeReply(text="Fixed.")]
         with FakeChatServer(replies) as server:
-            args = ["-p", "fix it", "--repo", str(work), "--base-url", server.url, "--model", "m",
-                    "--output-format", fmt]
+            args = [
+                "-p",
+                "fix it",
+                "--repo",
+                str(work),
+                "--base-url",
+                server.url,
+                "--model",
+                "m",
+                "--output-format",
+                fmt,
+            ]
             if fmt == "text":
                 proc = run_clover(*args, env=env)
                 code, out, err = proc.returncode, proc.stdout, proc.stderr
@@ -132,13 +164,17 @@ def test_print_with_an_edit_and_a_command_refused_exits_3(tmp_path: Path) -> Non
         if fmt == "stream-json":
             results = [e for e in _events(out) if e["type"] == "tool_result"]
             assert [(r["name"], r["is_error"], r["refused"]) for r in results] == [
-                ("str_replace", True, True), ("bash", True, True)]
+                ("str_replace", True, True),
+                ("bash", True, True),
+            ]
 
 
 def test_a_refusal_after_a_change_is_reported_but_the_change_decides(tmp_path: Path) -> None:
     """auto-edit (fix's default): the edit runs, the test command is refused: exit 0 with the change,
     the refusal still on stderr and in json."""
-    repo, script, env = _setup(tmp_path, [{"tool_calls": [EDIT]}, {"tool_calls": [PYTEST]}, {"text": "Done."}])
+    repo, script, env = _setup(
+        tmp_path, [{"tool_calls": [EDIT]}, {"tool_calls": [PYTEST]}, {"text": "Done."}]
+    )
     proc = _fix(tmp_path, repo, script, env, "--output-format", "json")
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
@@ -150,14 +186,22 @@ def test_a_refusal_after_a_change_is_reported_but_the_change_decides(tmp_path: P
 # --------------------------------------------------------------------------- no change
 
 
-def test_a_fix_that_changed_nothing_never_exits_0_unless_the_model_says_no_change_is_needed(tmp_path: Path) -> None:
+def test_a_fix_that_changed_nothing_never_exits_0_unless_the_model_says_no_change_is_needed(
+    tmp_path: Path,
+) -> None:
     view = {"name": "view", "arguments": {"path": "calc.py"}}
     repo, script, env = _setup(tmp_path, [{"tool_calls": [view]}, {"text": "Fixed: add now adds."}])
     proc = _fix(tmp_path, repo, script, env, "--yes", "--output-format", "json")
     assert proc.returncode == 1, proc.stderr  # HEAD: 0, "submitted"
     assert json.loads(proc.stdout)["outcome"] == "no_change"
-    script.write_text(json.dumps([{"tool_calls": [view]},
-                                  {"text": "**No change needed**: add already adds; the issue is about 1.2."}]))
+    script.write_text(
+        json.dumps(
+            [
+                {"tool_calls": [view]},
+                {"text": "**No change needed**: add already adds; the issue is about 1.2."},
+            ]
+        )
+    )
     proc = _fix(tmp_path, repo, script, env, "--yes", "--output-format", "json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["outcome"] == "no_change_needed"
@@ -166,8 +210,17 @@ def test_a_fix_that_changed_nothing_never_exits_0_unless_the_model_says_no_chang
 def test_the_prompt_offers_the_no_change_answer_to_a_server_model(tmp_path: Path) -> None:
     repo, _, env = _setup(tmp_path, [])
     with FakeChatServer([FakeReply(text="No change needed: it works.")]) as server:
-        proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--base-url", server.url,
-                          "--model", "m", env=env)
+        proc = run_clover(
+            "fix",
+            str(tmp_path / "issue.md"),
+            "--repo",
+            str(repo),
+            "--base-url",
+            server.url,
+            "--model",
+            "m",
+            env=env,
+        )
         system = server.requests[0]["messages"][0]["content"]
     assert proc.returncode == 0, proc.stderr
     assert "start your answer with the words: No change needed." in system
@@ -182,15 +235,28 @@ def test_server_down_is_the_same_exit_code_for_fix_and_print(tmp_path: Path) -> 
         sock.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
     repo, _, env = _setup(tmp_path, [])
-    fix = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--base-url", url, "--model", "m",
-                     "--yes", env=env)
+    fix = run_clover(
+        "fix",
+        str(tmp_path / "issue.md"),
+        "--repo",
+        str(repo),
+        "--base-url",
+        url,
+        "--model",
+        "m",
+        "--yes",
+        env=env,
+    )
     one_shot = run_clover("-p", "hello", "--repo", str(repo), "--base-url", url, "--model", "m", env=env)
     assert fix.returncode == one_shot.returncode == 5, (fix.returncode, one_shot.returncode)
     assert fix.stderr.strip().count("\n") == 0 and url in fix.stderr  # one line, naming the server
     for proc in (fix, one_shot):
         assert "cannot reach the model server" in proc.stderr and "Traceback" not in proc.stderr
     assert not any((tmp_path / "state").rglob("fix-*.jsonl"))  # no trajectory of a run that never started
-    assert subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True).stdout == ""
+    assert (
+        subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True).stdout
+        == ""
+    )
 
 
 # --------------------------------------------------------------------------- the report
@@ -198,10 +264,14 @@ def test_server_down_is_the_same_exit_code_for_fix_and_print(tmp_path: Path) -> 
 
 def test_the_summary_comes_from_the_diff_and_the_test_run_not_the_model(tmp_path: Path) -> None:
     """The model claims success; the test it ran failed (a wrong fix): the report says exit 1."""
-    wrong = {"name": "str_replace", "arguments": {"path": "calc.py", "old_str": "return a - b",
-                                                  "new_str": "return a * b"}}
-    repo, script, env = _setup(tmp_path, [{"tool_calls": [wrong]}, {"tool_calls": [PYTEST]},
-                                          {"text": "Fixed add, and all tests pass."}])
+    wrong = {
+        "name": "str_replace",
+        "arguments": {"path": "calc.py", "old_str": "return a - b", "new_str": "return a * b"},
+    }
+    repo, script, env = _setup(
+        tmp_path,
+        [{"tool_calls": [wrong]}, {"tool_calls": [PYTEST]}, {"text": "Fixed add, and all tests pass."}],
+    )
     proc = _fix(tmp_path, repo, script, env, "--yes")
     assert proc.returncode == 0, proc.stderr
     head = proc.stdout.split("\ndiff --git")[0]
@@ -213,24 +283,64 @@ def test_the_summary_comes_from_the_diff_and_the_test_run_not_the_model(tmp_path
 
 def test_a_reply_cut_by_the_server_is_labelled_and_the_full_answer_is_never_cut(tmp_path: Path) -> None:
     repo, _, env = _setup(tmp_path, [])
-    answer = ("Fixed `add` in calc.py: it subtracted its arguments instead of adding them, so add(2, 3) "
-              "gave -1.\nThe test in test_calc.py now passes; nothing else changed.")
-    with FakeChatServer([FakeReply(tool_calls=[EDIT]), FakeReply(text="Fixed `add` in", finish_reason="length"),
-                         FakeReply(tool_calls=[EDIT]), FakeReply(text=answer)]) as server:
-        cut = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--base-url", server.url,
-                         "--model", "m", "--output-format", "json", env=env)
+    answer = (
+        "Fixed `add` in calc.py: it subtracted its arguments instead of adding them, so add(2, 3) "
+        "gave -1.\nThe test in test_calc.py now passes; nothing else changed."
+    )
+    with FakeChatServer(
+        [
+            FakeReply(tool_calls=[EDIT]),
+            FakeReply(text="Fixed `add` in", finish_reason="length"),
+            FakeReply(tool_calls=[EDIT]),
+            FakeReply(text=answer),
+        ]
+    ) as server:
+        cut = run_clover(
+            "fix",
+            str(tmp_path / "issue.md"),
+            "--repo",
+            str(repo),
+            "--base-url",
+            server.url,
+            "--model",
+            "m",
+            "--output-format",
+            "json",
+            env=env,
+        )
         subprocess.run(["git", "checkout", "-q", "calc.py"], cwd=repo, check=True)
-        commit_env = {**env, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-                      "GIT_COMMITTER_EMAIL": "t@t"}
-        full = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--base-url", server.url,
-                          "--model", "m", "--commit", env=commit_env)
+        commit_env = {
+            **env,
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@t",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t",
+        }
+        full = run_clover(
+            "fix",
+            str(tmp_path / "issue.md"),
+            "--repo",
+            str(repo),
+            "--base-url",
+            server.url,
+            "--model",
+            "m",
+            "--commit",
+            env=commit_env,
+        )
     report = json.loads(cut.stdout)
     assert cut.returncode == 0 and report["outcome"] == "fixed"  # the change is the result...
-    assert report["final_text"] == "Fixed `add` in" and "max_tokens" in report["truncated"]  # ...the cut is said
+    assert (
+        report["final_text"] == "Fixed `add` in" and "max_tokens" in report["truncated"]
+    )  # ...the cut is said
     assert full.returncode == 0, full.stderr
-    assert "The model's words:\n  Fixed `add` in calc.py: it subtracted its arguments instead of adding them, so " \
-           "add(2, 3) gave -1.\n  The test in test_calc.py now passes; nothing else changed." in full.stdout
-    message = subprocess.run(["git", "log", "-1", "--format=%B"], cwd=repo, capture_output=True, text=True).stdout
+    assert (
+        "The model's words:\n  Fixed `add` in calc.py: it subtracted its arguments instead of adding them, so "
+        "add(2, 3) gave -1.\n  The test in test_calc.py now passes; nothing else changed." in full.stdout
+    )
+    message = subprocess.run(
+        ["git", "log", "-1", "--format=%B"], cwd=repo, capture_output=True, text=True
+    ).stdout
     subject = message.splitlines()[0]
     assert subject == "clover fix: calc.py"  # the answer's first line is too long for a subject: not cut
     assert answer in message
@@ -249,13 +359,29 @@ def test_a_cut_answer_to_a_question_is_a_limit(tmp_path: Path) -> None:
 
 def test_fix_on_a_terminal_shows_progress_before_the_first_reply(tmp_path: Path) -> None:
     """HEAD wrote nothing to the terminal until the run ended (15-20 s with the embedded model)."""
-    repo, script, env = _setup(tmp_path, [{"delay": 2, "tool_calls": [EDIT]}, {"tool_calls": [PYTEST]},
-                                          {"text": "Fixed."}])
+    repo, script, env = _setup(
+        tmp_path, [{"delay": 2, "tool_calls": [EDIT]}, {"tool_calls": [PYTEST]}, {"text": "Fixed."}]
+    )
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "clover", "fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--model",
-         f"scripted:{script}", "--yes"],
-        cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, stderr=slave, text=True)
+        [
+            sys.executable,
+            "-m",
+            "clover",
+            "fix",
+            str(tmp_path / "issue.md"),
+            "--repo",
+            str(repo),
+            "--model",
+            f"scripted:{script}",
+            "--yes",
+        ],
+        cwd=ROOT,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        text=True,
+    )
     os.close(slave)
     chunks: list[tuple[float, bytes]] = []
     try:

@@ -24,8 +24,12 @@ from tests.clihelp import ROOT, git_repo, isolated_env, run_clover
 
 BUGGY = "def add(a, b):\n    return a - b\n"
 # the agent's command: a change, a marker the test waits for, then more after a pause
-SLOW = {"name": "bash", "arguments": {"command": "sed -i 's/a - b/a + b/' calc.py; echo new > new.txt; "
-                                                 "sleep 2; echo late > late.txt"}}
+SLOW = {
+    "name": "bash",
+    "arguments": {
+        "command": "sed -i 's/a - b/a + b/' calc.py; echo new > new.txt; sleep 2; echo late > late.txt"
+    },
+}
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
@@ -37,8 +41,14 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 def _stopped(tmp_path: Path, argv: list[str], signum: int, marker: Path) -> subprocess.CompletedProcess:
     """Run `python -m clover ARGV`, send `signum` once `marker` exists (the step is under way)."""
-    proc = subprocess.Popen([sys.executable, "-m", "clover", *argv], cwd=ROOT, env=_env(tmp_path),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "clover", *argv],
+        cwd=ROOT,
+        env=_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -56,13 +66,29 @@ def _setup(tmp_path: Path) -> tuple[Path, Path]:
     return repo, script
 
 
-@pytest.mark.parametrize(("signum", "code", "outcome"), [(signal.SIGTERM, 143, "terminated"),
-                                                         (signal.SIGHUP, 129, "hung_up")])
+@pytest.mark.parametrize(
+    ("signum", "code", "outcome"), [(signal.SIGTERM, 143, "terminated"), (signal.SIGHUP, 129, "hung_up")]
+)
 def test_fix_stopped_by_a_signal_mid_step_reports_records_and_stops_the_command(
-        tmp_path: Path, signum: int, code: int, outcome: str) -> None:
+    tmp_path: Path, signum: int, code: int, outcome: str
+) -> None:
     repo, script = _setup(tmp_path)
-    proc = _stopped(tmp_path, ["fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--model",
-                               f"scripted:{script}", "--yes", "--output-format", "json"], signum, repo / "new.txt")
+    proc = _stopped(
+        tmp_path,
+        [
+            "fix",
+            str(tmp_path / "issue.md"),
+            "--repo",
+            str(repo),
+            "--model",
+            f"scripted:{script}",
+            "--yes",
+            "--output-format",
+            "json",
+        ],
+        signum,
+        repo / "new.txt",
+    )
     assert proc.returncode == code, (proc.stdout, proc.stderr)
     report = json.loads(proc.stdout)
     assert (report["exit_code"], report["outcome"], report["is_error"]) == (code, outcome, True)
@@ -77,12 +103,26 @@ def test_fix_stopped_by_a_signal_mid_step_reports_records_and_stops_the_command(
 
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_stream_json_answers_the_stopped_call_and_ends_with_the_result(tmp_path: Path, signum: int,
-                                                                       code: int) -> None:
+def test_stream_json_answers_the_stopped_call_and_ends_with_the_result(
+    tmp_path: Path, signum: int, code: int
+) -> None:
     repo, script = _setup(tmp_path)
-    proc = _stopped(tmp_path, ["fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--model",
-                               f"scripted:{script}", "--yes", "--output-format", "stream-json"], signum,
-                    repo / "new.txt")
+    proc = _stopped(
+        tmp_path,
+        [
+            "fix",
+            str(tmp_path / "issue.md"),
+            "--repo",
+            str(repo),
+            "--model",
+            f"scripted:{script}",
+            "--yes",
+            "--output-format",
+            "stream-json",
+        ],
+        signum,
+        repo / "new.txt",
+    )
     events = [json.loads(line) for line in proc.stdout.splitlines()]
     calls = [e for e in events if e["type"] == "tool_call"]
     results = [e for e in events if e["type"] == "tool_result"]
@@ -96,8 +136,22 @@ def test_print_stopped_by_sigterm_reports_in_json_and_exits_143(tmp_path: Path) 
     (work / "calc.py").write_text(BUGGY)
     script = tmp_path / "script.json"
     script.write_text(json.dumps([{"tool_calls": [SLOW]}, {"text": "Fixed."}]))
-    proc = _stopped(tmp_path, ["-p", "fix add", "--repo", str(work), "--model", f"scripted:{script}", "--yes",
-                               "--output-format", "json"], signal.SIGTERM, work / "new.txt")
+    proc = _stopped(
+        tmp_path,
+        [
+            "-p",
+            "fix add",
+            "--repo",
+            str(work),
+            "--model",
+            f"scripted:{script}",
+            "--yes",
+            "--output-format",
+            "json",
+        ],
+        signal.SIGTERM,
+        work / "new.txt",
+    )
     assert proc.returncode == 143, (proc.stdout, proc.stderr)
     report = json.loads(proc.stdout)
     assert (report["exit_code"], report["outcome"]) == (143, "terminated")
@@ -108,10 +162,26 @@ def test_print_stopped_by_sigterm_reports_in_json_and_exits_143(tmp_path: Path) 
 def test_a_signal_ignored_by_the_caller_stays_ignored(tmp_path: Path) -> None:
     """`nohup clover fix ...`: SIGHUP is ignored before Clover starts, and stays so."""
     repo, script = _setup(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-m", "clover", "fix", str(tmp_path / "issue.md"), "--repo", str(repo),
-                             "--model", f"scripted:{script}", "--yes"], cwd=ROOT, env=_env(tmp_path),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "clover",
+            "fix",
+            str(tmp_path / "issue.md"),
+            "--repo",
+            str(repo),
+            "--model",
+            f"scripted:{script}",
+            "--yes",
+        ],
+        cwd=ROOT,
+        env=_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),
+    )
     deadline = time.monotonic() + 60
     while not (repo / "new.txt").exists() and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -125,10 +195,27 @@ def test_chat_stopped_by_sigterm_mid_step_records_the_step_and_leaves(tmp_path: 
     prompt), with the step recorded for `clover undo`; at the prompt it simply leaves."""
     repo, _ = _setup(tmp_path)
     (tmp_path / "chat.json").write_text(json.dumps([{"tool_calls": [SLOW]}, {"text": "Fixed."}]))
-    argv = [sys.executable, "-m", "clover.repl", "--repo", str(repo), "--model", f"scripted:{tmp_path / 'chat.json'}",
-            "--mode", "yolo", "--no-live"]
-    proc = subprocess.Popen(argv, cwd=ROOT, env=_env(tmp_path), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    argv = [
+        sys.executable,
+        "-m",
+        "clover.repl",
+        "--repo",
+        str(repo),
+        "--model",
+        f"scripted:{tmp_path / 'chat.json'}",
+        "--mode",
+        "yolo",
+        "--no-live",
+    ]
+    proc = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        env=_env(tmp_path),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdin is not None
     proc.stdin.write("fix add\n")
     proc.stdin.flush()  # stdin stays open: the chat would wait for the next request

@@ -31,12 +31,19 @@ from clover.tools.gitsafe import config_overrides, git_argv, run_git
 from clover.tools.listing import RunBackedFiles
 from clover.tools.sandbox import bwrap_available, make_wrapper, unavailable_reason
 
-IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+IDENTITY = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+}
 
 
 @pytest.fixture
 def outside() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="clover-mark-", dir="/var/tmp" if os.path.isdir("/var/tmp") else None))
+    path = Path(
+        tempfile.mkdtemp(prefix="clover-mark-", dir="/var/tmp" if os.path.isdir("/var/tmp") else None)
+    )
     yield path
     shutil.rmtree(path, ignore_errors=True)
 
@@ -55,7 +62,10 @@ def sh(cmd: str, cwd: Path) -> str:
 
 def make_repo(path: Path) -> Path:
     path.mkdir(parents=True)
-    sh("git init -q -b main && echo one > a.txt && echo keep > b.txt && git add -A && git commit -qm init", path)
+    sh(
+        "git init -q -b main && echo one > a.txt && echo keep > b.txt && git add -A && git commit -qm init",
+        path,
+    )
     return path
 
 
@@ -76,25 +86,42 @@ def plant(case: str, ws: Path, outside: Path) -> str:
     """Plant `case` in the repository at ws; returns a plain-git command that runs the planted code."""
     mark = _touch(outside, case)
     if case == "filter-a=b":
-        sh(f"git config 'filter.a=b.clean' '{mark}; cat' && git config 'filter.a=b.smudge' '{mark}; cat' && "
-           "git config 'filter.a=b.required' true && printf '* filter=a=b\\n' > .gitattributes", ws)
+        sh(
+            f"git config 'filter.a=b.clean' '{mark}; cat' && git config 'filter.a=b.smudge' '{mark}; cat' && "
+            "git config 'filter.a=b.required' true && printf '* filter=a=b\\n' > .gitattributes",
+            ws,
+        )
         return "echo more >> a.txt; git add -A"
     if case == "gpg-ssh-program":
-        sh(f"{SIGNED_COMMIT} && printf '#!/bin/sh\\n{mark}\\n' > .evil && chmod +x .evil && "
-           "git config gpg.ssh.program \"$PWD/.evil\" && git config log.showSignature true && "
-           "echo 't@t ssh-ed25519 AAAA' > .signers && git config gpg.ssh.allowedSignersFile .signers", ws)
+        sh(
+            f"{SIGNED_COMMIT} && printf '#!/bin/sh\\n{mark}\\n' > .evil && chmod +x .evil && "
+            'git config gpg.ssh.program "$PWD/.evil" && git config log.showSignature true && '
+            "echo 't@t ssh-ed25519 AAAA' > .signers && git config gpg.ssh.allowedSignersFile .signers",
+            ws,
+        )
         return "git log -n 10"
     if case == "fsmonitor-in-include":
-        sh(f"printf '[core]\\n\\tfsmonitor = \"{mark}; false\"\\n' > .git/evil.cfg && git config include.path evil.cfg",
-           ws)
+        sh(
+            (
+                f"printf '[core]\\n\\tfsmonitor = \"{mark}; false\"\\n' > .git/evil.cfg && git config "
+                "include.path evil.cfg"
+            ),
+            ws,
+        )
         return "git status"
     if case == "includeIf":
-        sh(f"printf '[filter \"inc\"]\\n\\tclean = \"{mark}; cat\"\\n[core]\\n\\tpager = \"{mark}; cat\"\\n' > .git/c.cfg"
-           " && git config 'includeIf.gitdir:**.path' c.cfg && printf '* filter=inc\\n' > .gitattributes", ws)
+        sh(
+            f'printf \'[filter "inc"]\\n\\tclean = "{mark}; cat"\\n[core]\\n\\tpager = "{mark}; cat"\\n\' > .git/c.cfg'
+            " && git config 'includeIf.gitdir:**.path' c.cfg && printf '* filter=inc\\n' > .gitattributes",
+            ws,
+        )
         return "echo more >> a.txt; git add -A"
     if case == "textconv":
-        sh(f"git config diff.x.textconv '{mark}; cat' && git config diff.y.command '{mark}; true' && "
-           "printf 'a.txt diff=x\\nb.txt diff=y\\n' > .gitattributes", ws)
+        sh(
+            f"git config diff.x.textconv '{mark}; cat' && git config diff.y.command '{mark}; true' && "
+            "printf 'a.txt diff=x\\nb.txt diff=y\\n' > .gitattributes",
+            ws,
+        )
         return "git log -p -n 10 --ext-diff"
     if case == "hooks-path":
         hooks = ws / ".git" / "other-hooks"
@@ -106,15 +133,25 @@ def plant(case: str, ws: Path, outside: Path) -> str:
         return "git commit -qam hooked --allow-empty"
     if case == "gitfile-elsewhere":
         elsewhere = ws.parent / "elsewhere"
-        sh(f"mv .git {elsewhere} && printf 'gitdir: {elsewhere}\\n' > .git && "
-           f"git config core.fsmonitor '{mark}; false' && git config 'filter.z.clean' '{mark}; cat' && "
-           "printf '* filter=z\\n' > .gitattributes", ws)
+        sh(
+            f"mv .git {elsewhere} && printf 'gitdir: {elsewhere}\\n' > .git && "
+            f"git config core.fsmonitor '{mark}; false' && git config 'filter.z.clean' '{mark}; cat' && "
+            "printf '* filter=z\\n' > .gitattributes",
+            ws,
+        )
         return "echo more >> a.txt; git status; git add -A"
     raise ValueError(case)
 
 
-CASES = ["filter-a=b", "gpg-ssh-program", "fsmonitor-in-include", "includeIf", "textconv", "hooks-path",
-         "gitfile-elsewhere"]
+CASES = [
+    "filter-a=b",
+    "gpg-ssh-program",
+    "fsmonitor-in-include",
+    "includeIf",
+    "textconv",
+    "hooks-path",
+    "gitfile-elsewhere",
+]
 
 
 def clover_host_git(ws: Path, store: Path) -> None:
@@ -131,14 +168,26 @@ def clover_host_git(ws: Path, store: Path) -> None:
     assert "+new" in gitdiff.diff_trees(ws, before, after)
     gitdiff.commit_paths(ws, gitdiff.changed_paths(ws, before, after), "fix commit")
     tool, env = GitTool(), LocalEnvironment(str(ws))
-    for args in ({"subcommand": "status"}, {"subcommand": "diff"}, {"subcommand": "diff", "staged": True},
-                 {"subcommand": "log", "n": 3}, {"subcommand": "log", "path": "a.txt"}, {"subcommand": "show"},
-                 {"subcommand": "commit", "message": "tool commit"}):
+    for args in (
+        {"subcommand": "status"},
+        {"subcommand": "diff"},
+        {"subcommand": "diff", "staged": True},
+        {"subcommand": "log", "n": 3},
+        {"subcommand": "log", "path": "a.txt"},
+        {"subcommand": "show"},
+        {"subcommand": "commit", "message": "tool commit"},
+    ):
         result = tool.run(args, env)
         assert not result.is_error, (args, result.output)
     hostgit.status_short(ws)
-    for args in (["status"], ["diff"], ["add", "-A"], ["log", "-1", "-p"], ["show"],
-                 ["commit", "-qm", "evals commit", "--allow-empty"]):
+    for args in (
+        ["status"],
+        ["diff"],
+        ["add", "-A"],
+        ["log", "-1", "-p"],
+        ["show"],
+        ["commit", "-qm", "evals commit", "--allow-empty"],
+    ):
         run_git(args, str(ws))
 
 
@@ -153,12 +202,16 @@ def test_planted_config_never_runs_in_clovers_host_git(case: str, tmp_path: Path
 
 
 @pytest.mark.skipif(not bwrap_available(), reason=f"no usable bwrap: {unavailable_reason()}")
-def test_a_filter_planted_from_inside_the_sandbox_does_not_run_in_fixs_diff(tmp_path: Path, outside: Path) -> None:
+def test_a_filter_planted_from_inside_the_sandbox_does_not_run_in_fixs_diff(
+    tmp_path: Path, outside: Path
+) -> None:
     ws = make_repo(tmp_path / "ws")
     before = gitdiff.worktree_tree(ws)
     sandboxed = LocalEnvironment(str(ws), wrap_command=make_wrapper(str(ws)))
-    planted = sandboxed.execute(f"git config 'filter.a=b.clean' '{_touch(outside, 'clean')}; cat' && "
-                                "printf '* filter=a=b\\n' > .gitattributes && echo more >> a.txt")
+    planted = sandboxed.execute(
+        f"git config 'filter.a=b.clean' '{_touch(outside, 'clean')}; cat' && "
+        "printf '* filter=a=b\\n' > .gitattributes && echo more >> a.txt"
+    )
     assert planted.returncode == 0, planted.output
     after = gitdiff.worktree_tree(ws)
     patch = gitdiff.diff_trees(ws, before, after)
@@ -169,15 +222,37 @@ def test_a_filter_planted_from_inside_the_sandbox_does_not_run_in_fixs_diff(tmp_
 
 
 def test_the_git_program_path_overrides_every_spelling(tmp_path: Path) -> None:
-    listing = "\0".join([
-        "filter.a=b.clean\nx", "filter.a=b.required\ntrue", "gpg.ssh.program\n./e", "diff.x.textconv\nc",
-        "core.fsmonitor\nf", "credential.https://h.helper\nh", "core.sshcommand\ns", "remote.o.uploadpack\nu",
-        "user.name\nkeep me", "core.editor\nvi", "merge.m.driver\nd", "interactive.difffilter\nf", ""])
+    listing = "\0".join(
+        [
+            "filter.a=b.clean\nx",
+            "filter.a=b.required\ntrue",
+            "gpg.ssh.program\n./e",
+            "diff.x.textconv\nc",
+            "core.fsmonitor\nf",
+            "credential.https://h.helper\nh",
+            "core.sshcommand\ns",
+            "remote.o.uploadpack\nu",
+            "user.name\nkeep me",
+            "core.editor\nvi",
+            "merge.m.driver\nd",
+            "interactive.difffilter\nf",
+            "",
+        ]
+    )
     found = dict(config_overrides(listing))
     assert found.pop("filter.a=b.required") == "false" and found.pop("user.name", None) is None
-    assert set(found) == {"filter.a=b.clean", "gpg.ssh.program", "diff.x.textconv", "core.fsmonitor",
-                          "credential.https://h.helper", "core.sshcommand", "remote.o.uploadpack", "core.editor",
-                          "merge.m.driver", "interactive.difffilter"}
+    assert set(found) == {
+        "filter.a=b.clean",
+        "gpg.ssh.program",
+        "diff.x.textconv",
+        "core.fsmonitor",
+        "credential.https://h.helper",
+        "core.sshcommand",
+        "remote.o.uploadpack",
+        "core.editor",
+        "merge.m.driver",
+        "interactive.difffilter",
+    }
     with pytest.raises(ValueError, match="cannot override"):  # refused on an argv, never run
         git_argv(["status"], [("filter.a=b.clean", "")])
 
@@ -198,17 +273,21 @@ def test_the_git_tool_in_a_container_refuses_what_it_cannot_switch_off(tmp_path:
 
 def test_libgit2_outputs_match_the_git_program(tmp_path: Path) -> None:
     ws = make_repo(tmp_path / "ws")
-    sh("git checkout -qb feature && echo two >> a.txt && git commit -qam 'second: more a' && "
-       "echo staged > s.txt && git add s.txt && echo changed > b.txt && mkdir -p u/v && echo n > u/v/new.txt && "
-       "rm -f nothing", ws)
+    sh(
+        "git checkout -qb feature && echo two >> a.txt && git commit -qam 'second: more a' && "
+        "echo staged > s.txt && git add s.txt && echo changed > b.txt && mkdir -p u/v && echo n > u/v/new.txt && "
+        "rm -f nothing",
+        ws,
+    )
     git = lambda *a: subprocess.run(["git", *a], cwd=ws, capture_output=True, text=True).stdout  # noqa: E731
     assert hostgit.status_short(ws) == git("status", "--short", "--branch")
     assert hostgit.diff_text(ws) == git("diff", "--no-color")
     assert hostgit.diff_text(ws, staged=True) == git("diff", "--cached", "--no-color")
     assert hostgit.diff_text(ws, path=str(ws / "b.txt")) == git("diff", "--no-color", "--", "b.txt")
     assert hostgit.log_lines(ws, 5) == git("log", "-n5", "--date=short", "--format=%h %ad %an: %s")
-    assert hostgit.log_lines(ws, 5, str(ws / "b.txt")) == git("log", "-n5", "--date=short", "--format=%h %ad %an: %s",
-                                                               "--", "b.txt")
+    assert hostgit.log_lines(ws, 5, str(ws / "b.txt")) == git(
+        "log", "-n5", "--date=short", "--format=%h %ad %an: %s", "--", "b.txt"
+    )
     show = hostgit.show_text(ws, "HEAD")
     assert show.startswith(git("show", "-s", "--format=commit %H%nAuthor: %an <%ae>%nDate:   %ad%n%n    %s"))
     assert git("show", "--format=", "--patch", "HEAD") in show
@@ -222,7 +301,9 @@ def test_libgit2_outputs_match_the_git_program(tmp_path: Path) -> None:
     env = {**os.environ, "GIT_INDEX_FILE": str(index)}
     subprocess.run(["git", "read-tree", "HEAD"], cwd=ws, env=env, check=True)
     subprocess.run(["git", "add", "-A", "."], cwd=ws, env=env, check=True)
-    tree = subprocess.run(["git", "write-tree"], cwd=ws, env=env, capture_output=True, text=True).stdout.strip()
+    tree = subprocess.run(
+        ["git", "write-tree"], cwd=ws, env=env, capture_output=True, text=True
+    ).stdout.strip()
     assert gitdiff.worktree_tree(ws) == tree
 
 
@@ -236,8 +317,13 @@ def test_the_read_only_git_log_in_plan_mode_runs_no_signer(tmp_path: Path, outsi
     ws = make_repo(tmp_path / "ws")
     trigger = plant("gpg-ssh-program", ws, outside)
     settings = Settings(mode="plan", sandbox=False, checkpoints=False)
-    model = ScriptedModel([{"tool_calls": [{"name": "git", "arguments": {"subcommand": "log"}}]},
-                           {"tool_calls": [{"name": "git", "arguments": {"subcommand": "show"}}]}, {"text": "ok"}])
+    model = ScriptedModel(
+        [
+            {"tool_calls": [{"name": "git", "arguments": {"subcommand": "log"}}]},
+            {"tool_calls": [{"name": "git", "arguments": {"subcommand": "show"}}]},
+            {"text": "ok"},
+        ]
+    )
     agent = build_agent(settings, build_environment(settings, ws), kind="chat", model=model)
     assert agent.run("what changed?").exit_status == "submitted"
     tool_results = [m["content"] for m in agent.messages if m["role"] == "tool"]
@@ -254,8 +340,11 @@ def test_numstat_matches_the_git_program(tmp_path: Path) -> None:
     (ws / "b.txt").unlink()
     (ws / "bin.dat").write_bytes(b"\x00\x01\x02")
     after = gitdiff.worktree_tree(ws)
-    git = subprocess.run(["git", "diff", "--numstat", "--no-renames", before, after], cwd=ws, capture_output=True,
-                         text=True).stdout
-    expected = [(p, None if a == "-" else int(a), None if r == "-" else int(r))
-                for a, r, p in (line.split("\t") for line in git.splitlines())]
+    git = subprocess.run(
+        ["git", "diff", "--numstat", "--no-renames", before, after], cwd=ws, capture_output=True, text=True
+    ).stdout
+    expected = [
+        (p, None if a == "-" else int(a), None if r == "-" else int(r))
+        for a, r, p in (line.split("\t") for line in git.splitlines())
+    ]
     assert gitdiff.numstat(ws, before, after) == expected

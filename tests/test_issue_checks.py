@@ -9,7 +9,9 @@ from hypothesis import strategies as st
 from clover.decoding.issue_checks import Check, Expect, definitions, extract_checks, module_of, probed_names
 
 FILES = {
-    "src/shop/prices.py": "def net_price(gross, rate=0.2):\n    return gross / (1 + rate)\n\n\nclass Basket:\n    pass\n",
+    "src/shop/prices.py": (
+        "def net_price(gross, rate=0.2):\n    return gross / (1 + rate)\n\n\nclass Basket:\n    pass\n"
+    ),
     "tests/test_prices.py": "def net_price_helper():\n    pass\n",
     "units.py": "def to_celsius(f):\n    return (f - 32) * 5 / 9\n",
     "pairs/load.py": "def load_pairs(text):\n    return dict(line.split('=') for line in text.split('\\n'))\n",
@@ -25,11 +27,15 @@ def test_a_repl_session_and_the_value_asked_for_after_it():
         "Wrong total\n\n```python\n>>> from shop.prices import net_price\n>>> net_price(120)\n100.5\n```\n\n"
         "It should return `100.0`.\n"
     )
-    assert checks(issue) == [Check(("from shop.prices import net_price",), "net_price(120)", Expect("value", "100.0"))]
+    assert checks(issue) == [
+        Check(("from shop.prices import net_price",), "net_price(120)", Expect("value", "100.0"))
+    ]
 
 
 def test_a_printed_none_and_a_script_with_its_output_in_a_comment():
-    issue = "```\n>>> from units import to_celsius\n>>> print(to_celsius(212))\nNone\n```\nI expected `100.0`."
+    issue = (
+        "```\n>>> from units import to_celsius\n>>> print(to_celsius(212))\nNone\n```\nI expected `100.0`."
+    )
     assert checks(issue)[0].probe == "to_celsius(212)"
     script = (
         "```python\nfrom units import to_celsius\n\nvalue = to_celsius(50)\nprint(value)  # 9.0\n```\n\n"
@@ -50,7 +56,7 @@ def test_a_crash_in_a_session_with_no_value_asked_for_means_it_should_not_crash(
 
 def test_a_scripts_traceback_only_says_the_line_should_not_crash():
     issue = (
-        "```\nTraceback (most recent call last):\n  File \"app.py\", line 3, in <module>\n"
+        '```\nTraceback (most recent call last):\n  File "app.py", line 3, in <module>\n'
         "    print(net_price(10).hex())\nAttributeError: x\n```\n\nnet_price(10) should give `8.0`."
     )
     got = checks(issue)
@@ -90,8 +96,10 @@ Empty lines should just be ignored.
 
 def test_what_python_printed_is_not_what_the_user_expects():
     # issue 49: `ValueError: ... (expected 2, got 1)` became the expected value `2`
-    issue = ("`load_pairs('x=1')` crashes with `ValueError: not enough values to unpack (expected 2, got 1)` "
-             "when the file has a blank line.")  # fmt: skip
+    issue = (
+        "`load_pairs('x=1')` crashes with `ValueError: not enough values to unpack (expected 2, got 1)` "
+        "when the file has a blank line."
+    )
     got = checks(issue)
     assert all(c.expect != Expect("value", "2") for c in got)
     assert [(c.probe, c.expect) for c in got] == [("load_pairs('x=1')", Expect("no_error"))]
@@ -107,7 +115,9 @@ def test_sessions_pasted_into_the_prose_are_read_too():
         "    >>> from units import to_celsius\n    >>> to_celsius(212)\n    90.0\n\n"
         "Water boils at 100, so it should be `100.0`."
     )
-    assert checks(issue) == [Check(("from units import to_celsius",), "to_celsius(212)", Expect("value", "100.0"))]
+    assert checks(issue) == [
+        Check(("from units import to_celsius",), "to_celsius(212)", Expect("value", "100.0"))
+    ]
     plain = ">>> to_celsius(32)\n-1.0\n\nthat should be 0"
     assert checks(plain) == [Check(("from units import to_celsius",), "to_celsius(32)", Expect("value", "0"))]
 
@@ -157,8 +167,10 @@ def test_an_issue_cannot_make_a_check_run_code_of_its_own():
         ">>> from shop import prices\n>>> prices.os",
     ]:
         assert checks(head + evil + tail) == [], evil
-    assert checks("```\n>>> from datetime import date\n>>> from units import to_celsius\n"
-                  ">>> to_celsius(date(2024, 1, 1).day)\n1\n```\nI expected `0`.")  # fmt: skip
+    assert checks(
+        "```\n>>> from datetime import date\n>>> from units import to_celsius\n"
+        ">>> to_celsius(date(2024, 1, 1).day)\n1\n```\nI expected `0`."
+    )
 
 
 def test_modules_definitions_and_probed_names():

@@ -49,7 +49,18 @@ ALLOWED = {
     "backends": {"core", "tools", "kernels", "model", "decoding", "engines", "backends"},
     "cli": {"core", "tools", "model", "engines", "decoding", "backends", "cli"},
     "evals": {"core", "tools", "kernels", "model", "engines", "decoding", "backends", "cli", "evals"},
-    "benchmarks": {"core", "tools", "kernels", "model", "engines", "decoding", "backends", "cli", "evals", "benchmarks"},
+    "benchmarks": {
+        "core",
+        "tools",
+        "kernels",
+        "model",
+        "engines",
+        "decoding",
+        "backends",
+        "cli",
+        "evals",
+        "benchmarks",
+    },
     "tests": set(FOLDERS[f][1] for f in FOLDERS),
 }
 # (module file, layer) pairs allowed only as an import inside a function: command registration.
@@ -67,8 +78,12 @@ def layer_of(name: str) -> str | None:
 def imports(source: str, module: str, is_package: bool) -> list[tuple[str, int, bool]]:
     """(absolute name, line, lazy) for every import in `source`; relative ones resolved against `module`."""
     tree = ast.parse(source)
-    lazy_nodes = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
-                  for n in ast.walk(f)}  # fmt: skip
+    lazy_nodes = {
+        id(n)
+        for f in ast.walk(tree)
+        if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+        for n in ast.walk(f)
+    }
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -140,7 +155,9 @@ def _modules() -> list[Path]:
 def test_every_installed_package_has_a_layer() -> None:
     # A new top-level package (pyproject's package-dir) must be placed in the stack, not escape it.
     mapping = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["tool"]["setuptools"]["package-dir"]
-    assert set(mapping.values()) <= set(FOLDERS), f"give these folders a layer: {set(mapping.values()) - set(FOLDERS)}"
+    assert set(mapping.values()) <= set(FOLDERS), (
+        f"give these folders a layer: {set(mapping.values()) - set(FOLDERS)}"
+    )
     assert all(FOLDERS[folder][0] == name for name, folder in mapping.items())
 
 
@@ -174,7 +191,9 @@ def test_an_upward_import_is_caught(path: str, source: str) -> None:
 def test_allowed_imports_pass() -> None:
     assert not violations("clover_cli/bench.py", "def f():\n    from clover.evals.bench.run import run_bench")
     assert not violations("backends/local.py", "from clover.model.chat import render_messages")
-    assert not violations("backends/local.py", "def f():\n    from clover.decoding.grounding import Grounding")
+    assert not violations(
+        "backends/local.py", "def f():\n    from clover.decoding.grounding import Grounding"
+    )
     assert not violations("decoding/grounding.py", "from clover.tools.outline import symbols")
     assert not violations("clover_cli/runner.py", "from clover.backends import make_model")
     assert not violations("tools/files.py", "from . import textio\nfrom clover.core.protocols import Tool")
@@ -203,21 +222,34 @@ def test_decoding_may_not_import_backends_or_the_cli(source: str) -> None:
 
 def test_decoding_imports_nothing_of_backends_or_the_cli() -> None:
     modules = sorted((ROOT / "decoding").rglob("*.py"))
-    assert {p.stem for p in modules} >= {"tool_grammar", "grounding", "answer_spans", "repairs", "edit_choice"}
+    assert {p.stem for p in modules} >= {
+        "tool_grammar",
+        "grounding",
+        "answer_spans",
+        "repairs",
+        "edit_choice",
+    }
     found: dict[str, list[str]] = {}
     for p in modules:
         rel = p.relative_to(ROOT).as_posix()
-        for name, line, _lazy in imports(p.read_text("utf-8"), "clover.decoding." + p.stem, p.stem == "__init__"):
+        for name, line, _lazy in imports(
+            p.read_text("utf-8"), "clover.decoding." + p.stem, p.stem == "__init__"
+        ):
             layer = layer_of(name)
             if layer is not None:
                 found.setdefault(layer, []).append(f"{rel}:{line}: {name}")
     assert found.get("decoding"), "the scan saw none of decoding's own imports"
-    assert not set(found) - ALLOWED["decoding"], {k: v for k, v in found.items() if k not in ALLOWED["decoding"]}
+    assert not set(found) - ALLOWED["decoding"], {
+        k: v for k, v in found.items() if k not in ALLOWED["decoding"]
+    }
     assert not {"backends", "cli", "evals", "engines", "benchmarks", "tests"} & ALLOWED["decoding"]
 
 
 def test_backends_import_nothing_of_the_cli() -> None:
-    bad = [v for p in sorted((ROOT / "backends").rglob("*.py"))
-           for v in violations(p.relative_to(ROOT).as_posix(), p.read_text("utf-8"))]  # fmt: skip
+    bad = [
+        v
+        for p in sorted((ROOT / "backends").rglob("*.py"))
+        for v in violations(p.relative_to(ROOT).as_posix(), p.read_text("utf-8"))
+    ]
     assert not bad, bad
     assert "cli" not in ALLOWED["backends"]

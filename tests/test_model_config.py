@@ -88,12 +88,22 @@ def test_bad_config_is_one_line_error(tmp_path):
         CloverConfig(early_answer_redos=-1)
 
 
-@pytest.mark.parametrize("field, value", [
-    ("wrap_up", "false"), ("edit_repairs", 1), ("block_size", "16"), ("hidden_size", True),
-    ("rms_norm_eps", "1e-6"), ("eos_token_ids", [1, "2"]), ("layer_types", "linear_attention"),
-    ("pad_token_id", 1.5), ("early_answer_redos", "1"), ("grounded_spans", "yes"),
-    ("answer_quotes", ["clover", 1]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("wrap_up", "false"),
+        ("edit_repairs", 1),
+        ("block_size", "16"),
+        ("hidden_size", True),
+        ("rms_norm_eps", "1e-6"),
+        ("eos_token_ids", [1, "2"]),
+        ("layer_types", "linear_attention"),
+        ("pad_token_id", 1.5),
+        ("early_answer_redos", "1"),
+        ("grounded_spans", "yes"),
+        ("answer_quotes", ["clover", 1]),
+    ],
+)
 def test_a_value_of_the_wrong_type_is_refused(tmp_path, field, value):
     good = tiny().to_dict()
     (tmp_path / "config.json").write_text(json.dumps({**good, field: value}))

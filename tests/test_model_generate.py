@@ -185,7 +185,9 @@ def test_left_order_accepts_only_the_passing_run_from_the_leftmost_mask():
     free = masked & ~held
     assert select(score, free, left, held).tolist() == [[False, True, False, False, False, False]]
     held_first = torch.tensor([[False, True, False, False, False, False]])
-    assert select(score, masked & ~held_first, left, held_first).tolist() == [[False, False, True, False, False, False]]
+    assert select(score, masked & ~held_first, left, held_first).tolist() == [
+        [False, False, True, False, False, False]
+    ]
     with pytest.raises(ValueError, match="order"):
         DecodeSettings(order="random")
 

@@ -132,7 +132,13 @@ def test_empty_sequence_keeps_the_state():
     from clover.kernels.reference.delta_rule import chunk_gated_delta_rule
 
     s0 = torch.randn(1, 4, 8, 8)
-    o, s = chunk_gated_delta_rule(torch.zeros(1, 0, 2, 8), torch.zeros(1, 0, 2, 8), torch.zeros(1, 0, 4, 8),
-                                  torch.zeros(1, 0, 4), torch.zeros(1, 0, 4), s0)
+    o, s = chunk_gated_delta_rule(
+        torch.zeros(1, 0, 2, 8),
+        torch.zeros(1, 0, 2, 8),
+        torch.zeros(1, 0, 4, 8),
+        torch.zeros(1, 0, 4),
+        torch.zeros(1, 0, 4),
+        s0,
+    )
     assert o.shape == (1, 0, 4, 8)
     torch.testing.assert_close(s, s0)

@@ -166,8 +166,15 @@ def test_unsupported_rope_is_one_line(model, tmp_path, rope, message):
 
 def test_mrope_sections_are_plain_rope_for_text(model, tmp_path):
     save_checkpoint(model, tmp_path)
-    _write_config(tmp_path, rope_parameters={"rope_type": "default", "mrope_section": [2, 1, 1],
-                                             "mrope_interleaved": True, "rope_theta": 10_000.0})  # fmt: skip
+    _write_config(
+        tmp_path,
+        rope_parameters={
+            "rope_type": "default",
+            "mrope_section": [2, 1, 1],
+            "mrope_interleaved": True,
+            "rope_theta": 10_000.0,
+        },
+    )
     net = load_checkpoint(tmp_path).model
     with torch.no_grad():
         torch.testing.assert_close(net(IDS), model(IDS))
@@ -180,7 +187,9 @@ def test_unknown_tensor_is_one_line(model, tmp_path):
     tensors = load_file(str(tmp_path / "model.safetensors"))
     tensors["model.layers.0.mlp.adapter.weight"] = torch.zeros(2, 2)
     save_file(tensors, str(tmp_path / "model.safetensors"))
-    with pytest.raises(CheckpointError, match="1 tensor.* does not know, e.g. model.layers.0.mlp.adapter.weight"):
+    with pytest.raises(
+        CheckpointError, match="1 tensor.* does not know, e.g. model.layers.0.mlp.adapter.weight"
+    ):
         load_checkpoint(tmp_path)
 
 
@@ -216,8 +225,14 @@ def _hf_qwen3_next_ordering(mixed_qkvz, mixed_ba, nk, nv, dk, dv):
     q, k, v, z = torch.split(qkvz, [dk, dk, r * dv, r * dv], dim=-1)
     b, a = torch.split(ba, [r, r], dim=-1)
     lead = mixed_qkvz.shape[:-1]
-    return (q.reshape(*lead, -1), k.reshape(*lead, -1), v.reshape(*lead, -1), z.reshape(*lead, -1),
-            b.reshape(*lead, nv), a.reshape(*lead, nv))  # fmt: skip
+    return (
+        q.reshape(*lead, -1),
+        k.reshape(*lead, -1),
+        v.reshape(*lead, -1),
+        z.reshape(*lead, -1),
+        b.reshape(*lead, nv),
+        a.reshape(*lead, nv),
+    )
 
 
 def _fuse_qwen3_next(gdn, cfg):
@@ -228,10 +243,19 @@ def _fuse_qwen3_next(gdn, cfg):
     w = gdn.in_proj_qkv.weight.detach()
     q, k, v = w.split([nk * dk, nk * dk, nk * rv])
     z = gdn.in_proj_z.weight.detach()
-    rows = [torch.cat([q[g * dk:(g + 1) * dk], k[g * dk:(g + 1) * dk], v[g * rv:(g + 1) * rv],
-                       z[g * rv:(g + 1) * rv]]) for g in range(nk)]  # fmt: skip
+    rows = [
+        torch.cat(
+            [
+                q[g * dk : (g + 1) * dk],
+                k[g * dk : (g + 1) * dk],
+                v[g * rv : (g + 1) * rv],
+                z[g * rv : (g + 1) * rv],
+            ]
+        )
+        for g in range(nk)
+    ]
     b, a = gdn.in_proj_b.weight.detach(), gdn.in_proj_a.weight.detach()
-    ba = [torch.cat([b[g * r:(g + 1) * r], a[g * r:(g + 1) * r]]) for g in range(nk)]
+    ba = [torch.cat([b[g * r : (g + 1) * r], a[g * r : (g + 1) * r]]) for g in range(nk)]
     return torch.cat(rows), torch.cat(ba)
 
 
@@ -249,14 +273,20 @@ def test_qwen3_next_fused_projections_load(model, tmp_path):
         # transformers' reading of the fused activations gives exactly our projections
         x = torch.randn(3, cfg.hidden_size)
         hq, hk, hv, hz, hb, ha = _hf_qwen3_next_ordering(
-            x @ qkvz.T, x @ ba.T, cfg.linear_num_key_heads, cfg.linear_num_value_heads,
-            cfg.linear_key_head_dim, cfg.linear_value_head_dim,
-        )  # fmt: skip
+            x @ qkvz.T,
+            x @ ba.T,
+            cfg.linear_num_key_heads,
+            cfg.linear_num_value_heads,
+            cfg.linear_key_head_dim,
+            cfg.linear_value_head_dim,
+        )
         gdn = layer.linear_attn
         with torch.no_grad():
             torch.testing.assert_close(torch.cat([hq, hk, hv], -1), gdn.in_proj_qkv(x))
             torch.testing.assert_close(hz, gdn.in_proj_z(x))
-            torch.testing.assert_close(torch.stack([hb, ha]), torch.stack([gdn.in_proj_b(x), gdn.in_proj_a(x)]))
+            torch.testing.assert_close(
+                torch.stack([hb, ha]), torch.stack([gdn.in_proj_b(x), gdn.in_proj_a(x)])
+            )
         qkv2, z2 = split_qkvz(qkvz, cfg)
         b2, a2 = split_ba(ba, cfg)
         assert torch.equal(qkv2, gdn.in_proj_qkv.weight) and torch.equal(z2, gdn.in_proj_z.weight)
@@ -281,7 +311,10 @@ def test_device_map_plan_and_load(model, tmp_path):
     assert max(counts) - min(counts) <= 2, counts  # the embeddings weigh ~ half a layer each
     assert plan["model.embed_tokens"] == "cuda:0" and plan["lm_head"] == plan["model.norm"] == "cuda:3"
     assert device_for("model.layers.12.mlp.gate.weight", plan, "cpu") == plan["model.layers.12"]
-    assert device_for("model.layers.1.mlp.gate.weight", {"model.layers.1": "a", "model.layers.12": "b"}, "c") == "a"
+    assert (
+        device_for("model.layers.1.mlp.gate.weight", {"model.layers.1": "a", "model.layers.12": "b"}, "c")
+        == "a"
+    )
     assert plan_device_map(big, ["cpu"])["model.layers.39"] == "cpu"
 
     # every layer on its own "device" (all cpu here): hooks, placement and the cache still agree

@@ -46,8 +46,16 @@ def test_parse_patch_and_unique_edit() -> None:
 
 
 def _traj() -> dict:
-    tools = [{"type": "function", "function": {"name": "bash", "description": "run",
-              "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}]  # fmt: skip
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "bash",
+                "description": "run",
+                "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+            },
+        }
+    ]
     call = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
     return {
         "messages": [
@@ -130,7 +138,10 @@ def test_repro_command_puts_a_src_package_on_the_path() -> None:
 def test_repro_script_from_the_issue_example() -> None:
     plain = "Bug.\n\n```python\nfrom p.m import f\n\nresult = f(2)\nprint(result)  # 3\n```\n\nWant 4."
     assert repro_script(plain) == "from p.m import f\n\nresult = f(2)\nprint(result)  # 3"
-    session = "```python\n>>> from p.m import Box\n>>> Box().put('a')\nTraceback (most recent call last):\nNameError: x\n```"
+    session = (
+        "```python\n>>> from p.m import Box\n>>> Box().put('a')\nTraceback (most recent call "
+        "last):\nNameError: x\n```"
+    )
     assert repro_script(session) == "from p.m import Box\nprint(Box().put('a'))"
     printed = "```python\n>>> from p.m import f\n>>> print(f(1))\nNone\n```"
     assert repro_script(printed) == "from p.m import f\nprint(f(1))"
@@ -156,8 +167,18 @@ def test_dataset_entry_renders_trajectories_and_model_data_refuses_them(tmp_path
     traj = tmp_path / "oracle.jsonl"
     traj.write_text(json.dumps({**_traj(), "instance_id": "x-1"}) + "\n")
     tok = Path(__file__).resolve().parents[1] / "model" / "weights" / "tokenizer.json"
-    common = ["--tokenizer", str(tok), "--trajectories", str(traj), "--seq", "512", "--code-fraction", "0",
-              "--align", "end"]  # fmt: skip
+    common = [
+        "--tokenizer",
+        str(tok),
+        "--trajectories",
+        str(traj),
+        "--seq",
+        "512",
+        "--code-fraction",
+        "0",
+        "--align",
+        "end",
+    ]
     assert data.main([*common, "--out", str(tmp_path / "raw")]) == 1
     assert "need a renderer" in capsys.readouterr().err
     assert dataset.main([*common, "--out", str(tmp_path / "p"), "--renamed-copies", "2"]) == 0

@@ -79,8 +79,22 @@ def test_installed_wheel_puts_only_clover_into_site_packages(tmp_path):
         python = Path(given) / "bin" / "python"
     else:
         dist = tmp_path / "dist"
-        subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                        "-w", str(dist), str(ROOT)], check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "-q",
+                "--no-deps",
+                "--no-build-isolation",
+                "-w",
+                str(dist),
+                str(ROOT),
+            ],
+            check=True,
+            capture_output=True,
+        )
         (wheel,) = dist.glob("clover_cli-*.whl")
         names = {n.split("/")[0] for n in zipfile.ZipFile(wheel).namelist()}
         assert {n for n in names if not n.endswith(".dist-info")} == TOP_LEVEL
@@ -89,6 +103,9 @@ def test_installed_wheel_puts_only_clover_into_site_packages(tmp_path):
         assert not any(n.split("/")[1] in NOT_SHIPPED for n in shipped if n.startswith("clover/"))
         venv.create(tmp_path / "venv", with_pip=True)
         python = tmp_path / "venv" / "bin" / "python"
-        subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)],
+            check=True,
+            capture_output=True,
+        )
     assert _installed_top_level(python) == TOP_LEVEL

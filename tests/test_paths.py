@@ -117,20 +117,23 @@ def test_invalid_paths(ws, bad):
         resolve_path(str(ws), bad)
 
 
-@pytest.mark.parametrize("path,expected", [
-    ("a.txt", "a.txt"),
-    ("./sub/../a.txt", "a.txt"),
-    ("sub/b.txt", "sub/b.txt"),
-    ("inner_link", "sub/b.txt"),
-    ("new_dir/new_file.py", "new_dir/new_file.py"),
-    (".gitignore", ".gitignore"),
-    (".github/workflows/ci.yml", ".github/workflows/ci.yml"),
-    ("my.git/x", "my.git/x"),
-    ("gitdir/x", "gitdir/x"),
-    ("...", "..."),
-    ("caf\u0065\u0301.txt", "caf\u0065\u0301.txt"),
-    (".", ""),
-])
+@pytest.mark.parametrize(
+    "path,expected",
+    [
+        ("a.txt", "a.txt"),
+        ("./sub/../a.txt", "a.txt"),
+        ("sub/b.txt", "sub/b.txt"),
+        ("inner_link", "sub/b.txt"),
+        ("new_dir/new_file.py", "new_dir/new_file.py"),
+        (".gitignore", ".gitignore"),
+        (".github/workflows/ci.yml", ".github/workflows/ci.yml"),
+        ("my.git/x", "my.git/x"),
+        ("gitdir/x", "gitdir/x"),
+        ("...", "..."),
+        ("caf\u0065\u0301.txt", "caf\u0065\u0301.txt"),
+        (".", ""),
+    ],
+)
 def test_ordinary_paths_resolve_inside(ws, path, expected):
     got = resolve_path(str(ws), path)
     assert got == Path(os.path.realpath(ws / expected)) if expected else got == Path(os.path.realpath(ws))
@@ -139,7 +142,9 @@ def test_ordinary_paths_resolve_inside(ws, path, expected):
 def test_absolute_inside_and_extra_roots(ws, tmp_path):
     assert resolve_path(str(ws), str(ws / "a.txt")) == Path(os.path.realpath(ws / "a.txt"))
     extra = tmp_path / "outside"
-    assert resolve_path(str(ws), "../outside/secret.txt", [str(extra)]) == Path(os.path.realpath(extra / "secret.txt"))
+    assert resolve_path(str(ws), "../outside/secret.txt", [str(extra)]) == Path(
+        os.path.realpath(extra / "secret.txt")
+    )
     assert resolve_path(str(ws), "to_secret", [str(extra)]).name == "secret.txt"
     with pytest.raises(PathError):
         resolve_path(str(ws), "../other.txt", [str(extra)])

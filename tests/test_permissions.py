@@ -11,10 +11,24 @@ from clover.tools.permissions import SUGGESTED_DENY, PermissionGate, PermissionP
 from clover.tools.search import GrepTool
 from clover.tools.shell import BashTool
 
-DENY = ["bash(rm -rf *)", "bash(curl *|*sh)", "bash(wget *|*sh)", "bash(git push *--force*)",
-        "bash(git push -f*)", "bash(git push * -f*)"]
-ALLOW = ["bash(git status*)", "bash(ls*)", "bash(pytest*)", "bash(echo *)", "bash(cat *)", "bash(find *)",
-         "bash(true)", "bash(false)"]
+DENY = [
+    "bash(rm -rf *)",
+    "bash(curl *|*sh)",
+    "bash(wget *|*sh)",
+    "bash(git push *--force*)",
+    "bash(git push -f*)",
+    "bash(git push * -f*)",
+]
+ALLOW = [
+    "bash(git status*)",
+    "bash(ls*)",
+    "bash(pytest*)",
+    "bash(echo *)",
+    "bash(cat *)",
+    "bash(find *)",
+    "bash(true)",
+    "bash(false)",
+]
 
 PROBES = [
     "ls && rm -rf /",
@@ -97,26 +111,53 @@ def test_probe_set_is_large_enough():
 @pytest.mark.parametrize("mode", ["plan", "ask", "auto-edit", "yolo"])
 @pytest.mark.parametrize("command", PROBES)
 def test_dangerous_probes_are_denied_in_every_mode(mode, command):
-    policy = PermissionPolicy(mode, allow=ALLOW + ["bash(rm*)", "bash(bash*)", "bash(sh*)", "bash(sudo*)"],
-                              deny=DENY)
+    policy = PermissionPolicy(
+        mode, allow=ALLOW + ["bash(rm*)", "bash(bash*)", "bash(sh*)", "bash(sudo*)"], deny=DENY
+    )
     decision, reason = policy.decide("bash", {"command": command}, read_only=False)
     assert decision == "deny", (command, reason)
     assert "denied by rule" in reason
 
 
-@pytest.mark.parametrize("command", ["git status", "ls -la", "pytest -q", "git status && ls -la", "ls 2>&1",
-                                     "pytest -q 2>/dev/null",
-                                     "timeout 60 pytest -q", "LANG=C ls", "ls | cat", "pytest -q; ls"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git status",
+        "ls -la",
+        "pytest -q",
+        "git status && ls -la",
+        "ls 2>&1",
+        "pytest -q 2>/dev/null",
+        "timeout 60 pytest -q",
+        "LANG=C ls",
+        "ls | cat",
+        "pytest -q; ls",
+    ],
+)
 def test_allowed_commands_stay_allowed(command):
     policy = PermissionPolicy("ask", allow=ALLOW, deny=DENY)
     assert policy.decide("bash", {"command": command}, False)[0] == "allow", command
 
 
-@pytest.mark.parametrize("command", ["ls; rm x", "git status && git push", "echo $(whoami)", "sudo ls",
-                                     "ls $(rm x)", "$CMD", "curl x | sh -s", "git push origin main",
-                                     "bash -c 'ls; rm x'", "cat f | python", "ls > listing.txt",
-                                     "echo hi >> ~/.bashrc", "git status &> out",
-                                     "cd_missing=1 ls"])  # an env prefix is part of the command
+@pytest.mark.parametrize(
+    "command",
+    [
+        "ls; rm x",
+        "git status && git push",
+        "echo $(whoami)",
+        "sudo ls",
+        "ls $(rm x)",
+        "$CMD",
+        "curl x | sh -s",
+        "git push origin main",
+        "bash -c 'ls; rm x'",
+        "cat f | python",
+        "ls > listing.txt",
+        "echo hi >> ~/.bashrc",
+        "git status &> out",
+        "cd_missing=1 ls",
+    ],
+)  # an env prefix is part of the command
 def test_partly_allowed_commands_ask(command):
     policy = PermissionPolicy("ask", allow=ALLOW, deny=DENY)
     decision, _ = policy.decide("bash", {"command": command}, False)
@@ -172,8 +213,19 @@ def test_plan_mode_ignores_allow_rules_for_changes():
 
 def test_edit_rules_match_paths():
     p = PermissionPolicy("yolo", deny=["edit(*.lock)", "edit(.env)", "edit(secrets/*)"], root="/ws")
-    for path in ["poetry.lock", "sub/Cargo.lock", "/ws/a/b.lock", "./x/../y.lock", ".env", "deep/dir/.env",
-                 "secrets/k.txt", "/ws/secrets/k.txt", "POETRY.LOCK", ".ENV", "Secrets/k.txt"]:
+    for path in [
+        "poetry.lock",
+        "sub/Cargo.lock",
+        "/ws/a/b.lock",
+        "./x/../y.lock",
+        ".env",
+        "deep/dir/.env",
+        "secrets/k.txt",
+        "/ws/secrets/k.txt",
+        "POETRY.LOCK",
+        ".ENV",
+        "Secrets/k.txt",
+    ]:
         assert p.decide("str_replace", {"path": path}, False)[0] == "deny", path
     for path in ["lockfile.py", "src/main.py", "env.py", "notsecrets/k.txt"]:
         assert p.decide("create", {"path": path}, False)[0] == "allow", path
@@ -193,7 +245,9 @@ def test_precedence_deny_then_ask_then_allow():
     assert p.decide("bash", {"command": "git push -f"}, False)[0] == "deny"
     assert p.decide("bash", {"command": "git push"}, False)[0] == "ask"
     assert p.decide("bash", {"command": "git log"}, False)[0] == "allow"
-    assert PermissionPolicy("ask", allow=["bash"]).decide("bash", {"command": "anything"}, False)[0] == "allow"
+    assert (
+        PermissionPolicy("ask", allow=["bash"]).decide("bash", {"command": "anything"}, False)[0] == "allow"
+    )
 
 
 def test_bad_rules_and_modes_are_clear_errors():
@@ -208,7 +262,13 @@ def test_bad_rules_and_modes_are_clear_errors():
 
 def test_suggested_deny_list_catches_classics_and_spares_normal_work():
     p = PermissionPolicy("yolo", deny=SUGGESTED_DENY)
-    for cmd in ["rm -rf /", "sudo rm -rf ~", "curl -s x | bash", "git push --force origin x", "dd if=/dev/zero of=/dev/sda"]:
+    for cmd in [
+        "rm -rf /",
+        "sudo rm -rf ~",
+        "curl -s x | bash",
+        "git push --force origin x",
+        "dd if=/dev/zero of=/dev/sda",
+    ]:
         assert p.decide("bash", {"command": cmd}, False)[0] == "deny", cmd
     for cmd in ["rm -rf build", "git push origin feature-fix", "curl -o out.json https://x", "pytest -q"]:
         assert p.decide("bash", {"command": cmd}, False)[0] == "allow", cmd
@@ -256,7 +316,10 @@ def test_gate_yes_no_always():
 def test_always_for_edits_covers_that_file_only():
     asker = Asker(["always", "no"])
     gate = PermissionGate(PermissionPolicy("ask", root="/ws"), asker)
-    assert gate.authorize(call("str_replace", path="src/a.py", old_str="a", new_str="b"), StrReplaceTool()) is None
+    assert (
+        gate.authorize(call("str_replace", path="src/a.py", old_str="a", new_str="b"), StrReplaceTool())
+        is None
+    )
     assert gate.authorize(call("create", path="/ws/src/a.py", file_text=""), CreateTool()) is None
     assert gate.authorize(call("create", path="src/b.py", file_text=""), CreateTool()) is not None
     assert len(asker.asked) == 2
@@ -275,8 +338,15 @@ def test_git_tool_read_only_per_call_and_commit_is_an_edit():
     plan = PermissionGate(PermissionPolicy("plan"))
     assert plan.authorize(call("git", subcommand="status"), git) is None
     assert plan.authorize(call("git", subcommand="commit", message="m"), git) is not None
-    assert PermissionGate(PermissionPolicy("auto-edit")).authorize(call("git", subcommand="commit", message="m"), git) is None
-    assert PermissionGate(PermissionPolicy("ask")).authorize(call("git", subcommand="commit", message="m"), git)
+    assert (
+        PermissionGate(PermissionPolicy("auto-edit")).authorize(
+            call("git", subcommand="commit", message="m"), git
+        )
+        is None
+    )
+    assert PermissionGate(PermissionPolicy("ask")).authorize(
+        call("git", subcommand="commit", message="m"), git
+    )
 
 
 def test_read_only_tools_pass_in_plan_mode():
@@ -303,6 +373,7 @@ def test_deny_flag_subsets_do_not_overreach():
 def test_the_gate_asks_each_call_whether_it_only_reads():
     """The Tool protocol declares `is_read_only(args)` (default: `read_only`); the gate asks it per
     call, so plan mode runs `git status` and refuses `git commit` through one tool."""
+
     class Vcs(Tool):
         name, description, parameters, read_only = "vcs", "d", {"type": "object"}, False
 

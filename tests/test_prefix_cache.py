@@ -20,11 +20,17 @@ from tests.tiny_checkpoint import tiny_checkpoint_dir  # noqa: E402
 def _tool(name: str, params: list[str]) -> dict:
     props = {p: {"type": "string"} for p in params}
     schema = {"type": "object", "properties": props, "required": params[:1]}
-    return {"type": "function", "function": {"name": name, "description": f"{name} tool", "parameters": schema}}
+    return {
+        "type": "function",
+        "function": {"name": name, "description": f"{name} tool", "parameters": schema},
+    }
 
 
 TOOLS = [_tool("view", ["path"]), _tool("bash", ["command"])]
-SYSTEM = {"role": "system", "content": "You are a helpful coding assistant. Use the tools to explore the repository."}
+SYSTEM = {
+    "role": "system",
+    "content": "You are a helpful coding assistant. Use the tools to explore the repository.",
+}
 TASK = {"role": "user", "content": "fix the bug in calc.py"}
 
 
@@ -106,7 +112,11 @@ def test_dropped_thinking_resumes_just_before_the_divergence(clover):
     assert again.stats["cached_prompt_tokens"] == len(old) - cache.margin
     assert again.stats["prefill_tokens"] == len(new) - (len(old) - cache.margin)
     plain = variant(clover, cached=False, block_size=1).complete(second, TOOLS)
-    assert (again.thinking, again.text, again.completion_tokens) == (plain.thinking, plain.text, plain.completion_tokens)
+    assert (again.thinking, again.text, again.completion_tokens) == (
+        plain.thinking,
+        plain.text,
+        plain.completion_tokens,
+    )
 
 
 def _fresh_state(net, ids: list[int]):
@@ -124,7 +134,10 @@ def test_kept_snapshots_equal_a_fresh_prefill_after_rewinds(clover):
     pc.generate(net, base, s)  # snapshots at 32 (margin point) and 40
     pc.generate(net, base + list(range(60, 90)), s)  # resumes at 40, snapshots at 64, 68
     assert pc.positions == [32, 40, 64, 68]
-    saved = [(snap.pos, snap.next_logits.clone(), [g and (g[0].clone(), g[1].clone()) for g in snap.gdn]) for snap in pc._snaps]
+    saved = [
+        (snap.pos, snap.next_logits.clone(), [g and (g[0].clone(), g[1].clone()) for g in snap.gdn])
+        for snap in pc._snaps
+    ]
     res = pc.generate(net, base[:38] + [7] * 30, s)  # diverges at 38: rewinds to 32
     assert res.stats["cached_prompt_tokens"] == 32 and pc.positions[:1] == [32]
     for pos, logits, gdn in saved[:1]:  # what stayed: unchanged, bit for bit
@@ -139,8 +152,12 @@ def test_kept_snapshots_equal_a_fresh_prefill_after_rewinds(clover):
         torch.testing.assert_close(pc._cache.next_logits, fresh.next_logits, atol=1e-5, rtol=1e-4)
         for mine, ref in zip(pc._cache.layers, fresh.layers, strict=True):
             if hasattr(mine, "k"):
-                torch.testing.assert_close(mine.k[:, :, : snap.pos], ref.k[:, :, : snap.pos], atol=1e-5, rtol=1e-4)
-                torch.testing.assert_close(mine.v[:, :, : snap.pos], ref.v[:, :, : snap.pos], atol=1e-5, rtol=1e-4)
+                torch.testing.assert_close(
+                    mine.k[:, :, : snap.pos], ref.k[:, :, : snap.pos], atol=1e-5, rtol=1e-4
+                )
+                torch.testing.assert_close(
+                    mine.v[:, :, : snap.pos], ref.v[:, :, : snap.pos], atol=1e-5, rtol=1e-4
+                )
             else:
                 torch.testing.assert_close(mine.state, ref.state, atol=1e-5, rtol=1e-4)
                 torch.testing.assert_close(mine.conv, ref.conv, atol=1e-5, rtol=1e-4)

@@ -63,7 +63,9 @@ def _write_quantized(model, directory, method: str):
 
 
 def _greedy(net, block: int) -> list[int]:
-    settings = DecodeSettings(block_size=block, max_new_tokens=12, stop_token_ids=[], order="verify" if block > 1 else None)
+    settings = DecodeSettings(
+        block_size=block, max_new_tokens=12, stop_token_ids=[], order="verify" if block > 1 else None
+    )
     return generate(net, [IDS[0].tolist()], settings).tokens[0]
 
 
@@ -76,7 +78,9 @@ DEVICES = ["cpu", pytest.param("cuda", marks=CUDA)]
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("shape,group", [((64, 128), 32), ((32, 256), 128), ((48, 64), 64), ((128, 512), 128)])
+@pytest.mark.parametrize(
+    "shape,group", [((64, 128), 32), ((32, 256), 128), ((48, 64), 64), ((128, 512), 128)]
+)
 def test_int4_and_int8_kernels_match_their_codes(shape, group, dtype, device):
     if device == "cuda" and dtype == torch.float32:
         pytest.skip("tinygemm takes bf16 activations")
@@ -98,7 +102,9 @@ def test_int4_and_int8_kernels_match_their_codes(shape, group, dtype, device):
 def test_quantized_checkpoint_on_cuda(tmp_path, method):
     """On a GPU (bf16 activations): int4 where tinygemm takes the shape (columns % 128), else dense."""
     torch.manual_seed(0)
-    model = CloverForCausalLM(tiny(hidden_size=128, moe_intermediate_size=128, shared_expert_intermediate_size=128)).eval()
+    model = CloverForCausalLM(
+        tiny(hidden_size=128, moe_intermediate_size=128, shared_expert_intermediate_size=128)
+    ).eval()
     tensors = list(model_tensors(model))
     write_shards(quantize_tensors(tensors, method, 128, (128, 128)), tmp_path, model.config, 1 << 40)
     config = json.loads((tmp_path / "config.json").read_text())
@@ -107,7 +113,9 @@ def test_quantized_checkpoint_on_cuda(tmp_path, method):
     net = load_checkpoint(tmp_path, device="cuda").model
     if method != "fp8":
         assert net.model.layers[0].mlp.experts.gate_up.kind == "int4"
-    ref = _reference(model, dequantized_reference(tensors, method, 128, (128, 128))).to("cuda", torch.bfloat16)
+    ref = _reference(model, dequantized_reference(tensors, method, 128, (128, 128))).to(
+        "cuda", torch.bfloat16
+    )
     with torch.no_grad():
         got, want = net(IDS.cuda()).float(), ref(IDS.cuda()).float()
     torch.testing.assert_close(got, want, rtol=0.05, atol=0.05)
@@ -123,7 +131,10 @@ def test_gptq_and_awq_codes_round_trip(zero_offset):
         torch.testing.assert_close(got.scales, q.scales.half().float())
     # GPTQ's words go to the CPU kernel's layout without unpacking: the same bytes as from the codes
     assert g.kwords is not None
-    from_words, from_codes = PackedWeight.int4(g, torch.float32, "cpu"), PackedWeight.int4(a, torch.float32, "cpu")
+    from_words, from_codes = (
+        PackedWeight.int4(g, torch.float32, "cpu"),
+        PackedWeight.int4(a, torch.float32, "cpu"),
+    )
     assert torch.equal(from_words.data, from_codes.data)
 
 
@@ -146,7 +157,9 @@ def test_quantized_experts_read_only_touched_experts_and_match_dense(width):
     e, h, i, k = 16, 64, 32, 4
     gate_up, down = torch.randn(e, 2 * i, h) * 0.1, torch.randn(e, h, i) * 0.1
     qg, qd = quantize_int4(gate_up, 32), quantize_int4(down, 32)
-    experts = QuantExperts(PackedWeight.int4(qg, torch.float32, "cpu"), PackedWeight.int4(qd, torch.float32, "cpu"))
+    experts = QuantExperts(
+        PackedWeight.int4(qg, torch.float32, "cpu"), PackedWeight.int4(qd, torch.float32, "cpu")
+    )
     x = torch.randn(width, h)
     ids = torch.stack([torch.randperm(e)[:k] for _ in range(width)])
     weights = torch.rand(width, k).softmax(-1)
@@ -170,8 +183,13 @@ def test_quantized_checkpoint_matches_its_dequantized_reference(model, tmp_path,
     if method == "fp8":  # no int4 / int8 kernel for fp8 on CPU: dequantized block by block, dense
         assert isinstance(layer.linear_attn.in_proj_qkv, torch.nn.Linear)
     else:  # runs on the int4 kernel, as stored
-        assert isinstance(layer.linear_attn.in_proj_qkv, QuantLinear) and isinstance(layer.mlp.experts, QuantExperts)
-        assert layer.mlp.experts.gate_up.kind == "int4" and layer.mlp.shared_expert.down_proj.qweight.kind == "int4"
+        assert isinstance(layer.linear_attn.in_proj_qkv, QuantLinear) and isinstance(
+            layer.mlp.experts, QuantExperts
+        )
+        assert (
+            layer.mlp.experts.gate_up.kind == "int4"
+            and layer.mlp.shared_expert.down_proj.qweight.kind == "int4"
+        )
         assert isinstance(net.lm_head, torch.nn.Linear)  # lm_head stays bf16, as published
     ref = _reference(model, state)
     with torch.no_grad():
@@ -198,8 +216,15 @@ def test_fp8_per_expert_layout_loads_like_fused(model, tmp_path):
                 for part, piece in zip(parts, dense[i].chunk(len(parts)), strict=True):
                     w, s = encode_fp8(piece, BLOCK)
                     out[f"{base}.{i}.{part}.weight"], out[f"{base}.{i}.{part}.weight_scale_inv"] = w, s
-                    deq.append(w.float() * s.repeat_interleave(BLOCK[0], 0)[: w.shape[0]].repeat_interleave(BLOCK[1], 1)[:, : w.shape[1]])
-            ref_state[name] = torch.stack([torch.cat(deq[j : j + len(parts)]) for j in range(0, len(deq), len(parts))])
+                    deq.append(
+                        w.float()
+                        * s.repeat_interleave(BLOCK[0], 0)[: w.shape[0]].repeat_interleave(BLOCK[1], 1)[
+                            :, : w.shape[1]
+                        ]
+                    )
+            ref_state[name] = torch.stack(
+                [torch.cat(deq[j : j + len(parts)]) for j in range(0, len(deq), len(parts))]
+            )
             continue
         out[hf_name(name)] = t
     write_shards(out.items(), tmp_path, model.config, max_shard_bytes=1 << 40)
@@ -256,8 +281,13 @@ def test_gptq_is_not_requantized_by_quantize_int8(model, tmp_path):
     net = load_checkpoint(tmp_path, quantize="int8").model
     assert net.model.layers[0].mlp.experts.gate_up.kind == "int4"  # as stored
     assert net.lm_head.qweight.kind == "int8"  # the floating-point rest is quantized on load
-    ref = _reference(model, {n: (_rtn_reference(model, "int8", state)[n] if n == "lm_head.weight" else t)
-                             for n, t in state.items()})  # fmt: skip
+    ref = _reference(
+        model,
+        {
+            n: (_rtn_reference(model, "int8", state)[n] if n == "lm_head.weight" else t)
+            for n, t in state.items()
+        },
+    )
     with torch.no_grad():
         torch.testing.assert_close(net(IDS), ref(IDS), rtol=0, atol=2e-5)
 
@@ -358,7 +388,9 @@ def _small_vocab_checkpoint(tmp_path):
     d = tmp_path / "ckpt"
     shutil.copytree(tiny_checkpoint_dir(), d)
     config = json.loads((d / "config.json").read_text())
-    fields = {k: config[k] for k in ("mask_token_id", "eos_token_ids", "pad_token_id", "max_position_embeddings")}
+    fields = {
+        k: config[k] for k in ("mask_token_id", "eos_token_ids", "pad_token_id", "max_position_embeddings")
+    }
     torch.manual_seed(0)
     save_checkpoint(CloverForCausalLM(tiny(vocab_size=100, **fields)).eval(), d)
     return d
@@ -383,8 +415,17 @@ def test_tokenizer_beyond_vocab_size_is_one_line_exit_2(tmp_path):
 
     d, repo = _small_vocab_checkpoint(tmp_path), tmp_path / "repo"
     repo.mkdir()
-    proc = run_clover("chat", "--model", str(d), "-p", "hi", "--repo", str(repo), cwd=repo,
-                      env={**isolated_env(tmp_path), "OMP_NUM_THREADS": "1"})  # fmt: skip
+    proc = run_clover(
+        "chat",
+        "--model",
+        str(d),
+        "-p",
+        "hi",
+        "--repo",
+        str(repo),
+        cwd=repo,
+        env={**isolated_env(tmp_path), "OMP_NUM_THREADS": "1"},
+    )
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert "beyond the model's vocab_size" in lines[0] and "Traceback" not in proc.stderr

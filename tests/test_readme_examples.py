@@ -20,7 +20,10 @@ from tests.fakeserver import FakeChatServer, FakeReply
 BUGGY = "def add(a, b):\n    return a - b\n"
 FIXED = "def add(a, b):\n    return a + b\n"
 TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
-EDIT = {"name": "str_replace", "arguments": {"path": "calc.py", "old_str": "return a - b", "new_str": "return a + b"}}
+EDIT = {
+    "name": "str_replace",
+    "arguments": {"path": "calc.py", "old_str": "return a - b", "new_str": "return a + b"},
+}
 # Interactive: they open the chat on a terminal (tests/test_chat_tmux.py drives it under tmux).
 INTERACTIVE = ("clover chat", "clover chat --base-url ")
 INTERACTIVE_EXACT = ("clover", "clover -c")  # bare `clover` opens the chat (tests/test_chat_conventions.py)
@@ -47,7 +50,7 @@ class World:
         bin_dir.mkdir()
         for name, module in (("clover", "clover"), ("pytest", "pytest")):
             shim = bin_dir / name
-            shim.write_text(f"#!/bin/sh\nexec {sys.executable} -m {module} \"$@\"\n")
+            shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m {module} "$@"\n')
             shim.chmod(0o755)
         self.env = isolated_env(tmp)
         self.env.update(PATH=f"{bin_dir}:{self.env.get('PATH', '/usr/bin:/bin')}", PYTHONPATH=str(ROOT))
@@ -61,8 +64,14 @@ class World:
 
     def run(self, line: str, cwd: Path, server: FakeChatServer, **env: str) -> subprocess.CompletedProcess:
         line = line.replace("--base-url ...", f"--base-url {server.url}").replace("--model ...", "--model m")
-        return subprocess.run(["bash", "-c", line], cwd=cwd, env={**self.env, **env}, capture_output=True,
-                              text=True, timeout=120)
+        return subprocess.run(
+            ["bash", "-c", line],
+            cwd=cwd,
+            env={**self.env, **env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
 
 def _server_env(server: FakeChatServer) -> dict[str, str]:
@@ -76,7 +85,9 @@ def fix_elsewhere(world: World, line: str) -> None:
     with FakeChatServer([FakeReply(tool_calls=[EDIT]), FakeReply(text="Fixed add.")]) as server:
         proc = world.run(line, world.tmp, server)
     assert proc.returncode == 0, proc.stderr
-    assert "Change: 1 file changed, +1 -1: calc.py (+1 -1)" in proc.stdout and "+    return a + b" in proc.stdout
+    assert (
+        "Change: 1 file changed, +1 -1: calc.py (+1 -1)" in proc.stdout and "+    return a + b" in proc.stdout
+    )
     assert (repo / "calc.py").read_text() == FIXED
 
 
@@ -116,7 +127,9 @@ def piped(world: World, line: str, repo: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["result"].startswith("The assertion in test_add fails") and report["outcome"] == "answered"
-    assert prompt.startswith("explain\n\n") and "assert -1 == 5" in prompt  # pytest's output joined the prompt
+    assert (
+        prompt.startswith("explain\n\n") and "assert -1 == 5" in prompt
+    )  # pytest's output joined the prompt
 
 
 def test_every_use_example_runs_as_written(tmp_path: Path) -> None:
@@ -124,19 +137,25 @@ def test_every_use_example_runs_as_written(tmp_path: Path) -> None:
     world = World(tmp_path)
     checks: dict[str, Callable[[str], object]] = {}
 
-    checks["clover fix ISSUE.md --repo path/to/repo --base-url ... --model ... --yes"] = lambda line: fix_elsewhere(
-        world, line)
+    checks["clover fix ISSUE.md --repo path/to/repo --base-url ... --model ... --yes"] = lambda line: (
+        fix_elsewhere(world, line)
+    )
     checks[FIX_JSON] = lambda line: fix_json_patch_out(world, line)
     checks[UNDO] = lambda line: None  # test_the_undo_example_reverts_the_fix_example
     checks['clover -p "why does test_calc fail?"'] = lambda line: ask(world, line, world.repo())
-    checks['pytest -x 2>&1 | clover -p "explain" --output-format json'] = lambda line: piped(world, line, world.repo())
-    unknown = [e for e in examples if e not in checks and e not in INTERACTIVE_EXACT and not e.startswith(INTERACTIVE)]
+    checks['pytest -x 2>&1 | clover -p "explain" --output-format json'] = lambda line: piped(
+        world, line, world.repo()
+    )
+    unknown = [
+        e
+        for e in examples
+        if e not in checks and e not in INTERACTIVE_EXACT and not e.startswith(INTERACTIVE)
+    ]
     assert not unknown, f"README examples without a check in {__file__}: {unknown}"
     ran = [e for e in examples if e in checks]
     assert ran, "no README example was run"
     for example in ran:
         checks[example](example)
-
 
 
 def test_the_undo_example_reverts_the_fix_example(tmp_path: Path) -> None:

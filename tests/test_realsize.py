@@ -37,7 +37,11 @@ def test_realsize_writer_at_tiny_shapes_loads_as_int4_and_decodes(tmp_path):
 def test_realsize_config_is_the_35b_shape_cut_to_depth():
     cfg = realsize_config(8)
     full = clover_35b_a3b()
-    assert (cfg.hidden_size, cfg.num_experts, cfg.vocab_size) == (full.hidden_size, full.num_experts, full.vocab_size)
+    assert (cfg.hidden_size, cfg.num_experts, cfg.vocab_size) == (
+        full.hidden_size,
+        full.num_experts,
+        full.vocab_size,
+    )
     assert cfg.layer_types == full.layer_types[:8]
 
 
@@ -66,7 +70,9 @@ def test_depth_needs_every_layer_type():
 
 def test_default_width_of_a_big_moe_is_b1_and_small_models_keep_theirs():
     big = clover_35b_a3b()
-    assert experts_touched(big, 1) == pytest.approx(8) and experts_touched(big, 32) == pytest.approx(163, abs=1)
+    assert experts_touched(big, 1) == pytest.approx(8) and experts_touched(big, 32) == pytest.approx(
+        163, abs=1
+    )
     ratios = [traffic_ratio(big, w) for w in (1, 2, 4, 8, 16, 32)]
     assert ratios[0] == pytest.approx(1) and ratios == sorted(ratios)
     assert all(EXPECTED_TPF[w] < traffic_ratio(big, w) for w in EXPECTED_TPF)  # no width pays
@@ -79,9 +85,20 @@ def test_default_width_of_a_big_moe_is_b1_and_small_models_keep_theirs():
 
 @pytest.mark.slow
 def test_gpu_run_dry_run_on_cpu(tmp_path):
-    env = {"OUT": str(tmp_path), "PYTHON": sys.executable, "OMP_NUM_THREADS": "1", "CLOVER_REALSIZE_DIR": str(tmp_path / "ckpt")}
-    proc = subprocess.run(["bash", "benchmarks/gpu_run.sh", "--dry-run"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=900, env={**_env(tmp_path), **env})  # fmt: skip
+    env = {
+        "OUT": str(tmp_path),
+        "PYTHON": sys.executable,
+        "OMP_NUM_THREADS": "1",
+        "CLOVER_REALSIZE_DIR": str(tmp_path / "ckpt"),
+    }
+    proc = subprocess.run(
+        ["bash", "benchmarks/gpu_run.sh", "--dry-run"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**_env(tmp_path), **env},
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "realsize section: 0 step(s) failed" in proc.stdout
     figures = json.loads((tmp_path / "gpu_figures.json").read_text())["realsize"]
@@ -92,8 +109,14 @@ def test_gpu_run_dry_run_on_cpu(tmp_path):
 def test_realsize_script_end_to_end_on_a_reduced_checkpoint(tmp_path):
     d = tmp_path / "ckpt"
     env = {"TINY": "1", "LAYERS": "4", "THREADS": "1", "PYTHON": sys.executable}
-    proc = subprocess.run(["bash", "benchmarks/realsize.sh", str(d)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=900, env={**_env(tmp_path), **env})  # fmt: skip
+    proc = subprocess.run(
+        ["bash", "benchmarks/realsize.sh", str(d)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**_env(tmp_path), **env},
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "closing table" in proc.stdout and "| gptq |" in proc.stdout
     assert (tmp_path / "ckpt.results" / "chat.txt").read_text().strip()  # clover chat decoded a reply

@@ -39,17 +39,20 @@ def test_planted_keys_are_redacted(kind):
     assert out.startswith("the model printed ")
 
 
-@pytest.mark.parametrize("text,secret", [
-    ("Authorization: Bearer abcDEF123456.ghi-jkl_789", "abcDEF123456.ghi-jkl_789"),
-    ("curl -H 'Authorization: Basic dXNlcjpwYXNzd29yZDEyMw=='", "dXNlcjpwYXNzd29yZDEyMw=="),
-    ("export OPENAI_API_KEY=abc123def456ghi789", "abc123def456ghi789"),
-    ('{"api_key": "Zx81kq02mnbv77"}', "Zx81kq02mnbv77"),
-    ("token: 9f8e7d6c5b4a3f2e1d0c", "9f8e7d6c5b4a3f2e1d0c"),
-    ("password='hunter2hunter2'", "hunter2hunter2"),
-    ("GITHUB_TOKEN := v1.abc123xyz789", "v1.abc123xyz789"),
-    ("git clone https://bob:s3cretPassw0rd@github.com/x/y", "s3cretPassw0rd"),
-    ("client_secret=AbC123dEf456", "AbC123dEf456"),
-])
+@pytest.mark.parametrize(
+    "text,secret",
+    [
+        ("Authorization: Bearer abcDEF123456.ghi-jkl_789", "abcDEF123456.ghi-jkl_789"),
+        ("curl -H 'Authorization: Basic dXNlcjpwYXNzd29yZDEyMw=='", "dXNlcjpwYXNzd29yZDEyMw=="),
+        ("export OPENAI_API_KEY=abc123def456ghi789", "abc123def456ghi789"),
+        ('{"api_key": "Zx81kq02mnbv77"}', "Zx81kq02mnbv77"),
+        ("token: 9f8e7d6c5b4a3f2e1d0c", "9f8e7d6c5b4a3f2e1d0c"),
+        ("password='hunter2hunter2'", "hunter2hunter2"),
+        ("GITHUB_TOKEN := v1.abc123xyz789", "v1.abc123xyz789"),
+        ("git clone https://bob:s3cretPassw0rd@github.com/x/y", "s3cretPassw0rd"),
+        ("client_secret=AbC123dEf456", "AbC123dEf456"),
+    ],
+)
 def test_assignments_and_headers(text, secret):
     out = redact(text)
     assert secret not in out and MARK in out
@@ -69,17 +72,27 @@ def test_registered_secret_anywhere():
 
 
 def test_ordinary_text_and_code_survive():
-    text = ("def tokenize(text: str, max_tokens=1024) -> list[str]:\n    token: str = next_token()\n"
-            "tokenizer_path = 'model/tokenizer.json'\npassword = getpass()\nThe bearer of this letter.\n"
-            "sk-learn is not a key; git sha 3f2a1b0c9d8e7f6a5b4c; https://example.com/a:b@c")
+    text = (
+        "def tokenize(text: str, max_tokens=1024) -> list[str]:\n    token: str = next_token()\n"
+        "tokenizer_path = 'model/tokenizer.json'\npassword = getpass()\nThe bearer of this letter.\n"
+        "sk-learn is not a key; git sha 3f2a1b0c9d8e7f6a5b4c; https://example.com/a:b@c"
+    )
     assert redact(text) == text
 
 
 def test_redact_obj_is_recursive_and_does_not_mutate():
     key = PLANTED["openai"]
-    obj = {"messages": [{"role": "user", "content": f"use {key}"}], "config": {"api_key": "short1", "model": "x",
-           "tokenizer": "tok/v2.json", "max_tokens": 100, "nested": ({"GITHUB_TOKEN": "anything-at-all"},)},
-           "base_url_env": "$OPENAI_API_KEY"}
+    obj = {
+        "messages": [{"role": "user", "content": f"use {key}"}],
+        "config": {
+            "api_key": "short1",
+            "model": "x",
+            "tokenizer": "tok/v2.json",
+            "max_tokens": 100,
+            "nested": ({"GITHUB_TOKEN": "anything-at-all"},),
+        },
+        "base_url_env": "$OPENAI_API_KEY",
+    }
     snapshot = json.dumps(obj, default=list)
     out = redact_obj(obj)
     assert json.dumps(obj, default=list) == snapshot
@@ -105,10 +118,21 @@ def test_planted_key_never_survives_surroundings(before, key, after):
 def test_scrub_env_drops_credentials_and_keeps_the_rest():
     from clover.tools.redact import scrub_env
 
-    env = {"PATH": "/bin", "HOME": "/h", "OPENAI_API_KEY": "sk-x", "OPENAI_BASE_URL": "http://b",
-           "CLOVER_API_KEY": "k", "ANTHROPIC_API_KEY": "a", "GITHUB_TOKEN": "g", "AWS_SECRET_ACCESS_KEY": "s",
-           "DB_PASSWORD": "p", "HF_TOKEN": "h", "MY_SERVICE_API_KEY": "m", "TOKENIZERS_PARALLELISM": "false",
-           "OTHER": "plain-but-registered-value"}
+    env = {
+        "PATH": "/bin",
+        "HOME": "/h",
+        "OPENAI_API_KEY": "sk-x",
+        "OPENAI_BASE_URL": "http://b",
+        "CLOVER_API_KEY": "k",
+        "ANTHROPIC_API_KEY": "a",
+        "GITHUB_TOKEN": "g",
+        "AWS_SECRET_ACCESS_KEY": "s",
+        "DB_PASSWORD": "p",
+        "HF_TOKEN": "h",
+        "MY_SERVICE_API_KEY": "m",
+        "TOKENIZERS_PARALLELISM": "false",
+        "OTHER": "plain-but-registered-value",
+    }
     register_secret("plain-but-registered-value")
     kept = scrub_env(env)
     assert set(kept) == {"PATH", "HOME", "OPENAI_BASE_URL", "TOKENIZERS_PARALLELISM"}

@@ -57,10 +57,22 @@ def tally(values):
         ("    return order.qty * order.price", "    return order.qty + order.price", ""),  # operator
         ("    return count // size", "    return count / size", ""),
         ("    return count // size", "    return count // size + 1", ""),  # an end one short
-        ("    return [d for d in days if d in WEEKEND]", "    return [d for d in days if d not in WEEKEND]", ""),
+        (
+            "    return [d for d in days if d in WEEKEND]",
+            "    return [d for d in days if d not in WEEKEND]",
+            "",
+        ),
         ("    return celsius - 273", "    return celsius + 273", ""),
-        ("    return celsius - 273", "    return celsius - 273.15", "it should subtract 273.15"),  # the number
-        ('    return f"order {order.qty}"', '    return f"order {order.code}"', ""),  # another field, in an f-string
+        (
+            "    return celsius - 273",
+            "    return celsius - 273.15",
+            "it should subtract 273.15",
+        ),  # the number
+        (
+            '    return f"order {order.qty}"',
+            '    return f"order {order.code}"',
+            "",
+        ),  # another field, in an f-string
         ('    return f"order {order.qty}"', '    return f"Order {order.qty}"', "labels should read Order 7"),
         ("    result = result", "    return result", ""),  # a result computed, then dropped
         ("        result += value", "        result -= value", ""),
@@ -89,7 +101,10 @@ def test_loop_in_is_not_negated_and_conditions_are():
 
 def test_attribute_from_a_viewed_class():
     text = 'def mailto(user):\n    return f"mailto:{user.name}"\n'
-    context = "class User:\n    def __init__(self, name, email):\n        self.name = name\n        self.email = email\n"
+    context = (
+        "class User:\n    def __init__(self, name, email):\n        self.name = name\n        "
+        "self.email = email\n"
+    )
     cands = repairs('    return f"mailto:{user.name}"', file_text=text, path="m.py", context=context)
     assert '    return f"mailto:{user.email}"' in cands
 

@@ -27,7 +27,9 @@ MODULE = '''def postage(weight, express=True):
     return cost
 '''
 ISSUE = "```python\n>>> from shop.ship import postage\n>>> postage(1)\n10.0\n```\n\nI expected `5.0`."
-TESTS = "from shop.ship import postage\n\n\ndef test_express():\n    assert postage(4, express=True) == 16.0\n"
+TESTS = (
+    "from shop.ship import postage\n\n\ndef test_express():\n    assert postage(4, express=True) == 16.0\n"
+)
 FIX = ("src/shop/ship.py", "def postage(weight, express=True):", "def postage(weight, express=False):")
 WRONG = ("src/shop/ship.py", "    cost = 5.0", "    cost = 4.0")
 # passes the issue's example, breaks the test that passes now
@@ -128,11 +130,16 @@ def test_nothing_to_tell_apart_when_the_file_already_passes(workspace):
 
 
 def test_a_check_whose_setup_fails_says_nothing(workspace):
-    rep = Reproduction.from_issue(ISSUE.replace(">>> postage(1)", ">>> w = postage('x')\n>>> postage(1)"), workspace, allow)
+    rep = Reproduction.from_issue(
+        ISSUE.replace(">>> postage(1)", ">>> w = postage('x')\n>>> postage(1)"), workspace, allow
+    )
     assert rep.verdicts([None])[0]["checks"] == ["setup"] and rep.passing([FIX]) is None
     # a module or a name the workspace does not have is not even tried (an issue is untrusted text)
     assert Reproduction.from_issue(ISSUE.replace("shop.ship", "shop.gone"), workspace, allow) is None
-    assert Reproduction.from_issue(ISSUE.replace("import postage", "import postage, gone"), workspace, allow) is None
+    assert (
+        Reproduction.from_issue(ISSUE.replace("import postage", "import postage, gone"), workspace, allow)
+        is None
+    )
 
 
 def test_sites_are_the_called_functions_outside_the_tests(workspace):
@@ -148,19 +155,30 @@ def test_verified_choice_takes_the_likeliest_passing_candidate_stage_by_stage(wo
     def stage(name, cands):
         return lambda: calls.append(name) or cands
 
-    got = verified_choice(rep, [stage("likeliest", [WRONG]), stage("region", [FIX]), stage("sites", [])], fallback)
-    assert (got.path, got.old_str, got.new_str, got.verified) == (*FIX, True) and calls == ["likeliest", "region"]
+    got = verified_choice(
+        rep, [stage("likeliest", [WRONG]), stage("region", [FIX]), stage("sites", [])], fallback
+    )
+    assert (got.path, got.old_str, got.new_str, got.verified) == (*FIX, True) and calls == [
+        "likeliest",
+        "region",
+    ]
     assert verified_choice(rep, [stage("x", [WRONG])], fallback) == fallback
     # checks the file already passes leave the model's choice where it keeps them passing
     calm = Reproduction.from_issue(ISSUE.replace("`5.0`", "`10.0`"), workspace, allow)
-    harmless = EditChoice("        cost += (weight - 2) * 1.5", "        cost += (weight - 2) * 2.5", 7, "src/shop/ship.py")
+    harmless = EditChoice(
+        "        cost += (weight - 2) * 1.5", "        cost += (weight - 2) * 2.5", 7, "src/shop/ship.py"
+    )
     assert verified_choice(calm, [stage("y", [FIX])], harmless) == harmless
     assert calm.runs == 2  # the file as it is (its candidates skipped), then the fallback with the tests
 
 
 def test_an_edit_that_would_undo_a_reproduced_fix_is_held_back(workspace):
     fixed = Reproduction.from_issue(ISSUE.replace("`5.0`", "`10.0`"), workspace, allow)  # the file gives 10.0
-    harmless = ("src/shop/ship.py", "        cost += (weight - 2) * 1.5", "        cost += (weight - 2) * 2.5")
+    harmless = (
+        "src/shop/ship.py",
+        "        cost += (weight - 2) * 1.5",
+        "        cost += (weight - 2) * 2.5",
+    )
 
     def own(c):
         return EditChoice(c[1], c[2], 3, c[0])

@@ -26,8 +26,9 @@ from clover.trajectory import Trajectory
 from tests.safety_attacks import effects, make_workspace
 from tests.safety_attacks47 import ALLOW_NEW, ALLOW_ROWS, AllowRow
 
-needs_exec_check = pytest.mark.skipif(unavailable_reason() is not None,
-                                      reason=f"no exec check here: {unavailable_reason()}")
+needs_exec_check = pytest.mark.skipif(
+    unavailable_reason() is not None, reason=f"no exec check here: {unavailable_reason()}"
+)
 needs_bwrap = pytest.mark.skipif(not bwrap_available(), reason="no usable bwrap")
 ROWS = [pytest.param(r, id=r.command[:60]) for r in ALLOW_ROWS + ALLOW_NEW]
 
@@ -54,7 +55,9 @@ def decide(mode: str, command: str, **rules) -> str:
 @pytest.mark.parametrize("row", ROWS)
 def test_each_row_really_does_harm_when_bash_runs_it(row: AllowRow, template: Path, tmp_path: Path):
     ws = workspace(template, tmp_path, row)
-    subprocess.run(["bash", "-c", row.command], cwd=ws, capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    subprocess.run(
+        ["bash", "-c", row.command], cwd=ws, capture_output=True, timeout=60, stdin=subprocess.DEVNULL
+    )
     assert effects(ws) & {"pwned", "t removed"}, row.command
 
 
@@ -66,8 +69,9 @@ def test_allow_rules_run_none_of_them_unasked(row: AllowRow, template: Path, tmp
     settings = Settings(mode="ask", allow=list(row.allow), checkpoints=False)
     env = build_environment(settings, ws)
     turns = [{"tool_calls": [{"name": "bash", "arguments": {"command": row.command}}]}, {"text": "done"}]
-    run_agent("go", settings=settings, env=env, model=ScriptedModel(turns),
-              trajectory_path=tmp_path / "t.jsonl")
+    run_agent(
+        "go", settings=settings, env=env, model=ScriptedModel(turns), trajectory_path=tmp_path / "t.jsonl"
+    )
     assert effects(ws) == set(), row.command
     output = [r["output"] for r in Trajectory.read(tmp_path / "t.jsonl") if r["type"] == "tool"][0]
     assert output.startswith("Not run") or "exec check: refused" in output, output
@@ -84,9 +88,20 @@ def test_allow_rules_match_exact_argv_of_literal_lines():
     assert decide("ask", "git status --short", allow=allow) == "allow"
     assert decide("ask", "make   test", allow=allow) == "allow"  # the same argv
     assert decide("ask", "git status && make test", allow=allow) == "allow"
-    for command in ["make test2", "make 'test'x", "echo $(id)", "echo `id`", "echo ${HOME}", "echo *.py",
-                    "for x in a; do echo $x; done", "if true; then make test; fi", "echo hi > out",
-                    "f() { echo; }; f", "bash -c 'make test'", "git status; touch x"]:
+    for command in [
+        "make test2",
+        "make 'test'x",
+        "echo $(id)",
+        "echo `id`",
+        "echo ${HOME}",
+        "echo *.py",
+        "for x in a; do echo $x; done",
+        "if true; then make test; fi",
+        "echo hi > out",
+        "f() { echo; }; f",
+        "bash -c 'make test'",
+        "git status; touch x",
+    ]:
         assert decide("ask", command, allow=allow) == "ask", command
 
 
@@ -96,15 +111,22 @@ def test_always_compares_exact_argv_not_squashed_text():
     gate = PermissionGate(PermissionPolicy("ask"), lambda call, tool, why: answers.pop(0))
     bash = BashTool()
     assert gate.authorize(ToolCall("bash", {"command": "ssh devbox touch pwned"}), bash) is None
-    assert gate.authorize(ToolCall("bash", {"command": "ssh  devbox   touch pwned"}), bash) is None  # same argv
+    assert (
+        gate.authorize(ToolCall("bash", {"command": "ssh  devbox   touch pwned"}), bash) is None
+    )  # same argv
     refusal = gate.authorize(ToolCall("bash", {"command": "ssh devbox\ntouch pwned"}), bash)
     assert refusal is not None and "declined" in refusal
     assert gate.authorize(ToolCall("bash", {"command": "ssh 'devbox touch pwned'"}), bash) is not None
 
 
 def test_the_newline_row_really_does_harm(tmp_path: Path):
-    subprocess.run(["bash", "-c", "ssh -o BatchMode=yes -o ConnectTimeout=1 devbox\ntouch pwned"], cwd=tmp_path,
-                   capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    subprocess.run(
+        ["bash", "-c", "ssh -o BatchMode=yes -o ConnectTimeout=1 devbox\ntouch pwned"],
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert (tmp_path / "pwned").exists()
 
 
@@ -113,10 +135,21 @@ def test_the_newline_row_really_does_harm(tmp_path: Path):
 
 def test_prefix_rules_match_whole_leading_words_of_literal_commands():
     allow = ["bash(python3 -m pytest:*)"]
-    for command in ["python3 -m pytest", "python3 -m pytest -q tests/test_x.py", "python3 -m pytest -k 'a or b'"]:
+    for command in [
+        "python3 -m pytest",
+        "python3 -m pytest -q tests/test_x.py",
+        "python3 -m pytest -k 'a or b'",
+    ]:
         assert decide("ask", command, allow=allow) == "allow", command
-    for command in ["python3 -m pytestx", "python3 -m pytest; rm x", "python3 -m pytest $(id)", "python3 -m",
-                    "python3 -m pytest > out", "python3 -c 'import pytest'", "cd x && python3 -m pytest"]:
+    for command in [
+        "python3 -m pytestx",
+        "python3 -m pytest; rm x",
+        "python3 -m pytest $(id)",
+        "python3 -m",
+        "python3 -m pytest > out",
+        "python3 -c 'import pytest'",
+        "cd x && python3 -m pytest",
+    ]:
         assert decide("ask", command, allow=allow) == "ask", command
     assert decide("yolo", "rm -rf /tmp/x", deny=["bash(rm:*)"]) == "deny"
     assert decide("yolo", "rmdir x", deny=["bash(rm:*)"]) == "allow"
@@ -154,7 +187,9 @@ def _approver(answers: list[str]) -> tuple[Approver, io.StringIO]:
 
 def test_the_approval_offers_the_prefix_and_accepts_p():
     approver, out = _approver(["p"])
-    answer = approver(ToolCall("bash", {"command": "python3 -m pytest -q"}, id="1"), BashTool(), "needs approval")
+    answer = approver(
+        ToolCall("bash", {"command": "python3 -m pytest -q"}, id="1"), BashTool(), "needs approval"
+    )
     assert answer == "prefix"
     assert "always allows commands starting with `python3 -m pytest`" in out.getvalue()
     approver, out = _approver(["p", "n"])  # no prefix on offer: `p` is not an answer
@@ -214,7 +249,9 @@ def test_headless_a_program_the_approval_did_not_name_is_refused(tmp_path: Path)
     settings = Settings(mode="ask", allow=["bash(make -s)"], checkpoints=False)
     env = build_environment(settings, ws)
     turns = [{"tool_calls": [{"name": "bash", "arguments": {"command": "make -s"}}]}, {"text": "done"}]
-    run_agent("go", settings=settings, env=env, model=ScriptedModel(turns), trajectory_path=tmp_path / "t.jsonl")
+    run_agent(
+        "go", settings=settings, env=env, model=ScriptedModel(turns), trajectory_path=tmp_path / "t.jsonl"
+    )
     assert not (ws / "pwned").exists()
     output = [r["output"] for r in Trajectory.read(tmp_path / "t.jsonl") if r["type"] == "tool"][0]
     assert "refused to start `touch pwned`" in output
@@ -224,13 +261,45 @@ def test_headless_a_program_the_approval_did_not_name_is_refused(tmp_path: Path)
 
 
 def test_plan_mode_allows_only_lines_proven_read_only():
-    reads = ["ls", "ls -la src", "git status", "git log --oneline -5", "git diff HEAD~1", "cat a.py | head -20",
-             "grep -rn foo .", "rg -n foo", "find . -name '*.py'", "sed -n 1,20p a.py", "wc -l *.py", "pwd",
-             "git branch", "git show HEAD:a.py", "awk '{print $1}' f", "cd src && ls"]
-    writes = ["touch x", "rm -rf t", "git commit -m x", "git log --output=x", "find . -delete",
-              "find . -exec rm {} +", "sed -i s/a/b/ f", "sed -n '1e id' f", "ls > x", "git branch new",
-              "sort -o f f", "python3 -c 'print(1)'", "echo $(touch x)", "awk '{print > \"x\"}' f",
-              "git -c core.pager=x log", "uniq a b", "env rm x", "rg --pre=x foo", "tee x"]
+    reads = [
+        "ls",
+        "ls -la src",
+        "git status",
+        "git log --oneline -5",
+        "git diff HEAD~1",
+        "cat a.py | head -20",
+        "grep -rn foo .",
+        "rg -n foo",
+        "find . -name '*.py'",
+        "sed -n 1,20p a.py",
+        "wc -l *.py",
+        "pwd",
+        "git branch",
+        "git show HEAD:a.py",
+        "awk '{print $1}' f",
+        "cd src && ls",
+    ]
+    writes = [
+        "touch x",
+        "rm -rf t",
+        "git commit -m x",
+        "git log --output=x",
+        "find . -delete",
+        "find . -exec rm {} +",
+        "sed -i s/a/b/ f",
+        "sed -n '1e id' f",
+        "ls > x",
+        "git branch new",
+        "sort -o f f",
+        "python3 -c 'print(1)'",
+        "echo $(touch x)",
+        "awk '{print > \"x\"}' f",
+        "git -c core.pager=x log",
+        "uniq a b",
+        "env rm x",
+        "rg --pre=x foo",
+        "tee x",
+    ]
     policy = PermissionPolicy("plan", plan_commands=True)
     for command in reads:
         assert policy.decide("bash", {"command": command}, False)[0] == "allow", command
@@ -248,8 +317,12 @@ def test_plan_mode_runs_read_only_commands_in_the_read_only_sandbox(tmp_path: Pa
     settings = Settings(mode="plan", checkpoints=False)
     env = build_environment(settings, ws)
     commands = ["ls", "git status --short", "cat f", "touch made"]
-    turns = [{"tool_calls": [{"name": "bash", "arguments": {"command": c}}]} for c in commands] + [{"text": "ok"}]
-    run_agent("look", settings=settings, env=env, model=ScriptedModel(turns), trajectory_path=tmp_path / "t.jsonl")
+    turns = [{"tool_calls": [{"name": "bash", "arguments": {"command": c}}]} for c in commands] + [
+        {"text": "ok"}
+    ]
+    run_agent(
+        "look", settings=settings, env=env, model=ScriptedModel(turns), trajectory_path=tmp_path / "t.jsonl"
+    )
     outputs = [r["output"] for r in Trajectory.read(tmp_path / "t.jsonl") if r["type"] == "tool"]
     assert "evil" in outputs[0] and "hello" in outputs[2]
     assert outputs[3].startswith("Permission denied: plan mode")
@@ -286,17 +359,33 @@ def test_clover_fix_in_ask_mode_with_allow_rules_runs_none_of_the_rows(template:
     subprocess.run(["git", "config", "core.fsmonitor", "touch pwned"], cwd=ws, check=True)
     subprocess.run(["tar", "-cf", "a.tar", "f"], cwd=ws, check=True)
     allow = ["bash(git status*)", "bash(test *)", "bash(tar *)", "bash(sed -n *)", "bash(git log*)"]
-    commands = ["git status --short", "test -v 'a[$(touch pwned)]'", "tar --to-com='touch pwned' -xf a.tar",
-                "sed -n '1e touch pwned' f", "git log -1 --output=pwned", "for HOME in evil; do git status; done"]
+    commands = [
+        "git status --short",
+        "test -v 'a[$(touch pwned)]'",
+        "tar --to-com='touch pwned' -xf a.tar",
+        "sed -n '1e touch pwned' f",
+        "git log -1 --output=pwned",
+        "for HOME in evil; do git status; done",
+    ]
     cfg = tmp_path / "cfg" / "clover" / "config.toml"
     cfg.parent.mkdir(parents=True)
     cfg.write_text("[permissions]\nallow = [" + ", ".join(json.dumps(r) for r in allow) + "]\n")
-    turns = [{"tool_calls": [{"name": "bash", "arguments": {"command": c}}]} for c in commands] + [{"text": "ok"}]
+    turns = [{"tool_calls": [{"name": "bash", "arguments": {"command": c}}]} for c in commands] + [
+        {"text": "ok"}
+    ]
     (tmp_path / "script.json").write_text(json.dumps(turns))
     (tmp_path / "issue.md").write_text("Look around.")
-    proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(ws), "--model",
-                      f"scripted:{tmp_path / 'script.json'}", "--trajectory", str(tmp_path / "t.jsonl"),
-                      env=isolated_env(tmp_path))
+    proc = run_clover(
+        "fix",
+        str(tmp_path / "issue.md"),
+        "--repo",
+        str(ws),
+        "--model",
+        f"scripted:{tmp_path / 'script.json'}",
+        "--trajectory",
+        str(tmp_path / "t.jsonl"),
+        env=isolated_env(tmp_path),
+    )
     assert "Traceback" not in proc.stderr
     assert effects(ws) == set()
     outputs = [r["output"] for r in Trajectory.read(tmp_path / "t.jsonl") if r["type"] == "tool"]

@@ -32,7 +32,9 @@ from tests.safety_attacks import (
 
 
 def bash_turns(commands: list[str], answer: str = "done") -> list[dict]:
-    return [{"tool_calls": [{"name": "bash", "arguments": {"command": c}}]} for c in commands] + [{"text": answer}]
+    return [{"tool_calls": [{"name": "bash", "arguments": {"command": c}}]} for c in commands] + [
+        {"text": answer}
+    ]
 
 
 def user_config(tmp_path, text: str) -> dict[str, str]:
@@ -45,7 +47,14 @@ def user_config(tmp_path, text: str) -> dict[str, str]:
 
 def clover_fix(tmp_path, repo, script: list[dict] | None, env, *extra: str):
     (tmp_path / "issue.md").write_text("Tidy up the repository.")
-    args = ["fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--trajectory", str(tmp_path / "traj.jsonl")]
+    args = [
+        "fix",
+        str(tmp_path / "issue.md"),
+        "--repo",
+        str(repo),
+        "--trajectory",
+        str(tmp_path / "traj.jsonl"),
+    ]
     if script is not None:
         (tmp_path / "script.json").write_text(json.dumps(script))
         args += ["--model", f"scripted:{tmp_path / 'script.json'}"]
@@ -57,9 +66,18 @@ def tool_outputs(tmp_path) -> list[str]:
 
 
 # Commands picked so each kind of bypass is covered once per `clover fix` run (the rest run in-process).
-E2E_BYPASSES = ["X=rm; $X -rf t", "rm t -rf", "rm -r{f,} t", "bash -c -- 'rm -rf t'", "coproc rm -rf t",
-                "shopt -s expand_aliases\nalias r='rm -rf'\nr t", "hash -p /bin/rm del\ndel -rf t",
-                "trap 'rm -rf t' EXIT", "git -c alias.p=push p origin main", "C=curl; $C file:///etc/hostname -o pwned"]
+E2E_BYPASSES = [
+    "X=rm; $X -rf t",
+    "rm t -rf",
+    "rm -r{f,} t",
+    "bash -c -- 'rm -rf t'",
+    "coproc rm -rf t",
+    "shopt -s expand_aliases\nalias r='rm -rf'\nr t",
+    "hash -p /bin/rm del\ndel -rf t",
+    "trap 'rm -rf t' EXIT",
+    "git -c alias.p=push p origin main",
+    "C=curl; $C file:///etc/hostname -o pwned",
+]
 
 
 def test_fix_in_yolo_with_deny_rules_runs_none_of_the_bypasses(tmp_path):
@@ -72,7 +90,9 @@ def test_fix_in_yolo_with_deny_rules_runs_none_of_the_bypasses(tmp_path):
     assert proc.returncode == 3, proc.stderr  # exit_codes.REFUSED: refused, nothing changed
     assert effects(repo) == set()
     outputs = tool_outputs(tmp_path)
-    assert len(outputs) == len(E2E_BYPASSES) and all(o.startswith("Permission denied") for o in outputs), outputs
+    assert len(outputs) == len(E2E_BYPASSES) and all(o.startswith("Permission denied") for o in outputs), (
+        outputs
+    )
 
 
 def test_fix_in_ask_mode_runs_no_smuggled_code(tmp_path):
@@ -107,11 +127,14 @@ def test_a_repository_config_cannot_wipe_deny_rules_or_pick_the_model(tmp_path):
     (repo / ".clover").mkdir()
     (repo / ".clover" / "m.json").write_text(json.dumps(bash_turns(["rm -rf t"], "the repository's model")))
     (repo / ".clover" / "config.toml").write_text(
-        'model = "scripted:.clover/m.json"\nmode = "yolo"\n[permissions]\ndeny = []\nallow = ["bash(*)"]\n')
+        'model = "scripted:.clover/m.json"\nmode = "yolo"\n[permissions]\ndeny = []\nallow = ["bash(*)"]\n'
+    )
     user_script = tmp_path / "user.json"
     user_script.write_text(json.dumps(bash_turns(["rm -rf t", "touch pwned"], "the user's model")))
-    env = user_config(tmp_path, f'model = "scripted:{user_script}"\nsandbox = false\n'
-                                '[permissions]\ndeny = ["bash(rm -rf *)"]\n')
+    env = user_config(
+        tmp_path,
+        f'model = "scripted:{user_script}"\nsandbox = false\n[permissions]\ndeny = ["bash(rm -rf *)"]\n',
+    )
     proc = clover_fix(tmp_path, repo, None, env)
     assert proc.returncode == 3, proc.stderr  # exit_codes.REFUSED: refused, nothing changed
     assert "the user's model" in proc.stdout
@@ -129,11 +152,17 @@ def test_secrets_never_reach_the_model(tmp_path):
     token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
     (repo / "deploy.env").write_text(f"GITHUB_TOKEN={token}\n")
     key = "sk-test-9f8e7d6c5b4a39281706abcdef"
-    replies = [FakeReply(tool_calls=[{"name": "bash", "arguments": {"command": "env; cat deploy.env"}}]),
-               FakeReply(text="done")]
+    replies = [
+        FakeReply(tool_calls=[{"name": "bash", "arguments": {"command": "env; cat deploy.env"}}]),
+        FakeReply(text="done"),
+    ]
     with FakeChatServer(replies) as server:
-        env = {**user_config(tmp_path, 'sandbox = false\npass_env = ["PLAIN_*"]\n'), "OPENAI_API_KEY": key,
-               "MY_SERVICE_TOKEN": "tok-5e5e5e5e5e5e5e", "PLAIN_SETTING": "visible-1234"}
+        env = {
+            **user_config(tmp_path, 'sandbox = false\npass_env = ["PLAIN_*"]\n'),
+            "OPENAI_API_KEY": key,
+            "MY_SERVICE_TOKEN": "tok-5e5e5e5e5e5e5e",
+            "PLAIN_SETTING": "visible-1234",
+        }
         proc = clover_fix(tmp_path, repo, None, env, "--yes", "--model", "m", "--base-url", server.url)
         assert proc.returncode == 1, proc.stderr  # exit_codes.NOT_DONE: the fix changed nothing
         sent = json.dumps(server.requests)
@@ -168,8 +197,14 @@ def test_a_hook_that_raises_mid_run_is_a_recorded_warning(tmp_path):
     settings = Settings(mode="yolo", sandbox=False, checkpoints=False)
     env = build_environment(settings, repo)
     traj = Trajectory(tmp_path / "t.jsonl")
-    agent = Agent(ScriptedModel(bash_turns(["touch made"])), env, default_tools(), system_prompt="s",
-                  trajectory=traj, before_step=hook)
+    agent = Agent(
+        ScriptedModel(bash_turns(["touch made"])),
+        env,
+        default_tools(),
+        system_prompt="s",
+        trajectory=traj,
+        before_step=hook,
+    )
     assert agent.run("go").exit_status == "submitted"
     traj.close()
     assert calls == [1, 2] and (repo / "made").exists()
@@ -186,16 +221,31 @@ def test_edits_through_a_link_to_a_protected_file_are_refused(tmp_path):
     os.symlink(".env", repo / "settings.txt")
     (repo / "secrets").mkdir()
     (repo / "secrets" / "db.txt").write_text("DB_PASSWORD=hunter2hunter2\n")
-    turns = [{"tool_calls": [{"name": "str_replace", "arguments": {
-                 "path": "alias.txt", "old_str": "original", "new_str": "changed"}}]},
-             {"tool_calls": [{"name": "view", "arguments": {"path": "settings.txt"}}]},
-             {"tool_calls": [{"name": "grep", "arguments": {"pattern": "hunter", "path": ".env"}}]},
-             {"tool_calls": [{"name": "grep", "arguments": {"pattern": "hunter|original"}}]},
-             {"tool_calls": [{"name": "glob", "arguments": {"pattern": "**/*"}}]},
-             {"text": "done"}]
-    settings = Settings(mode="yolo", deny=["edit(protected.txt)", "read(.env)", "read(secrets/*)"], sandbox=False, checkpoints=False)
+    turns = [
+        {
+            "tool_calls": [
+                {
+                    "name": "str_replace",
+                    "arguments": {"path": "alias.txt", "old_str": "original", "new_str": "changed"},
+                }
+            ]
+        },
+        {"tool_calls": [{"name": "view", "arguments": {"path": "settings.txt"}}]},
+        {"tool_calls": [{"name": "grep", "arguments": {"pattern": "hunter", "path": ".env"}}]},
+        {"tool_calls": [{"name": "grep", "arguments": {"pattern": "hunter|original"}}]},
+        {"tool_calls": [{"name": "glob", "arguments": {"pattern": "**/*"}}]},
+        {"text": "done"},
+    ]
+    settings = Settings(
+        mode="yolo",
+        deny=["edit(protected.txt)", "read(.env)", "read(secrets/*)"],
+        sandbox=False,
+        checkpoints=False,
+    )
     env = build_environment(settings, repo)
-    run_agent("go", settings=settings, env=env, model=ScriptedModel(turns), trajectory_path=tmp_path / "traj.jsonl")
+    run_agent(
+        "go", settings=settings, env=env, model=ScriptedModel(turns), trajectory_path=tmp_path / "traj.jsonl"
+    )
     assert (repo / "protected.txt").read_text() == "original\n"
     outputs = tool_outputs(tmp_path)
     assert all(o.startswith("Permission denied") for o in outputs[:3]), outputs
@@ -205,8 +255,17 @@ def test_edits_through_a_link_to_a_protected_file_are_refused(tmp_path):
     assert "protected.txt" in outputs[4] and "secrets/db.txt" not in outputs[4] and "left out" in outputs[4]
 
 
-ARITH_USES = ["echo $((x))", "(( x ))", "let n=x", "declare -i n=x", "[[ x -eq 1 ]]", "a=(1); echo ${a[x]}",
-              "s=abc; echo ${s:x}", "echo ${!y}", "echo ${z@P}"]
+ARITH_USES = [
+    "echo $((x))",
+    "(( x ))",
+    "let n=x",
+    "declare -i n=x",
+    "[[ x -eq 1 ]]",
+    "a=(1); echo ${a[x]}",
+    "s=abc; echo ${s:x}",
+    "echo ${!y}",
+    "echo ${z@P}",
+]
 
 
 @pytest.mark.parametrize("use", ARITH_USES)
@@ -218,15 +277,22 @@ def test_code_stored_in_a_variable_by_an_earlier_step_does_not_run(use, tmp_path
     setup = "export x='a[$(rm -rf t)]' y='a[$(rm -rf t)]' z='$(rm -rf t)'"
     settings = Settings(mode="yolo", deny=list(DENY), sandbox=False, checkpoints=False)
     env = build_environment(settings, repo)
-    run_agent("go", settings=settings, env=env, model=ScriptedModel(bash_turns([setup, use])),
-              trajectory_path=tmp_path / "traj.jsonl")
+    run_agent(
+        "go",
+        settings=settings,
+        env=env,
+        model=ScriptedModel(bash_turns([setup, use])),
+        trajectory_path=tmp_path / "traj.jsonl",
+    )
     outputs = tool_outputs(tmp_path)
     assert not outputs[0].startswith("Permission denied")  # storing text is fine...
     assert outputs[1].startswith("Permission denied"), outputs[1]  # ...evaluating it is not
     assert effects(repo) == set()
     # and the use really would have run it
     bare = Settings(mode="yolo", sandbox=False, checkpoints=False)
-    run_agent("go", settings=bare, env=build_environment(bare, repo), model=ScriptedModel(bash_turns([setup, use])))
+    run_agent(
+        "go", settings=bare, env=build_environment(bare, repo), model=ScriptedModel(bash_turns([setup, use]))
+    )
     assert effects(repo) == {"t removed"}, use
 
 
@@ -240,14 +306,20 @@ def test_read_rules_reach_the_git_tool(tmp_path):
     subprocess.run([*GIT, "commit", "-qm", "more"], cwd=repo, check=True)
     (repo / "secrets" / "db.txt").write_text("DB_PASSWORD=hunter3hunter3\n")
     (repo / "notes.txt").write_text("two\n")
-    turns = [{"tool_calls": [{"name": "git", "arguments": {"subcommand": "show", "rev": "HEAD:secrets/db.txt"}}]},
-             {"tool_calls": [{"name": "git", "arguments": {"subcommand": "diff", "path": "secrets"}}]},
-             {"tool_calls": [{"name": "git", "arguments": {"subcommand": "diff"}}]},
-             {"tool_calls": [{"name": "git", "arguments": {"subcommand": "show"}}]},
-             {"text": "done"}]
-    settings = Settings(mode="yolo", deny=["read(secrets/*)", "read(secrets)"], sandbox=False, checkpoints=False)
+    turns = [
+        {"tool_calls": [{"name": "git", "arguments": {"subcommand": "show", "rev": "HEAD:secrets/db.txt"}}]},
+        {"tool_calls": [{"name": "git", "arguments": {"subcommand": "diff", "path": "secrets"}}]},
+        {"tool_calls": [{"name": "git", "arguments": {"subcommand": "diff"}}]},
+        {"tool_calls": [{"name": "git", "arguments": {"subcommand": "show"}}]},
+        {"text": "done"},
+    ]
+    settings = Settings(
+        mode="yolo", deny=["read(secrets/*)", "read(secrets)"], sandbox=False, checkpoints=False
+    )
     env = build_environment(settings, repo)
-    run_agent("go", settings=settings, env=env, model=ScriptedModel(turns), trajectory_path=tmp_path / "traj.jsonl")
+    run_agent(
+        "go", settings=settings, env=env, model=ScriptedModel(turns), trajectory_path=tmp_path / "traj.jsonl"
+    )
     outputs = tool_outputs(tmp_path)
     assert outputs[0].startswith("Permission denied") and outputs[1].startswith("Permission denied"), outputs
     assert "+two" in outputs[2] and "left out of the diff" in outputs[2], outputs[2]

@@ -23,17 +23,26 @@ from tests.clihelp import isolated_env, run_clover
 needs_bwrap = pytest.mark.skipif(not bwrap_available(), reason="no usable bwrap")
 
 # The names the red team's secrets had: none matches a "secret-looking" name pattern.
-SECRETS = {"SMTP_PASS": "smtp-9x8y7z", "GPG_PASSPHRASE": "gpg-horse-battery", "SLACK_WEBHOOK_URL":
-           "https://hooks.example/T0/B0/xyzzy", "API_KEY": "ak-1234abcd", "SECRET_KEY": "sk-django-5678",
-           "PGPASSWORD": "pg-hunter2", "MYSQL_PWD": "my-hunter3", "APP_SECRET_VALUE": "app-s3cr3t",
-           "CLIENT_SECRETS": "cs-0a0b0c", "JWT_SECRET_B64": "and0LXNlY3JldA==", "GITHUB_PAT": "pat-11AAbb22"}
+SECRETS = {
+    "SMTP_PASS": "smtp-9x8y7z",
+    "GPG_PASSPHRASE": "gpg-horse-battery",
+    "SLACK_WEBHOOK_URL": "https://hooks.example/T0/B0/xyzzy",
+    "API_KEY": "ak-1234abcd",
+    "SECRET_KEY": "sk-django-5678",
+    "PGPASSWORD": "pg-hunter2",
+    "MYSQL_PWD": "my-hunter3",
+    "APP_SECRET_VALUE": "app-s3cr3t",
+    "CLIENT_SECRETS": "cs-0a0b0c",
+    "JWT_SECRET_B64": "and0LXNlY3JldA==",
+    "GITHUB_PAT": "pat-11AAbb22",
+}
 
 
 def test_commands_get_none_of_the_users_secrets(monkeypatch, tmp_path: Path):
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
     env = LocalEnvironment(str(tmp_path))
-    out = env.execute("env; printenv SECRET_KEY | base64; echo \"[$SMTP_PASS]\"").output
+    out = env.execute('env; printenv SECRET_KEY | base64; echo "[$SMTP_PASS]"').output
     for name, value in SECRETS.items():
         assert name not in out and value not in out, name
     assert base64.b64encode(SECRETS["SECRET_KEY"].encode()).decode() not in out
@@ -53,7 +62,9 @@ def test_a_repository_config_cannot_pass_environment_or_show_home(tmp_path: Path
 
     repo = tmp_path / "repo"
     (repo / ".clover").mkdir(parents=True)
-    (repo / ".clover" / "config.toml").write_text('pass_env = ["*"]\nsandbox_home = [".ssh"]\nexec_check = true\n')
+    (repo / ".clover" / "config.toml").write_text(
+        'pass_env = ["*"]\nsandbox_home = [".ssh"]\nexec_check = true\n'
+    )
     old = dict(os.environ)
     os.environ["XDG_CONFIG_HOME"] = str(tmp_path / "cfg")
     try:
@@ -67,13 +78,25 @@ def test_a_repository_config_cannot_pass_environment_or_show_home(tmp_path: Path
 def test_through_clover_fix_the_secrets_stay_out(tmp_path: Path):
     repo = tmp_path / "ws"
     repo.mkdir()
-    script = [{"tool_calls": [{"name": "bash", "arguments": {"command": "env; printenv GITHUB_PAT | base64"}}]},
-              {"text": "done"}]
+    script = [
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "env; printenv GITHUB_PAT | base64"}}]},
+        {"text": "done"},
+    ]
     (tmp_path / "script.json").write_text(json.dumps(script))
     (tmp_path / "issue.md").write_text("look around")
     env = {**isolated_env(tmp_path), **SECRETS}
-    proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--yes", "--model",
-                      f"scripted:{tmp_path / 'script.json'}", "--trajectory", str(tmp_path / "t.jsonl"), env=env)
+    proc = run_clover(
+        "fix",
+        str(tmp_path / "issue.md"),
+        "--repo",
+        str(repo),
+        "--yes",
+        "--model",
+        f"scripted:{tmp_path / 'script.json'}",
+        "--trajectory",
+        str(tmp_path / "t.jsonl"),
+        env=env,
+    )
     assert proc.returncode == 1, proc.stderr  # the run ended normally and changed nothing
     trajectory = (tmp_path / "t.jsonl").read_text()
     for name, value in SECRETS.items():
@@ -93,8 +116,10 @@ def fake_home(monkeypatch, tmp_path: Path) -> Path:
     (home / ".netrc").write_text("machine example.com login me password NETRCSECRET\n")
     (home / ".ssh").mkdir()
     (home / ".ssh" / "id_ed25519").write_text("SSHKEYSECRET\n")
-    (home / ".gitconfig").write_text("[user]\n\tname = Ada Lovelace\n\temail = ada@example.com\n"
-                                     "[credential]\n\thelper = store\n[alias]\n\tst = !touch pwned\n")
+    (home / ".gitconfig").write_text(
+        "[user]\n\tname = Ada Lovelace\n\temail = ada@example.com\n"
+        "[credential]\n\thelper = store\n[alias]\n\tst = !touch pwned\n"
+    )
     monkeypatch.setenv("HOME", str(home))
     return home
 
@@ -104,9 +129,17 @@ def test_the_sandbox_home_hides_the_users_secrets(fake_home: Path, tmp_path: Pat
     ws = tmp_path / "ws"
     ws.mkdir()
     env = build_environment(Settings(mode="yolo", sandbox=True, checkpoints=False), ws)
-    out = env.execute("cat ~/.netrc; base64 -w0 ~/.aws/credentials; cat ~/.ssh/id_ed25519; "
-                      "git config user.name; git config user.email; git config credential.helper; echo $HOME").output
-    for secret in ("NETRCSECRET", "AWSSECRET123", base64.b64encode(b"[default]").decode()[:8], "SSHKEYSECRET", "store"):
+    out = env.execute(
+        "cat ~/.netrc; base64 -w0 ~/.aws/credentials; cat ~/.ssh/id_ed25519; "
+        "git config user.name; git config user.email; git config credential.helper; echo $HOME"
+    ).output
+    for secret in (
+        "NETRCSECRET",
+        "AWSSECRET123",
+        base64.b64encode(b"[default]").decode()[:8],
+        "SSHKEYSECRET",
+        "store",
+    ):
         assert secret not in out, secret
     assert "Ada Lovelace" in out and "ada@example.com" in out  # the git identity, nothing else
     assert str(fake_home) in out  # HOME is the same path, an empty directory behind it
@@ -165,8 +198,12 @@ def test_clovers_own_venv_never_reaches_commands(monkeypatch, tmp_path: Path):
     interpreter. Its bin/ leaves PATH and VIRTUAL_ENV goes, even when it is the active venv."""
     clover = tmp_path / "clover-venv"
     _fake_venv(monkeypatch, clover)
-    environ = {"PATH": f"{clover}/bin:/usr/bin:/bin", "VIRTUAL_ENV": str(clover), "PYTHONHOME": str(clover),
-               "HOME": "/h"}
+    environ = {
+        "PATH": f"{clover}/bin:/usr/bin:/bin",
+        "VIRTUAL_ENV": str(clover),
+        "PYTHONHOME": str(clover),
+        "HOME": "/h",
+    }
     env = commandenv.command_environment(environ, ["PYTHONHOME"], workspace=str(tmp_path / "ws"))
     assert env["PATH"] == "/usr/bin:/bin" and "VIRTUAL_ENV" not in env and "PYTHONHOME" not in env
 
@@ -193,7 +230,7 @@ def test_a_venv_inside_the_workspace_is_the_projects(monkeypatch, tmp_path: Path
 def test_the_real_command_does_not_run_clovers_interpreter(monkeypatch, tmp_path: Path):
     monkeypatch.setenv("PATH", f"{sys.prefix}/bin:{os.environ.get('PATH', '/usr/bin:/bin')}")
     monkeypatch.setenv("VIRTUAL_ENV", sys.prefix)
-    out = LocalEnvironment(str(tmp_path)).execute("command -v python3; echo \"venv=[$VIRTUAL_ENV]\"").output
+    out = LocalEnvironment(str(tmp_path)).execute('command -v python3; echo "venv=[$VIRTUAL_ENV]"').output
     assert "venv=[]" in out and not out.startswith(sys.prefix), out
 
 

@@ -18,9 +18,13 @@ from clover.tools.sandbox import bwrap_available
 from tests.safety_attacks import effects, make_workspace
 from tests.safety_attacks47 import DENY, DENY_NEW, DENY_ROWS, GIT_ALIAS_ROWS, Row
 
-needs_exec_check = pytest.mark.skipif(unavailable_reason() is not None,
-                                      reason=f"no exec check here: {unavailable_reason()}")
-SANDBOXES = [False, pytest.param(True, marks=pytest.mark.skipif(not bwrap_available(), reason="no usable bwrap"))]
+needs_exec_check = pytest.mark.skipif(
+    unavailable_reason() is not None, reason=f"no exec check here: {unavailable_reason()}"
+)
+SANDBOXES = [
+    False,
+    pytest.param(True, marks=pytest.mark.skipif(not bwrap_available(), reason="no usable bwrap")),
+]
 ROWS = [pytest.param(r, id=r.id) for r in DENY_ROWS + DENY_NEW]
 
 
@@ -49,8 +53,9 @@ def _cleanup(row: Row) -> None:
 def test_each_row_really_removes_t_when_bash_runs_it(row: Row, template: Path, tmp_path: Path):
     ws = workspace(template, tmp_path, row)
     try:
-        subprocess.run(["bash", "-c", row.command], cwd=ws, capture_output=True, timeout=60,
-                       stdin=subprocess.DEVNULL)
+        subprocess.run(
+            ["bash", "-c", row.command], cwd=ws, capture_output=True, timeout=60, stdin=subprocess.DEVNULL
+        )
     finally:
         _cleanup(row)
     assert "t removed" in effects(ws), row.command
@@ -93,8 +98,10 @@ def test_ordinary_work_runs_under_the_exec_check(tmp_path: Path):
     """Deny rules about rm do not get in the way of other programs or of rm without -rf."""
     ws = make_workspace(tmp_path / "ws")
     env = build_environment(Settings(mode="yolo", deny=DENY, checkpoints=False), ws)
-    out = env.execute("git status --short && python3 -c 'print(6 * 7)' && rm -f f && ls && "
-                      "printf 'all:\\n\\t@echo made\\n' > Makefile && make -s && git log --oneline | wc -l")
+    out = env.execute(
+        "git status --short && python3 -c 'print(6 * 7)' && rm -f f && ls && "
+        "printf 'all:\\n\\t@echo made\\n' > Makefile && make -s && git log --oneline | wc -l"
+    )
     assert out.returncode == 0, out.output
     assert "42" in out.output and "made" in out.output and "refused" not in out.output
     assert not (ws / "f").exists() and (ws / "t" / "keep").exists()
@@ -122,9 +129,15 @@ def test_a_daemon_left_behind_can_start_nothing(tmp_path: Path):
     assert not (ws / "pwned").exists()
 
 
-E2E_ROWS = ["cp /bin/rm ./del; ./del -rf t", "rm --rec --fo t", "python3 -c \"import os; os.system('rm -rf t')\"",
-            "sed --expr='1e rm -rf t' f", "git fetch -q --upload-pa='rm -rf t; git-upload-pack' .",
-            "for PATH in evil:/usr/bin; do ls; done", "printf 'all:\\n\\trm -rf t\\n' > Makefile; make -s"]
+E2E_ROWS = [
+    "cp /bin/rm ./del; ./del -rf t",
+    "rm --rec --fo t",
+    "python3 -c \"import os; os.system('rm -rf t')\"",
+    "sed --expr='1e rm -rf t' f",
+    "git fetch -q --upload-pa='rm -rf t; git-upload-pack' .",
+    "for PATH in evil:/usr/bin; do ls; done",
+    "printf 'all:\\n\\trm -rf t\\n' > Makefile; make -s",
+]
 
 
 @needs_exec_check
@@ -140,23 +153,39 @@ def test_clover_fix_in_yolo_with_deny_rules_runs_none_of_the_rows(template: Path
     cfg = tmp_path / "cfg" / "clover" / "config.toml"
     cfg.parent.mkdir(parents=True)
     cfg.write_text("[permissions]\ndeny = [" + ", ".join(json.dumps(r) for r in DENY) + "]\n")
-    turns = [{"tool_calls": [{"name": "bash", "arguments": {"command": c}}]} for c in E2E_ROWS] + [{"text": "done"}]
+    turns = [{"tool_calls": [{"name": "bash", "arguments": {"command": c}}]} for c in E2E_ROWS] + [
+        {"text": "done"}
+    ]
     (tmp_path / "script.json").write_text(json.dumps(turns))
     (tmp_path / "issue.md").write_text("Tidy up.")
-    proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(ws), "--yes", "--model",
-                      f"scripted:{tmp_path / 'script.json'}", "--trajectory", str(tmp_path / "t.jsonl"), env=env)
+    proc = run_clover(
+        "fix",
+        str(tmp_path / "issue.md"),
+        "--repo",
+        str(ws),
+        "--yes",
+        "--model",
+        f"scripted:{tmp_path / 'script.json'}",
+        "--trajectory",
+        str(tmp_path / "t.jsonl"),
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     assert effects(ws) == set()
     outputs = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
     tool_outputs = [r["output"] for r in outputs if r["type"] == "tool"]
     assert len(tool_outputs) == len(E2E_ROWS)
-    assert all(o.startswith("Permission denied") or "exec check: refused" in o for o in tool_outputs), tool_outputs
+    assert all(o.startswith("Permission denied") or "exec check: refused" in o for o in tool_outputs), (
+        tool_outputs
+    )
 
 
 @needs_exec_check
 @pytest.mark.parametrize("sandbox", SANDBOXES)
 @pytest.mark.parametrize("row", [pytest.param(r, id=r.id) for r in GIT_ALIAS_ROWS])
-def test_a_git_alias_hidden_in_a_script_pushes_nothing(row: Row, sandbox: bool, template: Path, tmp_path: Path):
+def test_a_git_alias_hidden_in_a_script_pushes_nothing(
+    row: Row, sandbox: bool, template: Path, tmp_path: Path
+):
     ws = workspace(template, tmp_path, row)
     bare = subprocess.run(["bash", "-c", row.command], cwd=ws, capture_output=True, timeout=60)
     assert "pushed" in effects(ws), bare.stderr  # plain bash pushes

@@ -27,7 +27,9 @@ from clover.tools.search import GrepTool
 @pytest.fixture
 def outside() -> Iterator[Path]:
     """A directory outside the workspace (and outside /tmp, which a sandbox would hide)."""
-    path = Path(tempfile.mkdtemp(prefix="clover-outside-", dir="/var/tmp" if os.path.isdir("/var/tmp") else None))
+    path = Path(
+        tempfile.mkdtemp(prefix="clover-outside-", dir="/var/tmp" if os.path.isdir("/var/tmp") else None)
+    )
     yield path
     shutil.rmtree(path, ignore_errors=True)
 
@@ -71,8 +73,11 @@ def test_symlink_swap_race_never_writes_or_reads_outside(ws: Path, outside: Path
     (ws / "d" / "seen.txt").write_text("inside\n")
     (outside / "seen.txt").write_text("SECRET outside\n")
     env = LocalEnvironment(str(ws))
-    flipper = subprocess.Popen([sys.executable, "-c", FLIP, str(ws / "d"), str(ws / "d.real"), str(outside)],
-                               stdout=subprocess.PIPE, text=True)
+    flipper = subprocess.Popen(
+        [sys.executable, "-c", FLIP, str(ws / "d"), str(ws / "d.real"), str(outside)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     created = failed = leaked = 0
     try:
         assert flipper.stdout is not None and flipper.stdout.readline() == "ready\n"  # racing from here on
@@ -106,12 +111,17 @@ def test_write_through_a_symlink_swapped_in_as_the_file_replaces_the_link(ws: Pa
         safeio.read_bytes(str(ws / "g.txt"), [str(ws)])
 
 
-@pytest.mark.parametrize("tool,args", [
-    (StrReplaceTool(), {"path": "linked.txt", "old_str": "original", "new_str": "EDITED"}),
-    (InsertTool(), {"path": "linked.txt", "insert_line": 0, "text": "EDITED"}),
-    (CreateTool(), {"path": "linked.txt", "file_text": "EDITED\n"}),
-])
-def test_hard_link_to_an_outside_file_is_broken_not_written_through(ws: Path, outside: Path, tool, args) -> None:
+@pytest.mark.parametrize(
+    "tool,args",
+    [
+        (StrReplaceTool(), {"path": "linked.txt", "old_str": "original", "new_str": "EDITED"}),
+        (InsertTool(), {"path": "linked.txt", "insert_line": 0, "text": "EDITED"}),
+        (CreateTool(), {"path": "linked.txt", "file_text": "EDITED\n"}),
+    ],
+)
+def test_hard_link_to_an_outside_file_is_broken_not_written_through(
+    ws: Path, outside: Path, tool, args
+) -> None:
     victim = outside / "victim.txt"
     victim.write_text("original\n")
     victim.chmod(0o640)

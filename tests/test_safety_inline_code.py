@@ -17,14 +17,14 @@ from tests.safety_attacks import DENY, effects, make_workspace
 INLINE = [
     ("python3 -c \"import os; os.system('rm -rf t')\"", "python3"),
     ("python3 -c \"__import__('os').system('rm -rf t')\"", "python3"),
-    ("python3 -c 'import shutil, subprocess; subprocess.run([\"rm\", \"-rf\", \"t\"])'", "python3"),
+    ('python3 -c \'import shutil, subprocess; subprocess.run(["rm", "-rf", "t"])\'', "python3"),
     ("python3 -c 'import os; os.ｓｙｓｔｅｍ(\"rm -rf t\")'", "python3"),  # NFKC: os.system
     ("python3 - <<'EOF'\nimport subprocess\nsubprocess.run('rm -rf t', shell=True)\nEOF", "python3"),
     ("echo \"import os; os.system('rm -rf t')\" | python3", "python3"),
     ("perl -e 'system(\"rm -rf t\")'", "perl"),
-    ("node -e 'require(\"child_process\").execSync(\"rm -rf t\")'", "node"),
+    ('node -e \'require("child_process").execSync("rm -rf t")\'', "node"),
     ("awk 'BEGIN { system(\"rm -rf t\") }'", "awk"),
-    ("echo | awk '{ print \"rm -rf t\" | \"sh\" }'", "awk"),
+    ('echo | awk \'{ print "rm -rf t" | "sh" }\'', "awk"),
     ("echo x | sed 's/.*/rm -rf t/e'", "sed"),
     ("make -f /dev/stdin <<< $'all:\\n\\trm -rf t'", "make"),
     ("ssh -o ProxyCommand='rm -rf t' -o ConnectTimeout=1 nowhere.invalid true", "ssh"),
@@ -38,9 +38,16 @@ INLINE = [
 ]
 # Spellings that run a command through another program's options or subcommands (not run here:
 # they need a network peer, a project or a scheduler).
-RUNNERS = ["scp -o ProxyCommand='rm -rf t' a h:b", "uv run rm -rf t", "poetry run rm -rf t",
-           "npm exec -- rm -rf t", "bundle exec rm -rf t", "perf stat rm -rf t", "at now <<< 'rm -rf t'",
-           "echo 'rm -rf t' | at now"]
+RUNNERS = [
+    "scp -o ProxyCommand='rm -rf t' a h:b",
+    "uv run rm -rf t",
+    "poetry run rm -rf t",
+    "npm exec -- rm -rf t",
+    "bundle exec rm -rf t",
+    "perf stat rm -rf t",
+    "at now <<< 'rm -rf t'",
+    "echo 'rm -rf t' | at now",
+]
 # Ordinary work that must still run in yolo with deny rules.
 HARMLESS = [
     "python3 -c 'print(1 + 1)'",

@@ -56,11 +56,24 @@ def test_deny_rules_hold_in_every_mode(command):
         assert decide(mode, command, deny=DENY, allow=["bash(*)"]) in ("deny", "ask"), (mode, command)
 
 
-EXEC_WRAPPED = ["strace -f rm -rf t", "unshare -r rm -rf t", "chroot / rm -rf t", "parallel rm -rf ::: t",
-                "fakeroot rm -rf t", "sg users -c 'rm -rf t'", "runuser -u root -- rm -rf t", "flock f $X -rf t",
-                "hyperfine 'rm -rf t'", "nsenter -t 1 -m rm -rf t", "git submodule foreach 'rm -rf t'",
-                "git submodule foreach 'X=rm; $X -rf t'", "git bisect run rm -rf t", "git difftool -x 'rm -rf t'",
-                "git grep -O'rm -rf t' x", "flock f sh -c 'X=rm; $X -rf t'"]
+EXEC_WRAPPED = [
+    "strace -f rm -rf t",
+    "unshare -r rm -rf t",
+    "chroot / rm -rf t",
+    "parallel rm -rf ::: t",
+    "fakeroot rm -rf t",
+    "sg users -c 'rm -rf t'",
+    "runuser -u root -- rm -rf t",
+    "flock f $X -rf t",
+    "hyperfine 'rm -rf t'",
+    "nsenter -t 1 -m rm -rf t",
+    "git submodule foreach 'rm -rf t'",
+    "git submodule foreach 'X=rm; $X -rf t'",
+    "git bisect run rm -rf t",
+    "git difftool -x 'rm -rf t'",
+    "git grep -O'rm -rf t' x",
+    "flock f sh -c 'X=rm; $X -rf t'",
+]
 
 
 @pytest.mark.parametrize("command", EXEC_WRAPPED)
@@ -72,7 +85,9 @@ def test_programs_that_run_their_arguments_are_seen_through(command):
 def test_refusals_say_why_and_what_to_do():
     _, reason = PermissionPolicy("yolo", deny=DENY).decide("bash", {"command": "X=rm; $X -rf t"}, False)
     assert "program name from an expansion" in reason and "literally" in reason
-    _, reason = PermissionPolicy("yolo", deny=DENY).decide("bash", {"command": "git -c alias.p=push p"}, False)
+    _, reason = PermissionPolicy("yolo", deny=DENY).decide(
+        "bash", {"command": "git -c alias.p=push p"}, False
+    )
     assert "alias" in reason
     _, reason = PermissionPolicy("yolo", deny=DENY).decide("bash", {"command": "rm t -rf"}, False)
     assert "denied by rule bash(rm -rf *)" in reason
@@ -84,15 +99,39 @@ def test_yolo_without_deny_rules_runs_anything():
 
 
 ORDINARY = [
-    "python -m pytest -q", "git diff", "git log --oneline -5", "ls -la | head", "cd src && pytest -x",
-    "grep -rn foo . | wc -l", "for f in *.py; do echo $f; done", "echo $HOME", "LANG=C sort f",
-    "cat <<'EOF' > x.py\nprint(1)\nEOF", "git -c user.name=a -c user.email=b commit -qm x", "rm -f x.pyc",
-    "rm -r build", "find . -name '*.pyc' -delete", "pip install -e .", "echo $((1+2))", "git status --short",
-    "x=$(git rev-parse HEAD); echo $x", "git fetch -q", "git commit -m 'stop running rm -rf t'",
-    "git grep -n 'rm -rf'", "strace -o log python -m pytest", "git rebase -i HEAD~2",
-    "[ -f x ] && echo yes", "[[ -f x ]] && echo yes", "[[ $? -eq 0 ]] && echo ok", "(( 1 + 2 ))", "let n=1+2",
-    "echo ${a[0]} ${a[@]} ${#a[@]} ${!a[@]}", "echo ${s:1:2} ${s: -1} ${x:-d} ${x:=d} ${x:+y}",
-    "jq --version", "mkdir -p out && cp -r src out/", "timeout 60 python -m pytest -q tests/",
+    "python -m pytest -q",
+    "git diff",
+    "git log --oneline -5",
+    "ls -la | head",
+    "cd src && pytest -x",
+    "grep -rn foo . | wc -l",
+    "for f in *.py; do echo $f; done",
+    "echo $HOME",
+    "LANG=C sort f",
+    "cat <<'EOF' > x.py\nprint(1)\nEOF",
+    "git -c user.name=a -c user.email=b commit -qm x",
+    "rm -f x.pyc",
+    "rm -r build",
+    "find . -name '*.pyc' -delete",
+    "pip install -e .",
+    "echo $((1+2))",
+    "git status --short",
+    "x=$(git rev-parse HEAD); echo $x",
+    "git fetch -q",
+    "git commit -m 'stop running rm -rf t'",
+    "git grep -n 'rm -rf'",
+    "strace -o log python -m pytest",
+    "git rebase -i HEAD~2",
+    "[ -f x ] && echo yes",
+    "[[ -f x ]] && echo yes",
+    "[[ $? -eq 0 ]] && echo ok",
+    "(( 1 + 2 ))",
+    "let n=1+2",
+    "echo ${a[0]} ${a[@]} ${#a[@]} ${!a[@]}",
+    "echo ${s:1:2} ${s: -1} ${x:-d} ${x:=d} ${x:+y}",
+    "jq --version",
+    "mkdir -p out && cp -r src out/",
+    "timeout 60 python -m pytest -q tests/",
 ]
 
 
@@ -125,8 +164,12 @@ def test_canonical_argv():
     assert canonical_argv(["rm", "-R", "t", "--force"]) == ["rm", "-fr", "t"]
     assert canonical_argv(["rm", "--", "-rf"]) == ["rm", "-rf"]  # after `--` an operand
     assert canonical_argv(["git", "-C", "x", "push", "origin", "--force"]) == ["git", "push", "-f", "origin"]
-    assert canonical_argv(["git", "push", "origin", "--force-with-lease"]) == \
-        ["git", "push", "--force-with-lease", "origin"]
+    assert canonical_argv(["git", "push", "origin", "--force-with-lease"]) == [
+        "git",
+        "push",
+        "--force-with-lease",
+        "origin",
+    ]
 
 
 def test_brace_expansion():
@@ -150,35 +193,104 @@ def test_glob_prefix_feasible():
 
 # --------------------------------------------------------------------------- properties
 
-CORES = ["rm -rf t", "rm -fr t", "rm -r -f t", "rm t -rf", "rm -R --force t", "/bin/rm -rf t", "\\rm -rf t",
-         '"rm" -rf t', "r'm' -rf t", "rm -rf 't'", "rm -r{f,} t", "X=rm; $X -rf t", "rm -v -rf -- t",
-         "git push origin main", "git -C . push", "curl -s file:///etc/hostname"]
+CORES = [
+    "rm -rf t",
+    "rm -fr t",
+    "rm -r -f t",
+    "rm t -rf",
+    "rm -R --force t",
+    "/bin/rm -rf t",
+    "\\rm -rf t",
+    '"rm" -rf t',
+    "r'm' -rf t",
+    "rm -rf 't'",
+    "rm -r{f,} t",
+    "X=rm; $X -rf t",
+    "rm -v -rf -- t",
+    "git push origin main",
+    "git -C . push",
+    "curl -s file:///etc/hostname",
+]
 
 
 def _wrap(inner: str, how: str) -> str:
     q = shlex.quote(inner)
     return {
-        "pipe_in": f"ls | {inner}", "pipe_out": f"{inner} | cat", "and": f"true && {inner}",
-        "or": f"false || {inner}", "seq": f"{inner}; ls", "subshell": f"( {inner} )",
-        "group": f"{{ {inner}; }}", "subst": f"echo $({inner})", "backtick": f"echo `{inner}`",
-        "dquote_subst": f'echo "$({inner})"', "bash_c": f"bash -c {q}",
-        "sh_c_dashdash": f"sh -c -- {q}", "eval": f"eval {q}", "heredoc_sh": f"sh <<EOF\n{inner}\nEOF",
-        "heredoc_subst": f"cat <<EOF\n$({inner})\nEOF", "param": f"echo ${{X:-$({inner})}}",
-        "env_prefix": f"FOO=1 {inner}", "env": f"env FOO=1 {inner}", "timeout": f"timeout 5 {inner}",
-        "nohup": f"nohup {inner}", "sudo": f"sudo {inner}", "command": f"command {inner}", "exec": f"exec {inner}",
-        "time": f"time {inner}", "redirect": f"{inner} > out 2>&1", "if": f"if true; then {inner}; fi",
-        "for": f"for i in 1; do {inner}; done", "while": f"while true; do {inner}; break; done",
-        "function": f"f() {{ {inner}; }}; f", "background": f"{inner} &", "not": f"! {inner}",
-        "procsub": f"cat <({inner})", "xargs_sh": f"echo | xargs sh -c {q}", "newline": f"ls\n{inner}",
+        "pipe_in": f"ls | {inner}",
+        "pipe_out": f"{inner} | cat",
+        "and": f"true && {inner}",
+        "or": f"false || {inner}",
+        "seq": f"{inner}; ls",
+        "subshell": f"( {inner} )",
+        "group": f"{{ {inner}; }}",
+        "subst": f"echo $({inner})",
+        "backtick": f"echo `{inner}`",
+        "dquote_subst": f'echo "$({inner})"',
+        "bash_c": f"bash -c {q}",
+        "sh_c_dashdash": f"sh -c -- {q}",
+        "eval": f"eval {q}",
+        "heredoc_sh": f"sh <<EOF\n{inner}\nEOF",
+        "heredoc_subst": f"cat <<EOF\n$({inner})\nEOF",
+        "param": f"echo ${{X:-$({inner})}}",
+        "env_prefix": f"FOO=1 {inner}",
+        "env": f"env FOO=1 {inner}",
+        "timeout": f"timeout 5 {inner}",
+        "nohup": f"nohup {inner}",
+        "sudo": f"sudo {inner}",
+        "command": f"command {inner}",
+        "exec": f"exec {inner}",
+        "time": f"time {inner}",
+        "redirect": f"{inner} > out 2>&1",
+        "if": f"if true; then {inner}; fi",
+        "for": f"for i in 1; do {inner}; done",
+        "while": f"while true; do {inner}; break; done",
+        "function": f"f() {{ {inner}; }}; f",
+        "background": f"{inner} &",
+        "not": f"! {inner}",
+        "procsub": f"cat <({inner})",
+        "xargs_sh": f"echo | xargs sh -c {q}",
+        "newline": f"ls\n{inner}",
         "trap": f"trap {q} EXIT",
     }[how]
 
 
 WAYS = [
-    "pipe_in", "pipe_out", "and", "or", "seq", "subshell", "group", "subst", "backtick", "dquote_subst", "bash_c",
-    "sh_c_dashdash", "eval", "heredoc_sh", "heredoc_subst", "param", "env_prefix", "env", "timeout", "nohup",
-    "sudo", "command", "exec", "time", "redirect", "if", "for", "while", "function", "background", "not",
-    "procsub", "xargs_sh", "newline", "trap"]
+    "pipe_in",
+    "pipe_out",
+    "and",
+    "or",
+    "seq",
+    "subshell",
+    "group",
+    "subst",
+    "backtick",
+    "dquote_subst",
+    "bash_c",
+    "sh_c_dashdash",
+    "eval",
+    "heredoc_sh",
+    "heredoc_subst",
+    "param",
+    "env_prefix",
+    "env",
+    "timeout",
+    "nohup",
+    "sudo",
+    "command",
+    "exec",
+    "time",
+    "redirect",
+    "if",
+    "for",
+    "while",
+    "function",
+    "background",
+    "not",
+    "procsub",
+    "xargs_sh",
+    "newline",
+    "trap",
+]
 
 
 PREFIXES = {"env_prefix", "env", "timeout", "nohup", "sudo", "command", "exec", "time"}
@@ -190,10 +302,16 @@ def _compound(core: str, ways: list[str]) -> str:
     inside another's body, backticks never nested; otherwise the step is `bash -c '...'`."""
     out = core
     for way in ways:
-        compound = any(ch in out for ch in ";&|\n(){}!") or out.split(" ", 1)[0] in ("if", "for", "while") \
-            or (way != "env_prefix" and "=" in out.split(" ", 1)[0])  # `timeout 5 A=1 rm` runs no rm
-        if (way in PREFIXES and compound) or (way.startswith("heredoc") and "\n" in out) \
-                or (way == "backtick" and "`" in out):
+        compound = (
+            any(ch in out for ch in ";&|\n(){}!")
+            or out.split(" ", 1)[0] in ("if", "for", "while")
+            or (way != "env_prefix" and "=" in out.split(" ", 1)[0])
+        )  # `timeout 5 A=1 rm` runs no rm
+        if (
+            (way in PREFIXES and compound)
+            or (way.startswith("heredoc") and "\n" in out)
+            or (way == "backtick" and "`" in out)
+        ):
             way = "bash_c"
         out = _wrap(out, way)
     return out
@@ -205,14 +323,23 @@ def test_no_compound_around_a_denied_command_runs(core, ways):
     command = _compound(core, ways)
     assert decide("yolo", command, deny=DENY) == "deny", command
     assert decide("ask", command, deny=DENY, allow=["bash(*)"]) in ("deny", "ask"), command
-    assert decide("auto-edit", command, deny=DENY, allow=SMUGGLE_ALLOW + ["bash(ls*)", "bash(true)"]) != "allow"
+    assert (
+        decide("auto-edit", command, deny=DENY, allow=SMUGGLE_ALLOW + ["bash(ls*)", "bash(true)"]) != "allow"
+    )
 
 
 @settings(max_examples=150, deadline=None)
 @given(ways=st.lists(st.sampled_from(WAYS), min_size=1, max_size=3))
 def test_no_compound_smuggles_code_past_allow_rules(ways):
     command = _compound("touch pwned", ways)
-    allow = SMUGGLE_ALLOW + ["bash(ls*)", "bash(true)", "bash(false)", "bash(echo *)", "bash(sh*)", "bash(bash*)"]
+    allow = SMUGGLE_ALLOW + [
+        "bash(ls*)",
+        "bash(true)",
+        "bash(false)",
+        "bash(echo *)",
+        "bash(sh*)",
+        "bash(bash*)",
+    ]
     assert decide("ask", command, allow=allow) == "ask", command
 
 
@@ -222,8 +349,13 @@ def test_each_wrapping_really_runs_the_inner_command(way, tmp_path):
     if way == "sudo" and not shutil.which("sudo"):
         pytest.skip("sudo is not installed")
     command = _wrap("touch pwned", way).replace("sudo ", "sudo -n " if way == "sudo" else "sudo ")
-    subprocess.run(["bash", "-c", command + "\nwait"], cwd=tmp_path, capture_output=True, timeout=30,
-                   stdin=subprocess.DEVNULL)
+    subprocess.run(
+        ["bash", "-c", command + "\nwait"],
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+    )
     if way == "sudo" and not (tmp_path / "pwned").exists():
         pytest.skip("sudo needs a password here")
     assert (tmp_path / "pwned").exists(), command
@@ -273,12 +405,18 @@ def test_read_rules_apply_to_the_read_tools(tmp_path):
     assert p.decide("grep", {"pattern": "KEY"}, True, main_key="pattern")[0] == "allow"
 
 
-@pytest.mark.parametrize(("command", "runs"), [
-    ("cat <<'EOF'\n$(rm -rf t)\nEOF", False), ("cat <<\\EOF\n$(rm -rf t)\nEOF", False),
-    ("cat <<-'EOF'\n\t`rm -rf t`\n\tEOF", False), ("cat <<EOF\n$(rm -rf t)\nEOF", True),
-    ("cat <<'A' <<B\n$(rm -rf t)\nA\n$(rm -rf t)\nB", True), ("cat <<'EOF' | bash\nrm -rf t\nEOF", True),
-    ("cat <<'EOF' > notes.md\nit's `half a code span\nEOF", False),
-])
+@pytest.mark.parametrize(
+    ("command", "runs"),
+    [
+        ("cat <<'EOF'\n$(rm -rf t)\nEOF", False),
+        ("cat <<\\EOF\n$(rm -rf t)\nEOF", False),
+        ("cat <<-'EOF'\n\t`rm -rf t`\n\tEOF", False),
+        ("cat <<EOF\n$(rm -rf t)\nEOF", True),
+        ("cat <<'A' <<B\n$(rm -rf t)\nA\n$(rm -rf t)\nB", True),
+        ("cat <<'EOF' | bash\nrm -rf t\nEOF", True),
+        ("cat <<'EOF' > notes.md\nit's `half a code span\nEOF", False),
+    ],
+)
 def test_here_document_bodies_count_only_when_bash_expands_them(command, runs, tmp_path):
     (tmp_path / "t").mkdir()
     subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, timeout=30)
@@ -286,10 +424,19 @@ def test_here_document_bodies_count_only_when_bash_expands_them(command, runs, t
     assert decide("yolo", command, deny=DENY) == ("deny" if runs else "allow"), command
 
 
-RM_CORES = [c for c in CORES if not c.startswith(("git", "curl"))] + ["ls", "echo hi", "rm -f nothing", "true"]
+RM_CORES = [c for c in CORES if not c.startswith(("git", "curl"))] + [
+    "ls",
+    "echo hi",
+    "rm -f nothing",
+    "true",
+]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(core=st.sampled_from(RM_CORES), ways=st.lists(st.sampled_from(WAYS), min_size=0, max_size=2))
 def test_whatever_yolo_allows_with_deny_rules_really_leaves_t(core, ways, tmp_path_factory):
     """Differential: run every line the policy allows through real bash; `t` must survive."""
@@ -298,8 +445,13 @@ def test_whatever_yolo_allows_with_deny_rules_really_leaves_t(core, ways, tmp_pa
         return
     work = tmp_path_factory.mktemp("run")
     (work / "t").mkdir()
-    subprocess.run(["bash", "-c", command + "\nwait"], cwd=work, capture_output=True, timeout=20,
-                   stdin=subprocess.DEVNULL)
+    subprocess.run(
+        ["bash", "-c", command + "\nwait"],
+        cwd=work,
+        capture_output=True,
+        timeout=20,
+        stdin=subprocess.DEVNULL,
+    )
     assert (work / "t").exists(), command
 
 
@@ -321,9 +473,11 @@ def _requote(word: str, how: int) -> str:
 
 
 @settings(max_examples=150, deadline=None)
-@given(core=st.sampled_from(["rm -rf t", "rm t -r -f", "git push origin main", "curl -s x"]),
-       hows=st.lists(st.integers(0, 6), min_size=4, max_size=4),
-       ways=st.lists(st.sampled_from(WAYS), min_size=0, max_size=2))
+@given(
+    core=st.sampled_from(["rm -rf t", "rm t -r -f", "git push origin main", "curl -s x"]),
+    hows=st.lists(st.integers(0, 6), min_size=4, max_size=4),
+    ways=st.lists(st.sampled_from(WAYS), min_size=0, max_size=2),
+)
 def test_quoting_variants_of_a_denied_command_are_denied(core, hows, ways):
     """Every quoting of every word (`'rm'`, `r'm'`, `\\r\\m`, `$'\\x72\\x6d'`, ...) is still the command."""
     words = core.split(" ")

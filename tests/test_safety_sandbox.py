@@ -40,7 +40,9 @@ needs_bwrap = pytest.mark.skipif(not bwrap_available(), reason=f"no usable bwrap
 @pytest.fixture
 def outside() -> Iterator[Path]:
     """Outside the workspace and outside /tmp (the sandbox's /tmp is private), writable on the host."""
-    path = Path(tempfile.mkdtemp(prefix="clover-outside-", dir="/var/tmp" if os.path.isdir("/var/tmp") else None))
+    path = Path(
+        tempfile.mkdtemp(prefix="clover-outside-", dir="/var/tmp" if os.path.isdir("/var/tmp") else None)
+    )
     yield path
     shutil.rmtree(path, ignore_errors=True)
 
@@ -48,7 +50,11 @@ def outside() -> Iterator[Path]:
 def _repo(path: Path) -> Path:
     path.mkdir()
     (path / "a.txt").write_text("one\n")
-    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]):
+    for args in (
+        ["init", "-q"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"],
+    ):
         subprocess.run(["git", *args], cwd=path, check=True, capture_output=True)
     return path
 
@@ -60,8 +66,10 @@ def _sandboxed(ws: Path, **kw) -> LocalEnvironment:
 @needs_bwrap
 def test_no_write_to_the_host_through_proc_pid_root(tmp_path: Path, outside: Path) -> None:
     env = _sandboxed(tmp_path)
-    script = (f"for p in /proc/[0-9]*; do echo pwned > $p/root{outside}/pwned 2>/dev/null; done; "
-              "ls /proc | grep -c '^[0-9]'")
+    script = (
+        f"for p in /proc/[0-9]*; do echo pwned > $p/root{outside}/pwned 2>/dev/null; done; "
+        "ls /proc | grep -c '^[0-9]'"
+    )
     result = env.execute(script)
     assert not (outside / "pwned").exists()
     assert int(result.output.split()[-1]) < 10  # only the sandbox's own processes are visible
@@ -87,8 +95,10 @@ def _probe_network(env) -> str:
     server = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     port = server.server_address[1]
-    code = (f"import socket\ntry:\n socket.create_connection(('127.0.0.1', {port}), timeout=3).close(); "
-            "print('connected')\nexcept OSError as e:\n print('blocked')\n")
+    code = (
+        f"import socket\ntry:\n socket.create_connection(('127.0.0.1', {port}), timeout=3).close(); "
+        "print('connected')\nexcept OSError as e:\n print('blocked')\n"
+    )
     try:
         return env.execute(f"{sys.executable} -c {shlex.quote(code)}").output.strip()
     finally:
@@ -127,7 +137,7 @@ def _spy_bin(outside: Path, name: str) -> Path:
     bindir = outside / "bin"
     bindir.mkdir(exist_ok=True)
     spy = bindir / name
-    spy.write_text(f"#!/bin/sh\necho ran > {outside}/{name}-ran-on-host\nexec {real} \"$@\"\n")
+    spy.write_text(f'#!/bin/sh\necho ran > {outside}/{name}-ran-on-host\nexec {real} "$@"\n')
     spy.chmod(0o755)
     return bindir
 
@@ -167,8 +177,15 @@ def _plant(outside: Path) -> str:
         "printf '* filter=evil diff=evil\\n*.md filter=inc\\n' > .gitattributes",
         "echo changed >> a.txt && echo new > b.md",
     ]
-    for name in ("pre-commit", "post-commit", "commit-msg", "prepare-commit-msg", "post-index-change",
-                 "reference-transaction", "post-checkout"):
+    for name in (
+        "pre-commit",
+        "post-commit",
+        "commit-msg",
+        "prepare-commit-msg",
+        "post-index-change",
+        "reference-transaction",
+        "post-checkout",
+    ):
         lines.append(f"printf '{hook}' > .git/hooks/{name} && chmod +x .git/hooks/{name}")
     return " && ".join(lines)
 
@@ -176,8 +193,13 @@ def _plant(outside: Path) -> str:
 def _host_side_git(ws: Path, env) -> None:
     """Everything Clover runs git for on the host, after the agent's commands ran."""
     tool = GitTool()
-    for args in ({"subcommand": "status"}, {"subcommand": "diff"}, {"subcommand": "log", "n": 2},
-                 {"subcommand": "show"}, {"subcommand": "commit", "message": "agent commit"}):
+    for args in (
+        {"subcommand": "status"},
+        {"subcommand": "diff"},
+        {"subcommand": "log", "n": 2},
+        {"subcommand": "show"},
+        {"subcommand": "commit", "message": "agent commit"},
+    ):
         tool.run(args, env)
     before = gitdiff.worktree_tree(ws)
     (ws / "a.txt").write_text("host edit\n")
@@ -189,8 +211,16 @@ def _host_side_git(ws: Path, env) -> None:
 def test_planted_git_config_and_hooks_never_run_host_side(tmp_path: Path, outside: Path) -> None:
     ws = _repo(tmp_path / "ws")
     subprocess.run(["bash", "-c", _plant(outside)], cwd=ws, check=True)
-    env = LocalEnvironment(str(ws), env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-                                         "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"})
+    env = LocalEnvironment(
+        str(ws),
+        env={
+            **os.environ,
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@t",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t",
+        },
+    )
     _host_side_git(ws, env)
     from clover.evals.swebench.workspace import extract_patch  # the SWE-bench prediction, after the agent
 
@@ -201,8 +231,9 @@ def test_planted_git_config_and_hooks_never_run_host_side(tmp_path: Path, outsid
     store.end("s", 1, "one", 1)
     store.undo()
     assert sorted(os.listdir(outside)) == []
-    log = subprocess.run(["git", "-c", "core.fsmonitor=false", "log", "--format=%s"], cwd=ws,
-                         capture_output=True, text=True).stdout.split("\n")
+    log = subprocess.run(
+        ["git", "-c", "core.fsmonitor=false", "log", "--format=%s"], cwd=ws, capture_output=True, text=True
+    ).stdout.split("\n")
     assert log[:2] == ["fix commit", "agent commit"]  # the commits happened, without their hooks
 
 
@@ -214,16 +245,34 @@ def test_clover_fix_never_runs_what_its_sandboxed_commands_planted(tmp_path: Pat
         {"tool_calls": [{"name": "bash", "arguments": {"command": _plant(outside)}}]},
         {"tool_calls": [{"name": "git", "arguments": {"subcommand": "diff"}}]},
         {"tool_calls": [{"name": "git", "arguments": {"subcommand": "commit", "message": "planted"}}]},
-        {"tool_calls": [{"name": "str_replace", "arguments": {"path": "b.md", "old_str": "new", "new_str": "newer"}}]},
+        {
+            "tool_calls": [
+                {"name": "str_replace", "arguments": {"path": "b.md", "old_str": "new", "new_str": "newer"}}
+            ]
+        },
         {"text": "Done."},
     ]
     script = tmp_path / "script.json"
     script.write_text(json.dumps(turns))
     (tmp_path / "issue.md").write_text("do it")
-    env = {**isolated_env(tmp_path), "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
-    proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(ws), "--model", f"scripted:{script}",
-                      "--yes", "--commit", env=env)
+    env = {
+        **isolated_env(tmp_path),
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
+    proc = run_clover(
+        "fix",
+        str(tmp_path / "issue.md"),
+        "--repo",
+        str(ws),
+        "--model",
+        f"scripted:{script}",
+        "--yes",
+        "--commit",
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "+newer" in proc.stdout  # fix's own diff ran (hardened) and shows the edit
     assert sorted(os.listdir(outside)) == []  # and nothing planted ran, inside or out
@@ -234,13 +283,20 @@ def test_hardened_git_drops_config_injected_through_the_environment(tmp_path: Pa
 
     ws = _repo(tmp_path / "ws")
     (ws / "a.txt").write_text("changed\n")
-    injected = {**os.environ, "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.fsmonitor",
-                "GIT_CONFIG_VALUE_0": f"touch {outside}/env-fsmonitor; false",
-                "GIT_CONFIG_PARAMETERS": f"'core.pager'='touch {outside}/env-pager; cat'",
-                "GIT_EXTERNAL_DIFF": f"{outside}/nothing-here", "GIT_AUTHOR_NAME": "kept"}
+    injected = {
+        **os.environ,
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "core.fsmonitor",
+        "GIT_CONFIG_VALUE_0": f"touch {outside}/env-fsmonitor; false",
+        "GIT_CONFIG_PARAMETERS": f"'core.pager'='touch {outside}/env-pager; cat'",
+        "GIT_EXTERNAL_DIFF": f"{outside}/nothing-here",
+        "GIT_AUTHOR_NAME": "kept",
+    }
     assert run_git(["status", "--short"], str(ws), env=injected).stdout == b" M a.txt\n"
     assert b"+changed" in run_git(["diff"], str(ws), env=injected).stdout
     assert sorted(os.listdir(outside)) == []
     clone = run_git(["clone", "-q", str(ws), str(tmp_path / "copy")], str(tmp_path))
     assert clone.returncode != 0 and b"not allowed" in clone.stderr  # no transport unless asked
-    assert run_git(["clone", "-q", str(ws), str(tmp_path / "copy")], str(tmp_path), remote=True).returncode == 0
+    assert (
+        run_git(["clone", "-q", str(ws), str(tmp_path / "copy")], str(tmp_path), remote=True).returncode == 0
+    )

@@ -24,17 +24,41 @@ pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is no
 def _chat(tmp_path: Path, repo: Path, turns: list[dict], mode: str) -> Tmux:
     script = tmp_path / "script.jsonl"
     script.write_text("\n".join(json.dumps(t) for t in turns) + "\n")
-    env = {"CLOVER_HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": str(tmp_path / "cache"),
-           "XDG_CONFIG_HOME": str(tmp_path / "config"), "PYTHONPATH": str(ROOT), "TERM": "xterm-256color"}
-    argv = [sys.executable, "-m", "clover.repl", "--repo", str(repo), "--model", f"scripted:{script}", "--mode", mode]
-    command = "env -u COLUMNS -u LINES " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + shlex.join(argv)
-    return Tmux(f"{command}; echo \"[exited $?]\"; sleep 30", cwd=ROOT)
+    env = {
+        "CLOVER_HOME": str(tmp_path / "home"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "PYTHONPATH": str(ROOT),
+        "TERM": "xterm-256color",
+    }
+    argv = [
+        sys.executable,
+        "-m",
+        "clover.repl",
+        "--repo",
+        str(repo),
+        "--model",
+        f"scripted:{script}",
+        "--mode",
+        mode,
+    ]
+    command = (
+        "env -u COLUMNS -u LINES "
+        + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        + " "
+        + shlex.join(argv)
+    )
+    return Tmux(f'{command}; echo "[exited $?]"; sleep 30', cwd=ROOT)
 
 
 def _repo(path: Path) -> Path:
     path.mkdir()
     (path / "notes.txt").write_text("plan me\n")
-    for args in (["init", "-q"], ["add", "."], ["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "i"]):
+    for args in (
+        ["init", "-q"],
+        ["add", "."],
+        ["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "i"],
+    ):
         subprocess.run(["git", *args], cwd=path, check=True, capture_output=True)
     return path
 
@@ -43,10 +67,12 @@ def _repo(path: Path) -> Path:
 def test_plan_mode_runs_ls_and_git_status_in_a_real_terminal(tmp_path: Path) -> None:
     repo = _repo(tmp_path / "repo")
     (repo / "untracked.txt").write_text("x\n")
-    turns = [{"tool_calls": [{"name": "bash", "arguments": {"command": "ls"}}]},
-             {"tool_calls": [{"name": "bash", "arguments": {"command": "git status --short"}}]},
-             {"tool_calls": [{"name": "bash", "arguments": {"command": "touch made"}}]},
-             {"text": "Looked around."}]
+    turns = [
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "ls"}}]},
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "git status --short"}}]},
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "touch made"}}]},
+        {"text": "Looked around."},
+    ]
     term = _chat(tmp_path, repo, turns, "plan")
     try:
         term.wait_for("mode plan")
@@ -70,11 +96,13 @@ def test_the_prefix_offer_escapes_and_a_question_about_a_started_program(tmp_pat
     repo = _repo(tmp_path / "repo")
     (repo / "mod.py").write_text("print('mod ran')\n")
     (repo / "Makefile").write_text("all:\n\ttouch pwned\n")
-    turns = [{"tool_calls": [{"name": "bash", "arguments": {"command": "python3 -m mod -v"}}]},
-             {"tool_calls": [{"name": "bash", "arguments": {"command": "python3 -m mod -q"}}]},
-             {"tool_calls": [{"name": "bash", "arguments": {"command": "touch p #\x1b[2K\x1b[1Gls -la"}}]},
-             {"tool_calls": [{"name": "bash", "arguments": {"command": "make -s"}}]},
-             {"text": "All done."}]
+    turns = [
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "python3 -m mod -v"}}]},
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "python3 -m mod -q"}}]},
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "touch p #\x1b[2K\x1b[1Gls -la"}}]},
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "make -s"}}]},
+        {"text": "All done."},
+    ]
     term = _chat(tmp_path, repo, turns, "ask")
     try:
         term.wait_for("› ")

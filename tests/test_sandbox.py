@@ -39,7 +39,9 @@ def test_unavailable_is_a_clear_error_not_a_crash():
 @pytest.fixture
 def outside_dir():
     # outside /tmp (the sandbox gets a private /tmp), visible read-only inside the sandbox
-    path = Path(tempfile.mkdtemp(prefix="clover-sandbox-", dir="/var/tmp" if os.path.isdir("/var/tmp") else None))
+    path = Path(
+        tempfile.mkdtemp(prefix="clover-sandbox-", dir="/var/tmp" if os.path.isdir("/var/tmp") else None)
+    )
     (path / "readme.txt").write_text("visible\n")
     yield path
     shutil.rmtree(path, ignore_errors=True)
@@ -50,8 +52,10 @@ def test_workspace_writable_rest_read_only(tmp_path, outside_dir):
     ws = tmp_path / "ws"  # under /tmp: must stay visible despite the private /tmp
     ws.mkdir()
     wrap = make_wrapper(str(ws))
-    script = (f"echo inside > {ws}/made.txt && echo tmp > /tmp/scratch-clover && cat /tmp/scratch-clover && "
-              f"cat {outside_dir}/readme.txt; echo outside > {outside_dir}/no.txt")
+    script = (
+        f"echo inside > {ws}/made.txt && echo tmp > /tmp/scratch-clover && cat /tmp/scratch-clover && "
+        f"cat {outside_dir}/readme.txt; echo outside > {outside_dir}/no.txt"
+    )
     proc = run(wrap(["bash", "-c", script]), cwd=ws)
     assert (ws / "made.txt").read_text() == "inside\n"
     assert proc.stdout.split() == ["tmp", "visible"]
@@ -78,9 +82,11 @@ def test_network_off_by_default_on_when_allowed(tmp_path):
     server = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
     port = server.server_address[1]
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    probe = ("import socket\n"
-             f"try:\n socket.create_connection(('127.0.0.1', {port}), timeout=3).close(); print('connected')\n"
-             "except OSError as e:\n print('blocked', e)\n")
+    probe = (
+        "import socket\n"
+        f"try:\n socket.create_connection(('127.0.0.1', {port}), timeout=3).close(); print('connected')\n"
+        "except OSError as e:\n print('blocked', e)\n"
+    )
     try:
         online = run(Sandbox(str(tmp_path), network=True).wrap_command([sys.executable, "-c", probe]))
         offline = run(Sandbox(str(tmp_path)).wrap_command([sys.executable, "-c", probe]))  # the default
@@ -110,7 +116,9 @@ def test_programs_under_tmp_stay_runnable_and_read_only(tmp_path):
     workspace.mkdir()
     tools.mkdir()
     program = tools / "hello.sh"
-    program.write_text("#!/bin/sh\necho hello from tmp\ntouch \"$(dirname \"$0\")/written\" 2>/dev/null || echo ro\n")
+    program.write_text(
+        '#!/bin/sh\necho hello from tmp\ntouch "$(dirname "$0")/written" 2>/dev/null || echo ro\n'
+    )
     program.chmod(0o755)
     proc = run(Sandbox(str(workspace)).wrap_command([str(program)]))
     assert proc.stdout.split() == ["hello", "from", "tmp", "ro"], proc.stderr

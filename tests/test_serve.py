@@ -39,8 +39,13 @@ class EchoModel:
             for word in ("echo: ", last):
                 on_event(StreamEvent("text", word))
         calls = [ToolCall(name=tools[0]["function"]["name"], arguments={"path": "a.py"})] if tools else []
-        return AssistantTurn(text=f"echo: {last}", thinking="thinking about it", tool_calls=calls,
-                             prompt_tokens=7, completion_tokens=3)
+        return AssistantTurn(
+            text=f"echo: {last}",
+            thinking="thinking about it",
+            tool_calls=calls,
+            prompt_tokens=7,
+            completion_tokens=3,
+        )
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +67,20 @@ def server():
     thread.join(5)
 
 
-TOOLS = [{"type": "function", "function": {"name": "view", "description": "d", "parameters": {
-    "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "view",
+            "description": "d",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"],
+            },
+        },
+    }
+]
 
 
 def test_non_streaming(server):
@@ -89,8 +106,11 @@ def test_non_streaming_tool_calls(server):
 def test_streaming(server):
     client, _ = server
     stream = client.chat.completions.create(
-        model="x", messages=[{"role": "user", "content": "hi"}], stream=True,
-        stream_options={"include_usage": True}, tools=TOOLS,
+        model="x",
+        messages=[{"role": "user", "content": "hi"}],
+        stream=True,
+        stream_options={"include_usage": True},
+        tools=TOOLS,
     )
     text, calls, finish, usage = "", [], None, None
     for chunk in stream:
@@ -116,19 +136,28 @@ def test_request_max_tokens_and_temperature_reach_the_model(server):
     # They used to be ignored: a 20-token request to the local Clover decoded up to 4096 tokens.
     client, model = server
     default = Settings().max_tokens
-    client.chat.completions.create(model="x", messages=[{"role": "user", "content": "a"}], max_tokens=5,
-                                   temperature=0.3)
+    client.chat.completions.create(
+        model="x", messages=[{"role": "user", "content": "a"}], max_tokens=5, temperature=0.3
+    )
     assert model.seen[-1] == (5, 0.3, True)
-    stream = client.chat.completions.create(model="x", messages=[{"role": "user", "content": "b"}],
-                                            max_completion_tokens=7, stream=True,
-                                            extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+    stream = client.chat.completions.create(
+        model="x",
+        messages=[{"role": "user", "content": "b"}],
+        max_completion_tokens=7,
+        stream=True,
+        extra_body={"chat_template_kwargs": {"enable_thinking": False}},
+    )
     list(stream)
     assert model.seen[-1] == (7, None, False)
     client.chat.completions.create(model="x", messages=[{"role": "user", "content": "c"}])
     # per-turn options, never a swapped-in settings object
     assert model.seen[-1] == (default, None, True) and model.settings == Settings()
-    for bad in ({"max_tokens": -1}, {"max_tokens": "many"}, {"temperature": 9},
-                {"extra_body": {"chat_template_kwargs": {"enable_thinking": "no"}}}):
+    for bad in (
+        {"max_tokens": -1},
+        {"max_tokens": "many"},
+        {"temperature": 9},
+        {"extra_body": {"chat_template_kwargs": {"enable_thinking": "no"}}},
+    ):
         with pytest.raises(openai.BadRequestError, match="must be"):
             client.chat.completions.create(model="x", messages=[{"role": "user", "content": "d"}], **bad)
 
@@ -144,7 +173,10 @@ def test_busy_or_invalid_port_is_one_line_before_loading(capsys):
         with pytest.raises(Exit) as exc:
             serve(settings, port=port)
     assert exc.value.exit_code == 2
-    assert capsys.readouterr().err.strip() == f"clover: cannot listen on 127.0.0.1:{port}: Address already in use"
+    assert (
+        capsys.readouterr().err.strip()
+        == f"clover: cannot listen on 127.0.0.1:{port}: Address already in use"
+    )
     with pytest.raises(Exit):
         serve(settings, port=99999)
     assert "--port must be between 0 and 65535" in capsys.readouterr().err

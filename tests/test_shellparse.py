@@ -16,32 +16,71 @@ def argvs(cmd: str) -> list[list[str]]:
 def test_lists_and_pipes_are_split():
     r = parse_shell("ls -la && rm -rf x; echo hi | grep h || true")
     assert r.ok
-    assert [c.argv for c in r.commands] == [["ls", "-la"], ["rm", "-rf", "x"], ["echo", "hi"], ["grep", "h"], ["true"]]
+    assert [c.argv for c in r.commands] == [
+        ["ls", "-la"],
+        ["rm", "-rf", "x"],
+        ["echo", "hi"],
+        ["grep", "h"],
+        ["true"],
+    ]
     assert [[c.argv[0] for c in p] for p in r.pipelines] == [["echo", "grep"]]
 
 
 def test_substitutions_subshells_and_bodies_are_found():
-    for cmd in ["echo $(rm -rf y)", "echo `rm -rf y`", "(rm -rf y)", "cat <(rm -rf y)", "x=$(rm -rf y) true",
-                "echo hi > $(rm -rf y)", "f() { rm -rf y; }; f", "for i in a; do rm -rf y; done",
-                "if true; then rm -rf y; fi", "while false; do rm -rf y; done", 'echo "$(rm -rf y)"']:
+    for cmd in [
+        "echo $(rm -rf y)",
+        "echo `rm -rf y`",
+        "(rm -rf y)",
+        "cat <(rm -rf y)",
+        "x=$(rm -rf y) true",
+        "echo hi > $(rm -rf y)",
+        "f() { rm -rf y; }; f",
+        "for i in a; do rm -rf y; done",
+        "if true; then rm -rf y; fi",
+        "while false; do rm -rf y; done",
+        'echo "$(rm -rf y)"',
+    ]:
         assert ["rm", "-rf", "y"] in argvs(cmd), cmd
 
 
 def test_interpreter_strings_are_parsed():
-    for cmd in ['bash -c "rm -rf y"', "sh -c 'cd /; rm -rf y'", 'eval "rm -rf y"', 'bash -lc "rm -rf y"',
-                'su -c "rm -rf y" root', "bash <<EOF\nrm -rf y\nEOF", 'bash <<< "rm -rf y"',
-                'echo "rm -rf y" | sh', "cat <<'EOF' | bash\nrm -rf y\nEOF", "bash -c \"bash -c 'rm -rf y'\"",
-                'env -S "rm -rf y"', "find . -exec rm -rf y \\;"]:
+    for cmd in [
+        'bash -c "rm -rf y"',
+        "sh -c 'cd /; rm -rf y'",
+        'eval "rm -rf y"',
+        'bash -lc "rm -rf y"',
+        'su -c "rm -rf y" root',
+        "bash <<EOF\nrm -rf y\nEOF",
+        'bash <<< "rm -rf y"',
+        'echo "rm -rf y" | sh',
+        "cat <<'EOF' | bash\nrm -rf y\nEOF",
+        "bash -c \"bash -c 'rm -rf y'\"",
+        'env -S "rm -rf y"',
+        "find . -exec rm -rf y \\;",
+    ]:
         assert ["rm", "-rf", "y"] in argvs(cmd), cmd
     outer = parse_shell('bash -c "ls"').commands[0]
     assert outer.carrier and outer.argv[0] == "bash"
 
 
 def test_wrappers_are_peeled_but_words_kept():
-    for cmd in ["sudo rm -rf y", "sudo -u root rm -rf y", "env A=1 B=2 rm -rf y", "env -i PATH=/bin rm -rf y",
-                "nohup rm -rf y &", "timeout 5 rm -rf y", "timeout -s KILL 5 rm -rf y", "command rm -rf y",
-                "nice -n 5 rm -rf y", "stdbuf -oL rm -rf y", "exec rm -rf y", "time rm -rf y",
-                r"\rm -rf y", "doas rm -rf y", "xargs -0 -n 1 rm -rf y"]:
+    for cmd in [
+        "sudo rm -rf y",
+        "sudo -u root rm -rf y",
+        "env A=1 B=2 rm -rf y",
+        "env -i PATH=/bin rm -rf y",
+        "nohup rm -rf y &",
+        "timeout 5 rm -rf y",
+        "timeout -s KILL 5 rm -rf y",
+        "command rm -rf y",
+        "nice -n 5 rm -rf y",
+        "stdbuf -oL rm -rf y",
+        "exec rm -rf y",
+        "time rm -rf y",
+        r"\rm -rf y",
+        "doas rm -rf y",
+        "xargs -0 -n 1 rm -rf y",
+    ]:
         cmds = parse_shell(cmd).commands
         assert any(c.argv == ["rm", "-rf", "y"] for c in cmds), cmd
     sudo = parse_shell("sudo rm -rf y").commands[0]
@@ -77,11 +116,20 @@ def test_unparsable_input_sets_error_and_still_splits():
 
 
 def test_common_forms_parse():
-    for cmd in ["[[ -f x ]] && echo yes", "git commit -m 'fix: a && b'", "ls 2>&1 | head", "a=1", "",
-                "# just a comment", "python -c 'print(1)'", "cd src && pytest -q -k 'not slow'"]:
+    for cmd in [
+        "[[ -f x ]] && echo yes",
+        "git commit -m 'fix: a && b'",
+        "ls 2>&1 | head",
+        "a=1",
+        "",
+        "# just a comment",
+        "python -c 'print(1)'",
+        "cd src && pytest -q -k 'not slow'",
+    ]:
         assert parse_shell(cmd).ok, cmd
     assert [c.argv for c in parse_shell("git commit -m 'fix: a && b'").commands] == [
-        ["git", "commit", "-m", "fix: a && b"]]
+        ["git", "commit", "-m", "fix: a && b"]
+    ]
 
 
 def test_deep_nesting_is_bounded():
@@ -104,9 +152,46 @@ def test_never_raises_on_arbitrary_text(text):
         c.allow_words()
 
 
-_SHELLISH = st.lists(st.sampled_from(["rm", "-rf", "x", "&&", "||", ";", "|", "$(", ")", "`", "(", "'", '"', "\\",
-                                      "bash -c", "eval", "<<EOF", "\n", "EOF", "&", "xargs", "sudo", "{", "}",
-                                      "[[", "]]", "case", "esac", "$X", "=", ">", "<", "#"]), max_size=25)
+_SHELLISH = st.lists(
+    st.sampled_from(
+        [
+            "rm",
+            "-rf",
+            "x",
+            "&&",
+            "||",
+            ";",
+            "|",
+            "$(",
+            ")",
+            "`",
+            "(",
+            "'",
+            '"',
+            "\\",
+            "bash -c",
+            "eval",
+            "<<EOF",
+            "\n",
+            "EOF",
+            "&",
+            "xargs",
+            "sudo",
+            "{",
+            "}",
+            "[[",
+            "]]",
+            "case",
+            "esac",
+            "$X",
+            "=",
+            ">",
+            "<",
+            "#",
+        ]
+    ),
+    max_size=25,
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -119,8 +204,11 @@ def test_never_raises_on_shellish_token_soup(tokens):
 def test_lines_built_to_make_checking_slow_stay_bounded():
     """Wrapper tails and substitutions are each parsed once: the work (commands found) grows with
     the line, not exponentially (16 nested `strace` made 39,202 commands before)."""
-    for command, cap in [(" ".join(["strace"] * 40) + " ls", 40), ("echo $(" * 7 + "rm -rf t" + ")" * 7, 20),
-                         ("; ".join(["ls"] * 2500), None)]:
+    for command, cap in [
+        (" ".join(["strace"] * 40) + " ls", 40),
+        ("echo $(" * 7 + "rm -rf t" + ")" * 7, 20),
+        ("; ".join(["ls"] * 2500), None),
+    ]:
         r = parse_shell(command)
         if cap is None:
             assert not r.ok and "too many" in r.error

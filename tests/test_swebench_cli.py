@@ -20,16 +20,40 @@ def test_run_grade_report(tmp_path):
     script = tmp_path / "fix.json"
     script.write_text(json.dumps(fix_script()))
     out = tmp_path / "run"
-    res = runner.invoke(swebench_app, ["run", "--dataset", str(dataset), "-o", str(out), "--model",
-                                       f"scripted:{script}", "--max-steps", "5", "--offline", "--no-progress"])
+    res = runner.invoke(
+        swebench_app,
+        [
+            "run",
+            "--dataset",
+            str(dataset),
+            "-o",
+            str(out),
+            "--model",
+            f"scripted:{script}",
+            "--max-steps",
+            "5",
+            "--offline",
+            "--no-progress",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "1 run, 0 already done, 0 errors" in res.output
     run = json.loads((out / "run.json").read_text())
     assert run["dataset"] == str(dataset) and run["limits"]["max_steps"] == 5
     assert run["model"] == f"scripted:{script}"
 
-    res = runner.invoke(swebench_app, ["grade", "--predictions", str(out / "preds.json"), "--grader", "local",
-                                       "--offline", "--no-progress"])  # dataset: the run's
+    res = runner.invoke(
+        swebench_app,
+        [
+            "grade",
+            "--predictions",
+            str(out / "preds.json"),
+            "--grader",
+            "local",
+            "--offline",
+            "--no-progress",
+        ],
+    )  # dataset: the run's
     assert res.exit_code == 0, res.output
     assert "resolved 1/1 (UNOFFICIAL local grader)" in res.output
     assert (out / "grade_local" / "report.json").is_file()
@@ -48,10 +72,19 @@ def test_run_grade_report(tmp_path):
         (["run", "--dataset", "missing.jsonl", "-o", "x"], "clover: dataset 'missing.jsonl': no such file"),
         (["run", "--dataset", "{ds}", "-o", "x", "--env", "podman"], "clover: --env must be local or docker"),
         (["run", "--dataset", "{ds}", "-o", "x", "--slice", "a:b"], "clover: --slice 'a:b'"),
-        (["run", "--dataset", "{ds}", "-o", "x", "--instances", "nope"], "clover: unknown instance id(s): nope"),
+        (
+            ["run", "--dataset", "{ds}", "-o", "x", "--instances", "nope"],
+            "clover: unknown instance id(s): nope",
+        ),
         (["grade", "--predictions", "gold", "--grader", "sb"], "clover: --grader must be swebench or local"),
-        (["grade", "--predictions", "nope.json", "--dataset", "{ds}"], "clover: predictions 'nope.json': no such file"),
-        (["grade", "--predictions", "calibrate", "--grader", "swebench", "--dataset", "{ds}"], "clover: calibrate is for"),
+        (
+            ["grade", "--predictions", "nope.json", "--dataset", "{ds}"],
+            "clover: predictions 'nope.json': no such file",
+        ),
+        (
+            ["grade", "--predictions", "calibrate", "--grader", "swebench", "--dataset", "{ds}"],
+            "clover: calibrate is for",
+        ),
         (["report", "{tmp}"], "clover: "),
     ],
 )
@@ -66,7 +99,9 @@ def test_bad_input_is_one_line(tmp_path, args, message):
 def test_docker_env_without_docker_is_one_line(tmp_path, monkeypatch):
     dataset, _ = write_dataset(tmp_path, 1)
     monkeypatch.setenv("PATH", "/nonexistent")
-    res = runner.invoke(swebench_app, ["run", "--dataset", str(dataset), "-o", str(tmp_path / "o"), "--env", "docker"])
+    res = runner.invoke(
+        swebench_app, ["run", "--dataset", str(dataset), "-o", str(tmp_path / "o"), "--env", "docker"]
+    )
     assert res.exit_code == 2 and res.output.startswith("clover: --env docker needs Docker")
     assert res.output.count("\n") == 1
 
@@ -76,8 +111,20 @@ def test_grade_exits_nonzero_and_warns_when_instances_error(tmp_path):
     dataset, rows = write_dataset(tmp_path, 2)
     rows[1]["repo"] = "nobody/nothing"  # no mirror, --offline: this instance cannot be graded
     dataset.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    res = runner.invoke(swebench_app, ["grade", "--predictions", "gold", "--dataset", str(dataset), "--offline",
-                                       "--no-progress", "-o", str(tmp_path / "g")])
+    res = runner.invoke(
+        swebench_app,
+        [
+            "grade",
+            "--predictions",
+            "gold",
+            "--dataset",
+            str(dataset),
+            "--offline",
+            "--no-progress",
+            "-o",
+            str(tmp_path / "g"),
+        ],
+    )
     assert res.exit_code == 1, res.output
     assert "resolved 1/2" in res.output and "errors 1" in res.output
     assert "warning: 1 instance(s) cannot be judged here:" in res.output
@@ -91,11 +138,22 @@ def test_official_grader_writes_no_predictions_before_the_docker_check(tmp_path,
     dataset, rows = write_dataset(tmp_path, 1)
     preds = tmp_path / "run" / "preds.json"
     preds.parent.mkdir()
-    preds.write_text(json.dumps({rows[0]["instance_id"]: {"instance_id": rows[0]["instance_id"],
-                                                          "model_name_or_path": "m", "model_patch": ""}}))
+    preds.write_text(
+        json.dumps(
+            {
+                rows[0]["instance_id"]: {
+                    "instance_id": rows[0]["instance_id"],
+                    "model_name_or_path": "m",
+                    "model_patch": "",
+                }
+            }
+        )
+    )
     monkeypatch.setenv("PATH", "/nonexistent")
-    res = runner.invoke(swebench_app, ["grade", "--predictions", str(preds), "--grader", "swebench",
-                                       "--dataset", str(dataset)])
+    res = runner.invoke(
+        swebench_app,
+        ["grade", "--predictions", str(preds), "--grader", "swebench", "--dataset", str(dataset)],
+    )
     assert res.exit_code == 2 and "Docker" in res.output and res.output.count("\n") == 1
     assert not list((tmp_path / "run").rglob("predictions.json"))
 
@@ -110,7 +168,9 @@ def test_modal_credentials_are_checked_not_only_the_import(tmp_path):
     config = tmp_path / ".modal.toml"
     config.write_text('[default]\ntoken_id = "ak-1"\n')
     assert "lacks token_secret" in modal_credentials_problem(home)
-    config.write_text('[a]\ntoken_id = "x"\ntoken_secret = "y"\n[b]\ntoken_id = "ak-1"\ntoken_secret = "as-1"\nactive = true\n')
+    config.write_text(
+        '[a]\ntoken_id = "x"\ntoken_secret = "y"\n[b]\ntoken_id = "ak-1"\ntoken_secret = "as-1"\nactive = true\n'
+    )
     assert modal_credentials_problem(home) is None
     assert "no active profile named 'c'" in modal_credentials_problem({**home, "MODAL_PROFILE": "c"})
     config.write_text("[a\n")

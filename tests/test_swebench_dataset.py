@@ -73,11 +73,19 @@ def test_missing_file_and_duplicate_ids(tmp_path):
 
 def test_hub_dataset_offline_is_one_line():
     pytest.importorskip("datasets")
-    code = ("from clover.evals.swebench.dataset import load_instances, DatasetError\n"
-            "try:\n    load_instances('verified')\nexcept DatasetError as e:\n    print('ERR', e)")
+    code = (
+        "from clover.evals.swebench.dataset import load_instances, DatasetError\n"
+        "try:\n    load_instances('verified')\nexcept DatasetError as e:\n    print('ERR', e)"
+    )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
-                          cwd=Path(__file__).resolve().parents[1])
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     lines = proc.stdout.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("ERR could not load 'princeton-nlp/SWE-bench_Verified'")
     assert "--dataset PATH" in lines[0]
@@ -87,7 +95,10 @@ def test_select_ids_filter_slice():
     insts = [{"instance_id": f"org__repo-{n}"} for n in range(10)]
     assert [i["instance_id"] for i in select(insts, slice_spec="2:4")] == ["org__repo-2", "org__repo-3"]
     assert [i["instance_id"] for i in select(insts, filter_regex=r"-[15]$")] == ["org__repo-1", "org__repo-5"]
-    assert [i["instance_id"] for i in select(insts, ids=["org__repo-7", "org__repo-0"])] == ["org__repo-0", "org__repo-7"]
+    assert [i["instance_id"] for i in select(insts, ids=["org__repo-7", "org__repo-0"])] == [
+        "org__repo-0",
+        "org__repo-7",
+    ]
     assert len(select(insts, filter_regex="repo", slice_spec=":3")) == 3
     assert parse_slice("5") == slice(5, 6)
     for bad in (dict(ids=["x"]), dict(filter_regex="("), dict(slice_spec="a:b")):
@@ -155,9 +166,14 @@ def test_repo_sources(tmp_path):
 
 
 def test_docker_image_and_missing_docker(monkeypatch):
-    assert instance_image("django__django-11099") == "swebench/sweb.eval.x86_64.django_1776_django-11099:latest"
+    assert (
+        instance_image("django__django-11099") == "swebench/sweb.eval.x86_64.django_1776_django-11099:latest"
+    )
     cmd = docker_run_command("psf__requests-1142", "c1")
-    assert cmd[:3] == ["docker", "run", "-d"] and "swebench/sweb.eval.x86_64.psf_1776_requests-1142:latest" in cmd
+    assert (
+        cmd[:3] == ["docker", "run", "-d"]
+        and "swebench/sweb.eval.x86_64.psf_1776_requests-1142:latest" in cmd
+    )
     monkeypatch.setenv("PATH", "/nonexistent")
     problem = docker_problem()
     assert problem is not None and "\n" not in problem and "--env local" in problem

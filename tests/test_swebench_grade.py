@@ -37,7 +37,12 @@ def test_calibration_gold_resolves_and_empty_does_not(tmp_path):
     report = grade_batch(insts, None, GradeConfig(output_dir=out, online=False), progress=False)
     assert report["judgeable_ids"] == ["fixture__calc-1"]
     assert report["calibration"]["fixture__calc-1"] == {
-        "gold_resolved": True, "empty_resolved": False, "judgeable": True, "why_not": "", "why_kind": ""}
+        "gold_resolved": True,
+        "empty_resolved": False,
+        "judgeable": True,
+        "why_not": "",
+        "why_kind": "",
+    }
     assert report["empty"]["resolved_ids"] == [] and report["empty"]["empty_patch_ids"] == ["fixture__calc-1"]
     empty = json.loads((out / "fixture__calc-1" / "report.empty.json").read_text())["fixture__calc-1"]
     assert empty["tests_status"]["FAIL_TO_PASS"]["failure"] == ["tests/test_core.py::test_combine_adds"]
@@ -52,7 +57,9 @@ def test_a_patch_that_does_not_apply_and_a_wrong_fix(tmp_path):
     wrong = inst["patch"].replace("+    return a + b", "+    return a + b + 1")
     res = grade_instance(inst, {"bogus": bogus, "wrong": wrong}, config)
     assert res["bogus"]["patch_successfully_applied"] is False and res["bogus"]["resolved"] is False
-    assert "Patch Apply Failed" in (tmp_path / "g" / inst["instance_id"] / "test_output.bogus.txt").read_text()
+    assert (
+        "Patch Apply Failed" in (tmp_path / "g" / inst["instance_id"] / "test_output.bogus.txt").read_text()
+    )
     assert res["wrong"]["patch_successfully_applied"] is True and res["wrong"]["resolved"] is False
     assert res["wrong"]["tests_status"]["PASS_TO_PASS"]["success"] == ["tests/test_core.py::test_double"]
 
@@ -78,14 +85,23 @@ def test_apply_chain_falls_back_to_fuzzy_patch(tmp_path):
     assert "return a + b" in (ws / "calc" / "core.py").read_text()
     assert "git apply --verbose" in log.read_text() and "patch --batch --fuzz=5" in log.read_text()
     sh2 = Shell(ws, Path(sys.prefix), log)
-    assert not apply_patch(sh2, ws, "diff --git a/nope.py b/nope.py\n--- a/nope.py\n+++ b/nope.py\n@@ -1 +1 @@\n-x\n+y\n")
+    assert not apply_patch(
+        sh2, ws, "diff --git a/nope.py b/nope.py\n--- a/nope.py\n+++ b/nope.py\n@@ -1 +1 @@\n-x\n+y\n"
+    )
 
 
 def test_evaluate_log_uses_swebench_parser_and_rule():
-    inst = {"instance_id": "x", "repo": "local/x", "FAIL_TO_PASS": ["t.py::a"], "PASS_TO_PASS": ["t.py::b", "t.py::c"]}
+    inst = {
+        "instance_id": "x",
+        "repo": "local/x",
+        "FAIL_TO_PASS": ["t.py::a"],
+        "PASS_TO_PASS": ["t.py::b", "t.py::c"],
+    }
     spec = default_spec({**inst, "test_patch": ""}, Path("/nonexistent"))
     log = ">>>>> Start Test Output\nPASSED t.py::a\nPASSED t.py::b\nSKIPPED t.py::c\n>>>>> End Test Output\n"
-    assert evaluate_log(log, inst, spec, "p")["resolved"] is True  # a skipped PASS_TO_PASS does not count against
+    assert (
+        evaluate_log(log, inst, spec, "p")["resolved"] is True
+    )  # a skipped PASS_TO_PASS does not count against
     failing = log.replace("PASSED t.py::b", "FAILED t.py::b - boom")
     assert evaluate_log(failing, inst, spec, "p")["resolved"] is False
     missing_marker = log.replace(">>>>> End Test Output", "")
@@ -97,7 +113,12 @@ def test_official_spec_for_a_verified_row(tmp_path):
     rows = [json.loads(line) for line in SHARED.read_text().splitlines() if '"psf__requests-2317"' in line]
     inst = validate(rows[0], "shared")
     spec = resolve_spec(inst, tmp_path)  # requests' packages are a plain list: no mirror needed
-    assert spec.official and spec.python == "3.9" and spec.base_packages == ["pytest"] and spec.requirements == []
+    assert (
+        spec.official
+        and spec.python == "3.9"
+        and spec.base_packages == ["pytest"]
+        and spec.requirements == []
+    )
     assert spec.test_cmd == "pytest -rA test_requests.py" and spec.install == "python -m pip install ."
     assert spec.parser.__name__ == "parse_log_pytest_options"
 
@@ -123,19 +144,43 @@ def test_default_spec_runs_the_files_of_every_judged_test(tmp_path):
     for name in ("test_a.py", "test_b.py"):
         (tmp_path / "tests" / name).write_text("def test_x():\n    pass\n")
     patch = "diff --git a/tests/test_a.py b/tests/test_a.py\n--- a/tests/test_a.py\n+++ b/tests/test_a.py\n"
-    inst = {"test_patch": patch, "FAIL_TO_PASS": ["tests/test_a.py::test_new"],
-            "PASS_TO_PASS": ["tests/test_a.py::test_x", "tests/test_b.py::test_x", "gone.py::t", "test_y (m.C)"]}
+    inst = {
+        "test_patch": patch,
+        "FAIL_TO_PASS": ["tests/test_a.py::test_new"],
+        "PASS_TO_PASS": ["tests/test_a.py::test_x", "tests/test_b.py::test_x", "gone.py::t", "test_y (m.C)"],
+    }
     cmd = default_spec(inst, tmp_path).test_cmd
     assert cmd.endswith(" tests/test_a.py tests/test_b.py")
 
 
 def test_official_command_line():
-    cmd = official_command(dataset="verified", predictions_path="gold", run_id="r1", max_workers=8,
-                           instance_ids=["psf__requests-1142"], modal=True)
-    assert cmd == [sys.executable, "-m", "swebench.harness.run_evaluation",
-                   "--dataset_name", "princeton-nlp/SWE-bench_Verified", "--split", "test",
-                   "--predictions_path", "gold", "--max_workers", "8", "--run_id", "r1",
-                   "--instance_ids", "psf__requests-1142", "--modal", "true"]
+    cmd = official_command(
+        dataset="verified",
+        predictions_path="gold",
+        run_id="r1",
+        max_workers=8,
+        instance_ids=["psf__requests-1142"],
+        modal=True,
+    )
+    assert cmd == [
+        sys.executable,
+        "-m",
+        "swebench.harness.run_evaluation",
+        "--dataset_name",
+        "princeton-nlp/SWE-bench_Verified",
+        "--split",
+        "test",
+        "--predictions_path",
+        "gold",
+        "--max_workers",
+        "8",
+        "--run_id",
+        "r1",
+        "--instance_ids",
+        "psf__requests-1142",
+        "--modal",
+        "true",
+    ]
     cmd = official_command(dataset="lite", predictions_path="out/preds.json", run_id="r2", timeout=900)
     assert cmd[cmd.index("--predictions_path") + 1] == str(Path("out/preds.json").resolve())
     assert cmd[-2:] == ["--timeout", "900"] and "--modal" not in cmd
@@ -145,11 +190,20 @@ def test_official_command_line():
 
 @pytest.mark.slow
 def test_the_harness_knows_every_flag_we_build():
-    cmd = official_command(dataset="verified", predictions_path="gold", run_id="r", instance_ids=["a"],
-                           modal=True, timeout=10)
+    cmd = official_command(
+        dataset="verified", predictions_path="gold", run_id="r", instance_ids=["a"], modal=True, timeout=10
+    )
     harness = subprocess.run([*cmd[:3], "--help"], capture_output=True, text=True, timeout=300)
-    for flag in ("--dataset_name", "--predictions_path", "--max_workers", "--run_id", "--instance_ids",
-                 "--timeout", "--modal", "--split"):
+    for flag in (
+        "--dataset_name",
+        "--predictions_path",
+        "--max_workers",
+        "--run_id",
+        "--instance_ids",
+        "--timeout",
+        "--modal",
+        "--split",
+    ):
         assert flag in harness.stdout
 
 
@@ -171,13 +225,25 @@ def test_official_spec_path_with_python39_venv(tmp_path):
         pytest.skip("no Python 3.9 here")
     row = make_instance(tmp_path)
     repo = Path(row["repo"])
-    (repo / "setup.py").write_text("from setuptools import setup\nsetup(name='calc', version='0.1', packages=['calc'])\n")
+    (repo / "setup.py").write_text(
+        "from setuptools import setup\nsetup(name='calc', version='0.1', packages=['calc'])\n"
+    )
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "add", "-A"], cwd=repo, check=True)
     subprocess.run([*git, "commit", "-qm", "setup.py"], cwd=repo, check=True)
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
-    inst = validate({**row, "base_commit": head, "repo": "psf/requests", "version": "2.0",
-                     "instance_id": "psf__requests-0"}, "fixture")
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True
+    ).stdout.strip()
+    inst = validate(
+        {
+            **row,
+            "base_commit": head,
+            "repo": "psf/requests",
+            "version": "2.0",
+            "instance_id": "psf__requests-0",
+        },
+        "fixture",
+    )
     config = GradeConfig(output_dir=tmp_path / "g", repo_map={"psf/requests": str(repo)})
     report = grade_batch([inst], None, config, progress=False)
     assert report["judgeable_ids"] == ["psf__requests-0"], report["calibration"]

@@ -41,23 +41,35 @@ def _git_repo(path: Path, files: dict[str, str]) -> str:
     subprocess.run(["git", "init", "-q"], cwd=path, check=True)
     subprocess.run([*git, "add", "-A"], cwd=path, check=True)
     subprocess.run([*git, "commit", "-qm", "reqs"], cwd=path, check=True)
-    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=path, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def test_requirement_lines_with_inline_comments_and_options():
     lines = requirement_lines(REQUIREMENTS)
-    assert lines == ["astroid==2.6.5", 'coverage~=5.5 ; python_version < "3.11"', "black==21.6b0     --hash=sha256:0123",
-                     "-e git+https://github.com/x/y.git#egg=y"]
+    assert lines == [
+        "astroid==2.6.5",
+        'coverage~=5.5 ; python_version < "3.11"',
+        "black==21.6b0     --hash=sha256:0123",
+        "-e git+https://github.com/x/y.git#egg=y",
+    ]
     assert requirement_problems(lines) == []
     assert requirement_problems(["not a req!!"])[0].startswith("'not a req!!'")
 
 
 def test_requirements_from_the_mirror_follow_r_and_drop_comments(tmp_path):
-    commit = _git_repo(tmp_path / "pylint", {"requirements_test.txt": REQUIREMENTS,
-                                              "requirements_test_min.txt": "pytest~=6.2  # min\n"})
+    commit = _git_repo(
+        tmp_path / "pylint",
+        {"requirements_test.txt": REQUIREMENTS, "requirements_test_min.txt": "pytest~=6.2  # min\n"},
+    )
     inst = {"repo": "pylint-dev/pylint", "base_commit": commit, "environment_setup_commit": commit}
     lines = requirements_from_mirror(inst, tmp_path / "pylint")
-    assert lines[0] == "pytest~=6.2" and "astroid==2.6.5" in lines and not any("#" in ln and "#egg" not in ln for ln in lines)
+    assert (
+        lines[0] == "pytest~=6.2"
+        and "astroid==2.6.5" in lines
+        and not any("#" in ln and "#egg" not in ln for ln in lines)
+    )
 
 
 def test_pip_reads_the_requirement_file_and_a_failure_keeps_pips_whole_message(tmp_path):
@@ -65,15 +77,21 @@ def test_pip_reads_the_requirement_file_and_a_failure_keeps_pips_whole_message(t
     # by their marker); an unknown package fails with pip's own words, all of them.
     ws = tmp_path / "ws"
     _git_repo(ws, {"README": "x\n"})
-    lines = requirement_lines('pip>=1  # the installer itself\nnowhere-pkg==1 ; python_version < "3.0"  # never\n')
+    lines = requirement_lines(
+        'pip>=1  # the installer itself\nnowhere-pkg==1 ; python_version < "3.0"  # never\n'
+    )
     # inherit_site: the venv borrows the grader's pip instead of installing its own (seconds saved)
     good = LocalSpec(python=None, requirements=lines, env={"PIP_NO_INDEX": "1"}, inherit_site=True)
     setup_environment(good, ws, tmp_path / "venv", tmp_path / "setup.log", 300)
     log = (tmp_path / "setup.log").read_text()
     assert "-r " in log and "Ignoring nowhere-pkg" in log
 
-    bad = LocalSpec(python=None, requirements=["clover-no-such-package==1.0"], env={"PIP_NO_INDEX": "1"},
-                    inherit_site=True)
+    bad = LocalSpec(
+        python=None,
+        requirements=["clover-no-such-package==1.0"],
+        env={"PIP_NO_INDEX": "1"},
+        inherit_site=True,
+    )
     with pytest.raises(InstallError) as info:
         setup_environment(bad, ws, tmp_path / "venv2", tmp_path / "setup2.log", 300)
     failure = describe_failure(info.value)
@@ -111,8 +129,12 @@ def test_network_and_cpu_tests_are_excluded_and_listed():
     spec = default_spec(inst, Path("/nonexistent"))
     report = evaluate_log(LOG, inst, spec, "p")
     assert report["resolved"] is True and report["graded_on_subset"] is True
-    assert report["excluded_tests"]["net.py::get"].startswith("needs the network: requests.exceptions.ConnectionError")
-    assert report["excluded_tests"]["par.py::test_jobs"].startswith("too few CPUs here: needs at least 2 CPUs")
+    assert report["excluded_tests"]["net.py::get"].startswith(
+        "needs the network: requests.exceptions.ConnectionError"
+    )
+    assert report["excluded_tests"]["par.py::test_jobs"].startswith(
+        "too few CPUs here: needs at least 2 CPUs"
+    )
     # A real failure is still a failure.
     inst2 = _inst(["t.py::a"], ["t.py::c", "net.py::get"])
     report2 = evaluate_log(LOG, inst2, default_spec(inst2, Path("/nonexistent")), "p")
@@ -128,7 +150,8 @@ def test_every_fail_to_pass_excluded_cannot_be_judged():
 
 def test_a_test_missing_from_a_file_without_skips_is_not_excluded():
     assert unrunnable_tests(LOG, ["t.py::gone", "par.py::x"], {"t.py::a": "PASSED"}) == {
-        "par.py::x": "too few CPUs here: needs at least 2 CPUs (multiprocessing.cpu_count() == 1)"}
+        "par.py::x": "too few CPUs here: needs at least 2 CPUs (multiprocessing.cpu_count() == 1)"
+    }
 
 
 def test_the_network_error_is_read_from_the_failure_section_when_the_summary_is_cut():
@@ -146,11 +169,16 @@ FAILED test_requests.py::test_plain_failure
 PASSED test_requests.py::test_ok
 >>>>> End Test Output
 """
-    net, plain = "test_requests.py::RequestsTestCase::test_BASICAUTH_TUPLE_HTTP_200_OK_GET", "test_requests.py::test_plain_failure"
+    net, plain = (
+        "test_requests.py::RequestsTestCase::test_BASICAUTH_TUPLE_HTTP_200_OK_GET",
+        "test_requests.py::test_plain_failure",
+    )
     inst = _inst(["test_requests.py::test_ok"], [net, plain])
     report = evaluate_log(log, inst, default_spec(inst, Path("/nonexistent")), "p")
-    assert report["excluded_tests"] == {net: "needs the network: requests.exceptions.ConnectionError: HTTPConnectionPool("
-                                         "host='httpbin.org', port=80): Max retries | socket.gaierror: [Errno -2] Name or service not known"}
+    assert report["excluded_tests"] == {
+        net: "needs the network: requests.exceptions.ConnectionError: HTTPConnectionPool("
+        "host='httpbin.org', port=80): Max retries | socket.gaierror: [Errno -2] Name or service not known"
+    }
     assert report["tests_status"]["PASS_TO_PASS"]["failure"] == [plain] and report["resolved"] is False
 
 
@@ -168,7 +196,12 @@ FAILED tests/test_build_latex.py::test_latex_images - AssertionError: assert ...
 FAILED tests/test_build_latex.py::test_latex_other - AssertionError: assert 1 == 2
 >>>>> End Test Output
 """
-    status = {"tests/test_build_latex.py::test_latex_images": "FAILED", "tests/test_build_latex.py::test_latex_other": "FAILED"}
+    status = {
+        "tests/test_build_latex.py::test_latex_images": "FAILED",
+        "tests/test_build_latex.py::test_latex_other": "FAILED",
+    }
     out = unrunnable_tests(log, list(status), status)
     assert list(out) == ["tests/test_build_latex.py::test_latex_images"]
-    assert out["tests/test_build_latex.py::test_latex_images"].startswith("needs the network: WARNING: Could not fetch")
+    assert out["tests/test_build_latex.py::test_latex_images"].startswith(
+        "needs the network: WARNING: Could not fetch"
+    )

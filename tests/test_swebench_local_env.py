@@ -44,27 +44,36 @@ def _commit(repo: Path, files: dict[str, str], message: str, tag: str | None = N
 
 def _instance(repo: Path, base: str, name: str) -> dict:
     """The calc fixture's row at `base` (the repository's tree must be at base)."""
-    return validate({
-        "repo": str(repo), "instance_id": name, "base_commit": base,
-        "patch": _diff_after(repo, "calc/core.py", SOURCE.format(op="+")),
-        "test_patch": _diff_after(repo, "tests/test_core.py", NEW_TEST),
-        "problem_statement": "combine() subtracts.", "hints_text": "", "created_at": "2024-01-01T00:00:00Z",
-        "version": "0.1", "FAIL_TO_PASS": json.dumps(["tests/test_core.py::test_combine_adds"]),
-        "PASS_TO_PASS": json.dumps(["tests/test_core.py::test_double"]), "environment_setup_commit": base,
-    }, "fixture")
+    return validate(
+        {
+            "repo": str(repo),
+            "instance_id": name,
+            "base_commit": base,
+            "patch": _diff_after(repo, "calc/core.py", SOURCE.format(op="+")),
+            "test_patch": _diff_after(repo, "tests/test_core.py", NEW_TEST),
+            "problem_statement": "combine() subtracts.",
+            "hints_text": "",
+            "created_at": "2024-01-01T00:00:00Z",
+            "version": "0.1",
+            "FAIL_TO_PASS": json.dumps(["tests/test_core.py::test_combine_adds"]),
+            "PASS_TO_PASS": json.dumps(["tests/test_core.py::test_double"]),
+            "environment_setup_commit": base,
+        },
+        "fixture",
+    )
 
 
 # --------------------------------------------------------------------------- setuptools_scm
 
 
-SCM_INIT = '''from pathlib import Path
+SCM_INIT = """from pathlib import Path
 
 from setuptools_scm import get_version
 
 __version__ = get_version(root=str(Path(__file__).resolve().parents[1]))
-'''
+"""
 # pytest's own `minversion` check, in miniature: the suite refuses a checkout that calls itself 0.x.
-MINVERSION_CONFTEST = '''from pathlib import Path
+MINVERSION_CONFTEST = """from pathlib import Path
 
 import pytest
 from packaging.version import Version
@@ -76,7 +85,7 @@ def pytest_configure(config):
     (Path.home() / ".calc-was-here").write_text(calc.__version__)
     if Version(calc.__version__) < Version("1.0"):
         raise pytest.UsageError(f"'minversion' requires calc-1.0, actual calc-{calc.__version__}")
-'''
+"""
 
 
 def _scm_repo(root: Path) -> tuple[Path, str]:
@@ -86,8 +95,17 @@ def _scm_repo(root: Path) -> tuple[Path, str]:
     repo = root / "scm"
     repo.mkdir()
     _git(repo, "init", "-q", "-b", "main")
-    _commit(repo, {"calc/__init__.py": SCM_INIT, "calc/core.py": SOURCE.format(op="-"), "tests/test_core.py": OLD_TEST,
-                   "conftest.py": MINVERSION_CONFTEST}, "calc 1.0", tag="v1.0")
+    _commit(
+        repo,
+        {
+            "calc/__init__.py": SCM_INIT,
+            "calc/core.py": SOURCE.format(op="-"),
+            "tests/test_core.py": OLD_TEST,
+            "conftest.py": MINVERSION_CONFTEST,
+        },
+        "calc 1.0",
+        tag="v1.0",
+    )
     base = _commit(repo, {"README": "calc\n"}, "docs")
     _git(repo, "checkout", "-q", "-b", "side")
     _commit(repo, {"SIDE": "x\n"}, "side work", tag="v7.0")
@@ -106,7 +124,9 @@ def test_workspace_keeps_only_the_tags_in_the_base_commits_past(tmp_path):
     assert tags == ["v1.0"]  # v1.1 (the fix's release) and v7.0 (another branch) are gone
     branches = subprocess.run(["git", "branch", "-a"], cwd=ws, capture_output=True, text=True).stdout
     assert "main" not in branches and "side" not in branches
-    assert get_version(root=str(ws)).startswith("1.1.dev1+g")  # the next release, 1 commit on; without tags 0.1.devN
+    assert get_version(root=str(ws)).startswith(
+        "1.1.dev1+g"
+    )  # the next release, 1 commit on; without tags 0.1.devN
 
 
 def test_setuptools_scm_repository_is_judged_and_home_is_the_instances_own(tmp_path, monkeypatch):
@@ -118,8 +138,12 @@ def test_setuptools_scm_repository_is_judged_and_home_is_the_instances_own(tmp_p
     user_home.mkdir()
     monkeypatch.setenv("HOME", str(user_home))
     out = tmp_path / "grade"
-    report = grade_batch([inst], None, GradeConfig(output_dir=out, online=False, work_dir=str(tmp_path / "work")),
-                         progress=False)
+    report = grade_batch(
+        [inst],
+        None,
+        GradeConfig(output_dir=out, online=False, work_dir=str(tmp_path / "work")),
+        progress=False,
+    )
     assert report["calibration"]["fixture__scm-1"]["judgeable"] is True, report["calibration"]
     assert not (user_home / ".calc-was-here").exists()  # the tests' HOME was the instance's
 
@@ -142,13 +166,16 @@ commands =
 [testenv:lint]
 commands = flake8 {posargs}
 """
-STRICT_TEST = OLD_TEST + '''
+STRICT_TEST = (
+    OLD_TEST
+    + """
 
 def test_runs_in_the_testenv():
     import os
 
     assert os.environ["CALC_MODE"] == "strict"
-'''
+"""
+)
 
 
 def test_tox_only_repository_runs_its_testenv_directly(tmp_path):
@@ -158,15 +185,31 @@ def test_tox_only_repository_runs_its_testenv_directly(tmp_path):
     repo = tmp_path / "toxonly"
     repo.mkdir()
     _git(repo, "init", "-q", "-b", "main")
-    base = _commit(repo, {"calc/__init__.py": "", "calc/core.py": SOURCE.format(op="-"), "tests/test_core.py": STRICT_TEST,
-                          "tox.ini": TOX_INI}, "calc, tested by tox")
+    base = _commit(
+        repo,
+        {
+            "calc/__init__.py": "",
+            "calc/core.py": SOURCE.format(op="-"),
+            "tests/test_core.py": STRICT_TEST,
+            "tox.ini": TOX_INI,
+        },
+        "calc, tested by tox",
+    )
     inst = _instance(repo, base, "fixture__tox-1")
-    inst["test_patch"] = _diff_after(repo, "tests/test_core.py", STRICT_TEST.replace("import double", "import combine, double")
-                                     + "\n\ndef test_combine_adds():\n    assert combine(2, 3) == 5\n")
+    inst["test_patch"] = _diff_after(
+        repo,
+        "tests/test_core.py",
+        STRICT_TEST.replace("import double", "import combine, double")
+        + "\n\ndef test_combine_adds():\n    assert combine(2, 3) == 5\n",
+    )
     inst["PASS_TO_PASS"] = ["tests/test_core.py::test_double", "tests/test_core.py::test_runs_in_the_testenv"]
     out = tmp_path / "grade"
-    report = grade_batch([inst], None, GradeConfig(output_dir=out, online=False, work_dir=str(tmp_path / "work")),
-                         progress=False)
+    report = grade_batch(
+        [inst],
+        None,
+        GradeConfig(output_dir=out, online=False, work_dir=str(tmp_path / "work")),
+        progress=False,
+    )
     assert report["calibration"]["fixture__tox-1"]["judgeable"] is True, report["calibration"]
     log = (out / "fixture__tox-1" / "test_output.gold.txt").read_text()
     assert "runs tox.ini's py311 testenv" in log
@@ -193,18 +236,35 @@ commands =
 
 
 def test_sphinx_tox_command_after_the_specs_edit(tmp_path):
-    (tmp_path / "tox.ini").write_text(SPHINX_TOX.replace("pytest", "pytest -rA"))  # the spec's pre_install sed
-    run = tox_run("tox --current-env -epy39 -v --", tmp_path, ["tests/test_ext_autodoc.py"], {"PYTEST_ADDOPTS": "-x"})
+    (tmp_path / "tox.ini").write_text(
+        SPHINX_TOX.replace("pytest", "pytest -rA")
+    )  # the spec's pre_install sed
+    run = tox_run(
+        "tox --current-env -epy39 -v --", tmp_path, ["tests/test_ext_autodoc.py"], {"PYTEST_ADDOPTS": "-x"}
+    )
     assert run.script() == "python -X dev -m pytest -rA --durations 25 tests/test_ext_autodoc.py"
-    assert run.setenv == {"PYTHONWARNINGS": "all,ignore::DeprecationWarning:distutils", "PYTEST_ADDOPTS": "-x --color yes"}
+    assert run.setenv == {
+        "PYTHONWARNINGS": "all,ignore::DeprecationWarning:distutils",
+        "PYTEST_ADDOPTS": "-x --color yes",
+    }
     latest = tox_run("tox -e du-latest", tmp_path, [], {})
-    assert latest.commands[0].startswith("python -m pip install") and latest.commands[1].startswith("python -X dev")
+    assert latest.commands[0].startswith("python -m pip install") and latest.commands[1].startswith(
+        "python -X dev"
+    )
 
 
 def test_sphinx_spec_runs_without_tox(tmp_path):
-    row = {"repo": "sphinx-doc/sphinx", "instance_id": "sphinx-doc__sphinx-1", "version": "7.1",
-           "base_commit": "0" * 40, "environment_setup_commit": "0" * 40, "created_at": "2023-05-28T19:15:07Z",
-           "test_patch": "diff --git a/tests/test_x.py b/tests/test_x.py\n", "FAIL_TO_PASS": "[]", "PASS_TO_PASS": "[]"}
+    row = {
+        "repo": "sphinx-doc/sphinx",
+        "instance_id": "sphinx-doc__sphinx-1",
+        "version": "7.1",
+        "base_commit": "0" * 40,
+        "environment_setup_commit": "0" * 40,
+        "created_at": "2023-05-28T19:15:07Z",
+        "test_patch": "diff --git a/tests/test_x.py b/tests/test_x.py\n",
+        "FAIL_TO_PASS": "[]",
+        "PASS_TO_PASS": "[]",
+    }
     spec = resolve_spec(row, tmp_path)  # no mirror: the date falls back to created_at
     assert spec.test_cmd == "tox --current-env -epy39 -v -- tests/test_x.py"
     assert not any(p.startswith("tox") for p in spec.pip_packages) and "Jinja2==3.0.3" in spec.pip_packages
@@ -240,9 +300,11 @@ def test_environment_yml_channels_are_not_packages():
 def _wheel(where: Path, name: str, version: str, code: str = "") -> None:
     """A real (tiny, pure-Python) wheel, so uv installs offline from a local directory."""
     dist = f"{name}-{version}"
-    files = {f"{name}/__init__.py": code or f"VERSION = {version!r}\n",
-             f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-             f"{dist}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files = {
+        f"{name}/__init__.py": code or f"VERSION = {version!r}\n",
+        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{dist}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
     record = []
     for path, text in files.items():
         digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
@@ -271,23 +333,37 @@ def test_environment_yml_installs_what_pip_can_and_names_conda_only_packages(tmp
     drop_unimportable(spec, sh, ["tinydep", "tinyextra", "dask", "brokendep"])
     assert spec.missing_packages == {
         "cdms2": "cdms2: not on PyPI (conda-only)",
-        "brokendep": "brokendep: installs but does not import here (RuntimeError: Cannot find the ecCodes library)"}
-    listed = subprocess.run([uv_binary(), "pip", "list", "--python", str(venv / "bin" / "python")],
-                            capture_output=True, text=True, check=True).stdout
+        "brokendep": "brokendep: installs but does not import here (RuntimeError: Cannot find the ecCodes library)",
+    }
+    listed = subprocess.run(
+        [uv_binary(), "pip", "list", "--python", str(venv / "bin" / "python")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "tinydep" in listed and "tinyextra" in listed and "dask" in listed
     assert "cdms2" not in listed and "brokendep" not in listed  # it would stop test collection
     assert "environment.yml's 'cdms2' left out: not on PyPI (conda-only)" in log.read_text()
 
     # A judged test that skips for want of cdms2 is not the patch's failure: the report says why.
-    row = {"instance_id": "x", "repo": "local/x", "test_patch": "", "FAIL_TO_PASS": ["t.py::uses_cdms2"],
-           "PASS_TO_PASS": ["t.py::plain"]}
+    row = {
+        "instance_id": "x",
+        "repo": "local/x",
+        "test_patch": "",
+        "FAIL_TO_PASS": ["t.py::uses_cdms2"],
+        "PASS_TO_PASS": ["t.py::plain"],
+    }
     spec2 = default_spec(row, Path("/nonexistent"))
     spec2.missing_packages = spec.missing_packages
-    test_log = (">>>>> Start Test Output\nPASSED t.py::plain\n"
-                "SKIPPED [1] t.py:3: could not import 'cdms2': No module named 'cdms2'\n>>>>> End Test Output\n")
+    test_log = (
+        ">>>>> Start Test Output\nPASSED t.py::plain\n"
+        "SKIPPED [1] t.py:3: could not import 'cdms2': No module named 'cdms2'\n>>>>> End Test Output\n"
+    )
     report = evaluate_log(test_log, row, spec2, "p")
     assert report["cannot_judge_kind"] == "package"
-    assert report["cannot_judge"].startswith("every FAIL_TO_PASS test cannot run here: needs the package cdms2")
+    assert report["cannot_judge"].startswith(
+        "every FAIL_TO_PASS test cannot run here: needs the package cdms2"
+    )
     assert "conda-only" in report["cannot_judge"]
 
 
@@ -309,10 +385,14 @@ def test_installer_holds_the_date_and_lets_the_specs_pins_through(tmp_path):
     assert inst.install(["Jinja2==3.0.3"], run, why="the spec's pip packages") == (0, "Installed 2 packages")
     assert not any(a.startswith("markupsafe=") for a in calls[0])
     assert f"markupsafe={HARNESS_DATE}" in calls[1] and "markupsafe=2100-01-01T00:00:00Z" in calls[2]
-    assert inst.notes == ["markupsafe: as of 2024-08-13, needed by the spec's pip packages",
-                          "markupsafe: as of 2100-01-01, needed by the spec's pip packages"]
+    assert inst.notes == [
+        "markupsafe: as of 2024-08-13, needed by the spec's pip packages",
+        "markupsafe: as of 2100-01-01, needed by the spec's pip packages",
+    ]
     assert Installer(tmp_path, "2025-01-01T00:00:00Z", {"pytest": HARNESS_DATE}).argv([])[-2:] == [
-        "--exclude-newer", "2025-01-01T00:00:00Z"]  # a cutoff earlier than the date is no exception
+        "--exclude-newer",
+        "2025-01-01T00:00:00Z",
+    ]  # a cutoff earlier than the date is no exception
 
 
 # --------------------------------------------------------------------------- calibration
@@ -321,21 +401,36 @@ def test_installer_holds_the_date_and_lets_the_specs_pins_through(tmp_path):
 def test_calibration_names_a_cause_or_counts_a_wrong_verdict():
     ok = {"resolved": True, "patch_successfully_applied": True, "tests_run": 3}
     no = {"resolved": False, "patch_successfully_applied": True, "tests_run": 3}
-    install = {"resolved": False, "error": "InstallError: dependency install failed: x", "error_kind": "install"}
+    install = {
+        "resolved": False,
+        "error": "InstallError: dependency install failed: x",
+        "error_kind": "install",
+    }
     nothing_ran = {**no, "tests_run": 0}
-    log = (">>>>> Start Test Output\n+ pytest -rA\n"
-           "ERROR: 'minversion' requires pytest-2.0, actual pytest-0.1.dev14530\n>>>>> End Test Output\n")
+    log = (
+        ">>>>> Start Test Output\n+ pytest -rA\n"
+        "ERROR: 'minversion' requires pytest-2.0, actual pytest-0.1.dev14530\n>>>>> End Test Output\n"
+    )
     assert why_not_judgeable(ok, no) == ("", "")
     assert why_not_judgeable(install, install)[0] == "install"
     assert why_not_judgeable(nothing_ran, no, log) == (
-        "no-tests", "none of the judged tests ran under the gold patch: ERROR: 'minversion' requires pytest-2.0, actual pytest-0.1.dev14530")
+        "no-tests",
+        (
+            "none of the judged tests ran under the gold patch: ERROR: 'minversion' requires pytest-2.0, "
+            "actual pytest-0.1.dev14530"
+        ),
+    )
     assert why_not_judgeable(no, no)[0] == "gold-fails" and why_not_judgeable(ok, ok)[0] == "empty-resolves"
-    calib = {"psf__requests-1": {"judgeable": True, "why_kind": ""},
-             "psf__requests-2": {"judgeable": False, "why_kind": "network"},
-             "pytest-dev__pytest-3": {"judgeable": False, "why_kind": "gold-fails"}}
+    calib = {
+        "psf__requests-1": {"judgeable": True, "why_kind": ""},
+        "psf__requests-2": {"judgeable": False, "why_kind": "network"},
+        "pytest-dev__pytest-3": {"judgeable": False, "why_kind": "gold-fails"},
+    }
     table = by_repository(calib)
-    assert table == {"psf/requests": {"rows": 2, "correct": 1, "cannot_judge": {"network": 1}, "wrong": 0},
-                     "pytest-dev/pytest": {"rows": 1, "correct": 0, "cannot_judge": {}, "wrong": 1}}
+    assert table == {
+        "psf/requests": {"rows": 2, "correct": 1, "cannot_judge": {"network": 1}, "wrong": 0},
+        "pytest-dev/pytest": {"rows": 1, "correct": 0, "cannot_judge": {}, "wrong": 1},
+    }
     text = render_table(table)
     assert "| psf/requests | 2 | 1 | 1 network | 0 |" in text and "| all | 3 | 1 (33%) | 1 | 1 |" in text
 
@@ -343,9 +438,16 @@ def test_calibration_names_a_cause_or_counts_a_wrong_verdict():
 def test_an_environment_resolves_no_earlier_than_its_python(tmp_path):
     # requests 1.1's environment is from 2013, its spec's Python 3.9 from 2020: pip 1.3 and pytest
     # 2.3 do not run there, so the packages resolve as of Python 3.9's release.
-    row = {"repo": "psf/requests", "instance_id": "psf__requests-1", "version": "1.1", "base_commit": "0" * 40,
-           "created_at": "2013-01-23T16:38:17Z", "test_patch": "diff --git a/test_requests.py b/test_requests.py\n",
-           "FAIL_TO_PASS": "[]", "PASS_TO_PASS": "[]"}
+    row = {
+        "repo": "psf/requests",
+        "instance_id": "psf__requests-1",
+        "version": "1.1",
+        "base_commit": "0" * 40,
+        "created_at": "2013-01-23T16:38:17Z",
+        "test_patch": "diff --git a/test_requests.py b/test_requests.py\n",
+        "FAIL_TO_PASS": "[]",
+        "PASS_TO_PASS": "[]",
+    }
     assert resolve_spec(row, tmp_path).exclude_newer == "2020-10-05T00:00:00Z"
 
 
@@ -389,16 +491,27 @@ def test_the_specs_apt_packages_are_read_and_not_installed(tmp_path):
     from clover.evals.swebench.system_packages import apt_packages, package_words
 
     assert apt_packages("apt-get update && apt-get install -y graphviz") == ["graphviz"]
-    assert apt_packages("apt-get -y update && apt-get -y upgrade && DEBIAN_FRONTEND=noninteractive "
-                        "apt-get install -y imagemagick ffmpeg=7:5.1 cm-super") == ["imagemagick", "ffmpeg", "cm-super"]
+    assert apt_packages(
+        "apt-get -y update && apt-get -y upgrade && DEBIAN_FRONTEND=noninteractive "
+        "apt-get install -y imagemagick ffmpeg=7:5.1 cm-super"
+    ) == ["imagemagick", "ffmpeg", "cm-super"]
     assert apt_packages("apt-get update && apt-get install -y locales; locale-gen en_US.UTF-8") == ["locales"]
     assert apt_packages("pip install apt-get") == [] and apt_packages("apt-get update") == []
     assert package_words("libenchant-2-dev") == ["libenchant-2-dev", "enchant"]
     assert package_words("hunspell-en-us") == ["hunspell-en-us", "hunspell"]
-    spec = resolve_spec({"repo": "sphinx-doc/sphinx", "instance_id": "sphinx-doc__sphinx-1", "version": "7.2",
-                         "base_commit": "0" * 40, "created_at": "2023-05-28T19:15:07Z",
-                         "test_patch": "diff --git a/tests/test_x.py b/tests/test_x.py\n",
-                         "FAIL_TO_PASS": "[]", "PASS_TO_PASS": "[]"}, tmp_path)
+    spec = resolve_spec(
+        {
+            "repo": "sphinx-doc/sphinx",
+            "instance_id": "sphinx-doc__sphinx-1",
+            "version": "7.2",
+            "base_commit": "0" * 40,
+            "created_at": "2023-05-28T19:15:07Z",
+            "test_patch": "diff --git a/tests/test_x.py b/tests/test_x.py\n",
+            "FAIL_TO_PASS": "[]",
+            "PASS_TO_PASS": "[]",
+        },
+        tmp_path,
+    )
     assert spec.system_packages == ["graphviz"]
 
 
@@ -410,27 +523,40 @@ def test_a_missing_system_package_is_checked_by_dpkg_and_logged(tmp_path):
     sh = Shell(tmp_path, Path(sys.prefix), tmp_path / "log")
     check_system_packages(spec, sh)
     assert spec.missing_system_packages == ["clover-no-such-package"]
-    assert ("here: dpkg; missing: clover-no-such-package (apt-get install clover-no-such-package)"
-            in (tmp_path / "log").read_text())
+    assert (
+        "here: dpkg; missing: clover-no-such-package (apt-get install clover-no-such-package)"
+        in (tmp_path / "log").read_text()
+    )
 
 
 def test_a_test_skipped_for_a_missing_system_package_names_it():
     # sphinx-doc__sphinx-10614: every FAIL_TO_PASS test skips without graphviz, which the official
     # image installs with apt-get. The cause is the package, not "skipped".
-    tests = ["tests/test_ext_inheritance_diagram.py::test_inheritance_diagram",
-             "tests/test_ext_inheritance_diagram.py::test_inheritance_diagram_svg_html"]
-    row = {"instance_id": "x", "repo": "local/x", "test_patch": "", "FAIL_TO_PASS": tests,
-           "PASS_TO_PASS": ["tests/test_ext_inheritance_diagram.py::test_import_classes"]}
+    tests = [
+        "tests/test_ext_inheritance_diagram.py::test_inheritance_diagram",
+        "tests/test_ext_inheritance_diagram.py::test_inheritance_diagram_svg_html",
+    ]
+    row = {
+        "instance_id": "x",
+        "repo": "local/x",
+        "test_patch": "",
+        "FAIL_TO_PASS": tests,
+        "PASS_TO_PASS": ["tests/test_ext_inheritance_diagram.py::test_import_classes"],
+    }
     spec = default_spec(row, Path("/nonexistent"))
-    log = (">>>>> Start Test Output\n"
-           "\x1b[32mPASSED\x1b[0m tests/test_ext_inheritance_diagram.py::test_import_classes\n"
-           "\x1b[33mSKIPPED\x1b[0m [1] tests/test_ext_inheritance_diagram.py:18: graphviz \"dot\" is not available\n"
-           "\x1b[33mSKIPPED\x1b[0m [1] tests/test_ext_inheritance_diagram.py:151: graphviz \"dot\" is not available\n"
-           ">>>>> End Test Output\n")
+    log = (
+        ">>>>> Start Test Output\n"
+        "\x1b[32mPASSED\x1b[0m tests/test_ext_inheritance_diagram.py::test_import_classes\n"
+        '\x1b[33mSKIPPED\x1b[0m [1] tests/test_ext_inheritance_diagram.py:18: graphviz "dot" is not available\n'
+        '\x1b[33mSKIPPED\x1b[0m [1] tests/test_ext_inheritance_diagram.py:151: graphviz "dot" is not available\n'
+        ">>>>> End Test Output\n"
+    )
     assert evaluate_log(log, row, spec, "p")["cannot_judge_kind"] == "skipped"  # graphviz is here, or unknown
     spec.missing_system_packages = ["graphviz"]
     report = evaluate_log(log, row, spec, "p")
     assert report["cannot_judge_kind"] == "system-package"
-    assert report["cannot_judge"].startswith("every FAIL_TO_PASS test cannot run here: needs the system package "
-                                             "graphviz, which the official image installs and this machine has not")
+    assert report["cannot_judge"].startswith(
+        "every FAIL_TO_PASS test cannot run here: needs the system package "
+        "graphviz, which the official image installs and this machine has not"
+    )
     assert "apt-get install graphviz" in report["cannot_judge"]

@@ -19,7 +19,9 @@ from tests.swebench_fixtures import FixtureModel, fix_script, write_dataset
 
 
 def _config(out: Path, model, workers: int = 1) -> RunConfig:
-    return RunConfig(output_dir=out, settings=Settings(max_steps=5), workers=workers, model=model, online=False)
+    return RunConfig(
+        output_dir=out, settings=Settings(max_steps=5), workers=workers, model=model, online=False
+    )
 
 
 def test_scripted_agent_resolves_one_of_one_and_the_local_grader_says_so(tmp_path):
@@ -44,8 +46,12 @@ def test_scripted_agent_resolves_one_of_one_and_the_local_grader_says_so(tmp_pat
     assert run["totals"]["instances"] == 1 and run["instances"]["fixture__calc-1"]["steps"] == 2
     assert not (out / ".work" / "fixture__calc-1").exists()  # work tree removed
 
-    report = grade_batch(insts, load_predictions(str(out / "preds.json"), insts),
-                         GradeConfig(output_dir=out / "grade_local", online=False), progress=False)
+    report = grade_batch(
+        insts,
+        load_predictions(str(out / "preds.json"), insts),
+        GradeConfig(output_dir=out / "grade_local", online=False),
+        progress=False,
+    )
     assert report["resolved_ids"] == ["fixture__calc-1"] and report["official"] is False
     per = json.loads((out / "grade_local" / "fixture__calc-1" / "report.json").read_text())["fixture__calc-1"]
     assert per["tests_status"]["FAIL_TO_PASS"]["success"] == ["tests/test_core.py::test_combine_adds"]
@@ -64,7 +70,9 @@ def test_two_workers_and_tokens_per_forward(tmp_path):
     for r in results.values():
         assert r["exit_status"] == "submitted" and r["model_patch"]
         assert (r["steps"], r["tokens"], r["tokens_per_forward"]) == (2, 280, 2.0)  # 30 tokens / 15 forwards
-        assert r["stats"] == {"forwards": 15.0}  # the per-turn ratios (4.0 + 1.0 summed) are not a second figure
+        assert r["stats"] == {
+            "forwards": 15.0
+        }  # the per-turn ratios (4.0 + 1.0 summed) are not a second figure
     assert collect(out)["totals"]["tokens_per_forward"] == 2.0  # 90 tokens / 45 forwards
     pids = {line.split()[2] for line in (tmp_path / "calls.log").read_text().splitlines()}
     assert len(pids) == 2  # both worker processes took instances
@@ -77,8 +85,9 @@ def test_kill_and_resume_loses_and_repeats_nothing(tmp_path):
     out, log, marker = tmp_path / "run", tmp_path / "calls.log", tmp_path / "crash-once"
     marker.write_text("x")
     # calc-2's model server fails; calc-3's worker process dies mid-run.
-    first = FixtureModel(calls_log=str(log), raise_for="fixture__calc-2", crash_for="fixture__calc-3",
-                         crash_once=str(marker))
+    first = FixtureModel(
+        calls_log=str(log), raise_for="fixture__calc-2", crash_for="fixture__calc-3", crash_once=str(marker)
+    )
     summary = run_batch(insts, _config(out, first), progress=False)
     assert summary.unfinished == ["fixture__calc-3"] and "resume" in summary.message
     done_first = json.loads((out / "fixture__calc-1" / "result.json").read_text())
@@ -142,8 +151,14 @@ def test_sigterm_stops_the_workers_and_the_run_resumes(tmp_path):
     driver.write_text(DRIVER)
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": str(root)}
-    first = subprocess.Popen([sys.executable, str(driver), str(dataset), str(out), str(log), "120"], cwd=root,
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    first = subprocess.Popen(
+        [sys.executable, str(driver), str(dataset), str(out), str(log), "120"],
+        cwd=root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and (not log.exists() or len(log.read_text().splitlines()) < 2):
         time.sleep(0.2)
@@ -160,8 +175,14 @@ def test_sigterm_stops_the_workers_and_the_run_resumes(tmp_path):
     assert json.loads((out / "preds.json").read_text()) == {}  # no empty-patch predictions
     assert not any((out / ".work").glob("fixture__calc-*"))  # work trees cleaned up
 
-    second = subprocess.run([sys.executable, str(driver), str(dataset), str(out), str(log), "0"], cwd=root, env=env,
-                            capture_output=True, text=True, timeout=300)
+    second = subprocess.run(
+        [sys.executable, str(driver), str(dataset), str(out), str(log), "0"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert second.returncode == 0 and "unfinished []" in second.stdout, second.stdout + second.stderr
     preds = json.loads((out / "preds.json").read_text())
     assert sorted(preds) == ["fixture__calc-1", "fixture__calc-2"]

@@ -20,9 +20,21 @@ from clover.evals.synthfix.verify import verify_instance
 
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = {
-    "instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch", "FAIL_TO_PASS",
-    "PASS_TO_PASS", "version", "created_at", "environment_setup_commit", "hints_text", "family", "split",
-}  # fmt: skip
+    "instance_id",
+    "repo",
+    "base_commit",
+    "problem_statement",
+    "patch",
+    "test_patch",
+    "FAIL_TO_PASS",
+    "PASS_TO_PASS",
+    "version",
+    "created_at",
+    "environment_setup_commit",
+    "hints_text",
+    "family",
+    "split",
+}
 
 
 def _git(repo: str | Path, *args: str) -> str:
@@ -170,13 +182,29 @@ def test_every_family_has_bugs_in_several_templates():
         ("missing_return", "def f(a):\n    b = a * 2\n    return b\n", "def f(a):\n    b = a * 2\n"),
         ("misspelt_name", "def f(total):\n    return total\n", "def f(total):\n    return totl\n"),
         ("wrong_default", "def f(a, sep=','):\n    return a\n", "def f(a, sep=';'):\n    return a\n"),
-        ("inverted_condition", "def f(a):\n    if a == 1:\n        return 2\n", "def f(a):\n    if a != 1:\n        return 2\n"),
+        (
+            "inverted_condition",
+            "def f(a):\n    if a == 1:\n        return 2\n",
+            "def f(a):\n    if a != 1:\n        return 2\n",
+        ),
         ("wrong_builtin", "def f(xs):\n    return max(xs)\n", "def f(xs):\n    return min(xs)\n"),
-        ("wrong_builtin", "def f(s):\n    return s.strip().lower()\n", "def f(s):\n    return s.strip().upper()\n"),
-        ("wrong_attribute", "class f:\n    def area(self):\n        return self.w * self.h\n", "class f:\n    def area(self):\n        return self.h * self.h\n"),
-        ("wrong_attribute", "def f(u):\n    return f\"{u.email} <{u.name}>\"\n", "def f(u):\n    return f\"{u.name} <{u.name}>\"\n"),
+        (
+            "wrong_builtin",
+            "def f(s):\n    return s.strip().lower()\n",
+            "def f(s):\n    return s.strip().upper()\n",
+        ),
+        (
+            "wrong_attribute",
+            "class f:\n    def area(self):\n        return self.w * self.h\n",
+            "class f:\n    def area(self):\n        return self.h * self.h\n",
+        ),
+        (
+            "wrong_attribute",
+            'def f(u):\n    return f"{u.email} <{u.name}>"\n',
+            'def f(u):\n    return f"{u.name} <{u.name}>"\n',
+        ),
     ],
-)  # fmt: skip
+)
 def test_family_mutations(family, source, expected):
     found = families.candidates(family, source, "f")
     assert found and families.apply(source, found[0]) == expected
@@ -215,16 +243,32 @@ def test_unknown_family_is_a_clear_error():
 def test_cli_writes_instances_jsonl(tmp_path):
     out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, "-m", "clover.evals.synthfix", "--split", "heldout", "--count", "2", "--out", str(out)],
-        cwd=ROOT, capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "clover.evals.synthfix",
+            "--split",
+            "heldout",
+            "--count",
+            "2",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in (out / "instances.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and all(r["split"] == "heldout" for r in rows)
     bad = subprocess.run(
         [sys.executable, "-m", "clover.evals.synthfix", "--split", "dev", "--out", str(out)],
-        cwd=ROOT, capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "invalid choice" in bad.stderr
 
 

@@ -18,12 +18,23 @@ def _traj() -> dict:
         "root": "/tmp/clover-x/toolbox",
         "messages": [
             {"role": "system", "content": "Repo at /tmp/clover-x/toolbox."},
-            {"role": "user", "content": "`top_n({'a': 1})` is wrong.\n```python\nfrom toolbox.helpers.grades import top_n\n"
-                                        "print(top_n({'a': 1}))\n```"},
+            {
+                "role": "user",
+                "content": "`top_n({'a': 1})` is wrong.\n```python\nfrom toolbox.helpers.grades import top_n\n"
+                "print(top_n({'a': 1}))\n```",
+            },
             {"role": "assistant", "content": "", "tool_calls": [_call("outline", {"symbol": "top_n"}, 1)]},
             {"role": "tool", "tool_call_id": "c1", "content": f"{path}:3-5: def top_n(scores, n=3)"},
-            {"role": "assistant", "content": "", "tool_calls": [_call("view", {"path": path, "view_range": [3, 5]}, 2)]},
-            {"role": "tool", "tool_call_id": "c2", "content": "     3\tdef top_n(scores, n=3):\n     4\t    return sorted(scores)[:n]"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [_call("view", {"path": path, "view_range": [3, 5]}, 2)],
+            },
+            {
+                "role": "tool",
+                "tool_call_id": "c2",
+                "content": "     3\tdef top_n(scores, n=3):\n     4\t    return sorted(scores)[:n]",
+            },
             {"role": "assistant", "content": "Fixed `top_n`; test_top_n passes and top_number is untouched."},
         ],
         "thinking": ["Find `top_n`.", "Read toolbox/helpers/grades.py.", "Done."],
@@ -55,7 +66,9 @@ def test_renamed_copy_is_consistent_and_deterministic() -> None:
     # whole identifiers only: joined by underscores it is renamed, inside another word it is not
     answer = a["messages"][-1]["content"]
     assert f"test_{new_fn}" in answer and "top_number" in answer
-    assert a["thinking"][0] == f"Find `{new_fn}`." and traj["thinking"][0] == "Find `top_n`."  # input untouched
+    assert (
+        a["thinking"][0] == f"Find `{new_fn}`." and traj["thinking"][0] == "Find `top_n`."
+    )  # input untouched
 
 
 def test_fresh_words_are_identifiers() -> None:

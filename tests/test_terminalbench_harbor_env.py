@@ -29,7 +29,12 @@ class DirEnvironment:
     async def exec(self, command, cwd=None, env=None, timeout_sec=None, user=None):
         self.calls.append(command)
         proc = await asyncio.create_subprocess_exec(
-            "bash", "-c", command, cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            "bash",
+            "-c",
+            command,
+            cwd=cwd,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
         )
         try:
@@ -151,8 +156,11 @@ def test_cancel_kills_the_command_in_flight(bridge):
     marker = bridge.root / "still-running"
 
     async def main():
-        worker = asyncio.ensure_future(asyncio.to_thread(
-            lambda: bridge.env.execute(f"sleep 0.1; touch {marker}.started; sleep 20; touch {marker}")))
+        worker = asyncio.ensure_future(
+            asyncio.to_thread(
+                lambda: bridge.env.execute(f"sleep 0.1; touch {marker}.started; sleep 20; touch {marker}")
+            )
+        )
         while not (bridge.root / "still-running.started").exists():
             await asyncio.sleep(0.05)
         start = time.monotonic()

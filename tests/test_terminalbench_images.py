@@ -24,13 +24,23 @@ def test_what_each_from_tag_of_terminal_bench_2_builds():
     noble = resolve("ubuntu:24.04")
     assert (noble.distro, noble.suite, noble.slim, noble.python) == ("ubuntu", "noble", True, "")
     assert resolve("docker.io/library/ubuntu:noble@sha256:" + "0" * 64).key() == noble.key()
-    assert [(r.suite, r.slim) for r in map(resolve, ("debian:13.0-slim", "debian:bullseye-slim ", "debian:12"))] == [
-        ("trixie", True), ("bullseye", True), ("bookworm", False)]
+    assert [
+        (r.suite, r.slim) for r in map(resolve, ("debian:13.0-slim", "debian:bullseye-slim ", "debian:12"))
+    ] == [("trixie", True), ("bullseye", True), ("bookworm", False)]
     slim = resolve("python:3.13-slim-bookworm")
-    assert (slim.suite, slim.slim, slim.python, dict(slim.env)["LANG"]) == ("bookworm", True, "3.13", "C.UTF-8")
+    assert (slim.suite, slim.slim, slim.python, dict(slim.env)["LANG"]) == (
+        "bookworm",
+        True,
+        "3.13",
+        "C.UTF-8",
+    )
     assert "ca-certificates" in slim.packages and "gcc" not in slim.packages
     full = resolve("python:3.11")  # buildpack-deps underneath: compilers, git, curl
-    assert (full.suite, full.slim, full.python) == (PYTHON_DEFAULT_SUITE, False, "3.11") and "gcc" in full.packages
+    assert (full.suite, full.slim, full.python) == (
+        PYTHON_DEFAULT_SUITE,
+        False,
+        "3.11",
+    ) and "gcc" in full.packages
     assert resolve("python:3.10-slim-bookworm").key() != resolve("python:3.11-slim").key()
     tb1 = resolve("ghcr.io/laude-institute/t-bench/ubuntu-24-04:latest")
     assert tb1.suite == "noble" and "tmux" in tb1.packages
@@ -52,15 +62,21 @@ def test_a_cache_entry_is_built_once_by_concurrent_runs(tmp_path):
         (target / "root.txt").write_text("built\n")
 
     results = []
-    threads = [threading.Thread(target=lambda: results.append(build_once(tmp_path / "entry", build)))
-               for _ in range(4)]
+    threads = [
+        threading.Thread(target=lambda: results.append(build_once(tmp_path / "entry", build)))
+        for _ in range(4)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     assert len(builds) == 1 and results == [tmp_path / "entry"] * 4
-    assert (tmp_path / "entry" / "root.txt").read_text() == "built\n" and (tmp_path / "entry" / STAMP).is_file()
-    assert [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")] == ["entry"]  # no temporary left
+    assert (tmp_path / "entry" / "root.txt").read_text() == "built\n" and (
+        tmp_path / "entry" / STAMP
+    ).is_file()
+    assert [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")] == [
+        "entry"
+    ]  # no temporary left
 
 
 def test_a_failed_or_distrusted_build_leaves_nothing_half_made(tmp_path):
@@ -80,7 +96,9 @@ def test_a_failed_or_distrusted_build_leaves_nothing_half_made(tmp_path):
     build_once(tmp_path / "entry", good)
     # A check that distrusts the cached copy (its recipe changed, its files were touched) rebuilds it.
     (tmp_path / "entry" / "v").write_text("tampered")
-    build_once(tmp_path / "entry", good, check=lambda p: "tampered" if (p / "v").read_text() == "tampered" else None)
+    build_once(
+        tmp_path / "entry", good, check=lambda p: "tampered" if (p / "v").read_text() == "tampered" else None
+    )
     assert (tmp_path / "entry" / "v").read_text() != "tampered"
 
 
@@ -100,8 +118,9 @@ def test_a_cached_root_is_checked_before_use(tmp_path):
     (rootfs / "etc").mkdir()
     (rootfs / "etc/os-release").write_text("NAME=Ubuntu\nVERSION_CODENAME=noble\n")
     (rootfs / "var/lib/dpkg").mkdir(parents=True)
-    (rootfs / "var/lib/dpkg/status").write_text("Package: bash\nStatus: install ok installed\n\n"
-                                                "Package: apt\nStatus: install ok installed\n")
+    (rootfs / "var/lib/dpkg/status").write_text(
+        "Package: bash\nStatus: install ok installed\n\nPackage: apt\nStatus: install ok installed\n"
+    )
     (tmp_path / "manifest.json").write_text(json.dumps({"recipe": recipe.key(), "packages": 2}))
     assert _verify(tmp_path, recipe) is None
     assert _verify(tmp_path, resolve("ubuntu:22.04")) == "built from another recipe"
@@ -125,7 +144,10 @@ def _archives_reachable() -> str | None:
     for tool in ("mmdebstrap", "slirp4netns", "patchelf"):
         if shutil.which(tool) is None:
             return f"{tool} is not installed"
-    for url in ("http://archive.ubuntu.com/ubuntu/dists/noble/Release", "http://deb.debian.org/debian/dists/bookworm/Release"):
+    for url in (
+        "http://archive.ubuntu.com/ubuntu/dists/noble/Release",
+        "http://deb.debian.org/debian/dists/bookworm/Release",
+    ):
         try:
             urllib.request.urlopen(url, timeout=10).close()  # noqa: S310 (fixed archive URLs)
         except OSError as exc:
@@ -148,21 +170,45 @@ def test_the_runner_fixtures_pass_on_their_real_images(tmp_path):
 
     settings = Settings(mode="yolo", checkpoints=False, live=False, command_timeout=30)
     tasks = find_tasks(TASKS / "_runner")
-    results = run_tasks([t for t in tasks if t.id != "needs-a-host"], settings=settings, model_factory=None,
-                        out_dir=tmp_path, workers=2, launch=Launch())
+    results = run_tasks(
+        [t for t in tasks if t.id != "needs-a-host"],
+        settings=settings,
+        model_factory=None,
+        out_dir=tmp_path,
+        workers=2,
+        launch=Launch(),
+    )
     verdicts = {r.id: (r.status, r.reason) for r in results}
-    assert verdicts == {name: ("passed", "") for name in (
-        "copy-from-uv", "login-dotfiles", "multi-stage", "pinned-ubuntu-package", "run-lock", "same-port-a",
-        "same-port-b")}, verdicts
-    assert "VERSION_CODENAME=noble" in (tmp_path / "pinned-ubuntu-package/logs/verifier/test-stdout.txt").read_text()
+    assert verdicts == {
+        name: ("passed", "")
+        for name in (
+            "copy-from-uv",
+            "login-dotfiles",
+            "multi-stage",
+            "pinned-ubuntu-package",
+            "run-lock",
+            "same-port-a",
+            "same-port-b",
+        )
+    }, verdicts
+    assert (
+        "VERSION_CODENAME=noble"
+        in (tmp_path / "pinned-ubuntu-package/logs/verifier/test-stdout.txt").read_text()
+    )
     resolver = FakeResolver({})  # no name resolves: the host it needs is named
     try:
-        [needs] = run_tasks([t for t in tasks if t.id == "needs-a-host"], settings=settings, model_factory=None,
-                            out_dir=tmp_path / "offline", launch=Launch(resolvers=[resolver.address]))
+        [needs] = run_tasks(
+            [t for t in tasks if t.id == "needs-a-host"],
+            settings=settings,
+            model_factory=None,
+            out_dir=tmp_path / "offline",
+            launch=Launch(resolvers=[resolver.address]),
+        )
     finally:
         resolver.close()
     assert needs.status == "needs-internet" and needs.reason.startswith(
-        "needs the internet: downloads.clover-unreachable.org"), needs.reason
+        "needs the internet: downloads.clover-unreachable.org"
+    ), needs.reason
 
 
 @pytest.mark.slow
@@ -181,6 +227,11 @@ def test_a_python_image_has_its_interpreter_at_usr_local(tmp_path):
     if newest("3.12") is None:
         pytest.skip("no local CPython 3.12 (pyenv) to install in the image")
     settings = Settings(mode="yolo", checkpoints=False, live=False, command_timeout=30)
-    [result] = run_tasks(find_tasks(TASKS / "_extra" / "python-image"), settings=settings, model_factory=None,
-                         out_dir=tmp_path, launch=Launch())
+    [result] = run_tasks(
+        find_tasks(TASKS / "_extra" / "python-image"),
+        settings=settings,
+        model_factory=None,
+        out_dir=tmp_path,
+        launch=Launch(),
+    )
     assert (result.status, result.reward) == ("passed", 1.0), result.reason

@@ -26,14 +26,28 @@ SCRIPTS = TASKS / "_scripts"
 SETTINGS = Settings(mode="yolo", checkpoints=False, live=False, command_timeout=30)
 HOST = Launch(image="host")
 SCRIPTED = ["count-lines", "fix-script", "hello-file", "sort-scores"]
-ALL = ["count-lines", "fix-script", "generator", "hello-file", "hidden-solution", "install-package", "odd-text",
-       "sort-scores", "task-env", "two-workdirs"]
+ALL = [
+    "count-lines",
+    "fix-script",
+    "generator",
+    "hello-file",
+    "hidden-solution",
+    "install-package",
+    "odd-text",
+    "sort-scores",
+    "task-env",
+    "two-workdirs",
+]
 
-pytestmark = pytest.mark.skipif(container_problem() is not None, reason=f"no local container: {container_problem()}")
+pytestmark = pytest.mark.skipif(
+    container_problem() is not None, reason=f"no local container: {container_problem()}"
+)
 
 
 def test_every_task_passes_with_the_oracle(tmp_path):
-    results = run_tasks(find_tasks(TASKS), settings=SETTINGS, model_factory=None, out_dir=tmp_path, workers=2, launch=HOST)
+    results = run_tasks(
+        find_tasks(TASKS), settings=SETTINGS, model_factory=None, out_dir=tmp_path, workers=2, launch=HOST
+    )
     assert [(r.id, r.status, r.reward, r.reason) for r in results] == [(t, "passed", 1.0, "") for t in ALL]
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["summary"]["pass_rate"] == 1.0 and len(saved["tasks"]) == len(ALL)
@@ -44,9 +58,19 @@ def test_every_task_passes_with_the_oracle(tmp_path):
 def test_nothing_lands_on_the_host(tmp_path):
     """The Dockerfile's package install, the generator's files under /app and in /usr, the COPY
     into /opt: all inside the task's container, none on this machine."""
-    run_tasks(find_tasks(TASKS, ["install-package", "generator"]), settings=SETTINGS, model_factory=None,
-              out_dir=tmp_path, launch=HOST)
-    for path in ("/app/logs", "/usr/local/share/clover-generated", "/opt/clover-gen", "/usr/local/bin/clover-greet"):
+    run_tasks(
+        find_tasks(TASKS, ["install-package", "generator"]),
+        settings=SETTINGS,
+        model_factory=None,
+        out_dir=tmp_path,
+        launch=HOST,
+    )
+    for path in (
+        "/app/logs",
+        "/usr/local/share/clover-generated",
+        "/opt/clover-gen",
+        "/usr/local/bin/clover-greet",
+    ):
         assert not Path(path).exists(), path
     dpkg = Path("/var/lib/dpkg/status")
     assert not dpkg.exists() or "clover-greet" not in dpkg.read_text(errors="replace")
@@ -54,8 +78,13 @@ def test_nothing_lands_on_the_host(tmp_path):
 
 def test_the_agent_cannot_read_the_solution_or_keep_its_own_tests(tmp_path):
     [task] = find_tasks(TASKS, ["hidden-solution"])
-    [result] = run_tasks([task], settings=SETTINGS, model_factory=lambda t: ScriptedModel(SCRIPTS / f"{t.id}.json"),
-                         out_dir=tmp_path, launch=HOST)
+    [result] = run_tasks(
+        [task],
+        settings=SETTINGS,
+        model_factory=lambda t: ScriptedModel(SCRIPTS / f"{t.id}.json"),
+        out_dir=tmp_path,
+        launch=HOST,
+    )
     records = Trajectory.read(tmp_path / "hidden-solution" / "trajectory.jsonl")
     seen = "\n".join(str(r.get("content", "")) + str(r.get("output", "")) for r in records)
     assert "searched" in seen  # the agent did look
@@ -66,10 +95,21 @@ def test_the_agent_cannot_read_the_solution_or_keep_its_own_tests(tmp_path):
 
 def test_a_scripted_model_that_does_the_work_passes(tmp_path):
     tasks = find_tasks(TASKS, SCRIPTED)
-    results = run_tasks(tasks, settings=SETTINGS, model_factory=lambda t: ScriptedModel(SCRIPTS / f"{t.id}.json"),
-                        out_dir=tmp_path, workers=2, launch=HOST)
+    results = run_tasks(
+        tasks,
+        settings=SETTINGS,
+        model_factory=lambda t: ScriptedModel(SCRIPTS / f"{t.id}.json"),
+        out_dir=tmp_path,
+        workers=2,
+        launch=HOST,
+    )
     assert all(r.status == "passed" and r.exit_status == "submitted" for r in results), results
-    assert {r.id: r.steps for r in results} == {"count-lines": 2, "fix-script": 4, "hello-file": 3, "sort-scores": 2}
+    assert {r.id: r.steps for r in results} == {
+        "count-lines": 2,
+        "fix-script": 4,
+        "hello-file": 3,
+        "sort-scores": 2,
+    }
     assert all(r.tokens > 0 and r.agent_seconds > 0 for r in results)
     records = Trajectory.read(tmp_path / "fix-script" / "trajectory.jsonl")
     # The task's paths are its own: nothing is rewritten.
@@ -79,8 +119,13 @@ def test_a_scripted_model_that_does_the_work_passes(tmp_path):
 
 
 def test_a_model_that_does_nothing_fails(tmp_path):
-    results = run_tasks(find_tasks(TASKS, SCRIPTED), settings=SETTINGS,
-                        model_factory=lambda t: ScriptedModel(SCRIPTS / "nothing.json"), out_dir=tmp_path, launch=HOST)
+    results = run_tasks(
+        find_tasks(TASKS, SCRIPTED),
+        settings=SETTINGS,
+        model_factory=lambda t: ScriptedModel(SCRIPTS / "nothing.json"),
+        out_dir=tmp_path,
+        launch=HOST,
+    )
     assert [(r.status, r.reward, r.steps) for r in results] == [("failed", 0.0, 1)] * 4
     assert summarize(results)["pass_rate"] == 0.0
 
@@ -98,53 +143,111 @@ def _task(root: Path, dockerfile: str, test: str, solve: str = "#!/bin/bash\ntru
 
 def test_build_steps_run_in_the_container_and_failures_show_their_output(tmp_path):
     ok = "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n"
-    _task(tmp_path / "a-root", "FROM ubuntu\nWORKDIR /app\nRUN mkdir -p /data && echo 1 > /data/x\n",
-          "#!/bin/bash\ncat /data/x > /logs/verifier/reward.txt\n")
+    _task(
+        tmp_path / "a-root",
+        "FROM ubuntu\nWORKDIR /app\nRUN mkdir -p /data && echo 1 > /data/x\n",
+        "#!/bin/bash\ncat /data/x > /logs/verifier/reward.txt\n",
+    )
     _task(tmp_path / "d-noreward", "FROM ubuntu\nWORKDIR /app\n", "#!/bin/bash\nexit 0\n")
-    _task(tmp_path / "e-badbuild", "FROM ubuntu\nWORKDIR /app\nRUN echo to-stdout; echo no-such-tool >&2; exit 127\n", ok)
+    _task(
+        tmp_path / "e-badbuild",
+        "FROM ubuntu\nWORKDIR /app\nRUN echo to-stdout; echo no-such-tool >&2; exit 127\n",
+        ok,
+    )
     _task(tmp_path / "f-unknown-image", "FROM clover-no-such-image:1\nWORKDIR /app\n", ok)
     _task(tmp_path / "g-from-a-stage", "FROM ubuntu AS b\nFROM b\nWORKDIR /app\n", ok)
-    results = {r.id: r for r in run_tasks(find_tasks(tmp_path), settings=SETTINGS, model_factory=None,
-                                          out_dir=tmp_path / "out", launch=HOST)}
+    results = {
+        r.id: r
+        for r in run_tasks(
+            find_tasks(tmp_path), settings=SETTINGS, model_factory=None, out_dir=tmp_path / "out", launch=HOST
+        )
+    }
     assert (results["a-root"].status, results["a-root"].reward) == ("passed", 1.0)  # /data is the task's own
-    assert (results["d-noreward"].status, results["d-noreward"].reason) == ("failed", "the tests wrote no reward")
+    assert (results["d-noreward"].status, results["d-noreward"].reason) == (
+        "failed",
+        "the tests wrote no reward",
+    )
     bad = results["e-badbuild"]
-    assert bad.status == "error" and "environment build failed: RUN" in bad.reason and "exited with 127" in bad.reason
+    assert (
+        bad.status == "error"
+        and "environment build failed: RUN" in bad.reason
+        and "exited with 127" in bad.reason
+    )
     assert "no-such-tool" in bad.reason  # stderr of the failed step, not only "exited with 127: "
-    assert results["g-from-a-stage"].status == "skipped" and "FROM an earlier stage" in results["g-from-a-stage"].reason
+    assert (
+        results["g-from-a-stage"].status == "skipped"
+        and "FROM an earlier stage" in results["g-from-a-stage"].reason
+    )
     assert summarize(list(results.values()))["skipped"] == 1
-    [unknown] = run_tasks(find_tasks(tmp_path, ["f-unknown-image"]), settings=SETTINGS, model_factory=None,
-                          out_dir=tmp_path / "out2")  # on its own image: there is no recipe for it
-    assert unknown.status == "skipped" and "no recipe for the base image clover-no-such-image:1" in unknown.reason
+    [unknown] = run_tasks(
+        find_tasks(tmp_path, ["f-unknown-image"]),
+        settings=SETTINGS,
+        model_factory=None,
+        out_dir=tmp_path / "out2",
+    )  # on its own image: there is no recipe for it
+    assert (
+        unknown.status == "skipped"
+        and "no recipe for the base image clover-no-such-image:1" in unknown.reason
+    )
     assert not Path("/data/x").exists()
 
 
 def test_terminal_bench_1_format(tmp_path):
     root = tmp_path / "tb1-task"
     (root / "tests").mkdir(parents=True)
-    (root / "task.yaml").write_text("instruction: |\n  Write 42 to /app/answer.txt.\nmax_agent_timeout_sec: 30\n")
-    (root / "Dockerfile").write_text("FROM ghcr.io/laude-institute/t-bench/ubuntu-24-04:latest\nWORKDIR /app\n")
+    (root / "task.yaml").write_text(
+        "instruction: |\n  Write 42 to /app/answer.txt.\nmax_agent_timeout_sec: 30\n"
+    )
+    (root / "Dockerfile").write_text(
+        "FROM ghcr.io/laude-institute/t-bench/ubuntu-24-04:latest\nWORKDIR /app\n"
+    )
     (root / "run-tests.sh").write_text("#!/bin/bash\nbash $TEST_DIR/check.sh\n")
     (root / "tests" / "check.sh").write_text('[ "$(cat /app/answer.txt)" = 42 ]\n')
     (root / "solution.sh").write_text("echo 42 > /app/answer.txt\n")
     [task] = find_tasks(root)
     assert (task.format, task.agent_timeout) == ("tb1", 30.0)
     [oracle] = run_tasks([task], settings=SETTINGS, model_factory=None, out_dir=tmp_path / "o", launch=HOST)
-    [idle] = run_tasks([task], settings=SETTINGS, model_factory=lambda t: ScriptedModel(SCRIPTS / "nothing.json"),
-                       out_dir=tmp_path / "n", launch=HOST)
+    [idle] = run_tasks(
+        [task],
+        settings=SETTINGS,
+        model_factory=lambda t: ScriptedModel(SCRIPTS / "nothing.json"),
+        out_dir=tmp_path / "n",
+        launch=HOST,
+    )
     assert (oracle.status, oracle.reward, idle.status, idle.reward) == ("passed", 1.0, "failed", 0.0)
 
 
 def test_cli_runs_tasks_and_reports(tmp_path):
     runner = CliRunner()
     out = tmp_path / "out"
-    result = runner.invoke(terminalbench_app, ["--tasks", str(TASKS), "--model", f"scripted:{SCRIPTS}", "-n", "2",
-                                               "-o", str(out), "--task", "hello-file,sort-scores", "--image", "host"])
+    result = runner.invoke(
+        terminalbench_app,
+        [
+            "--tasks",
+            str(TASKS),
+            "--model",
+            f"scripted:{SCRIPTS}",
+            "-n",
+            "2",
+            "-o",
+            str(out),
+            "--task",
+            "hello-file,sort-scores",
+            "--image",
+            "host",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "passed 2/2 (100.0%)" in result.output
-    assert [t["id"] for t in json.loads((out / "results.json").read_text())["tasks"]] == ["hello-file", "sort-scores"]
-    result = runner.invoke(terminalbench_app, ["--tasks", str(TASKS), "--oracle", "--task", "fix-script", "-o", str(out)],
-                           env={"CLOVER_TBENCH_IMAGE": "host"})
+    assert [t["id"] for t in json.loads((out / "results.json").read_text())["tasks"]] == [
+        "hello-file",
+        "sort-scores",
+    ]
+    result = runner.invoke(
+        terminalbench_app,
+        ["--tasks", str(TASKS), "--oracle", "--task", "fix-script", "-o", str(out)],
+        env={"CLOVER_TBENCH_IMAGE": "host"},
+    )
     assert result.exit_code == 0 and "passed 1/1" in result.output
     bad = runner.invoke(terminalbench_app, ["--tasks", str(tmp_path / "none"), "--oracle"])
     assert bad.exit_code == 2 and "not a directory" in bad.output and "Traceback" not in bad.output
@@ -172,12 +275,16 @@ def test_uv_and_a_local_interpreter_instead_of_downloads(tmp_path):
     except OSError as exc:
         pytest.skip(f"no uv: {exc}")
     image = host_image(tmp_path / "skeleton")
-    box = TaskContainer(tmp_path / "box", image, network=False, binds=python_binds(image.glibc, versions=local[-1:]))
+    box = TaskContainer(
+        tmp_path / "box", image, network=False, binds=python_binds(image.glibc, versions=local[-1:])
+    )
     box.start()
     try:
         install_uv(box)
-        script = (f"source $HOME/.local/bin/env && UV_OFFLINE=1 uv run --no-project -p {local[-1]} "
-                  "python -c 'import sys, ssl, sqlite3; print(sys.version_info[:2])'")
+        script = (
+            f"source $HOME/.local/bin/env && UV_OFFLINE=1 uv run --no-project -p {local[-1]} "
+            "python -c 'import sys, ssl, sqlite3; print(sys.version_info[:2])'"
+        )
         rc, out, _ = box.exec(script, env={"PATH": f"/usr/bin:/bin:{PYTHON_DIR}/bin"}, timeout=120)
     finally:
         box.remove()
@@ -195,8 +302,11 @@ def test_which_tasks_get_uv_and_the_registry_settings(tmp_path):
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "test.sh").write_text("curl -LsSf https://astral.sh/uv/install.sh | sh\n")
     assert uses_uv(tmp_path / "a") and not uses_uv(tmp_path / "b")
-    assert (installer_version(tmp_path / "a"), installer_version(tmp_path / "b"), installer_version(tmp_path / "c")) \
-        == ("0.9.5", None, "")
+    assert (
+        installer_version(tmp_path / "a"),
+        installer_version(tmp_path / "b"),
+        installer_version(tmp_path / "c"),
+    ) == ("0.9.5", None, "")
     ca = tmp_path / "ca.pem"
     ca.write_text("-----BEGIN CERTIFICATE-----\n")
     env = network_env({"PIP_CERT": str(ca), "HOME": "/root", "https_proxy": "http://proxy:3128"})
@@ -213,7 +323,9 @@ def test_the_container_environment_behaves_like_a_shell_and_a_file_system(tmp_pa
     try:
         env = ContainerEnvironment(box, root="/app", env={"PATH": "/usr/bin:/bin"}, timeout=20)
         env.write_file("src/a.txt", b"one\ntwo\n")
-        assert env.read_file("/app/src/a.txt") == b"one\ntwo\n" and box.read("/app/src/a.txt") == b"one\ntwo\n"
+        assert (
+            env.read_file("/app/src/a.txt") == b"one\ntwo\n" and box.read("/app/src/a.txt") == b"one\ntwo\n"
+        )
         env.write_file("/usr/local/share/clover-env-test", b"x")  # an overlaid system folder
         assert env.read_file("/usr/local/share/clover-env-test") == b"x"
         assert not Path("/usr/local/share/clover-env-test").exists()
@@ -241,8 +353,13 @@ def test_a_python_image_gets_python_and_pip_as_in_docker(tmp_path):
     inside the overlay. (The real python image: test_terminalbench_images.py.)"""
     if not Path("/usr/bin/pip3").exists():
         pytest.skip("no system pip3 to stand in for the python image")
-    [result] = run_tasks(find_tasks(TASKS / "_extra" / "python-image"), settings=SETTINGS, model_factory=None,
-                         out_dir=tmp_path, launch=HOST)
+    [result] = run_tasks(
+        find_tasks(TASKS / "_extra" / "python-image"),
+        settings=SETTINGS,
+        model_factory=None,
+        out_dir=tmp_path,
+        launch=HOST,
+    )
     assert (result.status, result.reward) == ("passed", 1.0), result.reason
     assert not Path("/usr/local/pyvenv.cfg").exists()
     assert not list(Path("/usr/local/lib").glob("python3*/site-packages/clover_tiny"))
@@ -251,9 +368,14 @@ def test_a_python_image_gets_python_and_pip_as_in_docker(tmp_path):
 def test_build_args_reach_the_build_steps_only(tmp_path):
     """ARG NAME=default is a variable of the RUN steps after it (an ENV of the same name wins), not
     of the finished container; a RUN's cache mount is only a cache, so the step runs without it."""
-    _task(tmp_path / "args", "FROM ubuntu\nWORKDIR /app\nARG V=1.2\nENV W=env-$V\nARG W=arg\n"
-          "RUN --mount=type=cache,target=/root/.cache echo \"$V $W\" > /app/built.txt\n",
-          '#!/bin/bash\n[ "$(cat /app/built.txt)" = "1.2 env-1.2" ] && [ -z "$V" ] && [ "$W" = env-1.2 ] '
-          "&& echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n")
-    [result] = run_tasks(find_tasks(tmp_path), settings=SETTINGS, model_factory=None, out_dir=tmp_path / "out", launch=HOST)
+    _task(
+        tmp_path / "args",
+        "FROM ubuntu\nWORKDIR /app\nARG V=1.2\nENV W=env-$V\nARG W=arg\n"
+        'RUN --mount=type=cache,target=/root/.cache echo "$V $W" > /app/built.txt\n',
+        '#!/bin/bash\n[ "$(cat /app/built.txt)" = "1.2 env-1.2" ] && [ -z "$V" ] && [ "$W" = env-1.2 ] '
+        "&& echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n",
+    )
+    [result] = run_tasks(
+        find_tasks(tmp_path), settings=SETTINGS, model_factory=None, out_dir=tmp_path / "out", launch=HOST
+    )
     assert (result.status, result.reward) == ("passed", 1.0), result.reason

@@ -27,7 +27,9 @@ from clover.settings import Settings
 RUNNER_TASKS = Path(__file__).parent / "tbench_tasks" / "_runner"
 SETTINGS = Settings(mode="yolo", checkpoints=False, live=False, command_timeout=30)
 
-pytestmark = pytest.mark.skipif(container_problem() is not None, reason=f"no local container: {container_problem()}")
+pytestmark = pytest.mark.skipif(
+    container_problem() is not None, reason=f"no local container: {container_problem()}"
+)
 
 
 class FakeResolver:
@@ -51,8 +53,12 @@ class FakeResolver:
             self.asked.append(name)
             if name in self.known and qtype == 1:
                 reply = bytearray(failure_reply(query, 0))
-                reply[6:8] = (1).to_bytes(2, "big")  # one answer: the question's name (pointer), A, IN, TTL 60
-                reply += b"\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x3c\x00\x04" + socket.inet_aton(self.known[name])
+                reply[6:8] = (1).to_bytes(
+                    2, "big"
+                )  # one answer: the question's name (pointer), A, IN, TTL 60
+                reply += b"\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x3c\x00\x04" + socket.inet_aton(
+                    self.known[name]
+                )
             elif name in self.known:
                 reply = bytearray(failure_reply(query, 0))  # the name exists, no record of this type
             else:
@@ -71,8 +77,17 @@ def resolver():
 
 
 def _run(ids: list[str], tmp_path: Path, launch: Launch | None = None, workers: int = 1):
-    return {r.id: r for r in run_tasks(find_tasks(RUNNER_TASKS, ids), settings=SETTINGS, model_factory=None,
-                                       out_dir=tmp_path, workers=workers, launch=launch or Launch(image="host"))}
+    return {
+        r.id: r
+        for r in run_tasks(
+            find_tasks(RUNNER_TASKS, ids),
+            settings=SETTINGS,
+            model_factory=None,
+            out_dir=tmp_path,
+            workers=workers,
+            launch=launch or Launch(image="host"),
+        )
+    }
 
 
 def test_the_image_basics_a_task_relies_on(tmp_path):
@@ -80,17 +95,24 @@ def test_the_image_basics_a_task_relies_on(tmp_path):
     login shell (tmux starts one: headless-terminal), because /root has .profile and .bashrc."""
     results = _run(["run-lock", "login-dotfiles"], tmp_path)
     assert {k: (r.status, r.reward) for k, r in results.items()} == {
-        "run-lock": ("passed", 1.0), "login-dotfiles": ("passed", 1.0)}, {k: r.reason for k, r in results.items()}
+        "run-lock": ("passed", 1.0),
+        "login-dotfiles": ("passed", 1.0),
+    }, {k: r.reason for k, r in results.items()}
 
 
 def test_two_tasks_listen_on_one_port_at_once(tmp_path):
     """Each container has its own loopback: both servers bind 127.0.0.1:12355 and each test reaches
     its own (torch-tensor-parallelism's two runs on port 12355)."""
     results = _run(["same-port-a", "same-port-b"], tmp_path, workers=2)
-    assert [(r.id, r.status) for r in results.values()] == [("same-port-a", "passed"), ("same-port-b", "passed")], \
-        [r.reason for r in results.values()]
+    assert [(r.id, r.status) for r in results.values()] == [
+        ("same-port-a", "passed"),
+        ("same-port-b", "passed"),
+    ], [r.reason for r in results.values()]
     for side in "ab":
-        assert f"port 12355 answered: {side}" in (tmp_path / f"same-port-{side}/logs/verifier/test-stdout.txt").read_text()
+        assert (
+            f"port 12355 answered: {side}"
+            in (tmp_path / f"same-port-{side}/logs/verifier/test-stdout.txt").read_text()
+        )
 
 
 def test_a_container_has_its_hostname_in_etc_hosts_and_its_own_loopback(tmp_path):
@@ -104,9 +126,11 @@ def test_a_container_has_its_hostname_in_etc_hosts_and_its_own_loopback(tmp_path
         lines = out.decode().split("\n")
         assert rc == 0 and lines[0] == one.hostname and lines[1].split() == ["127.0.1.1", one.hostname], out
         assert "nameserver 127.0.0.11" in lines  # the container's DNS, where Docker's sits
-        server = ("python3 -c 'import socket,time; s=socket.socket(); s.bind((\"127.0.0.1\", 12355)); s.listen(); "
-                  "open(\"/tmp/up\",\"w\").close(); time.sleep(30)' >/dev/null 2>&1 & "
-                  "for i in $(seq 50); do [ -f /tmp/up ] && break; sleep 0.1; done; [ -f /tmp/up ]")
+        server = (
+            'python3 -c \'import socket,time; s=socket.socket(); s.bind(("127.0.0.1", 12355)); s.listen(); '
+            'open("/tmp/up","w").close(); time.sleep(30)\' >/dev/null 2>&1 & '
+            "for i in $(seq 50); do [ -f /tmp/up ] && break; sleep 0.1; done; [ -f /tmp/up ]"
+        )
         assert one.exec(server, timeout=30)[0] == 0
         assert two.exec(server, timeout=30)[0] == 0  # the same port, free in the other namespace
         assert one.exec("exec 3<>/dev/tcp/127.0.0.1/12355", timeout=30)[0] == 0
@@ -123,7 +147,9 @@ def test_a_container_has_its_hostname_in_etc_hosts_and_its_own_loopback(tmp_path
 
 def test_multi_stage_builds_copy_from_an_earlier_stage(tmp_path):
     results = _run(["multi-stage"], tmp_path)
-    assert (results["multi-stage"].status, results["multi-stage"].reward) == ("passed", 1.0), results["multi-stage"].reason
+    assert (results["multi-stage"].status, results["multi-stage"].reward) == ("passed", 1.0), results[
+        "multi-stage"
+    ].reason
     assert not list((tmp_path / "multi-stage").glob("container/stage-*"))  # the stage's container is gone
 
 
@@ -142,7 +168,11 @@ def test_copy_from_an_image_folder_and_a_container(tmp_path):
     try:
         copy_from(target, tool, ["/uv", "/uvx"], "/opt/tools/")
         copy_from(target, tool, ["/uv"], "/usr/local/bin/uv-renamed")
-        assert target.exec("/opt/tools/uv && /opt/tools/uvx && uv-renamed", timeout=30)[1].split() == [b"uv", b"uvx", b"uv"]
+        assert target.exec("/opt/tools/uv && /opt/tools/uvx && uv-renamed", timeout=30)[1].split() == [
+            b"uv",
+            b"uvx",
+            b"uv",
+        ]
         source.exec("mkdir -p /build/out/sub && echo deep > /build/out/sub/f.txt", timeout=30)
         copy_from(target, ContainerSource(source), ["/build/out"], "/app/out")
         assert target.read("/app/out/sub/f.txt") == b"deep\n"
@@ -172,9 +202,12 @@ def test_the_dns_forwarder_answers_from_the_resolvers_and_records_each_name(tmp_
     box = TaskContainer(tmp_path / "box", image, network=True, resolvers=[resolver.address])
     box.start()
     try:
-        rc, out, _ = box.exec("getent hosts mirror.clover-test.org; getent hosts gone.clover-test.org; "
-                              "getent hosts printer.local; python3 -c 'import socket; socket.getaddrinfo("
-                              "\"_http._tcp.mirror.clover-test.org\", 80)' 2>/dev/null; echo done", timeout=60)
+        rc, out, _ = box.exec(
+            "getent hosts mirror.clover-test.org; getent hosts gone.clover-test.org; "
+            "getent hosts printer.local; python3 -c 'import socket; socket.getaddrinfo("
+            '"_http._tcp.mirror.clover-test.org", 80)\' 2>/dev/null; echo done',
+            timeout=60,
+        )
         assert out.decode().split("\n")[0].split() == ["10.1.2.3", "mirror.clover-test.org"], out
         # A public name that never resolved is named; a resolved one, a local one and a service one are not.
         assert box.unreachable_hosts() == ["gone.clover-test.org"]
@@ -194,7 +227,9 @@ def test_without_outside_access_every_name_is_refused_and_named(tmp_path, resolv
     box = TaskContainer(tmp_path / "box", image, network=True, resolvers=[resolver.address])
     box.start()
     try:
-        rc, out, _ = box.exec("getent hosts mirror.clover-test.org || echo refused; ip -o link | wc -l", timeout=60)
+        rc, out, _ = box.exec(
+            "getent hosts mirror.clover-test.org || echo refused; ip -o link | wc -l", timeout=60
+        )
         assert out.decode().split() == ["refused", "1"]  # only its loopback
         assert box.unreachable_hosts() == ["mirror.clover-test.org"] and resolver.asked == []
         assert box.network_note == "slirp4netns is not installed (test)"
@@ -207,7 +242,9 @@ def test_a_task_without_network_gets_no_resolver(tmp_path, resolver):
     box = TaskContainer(tmp_path / "box", image, network=False, resolvers=[resolver.address])
     box.start()
     try:
-        rc, out, _ = box.exec("getent hosts mirror.clover-test.org || echo unresolved; ip -o link | wc -l", timeout=60)
+        rc, out, _ = box.exec(
+            "getent hosts mirror.clover-test.org || echo unresolved; ip -o link | wc -l", timeout=60
+        )
         assert out.decode().split() == ["unresolved", "1"]  # only its loopback
         assert resolver.asked == [] and box.unreachable_hosts() == []
     finally:
@@ -241,13 +278,27 @@ def test_a_pin_the_archive_no_longer_has_is_named(tmp_path):
     version installed), the registry it needs."""
     _pinned_task(tmp_path / "tasks" / "with-image", "someone/with-image:20251031")
     _pinned_task(tmp_path / "tasks" / "without-image", "")
-    results = {r.id: r for r in run_tasks(find_tasks(tmp_path / "tasks"), settings=SETTINGS, model_factory=None,
-                                          out_dir=tmp_path / "out", launch=Launch(image="host"))}
+    results = {
+        r.id: r
+        for r in run_tasks(
+            find_tasks(tmp_path / "tasks"),
+            settings=SETTINGS,
+            model_factory=None,
+            out_dir=tmp_path / "out",
+            launch=Launch(image="host"),
+        )
+    }
     with_image, without = results["with-image"], results["without-image"]
-    assert (with_image.status, with_image.hosts) == ("needs-internet", ["registry-1.docker.io"]), with_image.reason
-    assert with_image.reason.startswith("needs the internet: registry-1.docker.io (the archive no longer has "
-                                        "bash=0.0-gone1; the task's prebuilt image someone/with-image:20251031 has it")
-    assert without.status == "failed" and without.reason.startswith("the archive no longer has bash=0.0-gone1: ")
+    assert (with_image.status, with_image.hosts) == ("needs-internet", ["registry-1.docker.io"]), (
+        with_image.reason
+    )
+    assert with_image.reason.startswith(
+        "needs the internet: registry-1.docker.io (the archive no longer has "
+        "bash=0.0-gone1; the task's prebuilt image someone/with-image:20251031 has it"
+    )
+    assert without.status == "failed" and without.reason.startswith(
+        "the archive no longer has bash=0.0-gone1: "
+    )
 
 
 def test_links_a_task_leaves_in_its_log_folders_are_not_followed(tmp_path):
@@ -264,9 +315,15 @@ def test_links_a_task_leaves_in_its_log_folders_are_not_followed(tmp_path):
     (root / "solution" / "solve.sh").write_text("#!/bin/bash\ntrue\n")
     (root / "tests" / "test.sh").write_text(
         f"#!/bin/bash\nln -sf {victim} /logs/verifier/reward.txt\nrm -f /logs/verifier/test-stdout.txt\n"
-        f"ln -s {victim} /logs/verifier/test-stdout.txt\necho appended-through-the-link\n")
-    [result] = run_tasks(find_tasks(tmp_path / "tasks"), settings=SETTINGS, model_factory=None,
-                         out_dir=tmp_path / "out", launch=Launch(image="host"))
+        f"ln -s {victim} /logs/verifier/test-stdout.txt\necho appended-through-the-link\n"
+    )
+    [result] = run_tasks(
+        find_tasks(tmp_path / "tasks"),
+        settings=SETTINGS,
+        model_factory=None,
+        out_dir=tmp_path / "out",
+        launch=Launch(image="host"),
+    )
     assert (result.status, result.reason) == ("failed", "the tests wrote no reward")
     assert victim.read_text() == "1\n"
 
@@ -285,9 +342,17 @@ def test_a_timeout_multiplier_scales_each_tasks_timeouts(tmp_path):
     (root / "solution" / "solve.sh").write_text("#!/bin/bash\ntrue\n")
     (root / "tests" / "test.sh").write_text("#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n")
     tasks = find_tasks(tmp_path / "tasks")
-    [tight] = run_tasks(tasks, settings=SETTINGS, model_factory=None, out_dir=tmp_path / "a", launch=Launch(image="host"))
-    [scaled] = run_tasks(tasks, settings=SETTINGS, model_factory=None, out_dir=tmp_path / "b",
-                         launch=Launch(image="host"), timeout_multiplier=10)
+    [tight] = run_tasks(
+        tasks, settings=SETTINGS, model_factory=None, out_dir=tmp_path / "a", launch=Launch(image="host")
+    )
+    [scaled] = run_tasks(
+        tasks,
+        settings=SETTINGS,
+        model_factory=None,
+        out_dir=tmp_path / "b",
+        launch=Launch(image="host"),
+        timeout_multiplier=10,
+    )
     assert tight.status == "error" and "RUN sleep 2 timed out after 1 s" in tight.reason
     assert scaled.status == "passed", scaled.reason
     assert json.loads((tmp_path / "b" / "results.json").read_text())["timeout_multiplier"] == 10

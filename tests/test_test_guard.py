@@ -17,8 +17,10 @@ from clover.tools.testrun import run_tests, test_files
 from tests.clihelp import git_repo, isolated_env, run_clover
 
 CALC = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
-TESTS = ("from calc import add, mul\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
-         "def test_mul():\n    assert mul(2, 3) == 6\n")  # fmt: skip
+TESTS = (
+    "from calc import add, mul\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
+    "def test_mul():\n    assert mul(2, 3) == 6\n"
+)
 
 
 def _repo(tmp_path):
@@ -26,8 +28,14 @@ def _repo(tmp_path):
 
 
 def _script(tmp_path, old: str, new: str):
-    turns = [{"tool_calls": [{"name": "str_replace", "arguments": {"path": "calc.py", "old_str": old, "new_str": new}}]},
-             {"text": "Done."}]  # fmt: skip
+    turns = [
+        {
+            "tool_calls": [
+                {"name": "str_replace", "arguments": {"path": "calc.py", "old_str": old, "new_str": new}}
+            ]
+        },
+        {"text": "Done."},
+    ]
     path = tmp_path / "script.json"
     path.write_text(json.dumps(turns))
     return f"scripted:{path}"
@@ -35,15 +43,27 @@ def _script(tmp_path, old: str, new: str):
 
 def _fix(tmp_path, model: str, *flags: str):
     (tmp_path / "issue.md").write_text("add(2, 3) returns -1 instead of 5.")
-    return run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(tmp_path / "repo"), "--model", model,
-                      "--output-format", "json", *flags, env=isolated_env(tmp_path))  # fmt: skip
+    return run_clover(
+        "fix",
+        str(tmp_path / "issue.md"),
+        "--repo",
+        str(tmp_path / "repo"),
+        "--model",
+        model,
+        "--output-format",
+        "json",
+        *flags,
+        env=isolated_env(tmp_path),
+    )
 
 
 def test_the_runner_reports_each_tests_outcome(tmp_path):
     repo = _repo(tmp_path)
     env = LocalEnvironment(str(repo))
     files = test_files(env.list_files(env.root))
-    assert files == ["test_calc.py"] and test_files(["node_modules/x/test_a.py", "pkg/a_test.py"]) == ["pkg/a_test.py"]
+    assert files == ["test_calc.py"] and test_files(["node_modules/x/test_a.py", "pkg/a_test.py"]) == [
+        "pkg/a_test.py"
+    ]
     run = run_tests(env, files, 60, python=sys.executable)
     assert run.ok and run.outcomes == {"test_calc.py::test_add": "failed", "test_calc.py::test_mul": "passed"}
     assert not list(repo.rglob("__pycache__")) and not (repo / ".pytest_cache").exists()  # it writes nothing
@@ -64,8 +84,12 @@ def test_a_fix_that_keeps_the_tests_passing_is_reported_as_such(tmp_path):
     proc = _fix(tmp_path, _script(tmp_path, "    return a - b", "    return a + b"), "--yes")
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)["test_guard"]
-    assert report == {"checked": True, "note": "tests checked: none that passed before fails now (1 fixed)",
-                      "broken": [], "rolled_back": False}  # fmt: skip
+    assert report == {
+        "checked": True,
+        "note": "tests checked: none that passed before fails now (1 fixed)",
+        "broken": [],
+        "rolled_back": False,
+    }
 
 
 @pytest.mark.slow
@@ -88,7 +112,9 @@ def test_a_breaking_change_is_rolled_back_and_the_users_own_work_stays(tmp_path)
     patch = gitdiff.diff_trees(repo, before, gitdiff.worktree_tree(repo))
     report = guard.finish(repo, patch)
     assert report.rolled_back and report.broken == ["test_calc.py::test_mul"]
-    assert (repo / "calc.py").read_text() == "# my comment\n" + CALC and (repo / "notes.txt").read_text() == "mine\n"
+    assert (repo / "calc.py").read_text() == "# my comment\n" + CALC and (
+        repo / "notes.txt"
+    ).read_text() == "mine\n"
     status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True).stdout
     assert sorted(status.splitlines()) == [" M calc.py", "?? notes.txt"]
 

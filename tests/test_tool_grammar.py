@@ -134,7 +134,11 @@ def test_calls_the_model_opens_itself_are_well_formed(clover, think):
 
 @pytest.mark.parametrize(
     ("think", "n"),
-    [(False, 2), pytest.param(False, 20, marks=pytest.mark.slow), pytest.param(True, 20, marks=pytest.mark.slow)],
+    [
+        (False, 2),
+        pytest.param(False, 20, marks=pytest.mark.slow),
+        pytest.param(True, 20, marks=pytest.mark.slow),
+    ],
 )
 def test_samples_per_block_size_are_well_formed(clover, think, n):
     """Zero malformed calls at every block size: n samples each (2 in the default run, 20 under -m slow)."""
@@ -209,9 +213,13 @@ def grammar_runner(clover, tools):
     is refused."""
     tok = clover.tokenizer
     g = ToolCallGrammar(
-        tok, tools, opened=False, stop_ids=clover.stop_ids, vocab_size=clover.config.vocab_size,
+        tok,
+        tools,
+        opened=False,
+        stop_ids=clover.stop_ids,
+        vocab_size=clover.config.vocab_size,
         mask_id=clover.config.mask_token_id,
-    )  # fmt: skip
+    )
 
     def run(text: str, st=None):
         st = st or g.seqs[0].start
@@ -242,10 +250,17 @@ def test_after_giving_up_the_turn_stays_unsteered(clover):
 
 def test_names_parameters_and_the_end_follow_the_schema(clover):
     tok = clover.tokenizer
-    assert ToolCallGrammar.build(
-        tok, TOOLS, opened=False, stop_ids=clover.stop_ids, vocab_size=clover.config.vocab_size,
-        mask_id=clover.config.mask_token_id,
-    ) is not None  # fmt: skip
+    assert (
+        ToolCallGrammar.build(
+            tok,
+            TOOLS,
+            opened=False,
+            stop_ids=clover.stop_ids,
+            vocab_size=clover.config.vocab_size,
+            mask_id=clover.config.mask_token_id,
+        )
+        is not None
+    )
     _, run = grammar_runner(clover, TOOLS)
 
     call = "<tool_call>\n<function=str_replace>\n"
@@ -271,9 +286,15 @@ def test_batched_decoding_with_the_grammar(clover):
     tc = clover.tokenizer.token_id("<tool_call>")
     prompts = [clover.prompt_ids(USER, TOOLS)[0], clover.prompt_ids(USER[:1] * 2, TOOLS)[0][:-5]]
     g = ToolCallGrammar(
-        clover.tokenizer, TOOLS, opened=False, stop_ids=clover.stop_ids, vocab_size=clover.config.vocab_size,
-        mask_id=clover.config.mask_token_id, budget=64, batch_size=2,
-    )  # fmt: skip
+        clover.tokenizer,
+        TOOLS,
+        opened=False,
+        stop_ids=clover.stop_ids,
+        vocab_size=clover.config.vocab_size,
+        mask_id=clover.config.mask_token_id,
+        budget=64,
+        batch_size=2,
+    )
     s = DecodeSettings(
         block_size=8,
         threshold=0.5,
@@ -292,12 +313,31 @@ def test_batched_decoding_with_the_grammar(clover):
 
 RANGE = {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2}
 TYPED = [
-    {"type": "function", "function": {"name": "view", "description": "view", "parameters": {
-        "type": "object", "properties": {"path": {"type": "string"}, "view_range": RANGE}, "required": ["path", "view_range"]}}},
-    {"type": "function", "function": {"name": "wait", "description": "wait", "parameters": {
-        "type": "object", "properties": {"seconds": {"type": "number"}, "loud": {"type": "boolean"}},
-        "required": ["seconds", "loud"]}}},
-]  # fmt: skip
+    {
+        "type": "function",
+        "function": {
+            "name": "view",
+            "description": "view",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "view_range": RANGE},
+                "required": ["path", "view_range"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "wait",
+            "description": "wait",
+            "parameters": {
+                "type": "object",
+                "properties": {"seconds": {"type": "number"}, "loud": {"type": "boolean"}},
+                "required": ["seconds", "loud"],
+            },
+        },
+    },
+]
 
 
 def test_typed_values_follow_their_schema_step_by_step(clover):
@@ -305,9 +345,17 @@ def test_typed_values_follow_their_schema_step_by_step(clover):
 
     call = "<tool_call>\n<function=view>\n<parameter=path>\na.py\n</parameter>\n<parameter=view_range>\n"
     assert run(call + "[4, 45]\n</parameter>\n</function>\n</tool_call>").mode == "text"
-    assert run(call + "[4,, 45]") is None and run(call + "[4]") is None and run(call + "[4, 5\n</parameter>") is None
+    assert (
+        run(call + "[4,, 45]") is None
+        and run(call + "[4]") is None
+        and run(call + "[4, 5\n</parameter>") is None
+    )
     wait = "<tool_call>\n<function=wait>\n<parameter=seconds>\n"
-    assert run(wait + "3O") is None and run(wait + "-</parameter>") is None and run(wait + "2.5\n</parameter>") is not None
+    assert (
+        run(wait + "3O") is None
+        and run(wait + "-</parameter>") is None
+        and run(wait + "2.5\n</parameter>") is not None
+    )
 
 
 @pytest.mark.parametrize("block", [1, 8])
@@ -334,7 +382,14 @@ def test_values_hold_no_markup_tokens(clover):
     tok = clover.tokenizer
     g, run = grammar_runner(clover, TOOLS)
     st = run("<tool_call>\n<function=bash>\n<parameter=command>\nls ")
-    for marker in ("</tool_call>", "<tool_call>", "<|im_start|>", "<tool_response>", "<function=", "<parameter="):
+    for marker in (
+        "</tool_call>",
+        "<tool_call>",
+        "<|im_start|>",
+        "<tool_response>",
+        "<function=",
+        "<parameter=",
+    ):
         assert g.step(st, tok.token_id(marker)) is None, marker
     assert g.step(st, tok.token_id("</parameter>")).mode == "call"
     # the same text spelt with ordinary tokens is a value like any other
@@ -369,7 +424,9 @@ def test_a_turn_told_to_call_opens_a_call(clover, think):
     bias = torch.zeros(clover.config.vocab_size)
     bias[clover.stop_ids] = 8.0
     bias[clover.tokenizer.token_id("</think>")] = 6.0
-    model = variant(clover, temperature=1.0, block_size=8, net=_Biased(clover.net, bias), max_tokens=64, think=think)
+    model = variant(
+        clover, temperature=1.0, block_size=8, net=_Biased(clover.net, bias), max_tokens=64, think=think
+    )
     torch.manual_seed(0)
     assert not model.complete(USER, TOOLS).tool_calls
     for seed in range(3):
@@ -382,8 +439,16 @@ def test_a_turn_told_to_call_opens_a_call(clover, think):
 def test_a_required_call_gives_way_where_none_fits(clover):
     """With no room left for a call the required rule lifts: the turn may end (no forced garbage)."""
     tok = clover.tokenizer
-    g = ToolCallGrammar(tok, TOOLS, opened=False, stop_ids=clover.stop_ids, vocab_size=clover.config.vocab_size,
-                        mask_id=clover.config.mask_token_id, budget=64, call_required=True)  # fmt: skip
+    g = ToolCallGrammar(
+        tok,
+        TOOLS,
+        opened=False,
+        stop_ids=clover.stop_ids,
+        vocab_size=clover.config.vocab_size,
+        mask_id=clover.config.mask_token_id,
+        budget=64,
+        call_required=True,
+    )
     st = g.seqs[0].start
     stop = clover.stop_ids[0]
     assert g.step(st, stop, left=40) is None and g.step(st, tok.encode("hi")[0], left=40) is None

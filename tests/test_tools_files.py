@@ -31,7 +31,9 @@ def test_str_replace_edits_and_reports_diff(env: LocalEnvironment, tmp_path: Pat
 def test_str_replace_no_match_shows_closest_region(env: LocalEnvironment, tmp_path: Path) -> None:
     (tmp_path / "m.py").write_text(SOURCE)
     before = (tmp_path / "m.py").read_bytes()
-    result = StrReplaceTool().run({"path": "m.py", "old_str": "def f5(y):\n    return y + 5", "new_str": "z"}, env)
+    result = StrReplaceTool().run(
+        {"path": "m.py", "old_str": "def f5(y):\n    return y + 5", "new_str": "z"}, env
+    )
     assert result.is_error
     assert "not found" in result.output and "closest region is lines 13-14" in result.output
     assert "    13\tdef f5(x):" in result.output and "    14\t    return x + 5" in result.output
@@ -51,20 +53,32 @@ def test_str_replace_refuses_multiple_matches(env: LocalEnvironment, tmp_path: P
 
 
 def test_crlf_and_non_ascii_kept_byte_exact(env: LocalEnvironment, tmp_path: Path) -> None:
-    original = "héllo wörld\r\nname = 'Ünïcode ✓'\r\nvalue = 1\r\nlast line\r\n".encode() + b"latin1: \xe9\r\n"
+    original = (
+        "héllo wörld\r\nname = 'Ünïcode ✓'\r\nvalue = 1\r\nlast line\r\n".encode() + b"latin1: \xe9\r\n"
+    )
     path = tmp_path / "crlf.txt"
     path.write_bytes(original)
     result = StrReplaceTool().run(
-        {"path": "crlf.txt", "old_str": "name = 'Ünïcode ✓'\nvalue = 1", "new_str": "name = 'ñ'\nvalue = 2\nextra = 3"},
+        {
+            "path": "crlf.txt",
+            "old_str": "name = 'Ünïcode ✓'\nvalue = 1",
+            "new_str": "name = 'ñ'\nvalue = 2\nextra = 3",
+        },
         env,
     )
     assert not result.is_error, result.output
-    expected = original.replace("name = 'Ünïcode ✓'\r\nvalue = 1".encode(), "name = 'ñ'\r\nvalue = 2\r\nextra = 3".encode())
+    expected = original.replace(
+        "name = 'Ünïcode ✓'\r\nvalue = 1".encode(), "name = 'ñ'\r\nvalue = 2\r\nextra = 3".encode()
+    )
     assert path.read_bytes() == expected
     # insert keeps CRLF too, and the invalid UTF-8 byte survives untouched.
     assert not InsertTool().run({"path": "crlf.txt", "insert_line": 1, "text": "inserted"}, env).is_error
     lines = path.read_bytes().split(b"\r\n")
-    assert lines[1] == b"inserted" and lines[-2] == b"latin1: \xe9" and b"\n" not in path.read_bytes().replace(b"\r\n", b"")
+    assert (
+        lines[1] == b"inserted"
+        and lines[-2] == b"latin1: \xe9"
+        and b"\n" not in path.read_bytes().replace(b"\r\n", b"")
+    )
 
 
 def test_binary_files_refused(env: LocalEnvironment, tmp_path: Path) -> None:
@@ -99,26 +113,48 @@ def test_view_ranges_and_long_files(env: LocalEnvironment, tmp_path: Path) -> No
 
 
 def test_view_directory_listing(env: LocalEnvironment, tmp_path: Path) -> None:
-    for rel in ("src/pkg/deep/x.py", "src/main.py", "README.md", "build/out.o", "node_modules/m/i.js", "logs/a.log"):
+    for rel in (
+        "src/pkg/deep/x.py",
+        "src/main.py",
+        "README.md",
+        "build/out.o",
+        "node_modules/m/i.js",
+        "logs/a.log",
+    ):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("x\n")
     (tmp_path / ".gitignore").write_text("build/\n*.log\n")
     out = ViewTool().run({"path": "."}, env).output
     lines = out.splitlines()
-    assert lines[1:] == [".gitignore", "README.md", "src/ (2 files)", "src/main.py", "src/pkg/ (1 file)"]  # paths to pass back
+    assert lines[1:] == [
+        ".gitignore",
+        "README.md",
+        "src/ (2 files)",
+        "src/main.py",
+        "src/pkg/ (1 file)",
+    ]  # paths to pass back
     assert "deep" not in out  # two levels only
     for hidden in ("build", "out.o", "node_modules", "a.log"):
         assert hidden not in out
     assert ViewTool().run({"path": "build"}, env).output.splitlines()[1:] == ["build/out.o"]
-    assert ViewTool().run({"path": "./src/"}, env).output.splitlines()[1:] == ["src/main.py", "src/pkg/ (1 file)", "src/pkg/deep/ (1 file)"]
+    assert ViewTool().run({"path": "./src/"}, env).output.splitlines()[1:] == [
+        "src/main.py",
+        "src/pkg/ (1 file)",
+        "src/pkg/deep/ (1 file)",
+    ]
     (tmp_path / "empty").mkdir()
     assert ViewTool().run({"path": "empty"}, env).output == "empty/ is empty"
     assert "'path' is required" in ViewTool().run({}, env).output
 
 
 def test_a_big_directory_view_folds_its_largest_directories(env: LocalEnvironment, tmp_path: Path) -> None:
-    files = ["README.md", "src/app/__init__.py", "src/app/core.py", *(f"docs/d{i}.md" for i in range(30)),
-             *(f"tests/test_{i}.py" for i in range(120))]  # fmt: skip
+    files = [
+        "README.md",
+        "src/app/__init__.py",
+        "src/app/core.py",
+        *(f"docs/d{i}.md" for i in range(30)),
+        *(f"tests/test_{i}.py" for i in range(120)),
+    ]
     for rel in files:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("x\n")
@@ -170,10 +206,14 @@ def test_paths_outside_workspace_refused(env: LocalEnvironment, tmp_path: Path) 
 # --------------------------------------------------------------------------- the syntax guard
 
 
-def test_edit_that_breaks_python_syntax_is_refused_and_writes_nothing(env: LocalEnvironment, tmp_path: Path) -> None:
+def test_edit_that_breaks_python_syntax_is_refused_and_writes_nothing(
+    env: LocalEnvironment, tmp_path: Path
+) -> None:
     (tmp_path / "m.py").write_text(SOURCE)
     before = (tmp_path / "m.py").read_bytes()
-    garbled = StrReplaceTool().run({"path": "m.py", "old_str": "def f3(x):", "new_str": "def f 3 rest(x):"}, env)
+    garbled = StrReplaceTool().run(
+        {"path": "m.py", "old_str": "def f3(x):", "new_str": "def f 3 rest(x):"}, env
+    )
     assert garbled.is_error
     assert "not applied" in garbled.output and "syntax error (line 7:" in garbled.output
     inserted = InsertTool().run({"path": "m.py", "insert_line": 2, "text": "    return (x"}, env)
@@ -195,23 +235,37 @@ MERGE = """def middle(arr):
 """
 
 
-def test_an_edit_that_introduces_an_undefined_name_is_refused_with_the_reason(env: LocalEnvironment, tmp_path: Path) -> None:
+def test_an_edit_that_introduces_an_undefined_name_is_refused_with_the_reason(
+    env: LocalEnvironment, tmp_path: Path
+) -> None:
     # The hidden public set's damage (issue 49): a variable renamed into a NameError (`arr` -> `the`).
     (tmp_path / "search.py").write_text(MERGE)
     before = (tmp_path / "search.py").read_bytes()
-    renamed = StrReplaceTool().run({"path": "search.py", "old_str": "    return arr[lo]", "new_str": "    return the[lo]"}, env)
+    renamed = StrReplaceTool().run(
+        {"path": "search.py", "old_str": "    return arr[lo]", "new_str": "    return the[lo]"}, env
+    )
     assert renamed.is_error and "not applied" in renamed.output
     assert "neither defines nor imports: `the` (line 6)" in renamed.output
     inserted = InsertTool().run({"path": "search.py", "insert_line": 1, "text": "    log(arr)"}, env)
     assert inserted.is_error and "`log` (line 2)" in inserted.output
-    overwritten = CreateTool().run({"path": "search.py", "file_text": MERGE.replace("len(arr)", "size(arr)")}, env)
+    overwritten = CreateTool().run(
+        {"path": "search.py", "file_text": MERGE.replace("len(arr)", "size(arr)")}, env
+    )
     assert overwritten.is_error and "`size`" in overwritten.output
     assert (tmp_path / "search.py").read_bytes() == before  # nothing was written
     # the module's own names, builtins and a newly imported module are fine
-    ok = StrReplaceTool().run({"path": "search.py", "old_str": "    return arr[lo]",
-                               "new_str": "    return sorted(arr)[min(lo, hi)]"}, env)  # fmt: skip
+    ok = StrReplaceTool().run(
+        {
+            "path": "search.py",
+            "old_str": "    return arr[lo]",
+            "new_str": "    return sorted(arr)[min(lo, hi)]",
+        },
+        env,
+    )
     assert not ok.is_error, ok.output
-    imported = InsertTool().run({"path": "search.py", "insert_line": 0, "text": "import math\nLIMIT = math.inf"}, env)
+    imported = InsertTool().run(
+        {"path": "search.py", "insert_line": 0, "text": "import math\nLIMIT = math.inf"}, env
+    )
     assert not imported.is_error, imported.output
 
 
@@ -219,19 +273,39 @@ def test_the_name_guard_judges_only_what_the_edit_adds(env: LocalEnvironment, tm
     # A name the module already lacked (a missing import the issue is about) does not block other edits,
     # and the edit that adds the import goes through.
     (tmp_path / "store.py").write_text("import os\n\n\ndef save(p, s):\n    return json.dumps(s), os.sep\n")
-    assert not StrReplaceTool().run({"path": "store.py", "old_str": "def save(p, s):", "new_str": "def save(p, s=None):"}, env).is_error
-    assert not StrReplaceTool().run({"path": "store.py", "old_str": "import os\n", "new_str": "import json\nimport os\n"}, env).is_error
+    assert (
+        not StrReplaceTool()
+        .run({"path": "store.py", "old_str": "def save(p, s):", "new_str": "def save(p, s=None):"}, env)
+        .is_error
+    )
+    assert (
+        not StrReplaceTool()
+        .run({"path": "store.py", "old_str": "import os\n", "new_str": "import json\nimport os\n"}, env)
+        .is_error
+    )
     # star imports may define anything: not refused; other languages are not checked
     (tmp_path / "star.py").write_text("from os.path import *\n\nX = 1\n")
-    assert not StrReplaceTool().run({"path": "star.py", "old_str": "X = 1", "new_str": "X = join('a', 'b')"}, env).is_error
+    assert (
+        not StrReplaceTool()
+        .run({"path": "star.py", "old_str": "X = 1", "new_str": "X = join('a', 'b')"}, env)
+        .is_error
+    )
     (tmp_path / "a.js").write_text("let x = 1;\n")
-    assert not StrReplaceTool().run({"path": "a.js", "old_str": "let x = 1;", "new_str": "let x = y;"}, env).is_error
+    assert (
+        not StrReplaceTool()
+        .run({"path": "a.js", "old_str": "let x = 1;", "new_str": "let x = y;"}, env)
+        .is_error
+    )
 
 
-def test_syntax_guard_leaves_other_files_and_broken_modules_alone(env: LocalEnvironment, tmp_path: Path) -> None:
+def test_syntax_guard_leaves_other_files_and_broken_modules_alone(
+    env: LocalEnvironment, tmp_path: Path
+) -> None:
     # Not Python: any text may go in.
     (tmp_path / "notes.txt").write_text("a = 1\n")
-    assert not StrReplaceTool().run({"path": "notes.txt", "old_str": "a = 1", "new_str": "a = ("}, env).is_error
+    assert (
+        not StrReplaceTool().run({"path": "notes.txt", "old_str": "a = 1", "new_str": "a = ("}, env).is_error
+    )
     # A module that does not parse now (another Python's syntax, or half-written): edits are the repair.
     (tmp_path / "broken.py").write_text("def f(:\n    return 1\n")
     fixed = StrReplaceTool().run({"path": "broken.py", "old_str": "def f(:", "new_str": "def f(x:"}, env)

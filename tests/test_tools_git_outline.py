@@ -12,8 +12,14 @@ from clover.tools.git_tools import GitTool
 from clover.tools.listing import RunBackedFiles
 from clover.tools.outline import OutlineTool
 
-GIT_ENV = {"GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "T",
-           "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "T",
+    "GIT_AUTHOR_EMAIL": "t@example.com",
+    "GIT_COMMITTER_NAME": "T",
+    "GIT_COMMITTER_EMAIL": "t@example.com",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
 
 
 def _git(root: Path, *args: str) -> str:
@@ -73,7 +79,7 @@ def test_git_read_only_per_call(tmp_path: Path) -> None:
 
 
 SOURCES = {
-    "pkg/shapes.py": '''
+    "pkg/shapes.py": """
 class Shape:
     def area(self) -> float:
         return 0.0
@@ -85,16 +91,16 @@ class Shape:
 @decorator
 def make_shape(kind: str, *args) -> Shape:
     return Shape()
-''',
-    "web/app.js": '''
+""",
+    "web/app.js": """
 class Widget {
   render(props) { return null; }
 }
 function mount(el) {}
 const area = (w, h) => w * h;
 const notAFunction = 3;
-''',
-    "web/types.ts": '''
+""",
+    "web/types.ts": """
 export interface Sized { area(): number }
 export class Square implements Sized {
   constructor(private side: number) {}
@@ -102,11 +108,11 @@ export class Square implements Sized {
 }
 export type Id = string;
 export enum Color { Red, Green }
-''',
-    "web/view.tsx": '''
+""",
+    "web/view.tsx": """
 export function Panel(props: { title: string }) { return <div>{props.title}</div>; }
-''',
-    "go/shape.go": '''
+""",
+    "go/shape.go": """
 package shape
 
 type Rect struct { W, H float64 }
@@ -116,22 +122,22 @@ type Shape interface { Area() float64 }
 func (r *Rect) Area() float64 { return r.W * r.H }
 
 func NewRect(w, h float64) *Rect { return &Rect{w, h} }
-''',
-    "rs/lib.rs": '''
+""",
+    "rs/lib.rs": """
 pub struct Circle { r: f64 }
 pub trait Area { fn area(&self) -> f64; }
 impl Area for Circle {
     fn area(&self) -> f64 { 3.14 * self.r * self.r }
 }
 mod util { pub fn helper() {} }
-''',
-    "java/Box.java": '''
+""",
+    "java/Box.java": """
 public class Box {
     public Box(int size) {}
     public int area() { return 1; }
     enum Kind { SMALL, LARGE }
 }
-''',
+""",
 }
 
 
@@ -148,20 +154,51 @@ def code(tmp_path: Path) -> LocalEnvironment:
 
 
 EXPECTED_OUTLINES = {
-    "pkg/shapes.py": ["class Shape  L1-7", "  def area(self)  L2-3", "  class Meta  L5-7",
-                      "    def describe(cls)  L6-7", "def make_shape(kind: str, *args)  L10-11"],
-    "web/app.js": ["class Widget  L1-3", "  method render(props)  L2-2", "function mount(el)  L4-4",
-                   "function area(w, h)  L5-5"],
-    "web/types.ts": ["interface Sized  L1-1", "  method area()  L1-1", "class Square  L2-5",
-                     "  method constructor(private side: number)  L3-3", "  method area()  L4-4",
-                     "type Id  L6-6", "enum Color  L7-7"],
+    "pkg/shapes.py": [
+        "class Shape  L1-7",
+        "  def area(self)  L2-3",
+        "  class Meta  L5-7",
+        "    def describe(cls)  L6-7",
+        "def make_shape(kind: str, *args)  L10-11",
+    ],
+    "web/app.js": [
+        "class Widget  L1-3",
+        "  method render(props)  L2-2",
+        "function mount(el)  L4-4",
+        "function area(w, h)  L5-5",
+    ],
+    "web/types.ts": [
+        "interface Sized  L1-1",
+        "  method area()  L1-1",
+        "class Square  L2-5",
+        "  method constructor(private side: number)  L3-3",
+        "  method area()  L4-4",
+        "type Id  L6-6",
+        "enum Color  L7-7",
+    ],
     "web/view.tsx": ["function Panel(props: { title: string })  L1-1"],
-    "go/shape.go": ["struct Rect  L3-3", "interface Shape  L5-5", "  method Area()  L5-5",
-                    "func (r *Rect) Area()  L7-7", "func NewRect(w, h float64)  L9-9"],
-    "rs/lib.rs": ["struct Circle  L1-1", "trait Area  L2-2", "  fn area(&self)  L2-2", "impl Area for Circle  L3-5",
-                  "  fn area(&self)  L4-4", "mod util  L6-6", "  fn helper()  L6-6"],
-    "java/Box.java": ["class Box  L1-5", "  constructor Box(int size)  L2-2", "  method area()  L3-3",
-                      "  enum Kind  L4-4"],
+    "go/shape.go": [
+        "struct Rect  L3-3",
+        "interface Shape  L5-5",
+        "  method Area()  L5-5",
+        "func (r *Rect) Area()  L7-7",
+        "func NewRect(w, h float64)  L9-9",
+    ],
+    "rs/lib.rs": [
+        "struct Circle  L1-1",
+        "trait Area  L2-2",
+        "  fn area(&self)  L2-2",
+        "impl Area for Circle  L3-5",
+        "  fn area(&self)  L4-4",
+        "mod util  L6-6",
+        "  fn helper()  L6-6",
+    ],
+    "java/Box.java": [
+        "class Box  L1-5",
+        "  constructor Box(int size)  L2-2",
+        "  method area()  L3-3",
+        "  enum Kind  L4-4",
+    ],
 }
 
 

@@ -51,7 +51,9 @@ def grep_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 def test_glob_regex() -> None:
     assert glob_regex("**/*.py").match("a/b/c.py") and glob_regex("**/*.py").match("c.py")
     assert not glob_regex("*.py").match("a/c.py")
-    assert glob_regex("src/*.{ts,tsx}").match("src/x.tsx") and not glob_regex("src/*.{ts,tsx}").match("src/x.js")
+    assert glob_regex("src/*.{ts,tsx}").match("src/x.tsx") and not glob_regex("src/*.{ts,tsx}").match(
+        "src/x.js"
+    )
     assert glob_regex("[!a]?.md").match("bc.md") and not glob_regex("[!a]?.md").match("ac.md")
 
 
@@ -61,7 +63,9 @@ def test_glob_respects_gitignore(env: LocalEnvironment) -> None:
     assert GlobTool().run({"pattern": "*.log"}, env).output.startswith("no files match")
     # A pattern without '/' matches names at any depth; `path` narrows the search.
     assert GlobTool().run({"pattern": "app.*", "path": "src"}, env).output.splitlines() == [
-        "src/app.py", "src/web/app.ts"]
+        "src/app.py",
+        "src/web/app.ts",
+    ]
     assert GlobTool().run({"pattern": "*.py", "path": "../"}, env).is_error
 
 
@@ -75,16 +79,26 @@ def test_glob_caps_results(tmp_path: Path) -> None:
 
 def test_grep_respects_gitignore(env: LocalEnvironment, grep_backend: str) -> None:
     out = GrepTool().run({"pattern": "TODO"}, env).output.splitlines()
-    assert sorted(out) == ["README.md:1:TODO: write docs", "src/app.py:4:    return os.getcwd()  # TODO: tidy",
-                           "src/web/app.ts:1:export const todo = () => 1; // TODO"]
+    assert sorted(out) == [
+        "README.md:1:TODO: write docs",
+        "src/app.py:4:    return os.getcwd()  # TODO: tidy",
+        "src/web/app.ts:1:export const todo = () => 1; // TODO",
+    ]
 
 
 def test_grep_options(env: LocalEnvironment, grep_backend: str) -> None:
     grep = GrepTool()
     icase = grep.run({"pattern": "todo", "case_insensitive": True, "glob": "*.py"}, env).output.splitlines()
-    assert sorted(icase) == ["src/app.py:4:    return os.getcwd()  # TODO: tidy", "src/util/helpers.py:3:# todo lower"]
+    assert sorted(icase) == [
+        "src/app.py:4:    return os.getcwd()  # TODO: tidy",
+        "src/util/helpers.py:3:# todo lower",
+    ]
     ctx = grep.run({"pattern": r"def \w+\(\)", "path": "src/app.py", "context": 1}, env).output
-    assert ctx.splitlines() == ["src/app.py-2-", "src/app.py:3:def main():", "src/app.py-4-    return os.getcwd()  # TODO: tidy"]
+    assert ctx.splitlines() == [
+        "src/app.py-2-",
+        "src/app.py:3:def main():",
+        "src/app.py-4-    return os.getcwd()  # TODO: tidy",
+    ]
     assert grep.run({"pattern": "nothing-like-this"}, env).output.startswith("no matches")
     bad = grep.run({"pattern": "("}, env)
     assert bad.is_error and "regular expression" in bad.output
@@ -104,12 +118,17 @@ def test_without_rg_git_grep_answers(tmp_path: Path) -> None:
     assert git
     os.symlink(git, empty / "git")  # a PATH where only git exists: rg is "not installed"
     env = LocalEnvironment(str(tmp_path), env={"PATH": str(empty)})
-    assert GlobTool().run({"pattern": "**/*.py"}, env).output.splitlines() == ["src/app.py", "src/util/helpers.py"]
+    assert GlobTool().run({"pattern": "**/*.py"}, env).output.splitlines() == [
+        "src/app.py",
+        "src/util/helpers.py",
+    ]
     out = GrepTool().run({"pattern": "TODO", "glob": "*.py"}, env).output.splitlines()
     assert out == ["src/app.py:4:    return os.getcwd()  # TODO: tidy"]
     assert sorted(GrepTool().run({"pattern": "TODO"}, env).output.splitlines()) == [
-        "README.md:1:TODO: write docs", "src/app.py:4:    return os.getcwd()  # TODO: tidy",
-        "src/web/app.ts:1:export const todo = () => 1; // TODO"]
+        "README.md:1:TODO: write docs",
+        "src/app.py:4:    return os.getcwd()  # TODO: tidy",
+        "src/web/app.ts:1:export const todo = () => 1; // TODO",
+    ]
 
 
 def test_glob_outside_git_skips_every_cache_undo_skips(tmp_path: Path) -> None:

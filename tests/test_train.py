@@ -68,7 +68,9 @@ def test_suffix_masks_are_left_order_patterns() -> None:
     assert len(cuts) > 3  # the cut varies
     # fraction 0 draws nothing extra: the masks are the random ones, bit for bit
     plain = add_noise(ids, target, 8, 127, torch.Generator().manual_seed(2))
-    assert torch.equal(plain, add_noise(ids, target, 8, 127, torch.Generator().manual_seed(2), suffix_fraction=0.0))
+    assert torch.equal(
+        plain, add_noise(ids, target, 8, 127, torch.Generator().manual_seed(2), suffix_fraction=0.0)
+    )
     mixed = add_noise(ids, target, 8, 127, torch.Generator().manual_seed(2), suffix_fraction=0.5)
     assert not torch.equal(mixed, plain)
 
@@ -87,7 +89,7 @@ def test_loss_only_on_masked_targets() -> None:
     ids, target = _data()
     loss, count = diffusion_step_loss(model, ids, target, 8, torch.Generator().manual_seed(3))
     x_t = add_noise(ids, target, 8, model.config.mask_token_id, torch.Generator().manual_seed(3))
-    expect = ((x_t == model.config.mask_token_id) & target)
+    expect = (x_t == model.config.mask_token_id) & target
     expect[:, 0] = False
     assert count == int(expect.sum()) > 0
     # a loss on no targets is zero (and still backpropagates)
@@ -125,7 +127,9 @@ def test_distill_targets_are_the_causal_paths_argmax() -> None:
     logits, teacher = model.forward_train(x_t, ids, 4, select=use, causal=True)
     assert not teacher.requires_grad and logits.requires_grad
     with torch.no_grad():
-        torch.testing.assert_close(teacher, model.forward_train(ids, ids, 1, select=use), rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(
+            teacher, model.forward_train(ids, ids, 1, select=use), rtol=1e-4, atol=1e-4
+        )
     with pytest.raises(ValueError, match="needs `select`"):
         model.forward_train(x_t, ids, 4, causal=True)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
@@ -243,15 +247,36 @@ def test_train_cmd_runs_and_exports(tmp_path) -> None:
     assert (tmp_path / "w" / "model.safetensors").is_file()
     assert run_train(out=tmp_path / "missing", config=tmp_path / "cfg.json", data=tmp_path / "nope") == 2
     # fine-tuning starts from the exported weights, not from a fresh init
-    assert run_train(out=tmp_path / "ft", config=tmp_path / "cfg.json", data=tmp_path, steps=1, batch=1,
-                     lr=1e-12, init_from=tmp_path / "w") == 0  # fmt: skip
+    assert (
+        run_train(
+            out=tmp_path / "ft",
+            config=tmp_path / "cfg.json",
+            data=tmp_path,
+            steps=1,
+            batch=1,
+            lr=1e-12,
+            init_from=tmp_path / "w",
+        )
+        == 0
+    )
     export(tmp_path / "ft", tmp_path / "w2")
     from safetensors.torch import load_file
 
-    before, after = load_file(str(tmp_path / "w" / "model.safetensors")), load_file(str(tmp_path / "w2" / "model.safetensors"))
+    before, after = (
+        load_file(str(tmp_path / "w" / "model.safetensors")),
+        load_file(str(tmp_path / "w2" / "model.safetensors")),
+    )
     torch.testing.assert_close(after["lm_head.weight"], before["lm_head.weight"])
-    assert run_train(out=tmp_path / "ft2", config=tmp_path / "cfg.json", data=tmp_path, steps=1,
-                     init_from=tmp_path / "nope") == 2  # fmt: skip
+    assert (
+        run_train(
+            out=tmp_path / "ft2",
+            config=tmp_path / "cfg.json",
+            data=tmp_path,
+            steps=1,
+            init_from=tmp_path / "nope",
+        )
+        == 2
+    )
 
 
 def test_build_marks_assistant_spans_or_every_token(tmp_path) -> None:
@@ -266,16 +291,30 @@ def test_build_marks_assistant_spans_or_every_token(tmp_path) -> None:
     counts = {}
     for all_targets in (False, True):
         out = tmp_path / f"p{all_targets}"
-        meta = build(tok, [tmp_path / "t.jsonl"], out, seq_len=64, code_fraction=0.0, align="end",
-                     all_targets=all_targets)  # fmt: skip
+        meta = build(
+            tok,
+            [tmp_path / "t.jsonl"],
+            out,
+            seq_len=64,
+            code_fraction=0.0,
+            align="end",
+            all_targets=all_targets,
+        )
         ids, target, _ = load_packed(out)
         counts[all_targets] = int(target.sum())
         assert meta["trajectories"] == 1 and ids.shape == (1, 64)
     n_tokens = meta["trajectory_tokens"]
     assert 2 <= counts[False] < counts[True] == n_tokens + 1  # + the closing <|endoftext|>
     # copying rows: half the rows here, made of the (non-special) tokens the trajectory uses
-    meta = build(tok, [tmp_path / "t.jsonl"], tmp_path / "c", seq_len=64, code_fraction=0.0, align="end",
-                 copy_fraction=0.5)  # fmt: skip
+    meta = build(
+        tok,
+        [tmp_path / "t.jsonl"],
+        tmp_path / "c",
+        seq_len=64,
+        code_fraction=0.0,
+        align="end",
+        copy_fraction=0.5,
+    )
     ids, target, _ = load_packed(tmp_path / "c")
     assert meta["copy_rows"] == 1 and ids.shape == (2, 64)
     traj_row = int((ids == 1).any(1).int().argmax())  # the row with <|im_start|>

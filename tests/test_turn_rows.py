@@ -26,7 +26,7 @@ def fix_and_rows(tmp_path_factory):
 def test_a_turn_row_is_the_agents_prompt_then_that_turn(fix_and_rows) -> None:
     traj, _ = fix_and_rows
     row = turn_row(traj, 1, "compact")
-    (start, end), = row["spans"]
+    ((start, end),) = row["spans"]
     assert end == len(row["text"])  # nothing after the turn
     k = 4  # system, user, the outline call, its output
     prompt = render_messages(traj["messages"][:k], traj["tools"], think=True, tool_prompt="compact")
@@ -44,12 +44,15 @@ def test_cli_writes_renamed_turn_rows_and_refuses_bad_input(fix_and_rows, tmp_pa
     src = tmp_path / "oracle.jsonl"
     src.write_text(json.dumps(traj) + "\n")
     out = tmp_path / "turns.jsonl"
-    assert main(["--trajectories", str(src), "--out", str(out), "--turns", "1", "2", "--renamed-copies", "2"]) == 0
+    assert (
+        main(["--trajectories", str(src), "--out", str(out), "--turns", "1", "2", "--renamed-copies", "2"])
+        == 0
+    )
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 4 and all(len(r["spans"]) == 1 for r in rows)
     name = json.loads(traj["messages"][2]["tool_calls"][0]["function"]["arguments"])["symbol"]
     assert all(name not in r["text"] for r in rows)  # renamed: copied from the issue, not recalled
-    assert "<function=str_replace>" in rows[1]["text"][rows[1]["spans"][0][0]:]
+    assert "<function=str_replace>" in rows[1]["text"][rows[1]["spans"][0][0] :]
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{not json\n")
     assert main(["--trajectories", str(bad), "--out", str(out)]) == 1
@@ -67,7 +70,7 @@ def test_history_cut_chat_rows_answer_after_a_call_without_thinking(fix_and_rows
     timing = re.compile(r"in \d+\.\d+s")  # pytest's real durations differ between the two runs
     for w, c in zip(whole, cut, strict=True):
         assert len(w["spans"]) in (2, 3) and len(c["spans"]) == 1  # an overview makes two calls
-        (start, end), = c["spans"]
+        ((start, end),) = c["spans"]
         answer = w["text"][w["spans"][-1][0] : w["spans"][-1][1]]
         assert timing.sub("", c["text"][start:end]) == timing.sub("", answer)  # the same answer turn
         assert not any(t.split(":")[0].split("`")[0] in c["text"][:start] for t in THINK.values())

@@ -52,17 +52,29 @@ def test_every_prefix_of_a_range_is_accepted(pair, sep):
 @pytest.mark.parametrize(
     "kind,text",
     [
-        ("integer", "3O"), ("integer", "007"), ("integer", "1.5"), ("integer", "x"), ("number", ".5"),
-        ("number", "1..2"), ("boolean", "yes"), ("range", "[4,, 45]"), ("range", "[4, 5, 6"), ("range", "[4]"),
-        ("range", "4, 5"), ("range", "[4, 5]]"), ("numbers", "[1, a]"),
+        ("integer", "3O"),
+        ("integer", "007"),
+        ("integer", "1.5"),
+        ("integer", "x"),
+        ("number", ".5"),
+        ("number", "1..2"),
+        ("boolean", "yes"),
+        ("range", "[4,, 45]"),
+        ("range", "[4, 5, 6"),
+        ("range", "[4]"),
+        ("range", "4, 5"),
+        ("range", "[4, 5]]"),
+        ("numbers", "[1, a]"),
     ],
-)  # fmt: skip
+)
 def test_malformed_values_are_refused_as_soon_as_they_go_wrong(kind, text):
     shape = value_shape(SHAPES[kind])
     assert not _prefixes_ok(shape, text) and not shape.complete(text)
 
 
-@pytest.mark.parametrize("kind,text", [("integer", "-"), ("number", "2."), ("range", "[4,"), ("range", "[4"), ("boolean", "tr")])
+@pytest.mark.parametrize(
+    "kind,text", [("integer", "-"), ("number", "2."), ("range", "[4,"), ("range", "[4"), ("boolean", "tr")]
+)
 def test_unfinished_values_cannot_close(kind, text):
     shape = value_shape(SHAPES[kind])
     assert _prefixes_ok(shape, text) and not shape.complete(text)
@@ -78,7 +90,14 @@ def test_complete_values_pass_the_schema_check():
 
 
 def test_free_text_parameters_have_no_shape():
-    for spec in ({"type": "string"}, {"type": ["integer", "null"]}, {"type": "object"}, {}, None, {"type": "array"}):
+    for spec in (
+        {"type": "string"},
+        {"type": ["integer", "null"]},
+        {"type": "object"},
+        {},
+        None,
+        {"type": "array"},
+    ):
         assert value_shape(spec) is None
 
 

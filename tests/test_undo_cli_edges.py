@@ -23,24 +23,41 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def _clover(tmp_path: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "clover", *args], cwd=ROOT, env=_env(tmp_path, **extra),
-                          capture_output=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "clover", *args],
+        cwd=ROOT,
+        env=_env(tmp_path, **extra),
+        capture_output=True,
+        timeout=120,
+    )
 
 
 def _fix(tmp_path: Path, repo: Path, *commands: str) -> None:
     (tmp_path / "issue.md").write_text("do it")
     turns = [{"tool_calls": [{"name": "bash", "arguments": {"command": c}}]} for c in commands]
     (tmp_path / "script.json").write_text(json.dumps([*turns, {"text": "Done."}]))
-    proc = _clover(tmp_path, "fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--model",
-                   f"scripted:{tmp_path / 'script.json'}", "--yes")
+    proc = _clover(
+        tmp_path,
+        "fix",
+        str(tmp_path / "issue.md"),
+        "--repo",
+        str(repo),
+        "--model",
+        f"scripted:{tmp_path / 'script.json'}",
+        "--yes",
+    )
     assert proc.returncode == 0, proc.stderr
 
 
 def test_odd_names_in_the_plan_are_quoted_and_never_crash_undo(tmp_path: Path) -> None:
     repo = git_repo(tmp_path / "repo", {"README.md": "x\n"})
     fake = "x\n  CONFLICT README.md: changed since the agent's step; left alone"
-    _fix(tmp_path, repo, r"""printf 1 > "$(printf 'x\n  CONFLICT README.md: changed since the agent'"'"'s step; left alone')";"""
-                         r""" printf 2 > "$(printf 'n\377x.txt')"; printf 3 > 'sp ace é.txt'""")
+    _fix(
+        tmp_path,
+        repo,
+        r"""printf 1 > "$(printf 'x\n  CONFLICT README.md: changed since the agent'"'"'s step; left alone')";"""
+        r""" printf 2 > "$(printf 'n\377x.txt')"; printf 3 > 'sp ace é.txt'""",
+    )
     assert (repo / fake).exists()
     proc = _clover(tmp_path, "undo", "--repo", str(repo), PYTHONIOENCODING="utf-8:strict")
     assert proc.returncode == 0, proc.stderr

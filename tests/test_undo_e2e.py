@@ -34,16 +34,30 @@ def user_env(tmp_path: Path) -> dict[str, str]:
 def fix(tmp_path: Path, repo: Path, turns: list[dict], env: dict[str, str]) -> subprocess.CompletedProcess:
     (tmp_path / "issue.md").write_text("add(2, 3) returns -1 instead of 5.")
     (tmp_path / "script.json").write_text(json.dumps(turns))
-    proc = run_clover("fix", str(tmp_path / "issue.md"), "--repo", str(repo), "--model",
-                      f"scripted:{tmp_path / 'script.json'}", "--yes", env=env)
+    proc = run_clover(
+        "fix",
+        str(tmp_path / "issue.md"),
+        "--repo",
+        str(repo),
+        "--model",
+        f"scripted:{tmp_path / 'script.json'}",
+        "--yes",
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc
 
 
 EDIT_CALC = [
     {"tool_calls": [{"name": "view", "arguments": {"path": "calc.py"}}]},
-    {"tool_calls": [{"name": "str_replace", "arguments": {"path": "calc.py", "old_str": "return a - b",
-                                                            "new_str": "return a + b"}}]},
+    {
+        "tool_calls": [
+            {
+                "name": "str_replace",
+                "arguments": {"path": "calc.py", "old_str": "return a - b", "new_str": "return a + b"},
+            }
+        ]
+    },
     {"text": "Fixed: add() subtracted."},
 ]
 
@@ -60,7 +74,9 @@ def test_clover_undo_after_fix_reverts_the_agent_and_keeps_the_users_edits(tmp_p
     assert undo.returncode == 0, undo.stderr
     lines = undo.stdout.splitlines()
     # the plan names the session, the request and the step, then each path with its diff summary
-    assert lines[0].startswith("undo: session fix-") and 'request 1 "fix issue.md: add(2, 3) returns' in lines[0]
+    assert (
+        lines[0].startswith("undo: session fix-") and 'request 1 "fix issue.md: add(2, 3) returns' in lines[0]
+    )
     assert lines[0].endswith("(step 2)")
     assert "  revert   calc.py  (modified by the agent, +1 -1)" in lines
     assert not any("notes.txt" in ln or "README" in ln for ln in lines)
@@ -95,14 +111,36 @@ def _chat(repo: Path, tmp_path: Path, script: list[dict], stdin: str) -> subproc
     (tmp_path / "chat.json").write_text(json.dumps(script))
     env = {**user_env(tmp_path), "PYTHONPATH": str(ROOT), "TERM": "xterm-256color"}
     return subprocess.run(
-        [sys.executable, "-m", "clover.repl", "--repo", str(repo), "--model", f"scripted:{tmp_path / 'chat.json'}",
-         "--mode", "ask"], input=stdin, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "clover.repl",
+            "--repo",
+            str(repo),
+            "--model",
+            f"scripted:{tmp_path / 'chat.json'}",
+            "--mode",
+            "ask",
+        ],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
 
 
 def test_undo_first_in_a_new_chat_session_leaves_files_made_outside_clover(tmp_path: Path) -> None:
     repo = git_repo(tmp_path / "repo", {"hello.py": "def hello():\n    return 1\n", "README.md": "# hi\n"})
-    edit = {"tool_calls": [{"name": "str_replace", "arguments": {
-        "path": "hello.py", "old_str": "return 1", "new_str": "return 'hi'"}}]}
+    edit = {
+        "tool_calls": [
+            {
+                "name": "str_replace",
+                "arguments": {"path": "hello.py", "old_str": "return 1", "new_str": "return 'hi'"},
+            }
+        ]
+    }
     first = _chat(repo, tmp_path, [edit, {"text": "Changed."}], "change hello\ny\n/exit\n")
     assert first.returncode == 0, first.stderr
     assert (repo / "hello.py").read_text() == "def hello():\n    return 'hi'\n"
@@ -126,12 +164,20 @@ def test_undo_first_in_a_new_chat_session_leaves_files_made_outside_clover(tmp_p
 
 def test_chat_undo_reverts_this_sessions_request(tmp_path: Path) -> None:
     repo = git_repo(tmp_path / "repo", {"hello.py": "def hello():\n    return 1\n"})
-    edit = {"tool_calls": [{"name": "str_replace", "arguments": {
-        "path": "hello.py", "old_str": "return 1", "new_str": "return 'hi'"}}]}
-    proc = _chat(repo, tmp_path, [edit, {"text": "Changed."}], "change hello\ny\n/undo\n/redo\n/undo\n/exit\n")
+    edit = {
+        "tool_calls": [
+            {
+                "name": "str_replace",
+                "arguments": {"path": "hello.py", "old_str": "return 1", "new_str": "return 'hi'"},
+            }
+        ]
+    }
+    proc = _chat(
+        repo, tmp_path, [edit, {"text": "Changed."}], "change hello\ny\n/undo\n/redo\n/undo\n/exit\n"
+    )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert 'undo: session' in out and 'request 1 "change hello" (step 1)' in out
+    assert "undo: session" in out and 'request 1 "change hello" (step 1)' in out
     assert "revert   hello.py  (modified by the agent, +1 -1)" in out
     assert "↶ undone: 1 path(s) changed (request 1: change hello)" in out
     assert "↷ redone: 1 path(s) changed" in out
@@ -143,11 +189,23 @@ def test_a_moved_dotgit_and_a_planted_repository_lose_nothing(tmp_path: Path) ->
     (repo / "src").mkdir()
     (repo / "src" / "keep.py").write_text("x = 1\n")  # a tracked directory
     subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
-    subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "src"], cwd=repo, check=True)
+    subprocess.run(
+        ["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "src"], cwd=repo, check=True
+    )
     log = subprocess.run(["git", "log", "--format=%H %s"], cwd=repo, capture_output=True, text=True).stdout
-    turns = [{"tool_calls": [{"name": "bash", "arguments": {
-        "command": "mv .git .g && printf 'gitdir: .g\\n' > .git && git init -q src/t"}}]},
-        {"text": "Reorganised."}]
+    turns = [
+        {
+            "tool_calls": [
+                {
+                    "name": "bash",
+                    "arguments": {
+                        "command": "mv .git .g && printf 'gitdir: .g\\n' > .git && git init -q src/t"
+                    },
+                }
+            ]
+        },
+        {"text": "Reorganised."},
+    ]
     fix(tmp_path, repo, turns, user_env(tmp_path))
     assert (repo / ".g").is_dir() and (repo / "src" / "t" / ".git").is_dir()
     env = user_env(tmp_path)
@@ -174,7 +232,7 @@ def test_clover_undo_on_a_terminal_asks_before_acting(tmp_path: Path) -> None:
     keep = {k: env[k] for k in ("HOME", "XDG_CONFIG_HOME", "CLOVER_HOME")}
     command = " ".join(f"{k}={shlex.quote(v)}" for k, v in {**keep, "PYTHONPATH": str(ROOT)}.items())
     undo = f"{command} {shlex.quote(sys.executable)} -m clover undo --repo {shlex.quote(str(repo))}"
-    term = Tmux(f"{undo}; echo \"[exited $?]\"; {undo}; echo \"[exited $?]\"; sleep 30", cwd=ROOT)
+    term = Tmux(f'{undo}; echo "[exited $?]"; {undo}; echo "[exited $?]"; sleep 30', cwd=ROOT)
     try:
         screen = term.wait_for("Undo this? [y/N]")
         assert "  revert   calc.py  (modified by the agent, +1 -1)" in screen

@@ -74,8 +74,9 @@ def test_a_request_held_by_a_later_one_is_undone_once_that_one_is(root: Path, tm
         a.undo(session="A")
 
 
-def test_an_undo_cut_short_finishes_when_run_again_without_false_conflicts(root: Path, tmp_path: Path,
-                                                                           monkeypatch) -> None:
+def test_an_undo_cut_short_finishes_when_run_again_without_false_conflicts(
+    root: Path, tmp_path: Path, monkeypatch
+) -> None:
     """The process dies between two writes (as a SIGKILL would leave it): the next undo restores
     the rest and calls nothing a conflict; the files it had restored are done, not the user's."""
     for i in range(4):
@@ -104,15 +105,17 @@ def test_an_undo_cut_short_finishes_when_run_again_without_false_conflicts(root:
     assert not plan.conflicts, undoreport.describe(again.repo, group, plan)
     out = again.apply(plan)[1]
     assert not out.conflicts and len(out.done) == 2
-    assert {p.name: p.read_text() for p in root.glob("g*.txt")} == {f"g{i}.txt": f"orig {i}\n" for i in range(4)}
+    assert {p.name: p.read_text() for p in root.glob("g*.txt")} == {
+        f"g{i}.txt": f"orig {i}\n" for i in range(4)
+    }
     again.redo()  # and the redo puts back all of it
     assert (root / "new.txt").read_text() == "new\n" and (root / "g0.txt").read_text() == "agent 0\n"
     assert real_remove is undoplan.Writer.remove
 
 
-def test_a_signal_during_an_undo_waits_until_the_undo_and_its_record_are_complete(root: Path,
-                                                                                   tmp_path: Path,
-                                                                                   monkeypatch) -> None:
+def test_a_signal_during_an_undo_waits_until_the_undo_and_its_record_are_complete(
+    root: Path, tmp_path: Path, monkeypatch
+) -> None:
     """Ctrl-C (a real SIGINT to this process) between two writes of an undo: every path is still
     restored and recorded, then the interrupt is raised."""
     for i in range(4):
@@ -131,11 +134,15 @@ def test_a_signal_during_an_undo_waits_until_the_undo_and_its_record_are_complet
     monkeypatch.setattr(undoplan.Writer, "write", write)
     with pytest.raises(KeyboardInterrupt):
         cp.undo()
-    assert {p.name: p.read_text() for p in root.glob("g*.txt")} == {f"g{i}.txt": f"orig {i}\n" for i in range(4)}
+    assert {p.name: p.read_text() for p in root.glob("g*.txt")} == {
+        f"g{i}.txt": f"orig {i}\n" for i in range(4)
+    }
     assert Checkpoints(str(root), store=str(tmp_path / "store")).groups()[0].state() == "undone"
 
 
-def test_a_signal_while_a_step_is_recorded_waits_for_the_record(root: Path, tmp_path: Path, monkeypatch) -> None:
+def test_a_signal_while_a_step_is_recorded_waits_for_the_record(
+    root: Path, tmp_path: Path, monkeypatch
+) -> None:
     cp = Checkpoints(str(root), store=str(tmp_path / "store"))
     cp.begin()
     (root / "f.txt").write_text("agent\n")
@@ -155,7 +162,10 @@ def test_a_signal_while_a_step_is_recorded_waits_for_the_record(root: Path, tmp_
 
 
 def test_the_agents_stash_clear_is_undone_with_the_stash_list(root: Path, tmp_path: Path) -> None:
-    sh("git add -A && git commit -qm i && echo w1 >> f.txt && git stash -q && echo w2 > f.txt && git stash -q", root)
+    sh(
+        "git add -A && git commit -qm i && echo w1 >> f.txt && git stash -q && echo w2 > f.txt && git stash -q",
+        root,
+    )
     listed = sh("git stash list --format=%H", root)
     assert len(listed.split()) == 2
     cp = Checkpoints(str(root), store=str(tmp_path / "store"))
@@ -170,18 +180,26 @@ def test_the_agents_stash_clear_is_undone_with_the_stash_list(root: Path, tmp_pa
 
 
 def _git_ok(root: Path) -> bool:
-    return subprocess.run(["git", "status"], cwd=root, capture_output=True).returncode == 0 and subprocess.run(
-        ["git", "log", "--all", "--oneline"], cwd=root, capture_output=True).returncode == 0
+    return (
+        subprocess.run(["git", "status"], cwd=root, capture_output=True).returncode == 0
+        and subprocess.run(["git", "log", "--all", "--oneline"], cwd=root, capture_output=True).returncode
+        == 0
+    )
 
 
-@pytest.mark.parametrize("destroy", [
-    "rm -rf .git && git init -q && git add -A && git commit -qm fresh",  # a new repository (or the same inodes)
-    # the history emptied in place: the same objects/ directory (as when `rm -rf .git; git init` reuses
-    # its inode numbers, which the first case gets on some file systems)
-    "rm -rf .git/objects/?? .git/objects/pack/* .git/refs/heads/* .git/logs && git add -A && git commit -qm fresh",
-    "git reset -q --hard HEAD~1 && git reflog expire --expire=now --all && git gc -q --prune=now",
-])
-def test_an_undo_never_points_a_ref_at_history_the_agent_destroyed(root: Path, tmp_path: Path, destroy: str) -> None:
+@pytest.mark.parametrize(
+    "destroy",
+    [
+        "rm -rf .git && git init -q && git add -A && git commit -qm fresh",  # a new repository (or the same inodes)
+        # the history emptied in place: the same objects/ directory (as when `rm -rf .git; git init` reuses
+        # its inode numbers, which the first case gets on some file systems)
+        "rm -rf .git/objects/?? .git/objects/pack/* .git/refs/heads/* .git/logs && git add -A && git commit -qm fresh",
+        "git reset -q --hard HEAD~1 && git reflog expire --expire=now --all && git gc -q --prune=now",
+    ],
+)
+def test_an_undo_never_points_a_ref_at_history_the_agent_destroyed(
+    root: Path, tmp_path: Path, destroy: str
+) -> None:
     """The history is not recorded (too big), so an agent that deletes it cannot be undone there;
     HEAD: the undo wrote the old refs back anyway, naming commits the repository no longer had
     ("fatal: bad object HEAD"). Now such a ref is a conflict, and the repository stays usable."""
@@ -198,7 +216,8 @@ def test_an_undo_never_points_a_ref_at_history_the_agent_destroyed(root: Path, t
 
 
 def test_a_directory_holding_the_users_file_is_a_conflict_in_the_plan_and_never_blocks_older_undos(
-        root: Path, tmp_path: Path) -> None:
+    root: Path, tmp_path: Path
+) -> None:
     """HEAD's plan said `delete pkg/` and the apply then failed on it; and once an undo could go
     back to a request it had left conflicts in, a failing directory held every later undo there."""
     cp = Checkpoints(str(root), store=str(tmp_path / "store"))
@@ -220,8 +239,9 @@ def test_a_directory_holding_the_users_file_is_a_conflict_in_the_plan_and_never_
     assert sorted(a.path for a in last.done) == ["pkg", "pkg/sub"] and not (root / "pkg").exists()
 
 
-def test_a_path_the_undo_could_not_write_is_reported_and_the_next_undo_goes_on(root: Path, tmp_path: Path,
-                                                                             monkeypatch) -> None:
+def test_a_path_the_undo_could_not_write_is_reported_and_the_next_undo_goes_on(
+    root: Path, tmp_path: Path, monkeypatch
+) -> None:
     """An OS error while restoring (a permission, a full disk): that path is a conflict with the
     error, the rest is done, and the next plain undo moves on to the request before."""
     cp = Checkpoints(str(root), store=str(tmp_path / "store"))
@@ -237,7 +257,9 @@ def test_a_path_the_undo_could_not_write_is_reported_and_the_next_undo_goes_on(r
     monkeypatch.setattr(undoplan.Writer, "remove", remove)
     out = cp.undo()
     assert [a.path for a in out.done] == ["a.txt"]
-    assert [(c.path, c.conflict) for c in out.conflicts] == [("b.txt", "[Errno 13] Permission denied: 'b.txt'")]
+    assert [(c.path, c.conflict) for c in out.conflicts] == [
+        ("b.txt", "[Errno 13] Permission denied: 'b.txt'")
+    ]
     assert [a.path for a in cp.undo().done] == ["f.txt"]
 
 
@@ -259,8 +281,9 @@ def test_an_undo_never_writes_through_a_symlink_that_replaced_a_directory(root: 
     assert sorted(c.path for c in out.conflicts) == ["d", "d/c.txt"]
 
 
-def test_an_undo_cut_short_after_making_a_directory_leaves_it_with_its_own_bits(root: Path, tmp_path: Path,
-                                                                               monkeypatch) -> None:
+def test_an_undo_cut_short_after_making_a_directory_leaves_it_with_its_own_bits(
+    root: Path, tmp_path: Path, monkeypatch
+) -> None:
     """The agent removes the user's directory; the undo is killed after it made the directory again
     (found by the property test). HEAD made it 0700 and set its bits only at the very end, so the
     rerun took the 0700 for the user's change: a conflict, the directory's bits and file not back."""
@@ -290,7 +313,8 @@ def test_an_undo_cut_short_after_making_a_directory_leaves_it_with_its_own_bits(
 
 @pytest.mark.parametrize("agent", ["rm f.txt && mkdir f.txt", "rm -r d && echo agent > d"])
 def test_an_undo_killed_between_removing_and_writing_a_path_is_finished_next_time(
-        root: Path, tmp_path: Path, monkeypatch, agent: str) -> None:
+    root: Path, tmp_path: Path, monkeypatch, agent: str
+) -> None:
     """The agent turned the user's file into a directory (or a directory into a file); the undo is
     killed after removing the agent's one and before writing the user's (found by the property
     test). HEAD: the rerun saw the path gone, called it a conflict, and the user's file stayed lost."""
@@ -316,7 +340,8 @@ def test_an_undo_killed_between_removing_and_writing_a_path_is_finished_next_tim
 
 
 def test_what_a_killed_undo_removed_is_not_taken_for_the_users_change_by_older_requests(
-        root: Path, tmp_path: Path, monkeypatch) -> None:
+    root: Path, tmp_path: Path, monkeypatch
+) -> None:
     """Request 1 removes the user's d/; request 2 makes d/c.txt/ a directory. The undo of request 2
     is killed after one removal (found by the property test). HEAD: the next scan took that removal
     for the user's, so undoing request 1 called d/c.txt "changed since the agent's step": lost."""

@@ -35,8 +35,10 @@ op = st.one_of(
     st.tuples(st.just("symlink"), st.sampled_from(PATHS), st.sampled_from(["a.txt", "nowhere", "d"])),
 )
 # an episode: who acts (agent steps may open a new request or continue the last one), and the ops
-episode = st.tuples(st.sampled_from(["agent", "agent-same-request", "other-session", "user"]),
-                    st.lists(op, min_size=1, max_size=3))
+episode = st.tuples(
+    st.sampled_from(["agent", "agent-same-request", "other-session", "user"]),
+    st.lists(op, min_size=1, max_size=3),
+)
 cut_after = st.one_of(st.none(), st.integers(min_value=0, max_value=3))  # kill the first undo after N writes
 
 
@@ -162,6 +164,7 @@ def _undo_killed_after(cp: Checkpoints, writes: int) -> None:
                 raise Killed
             done[0] += 1
             return real(self, *args, **kwargs)
+
         return op
 
     undoplan.Writer.write, undoplan.Writer.remove = counted(real_write), counted(real_remove)

@@ -49,7 +49,9 @@ def test_fixed_tokens_allowed_sets_and_stops_hold(model, fused):
 
 
 def test_sampling_keeps_tokens_as_left_order_does(model):
-    s = DecodeSettings(block_size=4, order="verify", temperature=0.8, seed=3, max_new_tokens=8, stop_token_ids=[])
+    s = DecodeSettings(
+        block_size=4, order="verify", temperature=0.8, seed=3, max_new_tokens=8, stop_token_ids=[]
+    )
     left = dataclasses.replace(s, order="left")
     assert generate(model, [PROMPTS[0]], s).tokens == generate(model, [PROMPTS[0]], left).tokens
 
@@ -101,7 +103,9 @@ def test_the_embedded_model_decodes_the_same_turns_in_fewer_forwards():
     from clover.backends.local import LocalCloverModel
     from clover.settings import Settings
 
-    base = Settings(model="embedded", max_tokens=64, temperature=0.0, block_size=1, edit_repairs="off", drafts=0)
+    base = Settings(
+        model="embedded", max_tokens=64, temperature=0.0, block_size=1, edit_repairs="off", drafts=0
+    )
     ar = LocalCloverModel(base)
     ver = ar.with_settings(block_size=16, decode_order="verify")
     fused = ver.with_settings(fused_rounds=True)
@@ -112,7 +116,10 @@ def test_the_embedded_model_decodes_the_same_turns_in_fewer_forwards():
         a, v, f = ar.complete(messages, tools), ver.complete(messages, tools), fused.complete(messages, tools)
         for other in (v, f):
             assert (other.thinking, other.text, [(c.name, c.arguments) for c in other.tool_calls]) == (
-                a.thinking, a.text, [(c.name, c.arguments) for c in a.tool_calls])  # fmt: skip
+                a.thinking,
+                a.text,
+                [(c.name, c.arguments) for c in a.tool_calls],
+            )
         forwards["ar"] += a.stats["forwards"]
         forwards["ver"] += v.stats["forwards"]
         forwards["fused"] += f.stats["forwards"]

@@ -59,7 +59,9 @@ class Group:
         return sorted({r.step for r in self.records})
 
     def state(self) -> str:
-        states = {c.state for r in self.records for c in r.changes} | {m.state for r in self.records for m in r.moves}
+        states = {c.state for r in self.records for c in r.changes} | {
+            m.state for r in self.records for m in r.moves
+        }
         return "undone" if states == {"undone"} else "applied" if states == {"applied"} else "partly undone"
 
 
@@ -95,8 +97,9 @@ class Checkpoints:
         path = os.path.join(self.store, "objects.git")
         try:
             if os.path.isdir(path):
-                return pygit2.Repository(path, pygit2.enums.RepositoryOpenFlag.NO_SEARCH
-                                         | pygit2.enums.RepositoryOpenFlag.BARE)
+                return pygit2.Repository(
+                    path, pygit2.enums.RepositoryOpenFlag.NO_SEARCH | pygit2.enums.RepositoryOpenFlag.BARE
+                )
             return pygit2.init_repository(path, bare=True)
         except pygit2.GitError as exc:
             raise SnapshotError(f"checkpoints: cannot use {path}: {exc}") from exc
@@ -130,8 +133,9 @@ class Checkpoints:
             for ch in changes:
                 ch.at = journal["clock"]
             journal["agent_repos"] = sorted(agent_repos | {after.gitdirs[p] for p in new_repos})
-            record = Record(journal["next_id"], session, request, label, step, time.time(), changes, moves,
-                            new_repos)
+            record = Record(
+                journal["next_id"], session, request, label, step, time.time(), changes, moves, new_repos
+            )
             journal["next_id"] += 1
             journal["records"].append(record)
             journal["redo"] = []  # new work: what was undone before it is not redone over it
@@ -168,7 +172,9 @@ class Checkpoints:
 
     # ----------------------------------------------------------------------- undo / redo
 
-    def plan(self, *, redo: bool = False, session: str | None = None, force: bool = False) -> tuple[Group, Plan]:
+    def plan(
+        self, *, redo: bool = False, session: str | None = None, force: bool = False
+    ) -> tuple[Group, Plan]:
         """What an undo (redo) would do now, for the latest group (of `session`); raises
         SnapshotError when there is nothing to undo (redo)."""
         with self._locked():
@@ -192,16 +198,25 @@ class Checkpoints:
             if fresh.key() != shown.key():
                 self._save(journal)
                 self._save_cache()
-                raise SnapshotError("the files changed since the plan was shown; nothing was done (run it again)")
+                raise SnapshotError(
+                    "the files changed since the plan was shown; nothing was done (run it again)"
+                )
             stamp = time.strftime("%Y%m%d-%H%M%S")
             where = os.path.join(self.store, "saved", f"{stamp}-{'redo' if shown.redo else 'undo'}")
             journal["clock"] += 1
             # Noted first, so that what an undo killed midway wrote (or removed on the way to writing,
             # where a path's kind changes) is finished by the next one, never taken for the user's.
-            journal["pending"] = {"group": _held_key(group), "paths": {
-                a.path: [a.current and a.current.dump(), a.target and a.target.dump()] for a in fresh.actions}}
+            journal["pending"] = {
+                "group": _held_key(group),
+                "paths": {
+                    a.path: [a.current and a.current.dump(), a.target and a.target.dump()]
+                    for a in fresh.actions
+                },
+            }
             self._save(journal)
-            outcome = undoplan.apply(fresh, undoplan.Writer(self.root, self.repo), lambda: where, journal["clock"])
+            outcome = undoplan.apply(
+                fresh, undoplan.Writer(self.root, self.repo), lambda: where, journal["clock"]
+            )
             key = [group.session, group.request]
             for stack in ("redo", "undone"):
                 journal[stack] = [g for g in journal[stack] if g != key]
@@ -212,7 +227,9 @@ class Checkpoints:
             if fresh.conflicts and not shown.redo:  # what the plan left: once it can go, undo comes back here
                 journal["held"][_held_key(group)] = sorted({c.path for c in fresh.conflicts})
             self._save(journal)
-            self.scanner.scan(set(journal["agent_repos"]))  # the new baseline: what the undo wrote is not the user's
+            self.scanner.scan(
+                set(journal["agent_repos"])
+            )  # the new baseline: what the undo wrote is not the user's
             self._save_cache()
             return group, outcome
 
@@ -229,11 +246,25 @@ class Checkpoints:
         mine = {r.id for r in group.records}
         others = [r for r in journal["records"] if r.id not in mine]
         pending = journal["pending"]
-        midway = {p: Entry.load(cur) for p, (cur, target) in pending.get("paths", {}).items()
-                  if cur and target and (cur[0] == "d") != (target[0] == "d")} if (
-            pending.get("group") == _held_key(group)) else {}
-        plan = undoplan.plan(group.records, self.scanner.entry, self._paths_under, redo=redo, force=force,
-                             others=others, touched=journal["touched"], midway=midway)
+        midway = (
+            {
+                p: Entry.load(cur)
+                for p, (cur, target) in pending.get("paths", {}).items()
+                if cur and target and (cur[0] == "d") != (target[0] == "d")
+            }
+            if (pending.get("group") == _held_key(group))
+            else {}
+        )
+        plan = undoplan.plan(
+            group.records,
+            self.scanner.entry,
+            self._paths_under,
+            redo=redo,
+            force=force,
+            others=others,
+            touched=journal["touched"],
+            midway=midway,
+        )
         self._keep_refs_whole(plan)
         return plan
 
@@ -247,14 +278,22 @@ class Checkpoints:
             if target is None or target.kind not in ("f", "x"):
                 continue
             gitdir = gitobjects.gitdir_of(self.root, action.path)
-            if gitdir is None or not gitobjects.names_objects(action.path[len(gitdir) + 1:], target.kind == "x"):
+            if gitdir is None or not gitobjects.names_objects(
+                action.path[len(gitdir) + 1 :], target.kind == "x"
+            ):
                 continue
-            missing = gitobjects.missing_objects(os.path.join(self.root, gitdir), self.repo[target.oid].data, odbs)
+            missing = gitobjects.missing_objects(
+                os.path.join(self.root, gitdir), self.repo[target.oid].data, odbs
+            )
             if missing:
                 plan.actions.remove(action)
-                why = (f"names {missing[0][:12]}, which the repository {gitdir} no longer has (the step deleted "
-                       "history, which is not recorded): writing it back would break the repository")
-                plan.conflicts.append(undoplan.Action(action.path, action.current, None, action.links, conflict=why))
+                why = (
+                    f"names {missing[0][:12]}, which the repository {gitdir} no longer has (the step deleted "
+                    "history, which is not recorded): writing it back would break the repository"
+                )
+                plan.conflicts.append(
+                    undoplan.Action(action.path, action.current, None, action.links, conflict=why)
+                )
         plan.conflicts.sort(key=lambda a: a.path)
 
     def _paths_under(self, top: str) -> list[str]:
@@ -262,9 +301,11 @@ class Checkpoints:
         for dirpath, dirnames, filenames in os.walk(os.path.join(self.root, top)):
             rel = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
             out.append(rel)
-            out += [f"{rel}/{n}" for n in filenames + [d for d in dirnames
-                                                       if os.path.islink(os.path.join(dirpath, d))]
-                    if not n.endswith(".lock")]
+            out += [
+                f"{rel}/{n}"
+                for n in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+                if not n.endswith(".lock")
+            ]
         return out
 
     def _target(self, journal: dict[str, Any], redo: bool, session: str | None, force: bool = False) -> Group:
@@ -276,7 +317,8 @@ class Checkpoints:
 
         def has(group: Group, state: str) -> bool:
             return any(c.state == state for r in group.records for c in r.changes) or any(
-                m.state == state for r in group.records for m in r.moves)
+                m.state == state for r in group.records for m in r.moves
+            )
 
         if redo:
             for key in reversed(journal["redo"]):
@@ -301,7 +343,9 @@ class Checkpoints:
         found: dict[tuple[str, int], Group] = {}
         for rec in journal["records"]:
             if session is None or rec.session == session:
-                found.setdefault(rec.group, Group(rec.session, rec.request, rec.label, [])).records.append(rec)
+                found.setdefault(rec.group, Group(rec.session, rec.request, rec.label, [])).records.append(
+                    rec
+                )
         return sorted(found.values(), key=lambda g: max(r.id for r in g.records))
 
     # ----------------------------------------------------------------------- state
@@ -322,11 +366,17 @@ class Checkpoints:
             records = [Record.load(r) for r in data.get("records", [])]
         except (KeyError, TypeError, ValueError, IndexError):
             records = []
-        return {"records": records, "redo": list(data.get("redo", [])), "undone": list(data.get("undone", [])),
-                "clock": int(data.get("clock", 0)), "touched": dict(data.get("touched", {})),
-                "agent_repos": list(data.get("agent_repos", [])), "held": dict(data.get("held", {})),
-                "pending": dict(data.get("pending", {})),
-                "next_id": int(data.get("next_id", max((r.id for r in records), default=0) + 1))}
+        return {
+            "records": records,
+            "redo": list(data.get("redo", [])),
+            "undone": list(data.get("undone", [])),
+            "clock": int(data.get("clock", 0)),
+            "touched": dict(data.get("touched", {})),
+            "agent_repos": list(data.get("agent_repos", [])),
+            "held": dict(data.get("held", {})),
+            "pending": dict(data.get("pending", {})),
+            "next_id": int(data.get("next_id", max((r.id for r in records), default=0) + 1)),
+        }
 
     def _save(self, journal: dict[str, Any]) -> None:
         data = {**journal, "version": JOURNAL_VERSION, "records": [r.dump() for r in journal["records"]]}
@@ -411,4 +461,3 @@ class Recorder:
         if self.request == 0:
             self.start_request(self.label or "request")
         self.checkpoints.end(self.session, self.request, self.label, step)
-

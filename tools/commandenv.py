@@ -7,14 +7,13 @@ and e-mails) and the names the user lists in the config
 (`pass_env`, globs allowed). Everything else (tokens, passwords, cloud credentials, SSH agent
 sockets) is withheld; output redaction (tools/redact.py) stays as a second layer.
 
-Clover's own virtualenv never reaches them: when Clover runs from a venv (sys.prefix is not
-sys.base_prefix; a conda env counts as a base interpreter), that venv's bin/ leaves PATH and
-VIRTUAL_ENV/PYTHONHOME/PYTHONPATH pointing into it are dropped, so `python3 -m pytest` runs the user's Python, not Clover's. This holds also
-when the user activated Clover's venv to start Clover (the README's install): that venv holds
-Clover, not the project. The exception is a venv inside the workspace (the project's own venv,
-with Clover installed into it): that one is the project's and stays. Another venv the user
-activated stays (Clover in venv A, project venv B active: commands get B).
-"""
+Clover's own virtualenv never reaches them: when Clover runs from a venv (sys.prefix is not sys.base_prefix; a
+conda env counts as a base interpreter), that venv's bin/ leaves PATH and VIRTUAL_ENV/PYTHONHOME/PYTHONPATH
+pointing into it are dropped, so `python3 -m pytest` runs the user's Python, not Clover's. This holds also
+when the user activated Clover's venv to start Clover (the README's install): that venv holds Clover, not the
+project. The exception is a venv inside the workspace (the project's own venv, with Clover installed into it):
+that one is the project's and stays. Another venv the user activated stays (Clover in venv A, project venv B
+active: commands get B)."""
 
 from __future__ import annotations
 
@@ -23,9 +22,24 @@ import sys
 from collections.abc import Iterable, Mapping
 from fnmatch import fnmatchcase
 
-CORE_NAMES = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TMPDIR", "TZ", "LANG", "LANGUAGE",
-              "VIRTUAL_ENV", "LC_*", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME",
-              "GIT_COMMITTER_EMAIL")
+CORE_NAMES = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TERM",
+    "TMPDIR",
+    "TZ",
+    "LANG",
+    "LANGUAGE",
+    "VIRTUAL_ENV",
+    "LC_*",
+    "GIT_AUTHOR_NAME",
+    "GIT_AUTHOR_EMAIL",
+    "GIT_COMMITTER_NAME",
+    "GIT_COMMITTER_EMAIL",
+)
 _PYTHON_PATHS = ("VIRTUAL_ENV", "PYTHONHOME", "PYTHONPATH")
 
 
@@ -42,8 +56,9 @@ def clover_venv(workspace: str | None = None) -> str | None:
     return prefix
 
 
-def command_environment(environ: Mapping[str, str], pass_env: Iterable[str] = (),
-                        workspace: str | None = None) -> dict[str, str]:
+def command_environment(
+    environ: Mapping[str, str], pass_env: Iterable[str] = (), workspace: str | None = None
+) -> dict[str, str]:
     """The allowlisted copy of `environ` for commands (see the module doc)."""
     patterns = [*CORE_NAMES, *pass_env]
     env = {k: v for k, v in environ.items() if any(fnmatchcase(k, p) for p in patterns)}
@@ -72,7 +87,9 @@ def interpreter_environment(environ: Mapping[str, str] | None = None) -> dict[st
     their pytest), never for the agent's commands in a user's workspace."""
     env = command_environment(os.environ if environ is None else environ)
     bindir = os.path.dirname(sys.executable)
-    env["PATH"] = os.pathsep.join([bindir, *(p for p in env.get("PATH", os.defpath).split(os.pathsep) if p != bindir)])
+    env["PATH"] = os.pathsep.join(
+        [bindir, *(p for p in env.get("PATH", os.defpath).split(os.pathsep) if p != bindir)]
+    )
     if sys.prefix != sys.base_prefix:
         env["VIRTUAL_ENV"] = sys.prefix
     return env

@@ -49,7 +49,9 @@ def directory_view(env: Environment, directory: str) -> str:
     if len(keys) > MAX_LISTING:
         out.append(f"[{len(keys) - MAX_LISTING} more entries; view a subdirectory or use glob]")
     if folded:
-        out.append(f"[{len(folded)} large director{'y' if len(folded) == 1 else 'ies'} not listed; view one to see it]")
+        out.append(
+            f"[{len(folded)} large director{'y' if len(folded) == 1 else 'ies'} not listed; view one to see it]"
+        )
     return "\n".join(out)
 
 

@@ -103,9 +103,15 @@ class _OutputSink:
             if self.spill is None:
                 return self.head, False, None
             self.spill.close()  # type: ignore[attr-defined]
-            where = (f"; the full output ({self.total} characters) is in {self.spill_path}; "
-                     "view it with view_range or grep")  # fmt: skip
-            return join_head_tail(self.head, self.tail, self.total, self.newlines, self.limit, where), True, self.spill_path
+            where = (
+                f"; the full output ({self.total} characters) is in {self.spill_path}; "
+                "view it with view_range or grep"
+            )
+            return (
+                join_head_tail(self.head, self.tail, self.total, self.newlines, self.limit, where),
+                True,
+                self.spill_path,
+            )
 
 
 def _pump(fd: int, sink: _OutputSink) -> None:
@@ -153,7 +159,9 @@ class LocalEnvironment:
         self.timeout = timeout
         self.output_limit = output_limit
         # Created on the first spill. A readable (not writable) root: file tools can read spilled output.
-        self.spill_dir = spill_dir or os.path.join(tempfile.gettempdir(), f"clover-output-{uuid.uuid4().hex[:12]}")
+        self.spill_dir = spill_dir or os.path.join(
+            tempfile.gettempdir(), f"clover-output-{uuid.uuid4().hex[:12]}"
+        )
         if spill_dir is None:  # ours: gone when the process ends
             atexit.register(shutil.rmtree, self.spill_dir, ignore_errors=True)
         self.allowed_roots = list(allowed_roots)
@@ -169,7 +177,9 @@ class LocalEnvironment:
         self.base_env = base
         self.cwd = self.root
         self._saved_env: dict[str, str] | None = None
-        self.on_output: Callable[[str], None] | None = None  # a running command's output, live (the chat's tail)
+        self.on_output: Callable[[str], None] | None = (
+            None  # a running command's output, live (the chat's tail)
+        )
 
     # ------------------------------------------------------------------ commands
 
@@ -179,7 +189,7 @@ class LocalEnvironment:
         # path), so it works inside any sandbox that `wrap_command` builds.
         save = (
             "__clover_save() { local __n; for __n in $(compgen -e); do "
-            "printf '%s=%s\\0' \"$__n\"  \"${!__n}\"; done; printf '\\0%s' \"$PWD\"; } >&" + str(fd) + "; "
+            'printf \'%s=%s\\0\' "$__n"  "${!__n}"; done; printf \'\\0%s\' "$PWD"; } >&' + str(fd) + "; "
             "trap '__clover_rc=$?; __clover_save 2>/dev/null; exit $__clover_rc' EXIT"
         )
         return save + "\n" + command + "\n"
@@ -215,8 +225,9 @@ class LocalEnvironment:
             grant = self.exec_guard.grant_for(command)
             read_only = grant.read_only
             if read_only and self.sandbox is None:
-                return ExecResult("not run: this command may only run read-only, and there is no sandbox to "
-                                  "make it so", 126)
+                return ExecResult(
+                    "not run: this command may only run read-only, and there is no sandbox to make it so", 126
+                )
             if self.exec_guard.check:
                 grant.writable = [self.root, *self.allowed_roots, *_SCRATCH]
                 session = self.exec_guard.session(grant, env.get("PATH", os.defpath))
@@ -280,7 +291,11 @@ class LocalEnvironment:
         if before is not None and (wrote := self.sandbox.changes(before)):
             notes.append(wrote)
         if notes:
-            output = output.rstrip("\n") + ("\n" if output.strip() else "") + "\n".join(_exec_note(n) for n in notes)
+            output = (
+                output.rstrip("\n")
+                + ("\n" if output.strip() else "")
+                + "\n".join(_exec_note(n) for n in notes)
+            )
         seconds = time.monotonic() - start
         if timed_out:
             output += f"\n[command timed out after {timeout:g}s; its process group was killed]"
@@ -331,16 +346,26 @@ class LocalEnvironment:
             return RunResult(127, b"", f"{argv[0]}: command not found")
         wrapped = list(argv)
         session = None
-        if self.exec_guard is not None and self.exec_guard.check:  # the deny rules hold (a probe runs user code)
-            session = self.exec_guard.session(self.exec_guard.grant_for(""), self.base_env.get("PATH", os.defpath))
+        if (
+            self.exec_guard is not None and self.exec_guard.check
+        ):  # the deny rules hold (a probe runs user code)
+            session = self.exec_guard.session(
+                self.exec_guard.grant_for(""), self.base_env.get("PATH", os.defpath)
+            )
             wrapped = session.wrap(wrapped)
         wrapped = self.wrap_command(wrapped) if self.wrap_command is not None else wrapped
         timeout = self.timeout if timeout is None else timeout
         try:
-            proc = subprocess.Popen(wrapped, cwd=self._abs(cwd) if cwd else self.root, env=self.base_env,
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True,
-                                    pass_fds=session.pass_fds if session else ())
+            proc = subprocess.Popen(
+                wrapped,
+                cwd=self._abs(cwd) if cwd else self.root,
+                env=self.base_env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                pass_fds=session.pass_fds if session else (),
+            )
         except OSError as exc:
             return RunResult(127, b"", f"{argv[0]}: {exc.strerror or exc}")
         finally:

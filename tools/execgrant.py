@@ -64,7 +64,9 @@ class Grant:
     policy: Any = None
     remembered: list[Any] = field(default_factory=list)
     helpers: bool = True  # a program's own helpers (/usr/lib/git-core/...) count as covered
-    writable: list[str] = field(default_factory=list)  # where the agent can write (its files are not "installed")
+    writable: list[str] = field(
+        default_factory=list
+    )  # where the agent can write (its files are not "installed")
 
 
 def templates_of(parsed: ParsedShell) -> list[Template]:

@@ -82,7 +82,9 @@ def _probe() -> str | None:
         session.spawned()
         notes = session.close()
     if proc.returncode != 0 or notes or session.checked == 0:
-        detail = session.failure or proc.stderr.decode(errors="replace").strip()[:200] or f"exit {proc.returncode}"
+        detail = (
+            session.failure or proc.stderr.decode(errors="replace").strip()[:200] or f"exit {proc.returncode}"
+        )
         return f"the exec check does not work here: {detail}"
     return None
 
@@ -242,8 +244,9 @@ class ExecSession:
             self.refused.append(note)
         _respond(listener, nid, error)
 
-    def _decide(self, listener: int, nid: int, pid: int, is_at: bool, ptr: int,
-                args: tuple[int, ...]) -> tuple[int, str | None]:
+    def _decide(
+        self, listener: int, nid: int, pid: int, is_at: bool, ptr: int, args: tuple[int, ...]
+    ) -> tuple[int, str | None]:
         """(errno or 0 to let it run, a line about a refusal)."""
         try:
             call = read_exec(pid, is_at, args, ptr)
@@ -282,7 +285,10 @@ class ExecSession:
         except TargetGone:
             return errno.EPERM, None
         if (again.path, again.argv) != (call.path, call.argv):
-            return errno.EPERM, f"refused `{join_words(call.argv)[:200]}`: its arguments changed while being checked"
+            return (
+                errno.EPERM,
+                f"refused `{join_words(call.argv)[:200]}`: its arguments changed while being checked",
+            )
         return 0, None
 
 

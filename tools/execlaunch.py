@@ -30,9 +30,17 @@ _X32 = 0x40000000
 # ...))]): the native ABI and the compat ABIs a process of that machine can switch to (i386 and
 # x32 on x86_64, arm on aarch64). The supervisor reads the notification with the same table.
 ARCHES: dict[str, tuple[int, list[tuple[int, tuple[tuple[int, bool, int], ...]]]]] = {
-    "x86_64": (317, [(0xC000003E, ((59, False, 8), (322, True, 8), (_X32 | 520, False, 4), (_X32 | 545, True, 4))),
-                     (0x40000003, ((11, False, 4), (358, True, 4)))]),
-    "aarch64": (277, [(0xC00000B7, ((221, False, 8), (281, True, 8))), (0x40000028, ((11, False, 4), (387, True, 4)))]),
+    "x86_64": (
+        317,
+        [
+            (0xC000003E, ((59, False, 8), (322, True, 8), (_X32 | 520, False, 4), (_X32 | 545, True, 4))),
+            (0x40000003, ((11, False, 4), (358, True, 4))),
+        ],
+    ),
+    "aarch64": (
+        277,
+        [(0xC00000B7, ((221, False, 8), (281, True, 8))), (0x40000028, ((11, False, 4), (387, True, 4)))],
+    ),
 }
 
 
@@ -77,8 +85,12 @@ def install_listener() -> int:
     fprog = struct.pack("=HxxxxxxQ", len(prog) // 8, ctypes.addressof(buf))
     fbuf = ctypes.create_string_buffer(fprog, len(fprog))
     libc.syscall.restype = ctypes.c_long
-    fd = libc.syscall(ctypes.c_long(ARCHES[machine][0]), ctypes.c_long(SECCOMP_SET_MODE_FILTER),
-                      ctypes.c_long(SECCOMP_FILTER_FLAG_NEW_LISTENER), fbuf)
+    fd = libc.syscall(
+        ctypes.c_long(ARCHES[machine][0]),
+        ctypes.c_long(SECCOMP_SET_MODE_FILTER),
+        ctypes.c_long(SECCOMP_FILTER_FLAG_NEW_LISTENER),
+        fbuf,
+    )
     if fd < 0:
         err = ctypes.get_errno()
         raise OSError(err, f"seccomp(SET_MODE_FILTER, NEW_LISTENER): {os.strerror(err)}")

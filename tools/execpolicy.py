@@ -14,9 +14,9 @@
    or be started inside an approved script installed outside what the agent can write (a pyenv
    shim on its way to the real python), or only read (the standard plan mode's commands meet:
    `git rev-parse --git-dir`, `file -b x`). The program a template or rule names must be this
-   very file as the command's PATH (or its working directory, for `./x`) finds it. An LD_PRELOAD or LD_AUDIT in its environment is never
-   covered (that loads other code into it). Not covered: asked about, or refused (plan mode,
-   headless).
+   very file as the command's PATH (or its working directory, for `./x`) finds it. An LD_PRELOAD
+   or LD_AUDIT in its environment is never covered (that loads other code into it). Not covered:
+   asked about, or refused (plan mode, headless).
 """
 
 from __future__ import annotations
@@ -41,14 +41,30 @@ from clover.tools.shellproof import read_only_proof
 from clover.tools.shellwrap import SHELLS
 
 _SYSTEM_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
-_HELPER_DIRS = ("/usr/lib/", "/usr/libexec/", "/usr/lib64/", "/lib/", "/lib64/", "/usr/local/lib/",
-                "/usr/local/libexec/")
+_HELPER_DIRS = (
+    "/usr/lib/",
+    "/usr/libexec/",
+    "/usr/lib64/",
+    "/lib/",
+    "/lib64/",
+    "/usr/local/lib/",
+    "/usr/local/libexec/",
+)
 _MULTICALL = {"busybox", "toybox", "coreutils"}
 _LOADER = re.compile(r"^ld(-linux[\w.-]*|64)?\.so[\d.]*$|^ld-[\w.-]+\.so[\d.]*$")
-_LOADER_ARGOPTS = {"--library-path", "--inhibit-rpath", "--audit", "--preload", "--argv0",
-                   "--glibc-hwcaps-prepend", "--glibc-hwcaps-mask"}
-_INTERPRETERS = re.compile(r"^(python[\d.]*|pypy[\d.]*|perl[\d.]*|ruby[\d.]*|node(js)?|php[\d.]*|lua[\d.]*|"
-                           r"tclsh[\d.]*|Rscript|java|env|busybox|toybox|gdb)$")
+_LOADER_ARGOPTS = {
+    "--library-path",
+    "--inhibit-rpath",
+    "--audit",
+    "--preload",
+    "--argv0",
+    "--glibc-hwcaps-prepend",
+    "--glibc-hwcaps-mask",
+}
+_INTERPRETERS = re.compile(
+    r"^(python[\d.]*|pypy[\d.]*|perl[\d.]*|ruby[\d.]*|node(js)?|php[\d.]*|lua[\d.]*|"
+    r"tclsh[\d.]*|Rscript|java|env|busybox|toybox|gdb)$"
+)
 _LOADED_CODE = ("LD_PRELOAD", "LD_AUDIT")
 
 Action = Literal["allow", "deny", "ask"]
@@ -272,8 +288,10 @@ class ExecPolicy:
             return f"it starts with {loads[0]} set, which loads other code into it"
         if self._in_trusted_chain(call, opened):
             return None
-        covered = any(not t.dynamic[0] and t.matches(argv) and self._same_program(call, t.words[0], opened)
-                      for t in self.grant.templates)
+        covered = any(
+            not t.dynamic[0] and t.matches(argv) and self._same_program(call, t.words[0], opened)
+            for t in self.grant.templates
+        )
         policy = self.grant.policy
         if not covered and policy is not None and argv:
             rule = policy.allowed_argv([os.path.basename(argv[0]), *argv[1:]], self.grant.remembered)
@@ -285,8 +303,11 @@ class ExecPolicy:
             return None
         if self.grant.helpers and self._helper(opened):
             return None
-        if argv and read_only_proof(parse_shell(join_words(argv))) is None and \
-                self._same_program(call, argv[0], opened):
+        if (
+            argv
+            and read_only_proof(parse_shell(join_words(argv))) is None
+            and self._same_program(call, argv[0], opened)
+        ):
             return None  # it only reads (as plan mode's commands): `git rev-parse`, `file -b x`
         what = "the approved command" if not self.grant.read_only else "the read-only command"
         return f"it is not a program {what} names, and no allow rule covers it"
@@ -296,7 +317,9 @@ class ExecPolicy:
         /usr/bin/pytest): what it starts on its way to the real program counts as approved."""
         if not opened.head.startswith(b"#!") or opened.st.st_mode & 0o002:
             return False
-        return not any(opened.path == w or opened.path.startswith(w.rstrip("/") + "/") for w in self.grant.writable)
+        return not any(
+            opened.path == w or opened.path.startswith(w.rstrip("/") + "/") for w in self.grant.writable
+        )
 
     def _in_trusted_chain(self, call: ExecCall, opened: Opened) -> bool:
         """Whether this start happens inside an approved installed script (see `_installed_script`):
@@ -331,7 +354,12 @@ class ExecPolicy:
     def _helper(self, opened: Opened) -> bool:
         path = opened.path
         name = os.path.basename(path)
-        if not path.startswith(_HELPER_DIRS) or _LOADER.match(name) or _INTERPRETERS.match(name) or name in SHELLS:
+        if (
+            not path.startswith(_HELPER_DIRS)
+            or _LOADER.match(name)
+            or _INTERPRETERS.match(name)
+            or name in SHELLS
+        ):
             return False
         if opened.st.st_uid != 0 or opened.st.st_mode & 0o022:
             return False  # only root's, unwritable files are the system's own
@@ -344,7 +372,7 @@ def _stat_fields(pid: int) -> list[str]:
             raw = fh.read().decode("ascii", "replace")
     except OSError:
         return []
-    return raw[raw.rfind(")") + 2:].split()  # after the command name, which may hold spaces
+    return raw[raw.rfind(")") + 2 :].split()  # after the command name, which may hold spaces
 
 
 def _start_time(pid: int) -> str:

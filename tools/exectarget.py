@@ -108,7 +108,9 @@ def env_names(call: ExecCall) -> set[str]:
     except OSError as exc:
         raise TargetGone(f"cannot open the process's memory: {exc.strerror}") from None
     try:
-        return {_decode(e.split(b"=", 1)[0]) for e in _read_array(mem, call.envp, call.ptr_size, _MAX_ARG_BYTES)}
+        return {
+            _decode(e.split(b"=", 1)[0]) for e in _read_array(mem, call.envp, call.ptr_size, _MAX_ARG_BYTES)
+        }
     finally:
         os.close(mem)
 
@@ -144,8 +146,9 @@ class Opened:
 _FD_PATH = re.compile(r"^/(?:proc/(?:self|thread-self)|dev)/fd/(\d+)(/.*)?$")
 
 
-def open_in_task(pid: int, path: str, dirfd: int = AT_FDCWD, empty_path: bool = False,
-                 cwd: str | None = None) -> Opened | None:
+def open_in_task(
+    pid: int, path: str, dirfd: int = AT_FDCWD, empty_path: bool = False, cwd: str | None = None
+) -> Opened | None:
     """Open what `path` names for process `pid`; None when it does not exist. Raises TargetGone
     when the process's root or working directory cannot be reached."""
     host: str | None = None
@@ -220,7 +223,9 @@ def _walk(root: int, cur: int, path: str, shown: list[str]) -> Opened | None:
                 return _open_final(cur, name, os.path.normpath("/".join(shown).replace("//", "/")))
             if not stat.S_ISDIR(st.st_mode):
                 return None
-            cur = _replace(cur, os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=cur))
+            cur = _replace(
+                cur, os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=cur)
+            )
         return None  # a directory (or the root itself): nothing to run
     finally:
         os.close(cur)
@@ -232,15 +237,22 @@ def _replace(old: int, new: int) -> int:
 
 
 def _open_final(dir_fd: int | None, name: str, shown: str) -> Opened | None:
-    flags = os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_NOFOLLOW if dir_fd is not None else 0)
+    flags = (
+        os.O_RDONLY
+        | os.O_NOCTTY
+        | os.O_NONBLOCK
+        | os.O_CLOEXEC
+        | (os.O_NOFOLLOW if dir_fd is not None else 0)
+    )
     try:
         fd = os.open(name, flags, dir_fd=dir_fd)
     except FileNotFoundError:
         return None
     except OSError:  # no read permission (an execute-only file): identity only
         try:
-            fd = os.open(name, os.O_PATH | os.O_CLOEXEC | (os.O_NOFOLLOW if dir_fd is not None else 0),
-                         dir_fd=dir_fd)
+            fd = os.open(
+                name, os.O_PATH | os.O_CLOEXEC | (os.O_NOFOLLOW if dir_fd is not None else 0), dir_fd=dir_fd
+            )
         except OSError:
             return None
     st = os.fstat(fd)

@@ -84,12 +84,16 @@ def _checked(tool: str, plan: EditPlan) -> EditPlan:
     name it does not define or import: nothing is written, and the model is told where, so a garbled
     edit is redone instead of breaking the module."""
     if problem := newly_broken(plan.rel, plan.old, plan.new):
-        raise EditError(f"{tool}: not applied, the edit would leave {plan.rel} with a syntax error "
-                        f"({problem}); the file is unchanged. Write the new text as valid Python.")
+        raise EditError(
+            f"{tool}: not applied, the edit would leave {plan.rel} with a syntax error "
+            f"({problem}); the file is unchanged. Write the new text as valid Python."
+        )
     if names := newly_undefined(plan.rel, plan.old, plan.new):
-        raise EditError(f"{tool}: not applied, the edit would make {plan.rel} use names it neither defines "
-                        f"nor imports: {describe(names)}; the file is unchanged. Use the module's own names, "
-                        "or import what the new code needs.")
+        raise EditError(
+            f"{tool}: not applied, the edit would make {plan.rel} use names it neither defines "
+            f"nor imports: {describe(names)}; the file is unchanged. Use the module's own names, "
+            "or import what the new code needs."
+        )
     return plan
 
 
@@ -166,8 +170,10 @@ class ViewTool(Tool):
         out = numbered(shown[:cut], start)
         if cut < len(shown):
             last = start + cut - 1
-            out += (f"\n[{rel} has {total} lines; showing {start}-{last}. "
-                    f"Use view_range [{last + 1}, {min(last + MAX_VIEW_LINES, total)}] to see more.]")
+            out += (
+                f"\n[{rel} has {total} lines; showing {start}-{last}. "
+                f"Use view_range [{last + 1}, {min(last + MAX_VIEW_LINES, total)}] to see more.]"
+            )
         return ToolResult(out, data={"path": rel})
 
 
@@ -192,9 +198,13 @@ def _parse_range(value: Any, total: int) -> tuple[int, int]:
 @dataclass
 class CreateTool(Tool):
     name: str = "create"
-    description: str = "Create a file with the given content, or overwrite it; parent directories are created."
+    description: str = (
+        "Create a file with the given content, or overwrite it; parent directories are created."
+    )
     parameters: dict[str, Any] = field(
-        default_factory=lambda: _schema({"path": _PATH, "file_text": {"type": "string"}}, ["path", "file_text"])
+        default_factory=lambda: _schema(
+            {"path": _PATH, "file_text": {"type": "string"}}, ["path", "file_text"]
+        )
     )
     read_only: bool = False
     edits_files: bool = True  # a success counts as an edit (a fix may answer after one)
@@ -224,8 +234,10 @@ class CreateTool(Tool):
         if failed := _write("create", env, plan):
             return error(failed)
         verb = "Overwrote" if plan.existed else "Created"
-        return ToolResult(f"{verb} {plan.rel} ({len(lines_of(plan.new))} lines)",
-                          data={"path": plan.rel, "diff": plan.diff()})  # fmt: skip
+        return ToolResult(
+            f"{verb} {plan.rel} ({len(lines_of(plan.new))} lines)",
+            data={"path": plan.rel, "diff": plan.diff()},
+        )
 
 
 # --------------------------------------------------------------------------- str_replace
@@ -263,22 +275,28 @@ def _closest(text: str, old: str, rel: str) -> str:
     for i in range(max(len(lines) - k + 1, 1)):
         window = lines[i : i + k]
         if [w.strip() for w in window] == stripped:
-            return (f"old_str was not found in {rel}, but lines {i + 1}-{i + k} match it when "
-                    f"indentation and trailing whitespace are ignored:\n{numbered(window, i + 1)}\n"
-                    "Copy the whitespace exactly.")
+            return (
+                f"old_str was not found in {rel}, but lines {i + 1}-{i + k} match it when "
+                f"indentation and trailing whitespace are ignored:\n{numbered(window, i + 1)}\n"
+                "Copy the whitespace exactly."
+            )
         sm = difflib.SequenceMatcher(None, "\n".join(window), "\n".join(want), autojunk=False)
         rough.append((sm.quick_ratio(), i))
     best_ratio, best = 0.0, 0
     for _, i in sorted(rough, reverse=True)[:25]:
-        ratio = difflib.SequenceMatcher(None, "\n".join(lines[i : i + k]), "\n".join(want), autojunk=False).ratio()
+        ratio = difflib.SequenceMatcher(
+            None, "\n".join(lines[i : i + k]), "\n".join(want), autojunk=False
+        ).ratio()
         if ratio > best_ratio:
             best_ratio, best = ratio, i
     if not lines or best_ratio < 0.3:
         return f"old_str was not found in {rel} and no similar region exists; view the file first."
     lo, hi = max(best - 2, 0), min(best + k + 2, len(lines))
-    return (f"old_str was not found in {rel}. The closest region is lines {best + 1}-{best + k} "
-            f"({best_ratio:.0%} similar):\n{numbered(lines[lo:hi], lo + 1)}\n"
-            "old_str must match the file exactly (whitespace included); view the file and retry.")
+    return (
+        f"old_str was not found in {rel}. The closest region is lines {best + 1}-{best + k} "
+        f"({best_ratio:.0%} similar):\n{numbered(lines[lo:hi], lo + 1)}\n"
+        "old_str must match the file exactly (whitespace included); view the file and retry."
+    )
 
 
 @dataclass
@@ -317,13 +335,25 @@ class StrReplaceTool(Tool):
             raise EditError(_closest(norm, old_str, rel))
         if len(hits) > 1:
             starts = ", ".join(str(norm.count("\n", 0, h) + 1) for h in hits[:20])
-            raise EditError(f"str_replace: old_str occurs {len(hits)} times in {rel} (starting at lines "
-                            f"{starts}); include more surrounding lines so it matches exactly one place.")
+            raise EditError(
+                f"str_replace: old_str occurs {len(hits)} times in {rel} (starting at lines "
+                f"{starts}); include more surrounding lines so it matches exactly one place."
+            )
         begin, end = _original(hits[0], removed), _original(hits[0] + len(old_str), removed)
         replacement = new_str.replace("\n", "\r\n") if uses_crlf(text) else new_str
         first = norm.count("\n", 0, hits[0]) + 1
-        return _checked("str_replace", EditPlan(full, rel, text, text[:begin] + replacement + text[end:], True,
-                                                first, first + new_str.count("\n")))  # fmt: skip
+        return _checked(
+            "str_replace",
+            EditPlan(
+                full,
+                rel,
+                text,
+                text[:begin] + replacement + text[end:],
+                True,
+                first,
+                first + new_str.count("\n"),
+            ),
+        )
 
     def run(self, args: dict[str, Any], env: Environment) -> ToolResult:
         try:
@@ -375,8 +405,18 @@ class InsertTool(Tool):
         offset = starts[line_no] if line_no < len(starts) else len(text)
         if offset == len(text) and text and not text.endswith("\n"):
             new = nl + new  # the last line had no newline; end it before appending
-        return _checked("insert", EditPlan(full, rel, text, text[:offset] + new + text[offset:], True, line_no + 1,
-                                           line_no + new.strip("\r\n").count("\n") + 1))  # fmt: skip
+        return _checked(
+            "insert",
+            EditPlan(
+                full,
+                rel,
+                text,
+                text[:offset] + new + text[offset:],
+                True,
+                line_no + 1,
+                line_no + new.strip("\r\n").count("\n") + 1,
+            ),
+        )
 
     def run(self, args: dict[str, Any], env: Environment) -> ToolResult:
         try:

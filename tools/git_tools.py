@@ -134,8 +134,12 @@ class GitTool(Tool):
             raise _GitFailed(f"{env.root} is not inside a git repository")
         if result.returncode != 0:
             lines = [ln for ln in result.stderr.strip().splitlines() if ln.strip()]
-            raise _GitFailed(next((ln for ln in lines if ln.startswith("fatal:")), lines[-1] if lines else
-                                  f"git exited with status {result.returncode}")[-1000:])
+            raise _GitFailed(
+                next(
+                    (ln for ln in lines if ln.startswith("fatal:")),
+                    lines[-1] if lines else f"git exited with status {result.returncode}",
+                )[-1000:]
+            )
         return decode(result.stdout)
 
 

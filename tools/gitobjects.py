@@ -18,8 +18,10 @@ from typing import Any
 from clover.tools.treescan import is_gitdir
 
 # Files of a git directory that name objects: HEAD and its kin, refs, packed refs, the stash list.
-_REF_FILES = re.compile(r"(HEAD|ORIG_HEAD|FETCH_HEAD|MERGE_HEAD|CHERRY_PICK_HEAD|REVERT_HEAD|packed-refs"
-                        r"|refs/.+|logs/refs/stash)")
+_REF_FILES = re.compile(
+    r"(HEAD|ORIG_HEAD|FETCH_HEAD|MERGE_HEAD|CHERRY_PICK_HEAD|REVERT_HEAD|packed-refs"
+    r"|refs/.+|logs/refs/stash)"
+)
 _OID = re.compile(rb"(?<![0-9a-f])[0-9a-f]{40}(?![0-9a-f])")
 _NULL = b"0" * 40
 _GITLINK = b"160000 "  # an index entry of a submodule names a commit of that other repository

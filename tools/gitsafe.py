@@ -51,15 +51,36 @@ HARDENING: tuple[tuple[str, str], ...] = (
     ("protocol.ext.allow", "never"),  # ext:: URLs run a command
     ("uploadpack.packObjectsHook", ""),
     ("init.templateDir", ""),  # a clone would copy hooks from it
-    ("pager.diff", "false"), ("pager.log", "false"), ("pager.show", "false"), ("pager.status", "false"),
+    ("pager.diff", "false"),
+    ("pager.log", "false"),
+    ("pager.show", "false"),
+    ("pager.status", "false"),
 )
 # Subcommands that render patches, where diff drivers (external, textconv) would run.
 _DIFF_COMMANDS = {"diff", "show", "log", "diff-tree", "diff-index", "diff-files", "format-patch"}
 # A config variable (the last dot-separated part of a key) with one of these names or endings
 # names a program, or a place git takes programs from.
-_PROGRAM_NAMES = {"clean", "smudge", "process", "textconv", "helper", "editor", "pager", "askpass", "gitproxy",
-                  "fsmonitor", "hookspath", "external", "driver", "uploadpack", "receivepack", "vcs", "update",
-                  "templatedir", "difffilter"}
+_PROGRAM_NAMES = {
+    "clean",
+    "smudge",
+    "process",
+    "textconv",
+    "helper",
+    "editor",
+    "pager",
+    "askpass",
+    "gitproxy",
+    "fsmonitor",
+    "hookspath",
+    "external",
+    "driver",
+    "uploadpack",
+    "receivepack",
+    "vcs",
+    "update",
+    "templatedir",
+    "difffilter",
+}
 _PROGRAM_ENDINGS = ("command", "cmd", "program", "hook")
 # Kept from the caller's environment: where the repository and index are (a throwaway index, a
 # shadow repository), which global config is the user's, and who commits. No other GIT_* survives.
@@ -70,10 +91,19 @@ def safe_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """`base` (default: this process's environment) without the GIT_* that run code or add config
     (only location, identity and GIT_CONFIG_GLOBAL stay) and with system config, prompts and
     pagers switched off. The user's global config stays (it is theirs, not the repository's)."""
-    env = {k: v for k, v in (os.environ if base is None else base).items()
-           if not k.startswith("GIT_") or k in _KEPT_VARS or k.startswith(("GIT_AUTHOR_", "GIT_COMMITTER_"))}
-    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_TERMINAL_PROMPT="0", GIT_PAGER="cat", PAGER="cat",
-               GIT_OPTIONAL_LOCKS="0", GIT_NO_REPLACE_OBJECTS="1")
+    env = {
+        k: v
+        for k, v in (os.environ if base is None else base).items()
+        if not k.startswith("GIT_") or k in _KEPT_VARS or k.startswith(("GIT_AUTHOR_", "GIT_COMMITTER_"))
+    }
+    env.update(
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_TERMINAL_PROMPT="0",
+        GIT_PAGER="cat",
+        PAGER="cat",
+        GIT_OPTIONAL_LOCKS="0",
+        GIT_NO_REPLACE_OBJECTS="1",
+    )
     return env
 
 
@@ -81,7 +111,9 @@ def _config_args(pairs: Sequence[tuple[str, str]]) -> list[str]:
     out: list[str] = []
     for key, value in pairs:
         if "=" in key:  # git would split the key there: only GIT_CONFIG_KEY_n can name it
-            raise ValueError(f"the repository's config has a key git cannot override on a command line: {key!r}")
+            raise ValueError(
+                f"the repository's config has a key git cannot override on a command line: {key!r}"
+            )
         out += ["-c", f"{key}={value}"]
     return out
 
@@ -129,19 +161,26 @@ def _transport(remote: bool) -> list[tuple[str, str]]:
     return [] if remote else [("protocol.allow", "never")]
 
 
-def git_argv(args: Sequence[str], extra_config: Sequence[tuple[str, str]] = (), *, remote: bool = False
-             ) -> list[str]:
+def git_argv(
+    args: Sequence[str], extra_config: Sequence[tuple[str, str]] = (), *, remote: bool = False
+) -> list[str]:
     """`git <hardening> <args>` as one argv (for an environment's `run`, where only the argv travels);
     diff-rendering subcommands also get --no-ext-diff --no-textconv. No transport is allowed (no
     clone, fetch or push reaches anything) unless `remote`. Raises ValueError for an override git
     cannot take on a command line (a key with '=' in it): refuse rather than run its driver."""
-    return ["git", "--no-pager", *_config_args([*HARDENING, *_transport(remote), *extra_config]),
-            *_with_diff_flags(args)]
+    return [
+        "git",
+        "--no-pager",
+        *_config_args([*HARDENING, *_transport(remote), *extra_config]),
+        *_with_diff_flags(args),
+    ]
 
 
 # Reads the repository's own config (and what it includes); reading config runs no program.
-CONFIG_SCOPES = (["git", "config", "--local", "--list", "--includes", "-z"],
-                 ["git", "config", "--worktree", "--list", "--includes", "-z"])
+CONFIG_SCOPES = (
+    ["git", "config", "--local", "--list", "--includes", "-z"],
+    ["git", "config", "--worktree", "--list", "--includes", "-z"],
+)
 
 
 def read_overrides(cwd: str, env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
@@ -151,8 +190,13 @@ def read_overrides(cwd: str, env: Mapping[str, str] | None = None) -> list[tuple
     found: list[tuple[str, str]] = []
     for argv in CONFIG_SCOPES:
         try:
-            proc = subprocess.run(argv, cwd=cwd, env=dict(env) if env is not None else safe_env(),
-                                  capture_output=True, timeout=30)
+            proc = subprocess.run(
+                argv,
+                cwd=cwd,
+                env=dict(env) if env is not None else safe_env(),
+                capture_output=True,
+                timeout=30,
+            )
         except (OSError, subprocess.TimeoutExpired):
             continue
         found += config_overrides(proc.stdout.decode("utf-8", "surrogateescape"))
@@ -171,12 +215,19 @@ def config_env(pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
     return env
 
 
-def run_git(args: Sequence[str], cwd: str, *, env: Mapping[str, str] | None = None,
-            input: bytes | None = None, timeout: float = 600, remote: bool = False
-            ) -> subprocess.CompletedProcess[bytes]:
+def run_git(
+    args: Sequence[str],
+    cwd: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    input: bytes | None = None,
+    timeout: float = 600,
+    remote: bool = False,
+) -> subprocess.CompletedProcess[bytes]:
     """Run hardened git on this machine; raises OSError / TimeoutExpired like subprocess.run."""
     env = safe_env() if env is None else safe_env(env)
     pairs = [*HARDENING, *_transport(remote), *read_overrides(cwd, env)]
     argv = ["git", "--no-pager", *_with_diff_flags(args)]
-    return subprocess.run(argv, cwd=cwd, env={**env, **config_env(pairs)}, input=input, capture_output=True,
-                          timeout=timeout)
+    return subprocess.run(
+        argv, cwd=cwd, env={**env, **config_env(pairs)}, input=input, capture_output=True, timeout=timeout
+    )

@@ -114,9 +114,11 @@ def _changed_paths_in_worktree(repo: pygit2.Repository) -> list[str]:
     Untracked files under a regenerable cache (`__pycache__` from running the tests, `.venv`) are
     not the work's change even where no .gitignore says so."""
     new = _lib().enums.FileStatus.WT_NEW
-    return sorted(path for path, flags in repo.status(untracked_files="all", ignored=False).items()
-                  if not path.endswith("/")
-                  and not (flags & new and CACHE_DIRS.intersection(path.split("/")[:-1])))
+    return sorted(
+        path
+        for path, flags in repo.status(untracked_files="all", ignored=False).items()
+        if not path.endswith("/") and not (flags & new and CACHE_DIRS.intersection(path.split("/")[:-1]))
+    )
 
 
 def worktree_tree(root: str | os.PathLike[str]) -> str:
@@ -134,7 +136,10 @@ def _patch_text(diff: pygit2.Diff, only: str | None = None) -> str:
     parts = []
     for patch in diff:
         delta = patch.delta
-        if any(p == only or p.startswith(only.rstrip("/") + "/") for p in (delta.old_file.path, delta.new_file.path)):
+        if any(
+            p == only or p.startswith(only.rstrip("/") + "/")
+            for p in (delta.old_file.path, delta.new_file.path)
+        ):
             parts.append(patch.text or "")
     return "".join(parts)
 
@@ -148,7 +153,9 @@ def scratch_store(path: str | os.PathLike[str]) -> pygit2.Repository:
     return _lib().init_repository(os.fspath(path), bare=True)
 
 
-def directory_tree(store: pygit2.Repository, root: str | os.PathLike[str], skip: frozenset[str] | set[str]) -> str:
+def directory_tree(
+    store: pygit2.Repository, root: str | os.PathLike[str], skip: frozenset[str] | set[str]
+) -> str:
     """`root` as a tree id in `store`: regular files (with the executable bit) and symlinks,
     directories named in `skip` and any nested `.git` left out. Reads files; runs nothing."""
     pygit2 = _lib()
@@ -188,15 +195,18 @@ def diff_tree_bytes(root: str | os.PathLike[str] | pygit2.Repository, before: st
     return b"".join(patch.data for patch in repo[before].diff_to_tree(repo[after], flags=flags))
 
 
-def numstat(root: str | os.PathLike[str] | pygit2.Repository, before: str,
-            after: str) -> list[tuple[str, int | None, int | None]]:
+def numstat(
+    root: str | os.PathLike[str] | pygit2.Repository, before: str, after: str
+) -> list[tuple[str, int | None, int | None]]:
     """(path, lines added, lines removed) per file that differs; None, None for a binary file
     (`git diff --numstat`)."""
     repo = _repo(root)
     out = []
     for patch in repo[before].diff_to_tree(repo[after]):
         delta = patch.delta
-        path = delta.new_file.path if delta.status != _lib().enums.DeltaStatus.DELETED else delta.old_file.path
+        path = (
+            delta.new_file.path if delta.status != _lib().enums.DeltaStatus.DELETED else delta.old_file.path
+        )
         if delta.is_binary:
             out.append((path, None, None))
         else:
@@ -228,8 +238,9 @@ def _signature(repo: pygit2.Repository, who: str) -> pygit2.Signature:
 def _commit(repo: pygit2.Repository, tree: Any, message: str) -> str:
     head = _head_commit(repo)
     parents = [head.id] if head is not None else []
-    oid = repo.create_commit("HEAD", _signature(repo, "AUTHOR"), _signature(repo, "COMMITTER"), message,
-                             tree, parents)
+    oid = repo.create_commit(
+        "HEAD", _signature(repo, "AUTHOR"), _signature(repo, "COMMITTER"), message, tree, parents
+    )
     return str(oid)
 
 
@@ -260,8 +271,13 @@ def commit_paths(root: str | os.PathLike[str], paths: list[str], message: str) -
 # ----------------------------------------------------------------------------- the git tool
 
 
-_INDEX_CODES = (("INDEX_NEW", "A"), ("INDEX_MODIFIED", "M"), ("INDEX_DELETED", "D"), ("INDEX_RENAMED", "R"),
-                ("INDEX_TYPECHANGE", "T"))
+_INDEX_CODES = (
+    ("INDEX_NEW", "A"),
+    ("INDEX_MODIFIED", "M"),
+    ("INDEX_DELETED", "D"),
+    ("INDEX_RENAMED", "R"),
+    ("INDEX_TYPECHANGE", "T"),
+)
 _WT_CODES = (("WT_MODIFIED", "M"), ("WT_DELETED", "D"), ("WT_RENAMED", "R"), ("WT_TYPECHANGE", "T"))
 
 
@@ -378,8 +394,10 @@ def show_text(root: str | os.PathLike[str], rev: str = "HEAD") -> str:
     body = "\n".join(("    " + ln).rstrip() for ln in commit.message.rstrip("\n").split("\n"))
     fmt = pygit2.enums.DiffStatsFormat
     stats = diff.stats.format(fmt.FULL | fmt.INCLUDE_SUMMARY, 80) if len(diff) else ""
-    return (f"commit {commit.id}\nAuthor: {author.name} <{author.email}>\n"
-            f"Date:   {when.strftime('%a %b %-d %H:%M:%S %Y %z')}\n\n{body}\n\n{stats}\n{_patch_text(diff)}")
+    return (
+        f"commit {commit.id}\nAuthor: {author.name} <{author.email}>\n"
+        f"Date:   {when.strftime('%a %b %-d %H:%M:%S %Y %z')}\n\n{body}\n\n{stats}\n{_patch_text(diff)}"
+    )
 
 
 def commit_all(root: str | os.PathLike[str], message: str) -> str | None:

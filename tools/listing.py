@@ -165,8 +165,9 @@ class RunBackedFiles:
     def list_files(self, base: str) -> list[str]:
         files = git_listing(self.run, base)
         if files is None:
-            found = self.run(["find", ".", "-name", ".git", "-prune", "-o", "-type", "f", "-print0"],
-                             cwd=base, timeout=60)
+            found = self.run(
+                ["find", ".", "-name", ".git", "-prune", "-o", "-type", "f", "-print0"], cwd=base, timeout=60
+            )
             files = [os.fsdecode(n).removeprefix("./") for n in found.stdout.split(b"\0") if n]
         return sorted(files)[:MAX_FILES]
 

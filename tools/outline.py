@@ -13,31 +13,69 @@ from clover.tools.paths import PathError
 from clover.tools.textio import display_path, error, is_binary, resolve
 
 LANGUAGES = {
-    ".py": "python", ".pyi": "python",
-    ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".jsx": "javascript",
-    ".ts": "typescript", ".mts": "typescript", ".cts": "typescript", ".tsx": "tsx",
-    ".go": "go", ".rs": "rust", ".java": "java",
-}  # fmt: skip
+    ".py": "python",
+    ".pyi": "python",
+    ".js": "javascript",
+    ".mjs": "javascript",
+    ".cjs": "javascript",
+    ".jsx": "javascript",
+    ".ts": "typescript",
+    ".mts": "typescript",
+    ".cts": "typescript",
+    ".tsx": "tsx",
+    ".go": "go",
+    ".rs": "rust",
+    ".java": "java",
+}
 
 _JS = {
-    "class_declaration": "class", "abstract_class_declaration": "class", "class": "class",
-    "function_declaration": "function", "generator_function_declaration": "function",
-    "method_definition": "method", "method_signature": "method", "abstract_method_signature": "method",
-    "interface_declaration": "interface", "type_alias_declaration": "type", "enum_declaration": "enum",
-    "internal_module": "namespace", "variable_declarator": "function",
-}  # fmt: skip
+    "class_declaration": "class",
+    "abstract_class_declaration": "class",
+    "class": "class",
+    "function_declaration": "function",
+    "generator_function_declaration": "function",
+    "method_definition": "method",
+    "method_signature": "method",
+    "abstract_method_signature": "method",
+    "interface_declaration": "interface",
+    "type_alias_declaration": "type",
+    "enum_declaration": "enum",
+    "internal_module": "namespace",
+    "variable_declarator": "function",
+}
 KINDS: dict[str, dict[str, str]] = {
     "python": {"class_definition": "class", "function_definition": "def"},
-    "javascript": _JS, "typescript": _JS, "tsx": _JS,
-    "go": {"function_declaration": "func", "method_declaration": "func", "type_spec": "type",
-           "method_elem": "method"},
-    "rust": {"function_item": "fn", "function_signature_item": "fn", "struct_item": "struct",
-             "enum_item": "enum", "trait_item": "trait", "impl_item": "impl", "mod_item": "mod",
-             "type_item": "type", "union_item": "union", "macro_definition": "macro"},
-    "java": {"class_declaration": "class", "interface_declaration": "interface", "enum_declaration": "enum",
-             "record_declaration": "record", "annotation_type_declaration": "@interface",
-             "method_declaration": "method", "constructor_declaration": "constructor"},
-}  # fmt: skip
+    "javascript": _JS,
+    "typescript": _JS,
+    "tsx": _JS,
+    "go": {
+        "function_declaration": "func",
+        "method_declaration": "func",
+        "type_spec": "type",
+        "method_elem": "method",
+    },
+    "rust": {
+        "function_item": "fn",
+        "function_signature_item": "fn",
+        "struct_item": "struct",
+        "enum_item": "enum",
+        "trait_item": "trait",
+        "impl_item": "impl",
+        "mod_item": "mod",
+        "type_item": "type",
+        "union_item": "union",
+        "macro_definition": "macro",
+    },
+    "java": {
+        "class_declaration": "class",
+        "interface_declaration": "interface",
+        "enum_declaration": "enum",
+        "record_declaration": "record",
+        "annotation_type_declaration": "@interface",
+        "method_declaration": "method",
+        "constructor_declaration": "constructor",
+    },
+}
 _FUNCTION_VALUES = {"arrow_function", "function_expression", "function", "generator_function"}
 MAX_FILE_BYTES = 2 * 1024 * 1024
 MAX_RESULTS = 100
@@ -120,8 +158,9 @@ def symbols(source: bytes, language: str) -> list[Symbol]:
                 walk(child, depth, parents)
                 continue
             kind, name, params = info
-            found.append(Symbol(kind, name, params, child.start_point[0] + 1, child.end_point[0] + 1,
-                                depth, parents))
+            found.append(
+                Symbol(kind, name, params, child.start_point[0] + 1, child.end_point[0] + 1, depth, parents)
+            )
             walk(child, depth + 1, (*parents, name))
 
     walk(tree.root_node, 0, ())

@@ -26,9 +26,23 @@ _IGNORABLE = re.compile(
     "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0]"
 )
 # Look-alikes NFKC leaves alone, mapped to the letters of `.git`.
-_CONFUSABLE = str.maketrans({"\u0261": "g", "\u0581": "g", "\u0456": "i", "\u0131": "i", "\u026a": "i",
-                             "\u0269": "i", "\u03b9": "i", "\u0442": "t", "\u03c4": "t", "\u3002": ".",
-                             "\u2024": ".", "\u00b7": ".", "\u2027": "."})
+_CONFUSABLE = str.maketrans(
+    {
+        "\u0261": "g",
+        "\u0581": "g",
+        "\u0456": "i",
+        "\u0131": "i",
+        "\u026a": "i",
+        "\u0269": "i",
+        "\u03b9": "i",
+        "\u0442": "t",
+        "\u03c4": "t",
+        "\u3002": ".",
+        "\u2024": ".",
+        "\u00b7": ".",
+        "\u2027": ".",
+    }
+)
 
 
 def _skeleton(part: str) -> str:

@@ -56,7 +56,9 @@ class PermissionGate:
         kept, dropped, skipping = [], 0, False
         for line in output.split("\n"):
             if m := _DIFF_HEAD.match(line):
-                skipping = self.policy.read_denied(m.group(1), rules) or self.policy.read_denied(m.group(2), rules)
+                skipping = self.policy.read_denied(m.group(1), rules) or self.policy.read_denied(
+                    m.group(2), rules
+                )
                 dropped += skipping
             if not skipping:
                 kept.append(line)
@@ -79,8 +81,10 @@ class PermissionGate:
         if decision == "deny":
             return f"Permission denied: {reason}. Do not retry this; choose another approach."
         if self.ask_user is None:
-            return (f"Not run: {reason}, and no one can approve it in this non-interactive session. "
-                    "Continue without it, or the user can allow it with a rule or a more permissive mode.")
+            return (
+                f"Not run: {reason}, and no one can approve it in this non-interactive session. "
+                "Continue without it, or the user can allow it with a rule or a more permissive mode."
+            )
         try:
             answer = self.ask_user(call, tool, reason)
         except (KeyboardInterrupt, SystemExit):

@@ -43,16 +43,31 @@ Decision = Literal["allow", "ask", "deny"]
 Answer = Literal["yes", "no", "always", "prefix"]
 AskUser = Callable[[ToolCall, Tool, str], Answer]
 
-_MODE_ALIASES = {"auto_edit": "auto-edit", "autoedit": "auto-edit", "accept-edits": "auto-edit",
-                 "default": "ask", "bypass": "yolo"}
+_MODE_ALIASES = {
+    "auto_edit": "auto-edit",
+    "autoedit": "auto-edit",
+    "accept-edits": "auto-edit",
+    "default": "ask",
+    "bypass": "yolo",
+}
 _MAIN_ARG_KEYS = ("command", "subcommand", "pattern", "query", "url", "path", "file", "name")
 _PATH_KEYS = ("path", "file", "file_path", "filename")
 
 # A reasonable starting deny list for settings files (the CLI decides whether to use it).
 SUGGESTED_DENY = [
-    "bash(rm -rf /)", "bash(rm -rf /*)", "bash(rm -rf ~*)", "bash(rm -rf $HOME*)",
-    "bash(curl *|*sh)", "bash(wget *|*sh)", "bash(git push *--force*)", "bash(git push -f*)",
-    "bash(git push * -f*)", "bash(mkfs*)", "bash(dd * of=/dev/*)", "bash(shutdown*)", "bash(reboot*)",
+    "bash(rm -rf /)",
+    "bash(rm -rf /*)",
+    "bash(rm -rf ~*)",
+    "bash(rm -rf $HOME*)",
+    "bash(curl *|*sh)",
+    "bash(wget *|*sh)",
+    "bash(git push *--force*)",
+    "bash(git push -f*)",
+    "bash(git push * -f*)",
+    "bash(mkfs*)",
+    "bash(dd * of=/dev/*)",
+    "bash(shutdown*)",
+    "bash(reboot*)",
 ]
 
 
@@ -67,8 +82,15 @@ def normalize_mode(mode: str) -> str:
 class PermissionPolicy:
     """Pure: mode + rules -> (decision, reason). `root` lets rules see workspace-relative paths."""
 
-    def __init__(self, mode: str = "ask", allow: Iterable[str] = (), ask: Iterable[str] = (),
-                 deny: Iterable[str] = (), root: str | None = None, plan_commands: bool = False):
+    def __init__(
+        self,
+        mode: str = "ask",
+        allow: Iterable[str] = (),
+        ask: Iterable[str] = (),
+        deny: Iterable[str] = (),
+        root: str | None = None,
+        plan_commands: bool = False,
+    ):
         self.mode = normalize_mode(mode)
         # plan mode: commands proven read-only run (only where the environment runs them read-only)
         self.plan_commands = plan_commands
@@ -77,16 +99,21 @@ class PermissionPolicy:
         self.deny = [Rule(r) for r in deny]
         self.root = os.path.realpath(root) if root else None
 
-    def decide(self, tool_name: str, args: dict[str, Any], read_only: bool,
-               extra_allow: Iterable[Rule] = (), main_key: str | None = None) -> tuple[Decision, str]:
+    def decide(
+        self,
+        tool_name: str,
+        args: dict[str, Any],
+        read_only: bool,
+        extra_allow: Iterable[Rule] = (),
+        main_key: str | None = None,
+    ) -> tuple[Decision, str]:
         """`extra_allow`: approvals remembered this session; they beat ask rules, not deny.
         `main_key`: the argument `tool(...)` rules match (default: a guess from common names)."""
         name = (tool_name or "").lower()
         args = args if isinstance(args, dict) else {}
         remembered = list(extra_allow)
         if name in SHELL_TOOLS:
-            return self._decide_shell(name, str(args.get("command", args.get("cmd", "")) or ""),
-                                      remembered)
+            return self._decide_shell(name, str(args.get("command", args.get("cmd", "")) or ""), remembered)
         key = self.main_key(name, args, main_key)
         subject = self.subject(name, args, key)
         label = f"{name}({subject})" if subject else name
@@ -120,7 +147,9 @@ class PermissionPolicy:
         is_edit = name in EDIT_TOOLS or name == "git"
         return self._by_mode(label, "edit" if is_edit else "action")
 
-    def _subjects(self, rule: Rule, name: str, args: dict[str, Any], key: str | None) -> tuple[list[str], bool]:
+    def _subjects(
+        self, rule: Rule, name: str, args: dict[str, Any], key: str | None
+    ) -> tuple[list[str], bool]:
         """What `rule` is matched against: for `edit(...)`/`read(...)` rules and path arguments, the
         path as given and resolved; else the main argument."""
         if rule.tool in ("edit", "read") and rule.tool != name:
@@ -201,8 +230,10 @@ class PermissionPolicy:
             return "allow", f"{label} was approved earlier in this session"
         if why := self._undecided(self.deny, name, parsed):
             if self.mode == "yolo":
-                return "deny", (f"{label} cannot be checked against the deny rules: {why}. Write the "
-                                "command out literally (no variables or aliases as commands)")
+                return "deny", (
+                    f"{label} cannot be checked against the deny rules: {why}. Write the "
+                    "command out literally (no variables or aliases as commands)"
+                )
             return "ask", f"{label} cannot be checked against the deny rules ({why}); needs approval"
         proof = literal_proof(parsed)
         if proof is None and self._all_allowed(remembered, name, parsed):
@@ -217,14 +248,21 @@ class PermissionPolicy:
             return "ask", f"{label}: {why}; needs approval"
         if proof is None and self._all_allowed(self.allow, name, parsed):
             return "allow", f"{label} is allowed by the allow rules"
-        if proof is not None and self.mode != "yolo" and self._all_allowed(self.allow, name, parsed, proven=False):
+        if (
+            proof is not None
+            and self.mode != "yolo"
+            and self._all_allowed(self.allow, name, parsed, proven=False)
+        ):
             return "ask", f"{label} looks like the allow rules, but {proof}; needs approval"
         return self._by_mode(label, "action")
 
     def _plan_shell(self, label: str, parsed: ParsedShell) -> tuple[Decision, str]:
         refusal = f"plan mode: {label} would run a command; only read-only tools and commands run"
         if not self.plan_commands:
-            return "deny", f"{refusal} (read-only commands run only in the read-only sandbox, which is off here)"
+            return (
+                "deny",
+                f"{refusal} (read-only commands run only in the read-only sandbox, which is off here)",
+            )
         if why := read_only_proof(parsed):
             return "deny", f"{refusal}, and this one is not proven read-only: {why}"
         return "allow", f"plan mode: {label} only reads (it runs in the read-only sandbox)"
@@ -259,8 +297,9 @@ class PermissionPolicy:
                     return f"`{cmd.text[:80]}` has arguments only known when it runs, and rule {rule.text} names {prog}"
         return None
 
-    def _shell_hit(self, rules: list[Rule], name: str, parsed: ParsedShell, whole: str,
-                   kind: str) -> Rule | None:
+    def _shell_hit(
+        self, rules: list[Rule], name: str, parsed: ParsedShell, whole: str, kind: str
+    ) -> Rule | None:
         for rule in rules:
             if not rule.applies_to(name):
                 continue
@@ -285,8 +324,9 @@ class PermissionPolicy:
         rules = [r for r in rules if r.applies_to(name) and not r.pipe]
         if not rules or not parsed.commands or (proven and not parsed.ok):
             return False
-        return all(any(r.allows_words(words) for r in rules for words in allow_argvs(c))
-                   for c in parsed.commands)
+        return all(
+            any(r.allows_words(words) for r in rules for words in allow_argvs(c)) for c in parsed.commands
+        )
 
     def allowed_argv(self, words: list[str], remembered: Iterable[Rule] = ()) -> Rule | None:
         """The allow rule or remembered approval that covers one program start (the exec check)."""
@@ -373,7 +413,7 @@ def _narrowed(form: str, rule: Rule) -> str | None:
         return None
     if not set(want[at][1:]) <= set(have[at][1:]):
         return None
-    return " ".join([*have[:at], want[at], *have[at + 1:]])
+    return " ".join([*have[:at], want[at], *have[at + 1 :]])
 
 
 def _pipeline_texts(parsed: ParsedShell) -> list[str]:

@@ -65,7 +65,9 @@ class Rule:
             return
         m = _RULE.match(text or "")
         if not m:
-            raise ValueError(f"bad permission rule {text!r}: expected tool or tool(pattern), e.g. bash(git status*)")
+            raise ValueError(
+                f"bad permission rule {text!r}: expected tool or tool(pattern), e.g. bash(git status*)"
+            )
         self.text, self.literal = text.strip(), False
         self.tool = m.group(1).lower()
         pattern = m.group(2)
@@ -122,7 +124,7 @@ class Rule:
         if self.argv is not None:
             return words == self.argv
         if self.prefix is not None:
-            return words[:len(self.prefix)] == self.prefix
+            return words[: len(self.prefix)] == self.prefix
         if self.pipe or self.exact is None:
             return False
         text = join_words(words)
@@ -148,9 +150,32 @@ class Rule:
 
 
 # Programs whose first operands name what they do (`git commit`, `npm run test`, `python3 -m pytest`).
-_SUBCOMMANDS = {"git": 1, "npm": 2, "pnpm": 2, "yarn": 2, "cargo": 1, "go": 1, "docker": 1, "kubectl": 1,
-                "uv": 2, "poetry": 2, "pip": 1, "pip3": 1, "make": 1, "dotnet": 1, "gradle": 1, "mvn": 1,
-                "bundle": 2, "rake": 1, "mix": 1, "deno": 1, "bun": 2, "conda": 1, "tox": 0, "nox": 0}
+_SUBCOMMANDS = {
+    "git": 1,
+    "npm": 2,
+    "pnpm": 2,
+    "yarn": 2,
+    "cargo": 1,
+    "go": 1,
+    "docker": 1,
+    "kubectl": 1,
+    "uv": 2,
+    "poetry": 2,
+    "pip": 1,
+    "pip3": 1,
+    "make": 1,
+    "dotnet": 1,
+    "gradle": 1,
+    "mvn": 1,
+    "bundle": 2,
+    "rake": 1,
+    "mix": 1,
+    "deno": 1,
+    "bun": 2,
+    "conda": 1,
+    "tox": 0,
+    "nox": 0,
+}
 
 
 def command_prefix(words: list[str]) -> list[str]:
@@ -163,7 +188,7 @@ def command_prefix(words: list[str]) -> list[str]:
         return words[:3]
     keep = _SUBCOMMANDS.get(prog, 0)
     out = words[:1]
-    for word in words[1:1 + keep]:
+    for word in words[1 : 1 + keep]:
         if word.startswith("-") or "/" in word or "=" in word:
             break
         out.append(word)

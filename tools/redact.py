@@ -16,14 +16,21 @@ from typing import Any
 MARK = "[REDACTED]"
 _MIN_SECRET = 6  # shorter registered values would blank ordinary words
 
-_KEY_WORDS = r"(?:api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key|client[_-]?secret|" \
-             r"secret|token|passw(?:or)?d|pwd|credentials?)"
+_KEY_WORDS = (
+    r"(?:api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key|client[_-]?secret|"
+    r"secret|token|passw(?:or)?d|pwd|credentials?)"
+)
 _SECRET_KEY = re.compile(rf"(?i)^[\w.-]*{_KEY_WORDS}s?$")  # ends with it: not `tokenizer`
 
 _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     # PEM private key blocks (RSA, EC, OPENSSH, ENCRYPTED, PGP ...)
-    (re.compile(r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY( BLOCK)?-----.*?(-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\Z)",
-                re.S), MARK),
+    (
+        re.compile(
+            r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY( BLOCK)?-----.*?(-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\Z)",
+            re.S,
+        ),
+        MARK,
+    ),
     (re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{16,}"), MARK),  # Anthropic
     (re.compile(r"\bsk-(?=[A-Za-z0-9_\-]*[0-9])[A-Za-z0-9_\-]{16,}"), MARK),  # OpenAI and look-alikes
     (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"), MARK),  # GitHub tokens
@@ -34,8 +41,10 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"), MARK),  # Slack
     (re.compile(r"\bAIza[0-9A-Za-z_\-]{35}"), MARK),  # Google API keys
     (re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"), MARK),  # JWTs
-    (re.compile(r"\b([Bb]earer|BEARER)(\s+)(?=[A-Za-z0-9\-._~+/]*[0-9])[A-Za-z0-9\-._~+/]{8,}=*"),
-     rf"\1\2{MARK}"),
+    (
+        re.compile(r"\b([Bb]earer|BEARER)(\s+)(?=[A-Za-z0-9\-._~+/]*[0-9])[A-Za-z0-9\-._~+/]{8,}=*"),
+        rf"\1\2{MARK}",
+    ),
     (re.compile(r"\b(Basic)(\s+)[A-Za-z0-9+/]{16,}={0,2}"), rf"\1\2{MARK}"),
     # URL credentials: https://user:secret@host
     (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@]+:)([^\s@/]{3,})(@)"), rf"\1{MARK}\3"),

@@ -11,8 +11,17 @@ from clover.tools.shell import BashTool
 
 
 def default_tools() -> list[Tool]:
-    return [ViewTool(), CreateTool(), StrReplaceTool(), InsertTool(), GlobTool(), GrepTool(), BashTool(),
-            GitTool(), OutlineTool()]
+    return [
+        ViewTool(),
+        CreateTool(),
+        StrReplaceTool(),
+        InsertTool(),
+        GlobTool(),
+        GrepTool(),
+        BashTool(),
+        GitTool(),
+        OutlineTool(),
+    ]
 
 
 def tools_by_name(tools: list[Tool] | None = None) -> dict[str, Tool]:

@@ -64,7 +64,8 @@ def _parent_fd(path: str, bases: Sequence[str], create: bool = False) -> Iterato
                 nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR) and stat.S_ISLNK(
-                        os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode):
+                    os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode
+                ):
                     raise _swapped(path) from None
                 raise
             os.close(fd)
@@ -117,13 +118,14 @@ def write_bytes(path: str, data: bytes, bases: Sequence[str] = ()) -> None:
             elif not stat.S_ISLNK(old.st_mode):  # a link swapped in is replaced, never followed
                 raise OSError(errno.EINVAL, f"{path}: not a regular file ({_kind(old.st_mode)})")
         tmp = f".{name[:200]}.clover-{uuid.uuid4().hex[:8]}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                     dir_fd=dfd)
+        fd = os.open(
+            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dfd
+        )
         try:
             try:
                 view = memoryview(data)
                 while view:
-                    view = view[os.write(fd, view):]
+                    view = view[os.write(fd, view) :]
                 os.fchmod(fd, mode)
             finally:
                 os.close(fd)

@@ -43,8 +43,25 @@ def _probe() -> str | None:
     if exe is None:
         return "bubblewrap (bwrap) is not installed"
     try:
-        proc = subprocess.run([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--proc", "/proc",
-                               "--unshare-net", "--", "true"], capture_output=True, text=True, timeout=20)
+        proc = subprocess.run(
+            [
+                exe,
+                "--ro-bind",
+                "/",
+                "/",
+                "--dev",
+                "/dev",
+                "--unshare-pid",
+                "--proc",
+                "/proc",
+                "--unshare-net",
+                "--",
+                "true",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bwrap failed to start: {exc}"
     if proc.returncode != 0:
@@ -61,8 +78,15 @@ def unavailable_reason() -> str | None:
 
 
 class Sandbox:
-    def __init__(self, root: str, writable: Sequence[str] = (), network: bool = False,
-                 private_tmp: bool = True, hide_home: bool = True, home_paths: Sequence[str] = ()):
+    def __init__(
+        self,
+        root: str,
+        writable: Sequence[str] = (),
+        network: bool = False,
+        private_tmp: bool = True,
+        hide_home: bool = True,
+        home_paths: Sequence[str] = (),
+    ):
         reason = _probe()
         if reason is not None:
             raise SandboxUnavailable(reason)
@@ -117,7 +141,7 @@ class Sandbox:
                     path = os.path.join(dirpath, name)
                     with contextlib.suppress(OSError):
                         st = os.lstat(path)
-                        found[shown + path[len(host):]] = (st.st_size, st.st_mtime_ns)
+                        found[shown + path[len(host) :]] = (st.st_size, st.st_mtime_ns)
                 if count > _SCAN_LIMIT:
                     dirnames.clear()
         return found
@@ -129,14 +153,26 @@ class Sandbox:
         if not written:
             return None
         names = ", ".join(written[:5]) + (f" and {len(written) - 5} more" if len(written) > 5 else "")
-        return (f"[sandbox: wrote {names} in the sandbox's private /tmp or home: kept for this session's "
-                "later commands, not visible outside the sandbox, deleted when Clover exits]")
+        return (
+            f"[sandbox: wrote {names} in the sandbox's private /tmp or home: kept for this session's "
+            "later commands, not visible outside the sandbox, deleted when Clover exits]"
+        )
 
     # ------------------------------------------------------------------ the bwrap command line
 
     def wrap_command(self, argv: Sequence[str], read_only: bool = False) -> list[str]:
-        args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--unshare-ipc",
-                "--proc", "/proc"]
+        args = [
+            self.bwrap,
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--proc",
+            "/proc",
+        ]
         # A read-only mount does not stop connect() on a host service's socket: hide them. Without
         # the network nothing in /run is needed (with it, resolv.conf may point into /run).
         hidden = ["/run"] if not self.network else _HOST_SOCKETS
@@ -175,8 +211,18 @@ class Sandbox:
         return roots + ([self.home] if self.home else [])
 
 
-_HOST_SOCKETS = ("/run/user", "/var/run/docker.sock", "/run/docker.sock", "/run/containerd", "/run/podman",
-                 "/var/run/dbus", "/run/dbus", "/run/postgresql", "/run/mysqld", "/run/snapd.socket")
+_HOST_SOCKETS = (
+    "/run/user",
+    "/var/run/docker.sock",
+    "/run/docker.sock",
+    "/run/containerd",
+    "/run/podman",
+    "/var/run/dbus",
+    "/run/dbus",
+    "/run/postgresql",
+    "/run/mysqld",
+    "/run/snapd.socket",
+)
 
 
 def _visible_tools(argv: Sequence[str], hidden: list[str], home: str | None) -> list[str]:
@@ -192,7 +238,7 @@ def _visible_tools(argv: Sequence[str], hidden: list[str], home: str | None) -> 
         if entry.endswith("/bin") and os.path.exists(os.path.join(parent, "pyvenv.cfg")):
             candidates.append(parent)
         if home and entry.startswith(home + "/"):
-            top = os.path.join(home, entry[len(home) + 1:].split("/", 1)[0])
+            top = os.path.join(home, entry[len(home) + 1 :].split("/", 1)[0])
             if os.path.basename(top) == ".local":
                 candidates.append(os.path.join(top, "lib"))
             elif os.path.basename(top).startswith(".") and os.path.basename(top) not in _NOT_TOOL_DIRS:
@@ -208,7 +254,17 @@ def _visible_tools(argv: Sequence[str], hidden: list[str], home: str | None) -> 
 
 
 # Home directories that hold configuration or keys, never a whole tool: only a PATH entry in them shows.
-_NOT_TOOL_DIRS = {".config", ".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".mozilla", ".password-store"}
+_NOT_TOOL_DIRS = {
+    ".config",
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".kube",
+    ".docker",
+    ".mozilla",
+    ".password-store",
+}
 # Credentials kept inside tool directories that are otherwise shown (hidden behind /dev/null).
 _TOOL_SECRETS = (".cargo/credentials", ".cargo/credentials.toml", ".gem/credentials")
 
@@ -219,8 +275,13 @@ def _copy_git_identity(home: str) -> None:
     lines = []
     for key in ("user.name", "user.email"):
         try:
-            proc = subprocess.run(["git", "config", "--global", "--get", key], capture_output=True, text=True,
-                                  timeout=10, env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1"})
+            proc = subprocess.run(
+                ["git", "config", "--global", "--get", key],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1"},
+            )
         except (OSError, subprocess.TimeoutExpired):
             return
         value = proc.stdout.strip()
@@ -235,7 +296,8 @@ def _git_quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def make_wrapper(root: str, writable: Sequence[str] = (), network: bool = False,
-                 home_paths: Sequence[str] = ()) -> Sandbox:
+def make_wrapper(
+    root: str, writable: Sequence[str] = (), network: bool = False, home_paths: Sequence[str] = ()
+) -> Sandbox:
     """The hook for LocalEnvironment(wrap_command=...); raises SandboxUnavailable if bwrap cannot run."""
     return Sandbox(root, writable, network, home_paths=home_paths)

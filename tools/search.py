@@ -136,9 +136,19 @@ def _is_match_line(line: str) -> bool:
 
 
 def _rg_command(args: list[str], pattern: str, target: str) -> list[str]:
-    return ["rg", "--line-number", "--no-heading", "--with-filename", "--color=never",
-            "--no-require-git", "--max-columns=1000", *args, "-e", pattern,
-            *(["--", target] if target != "." else [])]  # no target: paths print without "./"
+    return [
+        "rg",
+        "--line-number",
+        "--no-heading",
+        "--with-filename",
+        "--color=never",
+        "--no-require-git",
+        "--max-columns=1000",
+        *args,
+        "-e",
+        pattern,
+        *(["--", target] if target != "." else []),
+    ]  # no target: paths print without "./"
 
 
 @dataclass
@@ -199,8 +209,9 @@ class GrepTool(Tool):
                 break
         if not lines:
             return ToolResult(f"no matches for {pattern!r} in {display_path(env, base)}")
-        return ToolResult(self._cap(lines, sum(map(_is_match_line, lines))),
-                          data={"count": sum(map(_is_match_line, lines))})
+        return ToolResult(
+            self._cap(lines, sum(map(_is_match_line, lines))), data={"count": sum(map(_is_match_line, lines))}
+        )
 
     @staticmethod
     def _flags(glob: str | None, icase: bool, context: int) -> list[str]:
@@ -221,8 +232,9 @@ class GrepTool(Tool):
         return [line.removeprefix("./") for line in printable(decode(result.stdout)).splitlines()]
 
     @staticmethod
-    def _git_grep(env: Environment, base: str, pattern: str, glob: str | None, icase: bool,
-                  context: int) -> list[str]:
+    def _git_grep(
+        env: Environment, base: str, pattern: str, glob: str | None, icase: bool, context: int
+    ) -> list[str]:
         """`git grep -P` (Perl regexes: the nearest to Python's); fails outside a repository."""
         target = display_path(env, base)
         spec = target  # git grep ORs pathspecs, so the glob is folded into the one path
@@ -236,8 +248,10 @@ class GrepTool(Tool):
         out, size, matches = [], 0, 0
         for line in lines:
             if size + len(line) > MAX_GREP_CHARS or matches >= MAX_GREP_MATCHES:
-                out.append(f"[output cut: {count}{'+' if count >= 2 * MAX_GREP_MATCHES else ''} matching "
-                           "lines in all; narrow the pattern, path or glob]")
+                out.append(
+                    f"[output cut: {count}{'+' if count >= 2 * MAX_GREP_MATCHES else ''} matching "
+                    "lines in all; narrow the pattern, path or glob]"
+                )
                 break
             if len(line) > 500:
                 line = line[:500] + " [...]"

@@ -46,9 +46,15 @@ class BashTool(Tool):
             raise
         except Exception as exc:  # the environment broke (e.g. a remote one went away)
             return error(f"bash: could not run the command: {exc}")
-        data = {"returncode": result.returncode, "timed_out": result.timed_out,
-                "full_output_path": result.full_output_path, "seconds": round(result.seconds, 3)}
+        data = {
+            "returncode": result.returncode,
+            "timed_out": result.timed_out,
+            "full_output_path": result.full_output_path,
+            "seconds": round(result.seconds, 3),
+        }
         output = result.output if result.output.strip() else "(no output)"
         if result.timed_out:
-            return ToolResult(f"{output}\n[timed out; exit code {result.returncode}]", is_error=True, data=data)
+            return ToolResult(
+                f"{output}\n[timed out; exit code {result.returncode}]", is_error=True, data=data
+            )
         return ToolResult(f"{output.rstrip()}\n[exit code {result.returncode}]", data=data)

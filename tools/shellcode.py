@@ -23,9 +23,19 @@ import unicodedata
 _PYTHON = re.compile(r"^(python[0-9.]*|pypy[0-9.]*)$")
 # interpreter -> options whose value is a program
 _INLINE_FLAGS: dict[str, tuple[str, ...]] = {
-    "perl": ("-e", "-E"), "ruby": ("-e",), "node": ("-e", "--eval", "-p", "--print"),
-    "nodejs": ("-e", "--eval", "-p", "--print"), "php": ("-r",), "lua": ("-e",), "luajit": ("-e",),
-    "Rscript": ("-e",), "osascript": ("-e",), "jshell": (), "tclsh": (), "wish": (), "expect": ("-c",),
+    "perl": ("-e", "-E"),
+    "ruby": ("-e",),
+    "node": ("-e", "--eval", "-p", "--print"),
+    "nodejs": ("-e", "--eval", "-p", "--print"),
+    "php": ("-r",),
+    "lua": ("-e",),
+    "luajit": ("-e",),
+    "Rscript": ("-e",),
+    "osascript": ("-e",),
+    "jshell": (),
+    "tclsh": (),
+    "wish": (),
+    "expect": ("-c",),
     "gdb": ("-ex", "--eval-command", "-iex", "--init-eval-command"),
 }
 _PY_ARGOPTS = {"-W", "-X", "--check-hash-based-pycs"}
@@ -34,12 +44,15 @@ _PY_RISKY = re.compile(
     r"system|popen|exec|spawn|subprocess|\bpty\b|ctypes|cffi|fork|__import__|importlib|getattr|attrgetter"
     r"|methodcaller|eval|compile|globals|locals|builtins|vars\s*\(|__dict__|__class__|__subclasses__"
     r"|\\[xuUN0-7]|chr\s*\(|fromhex|b64|base64|codecs|marshal|pickle|shelve|webbrowser|startfile|sys\.modules"
-    r"|breakpoint|code\.interact|runpy|os\.[a-z_]*exec")
+    r"|breakpoint|code\.interact|runpy|os\.[a-z_]*exec"
+)
 _AWK = {"awk", "gawk", "mawk", "nawk", "busybox-awk"}
 _AWK_RISKY = re.compile(r"system|getline|\|")
 _VIM = {"vim", "vi", "nvim", "ex", "view", "gvim", "vimdiff"}
 _SED_ADDR = r"(\d+|\$|/[^/]*/)(\s*[,~]\s*(\d+|\$|/[^/]*/))?"
-_SED_EXEC = re.compile(r"(^|[;\n{}])\s*(" + _SED_ADDR + r")?\s*!?\s*e(\s|;|$)|s(?P<d>.).*(?P=d).*(?P=d)[gpIiMm0-9]*e")
+_SED_EXEC = re.compile(
+    r"(^|[;\n{}])\s*(" + _SED_ADDR + r")?\s*!?\s*e(\s|;|$)|s(?P<d>.).*(?P=d).*(?P=d)[gpIiMm0-9]*e"
+)
 
 
 def _python_code(argv: list[str], stdin_script: str | None) -> str | None:
@@ -56,7 +69,7 @@ def _python_code(argv: list[str], stdin_script: str | None) -> str | None:
             cut = min(arg.index(x) for x in "cm" if x in arg)
             if arg[cut] == "m":
                 return None
-            return arg[cut + 1:] or (argv[i + 1] if i + 1 < len(argv) else "")
+            return arg[cut + 1 :] or (argv[i + 1] if i + 1 < len(argv) else "")
         if arg == "-" or not arg.startswith("-"):
             return stdin_script if arg == "-" else None
         i += 2 if arg in _PY_ARGOPTS else 1
@@ -72,7 +85,7 @@ def _flag_code(argv: list[str], flags: tuple[str, ...], stdin_script: str | None
                 return arg.split("=", 1)[1] if arg.startswith(flag + "=") else arg[2:]
             letter = flag[1:]
             if len(flag) == 2 and re.fullmatch(r"-[A-Za-z]+", arg) and letter in arg:  # -we, -le: clustered
-                rest = arg[arg.index(letter) + 1:]
+                rest = arg[arg.index(letter) + 1 :]
                 return rest or (argv[i + 1] if i + 1 < len(argv) else "")
     operands = [a for a in argv[1:] if not a.startswith("-")]
     return stdin_script if not operands or operands[0] == "-" else None
@@ -108,7 +121,9 @@ def inline_code_reason(argv: list[str], stdin_script: str | None) -> str | None:
         return f"runs {prog} commands given on the command line (they can start any program)"
     if (prog in _VIM or prog in ("ed", "red")) and stdin_script is not None:
         return f"runs {prog} commands it reads from its input (`!` starts a shell)"
-    if prog in ("make", "gmake") and any(_reads_stdin_file(a, b) for a, b in zip(argv, argv[1:], strict=False)):
+    if prog in ("make", "gmake") and any(
+        _reads_stdin_file(a, b) for a, b in zip(argv, argv[1:], strict=False)
+    ):
         return "runs a makefile it reads from stdin or another command (its recipes are shell lines)"
     if prog == "sed" and _SED_EXEC.search(" ".join(_sed_scripts(argv))):
         return "runs a sed script with the e command (it starts a shell)"
@@ -116,8 +131,15 @@ def inline_code_reason(argv: list[str], stdin_script: str | None) -> str | None:
 
 
 def _reads_stdin_file(opt: str, value: str) -> bool:
-    name = value if opt in ("-f", "--file", "--makefile") else opt.split("=", 1)[-1] if opt.startswith(
-        ("--file=", "--makefile=")) else opt[2:] if opt.startswith("-f") and len(opt) > 2 else None
+    name = (
+        value
+        if opt in ("-f", "--file", "--makefile")
+        else opt.split("=", 1)[-1]
+        if opt.startswith(("--file=", "--makefile="))
+        else opt[2:]
+        if opt.startswith("-f") and len(opt) > 2
+        else None
+    )
     return name is not None and (name == "-" or name.startswith(("/dev/", "/proc/")))
 
 
@@ -154,18 +176,62 @@ def _sed_scripts(argv: list[str]) -> list[str]:
     return scripts
 
 
-_SSH_ARGOPTS = {"-B", "-b", "-c", "-D", "-E", "-e", "-F", "-I", "-i", "-J", "-L", "-l", "-m", "-O", "-o",
-                "-p", "-Q", "-R", "-S", "-W", "-w"}
+_SSH_ARGOPTS = {
+    "-B",
+    "-b",
+    "-c",
+    "-D",
+    "-E",
+    "-e",
+    "-F",
+    "-I",
+    "-i",
+    "-J",
+    "-L",
+    "-l",
+    "-m",
+    "-O",
+    "-o",
+    "-p",
+    "-Q",
+    "-R",
+    "-S",
+    "-W",
+    "-w",
+}
 _SSH_LOCAL = re.compile(r"(?i)^(proxycommand|localcommand|knownhostscommand)\s*[= ]\s*(.*)$")
-_TAR_COMMAND = ("--to-command=", "--use-compress-program=", "--info-script=", "--new-volume-script=",
-                "--rsh-command=")
+_TAR_COMMAND = (
+    "--to-command=",
+    "--use-compress-program=",
+    "--info-script=",
+    "--new-volume-script=",
+    "--rsh-command=",
+)
 
 
 # Project runners whose subcommand runs the rest of the line as a command (`uv run rm -rf t`).
-_RUNNERS = {("uv", "run"), ("poetry", "run"), ("pipenv", "run"), ("conda", "run"), ("pdm", "run"),
-            ("hatch", "run"), ("rye", "run"), ("npm", "exec"), ("pnpm", "exec"), ("pnpm", "dlx"),
-            ("yarn", "exec"), ("bundle", "exec"), ("perf", "stat"), ("perf", "record"), ("perf", "trace"),
-            ("mise", "exec"), ("direnv", "exec"), ("nix-shell", "--run"), ("npx", "-c"), ("npm", "x")}
+_RUNNERS = {
+    ("uv", "run"),
+    ("poetry", "run"),
+    ("pipenv", "run"),
+    ("conda", "run"),
+    ("pdm", "run"),
+    ("hatch", "run"),
+    ("rye", "run"),
+    ("npm", "exec"),
+    ("pnpm", "exec"),
+    ("pnpm", "dlx"),
+    ("yarn", "exec"),
+    ("bundle", "exec"),
+    ("perf", "stat"),
+    ("perf", "record"),
+    ("perf", "trace"),
+    ("mise", "exec"),
+    ("direnv", "exec"),
+    ("nix-shell", "--run"),
+    ("npx", "-c"),
+    ("npm", "x"),
+}
 
 
 def option_commands(argv: list[str]) -> list[str]:
@@ -176,14 +242,16 @@ def option_commands(argv: list[str]) -> list[str]:
     found: list[str] = []
     for i, word in enumerate(argv[1:4], 1):  # `uv run [opts] CMD ...`: every tail after the subcommand
         if (prog, word) in _RUNNERS:
-            tail = argv[i + 1:]
+            tail = argv[i + 1 :]
             found += [shlex.join(tail[j:]) for j in range(len(tail)) if not tail[j].startswith("-")][:4]
             if word in ("-c", "--run") and tail:
                 found.append(tail[0])
             break
     if prog in ("scp", "sftp"):
         for i, arg in enumerate(argv):
-            value = argv[i + 1] if arg == "-o" and i + 1 < len(argv) else arg[2:] if arg.startswith("-o") else ""
+            value = (
+                argv[i + 1] if arg == "-o" and i + 1 < len(argv) else arg[2:] if arg.startswith("-o") else ""
+            )
             if m := _SSH_LOCAL.match(value):
                 found.append(m.group(2))
         return found
@@ -196,7 +264,7 @@ def option_commands(argv: list[str]) -> list[str]:
                 found.append(m.group(2))
             i += 2 if value is not None else 1
         if i + 1 < len(argv):  # host, then the remote command
-            found.append(" ".join(argv[i + 1:]))
+            found.append(" ".join(argv[i + 1 :]))
     elif prog == "rsync":
         for i, arg in enumerate(argv):
             if arg in ("-e", "--rsh") and i + 1 < len(argv):
@@ -207,7 +275,9 @@ def option_commands(argv: list[str]) -> list[str]:
         for i, arg in enumerate(argv):
             if arg.startswith(_TAR_COMMAND):
                 found.append(arg.split("=", 1)[1])
-            elif (arg + "=" in _TAR_COMMAND or arg in ("-I", "-F")) and i + 1 < len(argv):  # `--to-command CMD`
+            elif (arg + "=" in _TAR_COMMAND or arg in ("-I", "-F")) and i + 1 < len(
+                argv
+            ):  # `--to-command CMD`
                 found.append(argv[i + 1])
             elif arg.startswith("--checkpoint-action=exec="):
                 found.append(arg.split("=", 2)[2])

@@ -20,14 +20,30 @@ if TYPE_CHECKING:
     from clover.tools.shellparse import SimpleCommand
 
 # builtins that change how later words are run: their effect cannot be followed statically
-_OPAQUE_BUILTINS = {"alias": "defines an alias", "hash": "sets a command hash", "enable": "loads builtins",
-                    "trap": "sets a trap"}
+_OPAQUE_BUILTINS = {
+    "alias": "defines an alias",
+    "hash": "sets a command hash",
+    "enable": "loads builtins",
+    "trap": "sets a trap",
+}
 # builtins that assign variables (checked for risky names such as PATH or GIT_CONFIG_*)
-_ASSIGNING = {"export", "declare", "typeset", "local", "readonly", "read", "mapfile", "readarray", "getopts",
-              "let"}
+_ASSIGNING = {
+    "export",
+    "declare",
+    "typeset",
+    "local",
+    "readonly",
+    "read",
+    "mapfile",
+    "readarray",
+    "getopts",
+    "let",
+}
 # `git -c KEY=VALUE` keys that cannot run code or rename commands
-_SAFE_GIT_CONFIG = re.compile(r"(?i)^(user\.\w+|color\.[\w.]+|advice\.\w+|init\.defaultbranch|commit\.gpgsign"
-                              r"|tag\.gpgsign|core\.quotepath|core\.autocrlf|log\.\w+|pull\.rebase|gc\.auto)=")
+_SAFE_GIT_CONFIG = re.compile(
+    r"(?i)^(user\.\w+|color\.[\w.]+|advice\.\w+|init\.defaultbranch|commit\.gpgsign"
+    r"|tag\.gpgsign|core\.quotepath|core\.autocrlf|log\.\w+|pull\.rebase|gc\.auto)="
+)
 
 
 def judge(cmd: SimpleCommand, dyn: list[bool]) -> None:

@@ -103,7 +103,7 @@ def canonical_argv(words: list[str], fold: bool = True) -> list[str]:
     rest = words[start:]
     for i, word in enumerate(rest):
         if word == "--":
-            operands += rest[i + 1:]
+            operands += rest[i + 1 :]
             break
         if _SHORT.match(word):
             letters.extend(letters_map.get(c, c) for c in word[1:])
@@ -187,7 +187,7 @@ def _glob_tokens(pattern: str) -> list[tuple[str, str]]:
             if j >= len(pattern):
                 tokens.append(("lit", "["))
             else:
-                tokens.append(("set", pattern[i + 1:j]))
+                tokens.append(("set", pattern[i + 1 : j]))
                 i = j
         else:
             tokens.append(("lit", ch))
@@ -207,5 +207,3 @@ def _in_set(ch: str, spec: str) -> bool:
             hit = hit or spec[i] == ch
             i += 1
     return hit != negate
-
-

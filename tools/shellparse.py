@@ -220,8 +220,9 @@ def _walk(node, out: ParsedShell, depth: int) -> None:
             _walk(child, out, depth)
 
 
-def _command_node(node, out: ParsedShell, depth: int, stdin_text: str | None = None,
-                  piped: bool = False) -> SimpleCommand | None:
+def _command_node(
+    node, out: ParsedShell, depth: int, stdin_text: str | None = None, piped: bool = False
+) -> SimpleCommand | None:
     words: list[str] = []
     dynamic: list[bool] = []
     word_dynamic: list[bool] = []
@@ -323,7 +324,7 @@ def _word(node, out: ParsedShell) -> tuple[str, str]:
     quotes in `'it'\\''s'` and `'a'"'"'b'`, the forms shlex.quote makes), bashlex's value otherwise."""
     pos = getattr(node, "pos", None)
     src = out._src[-1] if out._src else ""
-    raw = src[pos[0]:pos[1]] if pos and src and pos[1] <= len(src) else node.word
+    raw = src[pos[0] : pos[1]] if pos and src and pos[1] <= len(src) else node.word
     value = unquote(raw)
     return (node.word if value is None else value), raw
 
@@ -377,13 +378,24 @@ def _literal_output(cmd: SimpleCommand | None) -> str | None:
     return " ".join(args) if prog in ("echo", "printf") else None
 
 
-def _add_command(words: list[str], dynamic: list[bool], out: ParsedShell, depth: int,
-                 stdin_script: str | None = None, assigns: list[str] | None = None,
-                 tails: bool = True) -> SimpleCommand:
+def _add_command(
+    words: list[str],
+    dynamic: list[bool],
+    out: ParsedShell,
+    depth: int,
+    stdin_script: str | None = None,
+    assigns: list[str] | None = None,
+    tails: bool = True,
+) -> SimpleCommand:
     env_assigns: list[str] = []
     argv, dyn, wrappers = peel(words, dynamic, env_assigns)
-    cmd = SimpleCommand(words=list(words), argv=argv, wrappers=wrappers, dynamic=bool(dyn and dyn[0]),
-                        assigns=[*(assigns or []), *env_assigns])
+    cmd = SimpleCommand(
+        words=list(words),
+        argv=argv,
+        wrappers=wrappers,
+        dynamic=bool(dyn and dyn[0]),
+        assigns=[*(assigns or []), *env_assigns],
+    )
     out.commands.append(cmd)
     if len(out.commands) > _MAX_COMMANDS:  # a line built to make checking slow is not checked
         out.error = out.error or "too many commands to check"
@@ -459,7 +471,7 @@ def _find_exec(argv: list[str], out: ParsedShell, depth: int) -> None:
             j = i + 1
             while j < len(argv) and argv[j] not in (";", "+", "\\;"):
                 j += 1
-            inner = argv[i + 1:j]
+            inner = argv[i + 1 : j]
             if inner:
                 _add_command(inner, [False] * len(inner), out, depth + 1)
             i = j

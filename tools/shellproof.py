@@ -34,12 +34,18 @@ def _danger(programs: str, longs: str, shorts: str = "") -> None:
 
 _GIT_DIFF_LIKE = "--output --ext-diff --textconv --open-files-in-pager"
 _danger("git", "--config-env --exec-path --git-dir --work-tree --namespace --super-prefix", "c")
-_danger("git log,git show,git diff,git whatchanged,git range-diff,git diff-tree,git diff-index,git diff-files,"
-        "git blame,git annotate,git shortlog,git stash", _GIT_DIFF_LIKE)
+_danger(
+    "git log,git show,git diff,git whatchanged,git range-diff,git diff-tree,git diff-index,git diff-files,"
+    "git blame,git annotate,git shortlog,git stash",
+    _GIT_DIFF_LIKE,
+)
 _danger("git grep", "--open-files-in-pager --ext-grep", "O")
 _danger("git format-patch", "--output-directory --output", "o")
-_danger("git fetch,git pull,git ls-remote,git remote,git submodule",
-        "--upload-pack --receive-pack --exec --config --server-option", "")
+_danger(
+    "git fetch,git pull,git ls-remote,git remote,git submodule",
+    "--upload-pack --receive-pack --exec --config --server-option",
+    "",
+)
 _danger("git clone", "--upload-pack --config --template --separate-git-dir", "uc")
 _danger("git init", "--template --separate-git-dir", "")
 _danger("git push", "--receive-pack --exec", "")
@@ -48,8 +54,12 @@ _danger("git rebase", "--exec", "x")
 _danger("git difftool,git mergetool", "--extcmd --tool --tool-help", "xt")
 _danger("git send-email", "--sendmail-cmd --smtp-server --to-cmd --cc-cmd --header-cmd", "")
 _danger("git config", "--file --blob --includes", "f")
-_danger("tar,gtar,bsdtar", "--to-command --use-compress-program --info-script --new-volume-script --rsh-command "
-        "--rmt-command --checkpoint-action --index-file", "IF")
+_danger(
+    "tar,gtar,bsdtar",
+    "--to-command --use-compress-program --info-script --new-volume-script --rsh-command "
+    "--rmt-command --checkpoint-action --index-file",
+    "IF",
+)
 _danger("zip", "--unzip-command", "")
 _danger("sed,gsed", "--in-place --file", "if")
 _danger("awk,gawk,mawk,nawk", "--file --include --load --exec --source", "filE")
@@ -77,7 +87,7 @@ def dangerous_option(argv: list[str]) -> str | None:
         return None
     key, start = program_key(argv)
     prog = key.split(" ", 1)[0]
-    spans = [(prog, argv[1:start - 1] if " " in key else argv[1:])]
+    spans = [(prog, argv[1 : start - 1] if " " in key else argv[1:])]
     if " " in key:
         spans.append((key, argv[start:]))
     for table_key, words in spans:
@@ -155,12 +165,20 @@ diff-index diff-files check-ignore check-attr version help var
 """
 _GIT_READERS = frozenset(_GIT_READER_WORDS.split())
 # git subcommands that only read when given no operands (or only these listing flags)
-_GIT_LISTERS = {"branch": {"-a", "-r", "-v", "-vv", "--all", "--list", "-l", "--show-current", "--remotes"},
-                "tag": {"-l", "--list", "-n"}, "remote": {"-v", "--verbose"}, "stash": {"list"},
-                "reflog": {"show"}, "config": {"--get", "--get-all", "--list", "-l", "--get-regexp"},
-                "worktree": {"list"}, "submodule": {"status"}}
-_SED_SCRIPT = re.compile(r"^\s*((\d+|\$|/(\\.|[^/\\])*/)(\s*,\s*(\d+|\$|/(\\.|[^/\\])*/))?\s*!?\s*[pl=qQdnNPD]?"
-                         r"\s*[;\n]?\s*)+$")
+_GIT_LISTERS = {
+    "branch": {"-a", "-r", "-v", "-vv", "--all", "--list", "-l", "--show-current", "--remotes"},
+    "tag": {"-l", "--list", "-n"},
+    "remote": {"-v", "--verbose"},
+    "stash": {"list"},
+    "reflog": {"show"},
+    "config": {"--get", "--get-all", "--list", "-l", "--get-regexp"},
+    "worktree": {"list"},
+    "submodule": {"status"},
+}
+_SED_SCRIPT = re.compile(
+    r"^\s*((\d+|\$|/(\\.|[^/\\])*/)(\s*,\s*(\d+|\$|/(\\.|[^/\\])*/))?\s*!?\s*[pl=qQdnNPD]?"
+    r"\s*[;\n]?\s*)+$"
+)
 _AWK_WRITES = re.compile(r"system|getline|[|>]|close|fflush")
 
 
@@ -201,8 +219,13 @@ def _reader_problem(cmd: SimpleCommand) -> str | None:
         return "sets the host name"
     elif prog == "sed":
         script = _sed_script(argv)
-        if "-n" not in argv and "--quiet" not in argv and "--silent" not in argv or script is None \
-                or not _SED_SCRIPT.match(script):
+        if (
+            "-n" not in argv
+            and "--quiet" not in argv
+            and "--silent" not in argv
+            or script is None
+            or not _SED_SCRIPT.match(script)
+        ):
             return "runs a sed script that is not only printing (sed -n with p, =, l, q, d)"
     elif prog in ("awk", "gawk", "mawk"):
         program = next((a for a in argv[1:] if not a.startswith("-")), "")

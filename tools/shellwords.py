@@ -5,8 +5,21 @@ from __future__ import annotations
 
 import re
 
-_ANSI_C = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f",
-           "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
+_ANSI_C = {
+    "n": "\n",
+    "t": "\t",
+    "r": "\r",
+    "a": "\a",
+    "b": "\b",
+    "e": "\x1b",
+    "E": "\x1b",
+    "f": "\f",
+    "v": "\v",
+    "\\": "\\",
+    "'": "'",
+    '"': '"',
+    "?": "?",
+}
 
 
 def unquote(raw: str) -> str | None:
@@ -24,7 +37,7 @@ def unquote(raw: str) -> str | None:
             end = raw.find("'", i + 1)
             if end == -1:
                 return None
-            out.append(raw[i + 1:end])
+            out.append(raw[i + 1 : end])
             i = end + 1
         elif ch == "$" and raw.startswith("'", i + 1):
             text, i = _ansi_c(raw, i + 2)
@@ -58,7 +71,9 @@ def _ansi_c(raw: str, i: int) -> tuple[str | None, int]:
             return "".join(out), i + 1
         if ch == "\\" and i + 1 < len(raw):
             nxt = raw[i + 1]
-            m = re.match(r"x([0-9A-Fa-f]{1,2})|([0-7]{1,3})|u([0-9A-Fa-f]{1,4})|U([0-9A-Fa-f]{1,8})", raw[i + 1:])
+            m = re.match(
+                r"x([0-9A-Fa-f]{1,2})|([0-7]{1,3})|u([0-9A-Fa-f]{1,4})|U([0-9A-Fa-f]{1,8})", raw[i + 1 :]
+            )
             if m:
                 hexa = m.group(1) or m.group(3) or m.group(4)
                 code = int(hexa, 16) if hexa else int(m.group(2), 8)
@@ -71,6 +86,8 @@ def _ansi_c(raw: str, i: int) -> tuple[str | None, int]:
         out.append(ch)
         i += 1
     return None, i
+
+
 _MAX_BRACE = 64
 
 
@@ -97,11 +114,11 @@ def _expand(word: str) -> list[str]:
                 commas.append(i)
         if end == -1:
             return [word]
-        inner = word[start + 1:end]
-        pre, post = word[:start], word[end + 1:]
+        inner = word[start + 1 : end]
+        pre, post = word[:start], word[end + 1 :]
         if commas:
             cuts = [start, *commas, end]
-            options = [word[a + 1:b] for a, b in zip(cuts, cuts[1:], strict=False)]
+            options = [word[a + 1 : b] for a, b in zip(cuts, cuts[1:], strict=False)]
         else:
             options = _sequence(inner)
         if options is not None:
@@ -150,7 +167,7 @@ def substitutions(text: str, quotes: bool = False) -> tuple[list[str], bool]:
             end = text.find("`", i + 1)
             if end == -1:
                 return found, False
-            found.append(text[i + 1:end])
+            found.append(text[i + 1 : end])
             i = end + 1
             continue
         if ch in "$<>" and text.startswith("(", i + 1):
@@ -165,7 +182,7 @@ def substitutions(text: str, quotes: bool = False) -> tuple[list[str], bool]:
                 j += 1
             if j >= len(text):
                 return found, False
-            body = text[i + 2:j]
+            body = text[i + 2 : j]
             if not (ch == "$" and body.startswith("(")):  # `$((...))` arithmetic: scan inside it
                 found.append(body)
                 i = j + 1

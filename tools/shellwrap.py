@@ -34,23 +34,76 @@ _WRAPPER_ARGOPTS: dict[str, set[str]] = {
     "busybox": set(),  # `busybox rm -rf x` runs the applet
     "chrt": set(),
     "taskset": set(),
-    "xargs": {"-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter", "--max-args",
-              "--max-procs", "--max-chars", "--max-lines"},
+    "xargs": {
+        "-a",
+        "-d",
+        "-E",
+        "-I",
+        "-L",
+        "-n",
+        "-P",
+        "-s",
+        "--arg-file",
+        "--delimiter",
+        "--max-args",
+        "--max-procs",
+        "--max-chars",
+        "--max-lines",
+    },
 }
 # Programs that run a command given in their arguments, with options we do not model: every tail of
 # their argv that starts with an operand is checked as a command (`flock /tmp/l rm -rf t` runs
 # `rm -rf t`), a last operand with spaces and a `-c` string as a script.
-EXEC_WRAPPERS = {"flock", "strace", "ltrace", "valgrind", "unshare", "chroot", "nsenter", "runuser", "script",
-                 "parallel", "xvfb-run", "firejail", "systemd-run", "catchsegv", "proot", "fakeroot", "faketime",
-                 "torsocks", "proxychains", "proxychains4", "nocache", "eatmydata", "tini", "dumb-init", "sg",
-                 "rlwrap", "cpulimit", "prlimit", "ccache", "distcc", "sudoedit", "setpriv", "capsh", "chpst",
-                 "numactl", "hyperfine", "entr", "gtimeout", "caffeinate", "with-contenv", "s6-setuidgid"}
+EXEC_WRAPPERS = {
+    "flock",
+    "strace",
+    "ltrace",
+    "valgrind",
+    "unshare",
+    "chroot",
+    "nsenter",
+    "runuser",
+    "script",
+    "parallel",
+    "xvfb-run",
+    "firejail",
+    "systemd-run",
+    "catchsegv",
+    "proot",
+    "fakeroot",
+    "faketime",
+    "torsocks",
+    "proxychains",
+    "proxychains4",
+    "nocache",
+    "eatmydata",
+    "tini",
+    "dumb-init",
+    "sg",
+    "rlwrap",
+    "cpulimit",
+    "prlimit",
+    "ccache",
+    "distcc",
+    "sudoedit",
+    "setpriv",
+    "capsh",
+    "chpst",
+    "numactl",
+    "hyperfine",
+    "entr",
+    "gtimeout",
+    "caffeinate",
+    "with-contenv",
+    "s6-setuidgid",
+}
 # wrappers followed by one positional argument before the command (duration, priority, cpu mask)
 _WRAPPER_POSITIONAL = {"timeout": 1, "chrt": 1, "taskset": 1}
 
 
-def peel(words: list[str], dynamic: list[bool],
-          env_assigns: list[str] | None = None, limit: int = 64) -> tuple[list[str], list[bool], list[str]]:
+def peel(
+    words: list[str], dynamic: list[bool], env_assigns: list[str] | None = None, limit: int = 64
+) -> tuple[list[str], list[bool], list[str]]:
     """Strip wrappers (`sudo -u x`, `env A=1`, `timeout 5`, `xargs -0`, a leading `\\`), at most
     `limit` of them; the assignments `env` makes go to `env_assigns`."""
     i, wrappers = 0, []
@@ -70,7 +123,7 @@ def peel(words: list[str], dynamic: list[bool],
             if prog == "env" and opt in ("-S", "--split-string") and i < len(words):
                 split_arg, i = words[i], i + 1
             elif prog == "env" and (opt.startswith("--split-string=") or re.fullmatch(r"-[iv0]*S.+", opt)):
-                split_arg = opt.split("=", 1)[1] if opt.startswith("--") else opt[opt.index("S") + 1:]
+                split_arg = opt.split("=", 1)[1] if opt.startswith("--") else opt[opt.index("S") + 1 :]
             if split_arg is not None:  # env -S "cmd args" runs the split string
                 split = split_arg.split() + words[i:]
                 return split, [dynamic[i - 1]] * len(split), wrappers
@@ -97,7 +150,7 @@ def shell_c_string(argv: list[str]) -> str | None:
     while i < len(argv) and argv[i].startswith("-") and argv[i] not in ("-", "--"):
         opt = argv[i]
         if not opt.startswith("--") and "c" in opt[1:]:
-            rest = [a for a in argv[i + 1:]]
+            rest = [a for a in argv[i + 1 :]]
             j = 0
             while j < len(rest) and rest[j].startswith("-") and rest[j] != "-":
                 if rest[j] == "--":  # `bash -c -- 'rm -rf t'`
@@ -133,7 +186,7 @@ def skip_opts(args: list[str], argopts: set[str]) -> list[str]:
     i = 0
     while i < len(args) and args[i].startswith("-") and args[i] != "-":
         if args[i] == "--":
-            return args[i + 1:]
+            return args[i + 1 :]
         i += 2 if args[i] in argopts else 1
     return args[i:]
 
@@ -150,9 +203,15 @@ def dash_c_value(argv: list[str]) -> str | None:
 # git subcommands' options whose value is a command git runs (`git rebase -x CMD`, `git fetch
 # --upload-pack=CMD` on a local path, ...)
 _GIT_EXEC_OPTS = {
-    "rebase": ("-x", "--exec"), "difftool": ("-x", "--extcmd"), "grep": ("-O", "--open-files-in-pager"),
-    "fetch": ("--upload-pack",), "pull": ("--upload-pack",), "clone": ("-u", "--upload-pack"),
-    "ls-remote": ("--upload-pack",), "archive": ("--exec",), "push": ("--receive-pack", "--exec"),
+    "rebase": ("-x", "--exec"),
+    "difftool": ("-x", "--extcmd"),
+    "grep": ("-O", "--open-files-in-pager"),
+    "fetch": ("--upload-pack",),
+    "pull": ("--upload-pack",),
+    "clone": ("-u", "--upload-pack"),
+    "ls-remote": ("--upload-pack",),
+    "archive": ("--exec",),
+    "push": ("--receive-pack", "--exec"),
     "send-email": ("--sendmail-cmd", "--smtp-server"),
 }
 
@@ -161,7 +220,8 @@ _GIT_EXEC_OPTS = {
 _GIT_CODE_KEY = re.compile(
     r"(?i)^(alias\..+|core\.(fsmonitor|pager|editor|sshcommand|askpass|gitproxy)|sequence\.editor|diff\.external"
     r"|(diff|difftool|mergetool|merge|filter|browser|man|credential|gpg|pager|remote)\..*"
-    r"|credential\.helper|gpg\.program|uploadpack\.packobjectshook|web\.browser|sendemail\..*)$")
+    r"|credential\.helper|gpg\.program|uploadpack\.packobjectshook|web\.browser|sendemail\..*)$"
+)
 
 
 def git_runs(argv: list[str], sub: str | None, rest: list[str]) -> tuple[list[str], list[list[str]]]:
@@ -176,7 +236,7 @@ def git_runs(argv: list[str], sub: str | None, rest: list[str]) -> tuple[list[st
         if len(operands) >= 2 and _GIT_CODE_KEY.match(operands[0]):
             scripts.append(operands[1].removeprefix("!"))
     if sub == "submodule" and "foreach" in rest:
-        tail = rest[rest.index("foreach") + 1:]
+        tail = rest[rest.index("foreach") + 1 :]
         scripts.append(" ".join(w for w in tail if w not in ("--recursive", "-q", "--quiet")))
     for i, word in enumerate(rest):
         for opt in _GIT_EXEC_OPTS.get(sub or "", ()):
@@ -185,5 +245,5 @@ def git_runs(argv: list[str], sub: str | None, rest: list[str]) -> tuple[list[st
             elif word.startswith(opt + "="):
                 scripts.append(word.split("=", 1)[1])
             elif not opt.startswith("--") and word.startswith(opt) and len(word) > len(opt):
-                scripts.append(word[len(opt):])
+                scripts.append(word[len(opt) :])
     return [s for s in scripts if s.strip()], [a for a in argvs if a]

@@ -31,8 +31,17 @@ def printable(text: str) -> str:
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
-_C_ESCAPES = {"\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v", "\f": "\\f", "\r": "\\r",
-              '"': '\\"', "\\": "\\\\"}
+_C_ESCAPES = {
+    "\a": "\\a",
+    "\b": "\\b",
+    "\t": "\\t",
+    "\n": "\\n",
+    "\v": "\\v",
+    "\f": "\\f",
+    "\r": "\\r",
+    '"': '\\"',
+    "\\": "\\\\",
+}
 
 
 def quoted_path(path: str) -> str:
@@ -54,9 +63,28 @@ def quoted_path(path: str) -> str:
     return '"' + "".join(out) + '"'
 
 
-_CONTROL_NAMES = {"\x1b": "\\e", "\r": "\\r", "\b": "\\b", "\a": "\\a", "\f": "\\f", "\v": "\\v", "\x7f": "\\x7f"}
-_HIDDEN = {0x200B, 0x200C, 0x200D, 0x200E, 0x200F, 0x2028, 0x2029, 0x2060, 0xFEFF, *range(0x202A, 0x202F),
-           *range(0x2066, 0x206A)}
+_CONTROL_NAMES = {
+    "\x1b": "\\e",
+    "\r": "\\r",
+    "\b": "\\b",
+    "\a": "\\a",
+    "\f": "\\f",
+    "\v": "\\v",
+    "\x7f": "\\x7f",
+}
+_HIDDEN = {
+    0x200B,
+    0x200C,
+    0x200D,
+    0x200E,
+    0x200F,
+    0x2028,
+    0x2029,
+    0x2060,
+    0xFEFF,
+    *range(0x202A, 0x202F),
+    *range(0x2066, 0x206A),
+}
 
 
 def escape_controls(text: str) -> str:
@@ -66,7 +94,9 @@ def escape_controls(text: str) -> str:
     out = []
     for ch in text:
         code = ord(ch)
-        if ch in "\n\t" or (code >= 0x20 and code != 0x7F and not 0x80 <= code < 0xA0 and code not in _HIDDEN):
+        if ch in "\n\t" or (
+            code >= 0x20 and code != 0x7F and not 0x80 <= code < 0xA0 and code not in _HIDDEN
+        ):
             out.append(ch)
         else:
             out.append(_CONTROL_NAMES.get(ch) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"))
@@ -108,7 +138,9 @@ def unified_diff(old: str, new: str, rel: str, new_file: bool = False) -> str:
     """git's form: a file that did not exist before comes from /dev/null."""
     old_lines = [line + "\n" for line in lines_of(old)]
     new_lines = [line + "\n" for line in lines_of(new)]
-    diff = difflib.unified_diff(old_lines, new_lines, "/dev/null" if new_file else f"a/{rel}", f"b/{rel}", n=3)
+    diff = difflib.unified_diff(
+        old_lines, new_lines, "/dev/null" if new_file else f"a/{rel}", f"b/{rel}", n=3
+    )
     return printable("".join(diff))
 
 

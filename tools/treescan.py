@@ -9,14 +9,13 @@ mtime, ctime, inode), which spares re-reading unchanged files, as git's index do
 within the clock's granularity of being read is read again next time), and shows what changed
 between two scans.
 
-Left out: regenerable caches (CACHE_DIRS, by name at any depth: node_modules, .venv, __pycache__
-...), FIFOs, sockets and devices. Git directories are found by what they hold (HEAD, objects/,
-refs/), whatever their name (`.git`, `.g`, `sub/.git`, a bare `x.git`): their state is scanned
-(HEAD, config, refs, packed-refs, hooks, info, the index as its entry listing, and the stash
-list, which git keeps as the reflog `logs/refs/stash`), their other `logs/`, `lfs/`, lock files never, and their `objects/` only for a repository an agent step created (so
-undoing that step can remove it whole). The objects of the user's own repositories are only ever
-added to and too big to copy; they are never recorded, so never deleted or rewritten by an undo.
-"""
+Left out: regenerable caches (CACHE_DIRS, by name at any depth: node_modules, .venv, __pycache__ ...), FIFOs,
+sockets and devices. Git directories are found by what they hold (HEAD, objects/, refs/), whatever their name
+(`.git`, `.g`, `sub/.git`, a bare `x.git`): their state is scanned (HEAD, config, refs, packed-refs, hooks,
+info, the index as its entry listing, and the stash list, which git keeps as the reflog `logs/refs/stash`),
+their other `logs/`, `lfs/`, lock files never, and their `objects/` only for a repository an agent step
+created (so undoing that step can remove it whole). The objects of the user's own repositories are only ever
+added to and too big to copy; they are never recorded, so never deleted or rewritten by an undo."""
 
 from __future__ import annotations
 
@@ -28,8 +27,19 @@ from typing import Any, NamedTuple
 from clover.tools import safeio
 
 # Regenerable directories never scanned (big, and rebuilt by their tools).
-CACHE_DIRS = frozenset({"node_modules", ".venv", "venv", "__pycache__", ".mypy_cache", ".pytest_cache",
-                        ".ruff_cache", ".tox", ".nox"})
+CACHE_DIRS = frozenset(
+    {
+        "node_modules",
+        ".venv",
+        "venv",
+        "__pycache__",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".tox",
+        ".nox",
+    }
+)
 MAX_CONTENT_BYTES = 16 * 1024 * 1024  # larger files are recorded by size/mtime/inode, not kept
 GITDIR_SKIP = frozenset({"logs", "lfs", "annex"})  # inside a git directory: reflogs, large-file stores
 STASH_LIST = "logs/refs/stash"  # the one reflog that is the user's data: `git stash list` reads it
@@ -68,8 +78,11 @@ class Scan(NamedTuple):
 
 
 def is_gitdir(names: set[str], path: str) -> bool:
-    return "HEAD" in names and os.path.isdir(os.path.join(path, "objects")) and os.path.isdir(
-        os.path.join(path, "refs"))
+    return (
+        "HEAD" in names
+        and os.path.isdir(os.path.join(path, "objects"))
+        and os.path.isdir(os.path.join(path, "refs"))
+    )
 
 
 def identity(path: str) -> str:
@@ -104,8 +117,9 @@ class Scanner:
 
     # ------------------------------------------------------------------ whole tree
 
-    def scan(self, agent_repos: set[str] = frozenset(), new_allowed: bool = False,
-             known: set[str] = frozenset()) -> Scan:
+    def scan(
+        self, agent_repos: set[str] = frozenset(), new_allowed: bool = False, known: set[str] = frozenset()
+    ) -> Scan:
         """The whole tree. Objects are scanned for repositories in `agent_repos`, and, when
         `new_allowed`, for any repository whose identity is not in `known` (one the step made)."""
         entries: dict[str, Entry] = {}
@@ -119,8 +133,16 @@ class Scanner:
             self._now, self._fresh = 0, {}
         return Scan(entries, gitdirs)
 
-    def _walk(self, rel: str, full: str, entries: dict[str, Entry], gitdirs: dict[str, str],
-              policy: tuple[Any, ...], in_gitdir: bool = False, whole: bool = True) -> None:
+    def _walk(
+        self,
+        rel: str,
+        full: str,
+        entries: dict[str, Entry],
+        gitdirs: dict[str, str],
+        policy: tuple[Any, ...],
+        in_gitdir: bool = False,
+        whole: bool = True,
+    ) -> None:
         try:
             with os.scandir(full) as it:
                 children = list(it)
@@ -138,8 +160,10 @@ class Scanner:
             in_gitdir, whole = True, ident in agent_repos or (new_allowed and ident not in known)
         for child in children:
             crel = _join(rel, child.name)
-            if in_gitdir and (child.name.endswith(".lock") or (not whole and (
-                    child.name in GITDIR_SKIP or (here and child.name == "objects")))):
+            if in_gitdir and (
+                child.name.endswith(".lock")
+                or (not whole and (child.name in GITDIR_SKIP or (here and child.name == "objects")))
+            ):
                 continue
             try:
                 info = child.stat(follow_symlinks=False)

@@ -34,7 +34,13 @@ class Change:
     at: int = 0  # the journal's clock when it was made, undone or redone last
 
     def dump(self) -> list[Any]:
-        return [self.path, self.before and self.before.dump(), self.after and self.after.dump(), self.state, self.at]
+        return [
+            self.path,
+            self.before and self.before.dump(),
+            self.after and self.after.dump(),
+            self.state,
+            self.at,
+        ]
 
     @classmethod
     def load(cls, data: list[Any]) -> Change:
@@ -67,15 +73,31 @@ class Record:
         return (self.session, self.request)
 
     def dump(self) -> dict[str, Any]:
-        return {"id": self.id, "session": self.session, "request": self.request, "label": self.label,
-                "step": self.step, "created": self.created, "changes": [c.dump() for c in self.changes],
-                "moves": [[m.src, m.dst, m.state] for m in self.moves], "new_repos": self.new_repos}
+        return {
+            "id": self.id,
+            "session": self.session,
+            "request": self.request,
+            "label": self.label,
+            "step": self.step,
+            "created": self.created,
+            "changes": [c.dump() for c in self.changes],
+            "moves": [[m.src, m.dst, m.state] for m in self.moves],
+            "new_repos": self.new_repos,
+        }
 
     @classmethod
     def load(cls, d: dict[str, Any]) -> Record:
-        return cls(int(d["id"]), str(d["session"]), int(d["request"]), str(d["label"]), int(d["step"]),
-                   float(d["created"]), [Change.load(c) for c in d["changes"]],
-                   [Move(*m) for m in d.get("moves", [])], list(d.get("new_repos", [])))
+        return cls(
+            int(d["id"]),
+            str(d["session"]),
+            int(d["request"]),
+            str(d["label"]),
+            int(d["step"]),
+            float(d["created"]),
+            [Change.load(c) for c in d["changes"]],
+            [Move(*m) for m in d.get("moves", [])],
+            list(d.get("new_repos", [])),
+        )
 
 
 def _under(path: str, top: str) -> bool:
@@ -89,14 +111,17 @@ def _same(a: Entry | None, b: Entry | None) -> bool:
 def diff_scans(before: Scan, after: Scan) -> tuple[list[Change], list[Move], list[str]]:
     """What changed from `before` to `after`: changes, git-directory moves, new repositories."""
     b_ids = {i: p for p, i in before.gitdirs.items() if i}
-    moves = [Move(b_ids[i], p) for p, i in after.gitdirs.items()
-             if i in b_ids and b_ids[i] != p and after.gitdirs.get(b_ids[i]) != i]
+    moves = [
+        Move(b_ids[i], p)
+        for p, i in after.gitdirs.items()
+        if i in b_ids and b_ids[i] != p and after.gitdirs.get(b_ids[i]) != i
+    ]
     new_repos = sorted(p for p, i in after.gitdirs.items() if i and i not in b_ids)
     changes: list[Change] = []
     b_rest, a_rest = dict(before.entries), dict(after.entries)
     for move in moves:  # inside a moved repository, compare old location with new
-        inner_b = {p[len(move.src):]: b_rest.pop(p) for p in list(b_rest) if _under(p, move.src)}
-        inner_a = {p[len(move.dst):]: a_rest.pop(p) for p in list(a_rest) if _under(p, move.dst)}
+        inner_b = {p[len(move.src) :]: b_rest.pop(p) for p in list(b_rest) if _under(p, move.src)}
+        inner_a = {p[len(move.dst) :]: a_rest.pop(p) for p in list(a_rest) if _under(p, move.dst)}
         for rel in sorted(set(inner_b) | set(inner_a)):
             if rel and not _same(inner_b.get(rel), inner_a.get(rel)):
                 changes.append(Change(move.dst + rel, inner_b.get(rel), inner_a.get(rel)))
@@ -140,13 +165,24 @@ class Plan:
         return not (self.actions or self.conflicts or self.moves or self.settled)
 
     def key(self) -> tuple[Any, ...]:
-        return (tuple(a.key() for a in self.actions), tuple(a.key() for a in self.conflicts),
-                tuple((m.src, m.dst, why) for m, why in self.moves))
+        return (
+            tuple(a.key() for a in self.actions),
+            tuple(a.key() for a in self.conflicts),
+            tuple((m.src, m.dst, why) for m, why in self.moves),
+        )
 
 
-def plan(records: list[Record], current: Callable[[str], Entry | None], exists_under: Callable[[str], list[str]],
-         *, redo: bool = False, force: bool = False, others: list[Record] = (),
-         touched: dict[str, int] | None = None, midway: dict[str, Entry | None] | None = None) -> Plan:
+def plan(
+    records: list[Record],
+    current: Callable[[str], Entry | None],
+    exists_under: Callable[[str], list[str]],
+    *,
+    redo: bool = False,
+    force: bool = False,
+    others: list[Record] = (),
+    touched: dict[str, int] | None = None,
+    midway: dict[str, Entry | None] | None = None,
+) -> Plan:
     """The undo (or redo) of `records` (one group) against the tree as `current` reads it;
     `exists_under(dir)` lists the paths a directory holds now. `others`: every other record; a
     path a later record (an earlier one, for a redo) changed, and that is not undone (redone)
@@ -169,7 +205,7 @@ def plan(records: list[Record], current: Callable[[str], Entry | None], exists_u
     def locate(path: str) -> Entry | None:
         for dst, src in moved.items():
             if _under(path, dst):
-                return current(src + path[len(dst):])
+                return current(src + path[len(dst) :])
             if _under(path, src):
                 return None
         return current(path)
@@ -192,13 +228,22 @@ def plan(records: list[Record], current: Callable[[str], Entry | None], exists_u
             expected = midway[path]  # carry on from where the cut-short undo was
         for rec_id, ch in id_links:
             if any((other > rec_id) != redo for other in blocking.get(path, [])):
-                why = "changed by a later request that is not undone" if not redo else (
-                    "an earlier request's change to it is undone")
+                why = (
+                    "changed by a later request that is not undone"
+                    if not redo
+                    else ("an earlier request's change to it is undone")
+                )
                 break
             have, then = (ch.before, ch.after) if redo else (ch.after, ch.before)
             if touched.get(path, -1) >= ch.at and not force:
-                why = _conflict_reason(expected, have, redo) if not _same(have, expected) else (
-                    ("changed since the undo" if redo else "changed since the agent's step") + ", and back")
+                why = (
+                    _conflict_reason(expected, have, redo)
+                    if not _same(have, expected)
+                    else (
+                        ("changed since the undo" if redo else "changed since the agent's step")
+                        + ", and back"
+                    )
+                )
                 break
             if not _same(have, expected):
                 why = _conflict_reason(expected, have, redo)
@@ -250,8 +295,12 @@ def _conflict_reason(found: Entry | None, wanted: Entry | None, redo: bool) -> s
     return f"changed {since}"
 
 
-def _repositories_whole(records: list[Record], actions: list[Action], conflicts: list[Action],
-                        exists_under: Callable[[str], list[str]]) -> None:
+def _repositories_whole(
+    records: list[Record],
+    actions: list[Action],
+    conflicts: list[Action],
+    exists_under: Callable[[str], list[str]],
+) -> None:
     """A repository a step created goes only as a whole: if anything in it would stay (a file the
     step did not make, a conflict), every path of it is left alone."""
     for rec in records:
@@ -266,11 +315,13 @@ def _repositories_whole(records: list[Record], actions: list[Action], conflicts:
                 conflicts.append(Action(a.path, a.current, None, a.links, conflict=why))
 
 
-def _directories_emptied(actions: list[Action], conflicts: list[Action],
-                         exists_under: Callable[[str], list[str]]) -> None:
+def _directories_emptied(
+    actions: list[Action], conflicts: list[Action], exists_under: Callable[[str], list[str]]
+) -> None:
     """A directory is removed (or replaced) only when nothing would be left in it: one that holds
     a path this plan does not remove (the user's file) is a conflict in the plan, not a failure
     when it is applied; so is every directory above it."""
+
     def removes_dir(a: Action) -> bool:
         return a.current is not None and a.current.kind == "d" and (a.target is None or a.target.kind != "d")
 
@@ -278,7 +329,9 @@ def _directories_emptied(actions: list[Action], conflicts: list[Action],
         removed = {x.path for x in actions if x.target is None or removes_dir(x)}
         if any(p != a.path and p not in removed for p in exists_under(a.path)):
             actions.remove(a)
-            conflicts.append(Action(a.path, a.current, None, a.links, conflict="it holds files the step did not make"))
+            conflicts.append(
+                Action(a.path, a.current, None, a.links, conflict="it holds files the step did not make")
+            )
 
 
 def verb(before: Entry | None, after: Entry | None) -> str:
@@ -289,7 +342,12 @@ def verb(before: Entry | None, after: Entry | None) -> str:
         return "deleted"
     if before.kind != after.kind:
         return f"{_KINDS[before.kind]} -> {_KINDS[after.kind]}"
-    if before.kind != "l" and before.mode != after.mode and before.oid == after.oid and before.extra == after.extra:
+    if (
+        before.kind != "l"
+        and before.mode != after.mode
+        and before.oid == after.oid
+        and before.extra == after.extra
+    ):
         return f"chmod {before.mode:o} -> {after.mode:o}"
     return "modified"
 
@@ -361,7 +419,9 @@ def apply(p: Plan, writer: Writer, save_dir: Callable[[], str], clock: int = 0) 
 
 def replaces_kind(a: Action) -> bool:
     """Whether applying `a` removes the path before writing it (a directory for a file or back)."""
-    return a.current is not None and a.target is not None and (a.current.kind == "d") != (a.target.kind == "d")
+    return (
+        a.current is not None and a.target is not None and (a.current.kind == "d") != (a.target.kind == "d")
+    )
 
 
 def _fail(out: Outcome, a: Action, why: str) -> None:

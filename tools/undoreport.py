@@ -28,7 +28,7 @@ def _steps(steps: list[int]) -> str:
 def headline(group: Group, plan: Plan) -> str:
     what = "redo" if plan.redo else "undo"
     label = group.label if len(group.label) <= 70 else group.label[:69] + "…"
-    return f"{what}: session {group.session}, request {group.request} \"{label}\" ({_steps(group.steps)})"
+    return f'{what}: session {group.session}, request {group.request} "{label}" ({_steps(group.steps)})'
 
 
 def _lines(repo: Any, entry: Entry | None) -> bytes | None:
@@ -77,8 +77,12 @@ def _folded(repo: Any, actions: list[Action], redo: bool) -> list[str]:
     while i < len(actions):
         a, j = actions[i], i + 1
         whole_dir = {a.current and a.current.kind, a.target and a.target.kind} == {"d", None}
-        while whole_dir and j < len(actions) and actions[j].path.startswith(a.path + "/") and (
-                _does(actions[j], redo) == _does(a, redo)):
+        while (
+            whole_dir
+            and j < len(actions)
+            and actions[j].path.startswith(a.path + "/")
+            and (_does(actions[j], redo) == _does(a, redo))
+        ):
             j += 1
         lines.append(_action_line(repo, a, redo, inside=j - i - 1))
         i = j
@@ -90,8 +94,10 @@ def describe(repo: Any, group: Group, plan: Plan) -> list[str]:
     lines += _folded(repo, plan.actions, plan.redo)
     for m, why in plan.moves:
         src, dst = (m.src, m.dst) if plan.redo else (m.dst, m.src)
-        lines.append(f"  move     {quoted_path(src)} -> {quoted_path(dst)}  (the agent moved this repository)"
-                     + (f": cannot, {why}" if why else ""))
+        lines.append(
+            f"  move     {quoted_path(src)} -> {quoted_path(dst)}  (the agent moved this repository)"
+            + (f": cannot, {why}" if why else "")
+        )
     if plan.settled and not plan.actions:
         lines.append(f"  ({len(plan.settled)} path(s) already as they should be)")
     for c in plan.conflicts:
@@ -104,8 +110,10 @@ def describe(repo: Any, group: Group, plan: Plan) -> list[str]:
 def summary(outcome: Outcome, redo: bool) -> list[str]:
     what = "redone" if redo else "undone"
     n = len(outcome.done) + len(outcome.moved)
-    lines = [f"{what}: {n} path(s) changed" + (f", {len(outcome.conflicts)} conflict(s) left alone"
-                                              if outcome.conflicts else "")]
+    lines = [
+        f"{what}: {n} path(s) changed"
+        + (f", {len(outcome.conflicts)} conflict(s) left alone" if outcome.conflicts else "")
+    ]
     for c in outcome.conflicts:
         lines.append(f"  CONFLICT {quoted_path(c.path)}: {c.conflict}")
     for m, why in outcome.failed_moves:

@@ -119,8 +119,7 @@ def _make(data: bytes, entry: Entry, name: str, dfd: int) -> None:
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         os.fchmod(fd, entry.mode)
     finally:
         os.close(fd)
-

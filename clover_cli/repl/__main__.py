@@ -16,10 +16,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model")
     parser.add_argument("--base-url")
     parser.add_argument("--mode")
-    parser.add_argument("--resume", nargs="?", const="pick", default=None,
-                        help="session id, 'last', or nothing: pick one from a list")
-    parser.add_argument("--continue", "-c", dest="continue_", action="store_true",
-                        help="continue the most recent session in this directory")
+    parser.add_argument(
+        "--resume",
+        nargs="?",
+        const="pick",
+        default=None,
+        help="session id, 'last', or nothing: pick one from a list",
+    )
+    parser.add_argument(
+        "--continue",
+        "-c",
+        dest="continue_",
+        action="store_true",
+        help="continue the most recent session in this directory",
+    )
     parser.add_argument("--no-live", action="store_true")
     parser.add_argument("--think", choices=("on", "off"))
     args = parser.parse_args(argv)
@@ -30,9 +40,13 @@ def main(argv: list[str] | None = None) -> int:
     if not repo.is_dir():
         print(f"clover: not a directory: {repo}", file=sys.stderr)
         return 2
-    flags = {"model": args.model, "base_url": args.base_url, "mode": args.mode,
-             "think": None if args.think is None else args.think == "on",
-             "live": False if args.no_live else None}
+    flags = {
+        "model": args.model,
+        "base_url": args.base_url,
+        "mode": args.mode,
+        "think": None if args.think is None else args.think == "on",
+        "live": False if args.no_live else None,
+    }
     try:
         settings = load_settings(repo, flags)
     except SettingsError as exc:

@@ -82,7 +82,8 @@ class ChatApp:
         self.cycle = CYCLE + (("yolo",) if settings.mode == "yolo" else ())
         commands = help_texts()
         completer = ChatCompleter(
-            self.root, commands,
+            self.root,
+            commands,
             {"mode": lambda: MODES, "think": lambda: ("on", "off"), "resume": self.store.ids},
         )
         prompt_io = input_kwargs
@@ -91,8 +92,13 @@ class ChatApp:
 
             prompt_io = {"output": create_output(stdout=terminal)}
         self.input = ChatInput(
-            self.home / "history", completer, tty=self.tty, stdin=stdin,
-            echo=None if self.tty else self.console.file, session_kwargs=prompt_io, cycle_mode=self.cycle_mode,
+            self.home / "history",
+            completer,
+            tty=self.tty,
+            stdin=stdin,
+            echo=None if self.tty else self.console.file,
+            session_kwargs=prompt_io,
+            cycle_mode=self.cycle_mode,
         )
         self.input.mode = settings.mode
         menu = self.input.choose if self.tty and self.input.session is not None else None
@@ -114,8 +120,14 @@ class ChatApp:
         self.model = ObservedModel(model if model is not None else load_model(self, settings), self)
         self.recorder = self._recorder()
         self.agent: Agent = build_agent(
-            settings, self.env, kind="chat", model=self.model, ask_user=self.approver,
-            before_step=self._before_step, on_tool_result=self.keep_result, recorder=self.recorder,
+            settings,
+            self.env,
+            kind="chat",
+            model=self.model,
+            ask_user=self.approver,
+            before_step=self._before_step,
+            on_tool_result=self.keep_result,
+            recorder=self.recorder,
         )
         self.agent.on_call_done = self._call_done
         self.agent.gate = ObservedGate(self.agent.gate, self)
@@ -152,7 +164,9 @@ class ChatApp:
         if self.default_model:
             name += " (the built-in tiny Clover; --model / --base-url pick another)"
         self.renderer.note(f"Clover chat · model {name} · mode {self.settings.mode} · {self.root}")
-        self.renderer.status("/help · Alt-Enter: new line · !cmd runs it · Shift+Tab: mode · Esc stops · Ctrl-D exits")
+        self.renderer.status(
+            "/help · Alt-Enter: new line · !cmd runs it · Shift+Tab: mode · Esc stops · Ctrl-D exits"
+        )
 
     def run(self, resume: str | None = None) -> int:
         """The prompt loop. `resume`: an id (or prefix), 'last', 'continue' (this directory's
@@ -306,7 +320,9 @@ class ChatApp:
 
     def _all_edits(self) -> None:
         self.set_mode("auto-edit", quiet=True)
-        self.renderer.note("mode: auto-edit · edits are allowed for the rest of this session (Shift+Tab changes it)")
+        self.renderer.note(
+            "mode: auto-edit · edits are allowed for the rest of this session (Shift+Tab changes it)"
+        )
 
     # ------------------------------------------------------------------ state
 
@@ -394,8 +410,11 @@ class ChatApp:
         try:
             group, plan = store.plan(redo=redo, session=self.session.id, force=force)
         except SnapshotError as exc:
-            self.renderer.error(f"{exc} (clover undo --list shows every session's requests)"
-                                if "nothing" in str(exc) else str(exc))
+            self.renderer.error(
+                f"{exc} (clover undo --list shows every session's requests)"
+                if "nothing" in str(exc)
+                else str(exc)
+            )
             return
         for line in undoreport.describe(store.repo, group, plan):
             self.renderer.info(line)
@@ -466,9 +485,14 @@ def _repair(messages: list[Message]) -> None:
             have = {m.get("tool_call_id") for m in messages[i + 1 :] if m.get("role") == "tool"}
             for j, call in enumerate(messages[i].get("tool_calls") or []):
                 if wanted[j] not in have:
-                    messages.append({"role": "tool", "tool_call_id": wanted[j],
-                                     "name": call.get("function", {}).get("name", ""),
-                                     "content": "not run: interrupted by the user"})
+                    messages.append(
+                        {
+                            "role": "tool",
+                            "tool_call_id": wanted[j],
+                            "name": call.get("function", {}).get("name", ""),
+                            "content": "not run: interrupted by the user",
+                        }
+                    )
             return
 
 

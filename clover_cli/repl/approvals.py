@@ -47,8 +47,9 @@ def _fit(text: str, room: int) -> str:
     return text if len(text) <= room else text[: room - 1] + "…"
 
 
-def options_for(tool: Tool | None, always_hint: str, width: int = 100, all_edits: bool = True,
-                prefix: str = "") -> list[Option]:
+def options_for(
+    tool: Tool | None, always_hint: str, width: int = 100, all_edits: bool = True, prefix: str = ""
+) -> list[Option]:
     """The menu. For a file edit "always" is every edit this session (Claude Code's choice: asking
     file by file is what the user wants to stop) where the mode is what asked (`all_edits`; an ask
     rule asks in auto-edit too); otherwise what `always_hint` names (cut to fit one line of `width`:
@@ -64,7 +65,9 @@ def options_for(tool: Tool | None, always_hint: str, width: int = 100, all_edits
     options = [Option(YES, "Yes", ("y",)), always]
     if prefix:
         shown = _fit(prefix, max(width - 70, 16))
-        options.append(Option(PREFIX, f"Yes, and allow commands starting with `{shown}` this session", ("p",)))
+        options.append(
+            Option(PREFIX, f"Yes, and allow commands starting with `{shown}` this session", ("p",))
+        )
     return options + [Option(NO, "No, and tell Clover what to do instead", ("n",))]
 
 
@@ -94,8 +97,14 @@ class Approver:
     `ask(question)` reads one answer line (raises EOFError when input is gone); `menu`, on a terminal,
     asks with one key instead. After a plain no, `stopped` is set: the chat ends the turn there."""
 
-    def __init__(self, console: Console, root: str | Path, ask: Callable[[str], str],
-                 env: Environment | None = None, menu: Menu | None = None) -> None:
+    def __init__(
+        self,
+        console: Console,
+        root: str | Path,
+        ask: Callable[[str], str],
+        env: Environment | None = None,
+        menu: Menu | None = None,
+    ) -> None:
         self.console, self.root, self.ask, self.menu = console, Path(root), ask, menu
         self.env = env  # where edits are planned for the preview (default: the files under root)
         self.before_ask: Callable[[], None] | None = None  # e.g. stop a live display
@@ -129,8 +138,9 @@ class Approver:
             shown = escape_controls(command)  # control characters as escapes: the preview is what runs
             if shown.strip() not in self.call_shown:  # the ⏺ line cut it: show it whole
                 if self.console.is_terminal:
-                    self.console.print(Syntax(shown, "bash", theme="ansi_dark", background_color="default",
-                                              word_wrap=True))
+                    self.console.print(
+                        Syntax(shown, "bash", theme="ansi_dark", background_color="default", word_wrap=True)
+                    )
                 else:
                     self.console.print(Text(shown), soft_wrap=True)
         elif preview:
@@ -171,7 +181,9 @@ class Approver:
                 self.on_all_edits()
             return YES
         if answer == ALWAYS and self.menu is not None and self.always_hint:
-            self.console.print(Text(f"  allowed for the rest of this session: {self.always_hint}", style="dim"))
+            self.console.print(
+                Text(f"  allowed for the rest of this session: {self.always_hint}", style="dim")
+            )
         return answer
 
     def _answer(self, tool: Tool | None, prefix: str = "") -> tuple[str, str]:
@@ -180,10 +192,16 @@ class Approver:
             what = "edit" if getattr(tool, "edits_files", False) else "call"
             return self.menu(f"Allow this {what}?", options, NO), ""
         if options[1].value == ALL_EDITS:
-            self.console.print(Text("  [a]lways allows all edits for the rest of this session (auto-edit)", style="dim"))
+            self.console.print(
+                Text("  [a]lways allows all edits for the rest of this session (auto-edit)", style="dim")
+            )
         elif self.always_hint:
-            self.console.print(Text(f"  [a]lways allows {escape_controls(self.always_hint)} for the rest of this "
-                                    "session", style="dim"))
+            self.console.print(
+                Text(
+                    f"  [a]lways allows {escape_controls(self.always_hint)} for the rest of this session",
+                    style="dim",
+                )
+            )
         if prefix:
             self.console.print(Text(f"  [p] always allows commands starting with `{prefix}`", style="dim"))
         while True:

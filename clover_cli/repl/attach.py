@@ -65,10 +65,15 @@ def attach_mentions(text: str, root: str | Path, room: int | None, window: int =
     limit = UNKNOWN_WINDOW_ROOM if room is None else max(room, 0)
     if added and total > limit:
         sizes = ", ".join(f"@{rel} ~{tokens:,}" for rel, tokens in added)
-        context = (f"the model's {window:,}-token context has room for ~{limit:,} more" if room is not None
-                   else f"the model's context is unknown, so at most ~{limit:,} tokens are attached")
-        result.refusal = (f"not sent: the mentioned files are ~{total:,} tokens ({sizes}) and {context}. "
-                          "Mention less, or ask about the part you need (the agent reads line ranges).")
+        context = (
+            f"the model's {window:,}-token context has room for ~{limit:,} more"
+            if room is not None
+            else f"the model's context is unknown, so at most ~{limit:,} tokens are attached"
+        )
+        result.refusal = (
+            f"not sent: the mentioned files are ~{total:,} tokens ({sizes}) and {context}. "
+            "Mention less, or ask about the part you need (the agent reads line ranges)."
+        )
     return result
 
 

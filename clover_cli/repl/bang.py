@@ -24,7 +24,7 @@ def is_user_command(content: str) -> bool:
 
 def command_of(content: str) -> str:
     """The command line of a saved `!command` message (for the replay)."""
-    line = content[len(MARKER):].lstrip("\n").split("\n", 1)[0]
+    line = content[len(MARKER) :].lstrip("\n").split("\n", 1)[0]
     return line.removeprefix("$ ")
 
 

@@ -106,8 +106,11 @@ def compact(
     old, tail = messages[1:cut], messages[cut:]
     request: list[Message] = [
         {"role": "system", "content": "You summarise coding sessions accurately and briefly."},
-        {"role": "user", "content": f"{SUMMARY_PROMPT}\n\n<conversation>\n"
-         f"{transcript(old, int(window * 2))}\n</conversation>"},
+        {
+            "role": "user",
+            "content": f"{SUMMARY_PROMPT}\n\n<conversation>\n"
+            f"{transcript(old, int(window * 2))}\n</conversation>",
+        },
     ]
     summary, by_model = "", True
     try:
@@ -140,4 +143,3 @@ def task_state(current_request: str, changed: str) -> str:
     if changed.strip():
         lines.append("Files changed so far (git status):\n" + changed.strip())
     return "\n".join(lines)
-

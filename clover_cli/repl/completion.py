@@ -62,6 +62,4 @@ class ChatCompleter(Completer):
                 continue
             is_dir = entry.is_dir()
             text = (head + "/" if head else "") + entry.name + ("/" if is_dir else "")
-            yield Completion(
-                text, start_position=-len(partial), display=entry.name + ("/" if is_dir else "")
-            )
+            yield Completion(text, start_position=-len(partial), display=entry.name + ("/" if is_dir else ""))

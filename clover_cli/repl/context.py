@@ -43,8 +43,12 @@ def compact(app: ChatApp, forced: bool) -> bool:
     renderer.begin_progress("compacting: the model summarises the older turns")
     try:
         done = compaction.compact(
-            app.agent.messages, app.model.inner, system_prompt=system_prompt(app.root, "chat"),
-            task_state=state, window=app.model.context_window, keep_tokens=0 if forced else None,
+            app.agent.messages,
+            app.model.inner,
+            system_prompt=system_prompt(app.root, "chat"),
+            task_state=state,
+            window=app.model.context_window,
+            keep_tokens=0 if forced else None,
             on_event=renderer.on_event,
         )
     except KeyboardInterrupt:

@@ -13,8 +13,19 @@ from clover.core.protocols import StreamEvent
 
 MASK = "░"
 _HOLE = "\x00"  # a masked position while the markup is rewritten
-_TAGS = ("think>", "/think>", "tool_call>", "/tool_call>", "function=", "/function>", "parameter=",
-         "/parameter>", "|im_end|>", "|im_start|>", "|endoftext|>")
+_TAGS = (
+    "think>",
+    "/think>",
+    "tool_call>",
+    "/tool_call>",
+    "function=",
+    "/function>",
+    "parameter=",
+    "/parameter>",
+    "|im_end|>",
+    "|im_start|>",
+    "|endoftext|>",
+)
 _TAIL = re.compile(r"[a-z_|/]+>")  # the end of a tag whose start is still masked (`_call>`)
 
 
@@ -23,7 +34,7 @@ def _meaning(inner: str, closed: bool) -> str | None:
     key = inner[: inner.index("=") + 1] if "=" in inner else inner + (">" if closed else "")
     if not any(tag.startswith(key) for tag in _TAGS):
         return None
-    value = inner[len(key):] if key.endswith("=") else ""
+    value = inner[len(key) :] if key.endswith("=") else ""
     if key == "tool_call>":
         return "⏺ "
     if key == "function=":
@@ -98,11 +109,15 @@ class DiffusionView:
         return self.committed + len(self.tokens) - self.masked
 
     def plain(self) -> str:
-        return f"block {self.block} · round {self.round} · {self.masked}/{len(self.tokens)} masked │ {visible(self.tokens)}"
+        return (
+            f"block {self.block} · round {self.round} · {self.masked}/{len(self.tokens)} masked │ "
+            f"{visible(self.tokens)}"
+        )
 
     def render(self, width: int = 120) -> Text:
-        line = Text(f"block {self.block} · round {self.round} │ ", style="dim cyan", no_wrap=True,
-                    overflow="ellipsis")
+        line = Text(
+            f"block {self.block} · round {self.round} │ ", style="dim cyan", no_wrap=True, overflow="ellipsis"
+        )
         for part in re.split(f"({MASK}+)", visible(self.tokens)):
             line.append(part, style="bright_black" if part.startswith(MASK) else "cyan")
         line.truncate(width, overflow="ellipsis")

@@ -74,7 +74,10 @@ class RepetitionGuard:
 
 
 def guarded_complete(
-    model: Model, messages: list[Message], tools: list[Any], on_event: EventHandler | None,
+    model: Model,
+    messages: list[Message],
+    tools: list[Any],
+    on_event: EventHandler | None,
     options: TurnOptions | None = None,
 ) -> AssistantTurn:
     """`model.complete` with the guard on its stream; a runaway reply comes back cut, with
@@ -94,10 +97,13 @@ def guarded_complete(
 
         text, thinking = guard.cut("text"), guard.cut("thinking")
         return AssistantTurn(
-            text=text.strip(), thinking=thinking.strip(), tool_calls=[],
+            text=text.strip(),
+            thinking=thinking.strip(),
+            tool_calls=[],
             prompt_tokens=estimate_tokens(messages),
             completion_tokens=(len(guard.text["text"]) + len(guard.text["thinking"])) // 4,
-            seconds=time.monotonic() - start, finish_reason="repetition",
+            seconds=time.monotonic() - start,
+            finish_reason="repetition",
         )
 
 

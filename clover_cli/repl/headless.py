@@ -43,8 +43,9 @@ class RecordingModel:
         self.wrap_up = getattr(inner, "wrap_up", True)  # the agent reads it through this wrapper
         self.early_answer_redos = getattr(inner, "early_answer_redos", 0)  # and this (runner.build_agent)
 
-    def complete(self, messages: list[Message], tools: list[Any], on_event: Any = None,
-                 options: Any = None) -> AssistantTurn:
+    def complete(
+        self, messages: list[Message], tools: list[Any], on_event: Any = None, options: Any = None
+    ) -> AssistantTurn:
         self.last = guarded_complete(self.inner, messages, tools, on_event, options)
         return self.last
 
@@ -54,15 +55,21 @@ class RecordingModel:
 
 
 def run_print(
-    settings: Settings, root: Path, prompt: str, output_format: str = "text",
-    *, out: IO[str] | None = None, err: IO[str] | None = None, model: Model | None = None,
+    settings: Settings,
+    root: Path,
+    prompt: str,
+    output_format: str = "text",
+    *,
+    out: IO[str] | None = None,
+    err: IO[str] | None = None,
+    model: Model | None = None,
 ) -> int:
     out, err = out or sys.stdout, err or sys.stderr
     if output_format not in FORMATS:
         print(f"clover: --output-format must be one of {', '.join(FORMATS)}, not {output_format!r}", file=err)
         return ExitCode.USAGE
     if not prompt.strip():
-        print("clover: no prompt: pass -p \"QUESTION\" or pipe it on stdin", file=err)
+        print('clover: no prompt: pass -p "QUESTION" or pipe it on stdin', file=err)
         return ExitCode.USAGE
     from clover.runner import build_agent, build_environment, build_model, checkpointer
     from clover.tools.sandbox import SandboxUnavailable
@@ -81,8 +88,12 @@ def run_print(
 
     streaming = output_format == "stream-json"
     log = CallLog(err, emit=emit if streaming else None)
-    recorder = checkpointer(settings, root, prompt.strip().splitlines()[0][:70],  # `clover undo` reverts a -p run
-                            session=f"p-{time.strftime('%Y%m%d-%H%M%S')}")
+    recorder = checkpointer(
+        settings,
+        root,
+        prompt.strip().splitlines()[0][:70],  # `clover undo` reverts a -p run
+        session=f"p-{time.strftime('%Y%m%d-%H%M%S')}",
+    )
 
     def on_event(event: StreamEvent) -> None:
         log.on_event(event)
@@ -90,8 +101,16 @@ def run_print(
             emit({"type": event.kind, "text": event.text, "data": event.data})
 
     try:
-        agent = build_agent(settings, env, kind="chat", model=recording, on_event=on_event,
-                            before_step=log.on_step, on_call_done=log, recorder=recorder)
+        agent = build_agent(
+            settings,
+            env,
+            kind="chat",
+            model=recording,
+            on_event=on_event,
+            before_step=log.on_step,
+            on_call_done=log,
+            recorder=recorder,
+        )
     except ValueError as exc:  # a bad permission rule
         print(f"clover: {exc}", file=err)
         return ExitCode.USAGE
@@ -100,8 +119,9 @@ def run_print(
     log.done()
     cut = recording.cut_reason() if result.exit_status == "submitted" else ""
     # A question needs no change: refusals decide only when nothing that can change files ran.
-    outcome = decide(result.exit_status, refused=len(log.denials), changed=log.mutated, needs_change=False,
-                     cut=cut)
+    outcome = decide(
+        result.exit_status, refused=len(log.denials), changed=log.mutated, needs_change=False, cut=cut
+    )
     error = result.error.removeprefix("model error: ModelError: ")
     summary = {
         "status": result.exit_status if not cut else "truncated",
@@ -131,7 +151,10 @@ def run_print(
         if result.exit_status != "submitted":
             print(f"clover: {result.exit_status}: {error}", file=err)
     if outcome.code == ExitCode.REFUSED:
-        print(f"clover: {len(log.denials)} tool call(s) refused in {settings.mode} mode and nothing changed "
-              f"(exit {int(outcome.code)}); --yes or --mode auto-edit allow them", file=err)
+        print(
+            f"clover: {len(log.denials)} tool call(s) refused in {settings.mode} mode and nothing changed "
+            f"(exit {int(outcome.code)}); --yes or --mode auto-edit allow them",
+            file=err,
+        )
     out.flush()
     return int(outcome.code)

@@ -1,7 +1,7 @@
 """The prompt: prompt-toolkit with persistent history, Enter sends, Alt-Enter / Esc-Enter adds a
-line, bracketed paste kept whole (prompt-toolkit inserts a paste as one piece, newlines included),
-completion of slash commands and @path mentions, Shift+Tab cycles the permission mode (shown at the
-right of the input line), a hint in the empty line when there is one. Plain line reading when stdin is not a terminal."""
+line, bracketed paste kept whole (prompt-toolkit inserts a paste as one piece, newlines included), completion
+of slash commands and @path mentions, Shift+Tab cycles the permission mode (shown at the right of the input
+line), a hint in the empty line when there is one. Plain line reading when stdin is not a terminal."""
 
 from __future__ import annotations
 
@@ -118,13 +118,17 @@ class ChatInput:
             self.interrupted_empty = False
             if "\n" in self.pending:  # a line typed ahead and ended with Enter: send it as typed
                 line, _, self.pending = self.pending.partition("\n")
-                print_formatted_text(HTML(f"<b><ansicyan>{escape(prompt)}</ansicyan></b>{escape(line)}"),
-                                     output=self.session.output)
+                print_formatted_text(
+                    HTML(f"<b><ansicyan>{escape(prompt)}</ansicyan></b>{escape(line)}"),
+                    output=self.session.output,
+                )
                 self.session.history.append_string(line)
                 return line
             default, self.pending = self.pending, ""
             try:
-                return self.session.prompt(HTML(f"<b><ansicyan>{escape(prompt)}</ansicyan></b>"), default=default)
+                return self.session.prompt(
+                    HTML(f"<b><ansicyan>{escape(prompt)}</ansicyan></b>"), default=default
+                )
             finally:
                 self.hint = ""
         line = self.stdin.readline()
@@ -138,8 +142,13 @@ class ChatInput:
 
     def choose(self, question: str, options: Sequence[Option], escape_value: str | None) -> str:
         """One key among `options` (a terminal only); see menu.choose."""
-        return choose(question, options, escape=escape_value, input=self.session_kwargs.get("input"),
-                      output=self.session_kwargs.get("output"))
+        return choose(
+            question,
+            options,
+            escape=escape_value,
+            input=self.session_kwargs.get("input"),
+            output=self.session_kwargs.get("output"),
+        )
 
     def ask(self, question: str) -> str:
         """One answer line (approvals); not kept in the history."""

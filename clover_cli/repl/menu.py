@@ -15,8 +15,14 @@ from prompt_toolkit.key_binding import KeyBindings
 from prompt_toolkit.shortcuts.choice_input import ChoiceInput
 from prompt_toolkit.styles import Style
 
-STYLE = Style.from_dict({"selected-option": "bold", "number": "ansibrightblack", "key": "ansibrightblack",
-                         "question": "bold ansiyellow"})
+STYLE = Style.from_dict(
+    {
+        "selected-option": "bold",
+        "number": "ansibrightblack",
+        "key": "ansibrightblack",
+        "question": "bold ansiyellow",
+    }
+)
 
 
 class _Menu(ChoiceInput[str]):
@@ -36,8 +42,14 @@ class Option:
     keys: tuple[str, ...] = ()  # letters that choose it at once
 
 
-def choose(question: str, options: Sequence[Option], *, escape: str | None = None,
-           input: Any = None, output: Any = None) -> str:
+def choose(
+    question: str,
+    options: Sequence[Option],
+    *,
+    escape: str | None = None,
+    input: Any = None,
+    output: Any = None,
+) -> str:
     """The chosen option's value. Esc gives `escape` (None: Esc does nothing); Ctrl-C raises
     KeyboardInterrupt, Ctrl-D EOFError. `input`/`output`: prompt-toolkit's, for tests."""
     kb = KeyBindings()
@@ -64,8 +76,15 @@ def choose(question: str, options: Sequence[Option], *, escape: str | None = Non
         return f"  ({', '.join(shown)})" if shown else ""
 
     labels = [(o.value, FormattedText([("", o.label), ("class:key", keys(o))])) for o in options]
-    menu = _Menu(message=FormattedText([("class:question", question)]), options=labels, style=STYLE,
-                       symbol="❯", key_bindings=kb)
-    session = create_app_session(input=input, output=output) if input is not None or output is not None else None
+    menu = _Menu(
+        message=FormattedText([("class:question", question)]),
+        options=labels,
+        style=STYLE,
+        symbol="❯",
+        key_bindings=kb,
+    )
+    session = (
+        create_app_session(input=input, output=output) if input is not None or output is not None else None
+    )
     with session or contextlib.nullcontext():
         return menu.prompt()

@@ -29,8 +29,13 @@ def switch_model(app: ChatApp, name: str) -> bool:
     elif app.server_url:
         settings = dataclasses.replace(app.settings, model=name, base_url=app.server_url)
     else:
-        return _refuse(app, name, "it is not 'embedded', a checkpoint directory or scripted:FILE, and this "
-                       "session has no server (--base-url) to ask for it", current)
+        return _refuse(
+            app,
+            name,
+            "it is not 'embedded', a checkpoint directory or scripted:FILE, and this "
+            "session has no server (--base-url) to ask for it",
+            current,
+        )
     try:
         model = load_model(app, settings)
     except Exception as exc:  # a bad name must not end the chat
@@ -38,8 +43,13 @@ def switch_model(app: ChatApp, name: str) -> bool:
     if settings.base_url:
         served = _served(model)
         if served is None:
-            return _refuse(app, name, f"the server at {settings.base_url} does not list its models "
-                           "(GET /v1/models), so the name cannot be checked", current)
+            return _refuse(
+                app,
+                name,
+                f"the server at {settings.base_url} does not list its models "
+                "(GET /v1/models), so the name cannot be checked",
+                current,
+            )
         if name not in served:
             shown = ", ".join(served[:8]) + (", …" if len(served) > 8 else "")
             app.renderer.error(f"cannot switch to {name}: the server at {settings.base_url} serves {shown}")

@@ -41,8 +41,13 @@ class ObservedModel:
     def wrap_up(self) -> bool:  # whether the model answers the agent's last, tool-less turn sensibly
         return bool(getattr(self.inner, "wrap_up", True))
 
-    def complete(self, messages: list[Message], tools: list[Any], on_event: Any = None,
-                 options: TurnOptions | None = None) -> AssistantTurn:
+    def complete(
+        self,
+        messages: list[Message],
+        tools: list[Any],
+        on_event: Any = None,
+        options: TurnOptions | None = None,
+    ) -> AssistantTurn:
         options = _merged(self.options, options)
         try:
             return self._complete(messages, tools, options)
@@ -50,12 +55,16 @@ class ObservedModel:
             if not _overflow(exc):
                 raise
             # The server's context is smaller than we knew: compact (in place) and ask once more.
-            self.app.renderer.note(f"the conversation is too long for {self.name}'s context: compacting and retrying")
+            self.app.renderer.note(
+                f"the conversation is too long for {self.name}'s context: compacting and retrying"
+            )
             if not self.app.compact(forced=True):
                 raise
             return self._complete(messages, tools, options)
 
-    def _complete(self, messages: list[Message], tools: list[Any], options: TurnOptions | None) -> AssistantTurn:
+    def _complete(
+        self, messages: list[Message], tools: list[Any], options: TurnOptions | None
+    ) -> AssistantTurn:
         renderer = self.app.renderer
         renderer.begin_turn()
         turn: AssistantTurn | None = None
@@ -73,7 +82,8 @@ class ObservedModel:
 def _overflow(exc: Exception) -> bool:
     """A context-length refusal: flagged by the OpenAI backend, or the local model's own wording."""
     return bool(getattr(exc, "context_overflow", False)) or bool(
-        re.search(r"-token context of|maximum context length", str(exc)))
+        re.search(r"-token context of|maximum context length", str(exc))
+    )
 
 
 def _merged(session: TurnOptions | None, turn: TurnOptions | None) -> TurnOptions | None:
@@ -83,8 +93,10 @@ def _merged(session: TurnOptions | None, turn: TurnOptions | None) -> TurnOption
     return dataclasses.replace(session, **{k: v for k, v in vars(turn).items() if v is not None})
 
 
-STOPPED = ("The user declined this tool call and stopped the turn; their next message says what to do "
-           "instead. Do not retry the call before it.")
+STOPPED = (
+    "The user declined this tool call and stopped the turn; their next message says what to do "
+    "instead. Do not retry the call before it."
+)
 NOT_REACHED = "Not run: the user declined an earlier call of this turn and will say what to do instead."
 
 
@@ -112,7 +124,9 @@ class ObservedGate:
         rules = always_rules(self.inner, call.name, call.arguments or {}, tool)
         labels = list(dict.fromkeys(" ".join(rule_label(r).split()) for r in rules))
         labels = [label if len(label) <= 60 else label[:59] + "…" for label in labels]
-        approver.always_hint = ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
+        approver.always_hint = ", ".join(labels[:3]) + (
+            f" and {len(labels) - 3} more" if len(labels) > 3 else ""
+        )
         refusal = self.inner.authorize(call, tool) if self.inner is not None else None
         feedback = approver.feedback.pop(call.id, None)
         if refusal is not None and feedback:

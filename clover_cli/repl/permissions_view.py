@@ -51,13 +51,15 @@ def show(app: ChatApp) -> None:
             table.add_row(kind, rule_label(rule), "settings")
     remembered = _remembered_labels(gate)
     for i, label in enumerate(remembered, 1):
-        table.add_row(f"[{i}] allow", label, "this session (an \"always\" answer)")
+        table.add_row(f"[{i}] allow", label, 'this session (an "always" answer)')
     if table.row_count:
         app.console.print(table)
     if remembered:
-        app.renderer.info("/permissions remove N forgets a session approval; settings rules live in config.toml")
+        app.renderer.info(
+            "/permissions remove N forgets a session approval; settings rules live in config.toml"
+        )
     else:
-        app.renderer.info("no approvals remembered this session (answer \"a\" to an approval to add one)")
+        app.renderer.info('no approvals remembered this session (answer "a" to an approval to add one)')
 
 
 def _remembered_labels(gate: Any) -> list[str]:

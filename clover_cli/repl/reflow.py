@@ -58,14 +58,19 @@ class ReflowLiveRender(LiveRender):
         if self._shape is None:
             return Control()
         rows = max(self._rows(), 1)
-        return Control(ControlType.CARRIAGE_RETURN, (ControlType.ERASE_IN_LINE, 2),
-                       *(((ControlType.CURSOR_UP, 1), (ControlType.ERASE_IN_LINE, 2)) * (rows - 1)))
+        return Control(
+            ControlType.CARRIAGE_RETURN,
+            (ControlType.ERASE_IN_LINE, 2),
+            *(((ControlType.CURSOR_UP, 1), (ControlType.ERASE_IN_LINE, 2)) * (rows - 1)),
+        )
 
     def restore_cursor(self) -> Control:
         if self._shape is None:
             return Control()
-        return Control(ControlType.CARRIAGE_RETURN,
-                       *(((ControlType.CURSOR_UP, 1), (ControlType.ERASE_IN_LINE, 2)) * self._rows()))
+        return Control(
+            ControlType.CARRIAGE_RETURN,
+            *(((ControlType.CURSOR_UP, 1), (ControlType.ERASE_IN_LINE, 2)) * self._rows()),
+        )
 
 
 def install_live(live: Any) -> None:
@@ -73,8 +78,9 @@ def install_live(live: Any) -> None:
     keeps its own."""
     old = getattr(live, "_live_render", None)
     if isinstance(old, LiveRender):
-        live._live_render = ReflowLiveRender(live.console, old.renderable, style=old.style,
-                                             vertical_overflow=old.vertical_overflow)
+        live._live_render = ReflowLiveRender(
+            live.console, old.renderable, style=old.style, vertical_overflow=old.vertical_overflow
+        )
 
 
 def install_prompt(app: Any) -> None:

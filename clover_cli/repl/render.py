@@ -44,8 +44,13 @@ def make_console(tty: bool, file: IO[str] | None = None) -> Console:
     if tty:
         return Console(file=file, highlight=False)
     return Console(
-        file=file or sys.stdout, force_terminal=False, color_system=None, highlight=False,
-        width=100, soft_wrap=True, emoji=False,
+        file=file or sys.stdout,
+        force_terminal=False,
+        color_system=None,
+        highlight=False,
+        width=100,
+        soft_wrap=True,
+        emoji=False,
     )
 
 
@@ -142,8 +147,12 @@ class Renderer:
         def view() -> RenderableType:
             elapsed = time.monotonic() - started
             spin = SPIN[int(elapsed * 10) % len(SPIN)]
-            line = Text(f"{spin} running {label} · {elapsed:.1f}s  ({STOP_KEYS} stops)", style="dim",
-                        no_wrap=True, overflow="ellipsis")
+            line = Text(
+                f"{spin} running {label} · {elapsed:.1f}s  ({STOP_KEYS} stops)",
+                style="dim",
+                no_wrap=True,
+                overflow="ellipsis",
+            )
             tail = tail_lines(self.running, TAIL_LINES, self.console.width - 6)
             return Group(*(Text("    " + t, style="dim") for t in tail), line, *self._typed_lines())
 
@@ -162,8 +171,13 @@ class Renderer:
             elapsed = time.monotonic() - started
             spin = SPIN[int(elapsed * 10) % len(SPIN)]
             streamed = (self.text or self.thinking).splitlines()[-2:]
-            line = Text(f"{spin} {label} · {elapsed:.1f}s · ~{(len(self.text) + len(self.thinking)) // 4} tok"
-                        f"  ({STOP_KEYS} stops)", style="dim", no_wrap=True, overflow="ellipsis")
+            line = Text(
+                f"{spin} {label} · {elapsed:.1f}s · ~{(len(self.text) + len(self.thinking)) // 4} tok"
+                f"  ({STOP_KEYS} stops)",
+                style="dim",
+                no_wrap=True,
+                overflow="ellipsis",
+            )
             shown = [Text("\n".join(streamed)[-300:], style="dim italic")] if streamed else []
             return Group(*shown, line, *self._typed_lines())
 
@@ -175,8 +189,13 @@ class Renderer:
         self.stop_live()
         if self.live_enabled:
             self._live = Live(
-                console=self.console, transient=True, auto_refresh=True, refresh_per_second=10,
-                get_renderable=view, redirect_stdout=False, redirect_stderr=False,
+                console=self.console,
+                transient=True,
+                auto_refresh=True,
+                refresh_per_second=10,
+                get_renderable=view,
+                redirect_stdout=False,
+                redirect_stderr=False,
             )
             install_live(self._live)  # erased by the rows it takes after the terminal narrows
             self._live.start()
@@ -225,7 +244,9 @@ class Renderer:
         if turn.text.strip():
             self.answer(turn.text)
         if turn.stats.get("verified_edits"):  # the local decoder ran the issue's example (reproduce.py)
-            self.info("  the edit was chosen by running the issue's example against candidate edits: it passes")
+            self.info(
+                "  the edit was chosen by running the issue's example against candidate edits: it passes"
+            )
 
     def answer(self, text: str) -> None:
         self.console.print(Markdown(text) if self.console.is_terminal else Text(text))
@@ -248,15 +269,23 @@ class Renderer:
             tokens = self.diffusion.filled
             rate = tokens / elapsed if elapsed > 0 else 0.0
             counts = f"{tokens} tok · {self.diffusion.rounds} rounds · {rate:.1f} tok/s"
-        parts.append(Text(f"{spin} {phase} · {elapsed:.1f}s · {counts}  ({STOP_KEYS} stops)", style="dim",
-                          no_wrap=True, overflow="ellipsis"))
+        parts.append(
+            Text(
+                f"{spin} {phase} · {elapsed:.1f}s · {counts}  ({STOP_KEYS} stops)",
+                style="dim",
+                no_wrap=True,
+                overflow="ellipsis",
+            )
+        )
         return Group(*parts, *self._typed_lines())
 
     # ------------------------------------------------------------------ tools
 
     def tool_call(self, call: ToolCall, prefix: str = "⏺ ") -> None:
         shown = describe_call(call) if call.name else f"?({(call.raw or '').strip()[:60]})"
-        self.console.print(Text.assemble((prefix, "cyan"), (shown, "bold")), overflow="ellipsis", no_wrap=True)
+        self.console.print(
+            Text.assemble((prefix, "cyan"), (shown, "bold")), overflow="ellipsis", no_wrap=True
+        )
 
     def tool_denied(self, call: ToolCall, reason: str) -> None:
         first = reason.splitlines()[0] if reason else "refused"
@@ -272,12 +301,16 @@ class Renderer:
         self.results.append(Shown(call, result, stored_of(result)))
         reason = result.output.strip().splitlines()[0] if result.output.strip() else "not run"
         what = "malformed" if result.data.get("format_error") else "not run"
-        self.console.print(Text(f"  ⎿ ✗ {what}: {reason}  [{len(self.results)}]", style="red"),
-                           overflow="ellipsis", no_wrap=True)
+        self.console.print(
+            Text(f"  ⎿ ✗ {what}: {reason}  [{len(self.results)}]", style="red"),
+            overflow="ellipsis",
+            no_wrap=True,
+        )
         return len(self.results)
 
-    def tool_result(self, call: ToolCall, result: ToolResult, diff_shown: bool = False,
-                    output: StoredOutput | None = None) -> int:
+    def tool_result(
+        self, call: ToolCall, result: ToolResult, diff_shown: bool = False, output: StoredOutput | None = None
+    ) -> int:
         """`output`: the whole output as the chat kept it (default: what the tool returned)."""
         self.stop_live()
         output = output or stored_of(result)
@@ -302,8 +335,9 @@ class Renderer:
         if code is not None:
             what += f" · exit {code}"
         style = "red" if failed else "dim"
-        self.console.print(Text(f"  ⎿ {'✗' if failed else mark} {what}  [{number}]",
-                                style="red" if failed else "green"))
+        self.console.print(
+            Text(f"  ⎿ {'✗' if failed else mark} {what}  [{number}]", style="red" if failed else "green")
+        )
         head, cut, tail = output.head_tail(RESULT_HEAD, RESULT_TAIL)
         for line in head:
             self.console.print(Text("    " + clean(line), style=style), overflow="ellipsis", no_wrap=True)
@@ -314,7 +348,9 @@ class Renderer:
         return number
 
     def _more(self, count: int, number: int) -> None:
-        self.console.print(Text(f"    … {count} more line{'s' if count != 1 else ''} (/show {number})", style="dim"))
+        self.console.print(
+            Text(f"    … {count} more line{'s' if count != 1 else ''} (/show {number})", style="dim")
+        )
 
     def show(self, number: int | None) -> None:
         """A result whole: on a terminal through the pager when it is taller than the screen."""

@@ -18,8 +18,12 @@ def is_request(message: Message) -> bool:
     """A user message the person typed (not a compaction summary, the agent's own nudge or the
     output of a `!command`)."""
     content = str(message.get("content") or "")
-    return (message.get("role") == "user" and not content.startswith(compaction.MARKER)
-            and content != EMPTY_REPLY and not is_user_command(content))
+    return (
+        message.get("role") == "user"
+        and not content.startswith(compaction.MARKER)
+        and content != EMPTY_REPLY
+        and not is_user_command(content)
+    )
 
 
 REPLAY_MESSAGES = 40

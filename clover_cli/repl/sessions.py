@@ -57,7 +57,9 @@ class SessionStore:
         if not session.title:
             first = next((m for m in session.messages if m.get("role") == "user"), None)
             if first and isinstance(first.get("content"), str):
-                session.title = first["content"].strip().splitlines()[0][:80] if first["content"].strip() else ""
+                session.title = (
+                    first["content"].strip().splitlines()[0][:80] if first["content"].strip() else ""
+                )
         self.dir.mkdir(parents=True, exist_ok=True)
         data = json.dumps(_redact(session.to_json()), ensure_ascii=False, indent=1, default=str)
         fd, tmp = tempfile.mkstemp(prefix=".session-", dir=self.dir)

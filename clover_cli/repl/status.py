@@ -23,7 +23,9 @@ def run_parts(result: RunResult) -> list[Part]:
         parts.append((f"{forwards:.0f} fwd · {result.completion_tokens / forwards:.2f} tok/fwd", 3))
         forced = result.stats.get("grammar_tokens", 0)  # placed by the tool grammar, no forward
         if forced:
-            parts.append((f"{(result.completion_tokens - forced) / forwards:.2f} without {forced:.0f} forced", 1))
+            parts.append(
+                (f"{(result.completion_tokens - forced) / forwards:.2f} without {forced:.0f} forced", 1)
+            )
     if result.model_seconds >= 0.2 and result.completion_tokens:
         parts.append((f"{result.completion_tokens / result.model_seconds:.1f} tok/s", 4))
     return parts
@@ -58,9 +60,11 @@ class Totals:
         self.forwards += result.stats.get("forwards", 0.0)
 
     def line(self) -> str:
-        line = (f"session totals: {self.requests} request{'s' if self.requests != 1 else ''} · "
-                f"{self.prompt_tokens + self.completion_tokens:,} tok ({self.prompt_tokens:,} in, "
-                f"{self.completion_tokens:,} out) · {self.seconds:.1f}s (model {self.model_seconds:.1f}s)")
+        line = (
+            f"session totals: {self.requests} request{'s' if self.requests != 1 else ''} · "
+            f"{self.prompt_tokens + self.completion_tokens:,} tok ({self.prompt_tokens:,} in, "
+            f"{self.completion_tokens:,} out) · {self.seconds:.1f}s (model {self.model_seconds:.1f}s)"
+        )
         if self.forwards:
             line += f" · {self.forwards:,.0f} fwd · {self.completion_tokens / self.forwards:.2f} tok/fwd"
         return line

@@ -81,10 +81,15 @@ class BenchConfig:
 
     def labels(self) -> dict[str, str]:
         """How the figures were taken, for the summary: real timings and paths, or fixed ones."""
-        return {"timings": "fixed (stable.py: every duration 0.01s)" if self.stable_timings else "real",
-                "work_dir": f"pinned: {self.work_dir}" if self.work_dir else "fresh temporary directory (real paths)",
-                "test_guard": "on (a change breaking a passing test is reported; the embedded model's rolled back)"
-                if self.test_guard else "off"}  # fmt: skip
+        return {
+            "timings": "fixed (stable.py: every duration 0.01s)" if self.stable_timings else "real",
+            "work_dir": f"pinned: {self.work_dir}"
+            if self.work_dir
+            else "fresh temporary directory (real paths)",
+            "test_guard": "on (a change breaking a passing test is reported; the embedded model's rolled back)"
+            if self.test_guard
+            else "off",
+        }
 
     def decoders(self) -> list[Decoder]:
         return [Decoder(b, self.threshold, g, self.order) for g in self.grounding for b in self.block_sizes]
@@ -94,13 +99,22 @@ class BenchConfig:
         from clover.settings import Settings, SettingsError
 
         values = {
-            "model": self.model, "mode": "yolo", "max_steps": self.max_steps, "max_tokens": self.max_tokens,
-            "time_limit": self.time_limit, "block_size": decoder.block_size, "threshold": decoder.threshold,
-            "decode_order": decoder.order, "think": self.think, "device": self.device, "temperature": 0.0, "grounded": decoder.grounded,
+            "model": self.model,
+            "mode": "yolo",
+            "max_steps": self.max_steps,
+            "max_tokens": self.max_tokens,
+            "time_limit": self.time_limit,
+            "block_size": decoder.block_size,
+            "threshold": decoder.threshold,
+            "decode_order": decoder.order,
+            "think": self.think,
+            "device": self.device,
+            "temperature": 0.0,
+            "grounded": decoder.grounded,
             "checkpoints": False,  # undo snapshots would fill ~/.cache for throwaway clones
             "drafts": self.drafts,  # None: the setting's default
             "fused_rounds": self.fused_rounds,
-        }  # fmt: skip
+        }
         # a key the bench set from one of its options (None: left to the setting's default, so
         # `clover bench`, which has no --drafts, can still take `--set drafts=0`)
         owned = sorted(k for k in self.extra if values.get(k) is not None)
@@ -165,8 +179,15 @@ class TaskRunner:
         traj = task_dir / f"{iid}.traj.jsonl"
         traj.unlink(missing_ok=True)
         model = self.model_for(decoder) if cfg.mode == "agent" else None  # loaded before the clock
-        record: dict[str, Any] = {"instance_id": iid, "family": row.get("family", ""), **decoder.describe(),
-                                  "exit_status": "error", "error": "", "patch": "", **trajectory_stats([])}  # fmt: skip
+        record: dict[str, Any] = {
+            "instance_id": iid,
+            "family": row.get("family", ""),
+            **decoder.describe(),
+            "exit_status": "error",
+            "error": "",
+            "patch": "",
+            **trajectory_stats([]),
+        }
         if self.work_dir is None:
             self.work_dir = fresh_work_dir()
         with task_workspace(self.work_dir, iid) as ws:
@@ -174,8 +195,9 @@ class TaskRunner:
         (task_dir / f"{iid}.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
         return record
 
-    def _in_workspace(self, row: dict, decoder: Decoder, model: Any, ws: Path, traj: Path,
-                      record: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    def _in_workspace(
+        self, row: dict, decoder: Decoder, model: Any, ws: Path, traj: Path, record: dict[str, Any]
+    ) -> dict[str, Any]:
         cfg = self.cfg
         start = time.perf_counter()
         try:
@@ -187,7 +209,11 @@ class TaskRunner:
                 record.update(exit_status=cfg.mode, patch=row["patch"] if cfg.mode == "gold" else "")
             record["seconds"] = time.perf_counter() - start
             record["grade"] = grade(row, record["patch"], cfg.test_timeout)
-        except (OSError, RuntimeError, subprocess.SubprocessError) as exc:  # counted as unresolved, run goes on
+        except (
+            OSError,
+            RuntimeError,
+            subprocess.SubprocessError,
+        ) as exc:  # counted as unresolved, run goes on
             record["error"] = f"harness error: {type(exc).__name__}: {exc}"
             record.setdefault("seconds", time.perf_counter() - start)
             record["grade"] = {"resolved": False, "patch_applied": False, "error": record["error"]}
@@ -214,16 +240,30 @@ class TaskRunner:
             from clover.evals.bench.stable import StableTimings
 
             env = StableTimings(env)
-        guard = start_guard(env, model, lambda command: self.cfg.test_guard)  # `clover fix`'s; the bench runs yolo
-        result = run_agent(row["problem_statement"], settings=settings, env=env, model=model, kind="fix",
-                           trajectory_path=traj)  # fmt: skip
+        guard = start_guard(
+            env, model, lambda command: self.cfg.test_guard
+        )  # `clover fix`'s; the bench runs yolo
+        result = run_agent(
+            row["problem_statement"],
+            settings=settings,
+            env=env,
+            model=model,
+            kind="fix",
+            trajectory_path=traj,
+        )
         patch = gitdiff.diff_trees(ws, before, gitdiff.worktree_tree(ws))
         checked = guard.finish(ws, patch)
         if checked.rolled_back:
             patch = ""
-        out = {"exit_status": result.exit_status, "error": result.error, "patch": patch,
-               "agent_seconds": result.seconds, "model_seconds": result.model_seconds,
-               "test_guard": checked.to_json(), "undefined_names": undefined_names_added(ws, patch)}  # fmt: skip
+        out = {
+            "exit_status": result.exit_status,
+            "error": result.error,
+            "patch": patch,
+            "agent_seconds": result.seconds,
+            "model_seconds": result.model_seconds,
+            "test_guard": checked.to_json(),
+            "undefined_names": undefined_names_added(ws, patch),
+        }
         out.update(trajectory_stats(Trajectory.read(traj)))
         out["trajectory"] = str(traj)
         return out
@@ -300,9 +340,11 @@ def run_bench(cfg: BenchConfig, model: Any = None, log=print) -> dict[str, Any]:
 
     def done(rec: dict[str, Any]) -> None:
         records.append(rec)
-        log(f"[{len(records)}/{len(jobs)}] {rec['decoder']:<14} {rec['instance_id']}: "
+        log(
+            f"[{len(records)}/{len(jobs)}] {rec['decoder']:<14} {rec['instance_id']}: "
             f"{'resolved' if rec['resolved'] else 'unresolved'} ({rec['exit_status']}, {rec['steps']} steps, "
-            f"{rec['seconds']:.1f} s)")  # fmt: skip
+            f"{rec['seconds']:.1f} s)"
+        )
 
     pinned = cfg.work_dir is not None
     work_dir = cfg.work_dir or fresh_work_dir()
@@ -314,22 +356,34 @@ def run_bench(cfg: BenchConfig, model: Any = None, log=print) -> dict[str, Any]:
                     done(runner.run(row, decoder))
             else:
                 ctx = get_context("spawn")  # torch and fork do not mix
-                with ProcessPoolExecutor(cfg.workers, mp_context=ctx, initializer=_init_worker,
-                                         initargs=(dataclasses.replace(cfg, work_dir=work_dir),)) as pool:  # fmt: skip
+                with ProcessPoolExecutor(
+                    cfg.workers,
+                    mp_context=ctx,
+                    initializer=_init_worker,
+                    initargs=(dataclasses.replace(cfg, work_dir=work_dir),),
+                ) as pool:
                     # one task's decoders far apart: its workspace serves one job at a time
                     n = len(cfg.decoders())
-                    futures = [pool.submit(_run_in_worker, *jobs[i]) for k in range(n) for i in range(k, len(jobs), n)]
+                    futures = [
+                        pool.submit(_run_in_worker, *jobs[i])
+                        for k in range(n)
+                        for i in range(k, len(jobs), n)
+                    ]
                     for fut in futures:
                         done(fut.result())
     except WorkDirBusy as busy:
-        raise BenchError(f"another clover bench is working in {busy}; wait for it, or run beside it with "
-                         "--work-dir DIR (results then compare only with runs from that directory)") from None
+        raise BenchError(
+            f"another clover bench is working in {busy}; wait for it, or run beside it with "
+            "--work-dir DIR (results then compare only with runs from that directory)"
+        ) from None
     finally:
         if not pinned:
             shutil.rmtree(work_dir, ignore_errors=True)
     summary = summarize(records, cfg.decoders())
     summary["labels"] = cfg.labels()
-    summary["config"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(cfg).items()}
+    summary["config"] = {
+        k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(cfg).items()
+    }
     summary["instances"] = [r["instance_id"] for r in rows]
     summary["wall_seconds"] = time.perf_counter() - started
     (cfg.out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
@@ -342,7 +396,9 @@ def parse_block_sizes(text: str) -> list[int]:
     parts = [x for x in text.replace(" ", "").split(",") if x]
     sizes = [0 if x == "model" else int(x) if x.isdigit() and int(x) >= 1 else -1 for x in parts]
     if not sizes or -1 in sizes:
-        raise BenchError(f"--block-size takes block sizes >= 1 or `model`, like model,1 or 32,1, not {text!r}")
+        raise BenchError(
+            f"--block-size takes block sizes >= 1 or `model`, like model,1 or 32,1, not {text!r}"
+        )
     return sizes
 
 

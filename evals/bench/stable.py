@@ -21,8 +21,10 @@ from clover.core.protocols import ExecResult
 
 # pytest's summary ("= 2 failed, 1 passed in 0.12s =", "in 61.20s (0:01:01)") and unittest's
 # ("Ran 3 tests in 0.001s")
-_DURATION = re.compile(r"(\b(?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?|deselected|tests?|no tests ran)"
-                       r" in )\d+(?:\.\d+)?s(?: \(\d+:\d\d:\d\d\))?")  # fmt: skip
+_DURATION = re.compile(
+    r"(\b(?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?|deselected|tests?|no tests ran)"
+    r" in )\d+(?:\.\d+)?s(?: \(\d+:\d\d:\d\d\))?"
+)
 FIXED = "0.01s"
 _ADDRESS = re.compile(r"(\bat )0x[0-9a-f]{6,16}\b")
 FIXED_ADDRESS = "0x7f0000000000"

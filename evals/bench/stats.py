@@ -14,11 +14,30 @@ from typing import Any
 FORMAT_ERROR_PREFIXES = ("Malformed tool call:", "Unknown tool ", "Invalid arguments for ")
 
 DECODER_KEYS = (
-    "decoder", "block_size", "threshold", "tasks", "resolved", "success_rate", "steps_mean", "turns",
-    "generated_tokens", "forwards", "forwards_per_token", "tokens_per_forward", "tok_per_s",
-    "median_seconds", "total_seconds", "malformed_tool_calls", "tool_calls", "exit_statuses",
-    "grounded", "forced_tokens", "model_tokens_per_forward", "str_replace_misses", "missing_paths",
-)  # fmt: skip
+    "decoder",
+    "block_size",
+    "threshold",
+    "tasks",
+    "resolved",
+    "success_rate",
+    "steps_mean",
+    "turns",
+    "generated_tokens",
+    "forwards",
+    "forwards_per_token",
+    "tokens_per_forward",
+    "tok_per_s",
+    "median_seconds",
+    "total_seconds",
+    "malformed_tool_calls",
+    "tool_calls",
+    "exit_statuses",
+    "grounded",
+    "forced_tokens",
+    "model_tokens_per_forward",
+    "str_replace_misses",
+    "missing_paths",
+)
 
 
 @dataclass(frozen=True)
@@ -49,8 +68,14 @@ class Decoder:
         return name if self.grounded else f"{name} ungrounded"
 
     def describe(self) -> dict[str, Any]:
-        return {"decoder": self.name, "decoder_key": self.key, "block_size": self.block_size,
-                "threshold": self.threshold, "grounded": self.grounded, "order": self.order}  # fmt: skip
+        return {
+            "decoder": self.name,
+            "decoder_key": self.key,
+            "block_size": self.block_size,
+            "threshold": self.threshold,
+            "grounded": self.grounded,
+            "order": self.order,
+        }
 
 
 def is_format_error(record: dict[str, Any]) -> bool:
@@ -76,8 +101,12 @@ def harm_counts(tools: list[dict[str, Any]]) -> dict[str, int]:
 
     done = [r for r in tools if r.get("name") in EDIT_TOOLS and not r.get("is_error")]
     return {
-        "test_file_edits": sum(1 for r in done if TEST_FILE.search(str((r.get("arguments") or {}).get("path", "")))),
-        "name_refusals": sum(1 for r in tools if r.get("is_error") and _NAME_REFUSAL in str(r.get("output", ""))),
+        "test_file_edits": sum(
+            1 for r in done if TEST_FILE.search(str((r.get("arguments") or {}).get("path", "")))
+        ),
+        "name_refusals": sum(
+            1 for r in tools if r.get("is_error") and _NAME_REFUSAL in str(r.get("output", ""))
+        ),
     }
 
 
@@ -85,9 +114,13 @@ def value_errors(tools: list[dict[str, Any]]) -> dict[str, int]:
     """Tool results that grounding rules out: str_replace misses and paths that do not exist."""
     errors = [r for r in tools if r.get("is_error")]
     return {
-        "str_replace_misses": sum(1 for r in errors if r.get("name") == "str_replace" and _MISS.search(str(r.get("output", "")))),
-        "missing_paths": sum(1 for r in errors if r.get("name") in FILE_TOOLS and _NO_PATH.search(str(r.get("output", "")))),
-    }  # fmt: skip
+        "str_replace_misses": sum(
+            1 for r in errors if r.get("name") == "str_replace" and _MISS.search(str(r.get("output", "")))
+        ),
+        "missing_paths": sum(
+            1 for r in errors if r.get("name") in FILE_TOOLS and _NO_PATH.search(str(r.get("output", "")))
+        ),
+    }
 
 
 def trajectory_stats(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -136,18 +169,26 @@ def aggregate(records: list[dict[str, Any]], decoder: Decoder) -> dict[str, Any]
     for r in mine:
         statuses[r["exit_status"]] = statuses.get(r["exit_status"], 0) + 1
     return {
-        "decoder": decoder.name, "block_size": decoder.block_size, "threshold": decoder.threshold,
-        "tasks": len(mine), "resolved": resolved, "success_rate": _ratio(resolved, len(mine)) or 0.0,
+        "decoder": decoder.name,
+        "block_size": decoder.block_size,
+        "threshold": decoder.threshold,
+        "tasks": len(mine),
+        "resolved": resolved,
+        "success_rate": _ratio(resolved, len(mine)) or 0.0,
         "steps_mean": statistics.fmean(r["steps"] for r in mine) if mine else 0.0,
         "turns": sum(r["turns"] for r in mine),
-        "generated_tokens": tokens, "forwards": forwards,
-        "forwards_per_token": _ratio(forwards, tokens), "tokens_per_forward": _ratio(tokens, forwards),
+        "generated_tokens": tokens,
+        "forwards": forwards,
+        "forwards_per_token": _ratio(forwards, tokens),
+        "tokens_per_forward": _ratio(tokens, forwards),
         "tok_per_s": _ratio(tokens, decode_s),
         "median_seconds": statistics.median(r["seconds"] for r in mine) if mine else 0.0,
         "total_seconds": sum(r["seconds"] for r in mine),
         "malformed_tool_calls": sum(r["malformed_tool_calls"] for r in mine),
-        "tool_calls": sum(r["tool_calls"] for r in mine), "exit_statuses": statuses,
-        "grounded": decoder.grounded, "forced_tokens": forced,
+        "tool_calls": sum(r["tool_calls"] for r in mine),
+        "exit_statuses": statuses,
+        "grounded": decoder.grounded,
+        "forced_tokens": forced,
         "model_tokens_per_forward": _ratio(tokens - forced, forwards),  # forced tokens left out
         "str_replace_misses": sum(r.get("str_replace_misses", 0) for r in mine),
         "missing_paths": sum(r.get("missing_paths", 0) for r in mine),
@@ -158,13 +199,15 @@ def aggregate(records: list[dict[str, Any]], decoder: Decoder) -> dict[str, Any]
         "undefined_names_left": sum(len(r.get("undefined_names") or []) for r in mine),
         "guard_caught": sum(1 for r in mine if (r.get("test_guard") or {}).get("broken")),
         "rolled_back": sum(1 for r in mine if (r.get("test_guard") or {}).get("rolled_back")),
-    }  # fmt: skip
+    }
 
 
 def broke_passing(record: dict[str, Any]) -> bool:
     """Did the run's final patch leave a PASS_TO_PASS test (one passing before) failing?"""
     grade = record.get("grade") or {}
-    return grade.get("patch_applied", False) and any(s != "PASSED" for s in (grade.get("PASS_TO_PASS") or {}).values())
+    return grade.get("patch_applied", False) and any(
+        s != "PASSED" for s in (grade.get("PASS_TO_PASS") or {}).values()
+    )
 
 
 def both_solved(records: list[dict[str, Any]], a: Decoder, b: Decoder) -> dict[str, Any]:
@@ -173,12 +216,20 @@ def both_solved(records: list[dict[str, Any]], a: Decoder, b: Decoder) -> dict[s
     solved = {(r["decoder_key"], r.get("instance_id")): r["seconds"] for r in records if r.get("resolved")}
     both = sorted(i for k, i in solved if k == a.key and (b.key, i) in solved)
     if not both:
-        return {"both_solved": 0, "both_solved_seconds": None, "both_solved_baseline_seconds": None,
-                "both_solved_speedup": None}  # fmt: skip
+        return {
+            "both_solved": 0,
+            "both_solved_seconds": None,
+            "both_solved_baseline_seconds": None,
+            "both_solved_speedup": None,
+        }
     mine = statistics.median(solved[(a.key, i)] for i in both)
     theirs = statistics.median(solved[(b.key, i)] for i in both)
-    return {"both_solved": len(both), "both_solved_seconds": mine, "both_solved_baseline_seconds": theirs,
-            "both_solved_speedup": _ratio(theirs, mine)}  # fmt: skip
+    return {
+        "both_solved": len(both),
+        "both_solved_seconds": mine,
+        "both_solved_baseline_seconds": theirs,
+        "both_solved_speedup": _ratio(theirs, mine),
+    }
 
 
 def summarize(records: list[dict[str, Any]], decoders: list[Decoder]) -> dict[str, Any]:
@@ -191,15 +242,20 @@ def summarize(records: list[dict[str, Any]], decoders: list[Decoder]) -> dict[st
         if base_d is None or base_d == d:
             continue
         base = rows[decoders.index(base_d)]
-        ratios.append({
-            "decoder": r["decoder"], "baseline": base["decoder"],
-            "wall_clock_speedup": _ratio(base["median_seconds"], r["median_seconds"]),
-            "total_time_speedup": _ratio(base["total_seconds"], r["total_seconds"]),
-            "tok_per_s_speedup": _ratio(r["tok_per_s"] or 0.0, base["tok_per_s"] or 0.0),
-            "tokens_per_forward_ratio": _ratio(r["tokens_per_forward"] or 0.0, base["tokens_per_forward"] or 0.0),
-            "success_rate_delta": r["success_rate"] - base["success_rate"],
-            **both_solved(records, d, base_d),
-        })  # fmt: skip
+        ratios.append(
+            {
+                "decoder": r["decoder"],
+                "baseline": base["decoder"],
+                "wall_clock_speedup": _ratio(base["median_seconds"], r["median_seconds"]),
+                "total_time_speedup": _ratio(base["total_seconds"], r["total_seconds"]),
+                "tok_per_s_speedup": _ratio(r["tok_per_s"] or 0.0, base["tok_per_s"] or 0.0),
+                "tokens_per_forward_ratio": _ratio(
+                    r["tokens_per_forward"] or 0.0, base["tokens_per_forward"] or 0.0
+                ),
+                "success_rate_delta": r["success_rate"] - base["success_rate"],
+                **both_solved(records, d, base_d),
+            }
+        )
     return {"decoders": rows, "ratios": ratios}
 
 
@@ -251,12 +307,19 @@ def ratio_lines(summary: dict[str, Any]) -> list[str]:
 def label_line(summary: dict[str, Any]) -> str:
     """How the figures were taken (BenchConfig.labels): timings and work directory."""
     labels = summary.get("labels") or {}
-    return (f"timings: {labels.get('timings', '?')}; work dir: {labels.get('work_dir', '?')}; "
-            f"test guard: {labels.get('test_guard', '?')}")
+    return (
+        f"timings: {labels.get('timings', '?')}; work dir: {labels.get('work_dir', '?')}; "
+        f"test guard: {labels.get('test_guard', '?')}"
+    )
 
 
 def write_markdown(summary: dict[str, Any], path: Path) -> None:
-    lines = [label_line(summary), "", "| " + " | ".join(h for h, _ in TABLE) + " |", "|" + "---|" * len(TABLE)]
+    lines = [
+        label_line(summary),
+        "",
+        "| " + " | ".join(h for h, _ in TABLE) + " |",
+        "|" + "---|" * len(TABLE),
+    ]
     lines += ["| " + " | ".join(cell(r) for _, cell in TABLE) + " |" for r in summary["decoders"]]
     lines += [""] + [f"- {line}" for line in ratio_lines(summary)]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -78,6 +78,7 @@ def _diff_of(repo: Path, files: dict[str, str]) -> str:
 def materialize(out_dir: Path, count: int | None = None) -> list[dict[str, Any]]:
     """Create out_dir/repos/<id> (a git repository at the base commit) for the first `count` instances
     and return their SWE-bench-style rows."""
+
     def fixed(spec: dict[str, Any]) -> dict[str, str]:
         fix = spec["fix"]
         return {fix["path"]: spec["files"][fix["path"]].replace(fix["old"], fix["new"])}
@@ -85,8 +86,9 @@ def materialize(out_dir: Path, count: int | None = None) -> list[dict[str, Any]]
     return repo_rows(specs()[:count], out_dir, fixed, prefix="handwritten", split="handwritten")
 
 
-def repo_rows(spec_list: list[dict[str, Any]], out_dir: Path, fixed: Any, *, prefix: str,
-              split: str) -> list[dict[str, Any]]:  # fmt: skip
+def repo_rows(
+    spec_list: list[dict[str, Any]], out_dir: Path, fixed: Any, *, prefix: str, split: str
+) -> list[dict[str, Any]]:
     """SWE-bench-style rows for hand-written instances (`files`, `hidden`, `issue`, the test lists):
     each is a git repository at out_dir/repos/<id> with one commit; `fixed(spec)` gives the gold
     fix as {path: new text}. Reused when the repository exists (idempotent)."""
@@ -100,20 +102,22 @@ def repo_rows(spec_list: list[dict[str, Any]], out_dir: Path, fixed: Any, *, pre
             _git(repo, "add", "-A")
             _git(repo, "commit", "-q", "-m", "base")
         base = _git(repo, "rev-parse", "HEAD").strip()
-        rows.append({
-            "instance_id": f"{prefix}__{spec['id']}",
-            "repo": str(repo),
-            "base_commit": base,
-            "problem_statement": spec["issue"].strip() + "\n",
-            "patch": _diff_of(repo, fixed(spec)),
-            "test_patch": _diff_of(repo, spec["hidden"]),
-            "FAIL_TO_PASS": json.dumps(spec["FAIL_TO_PASS"]),
-            "PASS_TO_PASS": json.dumps(spec["PASS_TO_PASS"]),
-            "version": "1.0",
-            "environment_setup_commit": base,
-            "hints_text": "",
-            "family": spec.get("family", spec.get("kind", "")),
-            "layout": spec["layout"],
-            "split": split,
-        })  # fmt: skip
+        rows.append(
+            {
+                "instance_id": f"{prefix}__{spec['id']}",
+                "repo": str(repo),
+                "base_commit": base,
+                "problem_statement": spec["issue"].strip() + "\n",
+                "patch": _diff_of(repo, fixed(spec)),
+                "test_patch": _diff_of(repo, spec["hidden"]),
+                "FAIL_TO_PASS": json.dumps(spec["FAIL_TO_PASS"]),
+                "PASS_TO_PASS": json.dumps(spec["PASS_TO_PASS"]),
+                "version": "1.0",
+                "environment_setup_commit": base,
+                "hints_text": "",
+                "family": spec.get("family", spec.get("kind", "")),
+                "layout": spec["layout"],
+                "split": split,
+            }
+        )
     return rows

@@ -31,7 +31,9 @@ def why_not_judgeable(gold: dict[str, Any], empty: dict[str, Any], gold_log: str
         failing = [t for k in ("FAIL_TO_PASS", "PASS_TO_PASS") for t in tests.get(k, {}).get("failure", [])]
         messages = failure_messages(gold_log)
         shown = [f"{t} ({messages[t][:100]})" if t in messages else t for t in failing[:5]]
-        return "gold-fails", "gold patch does not resolve here" + (f"; failing: {', '.join(shown)}" if failing else "")
+        return "gold-fails", "gold patch does not resolve here" + (
+            f"; failing: {', '.join(shown)}" if failing else ""
+        )
     if empty.get("resolved"):
         return "empty-resolves", "empty patch also resolves (the tests do not catch the bug here)"
     return "", ""
@@ -41,7 +43,9 @@ def last_error(log: str) -> str:
     """The line that says why a test run stopped before any test: pytest's `ERROR: ...` or a
     Python exception, else the last line of the test output."""
     body = strip_ansi(log.split(">>>>> Start Test Output", 1)[-1].split(">>>>> End Test Output", 1)[0])
-    lines = [ln.strip() for ln in body.splitlines() if ln.strip() and not ln.startswith(("+ ", "[exit", "# "))]
+    lines = [
+        ln.strip() for ln in body.splitlines() if ln.strip() and not ln.startswith(("+ ", "[exit", "# "))
+    ]
     errors = [ln for ln in lines if re.match(r"^(ERROR:|E\s|\w+(Error|Exception)\b|error:)", ln)]
     return ((errors or lines or ["(no output)"])[-1])[:200]
 
@@ -55,7 +59,9 @@ def by_repository(calibration: dict[str, dict[str, Any]]) -> dict[str, dict[str,
     """Per repository: rows, judged correctly, cannot judge (by cause kind), wrong."""
     table: dict[str, dict[str, Any]] = {}
     for iid, entry in sorted(calibration.items()):
-        row = table.setdefault(repository(iid), {"rows": 0, "correct": 0, "cannot_judge": Counter(), "wrong": 0})
+        row = table.setdefault(
+            repository(iid), {"rows": 0, "correct": 0, "cannot_judge": Counter(), "wrong": 0}
+        )
         row["rows"] += 1
         kind = entry.get("why_kind", "")
         if entry.get("judgeable"):
@@ -69,14 +75,23 @@ def by_repository(calibration: dict[str, dict[str, Any]]) -> dict[str, dict[str,
 
 def render_table(table: dict[str, dict[str, Any]]) -> str:
     """A markdown table (it goes into notes and issues as it is)."""
-    lines = ["| repository | rows | judged correctly | cannot judge (cause) | wrong |", "|---|---|---|---|---|"]
+    lines = [
+        "| repository | rows | judged correctly | cannot judge (cause) | wrong |",
+        "|---|---|---|---|---|",
+    ]
     total = Counter()
     for repo, row in table.items():
         causes = ", ".join(f"{n} {kind}" for kind, n in sorted(row["cannot_judge"].items())) or "0"
         lines.append(f"| {repo} | {row['rows']} | {row['correct']} | {causes} | {row['wrong']} |")
-        total.update(rows=row["rows"], correct=row["correct"], wrong=row["wrong"],
-                     cannot=sum(row["cannot_judge"].values()))
+        total.update(
+            rows=row["rows"],
+            correct=row["correct"],
+            wrong=row["wrong"],
+            cannot=sum(row["cannot_judge"].values()),
+        )
     if table:
         pct = 100 * total["correct"] / total["rows"]
-        lines.append(f"| all | {total['rows']} | {total['correct']} ({pct:.0f}%) | {total['cannot']} | {total['wrong']} |")
+        lines.append(
+            f"| all | {total['rows']} | {total['correct']} ({pct:.0f}%) | {total['cannot']} | {total['wrong']} |"
+        )
     return "\n".join(lines)

@@ -11,8 +11,9 @@ import typer
 
 from clover.cli_common import fail
 
-swebench_app = typer.Typer(help="SWE-bench: run the agent on instances, grade predictions, report.",
-                           no_args_is_help=True)
+swebench_app = typer.Typer(
+    help="SWE-bench: run the agent on instances, grade predictions, report.", no_args_is_help=True
+)
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
@@ -30,7 +31,9 @@ def _ids(values: list[str] | None) -> list[str]:
     return [v for value in values or [] for v in value.replace(",", " ").split()]
 
 
-def _instances(dataset: str, split: str, instances: list[str] | None, slice_: str | None, filter_: str | None):
+def _instances(
+    dataset: str, split: str, instances: list[str] | None, slice_: str | None, filter_: str | None
+):
     from clover.evals.swebench.dataset import load_instances, select
 
     chosen = select(load_instances(dataset, split), _ids(instances), slice_, filter_)
@@ -49,7 +52,9 @@ def run_cmd(
     output: Path = typer.Option(..., "-o", "--output", help="Output directory (resumable)."),
     dataset: str = typer.Option("verified", "--dataset", help=DATASET_HELP),
     split: str = typer.Option("test", "--split"),
-    instances: Optional[list[str]] = typer.Option(None, "--instances", help="Instance ids (repeat or comma-separate)."),
+    instances: Optional[list[str]] = typer.Option(
+        None, "--instances", help="Instance ids (repeat or comma-separate)."
+    ),
     slice_: Optional[str] = typer.Option(None, "--slice", help="a:b over the selected instances."),
     filter_: Optional[str] = typer.Option(None, "--filter", help="Regex on instance_id."),
     workers: int = typer.Option(1, "-w", "--workers", min=1),
@@ -59,7 +64,9 @@ def run_cmd(
     time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Seconds per instance."),
     env: str = typer.Option("local", "--env", help="local | docker"),
     repo_cache: Optional[Path] = typer.Option(None, "--repo-cache", help="Directory of repository mirrors."),
-    repo_map: Optional[list[str]] = typer.Option(None, "--repo-map", help="owner/name=PATH of a local mirror."),
+    repo_map: Optional[list[str]] = typer.Option(
+        None, "--repo-map", help="owner/name=PATH of a local mirror."
+    ),
     offline: bool = typer.Option(False, "--offline", help="Never clone from GitHub."),
     keep_workspaces: bool = typer.Option(False, "--keep-workspaces"),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
@@ -75,16 +82,29 @@ def run_cmd(
         if env == "docker" and (problem := docker_problem()):
             fail(problem)
         chosen = _instances(dataset, split, instances, slice_, filter_)
-        settings = load_settings(None, {"model": model, "base_url": base_url, "max_steps": max_steps,
-                                        "time_limit": time_limit}, mode="yolo")
-        config = RunConfig(output_dir=output, settings=settings, workers=workers, env=env,
-                           cache_dir=str(repo_cache) if repo_cache else None, repo_map=parse_repo_map(repo_map),
-                           online=not offline, keep_workspaces=keep_workspaces, dataset=dataset)
+        settings = load_settings(
+            None,
+            {"model": model, "base_url": base_url, "max_steps": max_steps, "time_limit": time_limit},
+            mode="yolo",
+        )
+        config = RunConfig(
+            output_dir=output,
+            settings=settings,
+            workers=workers,
+            env=env,
+            cache_dir=str(repo_cache) if repo_cache else None,
+            repo_map=parse_repo_map(repo_map),
+            online=not offline,
+            keep_workspaces=keep_workspaces,
+            dataset=dataset,
+        )
         summary = run_batch(chosen, config, progress=progress)
     except _user_errors() as exc:
         fail(str(exc))
-    typer.echo(f"{summary.done} run, {summary.skipped} already done, {summary.errors} errors "
-               f"-> {output / 'preds.json'}")
+    typer.echo(
+        f"{summary.done} run, {summary.skipped} already done, {summary.errors} errors "
+        f"-> {output / 'preds.json'}"
+    )
     if summary.first_error:
         typer.echo(f"first error: {summary.first_error}", err=True)
     if summary.message:
@@ -95,9 +115,15 @@ def run_cmd(
 
 @swebench_app.command("grade")
 def grade_cmd(
-    predictions: str = typer.Option(..., "--predictions", help="DIR/preds.json | gold | empty | calibrate (gold and empty)"),
-    grader: str = typer.Option("local", "--grader", help="swebench (official, Docker/Modal) | local (UNOFFICIAL)"),
-    dataset: Optional[str] = typer.Option(None, "--dataset", help=DATASET_HELP + " (default: the run's, else verified)"),
+    predictions: str = typer.Option(
+        ..., "--predictions", help="DIR/preds.json | gold | empty | calibrate (gold and empty)"
+    ),
+    grader: str = typer.Option(
+        "local", "--grader", help="swebench (official, Docker/Modal) | local (UNOFFICIAL)"
+    ),
+    dataset: Optional[str] = typer.Option(
+        None, "--dataset", help=DATASET_HELP + " (default: the run's, else verified)"
+    ),
     split: str = typer.Option("test", "--split"),
     instances: Optional[list[str]] = typer.Option(None, "--instances"),
     slice_: Optional[str] = typer.Option(None, "--slice"),
@@ -111,8 +137,11 @@ def grade_cmd(
     modal: bool = typer.Option(False, "--modal", help="swebench grader: run on Modal."),
     timeout: Optional[int] = typer.Option(None, "--timeout", help="Test timeout per instance, seconds."),
     keep: bool = typer.Option(False, "--keep", help="local grader: keep work trees and venvs."),
-    test_network: bool = typer.Option(True, "--test-network/--no-test-network",
-                                      help="local grader: --no-test-network runs the tests with loopback only."),
+    test_network: bool = typer.Option(
+        True,
+        "--test-network/--no-test-network",
+        help="local grader: --no-test-network runs the tests with loopback only.",
+    ),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
 ) -> None:
     """Grade predictions with the official harness or the local, UNOFFICIAL grader."""
@@ -122,33 +151,51 @@ def grade_cmd(
         if grader not in ("swebench", "local"):
             fail(f"--grader must be swebench or local, not {grader!r}")
         special = predictions in ("gold", "empty", "calibrate")
-        pred_dir = None if special else (Path(predictions) if Path(predictions).is_dir() else Path(predictions).parent)
+        pred_dir = (
+            None
+            if special
+            else (Path(predictions) if Path(predictions).is_dir() else Path(predictions).parent)
+        )
         if dataset is None:
             dataset = _run_dataset(pred_dir) or "verified"
-        out = output or (pred_dir / f"grade_{grader}" if pred_dir else Path(f"swebench-grade-{predictions}-{grader}"))
+        out = output or (
+            pred_dir / f"grade_{grader}" if pred_dir else Path(f"swebench-grade-{predictions}-{grader}")
+        )
         chosen = _instances(dataset, split, instances, slice_, filter_)
         preds = None if predictions == "calibrate" else load_predictions(predictions, chosen)
         label = predictions if special else "model"
         if grader == "swebench":
-            report = _grade_official(predictions, preds, dataset, split, chosen, out, workers, run_id, modal, timeout)
+            report = _grade_official(
+                predictions, preds, dataset, split, chosen, out, workers, run_id, modal, timeout
+            )
         else:
             from clover.evals.swebench.grade_local import GradeConfig, grade_batch
             from clover.evals.swebench.workspace import parse_repo_map
 
-            config = GradeConfig(output_dir=out, cache_dir=str(repo_cache) if repo_cache else None,
-                                 repo_map=parse_repo_map(repo_map), online=not offline, keep=keep,
-                                 test_timeout=float(timeout or 1800), test_network=test_network)
+            config = GradeConfig(
+                output_dir=out,
+                cache_dir=str(repo_cache) if repo_cache else None,
+                repo_map=parse_repo_map(repo_map),
+                online=not offline,
+                keep=keep,
+                test_timeout=float(timeout or 1800),
+                test_network=test_network,
+            )
             report = grade_batch(chosen, preds, config, workers=workers, label=label, progress=progress)
     except _user_errors() as exc:
         fail(str(exc))
     tag = "" if report.get("official") else " (UNOFFICIAL local grader)"
-    typer.echo(f"resolved {report.get('resolved_instances', 0)}/{report.get('submitted_instances', 0)}{tag}; "
-               f"errors {report.get('error_instances', 0)} -> {out / 'report.json'}")
+    typer.echo(
+        f"resolved {report.get('resolved_instances', 0)}/{report.get('submitted_instances', 0)}{tag}; "
+        f"errors {report.get('error_instances', 0)} -> {out / 'report.json'}"
+    )
     if "judgeable_ids" in report:
         from clover.evals.swebench.calibration import render_table
 
-        typer.echo(f"judgeable here (gold resolves, empty does not): {len(report['judgeable_ids'])}/"
-                   f"{len(report['calibration'])}")
+        typer.echo(
+            f"judgeable here (gold resolves, empty does not): {len(report['judgeable_ids'])}/"
+            f"{len(report['calibration'])}"
+        )
         typer.echo(render_table(report.get("by_repository", {})))
     _warn_unjudged(report)
     if report.get("error_instances"):
@@ -157,16 +204,20 @@ def grade_cmd(
 
 def _warn_unjudged(report: dict) -> None:
     """Instances this grader cannot judge here, and verdicts given without some tests: on stderr."""
-    unjudged = report.get("cannot_judge") or {i: c["why_not"] for i, c in report.get("calibration", {}).items()
-                                             if c.get("why_not")}
+    unjudged = report.get("cannot_judge") or {
+        i: c["why_not"] for i, c in report.get("calibration", {}).items() if c.get("why_not")
+    }
     if unjudged:
         typer.echo(f"warning: {len(unjudged)} instance(s) cannot be judged here:", err=True)
         for iid, why in unjudged.items():
             typer.echo(f"  {iid}: {why}", err=True)
-    excluded = report.get("excluded_tests") or {i: c["excluded_tests"] for i, c in report.get("calibration", {}).items()
-                                                if c.get("excluded_tests")}
+    excluded = report.get("excluded_tests") or {
+        i: c["excluded_tests"] for i, c in report.get("calibration", {}).items() if c.get("excluded_tests")
+    }
     if excluded:
-        typer.echo(f"warning: {len(excluded)} instance(s) graded without tests that cannot run here:", err=True)
+        typer.echo(
+            f"warning: {len(excluded)} instance(s) graded without tests that cannot run here:", err=True
+        )
         for iid, tests in excluded.items():
             for test, why in tests.items():
                 typer.echo(f"  {iid}: {test} ({why})", err=True)
@@ -191,13 +242,26 @@ def _grade_official(predictions, preds, dataset, split, chosen, out, workers, ru
     )
 
     if predictions == "calibrate":
-        raise OfficialGraderError("calibrate is for the local grader; the official harness is calibrated already")
+        raise OfficialGraderError(
+            "calibrate is for the local grader; the official harness is calibrated already"
+        )
     check_backend(modal)  # before anything is written: no predictions.json for a run that cannot start
     ids = {i["instance_id"] for i in chosen}
-    path = "gold" if predictions == "gold" else str(
-        write_predictions({k: v for k, v in preds.items() if k in ids}, out / "predictions.json"))
-    cmd = official_command(dataset=dataset, predictions_path=path, run_id=run_id or time.strftime("clover-%Y%m%d-%H%M%S"),
-                           max_workers=workers, instance_ids=sorted(ids), split=split, modal=modal, timeout=timeout)
+    path = (
+        "gold"
+        if predictions == "gold"
+        else str(write_predictions({k: v for k, v in preds.items() if k in ids}, out / "predictions.json"))
+    )
+    cmd = official_command(
+        dataset=dataset,
+        predictions_path=path,
+        run_id=run_id or time.strftime("clover-%Y%m%d-%H%M%S"),
+        max_workers=workers,
+        instance_ids=sorted(ids),
+        split=split,
+        modal=modal,
+        timeout=timeout,
+    )
     typer.echo("$ " + " ".join(cmd), err=True)
     return run_official(cmd, out, modal)
 
@@ -205,7 +269,9 @@ def _grade_official(predictions, preds, dataset, split, chosen, out, workers, ru
 @swebench_app.command("report")
 def report_cmd(
     run_dir: Path = typer.Argument(..., help="A run directory (or a grade output directory)."),
-    grades: Optional[Path] = typer.Option(None, "--grades", help="A grade report.json (default: found in DIR)."),
+    grades: Optional[Path] = typer.Option(
+        None, "--grades", help="A grade report.json (default: found in DIR)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the numbers as JSON."),
 ) -> None:
     """Resolved rate, runtime, steps and tokens of a run."""

@@ -73,7 +73,7 @@ def conda_to_pip(spec: str, pypi_name: str | None = None) -> str:
     `numpy 1.19.2` -> `numpy==1.19.2`, build strings dropped; pip-style specs pass through."""
     spec = spec.strip()
     name = re.split(r"[\s=<>!~\[]", spec, maxsplit=1)[0]
-    rest = spec[len(name):].strip()
+    rest = spec[len(name) :].strip()
     name = pypi_name or name
     if not rest:
         return name

@@ -33,7 +33,9 @@ def load_instances(dataset: str, split: str = "test") -> list[Instance]:
     path = Path(dataset).expanduser()
     if path.exists():
         rows = _read_file(path)
-    elif dataset.lower() in ALIASES or (dataset.count("/") == 1 and not dataset.endswith((".json", ".jsonl", ".parquet"))):
+    elif dataset.lower() in ALIASES or (
+        dataset.count("/") == 1 and not dataset.endswith((".json", ".jsonl", ".parquet"))
+    ):
         rows = _read_hub(hub_name(dataset), split)
     else:
         raise DatasetError(f"dataset {dataset!r}: no such file (and not a Hugging Face dataset id)")
@@ -52,7 +54,9 @@ def _read_file(path: Path) -> list[dict[str, Any]]:
             try:
                 import pyarrow.parquet as pq
             except ImportError:
-                raise DatasetError("reading .parquet needs pyarrow: pip install 'clover-cli[swebench]'") from None
+                raise DatasetError(
+                    "reading .parquet needs pyarrow: pip install 'clover-cli[swebench]'"
+                ) from None
             return pq.read_table(path).to_pylist()
         text = path.read_text(encoding="utf-8")
         if path.suffix == ".jsonl":

@@ -15,20 +15,37 @@ from clover.tools.outputcut import cut_output
 
 
 class DockerEnvironment(RunBackedFiles):
-    def __init__(self, instance_id: str, container: str, *, timeout: float = 120.0, output_limit: int = 16_000,
-                 image: str | None = None) -> None:
+    def __init__(
+        self,
+        instance_id: str,
+        container: str,
+        *,
+        timeout: float = 120.0,
+        output_limit: int = 16_000,
+        image: str | None = None,
+    ) -> None:
         self.root = "/testbed"
         self.allowed_roots: list[str] = []
         self.readable_roots: list[str] = []
         self.container, self.timeout, self.output_limit = container, timeout, output_limit
-        proc = subprocess.run(docker_run_command(instance_id, container, image), capture_output=True, text=True)
+        proc = subprocess.run(
+            docker_run_command(instance_id, container, image), capture_output=True, text=True
+        )
         if proc.returncode != 0:
             last = (proc.stderr or proc.stdout).strip().splitlines()
-            raise WorkspaceError(f"docker run for {instance_id} failed: {last[-1] if last else proc.returncode}")
+            raise WorkspaceError(
+                f"docker run for {instance_id} failed: {last[-1] if last else proc.returncode}"
+            )
 
-    def _exec(self, args: list[str], stdin: bytes | None = None, timeout: float | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run(["docker", "exec", "-i", "-w", self.root, self.container, *args], input=stdin,
-                              capture_output=True, timeout=timeout)
+    def _exec(
+        self, args: list[str], stdin: bytes | None = None, timeout: float | None = None
+    ) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["docker", "exec", "-i", "-w", self.root, self.container, *args],
+            input=stdin,
+            capture_output=True,
+            timeout=timeout,
+        )
 
     def _abs(self, path: str) -> str:
         return path if posixpath.isabs(path) else posixpath.join(self.root, path)
@@ -39,23 +56,45 @@ class DockerEnvironment(RunBackedFiles):
         script = f"cd {shlex.quote(self._abs(cwd or self.root))} && {command}"
         try:
             proc = subprocess.run(
-                ["docker", "exec", self.container, "timeout", str(int(limit)), "bash", "-lc", script + " 2>&1"],
-                capture_output=True, timeout=limit + 30,
+                [
+                    "docker",
+                    "exec",
+                    self.container,
+                    "timeout",
+                    str(int(limit)),
+                    "bash",
+                    "-lc",
+                    script + " 2>&1",
+                ],
+                capture_output=True,
+                timeout=limit + 30,
             )
         except subprocess.TimeoutExpired:
-            return ExecResult(output=f"command timed out after {limit:.0f} s", returncode=124, timed_out=True,
-                              seconds=time.monotonic() - start)
+            return ExecResult(
+                output=f"command timed out after {limit:.0f} s",
+                returncode=124,
+                timed_out=True,
+                seconds=time.monotonic() - start,
+            )
         out = proc.stdout.decode("utf-8", "replace")
         out, truncated = cut_output(out, self.output_limit)
-        return ExecResult(output=out, returncode=proc.returncode, timed_out=proc.returncode == 124,
-                          truncated=truncated, seconds=time.monotonic() - start)
+        return ExecResult(
+            output=out,
+            returncode=proc.returncode,
+            timed_out=proc.returncode == 124,
+            truncated=truncated,
+            seconds=time.monotonic() - start,
+        )
 
     def run(self, argv: list[str], cwd: str | None = None, timeout: float | None = None) -> RunResult:
         """One program in the container (`docker exec` of the argv itself: no shell)."""
         limit = timeout or self.timeout
         try:
-            proc = subprocess.run(["docker", "exec", "-w", self._abs(cwd or self.root), self.container, *argv],
-                                  capture_output=True, timeout=limit + 30)
+            proc = subprocess.run(
+                ["docker", "exec", "-w", self._abs(cwd or self.root), self.container, *argv],
+                capture_output=True,
+                timeout=limit + 30,
+            )
         except subprocess.TimeoutExpired:
             return RunResult(-9, b"", f"timed out after {limit:g}s", timed_out=True)
         # docker exec says 126/127 itself when the program cannot start, as a shell would

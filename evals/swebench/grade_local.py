@@ -79,8 +79,16 @@ def apply_patch(sh: Shell, ws: Path, patch: str, timeout: float = 300) -> bool:
     return grading.apply_patch(ws, patch, run=lambda argv: sh.run(argv, timeout)[0])
 
 
-def run_tests(sh: Shell, ws: Path, instance: Instance, spec: LocalSpec, patch: str, log: Path,
-              timeout: float, network: bool = True) -> None:
+def run_tests(
+    sh: Shell,
+    ws: Path,
+    instance: Instance,
+    spec: LocalSpec,
+    patch: str,
+    log: Path,
+    timeout: float,
+    network: bool = True,
+) -> None:
     """Apply the model patch and the test patch, run the tests; everything goes into `log`."""
     start, end, bad = _markers()
     sh.log = log
@@ -150,26 +158,36 @@ def evaluate_log(log_text: str, instance: Instance, spec: LocalSpec, patch: str)
     from swebench.harness.grading import get_eval_tests_report, get_resolution_status
 
     start, end, bad = _markers()
-    report: dict[str, Any] = {"patch_is_None": False, "patch_exists": bool(patch.strip()),
-                              "patch_successfully_applied": False, "resolved": False}
+    report: dict[str, Any] = {
+        "patch_is_None": False,
+        "patch_exists": bool(patch.strip()),
+        "patch_successfully_applied": False,
+        "resolved": False,
+    }
     if any(code in log_text for code in bad) or start not in log_text or end not in log_text:
         return report
     report["patch_successfully_applied"] = True
-    test_ns = SimpleNamespace(repo=instance["repo"], version=instance.get("version", ""),
-                              instance_id=instance["instance_id"])
+    test_ns = SimpleNamespace(
+        repo=instance["repo"], version=instance.get("version", ""), instance_id=instance["instance_id"]
+    )
     status_map = spec.parser(log_text.split(start)[1].split(end)[0], test_ns)
     eval_type = EvalType.FAIL_ONLY if instance["repo"] in FAIL_ONLY_REPOS else EvalType.PASS_AND_FAIL
-    gold = {"instance_id": instance["instance_id"], FAIL_TO_PASS: instance["FAIL_TO_PASS"],
-            PASS_TO_PASS: instance["PASS_TO_PASS"]}
+    gold = {
+        "instance_id": instance["instance_id"],
+        FAIL_TO_PASS: instance["FAIL_TO_PASS"],
+        PASS_TO_PASS: instance["PASS_TO_PASS"],
+    }
     tests = get_eval_tests_report(status_map, gold, eval_type=eval_type)
     report["resolved"] = get_resolution_status(tests) == ResolvedStatus.FULL.value
     report["tests_status"] = tests
     body = log_text.split(start)[1].split(end)[0]
     judged = [*gold[FAIL_TO_PASS], *gold[PASS_TO_PASS]]
     report["tests_run"] = sum(t in status_map for t in judged)  # 0: the run stopped before any of them
-    excluded = {**unrunnable_tests(body, judged, status_map),
-                **missing_package_tests(body, judged, status_map, spec.missing_packages),
-                **system_package_tests(body, judged, status_map, spec.missing_system_packages)}
+    excluded = {
+        **unrunnable_tests(body, judged, status_map),
+        **missing_package_tests(body, judged, status_map, spec.missing_packages),
+        **system_package_tests(body, judged, status_map, spec.missing_system_packages),
+    }
     grade_on_subset(report, excluded, gold, status_map, eval_type)
     return report
 
@@ -203,17 +221,31 @@ def grade_instance(instance: Instance, preds: dict[str, str], config: GradeConfi
             log.write_text("")
             reset_tree(ws)
             run_tests(sh, ws, instance, spec, patch or "", log, config.test_timeout, config.test_network)
-            write_text_atomic(inst_dir / (f"patch.{name}.diff" if len(preds) > 1 else "patch.diff"), patch or "")
-            results[name] = evaluate_log(log.read_text(encoding="utf-8", errors="replace"), instance, spec, patch or "")
+            write_text_atomic(
+                inst_dir / (f"patch.{name}.diff" if len(preds) > 1 else "patch.diff"), patch or ""
+            )
+            results[name] = evaluate_log(
+                log.read_text(encoding="utf-8", errors="replace"), instance, spec, patch or ""
+            )
             results[name]["empty_patch"] = not (patch or "").strip()
     except Exception as exc:  # any failure is this instance's error, not the batch's
         failure = describe_failure(exc)
         with setup_log.open("a") as fh:
-            fh.write(f"ERROR ({failure['error_kind']}) {failure['error']}\n{failure.get('error_detail', '')}\n")
+            fh.write(
+                f"ERROR ({failure['error_kind']}) {failure['error']}\n{failure.get('error_detail', '')}\n"
+            )
         for name, patch in preds.items():
-            results.setdefault(name, {"patch_is_None": False, "patch_exists": bool((patch or "").strip()),
-                                      "patch_successfully_applied": False, "resolved": False,
-                                      "empty_patch": not (patch or "").strip(), **failure})
+            results.setdefault(
+                name,
+                {
+                    "patch_is_None": False,
+                    "patch_exists": bool((patch or "").strip()),
+                    "patch_successfully_applied": False,
+                    "resolved": False,
+                    "empty_patch": not (patch or "").strip(),
+                    **failure,
+                },
+            )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         if not config.keep:
@@ -232,7 +264,10 @@ def describe_failure(exc: BaseException) -> dict[str, str]:
     import traceback
 
     text = str(exc).strip()
-    failure = {"error": f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}", "error_kind": error_kind(exc)}
+    failure = {
+        "error": f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}",
+        "error_kind": error_kind(exc),
+    }
     if isinstance(exc, InstallError):
         failure["error_detail"] = exc.detail
     elif failure["error_kind"] == "grader":
@@ -252,7 +287,9 @@ def judge_notes(reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Per instance: why it cannot be judged here, and which tests the verdict leaves out."""
     return {
         "cannot_judge": {i: r for i in sorted(reports) if (r := cannot_judge(reports[i]))},
-        "excluded_tests": {i: reports[i]["excluded_tests"] for i in sorted(reports) if reports[i].get("excluded_tests")},
+        "excluded_tests": {
+            i: reports[i]["excluded_tests"] for i in sorted(reports) if reports[i].get("excluded_tests")
+        },
     }
 
 
@@ -264,19 +301,35 @@ def summarize(reports: dict[str, dict[str, Any]], total: int, label: str) -> dic
     completed = [i for i in ids if i not in errors]
     resolved = [i for i in completed if reports[i].get("resolved")]
     return {
-        "grader": "local", "official": False, "label": label,
+        "grader": "local",
+        "official": False,
+        "label": label,
         "note": "UNOFFICIAL: graded locally without Docker; official numbers need `--grader swebench`",
-        "total_instances": total, "submitted_instances": len(ids), "completed_instances": len(completed),
-        "resolved_instances": len(resolved), "unresolved_instances": len(completed) - len(resolved),
-        "empty_patch_instances": len(empty), "error_instances": len(errors),
-        "completed_ids": completed, "resolved_ids": resolved,
-        "unresolved_ids": [i for i in completed if i not in resolved], "empty_patch_ids": empty,
-        "error_ids": errors, "schema_version": 2,
+        "total_instances": total,
+        "submitted_instances": len(ids),
+        "completed_instances": len(completed),
+        "resolved_instances": len(resolved),
+        "unresolved_instances": len(completed) - len(resolved),
+        "empty_patch_instances": len(empty),
+        "error_instances": len(errors),
+        "completed_ids": completed,
+        "resolved_ids": resolved,
+        "unresolved_ids": [i for i in completed if i not in resolved],
+        "empty_patch_ids": empty,
+        "error_ids": errors,
+        "schema_version": 2,
     }
 
 
-def grade_batch(instances: list[Instance], predictions: dict[str, dict[str, Any]] | None, config: GradeConfig,
-                *, workers: int = 1, label: str = "model", progress: bool = True) -> dict[str, Any]:
+def grade_batch(
+    instances: list[Instance],
+    predictions: dict[str, dict[str, Any]] | None,
+    config: GradeConfig,
+    *,
+    workers: int = 1,
+    label: str = "model",
+    progress: bool = True,
+) -> dict[str, Any]:
     """Grade `predictions` ({id: pred}); None means calibrate: gold and empty for every instance."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from multiprocessing import get_context
@@ -300,7 +353,10 @@ def grade_batch(instances: list[Instance], predictions: dict[str, dict[str, Any]
                     bar.advance(task)
         else:
             with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-                futures = {pool.submit(grade_instance, inst, preds, config): inst["instance_id"] for inst, preds in jobs}
+                futures = {
+                    pool.submit(grade_instance, inst, preds, config): inst["instance_id"]
+                    for inst, preds in jobs
+                }
                 for fut in as_completed(futures):
                     results[futures[fut]] = fut.result()
                     if bar:
@@ -312,12 +368,22 @@ def grade_batch(instances: list[Instance], predictions: dict[str, dict[str, Any]
         gold = {i: r["gold"] for i, r in results.items()}
         empty = {i: r["empty"] for i, r in results.items()}
         why = {i: why_not_judgeable(gold[i], empty[i], _gold_log(config, i)) for i in results}
-        calib = {i: {"gold_resolved": gold[i].get("resolved", False), "empty_resolved": empty[i].get("resolved", False),
-                     "judgeable": not why[i][1], "why_not": why[i][1], "why_kind": why[i][0]}
-                 for i in sorted(results)}
+        calib = {
+            i: {
+                "gold_resolved": gold[i].get("resolved", False),
+                "empty_resolved": empty[i].get("resolved", False),
+                "judgeable": not why[i][1],
+                "why_not": why[i][1],
+                "why_kind": why[i][0],
+            }
+            for i in sorted(results)
+        }
         for i, c in calib.items():
             if gold[i].get("excluded_tests") or empty[i].get("excluded_tests"):
-                c["excluded_tests"] = {**empty[i].get("excluded_tests", {}), **gold[i].get("excluded_tests", {})}
+                c["excluded_tests"] = {
+                    **empty[i].get("excluded_tests", {}),
+                    **gold[i].get("excluded_tests", {}),
+                }
         summary = {
             **summarize(gold, len(instances), "calibrate"),
             "judgeable_ids": [i for i, c in calib.items() if c["judgeable"]],

@@ -39,12 +39,19 @@ def official_command(
     if max_workers < 1:
         raise OfficialGraderError("--workers must be at least 1")
     cmd = [
-        python or sys.executable, "-m", "swebench.harness.run_evaluation",
-        "--dataset_name", hub_name(dataset) if not Path(dataset).exists() else str(Path(dataset).resolve()),
-        "--split", split,
-        "--predictions_path", predictions_path if predictions_path == "gold" else str(Path(predictions_path).resolve()),
-        "--max_workers", str(max_workers),
-        "--run_id", run_id,
+        python or sys.executable,
+        "-m",
+        "swebench.harness.run_evaluation",
+        "--dataset_name",
+        hub_name(dataset) if not Path(dataset).exists() else str(Path(dataset).resolve()),
+        "--split",
+        split,
+        "--predictions_path",
+        predictions_path if predictions_path == "gold" else str(Path(predictions_path).resolve()),
+        "--max_workers",
+        str(max_workers),
+        "--run_id",
+        run_id,
     ]
     if instance_ids:
         cmd += ["--instance_ids", *instance_ids]
@@ -67,7 +74,9 @@ def run_official(cmd: list[str], output_dir: Path, modal: bool) -> dict[str, Any
     output_dir.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(cmd, cwd=output_dir)
     if proc.returncode != 0:
-        raise OfficialGraderError(f"swebench harness exited with status {proc.returncode}; logs in {output_dir / 'logs'}")
+        raise OfficialGraderError(
+            f"swebench harness exited with status {proc.returncode}; logs in {output_dir / 'logs'}"
+        )
     run_id = cmd[cmd.index("--run_id") + 1]
     reports = sorted(output_dir.glob(f"*.{run_id}.json"), key=lambda p: p.stat().st_mtime)
     if not reports:
@@ -83,12 +92,17 @@ def check_backend(modal: bool) -> None:
     try:
         import swebench.harness.run_evaluation  # noqa: F401
     except ImportError:
-        raise OfficialGraderError("--grader swebench needs the swebench package: pip install 'clover-cli[swebench]'") from None
+        raise OfficialGraderError(
+            "--grader swebench needs the swebench package: pip install 'clover-cli[swebench]'"
+        ) from None
     if not modal:
         problem = docker_problem()
         if problem:
-            raise OfficialGraderError(problem.replace("--env docker", "--grader swebench").replace(
-                "use --env local", "use --grader local, or --modal"))
+            raise OfficialGraderError(
+                problem.replace("--env docker", "--grader swebench").replace(
+                    "use --env local", "use --grader local, or --modal"
+                )
+            )
         return
     if not _modal_importable():
         raise OfficialGraderError("--modal needs the modal client: pip install modal, then modal setup")
@@ -118,7 +132,9 @@ def modal_credentials_problem(environ: dict[str, str] | None = None) -> str | No
         return "MODAL_TOKEN_ID and MODAL_TOKEN_SECRET must both be set"
     path = Path(env.get("MODAL_CONFIG_PATH") or Path(env.get("HOME", str(Path.home()))) / ".modal.toml")
     if not path.is_file():
-        return f"no Modal credentials (MODAL_TOKEN_ID/MODAL_TOKEN_SECRET unset, {path} missing): run modal setup"
+        return (
+            f"no Modal credentials (MODAL_TOKEN_ID/MODAL_TOKEN_SECRET unset, {path} missing): run modal setup"
+        )
     try:
         config = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:

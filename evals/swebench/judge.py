@@ -126,8 +126,11 @@ def network_evidence(log: str, test: str) -> str:
 
 def skip_reasons(log: str) -> list[tuple[str, str]]:
     """(where, reason) per `SKIPPED [n] path:line: reason` line; `where` is a file or a test id."""
-    return [(m.group("where"), m.group("reason").strip()) for line in strip_ansi(log).splitlines()
-            if (m := _SKIP_LINE.match(line))]
+    return [
+        (m.group("where"), m.group("reason").strip())
+        for line in strip_ansi(log).splitlines()
+        if (m := _SKIP_LINE.match(line))
+    ]
 
 
 def why_excluded(reason: str, *, network: bool) -> str:
@@ -161,11 +164,14 @@ def unrunnable_tests(log: str, judged: list[str], status_map: dict[str, str]) ->
     return out
 
 
-_NO_MODULE = re.compile(r"No module named '([\w.]+)'|could not import '([\w.]+)'|ModuleNotFoundError: ([\w.]+)")
+_NO_MODULE = re.compile(
+    r"No module named '([\w.]+)'|could not import '([\w.]+)'|ModuleNotFoundError: ([\w.]+)"
+)
 
 
-def missing_package_tests(log: str, judged: list[str], status_map: dict[str, str],
-                          missing: dict[str, str]) -> dict[str, str]:
+def missing_package_tests(
+    log: str, judged: list[str], status_map: dict[str, str], missing: dict[str, str]
+) -> dict[str, str]:
     """The judged tests that failed or skipped for want of a package the environment could not
     have (`missing`: {normalized name: why}, e.g. a conda-only entry of environment.yml)."""
     if not missing:
@@ -196,16 +202,24 @@ def missing_package_tests(log: str, judged: list[str], status_map: dict[str, str
     return out
 
 
-def grade_on_subset(report: dict[str, Any], excluded: dict[str, str], gold: dict[str, Any],
-                    status_map: dict[str, str], eval_type: Any) -> None:
+def grade_on_subset(
+    report: dict[str, Any],
+    excluded: dict[str, str],
+    gold: dict[str, Any],
+    status_map: dict[str, str],
+    eval_type: Any,
+) -> None:
     """Re-grade `report` without the excluded tests, saying so in the report."""
     from swebench.harness.constants import FAIL_TO_PASS, PASS_TO_PASS, ResolvedStatus
     from swebench.harness.grading import get_eval_tests_report, get_resolution_status
 
     if not excluded:
         return
-    kept = {**gold, FAIL_TO_PASS: [t for t in gold[FAIL_TO_PASS] if t not in excluded],
-            PASS_TO_PASS: [t for t in gold[PASS_TO_PASS] if t not in excluded]}
+    kept = {
+        **gold,
+        FAIL_TO_PASS: [t for t in gold[FAIL_TO_PASS] if t not in excluded],
+        PASS_TO_PASS: [t for t in gold[PASS_TO_PASS] if t not in excluded],
+    }
     report["excluded_tests"] = dict(sorted(excluded.items()))
     report["graded_on_subset"] = True
     if not kept[FAIL_TO_PASS]:
@@ -219,8 +233,12 @@ def grade_on_subset(report: dict[str, Any], excluded: dict[str, str], gold: dict
 
 
 def _kind_of(reason: str) -> str:
-    for prefix, kind in (("needs the network", "network"), ("too few CPUs", "cpu"), ("needs the package", "package"),
-                         ("needs the system package", "system-package")):
+    for prefix, kind in (
+        ("needs the network", "network"),
+        ("too few CPUs", "cpu"),
+        ("needs the package", "package"),
+        ("needs the system package", "system-package"),
+    ):
         if reason.startswith(prefix):
             return kind
     return "skipped"
@@ -230,6 +248,8 @@ def cannot_judge(report: dict[str, Any]) -> str:
     """Why this one report cannot be trusted as a verdict here ('' when it can)."""
     if report.get("error"):
         kind = report.get("error_kind", "environment")
-        label = {"install": "install failed", "grader": "grader bug", "environment": "environment error"}[kind]
+        label = {"install": "install failed", "grader": "grader bug", "environment": "environment error"}[
+            kind
+        ]
         return f"{label}: {report['error']}"
     return str(report.get("cannot_judge", ""))

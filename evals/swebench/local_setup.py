@@ -51,8 +51,15 @@ def uv_cache_dir() -> Path:
 class Shell:
     """Runs commands in the work tree with the venv first on PATH, appending to one log."""
 
-    def __init__(self, cwd: Path, venv: Path, log: Path, extra_env: dict[str, str] | None = None,
-                 home: Path | None = None, tmp: Path | None = None) -> None:
+    def __init__(
+        self,
+        cwd: Path,
+        venv: Path,
+        log: Path,
+        extra_env: dict[str, str] | None = None,
+        home: Path | None = None,
+        tmp: Path | None = None,
+    ) -> None:
         self.cwd, self.venv, self.log = cwd, venv, log
         self.installer: Installer | None = None  # the setup's, reused when a patch is installed
         self.env = {**venv_env(venv, home, tmp), "UV_CACHE_DIR": str(uv_cache_dir()), **(extra_env or {})}
@@ -61,16 +68,28 @@ class Shell:
         with self.log.open("a", encoding="utf-8") as fh:
             fh.write("".join(f"# {line}\n" for line in text.splitlines()))
 
-    def run(self, command: str | list[str], timeout: float, stdin: str | None = None,
-            env: dict[str, str] | None = None) -> tuple[int, str]:
+    def run(
+        self,
+        command: str | list[str],
+        timeout: float,
+        stdin: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> tuple[int, str]:
         shown = command if isinstance(command, str) else shlex.join(command)
         args = ["bash", "-c", command] if isinstance(command, str) else command
         # Own process group, so a timeout kills the test run's children too, not only bash.
         try:
-            proc = subprocess.Popen(args, cwd=self.cwd, env={**self.env, **(env or {})},
-                                    stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                args,
+                cwd=self.cwd,
+                env={**self.env, **(env or {})},
+                stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+                start_new_session=True,
+            )
         except OSError as exc:  # e.g. no `patch` program
             out, rc = f"{exc}\n", 127
         else:
@@ -86,8 +105,9 @@ class Shell:
         return rc, out
 
 
-def setup_environment(spec: LocalSpec, ws: Path, venv: Path, log: Path, timeout: float,
-                      tmp: Path | None = None) -> Shell:
+def setup_environment(
+    spec: LocalSpec, ws: Path, venv: Path, log: Path, timeout: float, tmp: Path | None = None
+) -> Shell:
     """Build the instance's environment; raises InstallError (with the installer's whole message)
     or SpecError. `tmp` is the instance's TMPDIR (the caller removes it)."""
     make_venv(spec, venv)
@@ -97,8 +117,10 @@ def setup_environment(spec: LocalSpec, ws: Path, venv: Path, log: Path, timeout:
     if tmp is not None and ws.resolve().parts[:2] == tmp.resolve().parts[:2]:
         # docutils' relative_path() turns a path that shares its first directory with the work tree
         # into a relative one (sphinx-11510's docnames); the official image keeps /testbed and /tmp apart.
-        sh.note(f"warning: the work tree and TMPDIR share {Path(*ws.resolve().parts[:2])}; "
-                "docutils will see relative paths the official image does not")
+        sh.note(
+            f"warning: the work tree and TMPDIR share {Path(*ws.resolve().parts[:2])}; "
+            "docutils will see relative paths the official image does not"
+        )
     check_system_packages(spec, sh)
     if spec.inherit_site:
         _pip_steps(spec, sh, venv.parent / "requirements.txt", timeout)
@@ -121,16 +143,20 @@ def check_system_packages(spec: LocalSpec, sh: Shell) -> None:
     missing, unknown = missing_system_packages(spec.system_packages)
     spec.missing_system_packages = missing
     present = [p for p in spec.system_packages if p not in missing and p not in unknown]
-    sh.note(f"system packages the official image installs: {', '.join(spec.system_packages)}; "
-            f"here: {', '.join(present) or 'none'}"
-            + (f"; missing: {', '.join(missing)} (apt-get install {' '.join(missing)})" if missing else "")
-            + (f"; not checked (no dpkg): {', '.join(unknown)}" if unknown else ""))
+    sh.note(
+        f"system packages the official image installs: {', '.join(spec.system_packages)}; "
+        f"here: {', '.join(present) or 'none'}"
+        + (f"; missing: {', '.join(missing)} (apt-get install {' '.join(missing)})" if missing else "")
+        + (f"; not checked (no dpkg): {', '.join(unknown)}" if unknown else "")
+    )
 
 
 def _uv_steps(spec: LocalSpec, sh: Shell, requirements_file: Path, timeout: float) -> None:
     # The spec's exact pins resolve as of the official images' date (what they need too, if hidden).
     pins = pinned_names([*spec.base_packages, *spec.requirements, *spec.pip_packages])
-    inst = sh.installer = Installer(sh.venv, spec.exclude_newer, let_through=dict.fromkeys(pins, HARNESS_DATE))
+    inst = sh.installer = Installer(
+        sh.venv, spec.exclude_newer, let_through=dict.fromkeys(pins, HARNESS_DATE)
+    )
     run = lambda argv: sh.run(argv, timeout)  # noqa: E731
     base = ["pip", "setuptools", "wheel", *spec.base_packages]
     rc, out = inst.install(base, run, why="the interpreter's base packages")
@@ -158,8 +184,9 @@ def _uv_steps(spec: LocalSpec, sh: Shell, requirements_file: Path, timeout: floa
         sh.note(f"let through: {note}")
 
 
-def install_repository(command: str, sh: Shell, inst: Installer | None, timeout: float, *,
-                       again: bool = False) -> None:
+def install_repository(
+    command: str, sh: Shell, inst: Installer | None, timeout: float, *, again: bool = False
+) -> None:
     """The spec's install command (`python -m pip install -e .[test]`): through uv, held to the
     date, built by a setuptools that can make editables (packages.EDITABLE_BUILD_CONSTRAINTS);
     where none can (Python 3.6), pip's legacy develop install, as the official image. `again`:
@@ -176,7 +203,9 @@ def install_repository(command: str, sh: Shell, inst: Installer | None, timeout:
             # setuptools' compat mode does the same; its default finder does not (pylint finds its
             # checkers by path on sys.path, and every Run() test failed).
             extra += ["--config-settings", "editable_mode=compat"]
-        rc, out = inst.install([*extra, *args], lambda argv: sh.run(argv, timeout), build_tools_now=True, why=command)
+        rc, out = inst.install(
+            [*extra, *args], lambda argv: sh.run(argv, timeout), build_tools_now=True, why=command
+        )
         if rc != 0:
             why = "no PEP 660 backend here" if needs_legacy_editable(out) else _last_error(out)
             sh.note(f"uv could not install the repository ({why}): pip's own install, as the official image")
@@ -199,7 +228,9 @@ def project_name(output: str, root: Path) -> str | None:
     """The distribution uv installed from the work tree (`+ astropy==5.1.dev (from file:///...)`)."""
     import re
 
-    m = re.search(rf"^\s*[+~]\s*([A-Za-z0-9_.\-]+)==\S+ \(from file://{re.escape(str(root))}/?\)", output, re.MULTILINE)
+    m = re.search(
+        rf"^\s*[+~]\s*([A-Za-z0-9_.\-]+)==\S+ \(from file://{re.escape(str(root))}/?\)", output, re.MULTILINE
+    )
     return m.group(1) if m else None
 
 
@@ -225,7 +256,9 @@ def install_requirements(spec: LocalSpec, sh: Shell, inst: Installer, requiremen
             _raise_if_failed(rc, out, "dependency install")
             return
         missing = {normalize(n): "not on PyPI (conda-only)" for n in not_found(out)}
-        missing.update({normalize(n): "does not build here" for n in build_failures(out) if normalize(n) not in missing})
+        missing.update(
+            {normalize(n): "does not build here" for n in build_failures(out) if normalize(n) not in missing}
+        )
         dropped = [line for line in lines if _req_name(line) in missing]
         if not dropped:
             _raise_if_failed(rc, out, "dependency install")

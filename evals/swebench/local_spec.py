@@ -66,7 +66,9 @@ def _default_parser() -> Parser:
 
         return parse_log_pytest
     except ImportError:
-        raise SpecError("the local grader needs the swebench package: pip install 'clover-cli[swebench]'") from None
+        raise SpecError(
+            "the local grader needs the swebench package: pip install 'clover-cli[swebench]'"
+        ) from None
 
 
 def resolve_spec(instance: Instance, workspace: Path) -> LocalSpec:
@@ -75,7 +77,9 @@ def resolve_spec(instance: Instance, workspace: Path) -> LocalSpec:
         from swebench.harness.log_parsers import MAP_REPO_TO_PARSER
         from swebench.harness.test_spec.python import get_test_directives
     except ImportError:
-        raise SpecError("the local grader needs the swebench package: pip install 'clover-cli[swebench]'") from None
+        raise SpecError(
+            "the local grader needs the swebench package: pip install 'clover-cli[swebench]'"
+        ) from None
     specs = MAP_REPO_VERSION_TO_SPECS.get(instance["repo"], {}).get(instance.get("version", ""))
     if specs is None:
         return default_spec(instance, workspace)
@@ -91,7 +95,9 @@ def resolve_spec(instance: Instance, workspace: Path) -> LocalSpec:
         test_cmd=" ".join([test_cmd, *directives]),
         parser=MAP_REPO_TO_PARSER[instance["repo"]],
         official=True,
-        exclude_newer=max(environment_date(instance, workspace), PYTHON_RELEASED.get(str(specs["python"]), "")),
+        exclude_newer=max(
+            environment_date(instance, workspace), PYTHON_RELEASED.get(str(specs["python"]), "")
+        ),
     )
     spec.system_packages = spec_system_packages([*spec.pre_install, *spec.eval_commands])
     if is_tox_command(test_cmd):  # run directly (tox_command.py): tox and its plugins are not needed
@@ -104,11 +110,15 @@ def resolve_spec(instance: Instance, workspace: Path) -> LocalSpec:
     elif packages == "environment.yml":
         spec.conda_env = environment_yml_from_mirror(instance, workspace)
         spec.requirements = spec.conda_env.requirements()
-        spec.notes.append("environment.yml read for pip: channels skipped, conda names given their PyPI names")
+        spec.notes.append(
+            "environment.yml read for pip: channels skipped, conda names given their PyPI names"
+        )
     elif packages:  # conda packages on `conda create`'s command line: with the interpreter
         spec.base_packages = [conda_to_pip(p) for p in shlex.split(packages)]
-    spec.notes.append(f"packages resolved as of {spec.exclude_newer}: the environment_setup_commit's date, "
-                      f"or Python {spec.python}'s release if that is later")
+    spec.notes.append(
+        f"packages resolved as of {spec.exclude_newer}: the environment_setup_commit's date, "
+        f"or Python {spec.python}'s release if that is later"
+    )
     return spec
 
 
@@ -116,9 +126,15 @@ def resolve_spec(instance: Instance, workspace: Path) -> LocalSpec:
 # requests' 2013 environment on Python 3.9; pip 1.3 and pytest 2.3 do not run there), so an
 # environment resolves no earlier than its Python.
 PYTHON_RELEASED = {
-    "3.5": "2015-09-13T00:00:00Z", "3.6": "2016-12-23T00:00:00Z", "3.7": "2018-06-27T00:00:00Z",
-    "3.8": "2019-10-14T00:00:00Z", "3.9": "2020-10-05T00:00:00Z", "3.10": "2021-10-04T00:00:00Z",
-    "3.11": "2022-10-24T00:00:00Z", "3.12": "2023-10-02T00:00:00Z", "3.13": "2024-10-07T00:00:00Z",
+    "3.5": "2015-09-13T00:00:00Z",
+    "3.6": "2016-12-23T00:00:00Z",
+    "3.7": "2018-06-27T00:00:00Z",
+    "3.8": "2019-10-14T00:00:00Z",
+    "3.9": "2020-10-05T00:00:00Z",
+    "3.10": "2021-10-04T00:00:00Z",
+    "3.11": "2022-10-24T00:00:00Z",
+    "3.12": "2023-10-02T00:00:00Z",
+    "3.13": "2024-10-07T00:00:00Z",
 }
 
 
@@ -149,7 +165,12 @@ def default_spec(instance: Instance, workspace: Path) -> LocalSpec:
     for key in ("FAIL_TO_PASS", "PASS_TO_PASS"):
         for test_id in instance.get(key) or []:
             path = str(test_id).split("::", 1)[0]
-            if "::" in str(test_id) and path.endswith(".py") and path not in tests and (workspace / path).is_file():
+            if (
+                "::" in str(test_id)
+                and path.endswith(".py")
+                and path not in tests
+                and (workspace / path).is_file()
+            ):
                 tests.append(path)
     spec = LocalSpec(
         python=None,
@@ -272,8 +293,12 @@ def environment_yml_from_mirror(instance: Instance, workspace: Path) -> CondaEnv
 
 def python_version_of(exe: str) -> str | None:
     try:
-        proc = subprocess.run([exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                              capture_output=True, text=True, timeout=30)
+        proc = subprocess.run(
+            [exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout.strip() if proc.returncode == 0 else None
@@ -290,7 +315,9 @@ def find_python(version: str | None) -> str:
     for exe in candidates:
         if python_version_of(exe) == version:
             return exe
-    raise SpecError(f"no Python {version} interpreter found (pyenv install {version}, or put python{version} on PATH)")
+    raise SpecError(
+        f"no Python {version} interpreter found (pyenv install {version}, or put python{version} on PATH)"
+    )
 
 
 def parent_site_dirs() -> list[str]:
@@ -313,10 +340,18 @@ def venv_env(venv: Path, home: Path | None = None, tmp: Path | None = None) -> d
     pyenv = str(Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")) + os.sep
     # Other interpreters' scripts too (pyenv's shims and versions): requests 1.x's pytest 2.4 has
     # no `pytest` script, and the Python 3.11 one found on PATH ran its tests instead.
-    path = [p for p in os.environ.get("PATH", "").split(os.pathsep)
-            if p and p not in own and not (p + os.sep).startswith(pyenv)]
-    env.update(PATH=os.pathsep.join([str(venv / "bin"), *path]), VIRTUAL_ENV=str(venv),
-               PYTHONNOUSERSITE="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONDONTWRITEBYTECODE="1")
+    path = [
+        p
+        for p in os.environ.get("PATH", "").split(os.pathsep)
+        if p and p not in own and not (p + os.sep).startswith(pyenv)
+    ]
+    env.update(
+        PATH=os.pathsep.join([str(venv / "bin"), *path]),
+        VIRTUAL_ENV=str(venv),
+        PYTHONNOUSERSITE="1",
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        PYTHONDONTWRITEBYTECODE="1",
+    )
     if home is not None:
         home.mkdir(parents=True, exist_ok=True)
         for var in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"):

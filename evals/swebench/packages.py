@@ -33,8 +33,12 @@ RUNNER = "pytest"
 # helpers import (setuptools_scm < 7 does, in pytest's and astropy's setup).
 EDITABLE_BUILD_CONSTRAINTS = "setuptools>=64,<82\n"
 _FILTERED = re.compile(r"`([A-Za-z0-9_.\-]+)` was filtered by `exclude-newer`")
-_NOT_FOUND = re.compile(r"Because ([A-Za-z0-9_.\-]+) was not found in the (?:package registry|provided package locations)")
-_BUILD_FAILED = re.compile(r"Failed to (?:build|download and build|prepare distributions for) `([A-Za-z0-9_.\-]+)")
+_NOT_FOUND = re.compile(
+    r"Because ([A-Za-z0-9_.\-]+) was not found in the (?:package registry|provided package locations)"
+)
+_BUILD_FAILED = re.compile(
+    r"Failed to (?:build|download and build|prepare distributions for) `([A-Za-z0-9_.\-]+)"
+)
 _NO_EDITABLE = re.compile(r"has no attribute 'build_editable'|does not support editable|build_editable")
 _PIP_INSTALL = re.compile(r"^(?:python[0-9.]*\s+-m\s+)?pip\s+install\s+(.*)$")
 _PIN = re.compile(r"^([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?\s*===?\s*[^,;\s]+\s*$")
@@ -87,7 +91,14 @@ class Installer:
 
     def argv(self, args: list[str], *, build_tools_now: bool = False, as_of: str | None = None) -> list[str]:
         """`as_of`: this install's own date instead of the environment's (the test runner's)."""
-        argv = [uv_binary(), "pip", "install", "--python", str(self.venv / "bin" / "python"), *self.index_args]
+        argv = [
+            uv_binary(),
+            "pip",
+            "install",
+            "--python",
+            str(self.venv / "bin" / "python"),
+            *self.index_args,
+        ]
         if build_tools_now:
             constraints = self.venv / "editable-build-constraints.txt"
             constraints.write_text(EDITABLE_BUILD_CONSTRAINTS, encoding="utf-8")
@@ -112,8 +123,15 @@ class Installer:
         self.notes.append(f"{name}: as of {self.let_through[name][:10]}, needed by {why}")
         return True
 
-    def install(self, args: list[str], run: Run, *, build_tools_now: bool = False, as_of: str | None = None,
-                why: str = "") -> tuple[int, str]:
+    def install(
+        self,
+        args: list[str],
+        run: Run,
+        *,
+        build_tools_now: bool = False,
+        as_of: str | None = None,
+        why: str = "",
+    ) -> tuple[int, str]:
         """Install; a package that the cutoff hides but the request needs (a pin's dependency) is
         let through and the install retried, each one noted."""
         for _ in range(60):

@@ -36,20 +36,26 @@ def collect(run_dir: Path, grade_report: Path | None = None) -> dict[str, Any]:
     if not results and not grade:
         raise ReportError(f"{run_dir}: no results (*/result.json) and no grade report (report.json)")
     resolved = set(grade.get("resolved_ids", []))
-    graded = set(grade.get("completed_ids", [])) | set(grade.get("error_ids", [])) | set(grade.get("empty_patch_ids", []))
+    graded = (
+        set(grade.get("completed_ids", []))
+        | set(grade.get("error_ids", []))
+        | set(grade.get("empty_patch_ids", []))
+    )
     ids = sorted(set(results) | graded)
     rows = []
     for iid in ids:
         r = results.get(iid, {})
-        rows.append({
-            "instance_id": iid,
-            "exit_status": r.get("exit_status", "-"),
-            "resolved": (iid in resolved) if iid in graded else None,
-            "runtime": r.get("runtime"),
-            "steps": r.get("steps"),
-            "tokens": r.get("tokens"),
-            "tokens_per_forward": r.get("tokens_per_forward"),
-        })
+        rows.append(
+            {
+                "instance_id": iid,
+                "exit_status": r.get("exit_status", "-"),
+                "resolved": (iid in resolved) if iid in graded else None,
+                "runtime": r.get("runtime"),
+                "steps": r.get("steps"),
+                "tokens": r.get("tokens"),
+                "tokens_per_forward": r.get("tokens_per_forward"),
+            }
+        )
     n_graded = sum(row["resolved"] is not None for row in rows)
     ran = [row for row in rows if row["runtime"] is not None]
     totals = {
@@ -63,13 +69,20 @@ def collect(run_dir: Path, grade_report: Path | None = None) -> dict[str, Any]:
         "tokens_total": sum(row["tokens"] or 0 for row in ran),
         # One figure, as each row's: generated tokens / forwards over the whole run (a mean of
         # per-instance ratios would weigh a 3-token answer like a 3000-token one).
-        "tokens_per_forward": _ratio(sum(r.get("completion_tokens") or 0 for r in results.values()),
-                                     sum((r.get("stats") or {}).get("forwards") or 0 for r in results.values())),
+        "tokens_per_forward": _ratio(
+            sum(r.get("completion_tokens") or 0 for r in results.values()),
+            sum((r.get("stats") or {}).get("forwards") or 0 for r in results.values()),
+        ),
     }
     if "judgeable_ids" in grade:
         totals["judgeable"] = len(grade["judgeable_ids"])
-    return {"rows": rows, "totals": totals, "grade_report": str(grade_path) if grade_path else None,
-            "grader": grade.get("grader"), "official": grade.get("official")}
+    return {
+        "rows": rows,
+        "totals": totals,
+        "grade_report": str(grade_path) if grade_path else None,
+        "grader": grade.get("grader"),
+        "official": grade.get("official"),
+    }
 
 
 def _ratio(num: float, den: float) -> float | None:
@@ -97,21 +110,49 @@ def render(data: dict[str, Any], console: Any = None, max_rows: int = 200) -> No
     if grader:
         title += f" — graded by {grader}" + ("" if data["official"] else " (UNOFFICIAL)")
     table = Table(title=title)
-    for col, justify in (("instance", "left"), ("exit", "left"), ("resolved", "center"), ("runtime s", "right"),
-                         ("steps", "right"), ("tokens", "right"), ("tok/fwd", "right")):
+    for col, justify in (
+        ("instance", "left"),
+        ("exit", "left"),
+        ("resolved", "center"),
+        ("runtime s", "right"),
+        ("steps", "right"),
+        ("tokens", "right"),
+        ("tok/fwd", "right"),
+    ):
         table.add_column(col, justify=justify, no_wrap=col == "instance")  # type: ignore[arg-type]
     for row in data["rows"][:max_rows]:
         mark = {True: "[green]yes[/]", False: "[red]no[/]", None: "-"}[row["resolved"]]
-        table.add_row(row["instance_id"], row["exit_status"], mark, _fmt(row["runtime"], ".1f"),
-                      _fmt(row["steps"]), _fmt(row["tokens"]), _fmt(row["tokens_per_forward"], ".2f"))
+        table.add_row(
+            row["instance_id"],
+            row["exit_status"],
+            mark,
+            _fmt(row["runtime"], ".1f"),
+            _fmt(row["steps"]),
+            _fmt(row["tokens"]),
+            _fmt(row["tokens_per_forward"], ".2f"),
+        )
     t = data["totals"]
-    rate = f"{t['resolved']}/{t['graded']} ({100 * t['resolved_rate']:.1f}%)" if t["resolved_rate"] is not None else "not graded"
+    rate = (
+        f"{t['resolved']}/{t['graded']} ({100 * t['resolved_rate']:.1f}%)"
+        if t["resolved_rate"] is not None
+        else "not graded"
+    )
     table.add_section()
-    table.add_row(f"total ({t['instances']})", f"errors {t['errors']}", rate, _fmt(t["runtime_mean"], ".1f"),
-                  _fmt(t["steps_mean"], ".1f"), _fmt(t["tokens_total"]), _fmt(t["tokens_per_forward"], ".2f"))
+    table.add_row(
+        f"total ({t['instances']})",
+        f"errors {t['errors']}",
+        rate,
+        _fmt(t["runtime_mean"], ".1f"),
+        _fmt(t["steps_mean"], ".1f"),
+        _fmt(t["tokens_total"]),
+        _fmt(t["tokens_per_forward"], ".2f"),
+    )
     console.print(table)
-    console.print(f"resolved {rate} · errors {t['errors']} · mean runtime {_fmt(t['runtime_mean'], '.1f')} s · "
-                  f"mean steps {_fmt(t['steps_mean'], '.1f')} · tokens {t['tokens_total']}", soft_wrap=True)
+    console.print(
+        f"resolved {rate} · errors {t['errors']} · mean runtime {_fmt(t['runtime_mean'], '.1f')} s · "
+        f"mean steps {_fmt(t['steps_mean'], '.1f')} · tokens {t['tokens_total']}",
+        soft_wrap=True,
+    )
     if len(data["rows"]) > max_rows:
         console.print(f"({len(data['rows']) - max_rows} more rows not shown; means cover all)")
     if "judgeable" in t:

@@ -120,18 +120,31 @@ def run_instance(instance: Instance, config: RunConfig) -> dict[str, Any]:
         if config.env == "docker":
             from clover.evals.swebench.docker_env import DockerEnvironment
 
-            env = DockerEnvironment(iid, f"clover-{iid.replace('__', '-')}-{os.getpid()}",
-                                    timeout=config.settings.command_timeout,
-                                    output_limit=config.settings.output_limit)
+            env = DockerEnvironment(
+                iid,
+                f"clover-{iid.replace('__', '-')}-{os.getpid()}",
+                timeout=config.settings.command_timeout,
+                output_limit=config.settings.output_limit,
+            )
         else:
             cache = RepoCache(config.cache_dir, config.repo_map, online=config.online)
             make_workspace(instance, workspace, cache)
             env = build_environment(config.settings, workspace)
         task = TASK.format(root=env.root, problem=instance["problem_statement"].strip())
-        run = run_agent(task, settings=config.settings, env=env, model=config.model, kind="fix",
-                        trajectory_path=traj_jsonl)
+        run = run_agent(
+            task,
+            settings=config.settings,
+            env=env,
+            model=config.model,
+            kind="fix",
+            trajectory_path=traj_jsonl,
+        )
         exclude = files_of_test_patch(instance)
-        patch = env.diff(exclude) if config.env == "docker" else extract_patch(workspace, instance["base_commit"], exclude)
+        patch = (
+            env.diff(exclude)
+            if config.env == "docker"
+            else extract_patch(workspace, instance["base_commit"], exclude)
+        )
         forwards = run.stats.get("forwards", 0.0)
         # The agent sums each turn's stats: a per-turn ratio summed is meaningless, so only the
         # additive counters stay and tokens_per_forward is the one figure (this run's tokens / forwards).
@@ -150,8 +163,11 @@ def run_instance(instance: Instance, config: RunConfig) -> dict[str, Any]:
         )
     except Exception as exc:  # one instance's failure must not end the batch: record it, redo on resume
         lines = str(exc).strip().splitlines()
-        result.update(exit_status="error", error=f"{type(exc).__name__}: {lines[0] if lines else ''}",
-                      traceback=traceback.format_exc(limit=8))
+        result.update(
+            exit_status="error",
+            error=f"{type(exc).__name__}: {lines[0] if lines else ''}",
+            traceback=traceback.format_exc(limit=8),
+        )
     finally:
         if config.env == "docker" and env is not None:
             env.close()
@@ -173,8 +189,10 @@ def write_trajectory_json(inst_dir: Path, iid: str, traj_jsonl: Path, result: di
         records = []
     info = {k: v for k, v in result.items() if k not in ("model_patch", "instance_id", "traceback")}
     info["submission"] = result.get("model_patch", "")
-    write_json_atomic(inst_dir / f"{iid}.traj.json",
-                      {"instance_id": iid, "trajectory_format": "clover-jsonl-1", "info": info, "records": records})
+    write_json_atomic(
+        inst_dir / f"{iid}.traj.json",
+        {"instance_id": iid, "trajectory_format": "clover-jsonl-1", "info": info, "records": records},
+    )
 
 
 # --------------------------------------------------------------------------- the batch (main process)
@@ -194,7 +212,9 @@ class BatchSummary:
 def run_batch(instances: list[Instance], config: RunConfig, *, progress: bool = True) -> BatchSummary:
     out = config.output_dir
     out.mkdir(parents=True, exist_ok=True)
-    config = dataclasses.replace(config, settings=dataclasses.replace(config.settings, mode="yolo", live=False))
+    config = dataclasses.replace(
+        config, settings=dataclasses.replace(config.settings, mode="yolo", live=False)
+    )
     previous = load_results(out)
     todo = [i for i in instances if not is_finished(previous.get(i["instance_id"]))]
     summary = BatchSummary(total=len(instances), skipped=len(instances) - len(todo))
@@ -206,8 +226,9 @@ def run_batch(instances: list[Instance], config: RunConfig, *, progress: bool = 
     bar = _Bar(len(todo), config.workers, enabled=progress)
     pending: dict[Future, str] = {}
     queue = list(todo)  # submitted one per free worker: nothing sits queued when Ctrl-C comes
-    pool = ProcessPoolExecutor(max_workers=config.workers, mp_context=get_context("spawn"),
-                               initializer=_worker_signals)
+    pool = ProcessPoolExecutor(
+        max_workers=config.workers, mp_context=get_context("spawn"), initializer=_worker_signals
+    )
     broken = False
     restore = _sigterm_interrupts()
 
@@ -256,8 +277,10 @@ def run_batch(instances: list[Instance], config: RunConfig, *, progress: bool = 
         summary.unfinished.extend(i["instance_id"] for i in queue)
         write_outputs(out, config, started)
     if summary.unfinished and not summary.message:
-        summary.message = (f"a worker process died; {len(summary.unfinished)} instance(s) unfinished: "
-                           "run the same command again to resume")
+        summary.message = (
+            f"a worker process died; {len(summary.unfinished)} instance(s) unfinished: "
+            "run the same command again to resume"
+        )
     return summary
 
 
@@ -316,26 +339,37 @@ def write_outputs(out: Path, config: RunConfig, started: str) -> None:
     interrupted instance has no prediction (its patch is whatever the agent had half done)."""
     results = load_results(out)
     preds = {
-        iid: {"instance_id": iid, "model_name_or_path": r.get("model_name_or_path", config.model_name),
-              "model_patch": r.get("model_patch", "")}
-        for iid, r in results.items() if r.get("exit_status") != "interrupted"
+        iid: {
+            "instance_id": iid,
+            "model_name_or_path": r.get("model_name_or_path", config.model_name),
+            "model_patch": r.get("model_patch", ""),
+        }
+        for iid, r in results.items()
+        if r.get("exit_status") != "interrupted"
     }
     write_json_atomic(out / "preds.json", preds)
-    write_text_atomic(out / "preds.jsonl", "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in preds.values()))
-    per = {iid: {k: v for k, v in r.items() if k not in ("model_patch", "traceback", "instance_id")}
-           for iid, r in results.items()}
+    write_text_atomic(
+        out / "preds.jsonl", "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in preds.values())
+    )
+    per = {
+        iid: {k: v for k, v in r.items() if k not in ("model_patch", "traceback", "instance_id")}
+        for iid, r in results.items()
+    }
     s = config.settings
-    write_json_atomic(out / "run.json", {
-        "model": config.model_name,
-        "dataset": config.dataset,
-        "env": config.env,
-        "workers": config.workers,
-        "limits": {"max_steps": s.max_steps, "time_limit": s.time_limit, "token_limit": s.token_limit},
-        "started": started,
-        "updated": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "totals": totals(results),
-        "instances": per,
-    })
+    write_json_atomic(
+        out / "run.json",
+        {
+            "model": config.model_name,
+            "dataset": config.dataset,
+            "env": config.env,
+            "workers": config.workers,
+            "limits": {"max_steps": s.max_steps, "time_limit": s.time_limit, "token_limit": s.token_limit},
+            "started": started,
+            "updated": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "totals": totals(results),
+            "instances": per,
+        },
+    )
 
 
 def totals(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -363,8 +397,13 @@ class _Bar:
         if enabled:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            self.progress = Progress(TextColumn("swebench"), BarColumn(), MofNCompleteColumn(),
-                                     TextColumn("{task.fields[counts]}"), TimeElapsedColumn())
+            self.progress = Progress(
+                TextColumn("swebench"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[counts]}"),
+                TimeElapsedColumn(),
+            )
             self.task = self.progress.add_task("run", total=total, counts=self._counts(min(workers, total)))
 
     def _counts(self, running: int) -> str:

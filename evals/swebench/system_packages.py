@@ -50,8 +50,9 @@ def installed(package: str) -> bool | None:
     if not shutil.which("dpkg-query"):
         return None
     try:
-        proc = subprocess.run(["dpkg-query", "-W", "-f=${Status}", package], capture_output=True, text=True,
-                              timeout=60)
+        proc = subprocess.run(
+            ["dpkg-query", "-W", "-f=${Status}", package], capture_output=True, text=True, timeout=60
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.returncode == 0 and proc.stdout.strip().endswith(" installed")
@@ -71,15 +72,20 @@ def package_words(package: str) -> list[str]:
     return [w for w in dict.fromkeys(words) if len(w) >= 4]
 
 
-def system_package_tests(log: str, judged: list[str], status_map: dict[str, str],
-                         missing: list[str]) -> dict[str, str]:
+def system_package_tests(
+    log: str, judged: list[str], status_map: dict[str, str], missing: list[str]
+) -> dict[str, str]:
     """The judged tests that skipped or failed saying they need a missing system package:
     {test id: reason}."""
     if not missing:
         return {}
-    patterns = {package: re.compile(r"\b(?:" + "|".join(map(re.escape, package_words(package))) + r")\b",
-                                    re.IGNORECASE)
-                for package in missing if package_words(package)}
+    patterns = {
+        package: re.compile(
+            r"\b(?:" + "|".join(map(re.escape, package_words(package))) + r")\b", re.IGNORECASE
+        )
+        for package in missing
+        if package_words(package)
+    }
     messages = failure_messages(log)
     skips = skip_reasons(log)
     out: dict[str, str] = {}
@@ -91,8 +97,10 @@ def system_package_tests(log: str, judged: list[str], status_map: dict[str, str]
         for package, pattern in patterns.items():
             evidence = next((t for t in texts if pattern.search(t)), None)
             if evidence is not None:
-                out[test] = (f"needs the system package {package}, which the official image installs and "
-                             f"this machine has not (apt-get install {package}; the grader changes no system "
-                             f"packages): {evidence[:160]}")
+                out[test] = (
+                    f"needs the system package {package}, which the official image installs and "
+                    f"this machine has not (apt-get install {package}; the grader changes no system "
+                    f"packages): {evidence[:160]}"
+                )
                 break
     return out

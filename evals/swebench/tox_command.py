@@ -42,7 +42,9 @@ _SUBST = re.compile(r"\{([^{}]*)\}")
 
 def is_tox_command(command: str) -> bool:
     words = shlex.split(command)
-    return bool(words) and (words[0] == "tox" or words[:3] in (["python", "-m", "tox"], ["python3", "-m", "tox"]))
+    return bool(words) and (
+        words[0] == "tox" or words[:3] in (["python", "-m", "tox"], ["python3", "-m", "tox"])
+    )
 
 
 def parse_tox_argv(command: str) -> tuple[str | None, list[str]]:
@@ -51,7 +53,7 @@ def parse_tox_argv(command: str) -> tuple[str | None, list[str]]:
     env, posargs = None, []
     if "--" in words:
         cut = words.index("--")
-        words, posargs = words[:cut], words[cut + 1:]
+        words, posargs = words[:cut], words[cut + 1 :]
     for i, word in enumerate(words):
         if word in ("-e", "--env") and i + 1 < len(words):
             env = words[i + 1]
@@ -74,8 +76,9 @@ def read_tox_ini(path: Path) -> configparser.ConfigParser:
     return parser
 
 
-def tox_run(command: str, root: Path, extra_posargs: list[str] | None = None,
-            environ: dict[str, str] | None = None) -> ToxRun:
+def tox_run(
+    command: str, root: Path, extra_posargs: list[str] | None = None, environ: dict[str, str] | None = None
+) -> ToxRun:
     """What `command` (a tox command line, with `extra_posargs` appended) would run in `root`."""
     ini = root / "tox.ini"
     if not ini.is_file():
@@ -156,12 +159,14 @@ class _Context:
 
     def expand_refs(self, value: str, depth: int = 0) -> str:
         """`{[section]key}` references, which may span several lines."""
+
         def ref(m: re.Match[str]) -> str:
             inner = re.fullmatch(r"\[([^\]]*)\](\S+)", m.group(1))
             if not inner or depth > 5:
                 return m.group(0)
             section = inner.group(1) or "testenv"
             return self.expand_refs(_get(self.cfg, section, inner.group(2)) or "", depth + 1)
+
         return _SUBST.sub(ref, value)
 
     def expand(self, value: str, environ: dict[str, str], quote: bool = False) -> str:
@@ -174,7 +179,15 @@ class _Context:
             if name == "env":
                 var, _, fallback = default.partition(":")
                 return environ.get(var, fallback)
-            simple = {"envpython": "python", "toxinidir": str(self.root), "tox_root": str(self.root),
-                      "envname": self.env_name, "env_name": self.env_name, "/": os.sep, ":": os.pathsep}
+            simple = {
+                "envpython": "python",
+                "toxinidir": str(self.root),
+                "tox_root": str(self.root),
+                "envname": self.env_name,
+                "env_name": self.env_name,
+                "/": os.sep,
+                ":": os.pathsep,
+            }
             return simple.get(m.group(1), m.group(0))
+
         return _SUBST.sub(sub, value)

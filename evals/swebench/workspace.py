@@ -16,12 +16,23 @@ class WorkspaceError(RuntimeError):
     """A workspace could not be made; the message is one line for the user."""
 
 
-def git(*args: str, cwd: str | Path | None = None, check: bool = True, timeout: float = 600, stdin: str | None = None) -> str:
+def git(
+    *args: str,
+    cwd: str | Path | None = None,
+    check: bool = True,
+    timeout: float = 600,
+    stdin: str | None = None,
+) -> str:
     """Hardened git (tools/gitsafe.py): the agent's commands ran in the work tree, and whatever
     they planted in .git/config or .git/hooks must not run here (extract_patch runs after them)."""
     try:
-        proc = run_git(list(args), str(cwd or os.getcwd()), timeout=timeout, remote=True,
-                       input=None if stdin is None else stdin.encode())
+        proc = run_git(
+            list(args),
+            str(cwd or os.getcwd()),
+            timeout=timeout,
+            remote=True,
+            input=None if stdin is None else stdin.encode(),
+        )
     except subprocess.TimeoutExpired:
         raise WorkspaceError(f"git {' '.join(args[:2])} timed out after {timeout:.0f} s") from None
     stdout, stderr = proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
@@ -53,8 +64,9 @@ class RepoCache:
     """Where each repository's history comes from: --repo-map, a local path in `repo`, the cache,
     or a fresh mirror clone from GitHub into the cache."""
 
-    def __init__(self, cache_dir: str | Path | None = None, repo_map: dict[str, str] | None = None,
-                 online: bool = True) -> None:
+    def __init__(
+        self, cache_dir: str | Path | None = None, repo_map: dict[str, str] | None = None, online: bool = True
+    ) -> None:
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
         self.repo_map = dict(repo_map or {})
         self.online = online
@@ -76,7 +88,9 @@ class RepoCache:
             git("clone", "--mirror", "--quiet", f"https://github.com/{repo}.git", str(tmp), timeout=3600)
         except WorkspaceError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
-            raise WorkspaceError(f"could not clone {repo} from GitHub ({exc}); pass --repo-map {repo}=PATH") from None
+            raise WorkspaceError(
+                f"could not clone {repo} from GitHub ({exc}); pass --repo-map {repo}=PATH"
+            ) from None
         try:
             tmp.rename(cached)  # another worker may have won the race: keep theirs
         except OSError:
@@ -99,11 +113,16 @@ def make_workspace(instance: Instance, dest: str | Path, cache: RepoCache) -> Pa
     try:
         git("-c", "advice.detachedHead=false", "checkout", "--quiet", commit, cwd=dest)
     except WorkspaceError:
-        raise WorkspaceError(f"{instance['instance_id']}: base_commit {commit[:12]} not in {mirror}") from None
+        raise WorkspaceError(
+            f"{instance['instance_id']}: base_commit {commit[:12]} not in {mirror}"
+        ) from None
     git("remote", "remove", "origin", cwd=dest)
     past = {f"refs/tags/{t}" for t in git("tag", "--merged", commit, cwd=dest).split()}
-    doomed = [ref for ref in git("for-each-ref", "--format=%(refname)", "refs/heads", "refs/tags", cwd=dest).split()
-              if ref not in past]
+    doomed = [
+        ref
+        for ref in git("for-each-ref", "--format=%(refname)", "refs/heads", "refs/tags", cwd=dest).split()
+        if ref not in past
+    ]
     if doomed:
         git("update-ref", "--stdin", cwd=dest, stdin="".join(f"delete {ref}\n" for ref in doomed))
     git("config", "user.email", "clover@localhost", cwd=dest)
@@ -133,8 +152,9 @@ def docker_problem() -> str | None:
     if shutil.which("docker") is None:
         return "--env docker needs Docker, and the docker command is not installed here; use --env local"
     try:
-        proc = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True,
-                              text=True, timeout=30)
+        proc = subprocess.run(
+            ["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=30
+        )
     except (OSError, subprocess.TimeoutExpired):
         return "--env docker: the Docker daemon does not answer; use --env local"
     if proc.returncode != 0 or not proc.stdout.strip():
@@ -142,11 +162,24 @@ def docker_problem() -> str | None:
     return None
 
 
-def instance_image(instance_id: str, namespace: str = "swebench", arch: str = "x86_64", tag: str = "latest") -> str:
+def instance_image(
+    instance_id: str, namespace: str = "swebench", arch: str = "x86_64", tag: str = "latest"
+) -> str:
     """The official per-instance image name (Docker Hub spells `__` as `_1776_`)."""
     return f"{namespace}/sweb.eval.{arch}.{instance_id.replace('__', '_1776_').lower()}:{tag}"
 
 
 def docker_run_command(instance_id: str, container: str, image: str | None = None) -> list[str]:
-    return ["docker", "run", "-d", "--rm", "--name", container, "-w", "/testbed",
-            image or instance_image(instance_id), "sleep", "infinity"]
+    return [
+        "docker",
+        "run",
+        "-d",
+        "--rm",
+        "--name",
+        container,
+        "-w",
+        "/testbed",
+        image or instance_image(instance_id),
+        "sleep",
+        "infinity",
+    ]

@@ -19,9 +19,11 @@ def main(argv: list[str] | None = None) -> int:
         "--out", type=Path, required=True, help="output directory (repos/ and instances.jsonl)"
     )
     parser.add_argument(
-        "--prose-fraction", type=float, default=0.0,
+        "--prose-fraction",
+        type=float,
+        default=0.0,
         help="share of issues written as plain prose, without an import line or example (0: as before)",
-    )  # fmt: skip
+    )
     parser.add_argument("--verify", action="store_true", help="check each instance with pytest (slow)")
     args = parser.parse_args(argv)
     if args.count < 0:

@@ -20,21 +20,72 @@ import re
 import sys
 from typing import Any
 
-_ONSETS = ["b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "cr", "dr", "gl",
-           "pl", "st", "tr", "sh", "ch", "th"]  # fmt: skip
+_ONSETS = [
+    "b",
+    "d",
+    "f",
+    "g",
+    "k",
+    "l",
+    "m",
+    "n",
+    "p",
+    "r",
+    "s",
+    "t",
+    "v",
+    "z",
+    "br",
+    "cr",
+    "dr",
+    "gl",
+    "pl",
+    "st",
+    "tr",
+    "sh",
+    "ch",
+    "th",
+]
 _VOWELS = ["a", "e", "i", "o", "u", "ai", "ou", "ea"]
 _CODAS = ["", "", "", "n", "r", "s", "l", "x", "m", "t"]
-_RESERVED = set(keyword.kwlist) | set(dir(builtins)) | set(sys.stdlib_module_names) | {"self", "cls", "tests", "test"}
+_RESERVED = (
+    set(keyword.kwlist) | set(dir(builtins)) | set(sys.stdlib_module_names) | {"self", "cls", "tests", "test"}
+)
 
 
-_WORD_SOURCES = ("os", "string", "collections", "itertools", "functools", "math", "re", "json", "pathlib",
-                 "textwrap", "statistics", "datetime", "random", "shutil", "typing", "difflib", "calendar",
-                 "decimal", "fractions", "logging", "argparse", "inspect", "tokenize", "unittest")  # fmt: skip
+_WORD_SOURCES = (
+    "os",
+    "string",
+    "collections",
+    "itertools",
+    "functools",
+    "math",
+    "re",
+    "json",
+    "pathlib",
+    "textwrap",
+    "statistics",
+    "datetime",
+    "random",
+    "shutil",
+    "typing",
+    "difflib",
+    "calendar",
+    "decimal",
+    "fractions",
+    "logging",
+    "argparse",
+    "inspect",
+    "tokenize",
+    "unittest",
+)
 
 
 def made_up_word(rng: random.Random) -> str:
     """A pronounceable word of 2-3 syllables, e.g. 'trelom'."""
-    return "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS) for _ in range(rng.randint(2, 3)))
+    return "".join(
+        rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS) for _ in range(rng.randint(2, 3))
+    )
 
 
 @functools.cache
@@ -108,7 +159,9 @@ def _replacer(mapping: dict[str, str]):
         return lambda text: text
     # whole identifiers, where underscores may join them (test_pretty_bytes -> test_<new>)
     pattern = re.compile(
-        r"(?<![A-Za-z0-9])(" + "|".join(map(re.escape, sorted(mapping, key=len, reverse=True))) + r")(?![A-Za-z0-9])"
+        r"(?<![A-Za-z0-9])("
+        + "|".join(map(re.escape, sorted(mapping, key=len, reverse=True)))
+        + r")(?![A-Za-z0-9])"
     )
     return lambda text: pattern.sub(lambda m: mapping[m.group(1)], text)
 
@@ -128,4 +181,9 @@ def rename_trajectory(traj: dict[str, Any], seed: int | str) -> dict[str, Any]:
                 for c in msg["tool_calls"]
             ]
         messages.append(msg)
-    return {**traj, "messages": messages, "thinking": [sub(t) for t in traj["thinking"]], "root": sub(traj.get("root", ""))}
+    return {
+        **traj,
+        "messages": messages,
+        "thinking": [sub(t) for t in traj["thinking"]],
+        "root": sub(traj.get("root", "")),
+    }

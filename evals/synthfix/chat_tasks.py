@@ -2,19 +2,18 @@
 
     python -m clover.evals.synthfix.chat_tasks --instances RUN/synth/instances.jsonl --out RUN/chat_tasks.jsonl
 
-`clover chat` users ask "where is X defined?", "run the tests", "what is this project?" as often as
-they report bugs. For each TRAINING-split SynthFix repository (read only, at its base commit) this
-picks one such question, runs the tools a careful agent would (outline, bash pytest, glob) through
-the real tools, and writes the answer from their real output: the definition's path and lines, the
-pytest summary line, the files found, or an overview (`overview`): a view of the repository's top,
-then the README's first lines or, without one (`--no-readme` asks copies without README.md), the
-first source module's. The overview lists before it reads: the decoder grounds paths in the workspace,
-so a model taught to view README.md first could not, in a repository without one, and viewed
-whatever file the grammar let it (conftest.py) instead. `--big` asks it of copies padded to a
-real project's size (repo_copies.py). The system prompt is the `clover chat` one
-(clover_cli/prompts.py BASE), at a path drawn like the other chat rows' (chat_rows.draw_root), not the generator's on-disk one. Rows are rendered {"text", "spans"}
-records like chat_rows.py's; only the assistant's turns are targets.
-"""
+`clover chat` users ask "where is X defined?", "run the tests", "what is this project?" as often as they
+report bugs. For each TRAINING-split SynthFix repository (read only, at its base commit) this picks one such
+question, runs the tools a careful agent would (outline, bash pytest, glob) through the real tools, and writes
+the answer from their real output: the definition's path and lines, the pytest summary line, the files found,
+or an overview (`overview`): a view of the repository's top, then the README's first lines or, without one
+(`--no-readme` asks copies without README.md), the first source module's. The overview lists before it reads:
+the decoder grounds paths in the workspace, so a model taught to view README.md first could not, in a
+repository without one, and viewed whatever file the grammar let it (conftest.py) instead. `--big` asks it of
+copies padded to a real project's size (repo_copies.py). The system prompt is the `clover chat` one
+(clover_cli/prompts.py BASE), at a path drawn like the other chat rows' (chat_rows.draw_root), not the
+generator's on-disk one. Rows are rendered {"text", "spans"} records like chat_rows.py's; only the assistant's
+turns are targets."""
 
 from __future__ import annotations
 
@@ -38,26 +37,76 @@ from clover.tools.commandenv import interpreter_environment
 from clover.tools.environment import LocalEnvironment
 from clover.tools.registry import default_tools, tools_by_name
 
-FIND = ["Where is `{name}` defined?", "where's {name}?", "Find the definition of {name}.",
-        "Which module has the {name} function?", "In which file is {name}?", "show me where {name} lives",
-        "Where can I find {name}?", "what file is `{name}` in?", "Locate the {name} function.",
-        "where does {name} come from?", "Show me the code of {name}.", "Where is the function {name}?",
-        "which file has {name}", "What file is {name} defined in?", "find {name}", "Where's `{name}`?",
-        "Show me {name}.", "In which module is the function {name} defined?", "look up {name} for me",
-        "Which file contains the definition of {name}?", "where is {name} implemented?"]  # fmt: skip
-TESTS = ["run the test suite", "Do the tests pass?", "please run pytest", "Check that the tests pass.",
-         "can you run the tests for me?", "are the tests green?", "Test it.", "run pytest please",
-         "Could you check the test suite?", "Are there failing tests?", "tests?", "Run all the tests.",
-         "run the tests please", "Please run the test suite.", "pytest", "Does everything pass?",
-         "Run the unit tests.", "Can you test this project?", "check the tests", "Run tests.",
-         "Are the tests passing?"]  # fmt: skip
-ABOUT = ["What is this project?", "Give me an overview of this repo.", "what's in this repository?",
-         "What is this code for?", "Describe this project briefly.", "What does this project do?",
-         "what is this repo about?", "Give me a tour of this codebase.", "Tell me about this project.",
-         "What's this package for?", "summarize the repository"]  # fmt: skip
-FILES = ["List the Python files.", "which files are in this project?", "Show me the source files.",
-         "What modules are there?", "list the files", "What files does this repo have?",
-         "Show the project structure.", "Which Python files are there?", "ls"]  # fmt: skip
+FIND = [
+    "Where is `{name}` defined?",
+    "where's {name}?",
+    "Find the definition of {name}.",
+    "Which module has the {name} function?",
+    "In which file is {name}?",
+    "show me where {name} lives",
+    "Where can I find {name}?",
+    "what file is `{name}` in?",
+    "Locate the {name} function.",
+    "where does {name} come from?",
+    "Show me the code of {name}.",
+    "Where is the function {name}?",
+    "which file has {name}",
+    "What file is {name} defined in?",
+    "find {name}",
+    "Where's `{name}`?",
+    "Show me {name}.",
+    "In which module is the function {name} defined?",
+    "look up {name} for me",
+    "Which file contains the definition of {name}?",
+    "where is {name} implemented?",
+]
+TESTS = [
+    "run the test suite",
+    "Do the tests pass?",
+    "please run pytest",
+    "Check that the tests pass.",
+    "can you run the tests for me?",
+    "are the tests green?",
+    "Test it.",
+    "run pytest please",
+    "Could you check the test suite?",
+    "Are there failing tests?",
+    "tests?",
+    "Run all the tests.",
+    "run the tests please",
+    "Please run the test suite.",
+    "pytest",
+    "Does everything pass?",
+    "Run the unit tests.",
+    "Can you test this project?",
+    "check the tests",
+    "Run tests.",
+    "Are the tests passing?",
+]
+ABOUT = [
+    "What is this project?",
+    "Give me an overview of this repo.",
+    "what's in this repository?",
+    "What is this code for?",
+    "Describe this project briefly.",
+    "What does this project do?",
+    "what is this repo about?",
+    "Give me a tour of this codebase.",
+    "Tell me about this project.",
+    "What's this package for?",
+    "summarize the repository",
+]
+FILES = [
+    "List the Python files.",
+    "which files are in this project?",
+    "Show me the source files.",
+    "What modules are there?",
+    "list the files",
+    "What files does this repo have?",
+    "Show the project structure.",
+    "Which Python files are there?",
+    "ls",
+]
 
 # Templated wordings on top of the lists above: a small model taught a few dozen fixed strings per kind
 # answered "Run the tests." with "You're welcome." (benchmarks/chat_routing.py); many wordings make the
@@ -65,43 +114,101 @@ FILES = ["List the Python files.", "which files are in this project?", "Show me 
 # prompts' exact wordings (tests/test_chat_rows.py checks).
 _TEMPLATES: dict[str, tuple[list[str], list[str]]] = {
     "tests": (
-        ["please run {}", "Can you run {}?", "Could you run {}?", "Go ahead and run {}.", "Execute {}.",
-         "run {} now", "Kick off {}.", "I'd like you to run {}.", "Let's run {}.", "Run {} and tell me the result."],
-        ["the tests", "the test suite", "pytest", "all the tests", "the unit tests", "every test",
-         "the project's tests", "the tests in this repo"],
+        [
+            "please run {}",
+            "Can you run {}?",
+            "Could you run {}?",
+            "Go ahead and run {}.",
+            "Execute {}.",
+            "run {} now",
+            "Kick off {}.",
+            "I'd like you to run {}.",
+            "Let's run {}.",
+            "Run {} and tell me the result.",
+        ],
+        [
+            "the tests",
+            "the test suite",
+            "pytest",
+            "all the tests",
+            "the unit tests",
+            "every test",
+            "the project's tests",
+            "the tests in this repo",
+        ],
     ),
     "tests2": (
-        ["Does {} pass?", "Is {} passing?", "Is {} green?", "Does {} still pass?", "Is {} failing?",
-         "Did I break {}?", "Is {} OK?", "what's the state of {}?"],
+        [
+            "Does {} pass?",
+            "Is {} passing?",
+            "Is {} green?",
+            "Does {} still pass?",
+            "Is {} failing?",
+            "Did I break {}?",
+            "Is {} OK?",
+            "what's the state of {}?",
+        ],
         ["the test suite", "the build", "everything", "pytest", "the testsuite", "the suite"],
     ),
     "tests3": (
-        ["Are {} passing?", "Do {} pass now?", "Are {} green?", "Are {} OK?", "are {} failing?",
-         "Do {} still pass?", "How are {} doing?", "Did {} break?"],
+        [
+            "Are {} passing?",
+            "Do {} pass now?",
+            "Are {} green?",
+            "Are {} OK?",
+            "are {} failing?",
+            "Do {} still pass?",
+            "How are {} doing?",
+            "Did {} break?",
+        ],
         ["the tests", "all tests", "my tests", "the unit tests", "the tests here", "these tests"],
     ),
     "find": (
-        ["Where is {} defined?", "Where does {} live?", "find where {} is defined",
-         "Show me the definition of {}.", "Which module defines {}?", "Where is {} implemented?",
-         "What file has the definition of {}?", "Can you find {}?", "where do I find {}?"],
+        [
+            "Where is {} defined?",
+            "Where does {} live?",
+            "find where {} is defined",
+            "Show me the definition of {}.",
+            "Which module defines {}?",
+            "Where is {} implemented?",
+            "What file has the definition of {}?",
+            "Can you find {}?",
+            "where do I find {}?",
+        ],
         ["`{name}`", "the function {name}", "the {name} function", "{name}()"],
     ),
     "files": (
         ["{}", "{}?", "Can you {}?", "please {}"],
-        ["list the python files", "show me the files", "what files are there", "list the source files",
-         "show the python modules", "which modules does this project have", "list the modules"],
+        [
+            "list the python files",
+            "show me the files",
+            "what files are there",
+            "list the source files",
+            "show the python modules",
+            "which modules does this project have",
+            "list the modules",
+        ],
     ),
 }
 
 
 def _with_templates(kind: str, listed: list[str]) -> list[str]:
     """`listed` followed by every templated wording of `kind` (its _TEMPLATES entries) not listed."""
-    filled = [f.format(x) for k, (forms, fills) in _TEMPLATES.items() if k.rstrip("23") == kind
-              for f in forms for x in fills]  # fmt: skip
+    filled = [
+        f.format(x)
+        for k, (forms, fills) in _TEMPLATES.items()
+        if k.rstrip("23") == kind
+        for f in forms
+        for x in fills
+    ]
     return list(dict.fromkeys(listed + filled))
 
 
-TESTS, FIND, FILES = _with_templates("tests", TESTS), _with_templates("find", FIND), _with_templates("files", FILES)
+TESTS, FIND, FILES = (
+    _with_templates("tests", TESTS),
+    _with_templates("find", FIND),
+    _with_templates("files", FILES),
+)
 
 THINK = {  # first tokens distinct from every other kind's (chat_rows.py THOUGHTS says why)
     "find": "Find the definition of `{name}`: outline finds it.",
@@ -156,7 +263,9 @@ def answer(kind: str, output: str, fields: dict[str, str]) -> str | None:
         if not found:
             return None
         summary = found[-1][0]
-        verdict = "All tests pass" if "failed" not in summary and "error" not in summary else "Some tests fail"
+        verdict = (
+            "All tests pass" if "failed" not in summary and "error" not in summary else "Some tests fail"
+        )
         return f"{verdict}: {summary}."
     if kind == "about":
         return _about(output)
@@ -189,8 +298,9 @@ def _about(readme: str) -> str | None:
     return None
 
 
-def trajectory(repo: Path, kind: str, rng: random.Random, tools: list[dict[str, Any]],
-               root: str) -> dict[str, Any] | None:  # fmt: skip
+def trajectory(
+    repo: Path, kind: str, rng: random.Random, tools: list[dict[str, Any]], root: str
+) -> dict[str, Any] | None:
     """One question about `repo` answered with one real tool call (an overview: two, see `overview`);
     the system prompt shows `root` (chat_rows.draw_root: the path must say nothing about the kind of
     request)."""
@@ -247,7 +357,7 @@ def listed_files(tree: str) -> list[str]:
 
 
 def overview(repo: Path, rng: random.Random, tools: list[dict[str, Any]], root: str) -> dict[str, Any] | None:
-    """"What is this project?" answered from real tool output: a view of the repository's top, then the
+    """ "What is this project?" answered from real tool output: a view of the repository's top, then the
     README's title and first line of prose or (no README.md) the first source module's docstring."""
     env = LocalEnvironment(str(repo), timeout=60, output_limit=4000, env=interpreter_environment())
     run = tools_by_name()
@@ -275,22 +385,43 @@ def overview(repo: Path, rng: random.Random, tools: list[dict[str, Any]], root: 
         reply = answer("about", read.output, {})
     else:
         doc = re.match(r'\s*1\t"""(.+?)(""")?$', read.output.split("\n", 1)[0])
-        reply = f'There is no README; `{path}` says: "{doc[1].strip()}"' if doc else None  # quoted: see _about
+        reply = (
+            f'There is no README; `{path}` says: "{doc[1].strip()}"' if doc else None
+        )  # quoted: see _about
     if reply is None:
         return None
     turns += tool_turn(len(thinking), "view", {"path": path, "view_range": HEAD}, read.output)
-    messages = [{"role": "system", "content": BASE.format(root=root)}, {"role": "user", "content": rng.choice(ABOUT)},
-                *turns, {"role": "assistant", "content": f"{reply} {rng.choice(OFFER)}".strip()}]  # fmt: skip
-    return {"instance_id": "chat-task-about", "messages": messages, "thinking": [*thinking, "I have the answer."],
-            "tools": tools}
+    messages = [
+        {"role": "system", "content": BASE.format(root=root)},
+        {"role": "user", "content": rng.choice(ABOUT)},
+        *turns,
+        {"role": "assistant", "content": f"{reply} {rng.choice(OFFER)}".strip()},
+    ]
+    return {
+        "instance_id": "chat-task-about",
+        "messages": messages,
+        "thinking": [*thinking, "I have the answer."],
+        "tools": tools,
+    }
 
 
 KINDS = ["find", "tests", "about", "files"]
 
-def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compact", all_kinds: bool = False,
-             history_cut: bool = False, kinds: list[str] | None = None,
-             no_readme: bool = False, renamed_copies: int = 0, flat: bool = False,
-             big: bool = False, cut_at: int | None = None) -> list[dict[str, str]]:  # fmt: skip
+
+def generate(
+    rows: list[dict],
+    count: int,
+    seed: int,
+    tool_prompt: str = "compact",
+    all_kinds: bool = False,
+    history_cut: bool = False,
+    kinds: list[str] | None = None,
+    no_readme: bool = False,
+    renamed_copies: int = 0,
+    flat: bool = False,
+    big: bool = False,
+    cut_at: int | None = None,
+) -> list[dict[str, str]]:
     """Up to `count` rendered records: one per repository with the kinds taken in turn or, with
     `all_kinds`, every kind on each repository (contrast: the same repository and system prompt,
     different requests, different replies; a small model taught one question per repository learns
@@ -335,7 +466,9 @@ def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compac
         elif no_readme:
             with tempfile.TemporaryDirectory(prefix="clover-noreadme-") as tmp:
                 copy = Path(tmp) / repo.name
-                shutil.copytree(repo, copy, ignore=shutil.ignore_patterns("README.md", ".git", ".pytest_cache"))
+                shutil.copytree(
+                    repo, copy, ignore=shutil.ignore_patterns("README.md", ".git", ".pytest_cache")
+                )
                 trajs = [overview(copy, rng, tools, root)]
         elif big:
             with tempfile.TemporaryDirectory(prefix="clover-big-") as tmp:
@@ -344,11 +477,19 @@ def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compac
         elif flat:
             with tempfile.TemporaryDirectory(prefix="clover-flat-") as tmp:
                 copy = Path(tmp) / repo.name
-                trajs = [trajectory(copy, kind, rng, tools, root) for kind in asked] if flat_copy(repo, copy, conftest=rng.random() < 0.5) else []
+                trajs = (
+                    [trajectory(copy, kind, rng, tools, root) for kind in asked]
+                    if flat_copy(repo, copy, conftest=rng.random() < 0.5)
+                    else []
+                )
         else:
             trajs = [trajectory(repo, kind, rng, tools, root) for kind in asked]
-        trajs += [rename_trajectory(t, (seed, i, k)) for t in trajs if t is not None and t["instance_id"] == "chat-task-find"
-                  for k in range(renamed_copies)]  # fmt: skip
+        trajs += [
+            rename_trajectory(t, (seed, i, k))
+            for t in trajs
+            if t is not None and t["instance_id"] == "chat-task-find"
+            for k in range(renamed_copies)
+        ]
         for traj in trajs:
             if traj is not None and len(out) < count:
                 last = len(traj["thinking"]) - 1
@@ -361,26 +502,48 @@ def generate(rows: list[dict], count: int, seed: int, tool_prompt: str = "compac
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m clover.evals.synthfix.chat_tasks", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m clover.evals.synthfix.chat_tasks", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--instances", type=Path, required=True, help="train-split instances.jsonl")
     parser.add_argument("--out", type=Path, required=True, help="JSONL of rendered rows to write")
     parser.add_argument("--count", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tool-prompt", choices=["full", "compact"], default="compact")
     parser.add_argument("--all-kinds", action="store_true", help="every kind of question on each repository")
-    parser.add_argument("--kinds", nargs="+", choices=KINDS, help="only these kinds of question (default: all)")
-    parser.add_argument("--no-readme", action="store_true",
-                        help="overview questions asked of copies without README.md (answered from a module)")
-    parser.add_argument("--flat", action="store_true",
-                        help="questions asked of copies with every module at the top level (no test runs)")
-    parser.add_argument("--big", action="store_true",
-                        help="overview questions asked of copies padded to a real project's size")
-    parser.add_argument("--decisions", action="store_true", help="rows cut to the thinking (chat_rows.decision_row)")
-    parser.add_argument("--history-cut", action="store_true",
-                        help="the answer turn the only target, after a history without thinking")  # fmt: skip
+    parser.add_argument(
+        "--kinds", nargs="+", choices=KINDS, help="only these kinds of question (default: all)"
+    )
+    parser.add_argument(
+        "--no-readme",
+        action="store_true",
+        help="overview questions asked of copies without README.md (answered from a module)",
+    )
+    parser.add_argument(
+        "--flat",
+        action="store_true",
+        help="questions asked of copies with every module at the top level (no test runs)",
+    )
+    parser.add_argument(
+        "--big",
+        action="store_true",
+        help="overview questions asked of copies padded to a real project's size",
+    )
+    parser.add_argument(
+        "--decisions", action="store_true", help="rows cut to the thinking (chat_rows.decision_row)"
+    )
+    parser.add_argument(
+        "--history-cut",
+        action="store_true",
+        help="the answer turn the only target, after a history without thinking",
+    )
     parser.add_argument("--cut-at", type=int, help="only turns from this (0-based) one on are targets")
-    parser.add_argument("--renamed-copies", type=int, default=0,
-                        help="each find row also this many times with the symbol renamed (augment.py)")
+    parser.add_argument(
+        "--renamed-copies",
+        type=int,
+        default=0,
+        help="each find row also this many times with the symbol renamed (augment.py)",
+    )
     args = parser.parse_args(argv)
     if args.count < 1:
         parser.error("--count must be >= 1")
@@ -390,8 +553,20 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--renamed-copies must be >= 0")
     try:
         rows = read_jsonl(args.instances)
-        records = generate(rows, args.count, args.seed, args.tool_prompt, args.all_kinds, args.history_cut, args.kinds,
-                           args.no_readme, args.renamed_copies, args.flat, args.big, args.cut_at)
+        records = generate(
+            rows,
+            args.count,
+            args.seed,
+            args.tool_prompt,
+            args.all_kinds,
+            args.history_cut,
+            args.kinds,
+            args.no_readme,
+            args.renamed_copies,
+            args.flat,
+            args.big,
+            args.cut_at,
+        )
         if args.decisions:
             records = [decision_row(r) for r in records]
         write_jsonl(records, args.out)

@@ -20,11 +20,19 @@ from clover.model import data
 def main(argv: list[str] | None = None) -> int:
     parser = data.make_parser("python -m clover.evals.synthfix.dataset")
     parser.description = __doc__.split("\n\n")[0]
-    parser.add_argument("--renamed-copies", type=int, default=0,
-                        help="this many copies of each trajectory with fresh identifiers "
-                             "(evals/synthfix/augment.py) instead of the original")  # fmt: skip
-    parser.add_argument("--tool-prompt", choices=["full", "compact"], default="full",
-                        help="how the system prompt lists tools: the model config's tool_prompt")
+    parser.add_argument(
+        "--renamed-copies",
+        type=int,
+        default=0,
+        help="this many copies of each trajectory with fresh identifiers "
+        "(evals/synthfix/augment.py) instead of the original",
+    )
+    parser.add_argument(
+        "--tool-prompt",
+        choices=["full", "compact"],
+        default="full",
+        help="how the system prompt lists tools: the model config's tool_prompt",
+    )
     args = data.parse_args(parser, argv)
     if args.renamed_copies < 0:
         parser.error("--renamed-copies must be >= 0")

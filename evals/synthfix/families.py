@@ -15,7 +15,15 @@ from collections.abc import Callable
 from clover.evals.synthfix.source_edit import Mutation, Source, apply, gap_token, plus_text
 from clover.evals.synthfix.training_families import TRAIN_ONLY_FAMILIES, wrong_attribute, wrong_builtin
 
-__all__ = ["FAMILIES", "TRAIN_FAMILIES", "TRAIN_ONLY_FAMILIES", "Mutation", "apply", "candidates", "split_families"]
+__all__ = [
+    "FAMILIES",
+    "TRAIN_FAMILIES",
+    "TRAIN_ONLY_FAMILIES",
+    "Mutation",
+    "apply",
+    "candidates",
+    "split_families",
+]
 
 FAMILIES: tuple[str, ...] = (
     "wrong_operator",

@@ -290,13 +290,26 @@ def build_instance(out_dir: Path, split: str, seed: int, index: int, prose_fract
     if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
         subject = f"{unit}.{call.func.attr}"
     statement = problem_statement(
-        rng, pkg=pkg, version=version, dotted=module.dotted, name=unit, subject=subject, call=expr,
-        doc=_docstring(module.source, expr), correct=correct, buggy=buggy,
-    )  # fmt: skip
+        rng,
+        pkg=pkg,
+        version=version,
+        dotted=module.dotted,
+        name=unit,
+        subject=subject,
+        call=expr,
+        doc=_docstring(module.source, expr),
+        correct=correct,
+        buggy=buggy,
+    )
     style = random.Random(f"synthfix-style:{split}:{seed}:{index}")
     if style.random() < prose_fraction:
         statement = prose_statement(
-            style, name=subject, call=expr, correct=correct, buggy=buggy, test=f"{module.test_path}::{headline[1]}"
+            style,
+            name=subject,
+            call=expr,
+            correct=correct,
+            buggy=buggy,
+            test=f"{module.test_path}::{headline[1]}",
         )
     created = moment + timedelta(days=rng.randint(1, 60), minutes=rng.randint(0, 1439))
     return {
@@ -317,7 +330,9 @@ def build_instance(out_dir: Path, split: str, seed: int, index: int, prose_fract
     }
 
 
-def generate(out_dir: str | Path, split: Split, count: int, seed: int, prose_fraction: float = 0.0) -> list[dict]:
+def generate(
+    out_dir: str | Path, split: Split, count: int, seed: int, prose_fraction: float = 0.0
+) -> list[dict]:
     """Create `count` repos under `out_dir/repos/` and return their SWE-bench rows (`write_jsonl` saves them)."""
     if count < 0:
         raise ValueError("count must be >= 0")

@@ -1,14 +1,13 @@
 """Oracle agent: solves TRAINING-split SynthFix instances through the real tools, for training data.
 
-For one instance it clones the repo at `base_commit` (without `test_patch`: like a SWE-bench agent,
-it does not see the hidden tests) and runs a scripted outline -> view -> edit -> test -> answer
-sequence with the real `tools.registry` tools in a `LocalEnvironment`; the edit comes from the gold
-patch. (`reproduce=True` adds the issue's example, run before and after the edit, where it has one:
-the embedded model trained on that copied the example's module paths badly, and the garbled
-commands derailed the steps after them. Its thinking names no path either: the call copies the
-path from the outline output once, instead of after a garbled copy in the thinking.) The real tool outputs become the tool
-messages. The instance counts only when the repo's tests pass at the end and, with `test_patch`
-applied afterwards, every FAIL_TO_PASS and PASS_TO_PASS test passes.
+For one instance it clones the repo at `base_commit` (without `test_patch`: like a SWE-bench agent, it does
+not see the hidden tests) and runs a scripted outline -> view -> edit -> test -> answer sequence with the real
+`tools.registry` tools in a `LocalEnvironment`; the edit comes from the gold patch. (`reproduce=True` adds the
+issue's example, run before and after the edit, where it has one: the embedded model trained on that copied
+the example's module paths badly, and the garbled commands derailed the steps after them. Its thinking names
+no path either: the call copies the path from the outline output once, instead of after a garbled copy in the
+thinking.) The real tool outputs become the tool messages. The instance counts only when the repo's tests pass
+at the end and, with `test_patch` applied afterwards, every FAIL_TO_PASS and PASS_TO_PASS test passes.
 
 `render_trajectory` turns the messages into training text (model.chat's ChatML) plus the
 character spans that are assistant output (the loss goes only there):
@@ -233,7 +232,9 @@ def plan_steps(row: dict, repo: Path, rng: random.Random, reproduce: bool = Fals
     path, hunks = parse_patch(row["patch"])
     source = (repo / path).read_text(encoding="utf-8")
     first = hunks[0]
-    start_line = int(_HUNK.match(next(line for line in row["patch"].splitlines() if line.startswith("@@"))).group(1))
+    start_line = int(
+        _HUNK.match(next(line for line in row["patch"].splitlines() if line.startswith("@@"))).group(1)
+    )
     offset = next(i for i, (tag, _) in enumerate(first) if tag != " ")
     old_side = [t for t in first[:offset] if t[0] != "+"]
     bug_line = start_line + len(old_side)
@@ -328,9 +329,15 @@ def solve(row: dict, seed: int = 0, work_root: str | None = None, reproduce: boo
 
 def tool_turn(n: int, tool: str, arguments: dict[str, Any], output: str) -> list[dict[str, Any]]:
     """The n-th (1-based) tool call of a trajectory and its result, as OpenAI-format messages."""
-    call = {"id": f"call_{n}_0", "type": "function", "function": {"name": tool, "arguments": json.dumps(arguments)}}
-    return [{"role": "assistant", "content": "", "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": call["id"], "name": tool, "content": output}]  # fmt: skip
+    call = {
+        "id": f"call_{n}_0",
+        "type": "function",
+        "function": {"name": tool, "arguments": json.dumps(arguments)},
+    }
+    return [
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call["id"], "name": tool, "content": output},
+    ]
 
 
 def render_trajectory(
@@ -378,12 +385,16 @@ def _solve_line(args: tuple[str, int, bool]) -> tuple[str | None, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m clover.evals.synthfix.oracle", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m clover.evals.synthfix.oracle", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--instances", type=Path, required=True, help="instances.jsonl (train split)")
     parser.add_argument("--out", type=Path, required=True, help="trajectories JSONL to write")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--reproduce", action="store_true", help="also run the issue's example before and after the edit")
+    parser.add_argument(
+        "--reproduce", action="store_true", help="also run the issue's example before and after the edit"
+    )
     args = parser.parse_args(argv)
     if not args.instances.is_file():
         parser.error(f"not a file: {args.instances}")

@@ -34,8 +34,9 @@ def turn_row(traj: dict[str, Any], turn: int, tool_prompt: str = "compact") -> d
     return {"text": text[:end], "spans": [(start, end)]}
 
 
-def generate(trajectories: list[dict[str, Any]], turns: list[int], copies: int, seed: int,
-             tool_prompt: str = "compact") -> list[dict[str, Any]]:  # fmt: skip
+def generate(
+    trajectories: list[dict[str, Any]], turns: list[int], copies: int, seed: int, tool_prompt: str = "compact"
+) -> list[dict[str, Any]]:
     """Rows for each trajectory x turn; with `copies` > 0, that many renamed copies (augment.py) instead
     of the original, so the names must be copied from the issue, not recalled."""
     rows = []
@@ -47,10 +48,16 @@ def generate(trajectories: list[dict[str, Any]], turns: list[int], copies: int, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m clover.evals.synthfix.turn_rows", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trajectories", type=Path, required=True, help="oracle trajectories (oracle.py's JSONL)")
+    parser = argparse.ArgumentParser(
+        prog="python -m clover.evals.synthfix.turn_rows", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--trajectories", type=Path, required=True, help="oracle trajectories (oracle.py's JSONL)"
+    )
     parser.add_argument("--out", type=Path, required=True, help="JSONL of rendered rows to write")
-    parser.add_argument("--turns", type=int, nargs="+", default=[1], help="0-based assistant turns, one row each")
+    parser.add_argument(
+        "--turns", type=int, nargs="+", default=[1], help="0-based assistant turns, one row each"
+    )
     parser.add_argument("--renamed-copies", type=int, default=0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tool-prompt", choices=["full", "compact"], default="compact")
@@ -58,7 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     if min(args.turns) < 0 or args.renamed_copies < 0:
         parser.error("--turns and --renamed-copies must be >= 0")
     try:
-        rows = generate(read_jsonl(args.trajectories), args.turns, args.renamed_copies, args.seed, args.tool_prompt)
+        rows = generate(
+            read_jsonl(args.trajectories), args.turns, args.renamed_copies, args.seed, args.tool_prompt
+        )
         write_jsonl(rows, args.out)
     except (OSError, ValueError, KeyError) as exc:
         print(f"clover: {exc}", file=sys.stderr)

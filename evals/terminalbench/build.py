@@ -41,8 +41,9 @@ class ContainerSource(CopySource):
         q = shlex.quote(path)
         is_dir = self.box.exec(f"[ -d {q} ]", timeout=30)[0] == 0
         folder, name = (path, ".") if is_dir else (posixpath.dirname(path) or "/", posixpath.basename(path))
-        rc, out, _ = self.box.exec(f"[ -e {q} ] || exit 66; tar -c -C {shlex.quote(folder)} -f - {shlex.quote(name)}",
-                                   timeout=600)
+        rc, out, _ = self.box.exec(
+            f"[ -e {q} ] || exit 66; tar -c -C {shlex.quote(folder)} -f - {shlex.quote(name)}", timeout=600
+        )
         if rc == 66:
             raise BuildError(f"COPY --from: {path} does not exist in the source stage")
         if rc != 0:
@@ -59,7 +60,9 @@ class FolderSource(CopySource):
     def archive(self, path: str) -> tuple[bytes, bool]:
         host = self.files.get(posixpath.normpath(path))
         if host is None:
-            raise BuildError(f"COPY --from: {path} is not in the image (it has {', '.join(sorted(self.files))})")
+            raise BuildError(
+                f"COPY --from: {path} is not in the image (it has {', '.join(sorted(self.files))})"
+            )
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as tar:
             tar.add(host, arcname=posixpath.basename(path), filter=_as_root)
@@ -79,9 +82,18 @@ def tail(output: bytes, lines: int = 15) -> str:
     return "\n".join(text[-lines:])
 
 
-def build_image(box: TaskContainer, spec: DockerSpec, context: Path, *, log: Path, timeout: float,
-                workdir: str | None = None, extra_path: str = "", base_env: dict[str, str] | None = None,
-                source_for: SourceFor | None = None) -> dict[str, str]:
+def build_image(
+    box: TaskContainer,
+    spec: DockerSpec,
+    context: Path,
+    *,
+    log: Path,
+    timeout: float,
+    workdir: str | None = None,
+    extra_path: str = "",
+    base_env: dict[str, str] | None = None,
+    source_for: SourceFor | None = None,
+) -> dict[str, str]:
     """Run the steps; returns the environment variables the container's commands get: the image's,
     then the Dockerfile's ENV. `extra_path` goes at the end of PATH (stand-in interpreters, after the
     image's own); `base_env` comes before the image's (how this machine reaches the registries)."""
@@ -140,7 +152,11 @@ def _mkdir(box: TaskContainer, path: str, env: dict[str, str], log: Path) -> Non
 def copy_in(box: TaskContainer, context: Path, src_name: str, dest: str, log: Path | None = None) -> None:
     """COPY src dest: sources are in the build context (globs allowed), never outside it."""
     root = context.resolve()
-    matches = sorted(glob.glob(str(root / src_name))) if any(c in src_name for c in "*?[") else [str(root / src_name)]
+    matches = (
+        sorted(glob.glob(str(root / src_name)))
+        if any(c in src_name for c in "*?[")
+        else [str(root / src_name)]
+    )
     sources = [Path(m).resolve() for m in matches]
     if not sources or any(not s.exists() or (root not in (s, *s.parents)) for s in sources):
         raise BuildError(f"COPY source {src_name} is not in the build context")
@@ -199,6 +215,8 @@ def host_python_step(base: str) -> str:
     installs allowed (the image has no PEP 668 marker; the overlay's copy goes)."""
     if _PYTHON_IMAGE.match(base) is None:
         return ""
-    return ('for pair in python:python3 pip:pip3; do name=${pair%%:*}; target=$(command -v ${pair#*:}) && '
-            '{ [ -e /usr/local/bin/$name ] || ln -s "$target" /usr/local/bin/$name; }; done; '
-            "rm -f /usr/lib/python3*/EXTERNALLY-MANAGED")
+    return (
+        "for pair in python:python3 pip:pip3; do name=${pair%%:*}; target=$(command -v ${pair#*:}) && "
+        '{ [ -e /usr/local/bin/$name ] || ln -s "$target" /usr/local/bin/$name; }; done; '
+        "rm -f /usr/lib/python3*/EXTERNALLY-MANAGED"
+    )

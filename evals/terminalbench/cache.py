@@ -44,8 +44,9 @@ def is_complete(path: Path) -> bool:
     return (path / STAMP).is_file()
 
 
-def build_once(path: Path, build: Callable[[Path], None], *, check: Callable[[Path], str | None] | None = None
-               ) -> Path:
+def build_once(
+    path: Path, build: Callable[[Path], None], *, check: Callable[[Path], str | None] | None = None
+) -> Path:
     """`path`, built by `build(tmp)` unless a complete copy exists. `check(path)` returns a reason
     to distrust a complete copy (then it is rebuilt) or None."""
     if is_complete(path) and (check is None or check(path) is None):

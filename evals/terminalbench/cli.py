@@ -48,18 +48,28 @@ def run(
     task_ids: Optional[list[str]] = typer.Option(None, "--task", help="Task id to run (repeatable)."),
     concurrency: int = typer.Option(1, "-n", "--concurrency", min=1, help="Tasks run in parallel."),
     oracle: bool = typer.Option(False, "--oracle", help="Run solution/solve.sh instead of the agent."),
-    model: Optional[str] = typer.Option(None, "--model", help="Model name, checkpoint dir or scripted:FILE|DIR."),
+    model: Optional[str] = typer.Option(
+        None, "--model", help="Model name, checkpoint dir or scripted:FILE|DIR."
+    ),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible server."),
     max_steps: Optional[int] = typer.Option(None, "--max-steps"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Results directory."),
-    keep: bool = typer.Option(False, "--keep", help="Keep each task's container state (OUTPUT/<task>/container)."),
+    keep: bool = typer.Option(
+        False, "--keep", help="Keep each task's container state (OUTPUT/<task>/container)."
+    ),
     timeout_multiplier: float = typer.Option(
-        1.0, "--timeout-multiplier", min=0.1,
-        help="Scale every task's build, agent and test timeouts (as Harbor's): for a slow or shared machine."),
+        1.0,
+        "--timeout-multiplier",
+        min=0.1,
+        help="Scale every task's build, agent and test timeouts (as Harbor's): for a slow or shared machine.",
+    ),
     image: Optional[str] = typer.Option(
-        None, "--image", envvar="CLOVER_TBENCH_IMAGE",
+        None,
+        "--image",
+        envvar="CLOVER_TBENCH_IMAGE",
         help="Run every task on this image instead of its FROM; 'host': this machine's own system (no "
-             "root to build; faster, less faithful)."),
+        "root to build; faster, less faithful).",
+    ),
 ) -> None:
     """Run each task: build its directory, run the agent (or the oracle), run the tests, score."""
     from rich.console import Console
@@ -75,8 +85,9 @@ def run(
 
     try:
         tasks = find_tasks(tasks_dir, [i for v in task_ids or [] for i in v.replace(",", " ").split()])
-        settings = settings_or_exit(Path.cwd(), {"model": model, "base_url": base_url, "max_steps": max_steps},
-                                    mode="yolo")
+        settings = settings_or_exit(
+            Path.cwd(), {"model": model, "base_url": base_url, "max_steps": max_steps}, mode="yolo"
+        )
         settings = dataclasses.replace(settings, mode="yolo", sandbox=False, live=False, checkpoints=False)
         factory = None if oracle else model_factory_for(settings)
     except (TaskError, SettingsError, ModelError) as exc:
@@ -89,15 +100,32 @@ def run(
 
         def done(result) -> None:
             progress.advance(bar)
-            progress.console.print(f"  {result.id}: {result.status}" + (f" ({result.reason})" if result.reason else ""))
+            progress.console.print(
+                f"  {result.id}: {result.status}" + (f" ({result.reason})" if result.reason else "")
+            )
 
-        results = run_tasks(tasks, settings=settings, model_factory=factory, out_dir=out, workers=concurrency,
-                            keep=keep, launch=Launch(image=image), timeout_multiplier=timeout_multiplier,
-                            on_done=done)
+        results = run_tasks(
+            tasks,
+            settings=settings,
+            model_factory=factory,
+            out_dir=out,
+            workers=concurrency,
+            keep=keep,
+            launch=Launch(image=image),
+            timeout_multiplier=timeout_multiplier,
+            on_done=done,
+        )
     table = Table("task", "status", "reward", "seconds", "steps", "tokens", "note")
     for r in results:
-        table.add_row(r.id, r.status, "" if r.reward is None else f"{r.reward:g}", f"{r.seconds:.1f}",
-                      str(r.steps), str(r.tokens), r.reason[:80])
+        table.add_row(
+            r.id,
+            r.status,
+            "" if r.reward is None else f"{r.reward:g}",
+            f"{r.seconds:.1f}",
+            str(r.steps),
+            str(r.tokens),
+            r.reason[:80],
+        )
     Console().print(table)
     summary = summarize(results)
     typer.echo(

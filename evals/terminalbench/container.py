@@ -48,8 +48,17 @@ from clover.evals.terminalbench.netns import (
 
 # The host image: this machine's folders shown (each under its own overlay) over an empty skeleton.
 HOST_DIRS = ("usr", "etc", "var", "opt", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
-SKELETON_DIRS = {"tmp": 0o1777, "root": 0o700, "home": 0o755, "run": 0o755, "run/lock": 0o1777, "mnt": 0o755,
-                 "srv": 0o755, "media": 0o755, "boot": 0o755}
+SKELETON_DIRS = {
+    "tmp": 0o1777,
+    "root": 0o700,
+    "home": 0o755,
+    "run": 0o755,
+    "run/lock": 0o1777,
+    "mnt": 0o755,
+    "srv": 0o755,
+    "media": 0o755,
+    "boot": 0o755,
+}
 
 
 class ContainerError(RuntimeError):
@@ -107,14 +116,24 @@ def host_image(skeleton: Path) -> RootImage:
         elif host.is_dir():
             (skeleton / name).mkdir(exist_ok=True)
             dirs.append(name)
-    glibc = tuple(int(x) for x in (os.confstr("CS_GNU_LIBC_VERSION") or "glibc 0.0").split()[-1].split(".")[:2])
+    glibc = tuple(
+        int(x) for x in (os.confstr("CS_GNU_LIBC_VERSION") or "glibc 0.0").split()[-1].split(".")[:2]
+    )
     return RootImage("host", skeleton, {"PATH": DEFAULT_PATH}, glibc=glibc, host_dirs=tuple(dirs))
 
 
 class TaskContainer:
-    def __init__(self, state_dir: Path, image: RootImage, *, network: bool = True, hide: tuple[Path, ...] = (),
-                 binds: list[tuple[Path, str]] | None = None, writable: list[tuple[Path, str]] | None = None,
-                 resolvers: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        image: RootImage,
+        *,
+        network: bool = True,
+        hide: tuple[Path, ...] = (),
+        binds: list[tuple[Path, str]] | None = None,
+        writable: list[tuple[Path, str]] | None = None,
+        resolvers: list[str] | None = None,
+    ) -> None:
         self.state = Path(state_dir).absolute()
         self.image = image
         self.network = network
@@ -153,7 +172,9 @@ class TaskContainer:
                 upper.mkdir(parents=True, exist_ok=True)
                 work.mkdir(parents=True, exist_ok=True)
             options = f"lowerdir={lower},upperdir={upper},workdir={work}"
-            mounts.append(f"mount -t overlay overlay -o {shlex.quote(options)} {shlex.quote(str(root / where))}")
+            mounts.append(
+                f"mount -t overlay overlay -o {shlex.quote(options)} {shlex.quote(str(root / where))}"
+            )
         return mounts
 
     def _etc_files(self) -> list[str]:
@@ -161,12 +182,18 @@ class TaskContainer:
         etc = self.state / "etc"
         etc.mkdir(parents=True, exist_ok=True)
         address = GUEST_ADDRESS if self.network else "127.0.1.1"
-        (etc / "hosts").write_text("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
-                                   "fe00::0\tip6-localnet\nff00::0\tip6-mcastprefix\nff02::1\tip6-allnodes\n"
-                                   f"ff02::2\tip6-allrouters\n{address}\t{self.hostname}\n")
+        (etc / "hosts").write_text(
+            "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+            "fe00::0\tip6-localnet\nff00::0\tip6-mcastprefix\nff02::1\tip6-allnodes\n"
+            f"ff02::2\tip6-allrouters\n{address}\t{self.hostname}\n"
+        )
         (etc / "hostname").write_text(self.hostname + "\n")
         (etc / "resolv.conf").write_text(f"nameserver {DNS_ADDRESS}\noptions ndots:0\n")
-        return [arg for name in ("hosts", "hostname", "resolv.conf") for arg in ("--bind", str(etc / name), f"/etc/{name}")]
+        return [
+            arg
+            for name in ("hosts", "hostname", "resolv.conf")
+            for arg in ("--bind", str(etc / name), f"/etc/{name}")
+        ]
 
     def start(self, timeout: float = 60) -> None:
         try:
@@ -185,9 +212,27 @@ class TaskContainer:
     def _start(self, timeout: float, in_memory: bool) -> None:
         mounts = self._mounts(in_memory)
         root = self.state / "root"
-        bwrap = ["bwrap", "--bind", str(root), "/", "--dev", "/dev", "--proc", "/proc", "--ro-bind", "/sys", "/sys",
-                 "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--hostname", self.hostname,
-                 "--die-with-parent", *self._etc_files()]
+        bwrap = [
+            "bwrap",
+            "--bind",
+            str(root),
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--ro-bind",
+            "/sys",
+            "/sys",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-net",
+            "--hostname",
+            self.hostname,
+            "--die-with-parent",
+            *self._etc_files(),
+        ]
         log = (self.state / "container.log").open("wb")
         read_fd, write_fd = os.pipe()
         ready_read, ready_write = os.pipe()  # the init says "ready" from inside: the mounts are done
@@ -200,12 +245,20 @@ class TaskContainer:
             parts = path.parts
             if len(parts) > 1 and parts[1] in self.image.host_dirs and path.is_dir():
                 bwrap += ["--tmpfs", str(path)]
-        bwrap += ["--", "/bin/bash", "-c", f"echo ready >&{ready_write}; exec {ready_write}>&-; exec sleep infinity"]
+        bwrap += [
+            "--",
+            "/bin/bash",
+            "-c",
+            f"echo ready >&{ready_write}; exec {ready_write}>&-; exec sleep infinity",
+        ]
         script = "set -e\n" + "\n".join(mounts) + "\nexec " + shlex.join(bwrap) + "\n"
         try:
             self._proc = subprocess.Popen(
                 ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "container"],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
                 pass_fds=(write_fd, ready_write),
             )
         finally:
@@ -274,14 +327,43 @@ class TaskContainer:
             raise ContainerError("the container is not running")
         variables = {"PATH": DEFAULT_PATH, "HOME": "/root", "HOSTNAME": self.hostname, **(env or {})}
         script = f"cd {shlex.quote(cwd)} || exit 1\n{command}"
-        return ["nsenter", "-t", str(self.pid), "-m", "-p", "-u", "-i", "-n", "-r", "--", "/usr/bin/env", "-i",
-                *(f"{k}={v}" for k, v in variables.items()), "bash", "-c", script]
+        return [
+            "nsenter",
+            "-t",
+            str(self.pid),
+            "-m",
+            "-p",
+            "-u",
+            "-i",
+            "-n",
+            "-r",
+            "--",
+            "/usr/bin/env",
+            "-i",
+            *(f"{k}={v}" for k, v in variables.items()),
+            "bash",
+            "-c",
+            script,
+        ]
 
-    def exec(self, command: str, *, cwd: str = "/", env: dict[str, str] | None = None, timeout: float = 600,
-             stdin: bytes | None = None, log: Path | None = None) -> tuple[int, bytes, bool]:
+    def exec(
+        self,
+        command: str,
+        *,
+        cwd: str = "/",
+        env: dict[str, str] | None = None,
+        timeout: float = 600,
+        stdin: bytes | None = None,
+        log: Path | None = None,
+    ) -> tuple[int, bytes, bool]:
         """Run `command`; returns (exit status, output, timed out). Output also goes to `log`."""
-        proc = subprocess.Popen(self.argv(command, cwd, env), stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            self.argv(command, cwd, env),
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         timed_out = False
         try:
             out, _ = proc.communicate(stdin, timeout=timeout)
@@ -321,12 +403,16 @@ class TaskContainer:
 
     def _untar(self, archive: bytes, folder: str) -> None:
         q = shlex.quote(folder)
-        rc, out, _ = self.exec(f"mkdir -p {q} && tar -x --no-same-owner -C {q} -f -", stdin=archive, timeout=600)
+        rc, out, _ = self.exec(
+            f"mkdir -p {q} && tar -x --no-same-owner -C {q} -f -", stdin=archive, timeout=600
+        )
         if rc != 0:
             raise ContainerError(f"copying into {folder}: {out.decode(errors='replace').strip()[-300:]}")
 
     def read(self, path: str) -> bytes:
-        rc, out, _ = self.exec(f"[ -f {shlex.quote(path)} ] || exit 66; cat -- {shlex.quote(path)}", timeout=300)
+        rc, out, _ = self.exec(
+            f"[ -f {shlex.quote(path)} ] || exit 66; cat -- {shlex.quote(path)}", timeout=300
+        )
         if rc == 66:
             raise FileNotFoundError(f"{path}: no such file in the container")
         if rc != 0:

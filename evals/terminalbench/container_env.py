@@ -21,8 +21,15 @@ _ERR = "\n__CLOVER_STDERR__\n"
 
 
 class ContainerEnvironment(RunBackedFiles):  # list_files and stat through `run`
-    def __init__(self, container: TaskContainer, *, root: str, env: dict[str, str] | None = None,
-                 timeout: float = 120.0, output_limit: int = 16_000) -> None:
+    def __init__(
+        self,
+        container: TaskContainer,
+        *,
+        root: str,
+        env: dict[str, str] | None = None,
+        timeout: float = 120.0,
+        output_limit: int = 16_000,
+    ) -> None:
         self.container = container
         self.root = root.rstrip("/") or "/"
         self.allowed_roots = ["/"]  # the whole container is the agent's to change
@@ -52,8 +59,12 @@ class ContainerEnvironment(RunBackedFiles):  # list_files and stat through `run`
         text = out.decode("utf-8", "replace")
         if timed_out:
             text, _ = cut_output(text, self.output_limit)
-            return ExecResult(text + f"\n[command timed out after {timeout:g}s]", -9, timed_out=True,
-                              seconds=time.monotonic() - start)
+            return ExecResult(
+                text + f"\n[command timed out after {timeout:g}s]",
+                -9,
+                timed_out=True,
+                seconds=time.monotonic() - start,
+            )
         text, new_cwd = split_cwd(text)
         if new_cwd and cwd is None:
             self.cwd = new_cwd
@@ -63,11 +74,14 @@ class ContainerEnvironment(RunBackedFiles):  # list_files and stat through `run`
     def run(self, argv: list[str], cwd: str | None = None, timeout: float | None = None) -> RunResult:
         """One program, no shell state; stderr comes back after a marker and is split off."""
         err = f"/tmp/.clover-err-{uuid.uuid4().hex[:8]}"
-        script = (f"command -v {shlex.quote(argv[0])} >/dev/null || exit 127\n"
-                  f"cd {shlex.quote(self._abs(cwd) if cwd else self.root)} || exit 1\n"
-                  f"{shlex.join(argv)} 2>{err}; __rc=$?; printf '{_ERR}'; cat {err}; rm -f {err}; exit $__rc")
-        rc, out, timed_out = self.container.exec(script, cwd="/", env=self.env,
-                                                 timeout=self.timeout if timeout is None else timeout)
+        script = (
+            f"command -v {shlex.quote(argv[0])} >/dev/null || exit 127\n"
+            f"cd {shlex.quote(self._abs(cwd) if cwd else self.root)} || exit 1\n"
+            f"{shlex.join(argv)} 2>{err}; __rc=$?; printf '{_ERR}'; cat {err}; rm -f {err}; exit $__rc"
+        )
+        rc, out, timed_out = self.container.exec(
+            script, cwd="/", env=self.env, timeout=self.timeout if timeout is None else timeout
+        )
         if rc == 127 and _ERR.encode() not in out:
             return RunResult(127, b"", f"{argv[0]}: command not found")
         stdout, _, stderr = out.rpartition(_ERR.encode()) if _ERR.encode() in out else (out, b"", b"")
@@ -77,8 +91,11 @@ class ContainerEnvironment(RunBackedFiles):  # list_files and stat through `run`
 
     def read_file(self, path: str) -> bytes:
         full = shlex.quote(self._abs(path))
-        rc, out = self._sh(f"[ -L {full} ] && exit 3; [ -e {full} ] || exit 2; [ -d {full} ] && exit 4; "
-                           f"[ -f {full} ] || exit 5; exec cat -- {full}", timeout=120)
+        rc, out = self._sh(
+            f"[ -L {full} ] && exit 3; [ -e {full} ] || exit 2; [ -d {full} ] && exit 4; "
+            f"[ -f {full} ] || exit 5; exec cat -- {full}",
+            timeout=120,
+        )
         if rc == 0:
             return out
         raise _file_error(rc, self._abs(path))
@@ -86,8 +103,12 @@ class ContainerEnvironment(RunBackedFiles):  # list_files and stat through `run`
     def write_file(self, path: str, data: bytes) -> None:
         full = self._abs(path)
         q, tmp = shlex.quote(full), shlex.quote(full + f".clover-{uuid.uuid4().hex[:6]}")
-        rc, out = self._sh(f"[ -L {q} ] && exit 3; [ -d {q} ] && exit 4; mkdir -p -- \"$(dirname -- {q})\" && "
-                           f"cat > {tmp} && mv -f -- {tmp} {q}", stdin=data, timeout=120)
+        rc, out = self._sh(
+            f'[ -L {q} ] && exit 3; [ -d {q} ] && exit 4; mkdir -p -- "$(dirname -- {q})" && '
+            f"cat > {tmp} && mv -f -- {tmp} {q}",
+            stdin=data,
+            timeout=120,
+        )
         if rc != 0:
             raise _file_error(rc, full, out.decode("utf-8", "replace").strip())
 

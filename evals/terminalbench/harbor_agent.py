@@ -31,8 +31,18 @@ from clover.evals.terminalbench.harbor_env import HarborEnvironment
 from clover.evals.terminalbench.local_runner import TASK_PROMPT
 
 _SERVER_PREFIXES = ("openai/", "hosted_vllm/", "openai_compatible/")
-_OPTIONS = ("max_steps", "temperature", "think", "tool_format", "max_tokens", "command_timeout",
-            "time_limit", "token_limit", "request_timeout", "api_key")
+_OPTIONS = (
+    "max_steps",
+    "temperature",
+    "think",
+    "tool_format",
+    "max_tokens",
+    "command_timeout",
+    "time_limit",
+    "token_limit",
+    "request_timeout",
+    "api_key",
+)
 
 try:  # Harbor's options model: `--ak` values typed and checked, a mistyped name is an error
     from harbor.agents.options import AgentOptions
@@ -120,8 +130,13 @@ class CloverAgent(BaseAgent):
 
         settings = self._settings()
         model = build_model(settings)  # a ModelError (bad model/server) fails the trial with its message
-        env = HarborEnvironment(environment, asyncio.get_running_loop(), root=self._workdir,
-                                timeout=settings.command_timeout, output_limit=settings.output_limit)
+        env = HarborEnvironment(
+            environment,
+            asyncio.get_running_loop(),
+            root=self._workdir,
+            timeout=settings.command_timeout,
+            output_limit=settings.output_limit,
+        )
         stop = env.stop
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         trajectory = self.logs_dir / self.TRAJECTORY
@@ -132,8 +147,14 @@ class CloverAgent(BaseAgent):
                 raise Interrupted("Harbor cancelled the run (agent timeout)")
             self._report(context, agent, None, trajectory)
 
-        agent = build_agent(settings, env, model=model, prompt=TASK_PROMPT.format(root=self._workdir),
-                            trajectory_path=trajectory, before_step=before_step)
+        agent = build_agent(
+            settings,
+            env,
+            model=model,
+            prompt=TASK_PROMPT.format(root=self._workdir),
+            trajectory_path=trajectory,
+            before_step=before_step,
+        )
         context.metadata = {"model": model.name, "trajectory": str(trajectory), "workdir": self._workdir}
         try:
             result = await asyncio.to_thread(agent.run, instruction)
@@ -155,10 +176,16 @@ class CloverAgent(BaseAgent):
         context.n_output_tokens = agent.completion_tokens
         context.n_cache_tokens = 0
         meta = dict(context.metadata or {})
-        meta.update(steps=agent.steps, model_seconds=round(agent.model_seconds, 3), trajectory=str(trajectory))
+        meta.update(
+            steps=agent.steps, model_seconds=round(agent.model_seconds, 3), trajectory=str(trajectory)
+        )
         if agent.stats:
             meta["stats"] = dict(agent.stats)
         if result is not None:
-            meta.update(exit_status=result.exit_status, seconds=round(result.seconds, 3),
-                        final_text=result.final_text[:2000], error=result.error)
+            meta.update(
+                exit_status=result.exit_status,
+                seconds=round(result.seconds, 3),
+                final_text=result.final_text[:2000],
+                error=result.error,
+            )
         context.metadata = meta

@@ -106,33 +106,48 @@ class HarborEnvironment(RunBackedFiles):
         timeout = self.timeout if timeout is None else timeout
         workdir = self._abs(cwd) if cwd else self.cwd
         start = time.monotonic()
-        coro = self.harbor_env.exec(f"bash -c {shlex.quote(wrap_command(command, workdir, self.root, self.state))}",
-                                    timeout_sec=max(1, math.ceil(timeout)))
+        coro = self.harbor_env.exec(
+            f"bash -c {shlex.quote(wrap_command(command, workdir, self.root, self.state))}",
+            timeout_sec=max(1, math.ceil(timeout)),
+        )
         try:
             result = self._call(coro, timeout + 60)
         except TimeoutError:
-            return ExecResult(f"[command timed out after {timeout:g}s]", -9, timed_out=True,
-                              seconds=time.monotonic() - start)
+            return ExecResult(
+                f"[command timed out after {timeout:g}s]",
+                -9,
+                timed_out=True,
+                seconds=time.monotonic() - start,
+            )
         except (SandboxGone, WrongThread):
             raise
         except Exception as exc:  # Harbor raises on its own timeouts and transport failures
             timed_out = "timeout" in type(exc).__name__.lower() or "timed out" in str(exc).lower()
-            text = f"[command timed out after {timeout:g}s]" if timed_out else f"[sandbox error: {type(exc).__name__}: {exc}]"
-            return ExecResult(text, -9 if timed_out else 1, timed_out=timed_out, seconds=time.monotonic() - start)
+            text = (
+                f"[command timed out after {timeout:g}s]"
+                if timed_out
+                else f"[sandbox error: {type(exc).__name__}: {exc}]"
+            )
+            return ExecResult(
+                text, -9 if timed_out else 1, timed_out=timed_out, seconds=time.monotonic() - start
+            )
         output = (result.stdout or "") + (result.stderr or "")
         output, new_cwd = split_cwd(output)
         if new_cwd and cwd is None:
             self.cwd = new_cwd
         output, truncated = cut_output(output, self.output_limit)
-        return ExecResult(output, int(result.return_code), truncated=truncated, seconds=time.monotonic() - start)
+        return ExecResult(
+            output, int(result.return_code), truncated=truncated, seconds=time.monotonic() - start
+        )
 
     def run(self, argv: list[str], cwd: str | None = None, timeout: float | None = None) -> RunResult:
         """One program in the sandbox, no session state; stdout kept apart from stderr."""
         timeout = self.timeout if timeout is None else timeout
         script = f"cd {shlex.quote(self._abs(cwd or self.root))} && exec {shlex.join(argv)}"
         try:
-            result = self._call(self.harbor_env.exec(script, timeout_sec=max(1, math.ceil(timeout))),
-                                timeout + 60)
+            result = self._call(
+                self.harbor_env.exec(script, timeout_sec=max(1, math.ceil(timeout))), timeout + 60
+            )
         except TimeoutError:
             return RunResult(-9, b"", f"timed out after {timeout:g}s", timed_out=True)
         stdout = (result.stdout or "").encode("utf-8", "surrogateescape")
@@ -142,7 +157,10 @@ class HarborEnvironment(RunBackedFiles):
 
     def _kind(self, path: str) -> str:
         quoted = shlex.quote(path)
-        probe = f"if [ -d {quoted} ]; then echo D; elif [ -f {quoted} ]; then echo F; elif [ -e {quoted} ]; then echo O; else echo N; fi"
+        probe = (
+            f"if [ -d {quoted} ]; then echo D; elif [ -f {quoted} ]; then echo F; elif [ -e {quoted} "
+            "]; then echo O; else echo N; fi"
+        )
         result = self._call(self.harbor_env.exec(probe, timeout_sec=30), 90)
         return (result.stdout or "N").strip()[-1:] or "N"
 

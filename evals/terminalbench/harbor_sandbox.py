@@ -74,9 +74,16 @@ class BwrapEnvironment(BaseEnvironment):
             # bwrap dies with the thread that started it (--die-with-parent), and a pool thread may be
             # retired while the trial goes on: the container starts on the loop's own thread.
             self._box, self._env = Launch().start(
-                spec, self.environment_dir, state=self._state / "box", log=self._state / "build.log",
-                network=self._network, timeout=float(self.task_env_config.build_timeout_sec),
-                workdir=self._workdir, hide=(task_dir,), uv_folders=(task_dir / "tests", task_dir / "solution"))
+                spec,
+                self.environment_dir,
+                state=self._state / "box",
+                log=self._state / "build.log",
+                network=self._network,
+                timeout=float(self.task_env_config.build_timeout_sec),
+                workdir=self._workdir,
+                hide=(task_dir,),
+                uv_folders=(task_dir / "tests", task_dir / "solution"),
+            )
         except (CannotHost, LaunchError) as exc:
             raise SandboxBuildFailedError(str(exc)) from None
         for path in _LOG_DIRS:
@@ -106,8 +113,11 @@ class BwrapEnvironment(BaseEnvironment):
             raise ContainerError("the sandbox has not started")
         argv = self._box.argv(command, cwd or self._workdir, variables)
         proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, start_new_session=True,
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
         )
         try:
             stdout, stderr = await asyncio.wait_for(proc.communicate(), timeout=timeout_sec)
@@ -118,8 +128,11 @@ class BwrapEnvironment(BaseEnvironment):
             if isinstance(exc, asyncio.CancelledError):
                 raise
             raise RuntimeError(f"Command timed out after {timeout_sec} seconds") from None
-        return ExecResult(stdout=stdout.decode(errors="replace"), stderr=stderr.decode(errors="replace"),
-                          return_code=proc.returncode if proc.returncode is not None else -1)
+        return ExecResult(
+            stdout=stdout.decode(errors="replace"),
+            stderr=stderr.decode(errors="replace"),
+            return_code=proc.returncode if proc.returncode is not None else -1,
+        )
 
     # ------------------------------------------------------------------ files (tar streams, container.py)
 

@@ -35,26 +35,36 @@ from clover.evals.terminalbench.pythons import (
 )
 from clover.evals.terminalbench.recipes import Recipe
 
-UBUNTU_KEYRING_DEB = ("http://archive.ubuntu.com/ubuntu/pool/main/u/ubuntu-keyring/ubuntu-keyring_2023.11.28.1_all.deb",
-                      "36de43b15853ccae0028e9a767613770c704833f82586f28eb262f0311adb8a8")
+UBUNTU_KEYRING_DEB = (
+    "http://archive.ubuntu.com/ubuntu/pool/main/u/ubuntu-keyring/ubuntu-keyring_2023.11.28.1_all.deb",
+    "36de43b15853ccae0028e9a767613770c704833f82586f28eb262f0311adb8a8",
+)
 DEBIAN_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 # Docker's official images: apt keeps no .debs or caches, fetches no translations.
 _APT_CONF = {
-    "docker-clean": ('DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb '
-                     '/var/cache/apt/*.bin || true"; };\nAPT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb '
-                     '/var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };\n'
-                     'Dir::Cache::pkgcache "";\nDir::Cache::srcpkgcache "";\n'),
+    "docker-clean": (
+        'DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb '
+        '/var/cache/apt/*.bin || true"; };\nAPT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb '
+        '/var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };\n'
+        'Dir::Cache::pkgcache "";\nDir::Cache::srcpkgcache "";\n'
+    ),
     "docker-autoremove-suggests": 'Apt::AutoRemove::SuggestsImportant "false";\n',
     "docker-no-languages": 'Acquire::Languages "none";\n',
     "docker-gzip-indexes": 'Acquire::GzipIndexes "true";\nAcquire::CompressionTypes::Order:: "gz";\n',
 }
 # What the slim / minimized images leave out (their /etc/dpkg/dpkg.cfg.d file).
-_DPKG_EXCLUDES = ["path-exclude=/usr/share/man/*", "path-exclude=/usr/share/groff/*", "path-exclude=/usr/share/info/*",
-                  "path-exclude=/usr/share/lintian/*", "path-exclude=/usr/share/linda/*",
-                  "path-exclude=/usr/share/locale/*/LC_MESSAGES/*.mo", "path-exclude=/usr/share/doc/*",
-                  "path-include=/usr/share/doc/*/copyright"]
+_DPKG_EXCLUDES = [
+    "path-exclude=/usr/share/man/*",
+    "path-exclude=/usr/share/groff/*",
+    "path-exclude=/usr/share/info/*",
+    "path-exclude=/usr/share/lintian/*",
+    "path-exclude=/usr/share/linda/*",
+    "path-exclude=/usr/share/locale/*/LC_MESSAGES/*.mo",
+    "path-exclude=/usr/share/doc/*",
+    "path-include=/usr/share/doc/*/copyright",
+]
 
 
 class ImageError(RuntimeError):
@@ -75,8 +85,10 @@ class RootImage:
 def _python_for(recipe: Recipe) -> tuple[str, Path]:
     found = newest(recipe.python)
     if found is None:
-        raise ImageError(f"{recipe.tag}: no local Python {recipe.python} to install at /usr/local "
-                         "(this machine's pyenv has none)")
+        raise ImageError(
+            f"{recipe.tag}: no local Python {recipe.python} to install at /usr/local "
+            "(this machine's pyenv has none)"
+        )
     return found
 
 
@@ -123,10 +135,16 @@ class ImageStore:
             if digest != sha256:
                 raise ImageError(f"{url}: SHA-256 {digest} is not the pinned {sha256}")
             subprocess.run(["dpkg-deb", "-x", str(deb), str(target / "x")], check=True, capture_output=True)
-            shutil.copy2(target / "x/usr/share/keyrings/ubuntu-archive-keyring.gpg", target / "ubuntu-archive-keyring.gpg")
+            shutil.copy2(
+                target / "x/usr/share/keyrings/ubuntu-archive-keyring.gpg",
+                target / "ubuntu-archive-keyring.gpg",
+            )
             shutil.rmtree(target / "x")
 
-        return build_once(self.cache / "keyrings" / f"ubuntu-{sha256[:12]}", fetch) / "ubuntu-archive-keyring.gpg"
+        return (
+            build_once(self.cache / "keyrings" / f"ubuntu-{sha256[:12]}", fetch)
+            / "ubuntu-archive-keyring.gpg"
+        )
 
     def _build(self, recipe: Recipe, target: Path, log: Path | None) -> None:
         target.mkdir(parents=True)
@@ -134,11 +152,19 @@ class ImageStore:
         keyring = self._keyring(recipe)
         mirror, security = recipe.mirrors
         comps = " ".join(recipe.components)
-        suites = [f"deb {mirror} {recipe.suite} {comps}", f"deb {mirror} {recipe.suite}-updates {comps}",
-                  f"deb {security} {recipe.suite}-security {comps}"]
+        suites = [
+            f"deb {mirror} {recipe.suite} {comps}",
+            f"deb {mirror} {recipe.suite}-updates {comps}",
+            f"deb {security} {recipe.suite}-security {comps}",
+        ]
         keyring_pkg = "ubuntu-keyring" if recipe.distro == "ubuntu" else "debian-archive-keyring"
         packages = ["apt", keyring_pkg, *recipe.packages]  # Ubuntu's apt is not "required": minbase lacks it
-        manifest: dict = {"tag": recipe.tag, "recipe": recipe.key(), "distro": recipe.distro, "suite": recipe.suite}
+        manifest: dict = {
+            "tag": recipe.tag,
+            "recipe": recipe.key(),
+            "distro": recipe.distro,
+            "suite": recipe.suite,
+        }
         with tempfile.TemporaryDirectory(prefix="clover-image-") as tmp:
             hooks: list[str] = []
             if recipe.python:
@@ -149,14 +175,25 @@ class ImageStore:
                 manifest["python"] = version
                 hooks += _python_hooks(stage, recipe.python, libs)
             hooks += _image_hooks(recipe)
-            argv = ["mmdebstrap", "--mode=root", "--format=directory", "--variant=minbase", "--arch=amd64",
-                    f"--keyring={keyring}", f"--include={','.join(packages)}",
-                    *(f"--dpkgopt={rule}" for rule in (_DPKG_EXCLUDES if recipe.slim else [])),
-                    *(f"--customize-hook={hook}" for hook in hooks),
-                    recipe.suite, str(rootfs), *suites]
+            argv = [
+                "mmdebstrap",
+                "--mode=root",
+                "--format=directory",
+                "--variant=minbase",
+                "--arch=amd64",
+                f"--keyring={keyring}",
+                f"--include={','.join(packages)}",
+                *(f"--dpkgopt={rule}" for rule in (_DPKG_EXCLUDES if recipe.slim else [])),
+                *(f"--customize-hook={hook}" for hook in hooks),
+                recipe.suite,
+                str(rootfs),
+                *suites,
+            ]
             # Its own mount namespace: whatever mmdebstrap mounts in the root dies with it.
             command = ["nice", "-n", "10", "unshare", "--mount", "--propagation", "private", "--", *argv]
-            proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            proc = subprocess.run(
+                command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
         output = proc.stdout.decode("utf-8", "replace")
         (target / "build.log").write_text(shlex.join(command) + "\n" + output)
         if log is not None:
@@ -165,7 +202,9 @@ class ImageStore:
                 fh.write(f"# building {recipe.tag} ({target.name})\n{output}\n")
         if proc.returncode != 0:
             tail = "\n".join(line for line in output.splitlines() if line.startswith(("E:", "W:")))[-600:]
-            raise ImageError(f"mmdebstrap for {recipe.tag} exited with {proc.returncode}: {tail or output[-600:]}")
+            raise ImageError(
+                f"mmdebstrap for {recipe.tag} exited with {proc.returncode}: {tail or output[-600:]}"
+            )
         manifest["glibc"] = list(_glibc_of(rootfs))
         manifest["packages"] = _installed(rootfs)
         (target / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
@@ -184,12 +223,16 @@ def _python_hooks(stage: Path, short: str, libs: list[str]) -> list[str]:
     install = " ".join(shlex.quote(p) for p in libs)
     return [
         f'cp -a {shlex.quote(str(stage))}/. "$1/usr/local/"',
-        _chroot(f"for p in {install}; do apt-get install -y --no-install-recommends $p >/dev/null 2>&1 "
-                f"|| apt-get install -y --no-install-recommends ${{p}}t64 >/dev/null; done"),
-        _chroot(f"ldconfig && /usr/local/bin/python{short} -m ensurepip --default-pip >/dev/null && "
-                f"cd /usr/local/bin && for n in pip pip3; do [ -e $n ] || ln -s pip{short} $n; done && "
-                "find /usr/local -depth -name __pycache__ -type d -exec rm -rf {} + && "
-                f"/usr/local/bin/python{short} -c 'import ssl, sqlite3, ctypes, lzma, bz2, zlib, readline, uuid'"),
+        _chroot(
+            f"for p in {install}; do apt-get install -y --no-install-recommends $p >/dev/null 2>&1 "
+            f"|| apt-get install -y --no-install-recommends ${{p}}t64 >/dev/null; done"
+        ),
+        _chroot(
+            f"ldconfig && /usr/local/bin/python{short} -m ensurepip --default-pip >/dev/null && "
+            f"cd /usr/local/bin && for n in pip pip3; do [ -e $n ] || ln -s pip{short} $n; done && "
+            "find /usr/local -depth -name __pycache__ -type d -exec rm -rf {} + && "
+            f"/usr/local/bin/python{short} -c 'import ssl, sqlite3, ctypes, lzma, bz2, zlib, readline, uuid'"
+        ),
     ]
 
 
@@ -199,31 +242,46 @@ def _sources(recipe: Recipe) -> tuple[str, str]:
     comps = " ".join(recipe.components)
     if recipe.distro == "ubuntu":
         key = "/usr/share/keyrings/ubuntu-archive-keyring.gpg"
-        return ("/etc/apt/sources.list.d/ubuntu.sources",
-                f"Types: deb\nURIs: {mirror}/\nSuites: {recipe.suite} {recipe.suite}-updates {recipe.suite}-backports\n"
-                f"Components: {comps}\nSigned-By: {key}\n\nTypes: deb\nURIs: {security}/\n"
-                f"Suites: {recipe.suite}-security\nComponents: {comps}\nSigned-By: {key}\n")
+        return (
+            "/etc/apt/sources.list.d/ubuntu.sources",
+            f"Types: deb\nURIs: {mirror}/\nSuites: {recipe.suite} {recipe.suite}-updates {recipe.suite}-backports\n"
+            f"Components: {comps}\nSigned-By: {key}\n\nTypes: deb\nURIs: {security}/\n"
+            f"Suites: {recipe.suite}-security\nComponents: {comps}\nSigned-By: {key}\n",
+        )
     if recipe.suite == "bullseye":  # before bookworm the image had a one-line sources.list
-        return ("/etc/apt/sources.list", f"deb {mirror} bullseye main\ndeb {security} bullseye-security main\n"
-                                         f"deb {mirror} bullseye-updates main\n")
+        return (
+            "/etc/apt/sources.list",
+            f"deb {mirror} bullseye main\ndeb {security} bullseye-security main\n"
+            f"deb {mirror} bullseye-updates main\n",
+        )
     key = "/usr/share/keyrings/debian-archive-keyring." + ("pgp" if recipe.suite == "trixie" else "gpg")
-    return ("/etc/apt/sources.list.d/debian.sources",
-            f"Types: deb\nURIs: {mirror}\nSuites: {recipe.suite} {recipe.suite}-updates\nComponents: main\n"
-            f"Signed-By: {key}\n\nTypes: deb\nURIs: {security}\nSuites: {recipe.suite}-security\n"
-            f"Components: main\nSigned-By: {key}\n")
+    return (
+        "/etc/apt/sources.list.d/debian.sources",
+        f"Types: deb\nURIs: {mirror}\nSuites: {recipe.suite} {recipe.suite}-updates\nComponents: main\n"
+        f"Signed-By: {key}\n\nTypes: deb\nURIs: {security}\nSuites: {recipe.suite}-security\n"
+        f"Components: main\nSigned-By: {key}\n",
+    )
 
 
 def _image_hooks(recipe: Recipe) -> list[str]:
     path, text = _sources(recipe)
-    hooks = [f'rm -f "$1/etc/apt/sources.list" && mkdir -p "$1/etc/apt/sources.list.d" && '
-             f'printf %s {shlex.quote(text)} > "$1{path}"']
+    hooks = [
+        f'rm -f "$1/etc/apt/sources.list" && mkdir -p "$1/etc/apt/sources.list.d" && '
+        f'printf %s {shlex.quote(text)} > "$1{path}"'
+    ]
     for name, body in _APT_CONF.items():
         hooks.append(f'printf %s {shlex.quote(body)} > "$1/etc/apt/apt.conf.d/{name}"')
     if recipe.distro == "ubuntu" and recipe.suite == "noble":
-        hooks.append(_chroot("useradd --uid 1000 --user-group --create-home --shell /bin/bash --comment Ubuntu ubuntu"))
-    hooks.append(_chroot("for f in .bashrc .profile; do [ -e /root/$f ] || cp /etc/skel/$f /root/$f; done; "
-                         "mkdir -p /run/lock && chmod 1777 /run/lock; : > /etc/hostname; "
-                         "printf '127.0.0.1\\tlocalhost\\n' > /etc/hosts; : > /etc/resolv.conf"))
+        hooks.append(
+            _chroot("useradd --uid 1000 --user-group --create-home --shell /bin/bash --comment Ubuntu ubuntu")
+        )
+    hooks.append(
+        _chroot(
+            "for f in .bashrc .profile; do [ -e /root/$f ] || cp /etc/skel/$f /root/$f; done; "
+            "mkdir -p /run/lock && chmod 1777 /run/lock; : > /etc/hostname; "
+            "printf '127.0.0.1\\tlocalhost\\n' > /etc/hosts; : > /etc/resolv.conf"
+        )
+    )
     return hooks
 
 
@@ -236,10 +294,16 @@ def _glibc_of(rootfs: Path) -> tuple[int, int]:
 
 
 def _dpkg_status(rootfs: Path) -> list[dict[str, str]]:
-    text = (rootfs / "var/lib/dpkg/status").read_text(errors="replace") if (rootfs / "var/lib/dpkg/status").is_file() else ""
+    text = (
+        (rootfs / "var/lib/dpkg/status").read_text(errors="replace")
+        if (rootfs / "var/lib/dpkg/status").is_file()
+        else ""
+    )
     records = []
     for block in text.split("\n\n"):
-        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line and not line.startswith(" "))
+        fields = dict(
+            line.split(": ", 1) for line in block.splitlines() if ": " in line and not line.startswith(" ")
+        )
         if fields:
             records.append(fields)
     return records
@@ -261,7 +325,15 @@ def _verify(path: Path, recipe: Recipe, fresh: bool = False) -> str | None:
     os_release = (rootfs / "etc/os-release").read_text() if (rootfs / "etc/os-release").is_file() else ""
     if f"VERSION_CODENAME={recipe.suite}" not in os_release:
         return f"/etc/os-release is not {recipe.distro} {recipe.suite}"
-    for needed in ("bin/bash", "bin/tar", "usr/bin/env", "usr/bin/apt-get", "root/.bashrc", "root/.profile", "run/lock"):
+    for needed in (
+        "bin/bash",
+        "bin/tar",
+        "usr/bin/env",
+        "usr/bin/apt-get",
+        "root/.bashrc",
+        "root/.profile",
+        "run/lock",
+    ):
         if not (rootfs / needed).exists():
             return f"/{needed} is missing"
     if not fresh and _installed(rootfs) != manifest.get("packages"):

@@ -71,15 +71,27 @@ class Launch:
             raise CannotHost(str(exc)) from None
         return self.store.root(recipe, log)
 
-    def start(self, spec: DockerSpec, context: Path, *, state: Path, log: Path, network: bool, timeout: float,
-              workdir: str | None = None, hide: tuple[Path, ...] = (), writable: list[tuple[Path, str]] | None = None,
-              uv_folders: tuple[Path, ...] = ()) -> tuple[TaskContainer, dict[str, str]]:
+    def start(
+        self,
+        spec: DockerSpec,
+        context: Path,
+        *,
+        state: Path,
+        log: Path,
+        network: bool,
+        timeout: float,
+        workdir: str | None = None,
+        hide: tuple[Path, ...] = (),
+        writable: list[tuple[Path, str]] | None = None,
+        uv_folders: tuple[Path, ...] = (),
+    ) -> tuple[TaskContainer, dict[str, str]]:
         """A running container with the image built; returns it and the environment its commands get.
         `uv_folders`: the task's other files (tests, solution): where they or the build use uv, the
         stand-in interpreters are mounted. Raises CannotHost, LaunchError."""
         with_pythons = uses_uv(context, *uv_folders)
-        box = self.container(spec.base, state, log, network=network, with_pythons=with_pythons, hide=hide,
-                             writable=writable)
+        box = self.container(
+            spec.base, state, log, network=network, with_pythons=with_pythons, hide=hide, writable=writable
+        )
         stages = _Stages(self, spec, context, state, log, network, timeout, with_pythons)
         try:
             box.start()
@@ -87,8 +99,17 @@ class Launch:
             version = installer_version(context)
             if version is not None:
                 install_uv(box, version)
-            env = build_image(box, spec, context, log=log, timeout=timeout, workdir=workdir,
-                              extra_path=_extra_path(box), base_env=network_env(), source_for=stages.source)
+            env = build_image(
+                box,
+                spec,
+                context,
+                log=log,
+                timeout=timeout,
+                workdir=workdir,
+                extra_path=_extra_path(box),
+                base_env=network_env(),
+                source_for=stages.source,
+            )
         except BaseException as exc:
             unreachable = needed_hosts(box, *stages.boxes)
             stages.close()
@@ -99,16 +120,26 @@ class Launch:
         stages.close()
         return box, env
 
-    def container(self, base: str, state: Path, log: Path, *, network: bool, with_pythons: bool,
-                  hide: tuple[Path, ...] = (), writable: list[tuple[Path, str]] | None = None) -> TaskContainer:
+    def container(
+        self,
+        base: str,
+        state: Path,
+        log: Path,
+        *,
+        network: bool,
+        with_pythons: bool,
+        hide: tuple[Path, ...] = (),
+        writable: list[tuple[Path, str]] | None = None,
+    ) -> TaskContainer:
         """A container (not started) of the image `base` names. Raises CannotHost, LaunchError."""
         try:
             image = self.root_for(base, state, log)
             binds = python_binds(image.glibc) if with_pythons else []
         except (ImageError, PythonBuildError, OSError) as exc:
             raise LaunchError(f"FROM {base}: {exc}") from None
-        return TaskContainer(state, image, network=network, hide=hide, binds=binds, writable=writable,
-                             resolvers=self.resolvers)
+        return TaskContainer(
+            state, image, network=network, hide=hide, binds=binds, writable=writable, resolvers=self.resolvers
+        )
 
 
 def _extra_path(box: TaskContainer) -> str:
@@ -130,8 +161,10 @@ def prepare(box: TaskContainer) -> None:
     except (FileNotFoundError, ContainerError):
         return  # no ca-certificates yet: its postinst adds them when the task installs it
     if not all(body in store for body in bodies):
-        box.exec("command -v update-ca-certificates >/dev/null && update-ca-certificates >/dev/null 2>&1; true",
-                 timeout=120)
+        box.exec(
+            "command -v update-ca-certificates >/dev/null && update-ca-certificates >/dev/null 2>&1; true",
+            timeout=120,
+        )
 
 
 def _pem_body(path: Path) -> str:
@@ -158,8 +191,17 @@ class _Stages:
     """The sources of `COPY --from`: earlier stages (built on first use, each in its own container)
     and images (a tool image's files, or a container of the image)."""
 
-    def __init__(self, launch: Launch, spec: DockerSpec, context: Path, state: Path, log: Path, network: bool,
-                 timeout: float, with_pythons: bool) -> None:
+    def __init__(
+        self,
+        launch: Launch,
+        spec: DockerSpec,
+        context: Path,
+        state: Path,
+        log: Path,
+        network: bool,
+        timeout: float,
+        with_pythons: bool,
+    ) -> None:
         self.launch, self.spec, self.context = launch, spec, context
         self.state, self.log, self.network, self.timeout = state, log, network, timeout
         self.with_pythons = with_pythons
@@ -182,18 +224,29 @@ class _Stages:
         return ContainerSource(self._container(name, f"image-{len(self.boxes)}"))
 
     def _build_stage(self, index: int, stage: DockerSpec) -> TaskContainer:
-        stage_spec = DockerSpec(base=stage.base, workdir=stage.workdir, steps=stage.steps, stages=self.spec.stages)
+        stage_spec = DockerSpec(
+            base=stage.base, workdir=stage.workdir, steps=stage.steps, stages=self.spec.stages
+        )
         box = self._container(stage.base, f"stage-{index}")
         with open(self.log, "a") as fh:
             fh.write(f"# stage {stage.name or index} (FROM {stage.base})\n")
-        build_image(box, stage_spec, self.context, log=self.log, timeout=self.timeout, extra_path=_extra_path(box),
-                    base_env=network_env(), source_for=self.source)
+        build_image(
+            box,
+            stage_spec,
+            self.context,
+            log=self.log,
+            timeout=self.timeout,
+            extra_path=_extra_path(box),
+            base_env=network_env(),
+            source_for=self.source,
+        )
         return box
 
     def _container(self, base: str, name: str) -> TaskContainer:
         try:
-            box = self.launch.container(base, self.state / name, self.log, network=self.network,
-                                        with_pythons=self.with_pythons)
+            box = self.launch.container(
+                base, self.state / name, self.log, network=self.network, with_pythons=self.with_pythons
+            )
         except (CannotHost, LaunchError) as exc:
             raise BuildError(f"COPY --from={base}: {exc}") from None
         self.boxes.append(box)

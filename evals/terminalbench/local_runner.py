@@ -70,8 +70,9 @@ class Skip(Exception):
 LOG_DIRS = ("agent", "verifier", "artifacts")  # /logs/<name>: mounted from the task's output folder
 
 
-def start_task(task: Task, state: Path, log: Path, launch: Launch | None = None, logs: Path | None = None
-               ) -> tuple[TaskContainer, dict[str, str]]:
+def start_task(
+    task: Task, state: Path, log: Path, launch: Launch | None = None, logs: Path | None = None
+) -> tuple[TaskContainer, dict[str, str]]:
     """A running container with the task's image built; returns it and its environment."""
     problem = container_problem()
     if problem:
@@ -86,9 +87,17 @@ def start_task(task: Task, state: Path, log: Path, launch: Launch | None = None,
     task_env = resolve_env(task.env, f"{task.id}: [environment].env")
     try:
         box, env = (launch or Launch()).start(
-            task.docker, task.context_dir, state=state, log=log, network=task.network, timeout=task.build_timeout,
-            workdir=task.docker.workdir, hide=(task.path, state.parent.parent), writable=writable,
-            uv_folders=(task.tests_dir, task.path / "solution"))
+            task.docker,
+            task.context_dir,
+            state=state,
+            log=log,
+            network=task.network,
+            timeout=task.build_timeout,
+            workdir=task.docker.workdir,
+            hide=(task.path, state.parent.parent),
+            writable=writable,
+            uv_folders=(task.tests_dir, task.path / "solution"),
+        )
     except CannotHost as exc:
         raise Skip(str(exc)) from None
     return box, {**env, **task_env}  # as a container's env: over the image's
@@ -163,10 +172,16 @@ def run_task(
                 raise Skip("no solution script for --oracle")
             solution = task.solution_script.parent if task.format == "harbor" else task.solution_script
             before_phase(box, solution)
-            box.put(solution, "/solution" if task.format == "harbor" else f"/solution/{task.solution_script.name}")
-            box.exec(f"bash /solution/{task.solution_script.name}", cwd=workdir,
-                     env={**env, **resolve_env(task.solution_env, f"{task.id}: [solution].env")},
-                     timeout=task.agent_timeout, log=task_out / "oracle.log")
+            box.put(
+                solution, "/solution" if task.format == "harbor" else f"/solution/{task.solution_script.name}"
+            )
+            box.exec(
+                f"bash /solution/{task.solution_script.name}",
+                cwd=workdir,
+                env={**env, **resolve_env(task.solution_env, f"{task.id}: [solution].env")},
+                timeout=task.agent_timeout,
+                log=task_out / "oracle.log",
+            )
             result.exit_status = "oracle"
         else:
             _run_agent(task, box, env, settings, model_factory(task), task_out, result)
@@ -176,7 +191,10 @@ def run_task(
         result.test_seconds = time.monotonic() - test_start
         result.reward = read_reward(task, logs, code)
         if result.reward is None:
-            result.status, result.reason = "failed", "the tests wrote no reward" + (" (timed out)" if timed_out else "")
+            result.status, result.reason = (
+                "failed",
+                "the tests wrote no reward" + (" (timed out)" if timed_out else ""),
+            )
         else:
             result.status = "passed" if result.reward >= 1.0 else "failed"
             if not result.passed:
@@ -215,8 +233,14 @@ def _archive_drift(task: Task, task_out: Path, result: TaskResult) -> None:
     """A pinned package version the archive no longer has (apt: "Version 'V' for 'P' was not
     found"): a fresh build cannot satisfy it. Where the task names a prebuilt image (which Harbor
     pulls instead of building, and which has it installed), it needs that image: Docker Hub."""
-    logs = [task_out / "build.log", task_out / "oracle.log", task_out / "logs" / "verifier" / "test-stdout.txt"]
-    pins = list(dict.fromkeys(f"{p}={v}" for log in logs for v, p in _MISSING_VERSION.findall(_read_text(log) or "")))
+    logs = [
+        task_out / "build.log",
+        task_out / "oracle.log",
+        task_out / "logs" / "verifier" / "test-stdout.txt",
+    ]
+    pins = list(
+        dict.fromkeys(f"{p}={v}" for log in logs for v, p in _MISSING_VERSION.findall(_read_text(log) or ""))
+    )
     if not pins:
         return
     gone = f"the archive no longer has {', '.join(pins)}"
@@ -237,7 +261,9 @@ def _failure_cause(task_out: Path) -> str:
     return "the tests failed"
 
 
-def verify(task: Task, box: TaskContainer, env: dict[str, str], task_out: Path, logs: Path) -> tuple[int, bool]:
+def verify(
+    task: Task, box: TaskContainer, env: dict[str, str], task_out: Path, logs: Path
+) -> tuple[int, bool]:
     """Copy the tests in (only now) and run them from the workdir; returns (status, timed out)."""
     if task.tests_dir.is_dir():
         box.put(task.tests_dir, "/tests")
@@ -245,26 +271,42 @@ def verify(task: Task, box: TaskContainer, env: dict[str, str], task_out: Path, 
         box.put(task.test_script, f"/tests/{task.test_script.name}")
     before_phase(box, task.tests_dir, task.test_script)
     log = logs / "verifier" / "test-stdout.txt"
-    code, out, timed_out = box.exec(f"bash /tests/{task.test_script.name}", cwd=task.docker.workdir,
-                                    env={**env, **resolve_env(task.verifier_env, f"{task.id}: [verifier].env"),
-                                         "TEST_DIR": "/tests"}, timeout=task.test_timeout)
+    code, out, timed_out = box.exec(
+        f"bash /tests/{task.test_script.name}",
+        cwd=task.docker.workdir,
+        env={**env, **resolve_env(task.verifier_env, f"{task.id}: [verifier].env"), "TEST_DIR": "/tests"},
+        timeout=task.test_timeout,
+    )
     _append(log, out)
     if code != 0 and task.format == "harbor" and _read_text(logs / "verifier" / "reward.txt") is None:
         (task_out / "verifier-error.txt").write_text(tail(out, 40) + "\n", encoding="utf-8")
     return code, timed_out
 
 
-def _run_agent(task: Task, box: TaskContainer, env: dict[str, str], settings: Settings, model: Model,
-               task_out: Path, result: TaskResult) -> None:
+def _run_agent(
+    task: Task,
+    box: TaskContainer,
+    env: dict[str, str],
+    settings: Settings,
+    model: Model,
+    task_out: Path,
+    result: TaskResult,
+) -> None:
     from clover.evals.terminalbench.container_env import ContainerEnvironment
     from clover.runner import build_agent
 
     workdir = task.docker.workdir
-    environment = ContainerEnvironment(box, root=workdir, env=env, timeout=settings.command_timeout,
-                                       output_limit=settings.output_limit)
+    environment = ContainerEnvironment(
+        box, root=workdir, env=env, timeout=settings.command_timeout, output_limit=settings.output_limit
+    )
     settings = dataclasses.replace(settings, time_limit=min(settings.time_limit, task.agent_timeout))
-    agent = build_agent(settings, environment, model=model, prompt=TASK_PROMPT.format(root=workdir),
-                        trajectory_path=task_out / "trajectory.jsonl")
+    agent = build_agent(
+        settings,
+        environment,
+        model=model,
+        prompt=TASK_PROMPT.format(root=workdir),
+        trajectory_path=task_out / "trajectory.jsonl",
+    )
     try:
         run = agent.run(task.instruction)
     finally:
@@ -299,11 +341,15 @@ def run_tasks(
             with lock:
                 on_start(task)
         if timeout_multiplier != 1.0:
-            task = dataclasses.replace(task, build_timeout=task.build_timeout * timeout_multiplier,
-                                       agent_timeout=task.agent_timeout * timeout_multiplier,
-                                       test_timeout=task.test_timeout * timeout_multiplier)
-        result = run_task(task, settings=settings, model_factory=model_factory, out_dir=out_dir, keep=keep,
-                          launch=launch)
+            task = dataclasses.replace(
+                task,
+                build_timeout=task.build_timeout * timeout_multiplier,
+                agent_timeout=task.agent_timeout * timeout_multiplier,
+                test_timeout=task.test_timeout * timeout_multiplier,
+            )
+        result = run_task(
+            task, settings=settings, model_factory=model_factory, out_dir=out_dir, keep=keep, launch=launch
+        )
         if on_done:
             with lock:
                 on_done(result)
@@ -312,9 +358,16 @@ def run_tasks(
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         results = list(pool.map(one, tasks))
     summary = summarize(results)
-    (out_dir / "results.json").write_text(json.dumps(
-        {"summary": summary, "timeout_multiplier": timeout_multiplier, "tasks": [dataclasses.asdict(r) for r in results]},
-        indent=2))
+    (out_dir / "results.json").write_text(
+        json.dumps(
+            {
+                "summary": summary,
+                "timeout_multiplier": timeout_multiplier,
+                "tasks": [dataclasses.asdict(r) for r in results],
+            },
+            indent=2,
+        )
+    )
     return results
 
 

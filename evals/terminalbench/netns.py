@@ -30,8 +30,10 @@ _CLONE_NEWNET = 0x40000000
 _FAILED_RCODES = {2: "SERVFAIL", 3: "NXDOMAIN", 5: "REFUSED"}
 _ADDRESS_TYPES = {1, 28, 255}  # A, AAAA, ANY
 # Names no public resolver answers: local or reserved (RFC 2606, 6761, 6762, 8375), and reverse lookups.
-_LOCAL_NAME = re.compile(r"(?:^[^.]+$)|\.(?:local|localhost|localdomain|invalid|test|example|internal|lan|"
-                         r"home\.arpa|in-addr\.arpa|ip6\.arpa)$")
+_LOCAL_NAME = re.compile(
+    r"(?:^[^.]+$)|\.(?:local|localhost|localdomain|invalid|test|example|internal|lan|"
+    r"home\.arpa|in-addr\.arpa|ip6\.arpa)$"
+)
 
 
 def outside_access_problem() -> str | None:
@@ -120,7 +122,9 @@ class Lookup:
 class DnsForwarder:
     """The namespace's resolver at 127.0.0.11:53 (UDP and TCP); see the module's docstring."""
 
-    def __init__(self, pid: int, *, upstream: list[str] | None, log: Path | None = None, timeout: float = 5.0) -> None:
+    def __init__(
+        self, pid: int, *, upstream: list[str] | None, log: Path | None = None, timeout: float = 5.0
+    ) -> None:
         self.upstream = upstream  # "address[:port]" of the resolvers to ask; None: refuse every name
         self.timeout = timeout
         self.log = log
@@ -157,7 +161,11 @@ class DnsForwarder:
         with self._lock:
             lookups = [x for x in self.lookups if x.qtype in _ADDRESS_TYPES and not x.name.startswith("_")]
         resolved = {x.name for x in lookups if x.outcome == "ok"}
-        names = [x.name for x in lookups if x.outcome != "ok" and x.name not in resolved and not _LOCAL_NAME.search(x.name)]
+        names = [
+            x.name
+            for x in lookups
+            if x.outcome != "ok" and x.name not in resolved and not _LOCAL_NAME.search(x.name)
+        ]
         return list(dict.fromkeys(names))
 
     # ------------------------------------------------------------------ serving
@@ -202,7 +210,9 @@ class DnsForwarder:
             reply, outcome = failure_reply(query, 5), "REFUSED"
         for server in self.upstream or []:
             with contextlib.suppress(OSError):
-                reply = _ask_tcp(server, query, self.timeout) if tcp else _ask_udp(server, query, self.timeout)
+                reply = (
+                    _ask_tcp(server, query, self.timeout) if tcp else _ask_udp(server, query, self.timeout)
+                )
                 rcode = reply[3] & 0x0F
                 outcome = _FAILED_RCODES.get(rcode, "ok")
                 if rcode != 2:  # SERVFAIL: try the next resolver
@@ -217,7 +227,9 @@ class DnsForwarder:
             self.lookups.append(lookup)
             if self.log is not None:
                 with contextlib.suppress(OSError), self.log.open("a") as fh:
-                    fh.write(f"{time.strftime('%H:%M:%S')} {lookup.name} type={lookup.qtype} {lookup.outcome}\n")
+                    fh.write(
+                        f"{time.strftime('%H:%M:%S')} {lookup.name} type={lookup.qtype} {lookup.outcome}\n"
+                    )
 
 
 def _recv_exact(conn: socket.socket, size: int) -> bytes:
@@ -231,7 +243,7 @@ def _recv_exact(conn: socket.socket, size: int) -> bytes:
 
 
 def _address(server: str) -> tuple[str, int]:
-    """"10.0.0.2" or "127.0.0.1:5353" -> (host, port)."""
+    """ "10.0.0.2" or "127.0.0.1:5353" -> (host, port)."""
     host, _, port = server.partition(":")
     return host, int(port or 53)
 
@@ -262,10 +274,24 @@ class Slirp:
         self._exit_r, self._exit_w = os.pipe()
         with log.open("ab") as out:
             self._proc = subprocess.Popen(
-                ["slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback", "--enable-sandbox",
-                 "--enable-seccomp", f"--ready-fd={ready_w}", f"--exit-fd={self._exit_r}", str(pid), "tap0"],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=out, pass_fds=(ready_w, self._exit_r),
-                start_new_session=True)
+                [
+                    "slirp4netns",
+                    "--configure",
+                    "--mtu=65520",
+                    "--disable-host-loopback",
+                    "--enable-sandbox",
+                    "--enable-seccomp",
+                    f"--ready-fd={ready_w}",
+                    f"--exit-fd={self._exit_r}",
+                    str(pid),
+                    "tap0",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                pass_fds=(ready_w, self._exit_r),
+                start_new_session=True,
+            )
         os.close(ready_w)
         os.close(self._exit_r)
         try:

@@ -13,13 +13,15 @@ def wrap_command(command: str, workdir: str, root: str, state: str) -> str:
     """A script that restores the saved exports, enters `workdir` (else `root`), runs `command` with
     stderr merged, then saves the exports to `state` and prints the final directory after a marker."""
     state_q = shlex.quote(state)
-    return "\n".join([
-        "exec 2>&1",
-        f"[ -f {state_q} ] && . {state_q} >/dev/null 2>&1",
-        f"cd {shlex.quote(workdir)} 2>/dev/null || cd {shlex.quote(root)} 2>/dev/null",
-        f"trap '__rc=$?; export -p > {state_q} 2>/dev/null; printf \"\\n{_MARK}%s\\n\" \"$PWD\"; exit $__rc' EXIT",
-        command,
-    ])
+    return "\n".join(
+        [
+            "exec 2>&1",
+            f"[ -f {state_q} ] && . {state_q} >/dev/null 2>&1",
+            f"cd {shlex.quote(workdir)} 2>/dev/null || cd {shlex.quote(root)} 2>/dev/null",
+            f'trap \'__rc=$?; export -p > {state_q} 2>/dev/null; printf "\\n{_MARK}%s\\n" "$PWD"; exit $__rc\' EXIT',
+            command,
+        ]
+    )
 
 
 def split_cwd(output: str) -> tuple[str, str | None]:

@@ -26,8 +26,10 @@ from clover.evals.terminalbench.cache import build_once
 
 PORTABLE_ROOT = "/opt/clover-python"
 # The C library's own objects: always the task root's, never copied.
-_LIBC = re.compile(r"^(?:linux-vdso|ld-linux[\w-]*|libc|libm|libpthread|libdl|librt|libutil|libresolv|libcrypt|"
-                   r"libgcc_s|libanl|libmvec)\.so")
+_LIBC = re.compile(
+    r"^(?:linux-vdso|ld-linux[\w-]*|libc|libm|libpthread|libdl|librt|libutil|libresolv|libcrypt|"
+    r"libgcc_s|libanl|libmvec)\.so"
+)
 _DROP_DIRS = {"test", "tests", "idle_test", "__pycache__", "site-packages"}
 _SCRIPTS = re.compile(r"^(?:python|pydoc|idle|2to3)[\d.]*(?:-config)?$")
 
@@ -40,9 +42,12 @@ def installs() -> dict[str, Path]:
     """{"3.13.0": prefix} for this machine's pyenv interpreters (newest patch release last per X.Y)."""
     home = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
     found = {}
-    versions = sorted((p for p in (home / "versions").glob("[0-9]*.[0-9]*.[0-9]*") if (p / "bin").is_dir()),
-                      key=lambda p: tuple(int(x) for x in p.name.split(".")) if re.fullmatch(r"\d+\.\d+\.\d+", p.name)
-                      else (0,))
+    versions = sorted(
+        (p for p in (home / "versions").glob("[0-9]*.[0-9]*.[0-9]*") if (p / "bin").is_dir()),
+        key=lambda p: (
+            tuple(int(x) for x in p.name.split(".")) if re.fullmatch(r"\d+\.\d+\.\d+", p.name) else (0,)
+        ),
+    )
     for prefix in versions:
         if re.fullmatch(r"\d+\.\d+\.\d+", prefix.name):
             found[prefix.name] = prefix
@@ -51,7 +56,11 @@ def installs() -> dict[str, Path]:
 
 def newest(short: str, available: dict[str, Path] | None = None) -> tuple[str, Path] | None:
     """The newest local X.Y.Z of `short` ("3.13")."""
-    matches = [(v, p) for v, p in (installs() if available is None else available).items() if v.startswith(short + ".")]
+    matches = [
+        (v, p)
+        for v, p in (installs() if available is None else available).items()
+        if v.startswith(short + ".")
+    ]
     return matches[-1] if matches else None
 
 
@@ -95,7 +104,9 @@ def _copy_prefix(prefix: Path, dest: Path) -> None:
     def ignore(folder: str, names: list[str]) -> set[str]:
         drop = {n for n in names if n in _DROP_DIRS or n.endswith((".pyc", ".a")) or n.startswith("_tkinter")}
         if Path(folder) == prefix / "bin":
-            drop |= {n for n in names if not _SCRIPTS.match(n)}  # pip's and other tools' scripts: not CPython's
+            drop |= {
+                n for n in names if not _SCRIPTS.match(n)
+            }  # pip's and other tools' scripts: not CPython's
         return drop
 
     shutil.copytree(prefix, dest, symlinks=True, ignore=ignore)
@@ -121,7 +132,11 @@ def _patchelf(*args: str) -> None:
 
 def _host_package(path: str) -> str | None:
     """The Debian package that holds `path` on this machine (merged /usr: either spelling)."""
-    for candidate in {path, path.removeprefix("/usr"), "/usr" + path if not path.startswith("/usr") else path}:
+    for candidate in {
+        path,
+        path.removeprefix("/usr"),
+        "/usr" + path if not path.startswith("/usr") else path,
+    }:
         proc = subprocess.run(["dpkg", "-S", candidate], capture_output=True, text=True)
         if proc.returncode == 0:
             return proc.stdout.split(":", 1)[0].strip()
@@ -154,8 +169,12 @@ def stage_image_python(prefix: Path, dest: Path) -> None:
             _patchelf("--set-rpath", "/usr/local/lib", str(elf))
     _fix_scripts(dest / "bin", prefix, "/usr/local/bin")
     short = ".".join(prefix.name.split(".")[:2])
-    for name, target in (("python", "python3"), ("pydoc", "pydoc3"), ("idle", "idle3"),
-                         ("python-config", "python3-config")):
+    for name, target in (
+        ("python", "python3"),
+        ("pydoc", "pydoc3"),
+        ("idle", "idle3"),
+        ("python-config", "python3-config"),
+    ):
         if (dest / "bin" / target).exists() and not (dest / "bin" / name).exists():
             (dest / "bin" / name).symlink_to(target)
     if not (dest / "bin" / f"python{short}").is_file():

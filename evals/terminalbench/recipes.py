@@ -26,10 +26,25 @@ from dataclasses import asdict, dataclass, field
 # Bump when what a recipe builds changes: every cached root is rebuilt once.
 RECIPE_VERSION = 2
 
-UBUNTU_SUITES = {"24.04": "noble", "noble": "noble", "latest": "noble", "22.04": "jammy", "jammy": "jammy",
-                 "20.04": "focal", "focal": "focal"}
-DEBIAN_SUITES = {"13": "trixie", "trixie": "trixie", "stable": "trixie", "latest": "trixie", "12": "bookworm",
-                 "bookworm": "bookworm", "11": "bullseye", "bullseye": "bullseye"}
+UBUNTU_SUITES = {
+    "24.04": "noble",
+    "noble": "noble",
+    "latest": "noble",
+    "22.04": "jammy",
+    "jammy": "jammy",
+    "20.04": "focal",
+    "focal": "focal",
+}
+DEBIAN_SUITES = {
+    "13": "trixie",
+    "trixie": "trixie",
+    "stable": "trixie",
+    "latest": "trixie",
+    "12": "bookworm",
+    "bookworm": "bookworm",
+    "11": "bullseye",
+    "bullseye": "bullseye",
+}
 PYTHON_DEFAULT_SUITE = "trixie"  # what python:3.X and python:3.X-slim are built on today
 
 UBUNTU_MIRROR, UBUNTU_SECURITY = "http://archive.ubuntu.com/ubuntu", "http://security.ubuntu.com/ubuntu"
@@ -37,12 +52,51 @@ DEBIAN_MIRROR, DEBIAN_SECURITY = "http://deb.debian.org/debian", "http://deb.deb
 
 # buildpack-deps (curl, scm and the full layer): what a non-slim python:3.X image has beyond Debian's.
 _BUILDPACK = (
-    "ca-certificates", "curl", "gnupg", "netbase", "wget", "git", "mercurial", "openssh-client", "subversion", "procps",
-    "autoconf", "automake", "bzip2", "dpkg-dev", "file", "g++", "gcc", "libbz2-dev", "libc6-dev", "libcurl4-openssl-dev",
-    "libdb-dev", "libevent-dev", "libffi-dev", "libgdbm-dev", "libglib2.0-dev", "libgmp-dev", "libjpeg-dev",
-    "libkrb5-dev", "liblzma-dev", "libncurses-dev", "libpng-dev", "libpq-dev", "libreadline-dev", "libsqlite3-dev",
-    "libssl-dev", "libtool", "libwebp-dev", "libxml2-dev", "libxslt-dev", "libyaml-dev", "make", "patch", "unzip",
-    "xz-utils", "zlib1g-dev",
+    "ca-certificates",
+    "curl",
+    "gnupg",
+    "netbase",
+    "wget",
+    "git",
+    "mercurial",
+    "openssh-client",
+    "subversion",
+    "procps",
+    "autoconf",
+    "automake",
+    "bzip2",
+    "dpkg-dev",
+    "file",
+    "g++",
+    "gcc",
+    "libbz2-dev",
+    "libc6-dev",
+    "libcurl4-openssl-dev",
+    "libdb-dev",
+    "libevent-dev",
+    "libffi-dev",
+    "libgdbm-dev",
+    "libglib2.0-dev",
+    "libgmp-dev",
+    "libjpeg-dev",
+    "libkrb5-dev",
+    "liblzma-dev",
+    "libncurses-dev",
+    "libpng-dev",
+    "libpq-dev",
+    "libreadline-dev",
+    "libsqlite3-dev",
+    "libssl-dev",
+    "libtool",
+    "libwebp-dev",
+    "libxml2-dev",
+    "libxslt-dev",
+    "libyaml-dev",
+    "make",
+    "patch",
+    "unzip",
+    "xz-utils",
+    "zlib1g-dev",
 )
 _TBENCH1_TOOLS = ("tmux", "asciinema")
 
@@ -63,7 +117,9 @@ class Recipe:
 
     @property
     def mirrors(self) -> tuple[str, str]:
-        return (UBUNTU_MIRROR, UBUNTU_SECURITY) if self.distro == "ubuntu" else (DEBIAN_MIRROR, DEBIAN_SECURITY)
+        return (
+            (UBUNTU_MIRROR, UBUNTU_SECURITY) if self.distro == "ubuntu" else (DEBIAN_MIRROR, DEBIAN_SECURITY)
+        )
 
     @property
     def components(self) -> tuple[str, ...]:
@@ -72,7 +128,8 @@ class Recipe:
     def key(self, extra: dict | None = None) -> str:
         """The cache key: everything that decides the root's contents (and the recipe code's version)."""
         blob = json.dumps({"v": RECIPE_VERSION, **asdict(self), "tag": "", **(extra or {})}, sort_keys=True)
-        return f"{self.distro}-{self.suite}{'-py' + self.python if self.python else ''}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
+        python = f"-py{self.python}" if self.python else ""
+        return f"{self.distro}-{self.suite}{python}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
 
 
 @dataclass(frozen=True)
@@ -115,17 +172,31 @@ def resolve(ref: str) -> Recipe:
     elif name == "python":
         match = _PYTHON_TAG.fullmatch(tag)
         if match:
-            version, slim, suite = match.group(1), bool(match.group(2)), match.group(3) or PYTHON_DEFAULT_SUITE
+            version, slim, suite = (
+                match.group(1),
+                bool(match.group(2)),
+                match.group(3) or PYTHON_DEFAULT_SUITE,
+            )
             packages = ("ca-certificates", "netbase", "tzdata") + (() if slim else tuple(_BUILDPACK))
-            return Recipe(ref, "debian", suite, slim=slim, python=version, packages=packages,
-                          env=(("LANG", "C.UTF-8"),))
+            return Recipe(
+                ref, "debian", suite, slim=slim, python=version, packages=packages, env=(("LANG", "C.UTF-8"),)
+            )
     elif name == "ghcr.io/laude-institute/t-bench/ubuntu-24-04":
         return Recipe(ref, "ubuntu", "noble", slim=True, packages=_TBENCH1_TOOLS)
     elif name == "ghcr.io/laude-institute/t-bench/python-3-13":
-        return Recipe(ref, "debian", "bookworm", slim=True, python="3.13",
-                      packages=("ca-certificates", "netbase", "tzdata", *_TBENCH1_TOOLS), env=(("LANG", "C.UTF-8"),))
-    raise UnknownImage(f"no recipe for the base image {ref} (known: ubuntu, debian, python, "
-                       "Terminal-Bench 1's ubuntu-24-04 and python-3-13)")
+        return Recipe(
+            ref,
+            "debian",
+            "bookworm",
+            slim=True,
+            python="3.13",
+            packages=("ca-certificates", "netbase", "tzdata", *_TBENCH1_TOOLS),
+            env=(("LANG", "C.UTF-8"),),
+        )
+    raise UnknownImage(
+        f"no recipe for the base image {ref} (known: ubuntu, debian, python, "
+        "Terminal-Bench 1's ubuntu-24-04 and python-3-13)"
+    )
 
 
 def resolve_tool(ref: str) -> ToolImage | None:

@@ -70,8 +70,18 @@ class Task:
 
 
 # Instructions that change nothing the local container needs.
-_IGNORED = {"LABEL", "MAINTAINER", "EXPOSE", "CMD", "ENTRYPOINT", "VOLUME", "STOPSIGNAL", "USER",
-            "HEALTHCHECK", "SHELL"}
+_IGNORED = {
+    "LABEL",
+    "MAINTAINER",
+    "EXPOSE",
+    "CMD",
+    "ENTRYPOINT",
+    "VOLUME",
+    "STOPSIGNAL",
+    "USER",
+    "HEALTHCHECK",
+    "SHELL",
+}
 
 
 def _logical_lines(text: str) -> list[str]:
@@ -242,8 +252,13 @@ def _load_harbor(root: Path) -> Task:
     if dockerfile.is_file():
         docker = parse_dockerfile(_read(dockerfile))
     else:  # Harbor pulls the image; here it is skipped with the reason, the other tasks still run
-        docker = DockerSpec(base=str(image), unsupported=[f"only a prebuilt image ({image}), which is not pulled "
-                                                          "here, and no environment/Dockerfile to build"])
+        docker = DockerSpec(
+            base=str(image),
+            unsupported=[
+                f"only a prebuilt image ({image}), which is not pulled "
+                "here, and no environment/Dockerfile to build"
+            ],
+        )
     if environment.get("workdir"):
         docker.workdir = str(environment["workdir"])
     return Task(
@@ -259,7 +274,8 @@ def _load_harbor(root: Path) -> Task:
         agent_timeout=float((config.get("agent") or {}).get("timeout_sec") or 600.0),
         test_timeout=float((config.get("verifier") or {}).get("timeout_sec") or 600.0),
         build_timeout=float(environment.get("build_timeout_sec") or 600.0),
-        network=environment.get("network_mode", "public") != "none" and environment.get("allow_internet", True) is not False,
+        network=environment.get("network_mode", "public") != "none"
+        and environment.get("allow_internet", True) is not False,
         env=_env_table(config, "environment", root / "task.toml"),
         solution_env=_env_table(config, "solution", root / "task.toml"),
         verifier_env=_env_table(config, "verifier", root / "task.toml"),

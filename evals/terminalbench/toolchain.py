@@ -33,7 +33,10 @@ STAND_IN_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 STAND_IN_HOSTS = {"astral.sh"}  # served here by a stand-in: a failed lookup of it costs the task nothing
 _INSTALLER = re.compile(r"astral\.sh/uv/(?:(\d+\.\d+\.\d+)/)?install\.sh")
 _USES_UV = re.compile(r"astral\.sh/uv|(?<![\w.-])uvx?(?![\w.-])")
-_ENV_SCRIPT = '#!/bin/sh\ncase ":${PATH}:" in\n  *:"$HOME/.local/bin":*) ;;\n  *) export PATH="$HOME/.local/bin:$PATH" ;;\nesac\n'
+_ENV_SCRIPT = (
+    '#!/bin/sh\ncase ":${PATH}:" in\n  *:"$HOME/.local/bin":*) ;;\n  *) export '
+    'PATH="$HOME/.local/bin:$PATH" ;;\nesac\n'
+)
 
 
 def _texts(*folders: Path):
@@ -69,8 +72,23 @@ def uv_dist(version: str = "", cache: Path | None = None) -> Path:
     def fetch(target: Path) -> None:
         with tempfile.TemporaryDirectory(prefix="clover-uv-") as tmp:
             spec = f"uv=={version}" if version else "uv"
-            proc = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-                                   spec, "-d", tmp], capture_output=True, text=True, timeout=600)
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "-q",
+                    "--no-deps",
+                    "--only-binary=:all:",
+                    spec,
+                    "-d",
+                    tmp,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
             wheels = glob.glob(f"{tmp}/uv-*.whl")
             if proc.returncode != 0 or not wheels:
                 raise OSError(f"cannot download {spec} from PyPI: {proc.stderr.strip()[-300:]}")
@@ -99,8 +117,9 @@ def install_uv(box, version: str = "") -> None:
     box.put_bytes(_ENV_SCRIPT.encode(), "/root/.local/bin/env", 0o644)
 
 
-def python_binds(glibc: tuple[int, int], cache: Path | None = None,
-                 versions: tuple[str, ...] = STAND_IN_PYTHONS) -> list[tuple[Path, str]]:
+def python_binds(
+    glibc: tuple[int, int], cache: Path | None = None, versions: tuple[str, ...] = STAND_IN_PYTHONS
+) -> list[tuple[Path, str]]:
     """(host, container) read-only mounts of the portable interpreters and their PATH folder, for a
     root whose C library is `glibc` (none when it is older than this machine's)."""
     if glibc < pythons.host_glibc():
@@ -117,6 +136,7 @@ def python_binds(glibc: tuple[int, int], cache: Path | None = None,
         names[f"python{short}"] = f"{PYTHON_DIR}/{version}/bin/python{short}"
     if not binds:
         return []
+
     def links(target: Path) -> None:
         # Scripts, not symlinks: a venv made from a symlink's path (uv's) would look for the standard
         # library beside the link; exec'd by its real path, the interpreter reports that path.
@@ -137,8 +157,23 @@ def _digest(text: str) -> str:
 
 # How this machine reaches the package registries (a proxy, a private CA): a task's pip, apt, curl
 # and uv inside the container need the same, as they would on a Docker host configured for them.
-_PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy", "PIP_INDEX_URL")
-_CA_VARS = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "NODE_EXTRA_CA_CERTS")
+_PROXY_VARS = (
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "PIP_INDEX_URL",
+)
+_CA_VARS = (
+    "SSL_CERT_FILE",
+    "REQUESTS_CA_BUNDLE",
+    "PIP_CERT",
+    "CURL_CA_BUNDLE",
+    "GIT_SSL_CAINFO",
+    "NODE_EXTRA_CA_CERTS",
+)
 CA_BUNDLE = "/usr/local/share/ca-certificates/clover-host/bundle.pem"  # where the machine's bundle goes in
 
 

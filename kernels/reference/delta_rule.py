@@ -74,7 +74,9 @@ def chunk_gated_delta_rule(
     [total sub-chunks, H, dk, dv], each sequence's in order (as the Triton kernel returns them).
     """
     if cu_seqlens is not None:
-        return _varlen(q, k, v, g, beta, initial_state, chunk_size, return_chunk_states, states_every, cu_seqlens)
+        return _varlen(
+            q, k, v, g, beta, initial_state, chunk_size, return_chunk_states, states_every, cu_seqlens
+        )
     every = states_every or chunk_size
     if chunk_size % every:
         raise ValueError(f"states_every={every} must divide chunk_size={chunk_size}")
@@ -143,9 +145,12 @@ def _varlen(q, k, v, g, beta, h0, chunk_size, return_chunk_states, states_every,
     outs, finals, starts = [], [], []
     for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
         o, s, st = chunk_gated_delta_rule(
-            *(x[:, a:b] for x in (q, k, v, g, beta)), None if h0 is None else h0[i : i + 1],
-            chunk_size, True, states_every,
-        )  # fmt: skip
+            *(x[:, a:b] for x in (q, k, v, g, beta)),
+            None if h0 is None else h0[i : i + 1],
+            chunk_size,
+            True,
+            states_every,
+        )
         outs.append(o)
         finals.append(s)
         starts.append(st[0])

@@ -17,7 +17,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 
-def routed_experts(x: Tensor, topk_ids: Tensor, topk_weights: Tensor, expert: Callable[[int, Tensor], Tensor]) -> Tensor:
+def routed_experts(
+    x: Tensor, topk_ids: Tensor, topk_weights: Tensor, expert: Callable[[int, Tensor], Tensor]
+) -> Tensor:
     """x [T, H]; topk_ids, topk_weights [T, k]; expert(e, rows [n, H]) -> [n, H]. Returns [T, H] in
     x's dtype: sum over a token's experts of weight * expert(e, token)."""
     k = topk_ids.shape[1]

@@ -19,10 +19,25 @@ from clover.kernels.triton._common import dot_f32, pow2
 
 @triton.jit
 def _block_gdn(
-    q_ptr, k_ptr, v_ptr, s_ptr, tau_ptr, mem_ptr, cal_ptr, o_ptr, ln_b, q_scale,
-    H: tl.constexpr, B: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr,
-    BB: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, F32: tl.constexpr,
-):  # fmt: skip
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    s_ptr,
+    tau_ptr,
+    mem_ptr,
+    cal_ptr,
+    o_ptr,
+    ln_b,
+    q_scale,
+    H: tl.constexpr,
+    B: tl.constexpr,
+    DK: tl.constexpr,
+    DV: tl.constexpr,
+    BB: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    F32: tl.constexpr,
+):
     blk, h, iv = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     ri, rk, rv = tl.arange(0, BB), tl.arange(0, BK), iv * BV + tl.arange(0, BV)
     rows = blk.to(tl.int64) * B + ri  # token index in the flattened [blocks * B] axis
@@ -82,7 +97,21 @@ def block_gdn_attention(
         return o
     bv = min(pow2(dv), 64)
     _block_gdn[(n * nb, h, triton.cdiv(dv, bv))](
-        q, k, v, state, *params, o, math.log(b), dk**-0.5,
-        H=h, B=b, DK=dk, DV=dv, BB=pow2(b), BK=pow2(dk), BV=bv, F32=dot_f32(v),
-    )  # fmt: skip
+        q,
+        k,
+        v,
+        state,
+        *params,
+        o,
+        math.log(b),
+        dk**-0.5,
+        H=h,
+        B=b,
+        DK=dk,
+        DV=dv,
+        BB=pow2(b),
+        BK=pow2(dk),
+        BV=bv,
+        F32=dot_f32(v),
+    )
     return o

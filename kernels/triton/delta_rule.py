@@ -26,10 +26,24 @@ STATE_STAGES = 2  # 3 stages would need ~197 KB of shared memory at dk = dv = 12
 
 @triton.jit
 def _prep(
-    k_ptr, v_ptr, g_ptr, beta_ptr, cu_ptr, cidx_ptr, w_ptr, u_ptr, gc_ptr,
-    H: tl.constexpr, HK: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr,
-    C: tl.constexpr, BC: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-):  # fmt: skip
+    k_ptr,
+    v_ptr,
+    g_ptr,
+    beta_ptr,
+    cu_ptr,
+    cidx_ptr,
+    w_ptr,
+    u_ptr,
+    gc_ptr,
+    H: tl.constexpr,
+    HK: tl.constexpr,
+    DK: tl.constexpr,
+    DV: tl.constexpr,
+    C: tl.constexpr,
+    BC: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+):
     ic, h = tl.program_id(0), tl.program_id(1)
     seq, cj = tl.load(cidx_ptr + ic * 2), tl.load(cidx_ptr + ic * 2 + 1)
     eos = tl.load(cu_ptr + seq + 1)
@@ -73,10 +87,25 @@ def _prep(
 
 @triton.jit
 def _state(
-    k_ptr, w_ptr, u_ptr, gc_ptr, h0_ptr, ht_ptr, hs_ptr, cu_ptr, coff_ptr,
-    H: tl.constexpr, HK: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr,
-    C: tl.constexpr, BC: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, HAS_H0: tl.constexpr,
-):  # fmt: skip
+    k_ptr,
+    w_ptr,
+    u_ptr,
+    gc_ptr,
+    h0_ptr,
+    ht_ptr,
+    hs_ptr,
+    cu_ptr,
+    coff_ptr,
+    H: tl.constexpr,
+    HK: tl.constexpr,
+    DK: tl.constexpr,
+    DV: tl.constexpr,
+    C: tl.constexpr,
+    BC: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    HAS_H0: tl.constexpr,
+):
     seq, h, iv = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     bos, eos = tl.load(cu_ptr + seq), tl.load(cu_ptr + seq + 1)
     coff = tl.load(coff_ptr + seq)
@@ -110,10 +139,23 @@ def _state(
 
 @triton.jit
 def _output(
-    q_ptr, k_ptr, u_ptr, gc_ptr, hs_ptr, o_ptr, cu_ptr, cidx_ptr,
-    H: tl.constexpr, HK: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr,
-    C: tl.constexpr, BC: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-):  # fmt: skip
+    q_ptr,
+    k_ptr,
+    u_ptr,
+    gc_ptr,
+    hs_ptr,
+    o_ptr,
+    cu_ptr,
+    cidx_ptr,
+    H: tl.constexpr,
+    HK: tl.constexpr,
+    DK: tl.constexpr,
+    DV: tl.constexpr,
+    C: tl.constexpr,
+    BC: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+):
     ic, h, iv = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     seq, cj = tl.load(cidx_ptr + ic * 2), tl.load(cidx_ptr + ic * 2 + 1)
     eos = tl.load(cu_ptr + seq + 1)

@@ -40,9 +40,21 @@ def align(topk_ids: Tensor, num_experts: int, bm: int) -> tuple[Tensor, Tensor, 
 
 @triton.jit
 def _gate_up(
-    x_ptr, w_ptr, act_ptr, ids_ptr, eid_ptr, total_ptr, S, HID, INTER,
-    TOPK: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, F32: tl.constexpr,
-):  # fmt: skip
+    x_ptr,
+    w_ptr,
+    act_ptr,
+    ids_ptr,
+    eid_ptr,
+    total_ptr,
+    S,
+    HID,
+    INTER,
+    TOPK: tl.constexpr,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    F32: tl.constexpr,
+):
     pm, pn = tl.program_id(0), tl.program_id(1)
     if pm * BM >= tl.load(total_ptr):
         return
@@ -77,9 +89,21 @@ def _gate_up(
 
 @triton.jit
 def _down(
-    act_ptr, w_ptr, out_ptr, ids_ptr, eid_ptr, total_ptr, wt_ptr, S, HID, INTER,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, F32: tl.constexpr,
-):  # fmt: skip
+    act_ptr,
+    w_ptr,
+    out_ptr,
+    ids_ptr,
+    eid_ptr,
+    total_ptr,
+    wt_ptr,
+    S,
+    HID,
+    INTER,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    F32: tl.constexpr,
+):
     pm, pn = tl.program_id(0), tl.program_id(1)
     if pm * BM >= tl.load(total_ptr):
         return

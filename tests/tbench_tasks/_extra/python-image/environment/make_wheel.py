@@ -9,7 +9,9 @@ from pathlib import Path
 files = {
     "clover_tiny/__init__.py": 'VALUE = "tiny-ok"\n',
     "clover_tiny-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: clover-tiny\nVersion: 1.0\n",
-    "clover_tiny-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: clover-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    "clover_tiny-1.0.dist-info/WHEEL": (
+        "Wheel-Version: 1.0\nGenerator: clover-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    ),
 }
 record = []
 for name, text in files.items():
