@@ -101,10 +101,10 @@ def test_generation_prompt_and_no_tools():
 
 
 def test_jinja_template_wins():
-    template = "{% for m in messages %}[{{ m.role }}]{{ m.content }}"(
+    template = (
+        "{% for m in messages %}[{{ m.role }}]{{ m.content }}"
         "{% if m.tool_calls %}{% for c in m.tool_calls %}({{ c.function.name }}:{{ "
         "c.function.arguments.path }}){% endfor %}{% endif %}"
-    )(
         "{% endfor %}{% if tools %}T{{ tools|length }}{% endif %}{% if add_generation_prompt %}>{{ "
         "enable_thinking }}{% endif %}"
     )

@@ -115,8 +115,8 @@ def test_diffs_are_highlighted_on_a_terminal() -> None:
     [
         (StrReplaceTool(), {"path": "m.py", "old_str": "b = 2\n", "new_str": "b = 3\nc = 4\n"}),
         (CreateTool(), {"path": "new/n.py", "file_text": "x = 1\n"}),
-        (CreateTool(), {"path": "m.py", "file_text": "rewritten\n"}),
-        (InsertTool(), {"path": "m.py", "insert_line": 1, "text": "inserted"}),
+        (CreateTool(), {"path": "m.py", "file_text": "rewritten = 0\n"}),
+        (InsertTool(), {"path": "m.py", "insert_line": 1, "text": "inserted = 1"}),
         (
             InsertTool(),
             {"path": "m.py", "insert_line": 3, "text": "at_the_end = 6\n"},

@@ -4,6 +4,7 @@ Ctrl-C during a long shell command, a follow-up in the same session, /exit."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -49,6 +50,11 @@ class Tmux:
         raise AssertionError(f"{text!r} (x{count}) did not appear; the screen:\n{self.screen()}")
 
     def close(self) -> None:
+        keep = os.environ.get("CLOVER_TEST_SCREENS")  # a folder: keep each test's last screen (for reviews)
+        if keep:
+            test = os.environ.get("PYTEST_CURRENT_TEST", "screen").split(" ")[0].split("::")[-1]
+            Path(keep).mkdir(parents=True, exist_ok=True)
+            (Path(keep) / f"{test}.txt").write_text(self.screen())
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=10)
 
 
