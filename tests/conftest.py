@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 
 import pytest
 
@@ -29,6 +30,8 @@ if torch is not None:
     torch.set_num_threads(1)
 
 
+# The handlers of the signals that end a run: a test that leaves Ctrl-C ignored breaks later ones.
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # Set once per process by pytest itself (around every phase) and by torch's inductor (its cache dir).
 _PROCESS_WIDE = {"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR"}
 
@@ -37,7 +40,7 @@ def _global_state() -> dict:
     """What a test may change for itself but must put back: one test's leak slows or breaks
     every later one (a torch thread count set by training code made later tests time out)."""
     env = {k: v for k, v in os.environ.items() if k not in _PROCESS_WIDE}
-    state = {"cwd": os.getcwd(), "env": env}
+    state = {"cwd": os.getcwd(), "env": env, "signals": {n: signal.getsignal(n) for n in _SIGNALS}}
     if torch is not None:
         state["torch_threads"] = torch.get_num_threads()
     return state
@@ -62,6 +65,10 @@ def _no_leaked_global_state():
         for key in set(after["env"]) - set(before["env"]):
             del os.environ[key]
         os.environ.update(before["env"])
+    for signum, handler in before["signals"].items():
+        if after["signals"][signum] is not handler:
+            leaks.append(f"the {signal.Signals(signum).name} handler")
+            signal.signal(signum, handler)
     if torch is not None and after["torch_threads"] != before["torch_threads"]:
         leaks.append(f"torch threads {before['torch_threads']} -> {after['torch_threads']}")
         torch.set_num_threads(before["torch_threads"])

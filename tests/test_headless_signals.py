@@ -23,13 +23,28 @@ import pytest
 from tests.clihelp import ROOT, git_repo, isolated_env, run_clover
 
 BUGGY = "def add(a, b):\n    return a - b\n"
-# the agent's command: a change, a marker the test waits for, then more after a pause
+# the agent's command: a change, its shell's pid (beside the repository), a marker the test waits
+# for, then more after a pause long enough for a loaded machine to deliver the signal first
 SLOW = {
     "name": "bash",
     "arguments": {
-        "command": "sed -i 's/a - b/a + b/' calc.py; echo new > new.txt; sleep 2; echo late > late.txt"
+        "command": "sed -i 's/a - b/a + b/' calc.py; echo $$ > ../cmd.pid; echo new > new.txt; sleep 6; "
+        "echo late > late.txt"
     },
 }
+
+
+def _command_is_gone(repo: Path) -> bool:
+    """The agent's command went with the run (waits for it a while; the kill is asynchronous)."""
+    pid = int((repo.parent / "cmd.pid").read_text())
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return not (repo / "late.txt").exists()
+        time.sleep(0.05)
+    return False
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
@@ -94,8 +109,7 @@ def test_fix_stopped_by_a_signal_mid_step_reports_records_and_stops_the_command(
     assert (report["exit_code"], report["outcome"], report["is_error"]) == (code, outcome, True)
     assert [f["path"] for f in report["changes"]["files"]] == ["calc.py", "new.txt"]
     assert [e["tool_name"] for e in report["tool_errors"]] == ["bash"]
-    time.sleep(3)  # the command would have written late.txt by now had it outlived the run
-    assert not (repo / "late.txt").exists()
+    assert _command_is_gone(repo)
     undo = run_clover("undo", "--repo", str(repo), env=_env(tmp_path))
     assert undo.returncode == 0, undo.stdout + undo.stderr
     assert "revert   calc.py" in undo.stdout and "delete   new.txt" in undo.stdout
@@ -225,8 +239,7 @@ def test_chat_stopped_by_sigterm_mid_step_records_the_step_and_leaves(tmp_path: 
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, (out, err)
-    time.sleep(3)
-    assert not (repo / "late.txt").exists()
+    assert _command_is_gone(repo)
     undo = run_clover("undo", "--repo", str(repo), env=_env(tmp_path))
     assert undo.returncode == 0 and "revert   calc.py" in undo.stdout, undo.stdout + undo.stderr
     assert (repo / "calc.py").read_text() == BUGGY and not (repo / "new.txt").exists()
