@@ -74,3 +74,12 @@ def _no_leaked_global_state():
         torch.set_num_threads(before["torch_threads"])
     if leaks:
         pytest.fail("test leaked global state (restored now): " + "; ".join(leaks), pytrace=False)
+
+
+@pytest.fixture
+def ctrl_c():
+    """Ctrl-C raising KeyboardInterrupt, as in a terminal: a run started in the background (`cmd &`)
+    inherits SIGINT ignored, and a test that interrupts itself would then wait for nothing."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

@@ -123,7 +123,7 @@ def test_background_job_does_not_block(tmp_path: Path) -> None:
     os.kill(int((tmp_path / "bgpid").read_text()), signal.SIGKILL)
 
 
-def test_keyboard_interrupt_kills_group(tmp_path: Path) -> None:
+def test_keyboard_interrupt_kills_group(tmp_path: Path, ctrl_c: None) -> None:
     env = LocalEnvironment(str(tmp_path))
     pidfile = tmp_path / "pidfile"
 

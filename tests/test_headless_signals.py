@@ -34,6 +34,13 @@ SLOW = {
 }
 
 
+def _default_signals() -> None:
+    """In the child: the signals at their defaults, as in a terminal. A run started in the background
+    or under nohup inherits SIGINT / SIGHUP ignored, and Clover rightly keeps an ignored signal ignored."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def _command_is_gone(repo: Path) -> bool:
     """The agent's command went with the run (waits for it a while; the kill is asynchronous)."""
     pid = int((repo.parent / "cmd.pid").read_text())
@@ -63,6 +70,7 @@ def _stopped(tmp_path: Path, argv: list[str], signum: int, marker: Path) -> subp
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_default_signals,
     )
     deadline = time.monotonic() + 60
     while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -229,6 +237,7 @@ def test_chat_stopped_by_sigterm_mid_step_records_the_step_and_leaves(tmp_path: 
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_default_signals,
     )
     assert proc.stdin is not None
     proc.stdin.write("fix add\n")

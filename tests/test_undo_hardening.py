@@ -114,7 +114,7 @@ def test_an_undo_cut_short_finishes_when_run_again_without_false_conflicts(
 
 
 def test_a_signal_during_an_undo_waits_until_the_undo_and_its_record_are_complete(
-    root: Path, tmp_path: Path, monkeypatch
+    root: Path, tmp_path: Path, monkeypatch, ctrl_c
 ) -> None:
     """Ctrl-C (a real SIGINT to this process) between two writes of an undo: every path is still
     restored and recorded, then the interrupt is raised."""
@@ -141,7 +141,7 @@ def test_a_signal_during_an_undo_waits_until_the_undo_and_its_record_are_complet
 
 
 def test_a_signal_while_a_step_is_recorded_waits_for_the_record(
-    root: Path, tmp_path: Path, monkeypatch
+    root: Path, tmp_path: Path, monkeypatch, ctrl_c
 ) -> None:
     cp = Checkpoints(str(root), store=str(tmp_path / "store"))
     cp.begin()
