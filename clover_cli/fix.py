@@ -10,8 +10,8 @@ Default permission mode: auto-edit (see HEADLESS_MODE)."""
 from __future__ import annotations
 
 import json
-import os
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -210,12 +210,27 @@ def _check_input(opts: FixOptions) -> tuple[str, Path]:
             fail(f"--patch-out: directory not found: {where.parent}")
         if where.is_dir():
             fail(f"--patch-out: {where} is a directory; name a file")
-        if not os.access(where if where.exists() else where.parent, os.W_OK):
-            fail(f"--patch-out: cannot write {where}: permission denied")
+        if why := _unwritable(where):
+            fail(f"--patch-out: cannot write {where}: {why}")
     root = opts.repo.resolve()
     if opts.commit and not is_git_repo(root):
         fail(f"--commit needs a git repository, and {root} is not one")
     return task, root
+
+
+def _unwritable(path: Path) -> str:
+    """Why `path` cannot be written, found by trying (os.access says yes to root on a read-only
+    mount); nothing is changed: an existing file is opened for append, a new one is made and removed."""
+    try:
+        if path.exists():
+            with open(path, "ab"):
+                pass
+        else:
+            with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".clover-probe-"):
+                pass
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return ""
 
 
 def _model_label(settings: Settings) -> str:

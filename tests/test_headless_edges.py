@@ -93,3 +93,26 @@ def test_patch_out_naming_a_directory_is_refused_before_anything_runs(tmp_path: 
     )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--patch-out" in proc.stderr, proc.stderr
     assert (repo / "calc.py").read_text() == BUGGY  # nothing ran
+
+
+def test_patch_out_on_a_read_only_file_system_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    """Found by trying, not by os.access: for root, os.access says yes to a file on a read-only
+    file system (/proc here), and the fix ran before its patch could not be written."""
+    repo, env = _repo(tmp_path)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"tool_calls": [EDIT]}, {"text": "Fixed add."}]))
+    proc = run_clover(
+        "fix",
+        str(tmp_path / "issue.md"),
+        "--repo",
+        str(repo),
+        "--model",
+        f"scripted:{script}",
+        "--patch-out",
+        "/proc/clover-fix.diff",
+        env=env,
+    )
+    assert proc.returncode == 2 and "--patch-out: cannot write /proc/clover-fix.diff" in proc.stderr, (
+        proc.stderr
+    )
+    assert (repo / "calc.py").read_text() == BUGGY  # nothing ran
