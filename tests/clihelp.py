@@ -10,6 +10,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def run_fix(issue: str | Path, repo: str | Path, *args: str, **kwargs) -> subprocess.CompletedProcess:
+    """`clover fix ISSUE --repo REPO ARGS...` (keyword arguments as run_clover's)."""
+    return run_clover("fix", str(issue), "--repo", str(repo), *args, **kwargs)
+
+
 def run_clover(
     *args: str,
     cwd: str | Path | None = None,

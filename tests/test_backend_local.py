@@ -22,7 +22,7 @@ from clover.backends import make_model  # noqa: E402
 from clover.backends.local import LocalCloverModel, turn_from_text  # noqa: E402
 from clover.core.protocols import Model, ModelError  # noqa: E402
 from clover.settings import Settings, SettingsError  # noqa: E402
-from tests.clihelp import isolated_env, run_clover  # noqa: E402
+from tests.clihelp import isolated_env, run_fix  # noqa: E402
 from tests.tiny_checkpoint import tiny_checkpoint_dir  # noqa: E402
 
 USER = [{"role": "user", "content": "fix the bug in calc.py"}]
@@ -282,11 +282,9 @@ def test_clover_fix_runs_end_to_end_on_random_weights(tmp_path, ckpt):
         "CLOVER_BLOCK_SIZE": "8",
         "OMP_NUM_THREADS": "1",
     }
-    proc = run_clover(
-        "fix",
-        str(tmp_path / "issue.md"),
-        "--repo",
-        str(repo),
+    proc = run_fix(
+        tmp_path / "issue.md",
+        repo,
         "--model",
         str(ckpt),
         "--max-steps",
@@ -305,11 +303,9 @@ def test_clover_fix_runs_end_to_end_on_random_weights(tmp_path, ckpt):
 def test_clover_fix_with_a_broken_checkpoint_is_one_line_exit_2(tmp_path, ckpt):
     repo = _git_repo(tmp_path / "repo")
     (tmp_path / "issue.md").write_text("add is wrong")
-    proc = run_clover(
-        "fix",
-        str(tmp_path / "issue.md"),
-        "--repo",
-        str(repo),
+    proc = run_fix(
+        tmp_path / "issue.md",
+        repo,
         "--model",
         str(_broken(ckpt, tmp_path, "truncated")),
         "--yes",

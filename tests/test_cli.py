@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from tests.clihelp import ROOT, isolated_env, run_clover
+from tests.clihelp import ROOT, isolated_env, run_clover, run_fix
 
 
 def test_help_lists_the_commands():
@@ -71,11 +71,9 @@ def test_json_output_reports_status(tmp_path):
     repo.mkdir()
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
     (tmp_path / "issue.md").write_text("fix it")
-    proc = run_clover(
-        "fix",
-        str(tmp_path / "issue.md"),
-        "--repo",
-        str(repo),
+    proc = run_fix(
+        tmp_path / "issue.md",
+        repo,
         "--model",
         f"scripted:{script}",
         "--output-format",
@@ -97,11 +95,9 @@ def test_bad_api_key_is_one_line_and_a_backend_failure(tmp_path):
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
     (tmp_path / "issue.md").write_text("fix it")
     with FakeChatServer([FakeReply(text="never")], api_key="right-key") as server:
-        proc = run_clover(
-            "fix",
-            str(tmp_path / "issue.md"),
-            "--repo",
-            str(repo),
+        proc = run_fix(
+            tmp_path / "issue.md",
+            repo,
             "--base-url",
             server.url,
             "--model",
@@ -132,11 +128,9 @@ def test_real_server_fix_with_text_tool_calls(tmp_path):
     )
     replies = [FakeReply(text="<think>typo</think>" + call), FakeReply(text="Fixed the typo.")]
     with FakeChatServer(replies) as server:
-        proc = run_clover(
-            "fix",
-            str(tmp_path / "issue.md"),
-            "--repo",
-            str(repo),
+        proc = run_fix(
+            tmp_path / "issue.md",
+            repo,
             "--base-url",
             server.url,
             "--model",

@@ -13,7 +13,7 @@ import pytest
 from clover.evals.grading import fresh_clone, grade
 from clover.evals.handwritten import materialize
 from clover.evals.synthfix.generator import build_instance
-from tests.clihelp import isolated_env, run_clover
+from tests.clihelp import isolated_env, run_fix
 
 pytest.importorskip("torch")
 
@@ -32,11 +32,9 @@ def _fix(tmp_path, row) -> tuple[dict, str, str, str]:
         "CLOVER_CHECKPOINTS": "false",
         "OMP_NUM_THREADS": "1",
     }
-    proc = run_clover(
-        "fix",
-        str(tmp_path / "issue.md"),
-        "--repo",
-        str(repo),
+    proc = run_fix(
+        tmp_path / "issue.md",
+        repo,
         "--model",
         "embedded",
         "--yes",

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from clover.trajectory import Trajectory
-from tests.clihelp import isolated_env, run_clover
+from tests.clihelp import isolated_env, run_clover, run_fix
 
 BUGGY = "def add(a, b):\n    return a - b\n"
 TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
@@ -60,11 +60,9 @@ def test_fix_leaves_the_test_passing(tmp_path):
     repo = make_repo(tmp_path / "repo")
     (tmp_path / "issue.md").write_text("add(2, 3) returns -1 instead of 5.")
     traj = tmp_path / "traj.jsonl"
-    proc = run_clover(
-        "fix",
-        str(tmp_path / "issue.md"),
-        "--repo",
-        str(repo),
+    proc = run_fix(
+        tmp_path / "issue.md",
+        repo,
         "--model",
         f"scripted:{script_file(tmp_path)}",
         "--yes",
@@ -105,11 +103,9 @@ def test_fix_commit(tmp_path):
         "GIT_COMMITTER_NAME": "t",
         "GIT_COMMITTER_EMAIL": "t@t",
     }
-    proc = run_clover(
-        "fix",
-        str(tmp_path / "issue.md"),
-        "--repo",
-        str(repo),
+    proc = run_fix(
+        tmp_path / "issue.md",
+        repo,
         "--model",
         f"scripted:{script_file(tmp_path)}",
         "--yes",
@@ -138,11 +134,9 @@ def test_fix_commit_keeps_the_users_own_changes_out(tmp_path):
         "GIT_COMMITTER_NAME": "t",
         "GIT_COMMITTER_EMAIL": "t@t",
     }
-    proc = run_clover(
-        "fix",
-        str(tmp_path / "issue.md"),
-        "--repo",
-        str(repo),
+    proc = run_fix(
+        tmp_path / "issue.md",
+        repo,
         "--model",
         f"scripted:{script_file(tmp_path)}",
         "--yes",
@@ -163,11 +157,9 @@ def test_patch_out_problems_are_one_line_and_lose_nothing(tmp_path):
     (tmp_path / "issue.md").write_text("add is wrong")
     env, model = isolated_env(tmp_path), f"scripted:{script_file(tmp_path)}"
     # A missing directory is caught before the agent runs (it used to crash after the run).
-    proc = run_clover(
-        "fix",
-        str(tmp_path / "issue.md"),
-        "--repo",
-        str(repo),
+    proc = run_fix(
+        tmp_path / "issue.md",
+        repo,
         "--model",
         model,
         "--yes",
@@ -179,11 +171,9 @@ def test_patch_out_problems_are_one_line_and_lose_nothing(tmp_path):
     assert (repo / "calc.py").read_text() == BUGGY
     # So is a directory (the fix would be made and its patch lost).
     (tmp_path / "adir").mkdir()
-    proc = run_clover(
-        "fix",
-        str(tmp_path / "issue.md"),
-        "--repo",
-        str(repo),
+    proc = run_fix(
+        tmp_path / "issue.md",
+        repo,
         "--model",
         model,
         "--yes",
@@ -195,11 +185,9 @@ def test_patch_out_problems_are_one_line_and_lose_nothing(tmp_path):
         proc.returncode == 2 and "is a directory" in proc.stderr and (repo / "calc.py").read_text() == BUGGY
     )
     # A write that fails only at the end (a full disk) is a warning; the diff and report still come out.
-    proc = run_clover(
-        "fix",
-        str(tmp_path / "issue.md"),
-        "--repo",
-        str(repo),
+    proc = run_fix(
+        tmp_path / "issue.md",
+        repo,
         "--model",
         model,
         "--yes",
@@ -217,11 +205,9 @@ def test_fix_without_yes_edits_but_runs_no_command(tmp_path):
     # an allow rule or --yes, and its refusal is said (it used to refuse the edit too and exit 0).
     repo = make_repo(tmp_path / "repo")
     (tmp_path / "issue.md").write_text("add is wrong")
-    proc = run_clover(
-        "fix",
-        str(tmp_path / "issue.md"),
-        "--repo",
-        str(repo),
+    proc = run_fix(
+        tmp_path / "issue.md",
+        repo,
         "--model",
         f"scripted:{script_file(tmp_path)}",
         env=isolated_env(tmp_path),
@@ -235,11 +221,9 @@ def test_undo_after_fix_restores_the_tree(tmp_path):
     repo = make_repo(tmp_path / "repo")
     (tmp_path / "issue.md").write_text("add is wrong")
     env = isolated_env(tmp_path)
-    proc = run_clover(
-        "fix",
-        str(tmp_path / "issue.md"),
-        "--repo",
-        str(repo),
+    proc = run_fix(
+        tmp_path / "issue.md",
+        repo,
         "--model",
         f"scripted:{script_file(tmp_path)}",
         "--yes",
@@ -259,11 +243,9 @@ def test_fix_outside_git_has_a_real_diff_too(tmp_path):
     repo = make_repo(tmp_path / "repo")
     subprocess.run(["rm", "-rf", str(repo / ".git")], check=True)
     (tmp_path / "issue.md").write_text("add is wrong")
-    proc = run_clover(
-        "fix",
-        str(tmp_path / "issue.md"),
-        "--repo",
-        str(repo),
+    proc = run_fix(
+        tmp_path / "issue.md",
+        repo,
         "--model",
         f"scripted:{script_file(tmp_path)}",
         "--yes",
@@ -275,11 +257,9 @@ def test_fix_outside_git_has_a_real_diff_too(tmp_path):
         "Change: 1 file changed, +1 -1: calc.py (+1 -1)" in proc.stdout and "+    return a + b" in proc.stdout
     )
     assert not (repo / ".git").exists() and "a + b" in (repo / "calc.py").read_text()
-    commit = run_clover(
-        "fix",
-        str(tmp_path / "issue.md"),
-        "--repo",
-        str(repo),
+    commit = run_fix(
+        tmp_path / "issue.md",
+        repo,
         "--model",
         f"scripted:{script_file(tmp_path)}",
         "--yes",

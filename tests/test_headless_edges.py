@@ -12,7 +12,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from tests.clihelp import git_repo, isolated_env, run_clover
+from tests.clihelp import git_repo, isolated_env, run_fix
 from tests.fakeserver import FakeChatServer, FakeReply
 
 BUGGY = "def add(a, b):\n    return a - b\n"
@@ -34,11 +34,9 @@ def test_a_stream_dropped_after_a_change_is_a_backend_failure_not_a_fix(tmp_path
         with FakeChatServer(
             [FakeReply(tool_calls=[EDIT]), FakeReply(text="Fixed, and now I will run", drop_after=2)]
         ) as server:
-            proc = run_clover(
-                "fix",
-                str(tmp_path / "issue.md"),
-                "--repo",
-                str(repo),
+            proc = run_fix(
+                tmp_path / "issue.md",
+                repo,
                 "--base-url",
                 server.url,
                 "--model",
@@ -60,11 +58,9 @@ def test_a_model_that_reverts_its_own_edit_has_changed_nothing(tmp_path: Path) -
     script.write_text(
         json.dumps([{"tool_calls": [EDIT]}, {"tool_calls": [UNDO_EDIT]}, {"text": "Fixed add."}])
     )
-    proc = run_clover(
-        "fix",
-        str(tmp_path / "issue.md"),
-        "--repo",
-        str(repo),
+    proc = run_fix(
+        tmp_path / "issue.md",
+        repo,
         "--model",
         f"scripted:{script}",
         "--output-format",
@@ -80,11 +76,9 @@ def test_patch_out_naming_a_directory_is_refused_before_anything_runs(tmp_path: 
     script = tmp_path / "script.json"
     script.write_text(json.dumps([{"tool_calls": [EDIT]}, {"text": "Fixed add."}]))
     (tmp_path / "out").mkdir()
-    proc = run_clover(
-        "fix",
-        str(tmp_path / "issue.md"),
-        "--repo",
-        str(repo),
+    proc = run_fix(
+        tmp_path / "issue.md",
+        repo,
         "--model",
         f"scripted:{script}",
         "--patch-out",
@@ -101,11 +95,9 @@ def test_patch_out_on_a_read_only_file_system_is_refused_before_anything_runs(tm
     repo, env = _repo(tmp_path)
     script = tmp_path / "script.json"
     script.write_text(json.dumps([{"tool_calls": [EDIT]}, {"text": "Fixed add."}]))
-    proc = run_clover(
-        "fix",
-        str(tmp_path / "issue.md"),
-        "--repo",
-        str(repo),
+    proc = run_fix(
+        tmp_path / "issue.md",
+        repo,
         "--model",
         f"scripted:{script}",
         "--patch-out",

@@ -24,7 +24,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from clover.main import app
-from tests.clihelp import ROOT, git_repo, isolated_env, run_clover
+from tests.clihelp import ROOT, git_repo, isolated_env, run_clover, run_fix
 from tests.fakeserver import FakeChatServer, FakeReply
 
 BUGGY = "def add(a, b):\n    return a - b\n"
@@ -52,11 +52,9 @@ def _setup(tmp_path: Path, turns: list[dict], *, config: str = "") -> tuple[Path
 def _fix(
     tmp_path: Path, repo: Path, script: Path, env: dict[str, str], *args: str
 ) -> subprocess.CompletedProcess:
-    return run_clover(
-        "fix",
-        str(tmp_path / "issue.md"),
-        "--repo",
-        str(repo),
+    return run_fix(
+        tmp_path / "issue.md",
+        repo,
         "--model",
         f"scripted:{script}",
         *args,
@@ -210,11 +208,9 @@ def test_a_fix_that_changed_nothing_never_exits_0_unless_the_model_says_no_chang
 def test_the_prompt_offers_the_no_change_answer_to_a_server_model(tmp_path: Path) -> None:
     repo, _, env = _setup(tmp_path, [])
     with FakeChatServer([FakeReply(text="No change needed: it works.")]) as server:
-        proc = run_clover(
-            "fix",
-            str(tmp_path / "issue.md"),
-            "--repo",
-            str(repo),
+        proc = run_fix(
+            tmp_path / "issue.md",
+            repo,
             "--base-url",
             server.url,
             "--model",
@@ -235,11 +231,9 @@ def test_server_down_is_the_same_exit_code_for_fix_and_print(tmp_path: Path) -> 
         sock.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
     repo, _, env = _setup(tmp_path, [])
-    fix = run_clover(
-        "fix",
-        str(tmp_path / "issue.md"),
-        "--repo",
-        str(repo),
+    fix = run_fix(
+        tmp_path / "issue.md",
+        repo,
         "--base-url",
         url,
         "--model",
@@ -295,11 +289,9 @@ def test_a_reply_cut_by_the_server_is_labelled_and_the_full_answer_is_never_cut(
             FakeReply(text=answer),
         ]
     ) as server:
-        cut = run_clover(
-            "fix",
-            str(tmp_path / "issue.md"),
-            "--repo",
-            str(repo),
+        cut = run_fix(
+            tmp_path / "issue.md",
+            repo,
             "--base-url",
             server.url,
             "--model",
@@ -316,11 +308,9 @@ def test_a_reply_cut_by_the_server_is_labelled_and_the_full_answer_is_never_cut(
             "GIT_COMMITTER_NAME": "t",
             "GIT_COMMITTER_EMAIL": "t@t",
         }
-        full = run_clover(
-            "fix",
-            str(tmp_path / "issue.md"),
-            "--repo",
-            str(repo),
+        full = run_fix(
+            tmp_path / "issue.md",
+            repo,
             "--base-url",
             server.url,
             "--model",

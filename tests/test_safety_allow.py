@@ -352,7 +352,7 @@ def test_clover_fix_in_ask_mode_with_allow_rules_runs_none_of_the_rows(template:
     """Through the real CLI with the README's kind of allow rules and nobody to approve."""
     import json
 
-    from tests.clihelp import isolated_env, run_clover
+    from tests.clihelp import isolated_env, run_fix
 
     subprocess.run(["cp", "-a", str(template.parent), str(tmp_path / "w")], check=True)
     ws = tmp_path / "w" / "ws"
@@ -375,11 +375,9 @@ def test_clover_fix_in_ask_mode_with_allow_rules_runs_none_of_the_rows(template:
     ]
     (tmp_path / "script.json").write_text(json.dumps(turns))
     (tmp_path / "issue.md").write_text("Look around.")
-    proc = run_clover(
-        "fix",
-        str(tmp_path / "issue.md"),
-        "--repo",
-        str(ws),
+    proc = run_fix(
+        tmp_path / "issue.md",
+        ws,
         "--model",
         f"scripted:{tmp_path / 'script.json'}",
         "--trajectory",

@@ -18,7 +18,7 @@ from clover.settings import Settings
 from clover.tools import commandenv
 from clover.tools.environment import LocalEnvironment
 from clover.tools.sandbox import Sandbox, bwrap_available
-from tests.clihelp import isolated_env, run_clover
+from tests.clihelp import isolated_env, run_fix
 
 needs_bwrap = pytest.mark.skipif(not bwrap_available(), reason="no usable bwrap")
 
@@ -85,11 +85,9 @@ def test_through_clover_fix_the_secrets_stay_out(tmp_path: Path):
     (tmp_path / "script.json").write_text(json.dumps(script))
     (tmp_path / "issue.md").write_text("look around")
     env = {**isolated_env(tmp_path), **SECRETS}
-    proc = run_clover(
-        "fix",
-        str(tmp_path / "issue.md"),
-        "--repo",
-        str(repo),
+    proc = run_fix(
+        tmp_path / "issue.md",
+        repo,
         "--yes",
         "--model",
         f"scripted:{tmp_path / 'script.json'}",

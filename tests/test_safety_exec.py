@@ -145,7 +145,7 @@ def test_clover_fix_in_yolo_with_deny_rules_runs_none_of_the_rows(template: Path
     """Through the real CLI (a subprocess), a scripted model, the user's deny rules, `--yes`."""
     import json
 
-    from tests.clihelp import isolated_env, run_clover
+    from tests.clihelp import isolated_env, run_fix
 
     subprocess.run(["cp", "-a", str(template.parent), str(tmp_path / "w")], check=True)
     ws = tmp_path / "w" / "ws"
@@ -158,11 +158,9 @@ def test_clover_fix_in_yolo_with_deny_rules_runs_none_of_the_rows(template: Path
     ]
     (tmp_path / "script.json").write_text(json.dumps(turns))
     (tmp_path / "issue.md").write_text("Tidy up.")
-    proc = run_clover(
-        "fix",
-        str(tmp_path / "issue.md"),
-        "--repo",
-        str(ws),
+    proc = run_fix(
+        tmp_path / "issue.md",
+        ws,
         "--yes",
         "--model",
         f"scripted:{tmp_path / 'script.json'}",

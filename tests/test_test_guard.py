@@ -14,7 +14,7 @@ from clover import gitdiff
 from clover.test_guard import TestGuard
 from clover.tools.environment import LocalEnvironment
 from clover.tools.testrun import run_tests, test_files
-from tests.clihelp import git_repo, isolated_env, run_clover
+from tests.clihelp import git_repo, isolated_env, run_fix
 
 CALC = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
 TESTS = (
@@ -43,11 +43,9 @@ def _script(tmp_path, old: str, new: str):
 
 def _fix(tmp_path, model: str, *flags: str):
     (tmp_path / "issue.md").write_text("add(2, 3) returns -1 instead of 5.")
-    return run_clover(
-        "fix",
-        str(tmp_path / "issue.md"),
-        "--repo",
-        str(tmp_path / "repo"),
+    return run_fix(
+        tmp_path / "issue.md",
+        tmp_path / "repo",
         "--model",
         model,
         "--output-format",

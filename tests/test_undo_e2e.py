@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.clihelp import git_repo, isolated_env, run_clover
+from tests.clihelp import git_repo, isolated_env, run_clover, run_fix
 
 ROOT = Path(__file__).resolve().parents[1]
 BUGGY = "def add(a, b):\n    return a - b\n"
@@ -34,11 +34,9 @@ def user_env(tmp_path: Path) -> dict[str, str]:
 def fix(tmp_path: Path, repo: Path, turns: list[dict], env: dict[str, str]) -> subprocess.CompletedProcess:
     (tmp_path / "issue.md").write_text("add(2, 3) returns -1 instead of 5.")
     (tmp_path / "script.json").write_text(json.dumps(turns))
-    proc = run_clover(
-        "fix",
-        str(tmp_path / "issue.md"),
-        "--repo",
-        str(repo),
+    proc = run_fix(
+        tmp_path / "issue.md",
+        repo,
         "--model",
         f"scripted:{tmp_path / 'script.json'}",
         "--yes",
