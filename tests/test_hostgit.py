@@ -348,3 +348,27 @@ def test_numstat_matches_the_git_program(tmp_path: Path) -> None:
         for a, r, p in (line.split("\t") for line in git.splitlines())
     ]
     assert gitdiff.numstat(ws, before, after) == expected
+
+
+def test_the_git_tools_commit_uses_the_identity_the_agents_commands_get(tmp_path: Path, monkeypatch) -> None:
+    """The git tool commits in-process; its author must be the one the environment gives commands
+    (as `git commit` run as a command would use), not whatever Clover's own process has."""
+    repo = tmp_path / "r"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    (repo / "a.txt").write_text("a\n")
+    for key in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"):
+        monkeypatch.setenv(key, "clover-process")
+    identity = {
+        "GIT_AUTHOR_NAME": "Env Author",
+        "GIT_AUTHOR_EMAIL": "author@env",
+        "GIT_COMMITTER_NAME": "Env Committer",
+        "GIT_COMMITTER_EMAIL": "committer@env",
+    }
+    env = LocalEnvironment(str(repo), env={"PATH": os.environ["PATH"], **identity})
+    result = GitTool().run({"subcommand": "commit", "message": "m"}, env)
+    assert not result.is_error, result.output
+    who = subprocess.run(
+        ["git", "log", "-1", "--format=%an <%ae> / %cn <%ce>"], cwd=repo, capture_output=True, text=True
+    ).stdout.strip()
+    assert who == "Env Author <author@env> / Env Committer <committer@env>"

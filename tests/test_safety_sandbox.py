@@ -32,7 +32,7 @@ from clover.tools.environment import LocalEnvironment
 from clover.tools.git_tools import GitTool
 from clover.tools.sandbox import _HOST_SOCKETS, bwrap_available, make_wrapper, unavailable_reason
 from clover.tools.search import GlobTool, GrepTool
-from tests.clihelp import isolated_env, run_clover
+from tests.clihelp import isolated_env, run_fix
 
 needs_bwrap = pytest.mark.skipif(not bwrap_available(), reason=f"no usable bwrap: {unavailable_reason()}")
 
@@ -208,7 +208,13 @@ def _host_side_git(ws: Path, env) -> None:
     gitdiff.commit_paths(ws, gitdiff.changed_paths(ws, before, after), "fix commit")
 
 
-def test_planted_git_config_and_hooks_never_run_host_side(tmp_path: Path, outside: Path) -> None:
+def test_planted_git_config_and_hooks_never_run_host_side(tmp_path: Path, outside: Path, monkeypatch) -> None:
+    # fix's --commit takes Clover's own identity; libgit2 finds ~/.gitconfig through the HOME it saw
+    # first in this process, which an earlier test may have pointed elsewhere: give it one here
+    for key in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"):
+        monkeypatch.setenv(key, "t")
+    for key in ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"):
+        monkeypatch.setenv(key, "t@t")
     ws = _repo(tmp_path / "ws")
     subprocess.run(["bash", "-c", _plant(outside)], cwd=ws, check=True)
     env = LocalEnvironment(
@@ -262,11 +268,9 @@ def test_clover_fix_never_runs_what_its_sandboxed_commands_planted(tmp_path: Pat
         "GIT_COMMITTER_NAME": "t",
         "GIT_COMMITTER_EMAIL": "t@t",
     }
-    proc = run_clover(
-        "fix",
-        str(tmp_path / "issue.md"),
-        "--repo",
-        str(ws),
+    proc = run_fix(
+        tmp_path / "issue.md",
+        ws,
         "--model",
         f"scripted:{script}",
         "--yes",

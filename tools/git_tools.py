@@ -83,7 +83,8 @@ class GitTool(Tool):
             return hostgit.log_lines(host, min(max(arg_int(args, "n", 10) or 10, 1), 200), path)
         if sub == "show":
             return hostgit.show_text(host, args.get("rev") or "HEAD")
-        made = hostgit.commit_all(host, args["message"])
+        # the identity the agent's own `git commit` command would use (the environment's, not Clover's)
+        made = hostgit.commit_all(host, args["message"], getattr(env, "base_env", None))
         if made is None:
             return "nothing to commit: the working tree is clean"
         return "committed " + hostgit.log_lines(host, 1)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -222,10 +223,12 @@ def changed_paths(root: str | os.PathLike[str], before: str, after: str) -> list
     return sorted({p for d in diff.deltas for p in (d.old_file.path, d.new_file.path)})
 
 
-def _signature(repo: pygit2.Repository, who: str) -> pygit2.Signature:
-    """GIT_AUTHOR_* / GIT_COMMITTER_* as the git program reads them, else user.name/email."""
+def _signature(repo: pygit2.Repository, who: str, environ: Mapping[str, str] | None) -> pygit2.Signature:
+    """GIT_AUTHOR_* / GIT_COMMITTER_* as the git program reads them (from `environ`: the environment
+    the agent's commands get, so its `git commit` command and the git tool agree), else user.name/email."""
     pygit2 = _lib()
-    name, email = os.environ.get(f"GIT_{who}_NAME"), os.environ.get(f"GIT_{who}_EMAIL")
+    environ = os.environ if environ is None else environ
+    name, email = environ.get(f"GIT_{who}_NAME"), environ.get(f"GIT_{who}_EMAIL")
     config = repo.config
     try:
         name = name or config["user.name"]
@@ -235,11 +238,11 @@ def _signature(repo: pygit2.Repository, who: str) -> pygit2.Signature:
     return pygit2.Signature(name, email)
 
 
-def _commit(repo: pygit2.Repository, tree: Any, message: str) -> str:
+def _commit(repo: pygit2.Repository, tree: Any, message: str, environ: Mapping[str, str] | None = None) -> str:
     head = _head_commit(repo)
     parents = [head.id] if head is not None else []
     oid = repo.create_commit(
-        "HEAD", _signature(repo, "AUTHOR"), _signature(repo, "COMMITTER"), message, tree, parents
+        "HEAD", _signature(repo, "AUTHOR", environ), _signature(repo, "COMMITTER", environ), message, tree, parents
     )
     return str(oid)
 
@@ -400,7 +403,9 @@ def show_text(root: str | os.PathLike[str], rev: str = "HEAD") -> str:
     )
 
 
-def commit_all(root: str | os.PathLike[str], message: str) -> str | None:
+def commit_all(
+    root: str | os.PathLike[str], message: str, environ: Mapping[str, str] | None = None
+) -> str | None:
     """Stage everything (`git add -A`) and commit; None when there is nothing to commit. No hook
     runs and nothing is signed."""
     pygit2 = _lib()
@@ -415,7 +420,7 @@ def commit_all(root: str | os.PathLike[str], message: str) -> str | None:
         head = _head_commit(repo)
         if head is not None and head.tree.id == tree:
             return None
-        return _commit(repo, tree, message)
+        return _commit(repo, tree, message, environ)
     except pygit2.GitError as exc:
         raise HostGitError(f"git commit: {exc}") from exc
 
