@@ -238,11 +238,18 @@ def _signature(repo: pygit2.Repository, who: str, environ: Mapping[str, str] | N
     return pygit2.Signature(name, email)
 
 
-def _commit(repo: pygit2.Repository, tree: Any, message: str, environ: Mapping[str, str] | None = None) -> str:
+def _commit(
+    repo: pygit2.Repository, tree: Any, message: str, environ: Mapping[str, str] | None = None
+) -> str:
     head = _head_commit(repo)
     parents = [head.id] if head is not None else []
     oid = repo.create_commit(
-        "HEAD", _signature(repo, "AUTHOR", environ), _signature(repo, "COMMITTER", environ), message, tree, parents
+        "HEAD",
+        _signature(repo, "AUTHOR", environ),
+        _signature(repo, "COMMITTER", environ),
+        message,
+        tree,
+        parents,
     )
     return str(oid)
 
