@@ -32,6 +32,7 @@ from torch import Tensor, nn
 from torch.overrides import TorchFunctionMode
 
 from clover.model.config import CloverConfig
+from clover.model.cpu_linear import use_cpu_kernels
 from clover.model.layers.rope import RotaryEmbedding
 from clover.model.load_quant import EXPERT_LEAVES, Placer
 from clover.model.modeling import CloverForCausalLM
@@ -407,6 +408,7 @@ def load_checkpoint(
     model.model.rotary_emb = RotaryEmbedding(config.rotary_dim, config.rope_theta).to(rope_dev)
     if device_map:
         attach_device_hooks(model)
+    use_cpu_kernels(model)
     from clover.model.tokenizer import read_chat_template
 
     try:

@@ -1,0 +1,51 @@
+"""CPU kernels for decoding at small widths (numba): int4 and bf16 matrix-vector products that read
+each weight byte once at close to memory bandwidth, and the routed experts of one MoE layer in one
+call. At widths 1-32 a decoding step is a stream of weight bytes; torch's own CPU kernels for it
+(`_weight_int4pack_mm_for_cpu`, a bf16 `mm`) reach ~20 and ~15 GB/s of a ~35-50 GB/s machine here,
+and the Python between one expert's matmuls costs as much again (benchmarks/cpu_kernels.py).
+
+numba is the tool made for this (compiled loops from Python, no C compiler on the user's machine,
+compiled once and cached). Without it (or with CLOVER_CPU_KERNELS=torch) everything runs on torch's
+kernels, as before; `available()` says which.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.util
+import os
+from collections.abc import Iterator
+
+
+@functools.cache
+def _numba_present() -> bool:
+    return importlib.util.find_spec("numba") is not None
+
+
+def available() -> bool:
+    """Run the numba kernels? (numba installed and CLOVER_CPU_KERNELS is not "torch")."""
+    choice = os.environ.get("CLOVER_CPU_KERNELS", "auto").strip().lower() or "auto"
+    if choice not in ("auto", "numba", "torch"):
+        raise ValueError(f"CLOVER_CPU_KERNELS={choice!r}; expected auto, numba or torch")
+    if choice == "torch":
+        return False
+    if choice == "numba" and not _numba_present():
+        raise RuntimeError("CLOVER_CPU_KERNELS=numba but numba is not installed (pip install numba)")
+    return _numba_present()
+
+
+@contextlib.contextmanager
+def torch_threads() -> Iterator[None]:
+    """Run a kernel on torch's thread count, and leave torch's as it was: numba's OpenMP layer can
+    share torch's runtime, where starting its pool sets the count to every core."""
+    import numba
+    import torch
+
+    n = torch.get_num_threads()
+    numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != n:
+            torch.set_num_threads(n)
