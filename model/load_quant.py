@@ -148,7 +148,7 @@ class Placer:
 
     def _fit(self, stack: PackedWeight, value: Tensor | Int4Codes):
         """`value` in the form the stack's slots take."""
-        if stack.kind == "int4":
+        if stack.kind in ("int4", "int4r"):
             if isinstance(value, Int4Codes):
                 if value.group_size != stack.group_size:
                     raise ValueError("experts of one layer with different int4 group sizes")

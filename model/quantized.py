@@ -87,6 +87,19 @@ class Int4Codes:
         return Int4Codes(codes, scales, zeros, self.group_size)
 
 
+def _row_blocks_fit(rows: int, group_size: int, device: torch.device | str) -> bool:
+    """Can an int4 expert stack take the numba kernels' row-block layout (kernels/cpu/int4.py)?"""
+    from clover.kernels import cpu
+
+    return torch.device(device).type == "cpu" and rows % 16 == 0 and group_size % 8 == 0 and cpu.available()
+
+
+def _cpu_moe():
+    from clover.kernels.cpu import moe
+
+    return moe
+
+
 def int4_fits(rows: int, cols: int, group_size: int, device: torch.device | str) -> bool:
     """Can the int4 kernel of `device` run a [rows, cols] matrix with this group size?"""
     if group_size not in INT4_GROUPS or cols % group_size:
@@ -214,10 +227,17 @@ class PackedWeight(nn.Module):
     `mm(x, e)` is x [M, K] @ W[e].T in the activation dtype `dtype`."""
 
     def __init__(
-        self, kind: str, data: Tensor, scale: Tensor, shape: tuple[int, ...], group_size: int = 0
+        self,
+        kind: str,
+        data: Tensor,
+        scale: Tensor,
+        shape: tuple[int, ...],
+        group_size: int = 0,
+        act_dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         self.kind, self.shape, self.group_size = kind, tuple(shape), group_size
+        self.act_dtype = act_dtype or scale.dtype
         self.register_buffer("data", data)
         self.register_buffer("scale", scale)
 
@@ -249,7 +269,21 @@ class PackedWeight(nn.Module):
         cls, kind: str, count: int, rows: int, cols: int, group_size: int, dtype, device
     ) -> PackedWeight:
         """E uninitialised slots, filled by `put` one expert at a time (a layer is never whole in
-        floating point while it loads)."""
+        floating point while it loads). An int4 stack on CPU takes the row-block layout of the
+        numba kernels (kind "int4r": one call per MoE layer) where they are available."""
+        if kind == "int4" and _row_blocks_fit(rows, group_size, device):
+            from clover.kernels.cpu import int4 as cpu_int4
+
+            r = cpu_int4.block_rows(rows)
+            sm_dtype = torch.int16 if dtype == torch.bfloat16 else torch.float32
+            return cls(
+                "int4r",
+                torch.empty(count, rows // r, cols // 2, r, dtype=torch.uint8),
+                torch.empty(count, rows // r, cols // group_size, 2, r, dtype=sm_dtype),
+                (count, rows, cols),
+                group_size,
+                act_dtype=dtype,
+            )
         if kind == "int4":
             probe = Int4Codes(
                 torch.zeros(rows, cols, dtype=torch.uint8),
@@ -273,6 +307,15 @@ class PackedWeight(nn.Module):
 
     def put(self, e: int, value: Int4Codes | tuple[Tensor, Tensor]) -> None:
         """Pack one expert's matrix into slot e."""
+        if self.kind == "int4r":
+            from clover.kernels.cpu import int4 as cpu_int4
+
+            assert isinstance(value, Int4Codes)
+            g = self.group_size
+            codes = cpu_int4.pack_kwords(value.kwords, g) if value.kwords is not None else None
+            self.data[e].copy_(codes if codes is not None else cpu_int4.pack_codes(value.codes, g))
+            self.scale[e].copy_(cpu_int4.pack_scales(value.scales, value.zeros, self.act_dtype))
+            return
         if self.kind == "int4":
             assert isinstance(value, Int4Codes)
             data, scale = _pack_int4_one(value, self.scale.dtype, self.data.device)
@@ -285,10 +328,15 @@ class PackedWeight(nn.Module):
 
     @property
     def dtype(self) -> torch.dtype:
-        return self.scale.dtype
+        """The activations' dtype (what `mm` takes and returns)."""
+        return self.act_dtype
 
     def mm(self, x: Tensor, e: int | None = None) -> Tensor:
         data, scale = (self.data, self.scale) if e is None else (self.data[e], self.scale[e])
+        if self.kind == "int4r":
+            from clover.kernels.cpu import int4 as cpu_int4
+
+            return cpu_int4.matmul(x, data, scale).to(self.dtype)
         if self.kind == "int4":
             return _int4_mm(x, data, scale, self.group_size)
         if self.kind == "int8":
@@ -343,6 +391,8 @@ class QuantExperts(nn.Module):
             gate, up = self.gate_up.mm(xs.to(dtype).contiguous(), e).chunk(2, dim=-1)
             return self.down.mm((F.silu(gate) * up).contiguous(), e)
 
+        if self.gate_up.kind == self.down.kind == "int4r" and x.shape[0] <= _cpu_moe().MAX_TOKENS:
+            return _cpu_moe().routed_moe(x, ids, weights, self.gate_up, self.down)
         if x.shape[0] == 1:  # one token (B = 1): its k experts are distinct, nothing to sort or scatter
             xs = x.to(dtype).contiguous()
             ys = torch.cat([expert(e, xs) for e in ids[0].tolist()])  # [k, H]

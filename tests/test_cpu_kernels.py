@@ -13,14 +13,21 @@ import torch.nn.functional as F  # noqa: E402
 
 from clover.kernels import cpu  # noqa: E402
 from clover.kernels.cpu import delta_rule, gemv  # noqa: E402
+from clover.kernels.cpu import int4 as cpu_int4  # noqa: E402
 from clover.kernels.reference.delta_rule import recurrent_gated_delta_rule  # noqa: E402
-from clover.kernels.reference.moe import routed_experts  # noqa: E402
+from clover.kernels.reference.moe import moe_experts, routed_experts  # noqa: E402
 from clover.model.config import tiny  # noqa: E402
 from clover.model.cpu_linear import CpuGemvLinear, use_cpu_kernels  # noqa: E402
 from clover.model.layers.gdn import GatedDeltaNet  # noqa: E402
 from clover.model.load import load_checkpoint, save_checkpoint  # noqa: E402
 from clover.model.modeling import CloverForCausalLM  # noqa: E402
-from clover.model.quantized import PackedWeight, QuantExperts, quantize_int4  # noqa: E402
+from clover.model.quant_formats import encode_gptq  # noqa: E402
+from clover.model.quantized import Int4Codes, PackedWeight, QuantExperts, quantize_int4  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _numba_kernels(monkeypatch):
+    monkeypatch.setenv("CLOVER_CPU_KERNELS", "numba")  # whatever the run's environment chose
 
 
 @pytest.mark.parametrize("shape", [(300, 64), (256, 2048), (17, 33)])
@@ -153,3 +160,50 @@ def test_one_token_moe_path_equals_the_routed_path():
     torch.testing.assert_close(
         experts(x, ids, weights), routed_experts(x, ids, weights, expert), rtol=0, atol=1e-6
     )
+
+
+# ---------------------------------------------------------------------- int4 experts (row blocks)
+
+
+def _row_block_stack(q: Int4Codes, dtype) -> PackedWeight:
+    count, rows, cols = q.shape
+    stack = PackedWeight.empty_stack("int4", count, rows, cols, q.group_size, dtype, "cpu")
+    for e in range(count):
+        stack.put(e, Int4Codes(q.codes[e], q.scales[e], q.zeros[e], q.group_size))
+    return stack
+
+
+@pytest.mark.parametrize("rows,cols,group", [(128, 256, 128), (48, 64, 32)])
+def test_row_blocks_from_gptq_words_equal_those_from_codes(rows, cols, group):
+    q = quantize_int4(torch.randn(rows, cols), group)
+    words = encode_gptq(q)["qweight"]
+    assert torch.equal(cpu_int4.pack_kwords(words, group), cpu_int4.pack_codes(q.codes, group))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("m", [1, 3, 8, 20])  # 8 and more: dequantized once, then torch's matmul
+def test_row_block_matmul_matches_the_dequantized_matrix(dtype, m):
+    torch.manual_seed(m)
+    q = quantize_int4(torch.randn(2, 64, 256), 64)
+    stack = _row_block_stack(q, dtype)
+    assert stack.kind == "int4r" and stack.dtype == dtype
+    x = torch.randn(m, 256).to(dtype)
+    want = x.float() @ q.dequantize()[1].t()
+    tol = 1e-4 if dtype == torch.float32 else 3e-2  # bf16: the scales and the output rounded
+    torch.testing.assert_close(stack.mm(x, 1).float(), want, rtol=tol, atol=tol * want.abs().max().item())
+    full = q.dequantize()
+    torch.testing.assert_close(stack.dequantize().float(), full, rtol=tol, atol=tol * full.abs().max().item())
+
+
+@pytest.mark.parametrize("tokens", [1, 3, 32, 40])  # up to 32 one fused call; 40 the general path
+def test_fused_moe_matches_the_reference(tokens):
+    torch.manual_seed(tokens)
+    e, h, i, k = 16, 64, 32, 4
+    qg, qd = quantize_int4(torch.randn(e, 2 * i, h) * 0.1, 32), quantize_int4(torch.randn(e, h, i) * 0.1, 32)
+    experts = QuantExperts(_row_block_stack(qg, torch.float32), _row_block_stack(qd, torch.float32))
+    x = torch.randn(tokens, h)
+    ids = torch.stack([torch.randperm(e)[:k] for _ in range(tokens)])
+    ids[:, 0] = 3  # one expert shared by every token: a segment of many rows
+    weights = torch.rand(tokens, k).softmax(-1)
+    want = moe_experts(x, ids, weights, qg.dequantize(), qd.dequantize())
+    torch.testing.assert_close(experts(x, ids, weights), want, rtol=0, atol=1e-5)

@@ -50,11 +50,15 @@ class GatedAttention(nn.Module):
         clean_out = noisy_out = None
         if clean is not None:
             q, gate, k, v = self._project(clean, ctx.clean_rope)
-            keys = k if keys is None else torch.cat([keys, k], dim=2)
-            values = v if values is None else torch.cat([values, v], dim=2)
-            clean_out = self._out(dispatch.attention(q, keys, values, ctx.clean_mask), gate)
-            if ctx.commit and cache is not None:
+            if cache is not None:
+                # written where they go whether or not this step commits (past the committed
+                # length nothing reads them, and the next write there replaces them): no copy of
+                # the whole cache per token
                 cache.write(k, v, ctx.past)
+                keys, values = cache.view(ctx.past + k.shape[2])
+            else:
+                keys, values = k, v
+            clean_out = self._out(dispatch.attention(q, keys, values, ctx.clean_mask), gate)
         if noisy is not None:
             n, nb, b, dim = noisy.shape
             q, gate, k, v = self._project(noisy.reshape(n, nb * b, dim), ctx.noisy_rope)

@@ -97,6 +97,9 @@ class GatedDeltaNet(nn.Module):
             state = torch.zeros(n, self.num_v_heads, self.dk, self.dv, device=ref.device)
             tail = ref.new_zeros(n, self.conv_dim, self.kernel - 1)
 
+        if noisy is None and clean.shape[1] == 1 and ctx.clean_valid is None and cpu_step_ok(state):
+            return self._cpu_token(clean, ctx, cache, state, tail), None
+
         clean_out, starts, u, state0 = None, None, tail, state
         # one block at the clean stream's start (a check and a denoising round in one forward)
         # reads the state before the stream: no chunk states needed
@@ -173,6 +176,38 @@ class GatedDeltaNet(nn.Module):
             noisy_out = self._finish(o.reshape(n * nb, b, self.num_v_heads, self.dv).to(noisy.dtype), x)
             noisy_out = noisy_out.view(n, nb, b, dim)
         return clean_out, noisy_out
+
+    def _cpu_token(self, x: Tensor, ctx: ForwardContext, cache, state: Tensor, tail: Tensor) -> Tensor:
+        """One token, B = 1 decoding on CPU: the projections in torch, the rest in one kernel
+        (kernels/cpu/gdn_token.py); the state is updated in place only when the step commits."""
+        from clover.kernels.cpu.gdn_token import gdn_token
+
+        n = x.shape[0]
+        flat = x.reshape(n, -1)
+        commits = ctx.commit and cache is not None
+        own = (
+            state
+            if commits and state.dtype == torch.float32 and state.is_contiguous()
+            else state.float().clone()
+        )
+        out, new_tail = gdn_token(
+            self.in_proj_qkv(flat),
+            self.in_proj_z(flat),
+            self.in_proj_b(flat),
+            self.in_proj_a(flat),
+            tail,
+            self.conv1d.weight[:, 0],
+            self.A_log,
+            self.dt_bias,
+            self.norm.weight,
+            self.norm.eps,
+            own,
+            self.key_dim,
+            self.num_v_heads // self.num_k_heads,
+        )
+        if commits:
+            cache.state, cache.conv = own, new_tail
+        return self.out_proj(out.to(x.dtype)).view(n, 1, -1)
 
 
 class GDNCache:
