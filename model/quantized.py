@@ -384,6 +384,19 @@ class QuantExperts(nn.Module):
         super().__init__()
         self.gate_up, self.down = gate_up, down
 
+    def forward_routed(self, x: Tensor, gate: Tensor, top: int, renorm: bool) -> Tensor | None:
+        """The router and these experts in one CPU kernel call (kernels/cpu/moe.py), for a few bf16
+        tokens; None where that does not apply (the caller routes in torch)."""
+        if not (
+            self.gate_up.kind == self.down.kind == "int4r"
+            and x.shape[0] <= _cpu_moe().MAX_TOKENS
+            and x.dtype == gate.dtype == torch.bfloat16
+            and gate.is_contiguous()
+            and not torch.is_grad_enabled()
+        ):
+            return None
+        return _cpu_moe().route_and_run(x, gate, top, renorm, self.gate_up, self.down)
+
     def forward(self, x: Tensor, ids: Tensor, weights: Tensor) -> Tensor:
         dtype = self.gate_up.dtype
 

@@ -207,3 +207,17 @@ def test_fused_moe_matches_the_reference(tokens):
     weights = torch.rand(tokens, k).softmax(-1)
     want = moe_experts(x, ids, weights, qg.dequantize(), qd.dequantize())
     torch.testing.assert_close(experts(x, ids, weights), want, rtol=0, atol=1e-5)
+
+
+def test_router_in_the_moe_kernel_picks_what_torch_picks(tmp_path):
+    torch.manual_seed(4)
+    save_checkpoint(CloverForCausalLM(tiny()).eval(), tmp_path)
+    net = load_checkpoint(tmp_path, quantize="int4", dtype=torch.bfloat16).model
+    moe = net.model.layers[0].mlp
+    assert moe.experts.gate_up.kind == "int4r"
+    x = torch.randn(3, 64).bfloat16()
+    with torch.no_grad():
+        fused = moe(x)
+        moe.experts.forward_routed = lambda *args: None  # the torch router, then the same experts
+        routed = moe(x)
+    torch.testing.assert_close(fused, routed, rtol=0, atol=2e-2)

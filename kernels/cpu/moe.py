@@ -18,9 +18,54 @@ from clover.kernels.cpu.int4 import block_dot, group_sums, numpy_of
 MAX_TOKENS = 32  # more (a prefill) and the general path's dequantize-then-matmul is the better one
 
 
+@njit(inline="always")
+def _bf16(v):
+    """v rounded to the nearest bf16 (ties to even), as float32: what a bf16 model's tensor holds."""
+    box = np.empty(1, np.float32)
+    box[0] = v
+    bits = box.view(np.uint32)
+    b = np.int64(bits[0])
+    bits[0] = np.uint32((b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000)
+    return box[0]
+
+
+@njit(inline="always", fastmath=True)
+def _route(x, gate_bits, ids, weights, renorm, to_bf16):
+    """The router of SparseMoE (model/layers/moe.py) in place of its torch ops: logits x @ gate.T
+    (gate bf16 bits [E, H]), softmax, top k, renormalised; rounded to bf16 where the model's
+    tensors would be. Writes ids, weights [T, k]."""
+    tokens, hidden = x.shape
+    experts, top = gate_bits.shape[0], ids.shape[1]
+    logits = np.empty((tokens, experts), np.float32)
+    for e in prange(experts):
+        bits = np.empty(hidden, np.uint32)
+        row = bits.view(np.float32)
+        for i in range(hidden):
+            bits[i] = np.uint32(gate_bits[e, i]) << 16
+        for t in range(tokens):
+            acc = np.float32(0.0)
+            for i in range(hidden):
+                acc += row[i] * x[t, i]
+            logits[t, e] = _bf16(acc) if to_bf16 else acc
+    for t in range(tokens):
+        probs = np.exp(logits[t] - logits[t].max())
+        probs /= probs.sum()
+        best = np.argsort(-probs, kind="mergesort")[:top]
+        total = np.float32(0.0)
+        for j in range(top):
+            total += probs[best[j]]
+        for j in range(top):
+            w = probs[best[j]] / total if renorm else probs[best[j]]
+            ids[t, j] = best[j]
+            weights[t, j] = _bf16(w) if to_bf16 else w
+
+
 @njit(parallel=True, fastmath=True, cache=True)
-def _moe(x, ids, weights, gu_data, gu_sm, dn_data, dn_sm, out):
-    """x [T, H], weights [T, k] float32; ids [T, k] int64; out [T, H] written."""
+def _moe(x, ids, weights, route, gate_bits, renorm, to_bf16, gu_data, gu_sm, dn_data, dn_sm, out):
+    """x [T, H], weights [T, k] float32; ids [T, k] int64; out [T, H] written. With `route`, ids and
+    weights are first computed here from the router's weights (`_route`)."""
+    if route:
+        _route(x, gate_bits, ids, weights, renorm, to_bf16)
     tokens, top = ids.shape
     slots = tokens * top
     flat = ids.reshape(-1)
@@ -73,16 +118,44 @@ def _moe(x, ids, weights, gu_data, gu_sm, dn_data, dn_sm, out):
             out[t, j] += w * y[i, j]
 
 
+_NO_GATE = np.zeros((1, 1), np.uint16)
+
+
 def routed_moe(x: Tensor, ids: Tensor, weights: Tensor, gate_up, down) -> Tensor:
     """x [T, H]; ids, weights [T, k]; gate_up / down: PackedWeight stacks of kind "int4r".
     Returns [T, H] in x's dtype."""
+    return _run(
+        x,
+        ids.to(torch.int64).contiguous().numpy(),
+        weights.float().contiguous().numpy(),
+        None,
+        True,
+        gate_up,
+        down,
+    )
+
+
+def route_and_run(x: Tensor, gate: Tensor, top: int, renorm: bool, gate_up, down) -> Tensor:
+    """The router (gate bf16 [E, H]: softmax, top `top`, renormalised when `renorm`) and the routed
+    experts in one call. Returns [T, H] in x's dtype (bf16)."""
+    ids = np.empty((x.shape[0], top), np.int64)
+    weights = np.empty((x.shape[0], top), np.float32)
+    return _run(x, ids, weights, gate.view(torch.int16).numpy().view(np.uint16), renorm, gate_up, down)
+
+
+def _run(x: Tensor, ids: np.ndarray, weights: np.ndarray, gate_bits, renorm: bool, gate_up, down) -> Tensor:
     xf = x.float().contiguous().numpy()
     out = np.empty_like(xf)
+    route = gate_bits is not None
     with torch_threads():
         _moe(
             xf,
-            ids.to(torch.int64).contiguous().numpy(),
-            weights.float().contiguous().numpy(),
+            ids,
+            weights,
+            route,
+            gate_bits if route else _NO_GATE,
+            renorm,
+            x.dtype == torch.bfloat16,
             gate_up.data.numpy(),
             numpy_of(gate_up.scale),
             down.data.numpy(),

@@ -51,10 +51,14 @@ class SparseMoE(nn.Module):
         """x [T, H] (any leading shape is flattened)."""
         shape = x.shape
         x = x.reshape(-1, shape[-1])
-        probs = self.gate(x).float().softmax(dim=-1)
-        weights, ids = probs.topk(self.top_k, dim=-1)
-        if self.norm_topk_prob:
-            weights = weights / weights.sum(-1, keepdim=True)
-        y = self.experts(x, ids, weights.to(x.dtype))
+        # quantized experts on CPU route and run in one kernel call where they can
+        fused = getattr(self.experts, "forward_routed", None)
+        y = fused(x, self.gate.weight, self.top_k, self.norm_topk_prob) if fused else None
+        if y is None:
+            probs = self.gate(x).float().softmax(dim=-1)
+            weights, ids = probs.topk(self.top_k, dim=-1)
+            if self.norm_topk_prob:
+                weights = weights / weights.sum(-1, keepdim=True)
+            y = self.experts(x, ids, weights.to(x.dtype))
         y = y + torch.sigmoid(self.shared_expert_gate(x)) * self.shared_expert(x)
         return y.view(shape)
