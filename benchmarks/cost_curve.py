@@ -130,6 +130,8 @@ class Split:
         self.lm_head = 0.0
         self.touched: list[int] = []
         self._starts: dict[int, float] = {}
+        self._restore: list = []
+        self.excluded = 0.0  # seconds the split itself spent inside the hooked forward
 
     def _watch(self, module: nn.Module, on_done) -> None:
         def pre(mod, args):
@@ -157,14 +159,45 @@ class Split:
             self._watch(layer.mixer, lambda dt, a, add=add, kind=kind: add(kind, dt))
             self._watch(layer.mlp, lambda dt, a, add=add: add("mlp", dt))
             self._watch(layer.mlp.experts, experts)
+            self._watch_routed(layer.mlp, add)
             self._watch(layer.mlp.shared_expert, lambda dt, a, add=add: add("shared", dt))
             self._watch(layer.mlp.shared_expert_gate, lambda dt, a, add=add: add("shared", dt))
         self._watch(self.model.lm_head, lambda dt, a: setattr(self, "lm_head", self.lm_head + dt))
         return self
 
+    def _watch_routed(self, mlp: nn.Module, add) -> None:
+        """Quantized experts on CPU route and run in one kernel call (`forward_routed`, not
+        `forward`): that call counts as experts (its routing included; the router's own part is then
+        ~0), and the experts it touched are counted off a torch routing outside the timed span."""
+        experts = mlp.experts
+        routed = getattr(experts, "forward_routed", None)
+        if routed is None:
+            return
+
+        def timed(x, gate, top, renorm):
+            _sync(self.dev)
+            t0 = now()
+            y = routed(x, gate, top, renorm)
+            _sync(self.dev)
+            if y is not None:
+                add("experts", now() - t0)
+                t1 = now()
+                ids = (x.float() @ gate.float().t()).topk(top, dim=-1).indices
+                self.touched.append(int(ids.unique().numel()))
+                counting = now() - t1  # not the model's: out of the MLP's and the layer's time
+                add("mlp", -counting)
+                add("layer", -counting)
+                self.excluded += counting
+            return y
+
+        experts.forward_routed = timed
+        self._restore.append(lambda: experts.__dict__.pop("forward_routed", None))
+
     def __exit__(self, *exc) -> None:
         for h in self.handles:
             h.remove()
+        for undo in self._restore:
+            undo()
 
     def parts(self, total: float, depth: Depth | None = None) -> dict[str, float]:
         """Seconds per component (each layer's scaled by `depth`); router = the MoE block less its
@@ -177,7 +210,9 @@ class Split:
         out = {k: over_layers(k) for k in ("attention", "gdn", "experts", "shared")}
         out["router"] = over_layers("mlp") - out["experts"] - out["shared"]
         out["lm_head"] = self.lm_head
-        outside = total - sum(p.get("layer", 0.0) for p in self.per_layer_parts) - self.lm_head
+        outside = (
+            total - self.excluded - sum(p.get("layer", 0.0) for p in self.per_layer_parts) - self.lm_head
+        )
         layer_rest = over_layers("layer") - sum(over_layers(k) for k in ("attention", "gdn", "mlp"))
         out["rest"] = outside + layer_rest
         return {k: out[k] for k in COMPONENTS}
@@ -219,7 +254,7 @@ def cost_curve(
                 one_forward(model, cache, kind, w, gen)
                 _sync(dev)
                 hooked = now() - t0
-            share = total / hooked  # the hooks' own cost taken out pro rata
+            share = total / (hooked - split.excluded)  # the hooks' own cost taken out pro rata
             parts = {k: v * share for k, v in split.parts(hooked).items()}
             full = {k: v * share for k, v in split.parts(hooked, depth).items()}
             rows.append(
