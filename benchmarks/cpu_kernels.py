@@ -5,14 +5,16 @@ one process on the same tensors, at Clover-35B-A3B's real shapes (one token, B =
   also the router [256, 2048];
 - the one-token gated delta rule of a GDN layer (32 heads, 128 x 128 state): kernels/cpu/delta_rule.py
   vs the torch definition (kernels/reference/delta_rule.py);
-- the causal conv of one token (8192 channels, kernel 4): the written-out form vs F.conv1d;
-- one token's routed experts, 8 of 256 at int4 (model/quantized.py's one-token path vs the general
-  routed path, both on torch's int4 kernel).
+- a MoE layer for one token, router and 8 of 256 int4 experts: kernels/cpu/moe.py's one call vs
+  the torch ops and torch's int4 kernel (two calls per expert).
 
     python -m benchmarks.cpu_kernels [--threads 2] [--repeats 20]
 
 Each line: the median time of each and their ratio (torch / ours), and for the matrix products the
-bytes read per second.
+bytes read per second. The torch form of the delta rule varies between processes here (0.3 to
+2.1 ms for the same shapes; it allocates a fresh 2 MB state per call), so read its line with that
+range in mind; the model-level comparison is `benchmarks/realsize.py` run with and without
+CLOVER_CPU_KERNELS=torch.
 """
 
 from __future__ import annotations
@@ -40,12 +42,28 @@ def line(name: str, torch_s: float, ours_s: float, nbytes: int = 0) -> str:
     return f"{name:<34} torch {torch_s * 1e3:8.3f} ms   ours {ours_s * 1e3:8.3f} ms   {torch_s / ours_s:5.2f}x{rate}"
 
 
+def _row_blocks(q):
+    """An int4 expert stack in the numba kernels' row-block layout (what the loader makes on CPU)."""
+    from clover.model.quantized import Int4Codes, PackedWeight
+
+    count, rows, cols = q.shape
+    stack = PackedWeight.empty_stack("int4", count, rows, cols, q.group_size, torch.bfloat16, "cpu")
+    for e in range(count):
+        stack.put(e, Int4Codes(q.codes[e], q.scales[e], q.zeros[e], q.group_size))
+    return stack
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=20)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
+    with torch.inference_mode():  # as the model decodes (the kernels take no gradient)
+        return _compare(args.repeats)
+
+
+def _compare(r: int) -> int:
 
     from clover.kernels import cpu
 
@@ -58,16 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     from clover.model.quantized import PackedWeight, QuantExperts, quantize_int4
 
     gen = torch.Generator().manual_seed(0)
-    r = args.repeats
-    print(f"threads {args.threads}, median of {r}")
-    for name, rows in (("lm_head [248320, 2048] bf16", 248320), ("router [256, 2048] bf16", 256)):
-        w = torch.randn(rows, 2048, generator=gen).bfloat16()
-        x = torch.randn(1, 2048, generator=gen).bfloat16()
-        a = median_seconds(lambda w=w, x=x: F.linear(x, w), r)
-        b = median_seconds(lambda w=w, x=x: gemv.linear(x, w), r)
-        print(line(name, a, b, w.numel() * 2))
-        del w
-
+    print(f"threads {torch.get_num_threads()}, median of {r}")
     heads, dk, dv = 32, 128, 128
     q = F.normalize(torch.randn(1, 1, heads, dk, generator=gen), dim=-1) * dk**-0.5
     k = F.normalize(torch.randn(1, 1, heads, dk, generator=gen), dim=-1)
@@ -77,36 +86,39 @@ def main(argv: list[str] | None = None) -> int:
     b = median_seconds(lambda: delta_rule.step(q, k, v, g, beta, state), r)
     print(line("delta rule, one token (GDN layer)", a, b))
 
-    channels, kernel = 8192, 4
-    u = torch.randn(1, channels, kernel, generator=gen).bfloat16()
-    cw = torch.randn(channels, 1, kernel, generator=gen).bfloat16()
-    a = median_seconds(lambda: F.silu(F.conv1d(u, cw, groups=channels)), r)
-    b = median_seconds(
-        lambda: F.silu((u.unfold(2, kernel, 1).float() * cw[:, 0].float()[:, None]).sum(-1).to(u.dtype)), r
-    )
-    print(line("causal conv, one token", a, b))
+    for name, rows in (("lm_head [248320, 2048] bf16", 248320), ("router [256, 2048] bf16", 256)):
+        w = torch.randn(rows, 2048, generator=gen).bfloat16()
+        x = torch.randn(1, 2048, generator=gen).bfloat16()
+        a = median_seconds(lambda w=w, x=x: F.linear(x, w), r)
+        b = median_seconds(lambda w=w, x=x: gemv.linear(x, w), r)
+        print(line(name, a, b, w.numel() * 2))
+        del w
 
     experts, hidden, inter, top = 256, 2048, 512, 8
     gate_up = quantize_int4(torch.randn(experts, 2 * inter, hidden, generator=gen) * 0.02, 128)
     down = quantize_int4(torch.randn(experts, hidden, inter, generator=gen) * 0.02, 128)
-    moe = QuantExperts(
+    aten = QuantExperts(
         PackedWeight.int4(gate_up, torch.bfloat16, "cpu"), PackedWeight.int4(down, torch.bfloat16, "cpu")
     )
+    rows = QuantExperts(_row_blocks(gate_up), _row_blocks(down))
     del gate_up, down
     x = torch.randn(1, hidden, generator=gen).bfloat16()
-    ids = torch.randperm(experts, generator=gen)[:top][None]
-    weights = torch.rand(1, top, generator=gen).softmax(-1).bfloat16()
+    router = torch.randn(experts, hidden, generator=gen).bfloat16() * 0.02
 
-    def general():
+    def torch_moe():  # the model's path on torch's int4 kernel: router ops, then two calls per expert
+        probs = F.linear(x, router).float().softmax(-1)
+        weights, ids = probs.topk(top, dim=-1)
+        weights = weights / weights.sum(-1, keepdim=True)
+
         def expert(e: int, xs):
-            gate, up = moe.gate_up.mm(xs.contiguous(), e).chunk(2, dim=-1)
-            return moe.down.mm((F.silu(gate) * up).contiguous(), e)
+            gate, up = aten.gate_up.mm(xs.contiguous(), e).chunk(2, dim=-1)
+            return aten.down.mm((F.silu(gate) * up).contiguous(), e)
 
-        return routed_experts(x, ids, weights, expert)
+        return routed_experts(x, ids, weights.to(x.dtype), expert)
 
-    a = median_seconds(general, r)
-    b = median_seconds(lambda: moe(x, ids, weights), r)
-    print(line("8 of 256 int4 experts, one token", a, b))
+    a = median_seconds(torch_moe, r)
+    b = median_seconds(lambda: rows.forward_routed(x, router, top, True), r)
+    print(line("MoE layer, one token (8 of 256)", a, b))
     return 0
 
 

@@ -408,7 +408,10 @@ def load_checkpoint(
     model.model.rotary_emb = RotaryEmbedding(config.rotary_dim, config.rope_theta).to(rope_dev)
     if device_map:
         attach_device_hooks(model)
-    use_cpu_kernels(model)
+    try:
+        use_cpu_kernels(model)
+    except ValueError as e:  # CLOVER_CPU_KERNELS names no choice
+        raise CheckpointError(str(e)) from None
     from clover.model.tokenizer import read_chat_template
 
     try:

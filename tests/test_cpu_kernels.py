@@ -1,6 +1,7 @@
 """The numba CPU decoding kernels (kernels/cpu/) against the torch definitions they replace, and the
 places the model takes them: lm_head / router at B = 1 (model/cpu_linear.py), the one-token delta
-rule (in place only when the step commits), the short causal conv, the one-token MoE path."""
+rule and a GDN layer's one-token step (in place only when the step commits), the int4 experts in
+row blocks and a MoE layer (router included) in one call; the torch one-token MoE path."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ from clover.kernels.reference.delta_rule import recurrent_gated_delta_rule  # no
 from clover.kernels.reference.moe import moe_experts, routed_experts  # noqa: E402
 from clover.model.config import tiny  # noqa: E402
 from clover.model.cpu_linear import CpuGemvLinear, use_cpu_kernels  # noqa: E402
-from clover.model.layers.gdn import GatedDeltaNet  # noqa: E402
 from clover.model.load import load_checkpoint, save_checkpoint  # noqa: E402
 from clover.model.modeling import CloverForCausalLM  # noqa: E402
 from clover.model.quant_formats import encode_gptq  # noqa: E402
@@ -135,15 +135,6 @@ def test_model_decodes_the_same_with_and_without_the_cpu_kernels(monkeypatch):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
 
 
-@pytest.mark.parametrize("new", [1, 3, 7, 8, 20])
-def test_short_conv_equals_conv1d(new):
-    torch.manual_seed(new)
-    layer = GatedDeltaNet(tiny())
-    u = torch.randn(2, layer.conv_dim, layer.kernel - 1 + new)
-    want = F.silu(F.conv1d(u, layer.conv1d.weight, groups=layer.conv_dim)).transpose(1, 2)
-    torch.testing.assert_close(layer._conv(u), want, rtol=0, atol=1e-6)
-
-
 def test_one_token_moe_path_equals_the_routed_path():
     torch.manual_seed(3)
     e, h, i, k = 16, 64, 32, 4
@@ -221,3 +212,12 @@ def test_router_in_the_moe_kernel_picks_what_torch_picks(tmp_path):
         moe.experts.forward_routed = lambda *args: None  # the torch router, then the same experts
         routed = moe(x)
     torch.testing.assert_close(fused, routed, rtol=0, atol=2e-2)
+
+
+def test_unknown_cpu_kernel_choice_is_one_line_at_load(tmp_path, monkeypatch):
+    from clover.model.load import CheckpointError
+
+    save_checkpoint(CloverForCausalLM(tiny()).eval(), tmp_path)
+    monkeypatch.setenv("CLOVER_CPU_KERNELS", "fast")
+    with pytest.raises(CheckpointError, match="^CLOVER_CPU_KERNELS='fast'; expected auto, numba or torch$"):
+        load_checkpoint(tmp_path)

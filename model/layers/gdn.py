@@ -20,7 +20,6 @@ from clover.model.layers.context import ForwardContext
 from clover.model.layers.norms import GatedRMSNorm
 
 TRAIN_CHUNK = 64  # delta-rule chunk of the clean stream in training
-SHORT_CONV = 8  # up to this many new positions the conv is written out (measured: ~10x faster at 1)
 
 
 def cpu_step_ok(state: Tensor) -> bool:
@@ -59,10 +58,6 @@ class GatedDeltaNet(nn.Module):
 
     def _conv(self, u: Tensor) -> Tensor:
         """u [M, C, K-1+T] (tail then new inputs) -> silu(causal depthwise conv) [M, T, C]."""
-        if u.shape[-1] - self.kernel < SHORT_CONV:  # decoding: a few products beat conv1d's set-up
-            w = self.conv1d.weight[:, 0].float()  # [C, K]
-            y = (u.unfold(2, self.kernel, 1).float() * w[:, None, :]).sum(-1).to(u.dtype)
-            return F.silu(y).transpose(1, 2)
         return F.silu(F.conv1d(u, self.conv1d.weight, groups=self.conv_dim)).transpose(1, 2)
 
     def _heads(self, qkv: Tensor, x: Tensor, valid: Tensor | None = None):
