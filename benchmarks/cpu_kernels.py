@@ -102,10 +102,14 @@ def _compare(r: int) -> int:
     )
     rows = QuantExperts(_row_blocks(gate_up), _row_blocks(down))
     del gate_up, down
-    x = torch.randn(1, hidden, generator=gen).bfloat16()
+    # a new token each call, so each call routes to other experts and reads them from memory (one
+    # token's 8 experts again and again would sit in the cache, as a decoding step's never do)
+    tokens = [torch.randn(1, hidden, generator=gen).bfloat16() for _ in range(64)]
     router = torch.randn(experts, hidden, generator=gen).bfloat16() * 0.02
+    turn = iter(range(1 << 30))
 
     def torch_moe():  # the model's path on torch's int4 kernel: router ops, then two calls per expert
+        x = tokens[next(turn) % len(tokens)]
         probs = F.linear(x, router).float().softmax(-1)
         weights, ids = probs.topk(top, dim=-1)
         weights = weights / weights.sum(-1, keepdim=True)
@@ -117,7 +121,7 @@ def _compare(r: int) -> int:
         return routed_experts(x, ids, weights.to(x.dtype), expert)
 
     a = median_seconds(torch_moe, r)
-    b = median_seconds(lambda: rows.forward_routed(x, router, top, True), r)
+    b = median_seconds(lambda: rows.forward_routed(tokens[next(turn) % len(tokens)], router, top, True), r)
     print(line("MoE layer, one token (8 of 256)", a, b))
     return 0
 

@@ -159,37 +159,50 @@ def _matmul(data, sm, x, out):
 
 
 @njit(parallel=True, fastmath=True, cache=True)
-def _dequantize_t(data, sm, out_t):
-    """out_t [K, N] float32: the matrix, transposed (rows of a block stay adjacent: vector writes)."""
+def _dequantize_blocks(data, sm, out):
+    """out [N/R, K, R] float32: the matrix block by block, each block's values in the order its bytes
+    lie (contiguous writes), for a batched torch matmul over the blocks."""
     blocks, _, r_rows = data.shape
     groups = sm.shape[1]
     half = data.shape[1] // groups
     for blk in prange(blocks):
         scale = np.empty(groups * 2 * r_rows, np.float32)
         _widen(sm[blk].reshape(-1), scale)
-        n0 = blk * r_rows
+        dst = out[blk]
         for g in range(groups):
             s0 = g * 2 * r_rows
             for j in range(half):
                 codes = data[blk, g * half + j]
-                lo_row = out_t[g * 2 * half + j]
-                hi_row = out_t[g * 2 * half + half + j]
+                lo_row, hi_row = dst[g * 2 * half + j], dst[g * 2 * half + half + j]
                 for r in range(r_rows):
                     a = np.float32(codes[r])
                     h = np.floor(a * np.float32(0.0625))
                     s, mn = scale[s0 + r], scale[s0 + r_rows + r]
-                    lo_row[n0 + r] = (a - np.float32(16) * h) * s + mn
-                    hi_row[n0 + r] = h * s + mn
+                    lo_row[r] = (a - np.float32(16) * h) * s + mn
+                    hi_row[r] = h * s + mn
+
+
+_scratch: dict[tuple[int, ...], np.ndarray] = {}  # one dequantized matrix at a time, reused
+
+
+def _dequantized(data: Tensor, sm: Tensor) -> Tensor:
+    blocks, half2, r_rows = data.shape
+    shape = (blocks, half2 * 2, r_rows)
+    out = _scratch.get(shape)
+    if out is None:  # a fresh 8 MB array per call costs its page faults each time
+        out = _scratch[shape] = np.empty(shape, np.float32)
+    with torch_threads():
+        _dequantize_blocks(data.numpy(), numpy_of(sm), out)
+    return torch.from_numpy(out)
 
 
 def matmul(x: Tensor, data: Tensor, sm: Tensor) -> Tensor:
-    """x [M, K] (any float dtype) @ W.T -> float32 [M, N]."""
+    """x [M, K] (any float dtype) @ W.T -> float32 [M, N]. From MANY_ROWS rows (a prefill's share of
+    an expert) the matrix is dequantized once and torch multiplies, in x's dtype."""
     blocks, half2, r_rows = data.shape
     if x.shape[0] >= MANY_ROWS:
-        w_t = np.empty((half2 * 2, blocks * r_rows), np.float32)
-        with torch_threads():
-            _dequantize_t(data.numpy(), numpy_of(sm), w_t)
-        return x.float() @ torch.from_numpy(w_t)
+        w = _dequantized(data, sm).to(x.dtype)  # [N/R, K, R]
+        return torch.matmul(x[None], w).permute(1, 0, 2).reshape(x.shape[0], -1).float()
     xf = x.float().contiguous().numpy()
     out = np.empty((xf.shape[0], blocks * r_rows), np.float32)
     with torch_threads():
