@@ -182,27 +182,38 @@ def _dequantize_blocks(data, sm, out):
                     hi_row[r] = h * s + mn
 
 
-_scratch: dict[tuple[int, ...], np.ndarray] = {}  # one dequantized matrix at a time, reused
+_scratch: dict[tuple, np.ndarray | Tensor] = {}  # the last shapes' buffers, reused: no fresh 8 MB per call
 
 
-def _dequantized(data: Tensor, sm: Tensor) -> Tensor:
+def _buffer(key: tuple, make):
+    buf = _scratch.get(key)
+    if buf is None:
+        buf = _scratch[key] = make()
+    return buf
+
+
+def _dequantized_t(data: Tensor, sm: Tensor, dtype: torch.dtype) -> Tensor:
+    """W.T [K, N] in `dtype`, in a buffer that the next call of the same shape overwrites."""
     blocks, half2, r_rows = data.shape
-    shape = (blocks, half2 * 2, r_rows)
-    out = _scratch.get(shape)
-    if out is None:  # a fresh 8 MB array per call costs its page faults each time
-        out = _scratch[shape] = np.empty(shape, np.float32)
+    blocked = _buffer(
+        ("blocks", blocks, half2, r_rows), lambda: np.empty((blocks, half2 * 2, r_rows), np.float32)
+    )
     with torch_threads():
-        _dequantize_blocks(data.numpy(), numpy_of(sm), out)
-    return torch.from_numpy(out)
+        _dequantize_blocks(data.numpy(), numpy_of(sm), blocked)
+    w_t = _buffer(
+        ("w_t", half2 * 2, blocks * r_rows, dtype),
+        lambda: torch.empty(half2 * 2, blocks * r_rows, dtype=dtype),
+    )
+    w_t.view(half2 * 2, blocks, r_rows).copy_(torch.from_numpy(blocked).permute(1, 0, 2))
+    return w_t
 
 
 def matmul(x: Tensor, data: Tensor, sm: Tensor) -> Tensor:
-    """x [M, K] (any float dtype) @ W.T -> float32 [M, N]. From MANY_ROWS rows (a prefill's share of
-    an expert) the matrix is dequantized once and torch multiplies, in x's dtype."""
+    """x [M, K] (any float dtype) @ W.T -> [M, N], float32 (or x's dtype from MANY_ROWS rows: a
+    prefill's share of an expert, where the matrix is dequantized once and torch multiplies)."""
     blocks, half2, r_rows = data.shape
     if x.shape[0] >= MANY_ROWS:
-        w = _dequantized(data, sm).to(x.dtype)  # [N/R, K, R]
-        return torch.matmul(x[None], w).permute(1, 0, 2).reshape(x.shape[0], -1).float()
+        return x @ _dequantized_t(data, sm, x.dtype)
     xf = x.float().contiguous().numpy()
     out = np.empty((xf.shape[0], blocks * r_rows), np.float32)
     with torch_threads():
