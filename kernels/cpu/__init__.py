@@ -20,7 +20,14 @@ from collections.abc import Iterator
 
 @functools.cache
 def _numba_present() -> bool:
-    return importlib.util.find_spec("numba") is not None
+    """numba installed and importable (a numba built for another numpy fails on import: torch then)."""
+    if importlib.util.find_spec("numba") is None:
+        return False
+    try:
+        import numba  # noqa: F401
+    except Exception:  # noqa: BLE001 - any failure to import means: not available
+        return False
+    return True
 
 
 def available() -> bool:
@@ -31,7 +38,9 @@ def available() -> bool:
     if choice == "torch":
         return False
     if choice == "numba" and not _numba_present():
-        raise RuntimeError("CLOVER_CPU_KERNELS=numba but numba is not installed (pip install numba)")
+        raise ValueError(
+            "CLOVER_CPU_KERNELS=numba but numba is not installed or does not import (pip install numba)"
+        )
     return _numba_present()
 
 
