@@ -15,7 +15,12 @@ import contextlib
 import functools
 import importlib.util
 import os
+import threading
 from collections.abc import Iterator
+
+# numba's fallback thread pool (workqueue) takes one caller at a time, and int4.py's dequantization
+# buffers are shared: kernel calls are serialised (re-entrant: a call may hold it around another)
+_KERNELS = threading.RLock()
 
 
 @functools.cache
@@ -46,15 +51,17 @@ def available() -> bool:
 
 @contextlib.contextmanager
 def torch_threads() -> Iterator[None]:
-    """Run a kernel on torch's thread count, and leave torch's as it was: numba's OpenMP layer can
-    share torch's runtime, where starting its pool sets the count to every core."""
+    """Around every kernel call: one caller at a time, on torch's thread count, and torch's count left
+    as it was (numba's OpenMP layer can share torch's runtime, where starting its pool sets the count
+    to every core)."""
     import numba
     import torch
 
-    n = torch.get_num_threads()
-    numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
-    try:
-        yield
-    finally:
-        if torch.get_num_threads() != n:
-            torch.set_num_threads(n)
+    with _KERNELS:
+        n = torch.get_num_threads()
+        numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
+        try:
+            yield
+        finally:
+            if torch.get_num_threads() != n:
+                torch.set_num_threads(n)

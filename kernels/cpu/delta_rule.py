@@ -12,32 +12,39 @@ from torch import Tensor
 from clover.kernels.cpu import torch_threads
 
 
+@njit(inline="always", fastmath=True)
+def update_and_read(st, k, k_scale, q, q_scale, v, beta, decay, o):
+    """One head, one token, in place: S <- decay S + k (beta (v - (decay S)^T k))^T, then o = S^T q,
+    with k and q scaled on the fly. st [dk, dv] float32; o [dv] written. The state is read twice and
+    written once."""
+    dk, dv = st.shape
+    ks = np.zeros(dv, np.float32)  # (decayed S)^T k
+    for i in range(dk):
+        ki = k[i] * k_scale * decay
+        row = st[i]
+        for j in range(dv):
+            ks[j] += ki * row[j]
+    u = np.empty(dv, np.float32)
+    for j in range(dv):
+        u[j] = beta * (v[j] - ks[j])
+    o[:] = 0
+    for i in range(dk):
+        ki, qi = k[i] * k_scale, q[i] * q_scale
+        row = st[i]
+        for j in range(dv):
+            r = row[j] * decay + ki * u[j]
+            row[j] = r
+            o[j] += qi * r
+
+
 @njit(parallel=True, fastmath=True, cache=True)
 def _step(q, k, v, g, beta, s, o):
     """q, k [N, H, dk]; v [N, H, dv]; g, beta [N, H]; s [N, H, dk, dv] updated; o [N, H, dv]."""
-    n_seq, heads, dk, dv = s.shape
+    n_seq, heads = s.shape[0], s.shape[1]
+    one = np.float32(1.0)
     for task in prange(n_seq * heads):
         n, h = task // heads, task % heads
-        st = s[n, h]
-        decay = np.exp(g[n, h])
-        ks = np.zeros(dv, np.float32)  # (decayed S)^T k
-        for i in range(dk):
-            ki = k[n, h, i] * decay
-            row = st[i]
-            for j in range(dv):
-                ks[j] += ki * row[j]
-        u = np.empty(dv, np.float32)
-        for j in range(dv):
-            u[j] = beta[n, h] * (v[n, h, j] - ks[j])
-        out = o[n, h]
-        out[:] = 0
-        for i in range(dk):
-            ki, qi = k[n, h, i], q[n, h, i]
-            row = st[i]
-            for j in range(dv):
-                r = row[j] * decay + ki * u[j]
-                row[j] = r
-                out[j] += qi * r
+        update_and_read(s[n, h], k[n, h], one, q[n, h], one, v[n, h], beta[n, h], np.exp(g[n, h]), o[n, h])
 
 
 def step(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Tensor) -> tuple[Tensor, Tensor]:

@@ -14,6 +14,7 @@ from numba import njit, prange
 from torch import Tensor
 
 from clover.kernels.cpu import torch_threads
+from clover.kernels.cpu.delta_rule import update_and_read
 
 
 @njit(fastmath=True, inline="always")
@@ -52,24 +53,8 @@ def _token(pre, z, b, a, tail, conv_w, a_log, dt_bias, norm_w, eps, state, out, 
         k_scale = np.float32(1.0) / np.sqrt(kk + np.float32(1e-6))
         beta = np.float32(1.0) / (np.float32(1.0) + np.exp(-b[n, h]))
         decay = np.exp(-np.exp(a_log[h]) * _softplus(a[n, h] + dt_bias[h]))
-        st = state[n, h]
-        ks = np.zeros(dv, np.float32)  # (decayed S)^T k
-        for i in range(dk):
-            ki = k[i] * k_scale * decay
-            row = st[i]
-            for j in range(dv):
-                ks[j] += ki * row[j]
-        u = np.empty(dv, np.float32)
-        for j in range(dv):
-            u[j] = beta * (v[j] - ks[j])
-        o = np.zeros(dv, np.float32)
-        for i in range(dk):
-            ki, qi = k[i] * k_scale, q[i] * q_scale
-            row = st[i]
-            for j in range(dv):
-                r = row[j] * decay + ki * u[j]
-                row[j] = r
-                o[j] += qi * r
+        o = np.empty(dv, np.float32)
+        update_and_read(state[n, h], k, k_scale, q, q_scale, v, beta, decay, o)
         ms = np.float32(0.0)
         for j in range(dv):
             ms += o[j] * o[j]

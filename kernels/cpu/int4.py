@@ -192,20 +192,21 @@ def _buffer(key: tuple, make):
     return buf
 
 
-def _dequantized_t(data: Tensor, sm: Tensor, dtype: torch.dtype) -> Tensor:
-    """W.T [K, N] in `dtype`, in a buffer that the next call of the same shape overwrites."""
+def _dequantized_product(x: Tensor, data: Tensor, sm: Tensor) -> Tensor:
+    """x @ W.T through W.T [K, N] dequantized into buffers the next call overwrites (so the whole
+    product runs under the kernel lock)."""
     blocks, half2, r_rows = data.shape
-    blocked = _buffer(
-        ("blocks", blocks, half2, r_rows), lambda: np.empty((blocks, half2 * 2, r_rows), np.float32)
-    )
     with torch_threads():
+        blocked = _buffer(
+            ("blocks", blocks, half2, r_rows), lambda: np.empty((blocks, half2 * 2, r_rows), np.float32)
+        )
         _dequantize_blocks(data.numpy(), numpy_of(sm), blocked)
-    w_t = _buffer(
-        ("w_t", half2 * 2, blocks * r_rows, dtype),
-        lambda: torch.empty(half2 * 2, blocks * r_rows, dtype=dtype),
-    )
-    w_t.view(half2 * 2, blocks, r_rows).copy_(torch.from_numpy(blocked).permute(1, 0, 2))
-    return w_t
+        w_t = _buffer(
+            ("w_t", half2 * 2, blocks * r_rows, x.dtype),
+            lambda: torch.empty(half2 * 2, blocks * r_rows, dtype=x.dtype),
+        )
+        w_t.view(half2 * 2, blocks, r_rows).copy_(torch.from_numpy(blocked).permute(1, 0, 2))
+        return x @ w_t
 
 
 def matmul(x: Tensor, data: Tensor, sm: Tensor) -> Tensor:
@@ -213,7 +214,7 @@ def matmul(x: Tensor, data: Tensor, sm: Tensor) -> Tensor:
     prefill's share of an expert, where the matrix is dequantized once and torch multiplies)."""
     blocks, half2, r_rows = data.shape
     if x.shape[0] >= MANY_ROWS:
-        return x @ _dequantized_t(data, sm, x.dtype)
+        return _dequantized_product(x, data, sm)
     xf = x.float().contiguous().numpy()
     out = np.empty((xf.shape[0], blocks * r_rows), np.float32)
     with torch_threads():

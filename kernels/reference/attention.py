@@ -48,11 +48,10 @@ def attention(
         k, v = torch.cat([k, k_block], dim=2), torch.cat([v, v_block], dim=2)
     if q.device.type == "cpu" and q.shape[2] <= FEW_QUERIES:
         o = _few_queries(q, k, v, mask)
-    elif k.shape[1] != q.shape[1]:
-        rep = q.shape[1] // k.shape[1]
-        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     else:
+        if k.shape[1] != q.shape[1]:
+            rep = q.shape[1] // k.shape[1]
+            k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
         o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     if gate is not None:
         n, hq, tq, d = q.shape
