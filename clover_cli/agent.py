@@ -430,6 +430,10 @@ class Agent:
         if self.prompt_tokens + self.completion_tokens > limits.token_limit:
             raise LimitsExceeded(f"token limit reached ({limits.token_limit} tokens)")
 
+    def record_step(self, report: dict[str, Any]) -> None:
+        """What the step boundary settled for one command or check (tools/boundary.py)."""
+        self._record({"type": "step", "step": self.steps, **report})
+
     def _record(self, record: dict[str, Any]) -> None:
         if self.trajectory is not None:
             self.trajectory.append(record)

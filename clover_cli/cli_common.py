@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -37,8 +36,6 @@ def settings_or_exit(repo: Path, flags: dict[str, Any], **defaults: Any) -> Sett
 
 def state_dir() -> Path:
     """Where sessions, histories and run trajectories live (never inside the user's repo)."""
-    base = os.environ.get("CLOVER_HOME")
-    if base:
-        return Path(base)
-    xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(xdg) / "clover"
+    from clover.tools.statehome import state_home
+
+    return Path(state_home())

@@ -56,7 +56,6 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
     from clover.test_guard import GuardReport, guard_for_fix
 
     trajectory = opts.trajectory or state_dir() / "runs" / f"fix-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
-    guard = guard_for_fix(settings, env, model)  # the repository's tests before the agent (test_guard.py)
     tracker, unread = _tracker(root)
     recorder = checkpointer(
         settings,
@@ -83,14 +82,19 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
         recorder=recorder,
     )
     log.bind(agent.tools)
+    # the repository's tests before the agent (test_guard.py): a check, recorded in the trajectory
+    guard = guard_for_fix(settings, env, model)
     try:
         result = agent.run(task)
-    finally:
+    except BaseException:
         if agent.trajectory is not None:
             agent.trajectory.close()
+        raise
     log.done()
     if result.exit_status == ModelError.exit_status and result.steps <= 1:
         # The model never answered: nothing was done, so leave nothing behind but one line.
+        if agent.trajectory is not None:
+            agent.trajectory.close()
         Path(trajectory).unlink(missing_ok=True)
         if tracker is not None:
             tracker.close()
@@ -113,6 +117,8 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
         checked = GuardReport(False, f"tests not compared: the change is unknown ({unread})")
     else:
         checked = guard.finish(root, change.patch_bytes or change.patch)
+    if agent.trajectory is not None:  # the test guard's runs are in it too
+        agent.trajectory.close()
     if checked.rolled_back:  # the change broke a passing test: nothing of it is left to write or commit
         change = Change()
     cut = recording.cut_reason()

@@ -53,6 +53,30 @@ def build_environment(settings: Settings, root: str | Path) -> Environment:
         wrap_command=wrap,
         exec_guard=ExecGuard(fallback, check=check),
         pass_env=settings.pass_env,
+        boundary=build_boundary(settings, root, sandboxed=wrap is not None),
+    )
+
+
+def build_boundary(settings: Settings, root: str | Path, sandboxed: bool):
+    """The step boundary (tools/boundary.py) wherever it works, unless `boundary = false`;
+    `boundary = true` where it cannot work is an error (one line). Without bubblewrap around the
+    commands it brings its own PID namespace, so nothing a command starts outlives it."""
+    import os
+
+    from clover.tools.boundary import StepBoundary, available
+    from clover.tools.sandbox import SandboxUnavailable
+    from clover.tools.statehome import private_dir
+
+    if settings.boundary is False:
+        return None
+    base = private_dir("steps")
+    works, why = available(base)
+    if not works:
+        if settings.boundary:
+            raise SandboxUnavailable(f"boundary = true, but {why}")
+        return None
+    return StepBoundary(
+        [str(root), *settings.add_dirs], base, pid_namespace=not sandboxed, home=os.path.expanduser("~")
     )
 
 
@@ -143,7 +167,24 @@ def build_agent(
     guard = getattr(env, "exec_guard", None)
     if guard is not None:  # the exec check follows the agent's current gate (chat's /mode swaps it)
         guard.gate_of = lambda: agent.gate
+    bind_boundary(env, agent, recorder)
     return agent
+
+
+def bind_boundary(env: Environment, agent: Agent, recorder: StepRecorder | None) -> None:
+    """The step boundary asks the agent's current gate about held changes (the user, or no one),
+    records into the agent's recorder, and reports every settled step to the trajectory."""
+    boundary = getattr(env, "boundary", None)
+    if boundary is None:
+        return
+    boundary.approve = lambda held: agent.gate.approve_held(held) if agent.gate is not None else set()
+    inner = getattr(recorder, "inner", recorder)
+    boundary.recorder = inner if hasattr(inner, "capture") else None
+
+    def observe(report) -> None:
+        agent.record_step(report.to_json())
+
+    boundary.observe = observe
 
 
 def checkpointer(settings: Settings, root: str | Path, label: str, session: str = "") -> StepRecorder | None:

@@ -106,6 +106,9 @@ class Settings:
     # every program a command starts checked as it starts (seccomp; tools/execguard.py); None: on
     # wherever it works
     exec_check: bool | None = None
+    # every command sees the workspace through a copy-on-write layer and only what policy accepts
+    # of what it changed is applied (tools/boundary.py); None: on wherever it works
+    boundary: bool | None = None
     # environment variables commands get besides PATH, HOME, USER, LANG, LC_*, TERM, TMPDIR, SHELL
     # (names or globs, e.g. ["NPM_CONFIG_*", "AWS_PROFILE"]; tools/commandenv.py)
     pass_env: list[str] = field(default_factory=list)
@@ -177,6 +180,7 @@ def _coerce(name: str, value: Any, current: Any, source: str) -> Any:
             "live",
             "trust_repo_config",
             "exec_check",
+            "boundary",
         ):
             if isinstance(value, str):
                 low = value.strip().lower()
@@ -251,6 +255,7 @@ def _untrusted_repo_values(values: dict[str, Any], current: Settings) -> tuple[d
             or (name == "mode" and (value not in MODES or MODES.index(value) <= MODES.index(current.mode)))
             or (name == "sandbox" and value is True)
             or (name == "exec_check" and value is True)
+            or (name == "boundary" and value is True)
             or (name == "network" and value is False)
             or (name == "checkpoints" and value is True)
         )

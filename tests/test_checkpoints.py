@@ -326,12 +326,17 @@ def test_works_outside_git_and_with_eol_attributes(tmp_path):
 def test_store_location_and_errors(tmp_path, monkeypatch):
     root = tmp_path / "w"
     root.mkdir()
+    monkeypatch.setenv("CLOVER_HOME", str(tmp_path / "state"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     store = default_store(str(root))
-    assert store.startswith(str(tmp_path / "cache" / "clover" / "checkpoints"))
+    # state, not cache: clearing ~/.cache leaves the means to undo in place
+    assert store.startswith(str(tmp_path / "state" / "undo"))
     assert default_store(str(root)) == store and default_store(str(tmp_path)) != store
     cp = Checkpoints(str(root))
     assert cp.store == os.path.realpath(store)
+    # private: another user cannot read what it keeps of the user's files
+    for path in (tmp_path / "state", tmp_path / "state" / "undo", Path(store)):
+        assert os.stat(path).st_mode & 0o077 == 0, path
     with pytest.raises(SnapshotError, match="nothing to undo"):
         cp.undo()
     with pytest.raises(SnapshotError, match="outside the workspace"):

@@ -85,7 +85,11 @@ def test_fix_leaves_the_test_passing(tmp_path):
     assert tools_run == ["view", "str_replace", "bash"]
     bash_output = [r["output"] for r in records if r["type"] == "tool"][2]
     assert "1 passed" in bash_output
-    assert records[-1]["type"] == "summary" and records[-1]["exit_status"] == "submitted"
+    summary = [r for r in records if r["type"] == "summary"]
+    assert len(summary) == 1 and summary[0]["exit_status"] == "submitted"
+    # the bash step went through the step boundary, and its change was kept
+    steps = [r for r in records if r["type"] == "step"]
+    assert steps and all(isinstance(r["kept_changes"], bool) for r in steps)
     # The user's index is untouched: the fix is an unstaged change.
     staged = subprocess.run(
         ["git", "diff", "--cached", "--name-only"], cwd=repo, capture_output=True, text=True

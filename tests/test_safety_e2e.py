@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -176,8 +177,9 @@ def test_secrets_never_reach_the_model(tmp_path):
 def test_a_failing_checkpoint_does_not_end_the_run(tmp_path):
     """Item 9: a checkpoint error in the before-step hook crashed the run."""
     repo = make_workspace(tmp_path / "ws")
-    (tmp_path / "cache-is-a-file").write_text("")
-    env = {**user_config(tmp_path, "sandbox = false\n"), "XDG_CACHE_HOME": str(tmp_path / "cache-is-a-file")}
+    env = user_config(tmp_path, "sandbox = false\n")
+    (Path(env["CLOVER_HOME"]) / "undo").parent.mkdir(parents=True, exist_ok=True)
+    (Path(env["CLOVER_HOME"]) / "undo").write_text("")  # the undo store cannot be made
     proc = clover_fix(tmp_path, repo, bash_turns(["touch made"]), env, "--yes")
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr

@@ -204,12 +204,15 @@ def test_a_moved_dotgit_and_a_planted_repository_lose_nothing(tmp_path: Path) ->
         },
         {"text": "Reorganised."},
     ]
-    fix(tmp_path, repo, turns, user_env(tmp_path))
-    assert (repo / ".g").is_dir() and (repo / "src" / "t" / ".git").is_dir()
+    proc = fix(tmp_path, repo, turns, user_env(tmp_path))
+    # the step could not move the history away: .git stayed a whole repository (its copy .g and
+    # the new src/t are what the step made), and the run says so
+    assert (repo / ".git").is_dir() and (repo / ".g").is_dir() and (repo / "src" / "t" / ".git").is_dir()
+    assert "left as they were: .git" in proc.stderr + proc.stdout or _said_in_trajectory(tmp_path, ".git")
     env = user_env(tmp_path)
     first = run_clover("undo", "--repo", str(repo), env=env)
     assert first.returncode == 0, first.stdout + first.stderr
-    assert "move     .g -> .git" in first.stdout and "delete   src/t/" in first.stdout
+    assert "delete   .g/" in first.stdout and "delete   src/t/" in first.stdout
     assert (repo / ".git").is_dir() and not (repo / ".g").exists()
     assert not (repo / "src" / "t").exists() and (repo / "src" / "keep.py").exists()
     second = run_clover("undo", "--repo", str(repo), env=env)  # the red team undid twice
@@ -218,6 +221,13 @@ def test_a_moved_dotgit_and_a_planted_repository_lose_nothing(tmp_path: Path) ->
     assert after == log  # the whole history, where it was
     status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True).stdout
     assert status == ""
+    fsck = subprocess.run(["git", "fsck", "--strict"], cwd=repo, capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stderr
+
+
+def _said_in_trajectory(tmp_path: Path, path: str) -> bool:
+    runs = list((tmp_path / "state" / "runs").glob("*.jsonl"))
+    return any(f"left as they were: {path}" in run.read_text() for run in runs)
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")

@@ -13,7 +13,7 @@ only where it still holds what the agent left (tools/undoplan.py); a path change
 conflict, listed and left alone, unless `force`, which first saves the user's version under
 `<store>/saved/`. Redo is the mirror image.
 
-The store (default `~/.cache/clover/checkpoints/<hash of root>`) holds `objects.git` (contents),
+The store (default `~/.local/state/clover/undo/<hash of root>`, private: 0700) holds `objects.git` (contents),
 `journal.json` (records, the redo stack, the requests an undo ran on, repositories the agent
 made), `scan-cache.json` (stat
 data of files already read) and `saved/`. One writer at a time (a lock file): a chat and a
@@ -31,18 +31,29 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from clover.tools import gitobjects, undoplan
+from clover.tools import gitobjects, gitstate, undoplan
 from clover.tools.signalsafe import held_signals
-from clover.tools.treescan import CACHE_DIRS, Entry, Scan, Scanner
+from clover.tools.statehome import private_dir
+from clover.tools.treescan import CACHE_DIRS, GITDIR_SKIP, Entry, Scan, Scanner, identity, is_gitdir
 from clover.tools.undoplan import Outcome, Plan, Record
 
 __all__ = ["CACHE_DIRS", "Checkpoints", "Group", "Recorder", "SnapshotError"]
-JOURNAL_VERSION = 3
+JOURNAL_VERSION = 4  # 4: refs recorded as git state (tools/gitstate.py)
 KEEP_GROUPS = 200  # older requests' records are dropped (their contents stay in the object store)
 
 
 class SnapshotError(Exception):  # not model.load.CheckpointError (weights)
     """Nothing to undo/redo, a store that cannot be used, files changed mid-undo: one line for the user."""
+
+
+@dataclass
+class Captured:
+    """A step's paths before it was applied (Checkpoints.capture): the ones recorded as files,
+    the repositories whose refs it may move, and their states."""
+
+    plain: list[str]
+    refdirs: set[str]
+    entries: dict[str, Entry | None]
 
 
 @dataclass
@@ -66,10 +77,9 @@ class Group:
 
 
 def default_store(root: str) -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    # "v3:": per-step change records since the store layout changed
-    digest = hashlib.sha256(("v3:" + os.path.realpath(root)).encode()).hexdigest()[:16]
-    return os.path.join(base, "clover", "checkpoints", digest)
+    """The store of a work tree: private, under Clover's state (tools/statehome.py), not a cache."""
+    digest = hashlib.sha256(("v4:" + os.path.realpath(root)).encode()).hexdigest()[:16]
+    return os.path.join(private_dir("undo"), digest)
 
 
 class Checkpoints:
@@ -81,7 +91,8 @@ class Checkpoints:
         if self.store == self.root or self.store.startswith(self.root + os.sep):
             raise SnapshotError("checkpoints: the store must lie outside the workspace")
         try:
-            os.makedirs(self.store, exist_ok=True)
+            os.makedirs(self.store, mode=0o700, exist_ok=True)
+            os.chmod(self.store, 0o700)  # what it keeps of the user's files is theirs alone
             self.repo = self._open_objects()
         except OSError as exc:
             raise SnapshotError(f"checkpoints: cannot use {self.store}: {exc.strerror or exc}") from exc
@@ -129,19 +140,100 @@ class Checkpoints:
             self._save_cache()
             if not (changes or moves):
                 return None
-            journal["clock"] += 1
-            for ch in changes:
-                ch.at = journal["clock"]
             journal["agent_repos"] = sorted(agent_repos | {after.gitdirs[p] for p in new_repos})
-            record = Record(
-                journal["next_id"], session, request, label, step, time.time(), changes, moves, new_repos
-            )
-            journal["next_id"] += 1
-            journal["records"].append(record)
-            journal["redo"] = []  # new work: what was undone before it is not redone over it
-            self._trim(journal)
-            self._save(journal)
-            return record
+            return self._append(journal, session, request, label, step, changes, moves, new_repos)
+
+    def capture(self, paths: list[str]) -> Captured:
+        """The state of the paths a step is about to change (the step boundary knows them exactly,
+        tools/boundary.py): contents kept in the store now, so that undo can bring them back."""
+        with self._locked():
+            self._sync_baseline()
+            plain, refdirs = self._split(paths)
+            return Captured(plain, refdirs, self._entries(plain, refdirs))
+
+    def commit(self, session: str, request: int, label: str, step: int, before: Captured) -> Record | None:
+        """Record what the step changed of the captured paths, read now that it is applied."""
+        with self._locked():
+            journal = self._load()
+            made = self._new_repos(before)
+            if made:
+                journal["agent_repos"] = sorted(set(journal["agent_repos"]) | set(made.values()))
+                self.scanner.agent_repos |= set(made.values())
+            after = self._entries(before.plain, before.refdirs)
+            changes = []
+            for path in sorted(set(before.entries) | set(after)):
+                old, new = before.entries.get(path), after.get(path)
+                if not (old is None and new is None or (old is not None and old.same(new))):
+                    changes.append(undoplan.Change(path, old, new))
+                self.scanner.note(path, new)
+            self._save_cache()
+            if not changes:
+                return None
+            return self._append(journal, session, request, label, step, changes, [], sorted(made))
+
+    def _split(self, paths: list[str]) -> tuple[list[str], set[str]]:
+        """Paths recorded as files, and repositories whose refs a path of theirs changes (recorded
+        as git state). Left out: regenerable caches, and a user's repository's object store
+        (history is only added to, and never removed by a step)."""
+        plain, refdirs = [], set()
+        for path in paths:
+            if set(path.split("/")) & CACHE_DIRS:
+                continue
+            home = self.scanner.user_gitdir(path)
+            if home is not None:
+                gitdir, inner = home
+                top = inner.split("/", 1)[0]
+                if top == "objects" or top in GITDIR_SKIP or inner.endswith(".lock"):
+                    continue
+                if gitstate.is_ref_storage(inner):
+                    refdirs.add(gitdir)
+                    continue
+            plain.append(path)
+        return plain, refdirs
+
+    def _entries(self, plain: list[str], refdirs: set[str]) -> dict[str, Entry | None]:
+        out = {path: self.scanner.entry(path) for path in plain}
+        for gitdir in refdirs:
+            refs = gitstate.read_refs(os.path.join(self.root, gitdir)) or {}
+            out.update({f"{gitdir}/{name}": Entry("r", 0, target) for name, target in refs.items()})
+        wanted = set(plain)
+        return {p: e for p, e in out.items() if e is not None or p in wanted}
+
+    def _new_repos(self, before: Captured) -> dict[str, str]:
+        """Git directories among the captured paths that were not there before: path -> identity."""
+        made = {}
+        for path in before.plain:
+            if before.entries.get(path) is not None:
+                continue
+            full = os.path.join(self.root, path)
+            with contextlib.suppress(OSError):
+                if os.path.isdir(full) and is_gitdir(set(os.listdir(full)), full):
+                    made[path] = identity(full)
+        return made
+
+    def _append(
+        self,
+        journal: dict[str, Any],
+        session: str,
+        request: int,
+        label: str,
+        step: int,
+        changes: list[undoplan.Change],
+        moves: list[undoplan.Move],
+        new_repos: list[str],
+    ) -> Record:
+        journal["clock"] += 1
+        for ch in changes:
+            ch.at = journal["clock"]
+        record = Record(
+            journal["next_id"], session, request, label, step, time.time(), changes, moves, new_repos
+        )
+        journal["next_id"] += 1
+        journal["records"].append(record)
+        journal["redo"] = []  # new work: what was undone before it is not redone over it
+        self._trim(journal)
+        self._save(journal)
+        return record
 
     def _observe(self, journal: dict[str, Any]) -> tuple[Scan, bool]:
         """Scan now; a recorded path that differs from the last scan was changed by the user (or
@@ -275,16 +367,18 @@ class Checkpoints:
         odbs: dict[str, Any] = {}
         for action in list(plan.actions):
             target = action.target
-            if target is None or target.kind not in ("f", "x"):
+            if target is None or target.kind not in ("f", "x", "r"):
                 continue
             gitdir = gitobjects.gitdir_of(self.root, action.path)
-            if gitdir is None or not gitobjects.names_objects(
-                action.path[len(gitdir) + 1 :], target.kind == "x"
-            ):
+            if gitdir is None:
                 continue
-            missing = gitobjects.missing_objects(
-                os.path.join(self.root, gitdir), self.repo[target.oid].data, odbs
-            )
+            full = os.path.join(self.root, gitdir)
+            if target.kind == "r":
+                missing = [target.oid] if gitstate.names_missing(full, target.oid) else []
+            elif gitobjects.names_objects(action.path[len(gitdir) + 1 :], target.kind == "x"):
+                missing = gitobjects.missing_objects(full, self.repo[target.oid].data, odbs)
+            else:
+                continue
             if missing:
                 plan.actions.remove(action)
                 why = (
@@ -408,7 +502,7 @@ class Checkpoints:
     @staticmethod
     def _write_json(path: str, data: Any) -> None:
         tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as fh:
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as fh:
             fh.write(json.dumps(data, separators=(",", ":")))  # dumps: the C encoder (dump is Python)
         os.replace(tmp, path)
 
@@ -442,11 +536,15 @@ def _held_key(group: Group) -> str:
 
 class Recorder:
     """The agent's hook: `begin(step)` / `end(step)` around each tool call that may change files,
-    recording into one session's current request (`start_request` opens the next one)."""
+    recording into one session's current request (`start_request` opens the next one). Where the
+    step boundary applied the call's changes, it hands them over exactly (`capture` before,
+    `commit` after) and `end` has nothing left to scan."""
 
     def __init__(self, checkpoints: Checkpoints, session: str, label: str = "") -> None:
         self.checkpoints, self.session = checkpoints, session
         self.request, self.label = 0, label
+        self.step: int | None = None
+        self.exact = False
         if label:
             self.start_request(label)
 
@@ -455,9 +553,26 @@ class Recorder:
         self.label = label
 
     def begin(self, step: int) -> None:
+        self.step, self.exact = step, False
         self.checkpoints.begin()
 
+    def capture(self, paths: list[str]) -> Captured | None:
+        if self.step is None:  # a command outside the agent's steps (the user's own `!cmd`)
+            return None
+        return self.checkpoints.capture(paths)
+
+    def commit(self, before: Captured) -> None:
+        if self.step is None:
+            return
+        if self.request == 0:
+            self.start_request(self.label or "request")
+        self.exact = True
+        self.checkpoints.commit(self.session, self.request, self.label, self.step, before)
+
     def end(self, step: int) -> None:
+        exact, self.step, self.exact = self.exact, None, False
+        if exact:
+            return
         if self.request == 0:
             self.start_request(self.label or "request")
         self.checkpoints.end(self.session, self.request, self.label, step)

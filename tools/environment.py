@@ -29,6 +29,7 @@ from typing import IO
 
 from clover.core.protocols import ExecResult, FileStat, RunResult
 from clover.tools import safeio
+from clover.tools.boundary import StepBoundary
 from clover.tools.commandenv import command_environment
 from clover.tools.execguard import ExecGuard, ExecSession
 from clover.tools.listing import MAX_FILES, git_listing, walk_plain
@@ -154,6 +155,7 @@ class LocalEnvironment:
         wrap_command: Callable[[list[str]], list[str]] | None = None,
         exec_guard: ExecGuard | None = None,
         pass_env: Sequence[str] = (),
+        boundary: StepBoundary | None = None,
     ) -> None:
         self.root = os.path.realpath(root)
         self.timeout = timeout
@@ -169,6 +171,7 @@ class LocalEnvironment:
         self.wrap_command = wrap_command
         self.sandbox = wrap_command if isinstance(wrap_command, Sandbox) else None
         self.exec_guard = exec_guard
+        self.boundary = boundary  # commands see a copy-on-write view; what they change is settled there
         # Only an allowlist of the user's environment reaches commands (tools/commandenv.py).
         base = command_environment(os.environ, pass_env, self.root) if env is None else dict(env)
         # Agents cannot answer pagers or credential prompts.
@@ -236,6 +239,15 @@ class LocalEnvironment:
             argv = self.sandbox.wrap_command(argv, read_only=read_only)
         elif self.wrap_command is not None:
             argv = self.wrap_command(argv)
+        view = None
+        if self.boundary is not None and not read_only:
+            try:
+                view = self.boundary.start()
+            except OSError as exc:
+                if session is not None:
+                    session.close()
+                return ExecResult(f"not run: the step boundary could not start: {exc.strerror or exc}", 126)
+            argv = view.launcher_argv(argv)
         before = self.sandbox.snapshot() if self.sandbox is not None else None
         sink = _OutputSink(self.output_limit, self.spill_dir)
         sink.listener = self.on_output
@@ -257,6 +269,8 @@ class LocalEnvironment:
             if session is not None:
                 session.spawned()
                 session.close()
+            if view is not None:
+                view.close()
             return ExecResult(output=f"could not start the command: {exc}", returncode=127)
         finally:
             os.close(write_fd)
@@ -280,6 +294,8 @@ class LocalEnvironment:
             _kill_group(proc)
             if session is not None:
                 session.close()
+            if view is not None:  # what it did before the stop is kept (and recorded), as it was done
+                self.boundary.settle(view, keep=True, ask=False)  # type: ignore[union-attr]
             raise
         # Background jobs may hold the pipe open: give them a moment to finish, not more; then
         # they go with the command (a job that escaped the group with setsid is left to the
@@ -288,6 +304,8 @@ class LocalEnvironment:
         _kill_group(proc)
         output, truncated, spill_path = sink.render()
         notes = session.close() if session is not None else []
+        if view is not None:
+            notes += self.boundary.settle(view, keep=True).notes()  # type: ignore[union-attr]
         if before is not None and (wrote := self.sandbox.changes(before)):
             notes.append(wrote)
         if notes:
@@ -341,7 +359,8 @@ class LocalEnvironment:
 
     def run(self, argv: list[str], cwd: str | None = None, timeout: float | None = None) -> RunResult:
         """One program, wrapped like every command (the sandbox and the deny rules apply), its
-        group killed after."""
+        group killed after. It is a check, not a change (a search, the tests, an example run):
+        behind the step boundary whatever it writes in the workspace is thrown away, and said."""
         if shutil.which(argv[0], path=self.base_env.get("PATH", os.defpath)) is None:
             return RunResult(127, b"", f"{argv[0]}: command not found")
         wrapped = list(argv)
@@ -354,6 +373,17 @@ class LocalEnvironment:
             )
             wrapped = session.wrap(wrapped)
         wrapped = self.wrap_command(wrapped) if self.wrap_command is not None else wrapped
+        view = None
+        if self.boundary is not None:
+            try:
+                view = self.boundary.start()
+            except OSError as exc:
+                if session is not None:
+                    session.close()
+                return RunResult(
+                    126, b"", f"not run: the step boundary could not start: {exc.strerror or exc}"
+                )
+            wrapped = view.launcher_argv(wrapped)
         timeout = self.timeout if timeout is None else timeout
         try:
             proc = subprocess.Popen(
@@ -367,6 +397,8 @@ class LocalEnvironment:
                 pass_fds=session.pass_fds if session else (),
             )
         except OSError as exc:
+            if view is not None:
+                view.close()
             return RunResult(127, b"", f"{argv[0]}: {exc.strerror or exc}")
         finally:
             if session is not None:
@@ -380,6 +412,8 @@ class LocalEnvironment:
         finally:
             _kill_group(proc)
             notes = session.close() if session is not None else []
+            if view is not None:
+                notes += self.boundary.settle(view, keep=False).notes()  # type: ignore[union-attr]
         text = err.decode("utf-8", "replace") + "".join(_exec_note(n) + "\n" for n in notes)
         return RunResult(proc.returncode, out, text)
 

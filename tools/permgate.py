@@ -19,6 +19,21 @@ _DIFF_HEAD = re.compile(r"^diff --git a/(.+?) b/(.+)$")
 _RESULT_PATH = re.compile(r"^(.+?)[:-]\d+(?:-\d+)?[:-]")
 
 
+class _HeldChangeTool:
+    """What an approval of a held step change is about (the approval shows its name and words)."""
+
+    name = "apply_change"
+    description = "apply a change a command made that would make a program run later on this machine"
+    parameters: dict[str, Any] = {"type": "object", "properties": {"path": {"type": "string"}}}
+    edits_files = False
+
+    def is_read_only(self, args: dict[str, Any]) -> bool:
+        return False
+
+
+_HELD_TOOL = _HeldChangeTool()
+
+
 class PermissionGate:
     """What the agent loop calls: `authorize` returns None to go ahead or the refusal the model sees."""
 
@@ -27,6 +42,7 @@ class PermissionGate:
         self.ask_user = ask_user
         self.remembered: list[Rule] = []
         self.grants: dict[str, Grant] = {}  # command line -> what the exec check lets it start
+        self.held_allowed: set[str] = set()  # held step changes the user allowed for the session
 
     def screen(self, call: ToolCall, output: str) -> str:
         """A search's output without the lines from files `read(...)` rules deny (`grep` over the
@@ -99,6 +115,31 @@ class PermissionGate:
             return "The user declined this tool call. Ask what they want instead, or try another approach."
         self._grant(call, tool, asked=True)
         return None
+
+    # ------------------------------------------------------------------ held step changes
+
+    def approve_held(self, held: list[Any]) -> set[str]:
+        """Which of a step's held changes (tools/steppolicy.py: ones that would make a program run
+        later on the host) the user lets through; none where no one can be asked. An "always"
+        answer lets that path through for the rest of the session."""
+        approved = {h.path for h in held if h.path in self.held_allowed}
+        if self.ask_user is None:
+            return approved
+        for item in held:
+            if item.path in approved:
+                continue
+            question = ToolCall(name="apply_change", arguments={"path": item.path}, id=f"held-{item.path}")
+            try:
+                answer = self.ask_user(question, _HELD_TOOL, f"the command wrote {item.why}")
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except Exception:
+                continue
+            if answer == "always":
+                self.held_allowed.add(item.path)
+            if answer in ("yes", "always", "prefix"):
+                approved.add(item.path)
+        return approved
 
     # ------------------------------------------------------------------ the exec check's grants
 

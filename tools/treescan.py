@@ -24,7 +24,7 @@ import stat
 import time
 from typing import Any, NamedTuple
 
-from clover.tools import safeio
+from clover.tools import gitstate, safeio
 
 # Regenerable directories never scanned (big, and rebuilt by their tools).
 CACHE_DIRS = frozenset(
@@ -41,8 +41,7 @@ CACHE_DIRS = frozenset(
     }
 )
 MAX_CONTENT_BYTES = 16 * 1024 * 1024  # larger files are recorded by size/mtime/inode, not kept
-GITDIR_SKIP = frozenset({"logs", "lfs", "annex"})  # inside a git directory: reflogs, large-file stores
-STASH_LIST = "logs/refs/stash"  # the one reflog that is the user's data: `git stash list` reads it
+GITDIR_SKIP = frozenset({"lfs", "annex"})  # inside a git directory: large-file stores
 RACY_NS = 50_000_000  # a file modified this close to being read is read again next time
 
 
@@ -111,6 +110,7 @@ class Scanner:
             except (TypeError, ValueError, IndexError):
                 continue
         self.scanned = cache is not None  # a baseline exists (from this process or an earlier one)
+        self.agent_repos: set[str] = set()  # identities of repositories recorded whole (agent-made)
         self.previous: dict[str, Entry] | None = None
         self._now = 0  # when the running scan started: files changed since then are read again next time
         self._fresh: dict[str, tuple[tuple[int, ...] | None, Entry]] = {}
@@ -125,6 +125,7 @@ class Scanner:
         entries: dict[str, Entry] = {}
         gitdirs: dict[str, str] = {}
         self._now, self._fresh = time.time_ns(), {}
+        self.agent_repos = set(agent_repos)
         try:
             self._walk("", self.root, entries, gitdirs, (agent_repos, new_allowed, known))
             self.previous = {rel: e for rel, (_k, e) in self.cache.items()} if self.scanned else None
@@ -149,6 +150,7 @@ class Scanner:
         except OSError:
             return
         here = is_gitdir({c.name for c in children}, full)
+        refs_as_state = False
         if here:
             try:
                 ident = identity(full)
@@ -158,11 +160,13 @@ class Scanner:
             agent_repos, new_allowed, known = policy
             # a repository an agent step made is recorded whole, so that undoing the step can remove it
             in_gitdir, whole = True, ident in agent_repos or (new_allowed and ident not in known)
+            refs_as_state = not whole and self._refs(rel, full, entries)
         for child in children:
             crel = _join(rel, child.name)
             if in_gitdir and (
                 child.name.endswith(".lock")
                 or (not whole and (child.name in GITDIR_SKIP or (here and child.name == "objects")))
+                or (refs_as_state and here and gitstate.is_ref_storage(child.name))
             ):
                 continue
             try:
@@ -179,21 +183,17 @@ class Scanner:
                 entry = self._file(crel, child.path, info, here and child.name == "index")
                 if entry is not None:
                     entries[crel] = entry
-        if here and not whole:
-            self._stash_list(rel, full, entries)
 
-    def _stash_list(self, rel: str, gitdir: str, entries: dict[str, Entry]) -> None:
-        """The stash entries of a repository whose logs are not scanned (an agent's `git stash
-        drop` or `clear` would otherwise leave the user's stashes unreachable after an undo)."""
-        full = os.path.join(gitdir, *STASH_LIST.split("/"))
-        try:
-            info = os.lstat(full)
-        except OSError:
-            return
-        if stat.S_ISREG(info.st_mode):
-            entry = self._file(_join(rel, STASH_LIST), full, info, False)
-            if entry is not None:
-                entries[_join(rel, STASH_LIST)] = entry
+    def _refs(self, rel: str, full: str, entries: dict[str, Entry]) -> bool:
+        """A repository's refs and HEAD as git state (tools/gitstate.py), one entry per ref at its
+        name; False when libgit2 cannot read them (its ref files are then scanned as files)."""
+        refs = gitstate.read_refs(full)
+        if refs is None:
+            return False
+        for name, target in refs.items():
+            entries[_join(rel, name)] = Entry("r", 0, target)
+            self._fresh[_join(rel, name)] = (None, entries[_join(rel, name)])  # the baseline holds refs too
+        return True
 
     def dump_cache(self) -> dict[str, list[Any]]:
         return {rel: [key, entry.dump()] for rel, (key, entry) in self.cache.items()}
@@ -202,6 +202,9 @@ class Scanner:
 
     def entry(self, rel: str) -> Entry | None:
         """The current state of one path (a directory: only its bits); the baseline is not changed."""
+        ref = self.ref_entry(rel)
+        if ref is not False:
+            return ref  # type: ignore[return-value]
         full = os.path.join(self.root, rel)
         try:  # a link on the way (a directory swapped for one) means the path is not in the tree
             info = safeio.stat_nofollow(full, [self.root])
@@ -213,6 +216,64 @@ class Scanner:
             return Entry("b", stat.S_IMODE(info.st_mode), "", "special")
         index = os.path.basename(rel) == "index" and _inside_gitdir(full)
         return self._file(rel, full, info, index)
+
+    def ref_entry(self, rel: str) -> Entry | None | bool:
+        """The state of `rel` when it names a ref of a repository whose refs are recorded as git
+        state (None: no such ref); False when `rel` is not such a path."""
+        found = self._ref_home(rel)
+        if found is None:
+            return False
+        gitdir, name = found
+        target = gitstate.read_ref(os.path.join(self.root, gitdir), name)
+        return None if target is None else Entry("r", 0, target)
+
+    def user_gitdir(self, rel: str) -> tuple[str, str] | None:
+        """(git directory, path inside it) when `rel` lies in a repository recorded by its state
+        (not one an agent step made, which is recorded whole); None elsewhere."""
+        parts = rel.split("/")
+        for cut in range(len(parts) - 1, -1, -1):
+            top = "/".join(parts[:cut])
+            full = os.path.join(self.root, top) if top else self.root
+            try:
+                if is_gitdir(set(os.listdir(full)), full):
+                    return None if identity(full) in self.agent_repos else (top, "/".join(parts[cut:]))
+            except OSError:
+                continue
+        return None
+
+    def note(self, rel: str, entry: Entry | None) -> None:
+        """The baseline learns a path's state after a step recorded it exactly (not by a scan), so
+        the next scan does not take the step's change for the user's."""
+        if entry is None:
+            self.cache.pop(rel, None)
+            return
+        key = None
+        if entry.kind in ("f", "b", "x", "l"):
+            try:
+                info = os.lstat(os.path.join(self.root, rel))
+            except OSError:
+                self.cache.pop(rel, None)
+                return
+            if time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) > RACY_NS:
+                key = (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+        self.cache[rel] = (key, entry)
+
+    def _ref_home(self, rel: str) -> tuple[str, str] | None:
+        """(git directory, ref name) when `rel` lies where a ref of a user's repository is recorded."""
+        parts = rel.split("/")
+        for cut in range(len(parts) - 1, -1, -1):
+            top = "/".join(parts[:cut])
+            inner = "/".join(parts[cut:])
+            full = os.path.join(self.root, top) if top else self.root
+            if not gitstate.is_ref_path(inner):
+                continue
+            try:
+                if not is_gitdir(set(os.listdir(full)), full) or identity(full) in self.agent_repos:
+                    continue
+            except OSError:
+                continue
+            return top, inner
+        return None
 
     def _file(self, rel: str, full: str, info: os.stat_result, index: bool) -> Entry | None:
         key = (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)

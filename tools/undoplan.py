@@ -352,7 +352,7 @@ def verb(before: Entry | None, after: Entry | None) -> str:
     return "modified"
 
 
-_KINDS = {"f": "file", "l": "symlink", "d": "directory", "b": "file", "x": "index"}
+_KINDS = {"f": "file", "l": "symlink", "d": "directory", "b": "file", "x": "index", "r": "ref"}
 
 
 # ----------------------------------------------------------------------------- applying

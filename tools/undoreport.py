@@ -37,10 +37,18 @@ def _lines(repo: Any, entry: Entry | None) -> bytes | None:
     return repo[entry.oid].data
 
 
+def _named(entry: Entry | None) -> str:
+    if entry is None or entry.kind != "r":
+        return "none"
+    return entry.oid if entry.oid.startswith("ref: ") else entry.oid[:12]
+
+
 def _stat(repo: Any, old: Entry | None, new: Entry | None) -> str:
     """+added -removed lines from `old` to `new` (the step's change), or what kind of change."""
     import pygit2
 
+    if "r" in (old and old.kind, new and new.kind):  # a ref: what it named, and names now
+        return f"{_named(old)} -> {_named(new)}"
     a, b = _lines(repo, old), _lines(repo, new)
     if a is None or b is None:
         return ""

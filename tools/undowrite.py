@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from clover.tools import safeio
+from clover.tools import gitstate, safeio
 from clover.tools.treescan import Entry
 
 _NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -44,6 +44,10 @@ class Writer:
         return self.repo[entry.extra if entry.kind == "x" else entry.oid].data
 
     def remove(self, rel: str, entry: Entry) -> None:
+        if entry.kind == "r":
+            gitdir, name = self._ref(rel)
+            gitstate.delete_ref(gitdir, name)
+            return
         with self._at(rel) as (dfd, name):
             if entry.kind == "d":
                 os.rmdir(name, dir_fd=dfd)  # only ever an empty directory
@@ -51,7 +55,12 @@ class Writer:
                 os.unlink(name, dir_fd=dfd)
 
     def write(self, rel: str, entry: Entry) -> None:
-        """Make `rel` hold `entry`: a file or a link atomically, through a temp name beside it."""
+        """Make `rel` hold `entry`: a file or a link atomically, through a temp name beside it; a
+        ref through libgit2 (tools/gitstate.py)."""
+        if entry.kind == "r":
+            gitdir, name = self._ref(rel)
+            gitstate.write_ref(gitdir, name, entry.oid)
+            return
         with self._at(rel) as (dfd, name):
             if entry.kind == "d":
                 try:
@@ -72,6 +81,24 @@ class Writer:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp, dir_fd=dfd)
                 raise
+
+    def _ref(self, rel: str) -> tuple[str, str]:
+        """(the git directory's absolute path, the ref name) for a ref's path; the directories on
+        the way are reached without following links."""
+        parts = rel.split("/")
+        for cut in range(len(parts) - 1, -1, -1):
+            inner = "/".join(parts[cut:])
+            if not gitstate.is_ref_path(inner):
+                continue
+            top = "/".join(parts[:cut])
+            full = os.path.join(self.root, top) if top else self.root
+            if top:
+                info = safeio.stat_nofollow(full, [self.root])
+                if not stat.S_ISDIR(info.st_mode):
+                    continue
+            if os.path.isfile(os.path.join(full, "HEAD")) and os.path.isdir(os.path.join(full, "objects")):
+                return full, inner
+        raise FileNotFoundError(f"{rel}: no repository holds this ref now")
 
     def chmod_dir(self, rel: str, mode: int) -> None:
         with self._at(rel) as (dfd, name):
