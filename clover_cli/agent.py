@@ -142,6 +142,7 @@ class Agent:
         self.before_step, self.on_tool_result, self.on_call_done = before_step, on_tool_result, on_call_done
         self.recorder = recorder
         self.messages: list[Message] = [{"role": "system", "content": system_prompt}]
+        self.settled: list[dict[str, Any]] = []  # what the step boundary settled, every step
         self._reset_counters()
 
     def _reset_counters(self) -> None:
@@ -431,7 +432,9 @@ class Agent:
             raise LimitsExceeded(f"token limit reached ({limits.token_limit} tokens)")
 
     def record_step(self, report: dict[str, Any]) -> None:
-        """What the step boundary settled for one command or check (tools/boundary.py)."""
+        """What the step boundary settled for one command or check (tools/boundary.py): in the
+        trajectory, and in `settled` for the run's report."""
+        self.settled.append({"step": self.steps, **report})
         self._record({"type": "step", "step": self.steps, **report})
 
     def _record(self, record: dict[str, Any]) -> None:

@@ -50,6 +50,12 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
     log = CallLog(sys.stderr, emit=_print_json if streaming else None)
     log.say(f"fixing {opts.issue} in {root} · model {_model_label(settings)} · mode {settings.mode}")
     model, env = _build(settings, root, log)
+    from clover import containment
+
+    bounds = containment.of(settings, env)
+    log.say(bounds.line())
+    for line in bounds.warnings(settings.mode):
+        log.say(line)
 
     from clover.repl.headless import RecordingModel
     from clover.runner import build_agent, checkpointer
@@ -135,12 +141,35 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
     patch_out = _write_patch(opts.patch_out, change) if opts.patch_out else None
     if opts.commit and change is not None and change.files:
         _commit(root, result, [f.path for f in change.files])
+    held, kept = boundary_outcome(agent.settled)
     summary = _summary(change, unread, log, outcome, settings.mode, checked.note)
+    summary += "".join(f"\nNot applied: {why} (held: no one could approve it)" for _path, why in held)
+    summary += "".join(f"\nLeft as they were: {path} ({why})" for path, why in kept[:5])
+    if len(kept) > 5:
+        summary += f"\nLeft as they were: {len(kept) - 5} more path(s) (listed in the json report)"
+    summary += f"\n{bounds.line().capitalize()}"
     report = _record(result, outcome, summary, change, log, settings.mode, cut, trajectory)
+    report["containment"] = bounds.to_json()
+    report["held_back"] = [{"path": p, "why": w} for p, w in held]
+    report["left_as_they_were"] = [{"path": p, "why": w} for p, w in kept]
     report["patch_out"] = patch_out
     report["test_guard"] = checked.to_json()
     _report(opts.output_format, report, result, cut, change.patch_bytes if change is not None else b"")
     return int(outcome.code)
+
+
+def boundary_outcome(settled: list[dict[str, Any]]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """What the step boundary did not carry over in the run: (held changes no one approved, paths
+    kept as they were by rule), each (path, why), once each."""
+    held: dict[str, str] = {}
+    kept: dict[str, str] = {}
+    for report in settled:
+        for item in report.get("held", []):
+            if not item["approved"]:
+                held.setdefault(item["path"], item["why"])
+        for path, why in report.get("kept", []):
+            kept.setdefault(path, why)
+    return list(held.items()), list(kept.items())
 
 
 def _write_patch(path: Path, change: Change | None) -> dict[str, Any]:

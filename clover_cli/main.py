@@ -72,6 +72,10 @@ PrintOpt = Annotated[
 ]
 OutputFormatOpt = Annotated[str, typer.Option("--output-format", help="With -p: text | json | stream-json")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Allow every tool call (yolo mode).")]
+AllowHomeOpt = Annotated[
+    bool,
+    typer.Option("--allow-home", help="Let the workspace be (or hold) your home directory or /."),
+]
 # `--resume` alone (no ID) opens a picker: main() gives the bare option this value (typer has no
 # optional option values).
 PICK = "pick"
@@ -107,6 +111,7 @@ def _root(
     think: ThinkOpt = None,
     resume: ResumeOpt = None,
     continue_: ContinueOpt = False,
+    allow_home: AllowHomeOpt = False,
 ) -> None:
     if ctx.invoked_subcommand is not None:
         if print_ is not None or resume is not None or continue_:
@@ -123,6 +128,7 @@ def _root(
         "api_key": api_key,
         "think": think,
         "mode": "yolo" if yes else mode,
+        "allow_home": allow_home or None,
     }
     raise typer.Exit(_chat(repo, flags, print_, output_format, resume, continue_))
 
@@ -194,6 +200,7 @@ def fix(
     trajectory: Annotated[
         Path | None, typer.Option("--trajectory", help="Write the JSONL trajectory here.")
     ] = None,
+    allow_home: AllowHomeOpt = False,
 ) -> None:
     """Fix ISSUE headless: explore, reproduce, edit, test; print a report computed from the real diff
     (files, +/- lines, the last test command and its exit code), the model's own words, and the diff."""
@@ -209,6 +216,7 @@ def fix(
         "time_limit": time_limit,
         "mode": "yolo" if yes else mode,
         "add_dirs": add_dir or None,
+        "allow_home": allow_home or None,
     }
     options = FixOptions(issue, repo, commit, patch_out, output_format, trajectory)
     raise typer.Exit(run_fix(options, flags))
@@ -230,6 +238,7 @@ def chat(
     print_: PrintOpt = None,
     output_format: OutputFormatOpt = "text",
     yes: YesOpt = False,
+    allow_home: AllowHomeOpt = False,
 ) -> None:
     """Work with the agent interactively in this repository (piped stdin: one request, headless)."""
     flags = {
@@ -241,6 +250,7 @@ def chat(
         "mode": "yolo" if yes else mode,
         "add_dirs": add_dir or None,
         "live": live,
+        "allow_home": allow_home or None,
     }
     raise typer.Exit(_chat(repo, flags, print_, output_format, resume, continue_, live))
 

@@ -111,6 +111,7 @@ def build_gate(
         deny=settings.deny,
         root=str(root),
         plan_commands=sandbox_on(settings),
+        sandboxed=sandbox_on(settings),
     )
     return PermissionGate(policy, ask_user=ask_user)
 

@@ -116,6 +116,8 @@ class Settings:
     # (e.g. [".cargo", ".gitconfig", ".ssh/known_hosts"])
     sandbox_home: list[str] = field(default_factory=list)
     checkpoints: bool = True
+    # the workspace may be (or hold) the home directory or `/` (--allow-home); off: refused at start
+    allow_home: bool = False
     trust_repo_config: bool = False  # user-level: let <repo>/.clover/config.toml set anything
     # Interface.
     live: bool = True
@@ -181,6 +183,7 @@ def _coerce(name: str, value: Any, current: Any, source: str) -> Any:
             "trust_repo_config",
             "exec_check",
             "boundary",
+            "allow_home",
         ):
             if isinstance(value, str):
                 low = value.strip().lower()

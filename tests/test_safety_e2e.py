@@ -17,6 +17,7 @@ from clover.backends.scripted import ScriptedModel
 from clover.runner import build_environment, run_agent
 from clover.settings import Settings
 from clover.tools.registry import default_tools
+from clover.tools.sandbox import bwrap_available
 from clover.trajectory import Trajectory
 from tests.clihelp import isolated_env, run_clover
 from tests.fakeserver import FakeChatServer, FakeReply
@@ -96,18 +97,25 @@ def test_fix_in_yolo_with_deny_rules_runs_none_of_the_bypasses(tmp_path):
     )
 
 
-def test_fix_in_ask_mode_runs_no_smuggled_code(tmp_path):
-    """Item 1 through `clover fix` (ask mode, the README's allow rules, nobody to approve)."""
+@pytest.mark.parametrize("sandbox", [True, False], ids=["sandbox", "no-sandbox"])
+def test_fix_in_ask_mode_runs_no_smuggled_code(tmp_path, sandbox):
+    """Item 1 through `clover fix` (ask mode, the README's allow rules, nobody to approve). Without
+    the sandbox the allow rules run nothing unasked: every command is asked, so none runs here."""
+    if sandbox and not bwrap_available():
+        pytest.skip("bubblewrap is not installed")
     repo = make_workspace(tmp_path / "ws")
     allow = ", ".join(json.dumps(r) for r in SMUGGLE_ALLOW)
-    env = user_config(tmp_path, f"sandbox = false\n[permissions]\nallow = [{allow}]\n")
+    env = user_config(tmp_path, f"sandbox = {str(sandbox).lower()}\n[permissions]\nallow = [{allow}]\n")
     commands = [c for c in SMUGGLED if c not in SETUP_ONLY] + ["git status --short"]
     proc = clover_fix(tmp_path, repo, bash_turns(commands), env)
     assert proc.returncode == 3, proc.stderr  # exit_codes.REFUSED: refused, nothing changed
     assert effects(repo) == set()
     outputs = tool_outputs(tmp_path)
     assert all(o.startswith("Not run") for o in outputs[:-1]), outputs
-    assert not outputs[-1].startswith("Not run")  # the plain allowed command still runs
+    # the plain allowed command runs in the sandbox; without it, it waits for a question no one answers
+    assert outputs[-1].startswith("Not run") != sandbox, outputs[-1]
+    if not sandbox:
+        assert "no sandbox" in proc.stderr and "every command is asked" in proc.stderr
 
 
 @pytest.mark.parametrize("command", [c for c in BYPASSES if c not in E2E_BYPASSES])

@@ -90,10 +90,14 @@ class PermissionPolicy:
         deny: Iterable[str] = (),
         root: str | None = None,
         plan_commands: bool = False,
+        sandboxed: bool = True,
     ):
         self.mode = normalize_mode(mode)
         # plan mode: commands proven read-only run (only where the environment runs them read-only)
         self.plan_commands = plan_commands
+        # without the sandbox a command can reach anything the user can: allow rules run none
+        # unasked (the user's own answers this session still count); yolo runs them all
+        self.sandboxed = sandboxed
         self.allow = [Rule(r) for r in allow]
         self.ask = [Rule(r) for r in ask]
         self.deny = [Rule(r) for r in deny]
@@ -247,6 +251,11 @@ class PermissionPolicy:
                 return "allow", f"yolo mode allows {label} (not fully checked: {why})"
             return "ask", f"{label}: {why}; needs approval"
         if proof is None and self._all_allowed(self.allow, name, parsed):
+            if not self.sandboxed and self.mode != "yolo":
+                return (
+                    "ask",
+                    f"{label}: there is no sandbox, so every command is asked (allow rules wait for it)",
+                )
             return "allow", f"{label} is allowed by the allow rules"
         if (
             proof is not None

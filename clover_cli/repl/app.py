@@ -131,6 +131,11 @@ class ChatApp:
         )
         self.agent.on_call_done = self._call_done
         self.agent.gate = ObservedGate(self.agent.gate, self)
+        from clover import containment
+
+        self.containment = containment.of(settings, self.env)
+        for line in self.containment.warnings(settings.mode):
+            self.renderer.error(line)
         self.baseline = self._worktree()
 
     # ------------------------------------------------------------------ setup helpers

@@ -81,6 +81,11 @@ def run_print(
         print(f"clover: {exc}", file=err)
         return ExitCode.USAGE
     recording = RecordingModel(inner)
+    from clover import containment
+
+    bounds = containment.of(settings, env)
+    for line in bounds.warnings(settings.mode):
+        print(f"clover: {line}", file=err)
 
     def emit(record: dict[str, Any]) -> None:
         out.write(json.dumps(record, default=str) + "\n")
@@ -138,6 +143,7 @@ def run_print(
         "seconds": round(result.seconds, 3),
         "model": recording.name,
         "mode": settings.mode,
+        "containment": bounds.to_json(),
     }
     if output_format == "json":
         out.write(json.dumps(summary, indent=2) + "\n")

@@ -83,3 +83,6 @@ def print_status(app: ChatApp, result: RunResult | None = None, full: bool = Fal
     app.renderer.status_line(parts)
     if full:
         app.renderer.status(app.totals.line())
+        from clover.containment import DEFENCE_IN_DEPTH
+
+        app.renderer.status(f"{app.containment.line()} ({DEFENCE_IN_DEPTH})")
