@@ -53,7 +53,7 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
     from clover import containment
 
     bounds = containment.of(settings, env)
-    log.say(bounds.line())
+    log.say(bounds.line() + (f" ({containment.DEFENCE_IN_DEPTH})" if settings.deny else ""))
     for line in bounds.warnings(settings.mode):
         log.say(line)
 

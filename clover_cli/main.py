@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from clover import __version__
+from clover.containment import DEFENCE_IN_DEPTH
 from clover.exit_codes import HELP as EXIT_CODES_HELP
 
 HEADLESS_HELP = (
@@ -16,7 +17,9 @@ HEADLESS_HELP = (
     "in json's permission_denials. clover -p uses your permission mode (default ask: edits and commands are "
     "refused unless allow rules cover them); clover fix defaults to auto-edit (edits inside the repository "
     "run, checkpointed for clover undo; commands need allow rules). --yes allows every call (commands run in "
-    "the sandbox where bubblewrap works). " + EXIT_CODES_HELP
+    "the sandbox where bubblewrap works). Every command sees the workspace through the step boundary: what it "
+    "may leave is decided on what it changed (git history is never removed, git hooks and program-naming "
+    f"config are applied only when you approve them). Safety: {DEFENCE_IN_DEPTH}. " + EXIT_CODES_HELP
 )
 
 app = typer.Typer(

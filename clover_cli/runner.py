@@ -70,7 +70,7 @@ def build_boundary(settings: Settings, root: str | Path, sandboxed: bool):
     if settings.boundary is False:
         return None
     base = private_dir("steps")
-    works, why = available(base)
+    works, why = available(base, [str(root), *settings.add_dirs])
     if not works:
         if settings.boundary:
             raise SandboxUnavailable(f"boundary = true, but {why}")

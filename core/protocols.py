@@ -224,6 +224,11 @@ class Environment(Protocol):
         library that runs no program); None when they live elsewhere (a container)."""
         ...
 
+    def written_paths(self) -> set[str] | None:
+        """Paths (relative to `root`) the agent's tools and commands wrote here this session;
+        None when the environment cannot tell (the git tool then commits only what it is named)."""
+        ...
+
 
 # --------------------------------------------------------------------------- tools
 

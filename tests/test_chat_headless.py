@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _clover(tmp_path: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,
-        "CLOVER_HOME": str(tmp_path / "home"),
+        "CLOVER_HOME": str(_state(tmp_path)),
         "XDG_CONFIG_HOME": str(tmp_path / "config"),
         "PYTHONPATH": str(ROOT),
     }
@@ -39,11 +39,17 @@ def _clover(tmp_path: Path, *args: str, stdin: str = "") -> subprocess.Completed
     )
 
 
+def _state(tmp_path: Path) -> Path:
+    """Clover's state beside the workspace (tmp_path), not inside it: the undo store may not lie in
+    the tree it records."""
+    return tmp_path.with_name(tmp_path.name + "-state")
+
+
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("CLOVER_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CLOVER_HOME", str(_state(tmp_path)))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    return tmp_path / "home"
+    return _state(tmp_path)
 
 
 def _user_messages(body: dict) -> list[str]:

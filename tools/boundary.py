@@ -90,9 +90,9 @@ def _few(paths: Sequence[str], n: int = 3) -> str:
     return shown + (f" and {len(paths) - n} more" if len(paths) > n else "")
 
 
-def available(base: str) -> tuple[bool, str]:
+def available(base: str, roots: Sequence[str] = ()) -> tuple[bool, str]:
     """Whether steps can run behind the boundary here (layers under `base` or a fallback)."""
-    found, why = overlay.layer_base(base)
+    found, why = overlay.layer_base(base, list(roots))
     return found is not None, why
 
 
@@ -100,7 +100,7 @@ class StepBoundary:
     """One per environment: the directories a command may write (`roots`: the workspace first)."""
 
     def __init__(self, roots: Sequence[str], base: str, pid_namespace: bool, home: str | None = None) -> None:
-        found, why = overlay.layer_base(base)
+        found, why = overlay.layer_base(base, list(roots))
         if found is None:
             raise OSError(why)
         self.base = found

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import IO
 
 from clover.core.protocols import ExecResult, FileStat, RunResult
-from clover.tools import safeio
+from clover.tools import leftovers, safeio
 from clover.tools.boundary import StepBoundary
 from clover.tools.commandenv import command_environment
 from clover.tools.execguard import ExecGuard, ExecSession
@@ -172,6 +172,7 @@ class LocalEnvironment:
         self.sandbox = wrap_command if isinstance(wrap_command, Sandbox) else None
         self.exec_guard = exec_guard
         self.boundary = boundary  # commands see a copy-on-write view; what they change is settled there
+        self._written: set[str] = set()  # what the agent's tools and commands wrote (written_paths)
         # Only an allowlist of the user's environment reaches commands (tools/commandenv.py).
         base = command_environment(os.environ, pass_env, self.root) if env is None else dict(env)
         # Agents cannot answer pagers or credential prompts.
@@ -249,6 +250,9 @@ class LocalEnvironment:
                 return ExecResult(f"not run: the step boundary could not start: {exc.strerror or exc}", 126)
             argv = view.launcher_argv(argv)
         before = self.sandbox.snapshot() if self.sandbox is not None else None
+        # no PID namespace around the command: what it leaves running is found and killed after it
+        loose = self.sandbox is None and view is None and leftovers.adopt_orphans()
+        started = leftovers.now_ticks() if loose else 0
         sink = _OutputSink(self.output_limit, self.spill_dir)
         sink.listener = self.on_output
         read_fd, write_fd = os.pipe()
@@ -302,10 +306,19 @@ class LocalEnvironment:
         # sandbox's PID namespace, which ends with the command).
         reader.join(timeout=2.0 if timed_out else 0.5)
         _kill_group(proc)
+        if loose and (killed := leftovers.kill_leftovers(started)):
+            reader.join(timeout=0.5)
+            notes_first = [
+                f"[killed {len(killed)} process(es) the command left running: {', '.join(killed[:5])}]"
+            ]
+        else:
+            notes_first = []
         output, truncated, spill_path = sink.render()
-        notes = session.close() if session is not None else []
+        notes = (session.close() if session is not None else []) + notes_first
         if view is not None:
-            notes += self.boundary.settle(view, keep=True).notes()  # type: ignore[union-attr]
+            report = self.boundary.settle(view, keep=True)  # type: ignore[union-attr]
+            self._written.update(p for p in report.applied if not p.startswith("/"))
+            notes += report.notes()
         if before is not None and (wrote := self.sandbox.changes(before)):
             notes.append(wrote)
         if notes:
@@ -336,7 +349,15 @@ class LocalEnvironment:
         return safeio.read_bytes(os.path.abspath(self._abs(path)), self._bases())
 
     def write_file(self, path: str, data: bytes) -> None:
-        safeio.write_bytes(os.path.abspath(self._abs(path)), data, self._bases())
+        full = os.path.abspath(self._abs(path))
+        safeio.write_bytes(full, data, self._bases())
+        if full.startswith(self.root + os.sep):
+            self._written.add(os.path.relpath(full, self.root).replace(os.sep, "/"))
+
+    def written_paths(self) -> set[str] | None:
+        """Known exactly where the step boundary settles commands; without it a command's writes
+        are not followed (None)."""
+        return set(self._written) if self.boundary is not None else None
 
     def stat(self, path: str) -> FileStat | None:
         try:

@@ -7,6 +7,7 @@ container, the git program runs there, through the environment, hardened (tools/
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +33,8 @@ class GitTool(Tool):
     name: str = "git"
     description: str = (
         "Git in the workspace repository: status; diff [path] [staged]; log [n] [path]; show [rev]; "
-        "commit message (stages all changes first)."
+        "commit message [paths]: commits the files you changed (or only `paths` of them), never the "
+        "user's own changes."
     )
     parameters: dict[str, Any] = field(
         default_factory=lambda: {
@@ -44,6 +46,11 @@ class GitTool(Tool):
                 "n": {"type": "integer", "description": "log: number of commits (default 10)"},
                 "rev": {"type": "string", "description": "show: revision (default HEAD)"},
                 "message": {"type": "string", "description": "commit: the commit message"},
+                "paths": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "commit: only these of the files you changed (default: all of them)",
+                },
             },
             "required": ["subcommand"],
         }
@@ -83,11 +90,7 @@ class GitTool(Tool):
             return hostgit.log_lines(host, min(max(arg_int(args, "n", 10) or 10, 1), 200), path)
         if sub == "show":
             return hostgit.show_text(host, args.get("rev") or "HEAD")
-        # the identity the agent's own `git commit` command would use (the environment's, not Clover's)
-        made = hostgit.commit_all(host, args["message"], getattr(env, "base_env", None))
-        if made is None:
-            return "nothing to commit: the working tree is clean"
-        return "committed " + hostgit.log_lines(host, 1)
+        return _commit_agents_files(host, args, env)
 
     def _in_env(self, env: Environment, sub: str, argv: list[str]) -> str:
         try:
@@ -146,3 +149,45 @@ class GitTool(Tool):
 
 class _GitFailed(Exception):
     pass
+
+
+def _commit_agents_files(host: str, args: dict[str, Any], env: Environment) -> str:
+    """Commit what the agent changed (of `paths`, when given), never what it did not write: the
+    user's own edits and untracked files (a `secrets.local`) stay out and are named. Where the
+    environment cannot tell what the agent wrote, only named paths, or else what is staged."""
+    top = os.path.realpath(hostgit.open_repo(host).workdir)
+    named = [
+        os.path.relpath(resolve(env, p), top)
+        for p in args.get("paths") or []
+        if isinstance(p, str) and p.strip()
+    ]
+    below = os.path.relpath(os.path.realpath(env.root), top)  # the workspace inside the repository
+    known = env.written_paths()
+    written = None if known is None else {p if below == "." else f"{below}/{p}" for p in known}
+    changed = hostgit.changed_files(host)
+    if written is None:
+        chosen, left = ([p for p in changed if p in named], []) if named else (None, [])
+    else:
+        wanted = [p for p in changed if p in written or any(p.startswith(w + "/") for w in written)]
+        chosen = [p for p in wanted if not named or p in named]
+        left = [p for p in (named or changed) if p not in wanted and p in changed]
+    # the identity the agent's own `git commit` command would use (the environment's, not Clover's)
+    identity = getattr(env, "base_env", None)
+    if chosen is None:
+        made = hostgit.commit_index(host, args["message"], identity)
+    else:
+        made = hostgit.commit_paths(host, chosen, args["message"], identity)
+    if made is None:
+        what = (
+            "none of the files you changed differ from HEAD" if written is not None else "nothing is staged"
+        )
+        out = f"nothing to commit: {what}"
+    else:
+        out = (
+            f"committed {len(chosen) if chosen is not None else 'the staged'} file(s): "
+            + hostgit.log_lines(host, 1)
+        )
+    if left:
+        shown = ", ".join(left[:8]) + (f" and {len(left) - 8} more" if len(left) > 8 else "")
+        out += f"\nleft out (not written by you in this session; the user can commit them): {shown}"
+    return out

@@ -254,17 +254,19 @@ def _commit(
     return str(oid)
 
 
-def commit_paths(root: str | os.PathLike[str], paths: list[str], message: str) -> None:
+def commit_paths(
+    root: str | os.PathLike[str], paths: list[str], message: str, environ: Mapping[str, str] | None = None
+) -> str | None:
     """Commit exactly `paths` as they are in the work tree (no hook runs, nothing is signed); the
     user's other changes, staged or not, stay out of the commit and where they were. The index
     entries of `paths` are updated to the commit, as `git commit --only` does."""
     if not paths:
-        return
+        return None
     repo = open_repo(root)
     pygit2 = _lib()
     try:
         tree = _index_with(repo, paths).write_tree(repo)
-        _commit(repo, tree, message)
+        made = _commit(repo, tree, message, environ)
         index = repo.index
         index.read()
         for rel in paths:
@@ -274,6 +276,7 @@ def commit_paths(root: str | os.PathLike[str], paths: list[str], message: str) -
             else:
                 index.add(rel)
         index.write()
+        return made
     except pygit2.GitError as exc:
         raise HostGitError(f"git commit: {exc}") from exc
 
@@ -410,29 +413,27 @@ def show_text(root: str | os.PathLike[str], rev: str = "HEAD") -> str:
     )
 
 
-def commit_all(
+def changed_files(root: str | os.PathLike[str]) -> list[str]:
+    """Files that differ from HEAD, staged or not, untracked included (ignored ones not)."""
+    repo = open_repo(root)
+    flags = repo.status(untracked_files="all", ignored=False)
+    return sorted(p for p, f in flags.items() if not f & _lib().enums.FileStatus.IGNORED)
+
+
+def commit_index(
     root: str | os.PathLike[str], message: str, environ: Mapping[str, str] | None = None
 ) -> str | None:
-    """Stage everything (`git add -A`) and commit; None when there is nothing to commit. No hook
-    runs and nothing is signed."""
+    """Commit what is staged, as `git commit -m` does; None when nothing is. No hook runs and
+    nothing is signed."""
     pygit2 = _lib()
     repo = open_repo(root)
     try:
         index = repo.index
         index.read()
-        index.add_all()
-        _drop_deleted(repo, index)
-        index.write()
         tree = index.write_tree()
         head = _head_commit(repo)
-        if head is not None and head.tree.id == tree:
+        if (head.tree.id if head is not None else None) == tree or (head is None and not len(index)):
             return None
         return _commit(repo, tree, message, environ)
     except pygit2.GitError as exc:
         raise HostGitError(f"git commit: {exc}") from exc
-
-
-def _drop_deleted(repo: pygit2.Repository, index: pygit2.Index) -> None:
-    gone = [e.path for e in index if not os.path.lexists(os.path.join(repo.workdir, e.path))]
-    for rel in gone:
-        index.remove(rel)

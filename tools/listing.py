@@ -162,6 +162,9 @@ class RunBackedFiles:
     def host_root(self) -> str | None:
         return None  # the files are in the container, reached only through `run`
 
+    def written_paths(self) -> set[str] | None:
+        return None  # a container's writes are not followed (the container is thrown away)
+
     def list_files(self, base: str) -> list[str]:
         files = git_listing(self.run, base)
         if files is None:

@@ -127,11 +127,15 @@ def probe(base: str) -> str | None:
     return None
 
 
-def layer_base(preferred: str) -> tuple[str | None, str]:
-    """Where step layers go: (directory, "") or (None, why the boundary is unavailable)."""
+def layer_base(preferred: str, avoid: list[str] = ()) -> tuple[str | None, str]:
+    """Where step layers go: (directory, "") or (None, why the boundary is unavailable). A
+    directory inside one of `avoid` (the layers' lower directories) cannot hold an upper layer."""
     reasons = []
     for base in (preferred, _private_dir("/dev/shm"), _private_dir(tempfile.gettempdir())):
         if base is None:
+            continue
+        real = os.path.realpath(base)
+        if any(real == a or real.startswith(a.rstrip("/") + "/") for a in map(os.path.realpath, avoid)):
             continue
         why = probe(base)
         if why is None:

@@ -148,8 +148,9 @@ class PermissionPolicy:
             return "allow", f"{label} is read-only"
         if rule := hit(self.allow, every=True):
             return "allow", f"{label} is allowed by rule {rule.text}"
-        is_edit = name in EDIT_TOOLS or name == "git"
-        return self._by_mode(label, "edit" if is_edit else "action")
+        # git writes (the git tool's commit) are their own class: asked in auto-edit too, as commands
+        kind = "edit" if name in EDIT_TOOLS else "git write" if name == "git" else "action"
+        return self._by_mode(label, kind)
 
     def _subjects(
         self, rule: Rule, name: str, args: dict[str, Any], key: str | None
@@ -214,7 +215,7 @@ class PermissionPolicy:
             return "deny", f"plan mode: {label} would change files or run commands; only read-only tools run"
         if kind == "edit" and self.mode == "auto-edit":
             return "allow", f"auto-edit mode allows {label}"
-        what = "edit" if kind == "edit" else "command"
+        what = {"edit": "edit", "git write": "git write"}.get(kind, "command")
         return "ask", f"{label}: this {what} needs approval in {self.mode} mode"
 
     # ----------------------------------------------------------------------- shell

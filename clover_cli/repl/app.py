@@ -136,6 +136,8 @@ class ChatApp:
         self.containment = containment.of(settings, self.env)
         for line in self.containment.warnings(settings.mode):
             self.renderer.error(line)
+        if settings.deny:  # what a deny rule is, and is not, said where the user set some
+            self.renderer.status(f"deny rules: {containment.DEFENCE_IN_DEPTH}")
         self.baseline = self._worktree()
 
     # ------------------------------------------------------------------ setup helpers
