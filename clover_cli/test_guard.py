@@ -4,7 +4,9 @@ change; a test that passed before and fails after is reported, and, for a model 
 
 The tests run like any command the agent would run: through its Environment (the sandbox applies)
 and only where the permission policy runs the exact command without asking (yolo, or an allow rule
-for it); otherwise the report says they were not run and why. Nothing else is changed: a roll-back
+for it); otherwise the report says they were not run and why. Each run is a step of its own
+behind the step boundary and a check: whatever the tests (or a conftest.py the agent planted)
+write in the workspace is thrown away, recorded in the trajectory and named in the report. Nothing else is changed: a roll-back
 reverses exactly the agent's diff (`git apply -R`), so the user's own uncommitted work stays, and a
 diff that no longer applies is left in place and said so.
 """
@@ -30,6 +32,7 @@ class GuardReport:
     note: str  # one line for the run's report
     broken: list[str] = field(default_factory=list)  # passed before, fail (or are gone) after
     rolled_back: bool = False
+    discarded: list[str] = field(default_factory=list)  # what the test runs wrote, thrown away
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -37,6 +40,7 @@ class GuardReport:
             "note": self.note,
             "broken": self.broken,
             "rolled_back": self.rolled_back,
+            "discarded": self.discarded,
         }
 
 
@@ -79,7 +83,16 @@ class TestGuard:
         if not patch.strip():
             return GuardReport(True, "tests checked: nothing was changed")
         after = run_tests(self.env, self.files, self.timeout)
-        was = self.before.outcomes
+        report = self._compare(root, patch, after)
+        touched = sorted(set(self.before.discarded) | set(after.discarded))
+        if touched:  # a test run is a check: what it wrote was thrown away, and the report says so
+            shown = ", ".join(touched[:3]) + (f" and {len(touched) - 3} more" if len(touched) > 3 else "")
+            report.note += f"; the test runs also changed {len(touched)} path(s), thrown away ({shown})"
+            report.discarded = touched
+        return report
+
+    def _compare(self, root: Path, patch: str | bytes, after: TestRun) -> GuardReport:
+        was = self.before.outcomes  # type: ignore[union-attr]
         if not after.ok:  # they ran before the change and do not now (a hang, a crash): that is breaking them
             broken = sorted(t for t, o in was.items() if o == "passed")
             return self._broken(root, patch, broken, f"the tests no longer run ({after.error})")

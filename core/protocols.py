@@ -172,6 +172,8 @@ class RunResult:
     stdout: bytes = b""
     stderr: str = ""
     timed_out: bool = False
+    # paths it changed in the workspace, thrown away (a run is a check; the step boundary keeps none)
+    discarded: tuple[str, ...] = ()
 
 
 FileKind = Literal["file", "dir", "other"]  # other: FIFO, socket, device: never opened by the tools

@@ -424,6 +424,7 @@ class LocalEnvironment:
         finally:
             if session is not None:
                 session.spawned()
+        discarded: tuple[str, ...] = ()
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -434,9 +435,11 @@ class LocalEnvironment:
             _kill_group(proc)
             notes = session.close() if session is not None else []
             if view is not None:
-                notes += self.boundary.settle(view, keep=False).notes()  # type: ignore[union-attr]
+                report = self.boundary.settle(view, keep=False)  # type: ignore[union-attr]
+                discarded = tuple(report.discarded)
+                notes += report.notes()
         text = err.decode("utf-8", "replace") + "".join(_exec_note(n) + "\n" for n in notes)
-        return RunResult(proc.returncode, out, text)
+        return RunResult(proc.returncode, out, text, discarded=discarded)
 
     def list(self, path: str) -> list[str]:
         """Entry names of a directory, sorted; directories end with '/'."""

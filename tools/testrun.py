@@ -65,6 +65,7 @@ class TestRun:
     __test__ = False  # not a pytest test class
     outcomes: dict[str, str] = field(default_factory=dict)
     error: str = ""
+    discarded: tuple[str, ...] = ()  # what the run changed in the workspace, thrown away
 
     @property
     def ok(self) -> bool:
@@ -96,8 +97,12 @@ def run_tests(env: Any, files: list[str], timeout: float, python: str = "python3
     except (ValueError, IndexError):
         return TestRun(error=f"the test runner gave no answer (exit status {result.returncode})")
     if not isinstance(answer, dict) or not isinstance(answer.get("outcomes", {}), dict):
-        return TestRun(error="the test runner gave no answer")
-    return TestRun(outcomes=dict(answer.get("outcomes") or {}), error=str(answer.get("error") or ""))
+        return TestRun(error="the test runner gave no answer", discarded=result.discarded)
+    return TestRun(
+        outcomes=dict(answer.get("outcomes") or {}),
+        error=str(answer.get("error") or ""),
+        discarded=result.discarded,
+    )
 
 
 __all__ = ["TEST_FILE", "TestRun", "argv", "run_tests", "test_files"]

@@ -40,7 +40,8 @@ CACHE_DIRS = frozenset(
         ".nox",
     }
 )
-MAX_CONTENT_BYTES = 16 * 1024 * 1024  # larger files are recorded by size/mtime/inode, not kept
+MAX_CONTENT_BYTES = 256 * 1024 * 1024  # larger files are recorded by size/mtime/inode, not kept
+IN_MEMORY_BYTES = 16 * 1024 * 1024  # larger ones are streamed into the store from disk
 GITDIR_SKIP = frozenset({"lfs", "annex"})  # inside a git directory: large-file stores
 RACY_NS = 50_000_000  # a file modified this close to being read is read again next time
 
@@ -296,6 +297,11 @@ class Scanner:
         signature = f"{info.st_size}:{info.st_mtime_ns}:{info.st_ino}"
         if info.st_size > MAX_CONTENT_BYTES:
             return Entry("b", mode, "", signature)
+        if info.st_size > IN_MEMORY_BYTES and not index:
+            try:
+                return Entry("f", mode, str(self.repo.create_blob_fromdisk(full)))
+            except (OSError, ValueError):
+                return Entry("b", mode, "", signature)
         try:
             with open(full, "rb") as fh:
                 data = fh.read(MAX_CONTENT_BYTES + 1)
