@@ -104,6 +104,7 @@ class StepBoundary:
         if found is None:
             raise OSError(why)
         self.base = found
+        overlay.remove_stale(found)
         self.roots = [os.path.realpath(r) for r in roots]
         self.pid_namespace = pid_namespace
         self.home = os.path.realpath(home) if home else None

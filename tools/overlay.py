@@ -24,6 +24,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
@@ -164,7 +165,7 @@ class StepView:
 
     def __init__(self, base: str, lowers: list[str], pid_namespace: bool) -> None:
         os.makedirs(base, mode=0o700, exist_ok=True)
-        self.dir = tempfile.mkdtemp(prefix="step-", dir=base)
+        self.dir = tempfile.mkdtemp(prefix=f"step-{os.getpid()}-", dir=base)
         self.layers = []
         for i, lower in enumerate(lowers):
             upper, work = os.path.join(self.dir, f"{i}.upper"), os.path.join(self.dir, f"{i}.work")
@@ -184,13 +185,40 @@ class StepView:
             yield layer, read_layer(layer.upper, layer.lower)
 
     def close(self) -> None:
-        # overlayfs leaves its work directory without permissions: give them back, then remove
-        for layer in self.layers:
-            with contextlib.suppress(OSError):
-                for dirpath, dirnames, _files in os.walk(layer.work):
-                    for name in dirnames:
-                        os.chmod(os.path.join(dirpath, name), 0o700)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        """Remove the layers, in the background: the step is settled, nothing reads them again
+        (removing overlayfs's work directories costs milliseconds a step)."""
+        threading.Thread(target=remove_layers, args=(self.dir,), daemon=True).start()
+
+
+def remove_layers(path: str) -> None:
+    # overlayfs leaves its work directory without permissions: give them back, then remove
+    with contextlib.suppress(OSError):
+        for dirpath, dirnames, _files in os.walk(path):
+            for name in dirnames:
+                os.chmod(os.path.join(dirpath, name), 0o700)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_stale(base: str) -> None:
+    """Layers of steps whose Clover process is gone (killed before it removed them)."""
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return
+    for name in names:
+        parts = name.split("-")
+        if len(parts) >= 3 and parts[0] == "step" and parts[1].isdigit() and not _alive(int(parts[1])):
+            remove_layers(os.path.join(base, name))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 __all__ = ["Layer", "LayerChange", "LayerError", "StepView", "layer_base", "probe", "read_layer"]

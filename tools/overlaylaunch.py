@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-import signal
 import sys
-import tempfile
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
 MS_REC, MS_PRIVATE, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x4000, 1 << 18, 2, 4, 8
@@ -152,6 +150,8 @@ def _parse(argv: list[str]) -> tuple[bool, list[tuple[str, str, str]], list[str]
 
 def _supervise(child: int) -> int:
     """Outside the new PID namespace: pass the usual stop signals on, return the child's status."""
+    import signal
+
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda s, _f: os.kill(child, s))
     while True:
@@ -196,6 +196,8 @@ def run(argv: list[str]) -> int:
 
 def probe(base: str) -> int:
     """Mount a throwaway overlay in a child and write through it; 0 when the upper layer saw it."""
+    import tempfile
+
     try:
         root = tempfile.mkdtemp(prefix="clover-probe-", dir=base)
     except OSError as exc:
@@ -232,5 +234,5 @@ def probe(base: str) -> int:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--probe"]:
-        sys.exit(probe(sys.argv[2] if len(sys.argv) > 2 else tempfile.gettempdir()))
+        sys.exit(probe(sys.argv[2] if len(sys.argv) > 2 else "/tmp"))
     sys.exit(run(sys.argv[1:]))
