@@ -319,7 +319,9 @@ def test_the_git_tools_commit_is_asked_in_auto_edit_and_never_sweeps_in_the_user
     assert sh("git log --format=%s -1", repo).strip() == "fix add", proc.stdout
     committed = sh("git show --name-only --format= HEAD", repo).split()
     assert committed == ["calc.py"], committed  # not secrets.local, not the user's notes.txt
-    outputs = [r["output"] for r in Trajectory.read(json.loads(proc.stdout)["trajectory"]) if r["type"] == "tool"]
+    outputs = [
+        r["output"] for r in Trajectory.read(json.loads(proc.stdout)["trajectory"]) if r["type"] == "tool"
+    ]
     assert "left out" in outputs[-1] and "secrets.local" in outputs[-1], outputs
 
 

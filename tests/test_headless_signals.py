@@ -23,12 +23,15 @@ import pytest
 from tests.clihelp import ROOT, git_repo, isolated_env, run_clover
 
 BUGGY = "def add(a, b):\n    return a - b\n"
-# the agent's command: a change, its shell's pid (beside the repository), a marker the test waits
-# for, then more after a pause long enough for a loaded machine to deliver the signal first
+# the agent's command: a change, a marker beside the repository the test waits for (the step's
+# own changes reach the workspace only when the step ends: the step boundary), then more after a
+# pause long enough for a loaded machine to deliver the signal first; its sleep is found by its
+# argument (behind the boundary its shell's pid is of its own PID namespace)
+PAUSE = "6.0417"
 SLOW = {
     "name": "bash",
     "arguments": {
-        "command": "sed -i 's/a - b/a + b/' calc.py; echo $$ > ../cmd.pid; echo new > new.txt; sleep 6; "
+        "command": f"sed -i 's/a - b/a + b/' calc.py; echo new > new.txt; echo up > ../started; sleep {PAUSE}; "
         "echo late > late.txt"
     },
 }
@@ -41,14 +44,22 @@ def _default_signals() -> None:
         signal.signal(signum, signal.SIG_DFL)
 
 
+def _running(argument: str) -> bool:
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                if argument.encode() in fh.read().split(b"\0"):
+                    return True
+        except OSError:
+            continue
+    return False
+
+
 def _command_is_gone(repo: Path) -> bool:
     """The agent's command went with the run (waits for it a while; the kill is asynchronous)."""
-    pid = int((repo.parent / "cmd.pid").read_text())
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if not _running(PAUSE):
             return not (repo / "late.txt").exists()
         time.sleep(0.05)
     return False
@@ -110,7 +121,7 @@ def test_fix_stopped_by_a_signal_mid_step_reports_records_and_stops_the_command(
             "json",
         ],
         signum,
-        repo / "new.txt",
+        repo.parent / "started",
     )
     assert proc.returncode == code, (proc.stdout, proc.stderr)
     report = json.loads(proc.stdout)
@@ -143,7 +154,7 @@ def test_stream_json_answers_the_stopped_call_and_ends_with_the_result(
             "stream-json",
         ],
         signum,
-        repo / "new.txt",
+        repo.parent / "started",
     )
     events = [json.loads(line) for line in proc.stdout.splitlines()]
     calls = [e for e in events if e["type"] == "tool_call"]
@@ -172,7 +183,7 @@ def test_print_stopped_by_sigterm_reports_in_json_and_exits_143(tmp_path: Path) 
             "json",
         ],
         signal.SIGTERM,
-        work / "new.txt",
+        work.parent / "started",
     )
     assert proc.returncode == 143, (proc.stdout, proc.stderr)
     report = json.loads(proc.stdout)
@@ -205,7 +216,7 @@ def test_a_signal_ignored_by_the_caller_stays_ignored(tmp_path: Path) -> None:
         preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),
     )
     deadline = time.monotonic() + 60
-    while not (repo / "new.txt").exists() and time.monotonic() < deadline:
+    while not (repo.parent / "started").exists() and time.monotonic() < deadline:
         time.sleep(0.02)
     os.kill(proc.pid, signal.SIGHUP)
     proc.communicate(timeout=60)
@@ -243,7 +254,7 @@ def test_chat_stopped_by_sigterm_mid_step_records_the_step_and_leaves(tmp_path: 
     proc.stdin.write("fix add\n")
     proc.stdin.flush()  # stdin stays open: the chat would wait for the next request
     deadline = time.monotonic() + 60
-    while not (repo / "new.txt").exists() and proc.poll() is None and time.monotonic() < deadline:
+    while not (repo.parent / "started").exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)

@@ -366,7 +366,7 @@ def test_the_git_tools_commit_uses_the_identity_the_agents_commands_get(tmp_path
         "GIT_COMMITTER_EMAIL": "committer@env",
     }
     env = LocalEnvironment(str(repo), env={"PATH": os.environ["PATH"], **identity})
-    result = GitTool().run({"subcommand": "commit", "message": "m"}, env)
+    result = GitTool().run({"subcommand": "commit", "message": "m", "paths": ["a.txt"]}, env)
     assert not result.is_error, result.output
     who = subprocess.run(
         ["git", "log", "-1", "--format=%an <%ae> / %cn <%ce>"], cwd=repo, capture_output=True, text=True

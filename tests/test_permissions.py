@@ -333,15 +333,18 @@ def test_deny_never_reaches_the_user_and_always_cannot_override_it():
     assert msg and msg.startswith("Permission denied") and len(asker.asked) == 1
 
 
-def test_git_tool_read_only_per_call_and_commit_is_an_edit():
+def test_git_tool_read_only_per_call_and_commit_is_a_git_write():
     git = GitTool()
     plan = PermissionGate(PermissionPolicy("plan"))
     assert plan.authorize(call("git", subcommand="status"), git) is None
     assert plan.authorize(call("git", subcommand="commit", message="m"), git) is not None
+    # a git write is its own class: asked in auto-edit too (headless: refused), run in yolo
+    refused = PermissionGate(PermissionPolicy("auto-edit")).authorize(
+        call("git", subcommand="commit", message="m"), git
+    )
+    assert refused is not None and "git write needs approval in auto-edit mode" in refused
     assert (
-        PermissionGate(PermissionPolicy("auto-edit")).authorize(
-            call("git", subcommand="commit", message="m"), git
-        )
+        PermissionGate(PermissionPolicy("yolo")).authorize(call("git", subcommand="commit", message="m"), git)
         is None
     )
     assert PermissionGate(PermissionPolicy("ask")).authorize(

@@ -198,7 +198,8 @@ def _host_side_git(ws: Path, env) -> None:
         {"subcommand": "diff"},
         {"subcommand": "log", "n": 2},
         {"subcommand": "show"},
-        {"subcommand": "commit", "message": "agent commit"},
+        # this environment cannot tell what the agent wrote (no step boundary): the paths are named
+        {"subcommand": "commit", "message": "agent commit", "paths": ["a.txt", "b.md", ".gitattributes"]},
     ):
         tool.run(args, env)
     before = gitdiff.worktree_tree(ws)

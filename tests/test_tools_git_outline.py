@@ -56,7 +56,11 @@ def test_git_status_diff_log_show_commit(repo: Path, env_cls: type[LocalEnvironm
     assert git.run({"subcommand": "diff", "staged": True}, env).output == "no changes"
     assert git.run({"subcommand": "diff", "path": "../elsewhere"}, env).is_error
 
-    committed = git.run({"subcommand": "commit", "message": "second: edit a, add new"}, env)
+    # written by the test, not by an agent's step: named (an environment without the step boundary
+    # cannot tell what the agent wrote, and commits nothing it is not told to)
+    committed = git.run(
+        {"subcommand": "commit", "message": "second: edit a, add new", "paths": ["a.py", "new.txt"]}, env
+    )
     assert not committed.is_error, committed.output
     assert _git(repo, "status", "--porcelain") == ""  # everything was staged and committed
     log = git.run({"subcommand": "log", "n": 5}, env).output.splitlines()

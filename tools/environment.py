@@ -306,7 +306,7 @@ class LocalEnvironment:
         # sandbox's PID namespace, which ends with the command).
         reader.join(timeout=2.0 if timed_out else 0.5)
         _kill_group(proc)
-        if loose and (killed := leftovers.kill_leftovers(started)):
+        if loose and (killed := leftovers.kill_leftovers(started, group=proc.pid)):
             reader.join(timeout=0.5)
             notes_first = [
                 f"[killed {len(killed)} process(es) the command left running: {', '.join(killed[:5])}]"

@@ -71,7 +71,11 @@ class GitTool(Tool):
             return error(f"git {sub}: {exc}")
         host = env.host_root()
         try:
-            out = self._in_process(host, sub, args, env) if host is not None else self._in_env(env, sub, argv)
+            out = (
+                self._in_process(host, sub, args, env)
+                if host is not None
+                else self._in_env(env, sub, argv, args)
+            )
         except (_GitFailed, hostgit.HostGitError, OSError) as exc:
             return error(f"git {sub}: {exc}")
         out = printable(out).rstrip()
@@ -92,10 +96,11 @@ class GitTool(Tool):
             return hostgit.show_text(host, args.get("rev") or "HEAD")
         return _commit_agents_files(host, args, env)
 
-    def _in_env(self, env: Environment, sub: str, argv: list[str]) -> str:
+    def _in_env(self, env: Environment, sub: str, argv: list[str], args: dict[str, Any]) -> str:
         try:
-            if sub == "commit":
-                self._git(env, ["add", "-A"])
+            if sub == "commit":  # a container is the run's own: everything, or the paths named
+                paths = [resolve(env, p) for p in args.get("paths") or [] if isinstance(p, str) and p.strip()]
+                self._git(env, ["add", "-A", "--", *paths])
                 if not self._git(env, ["status", "--porcelain"]).strip():
                     return "nothing to commit: the working tree is clean"
             return self._git(env, argv)

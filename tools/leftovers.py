@@ -18,6 +18,7 @@ import signal
 import sys
 
 PR_SET_CHILD_SUBREAPER = 36
+_GROUP = [0]  # the command's process group, killed already: its members are not escapes
 
 
 @functools.lru_cache(maxsize=1)
@@ -42,8 +43,8 @@ def time_boot() -> float:
     return time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
-def _stat(pid: int) -> tuple[int, int, str] | None:
-    """(parent pid, start time in ticks, command name) of `pid`."""
+def _stat(pid: int) -> tuple[int, int, str, bool] | None:
+    """(parent pid, start time in ticks, command name, dead or in `_GROUP`'s killed group)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             raw = fh.read()
@@ -51,10 +52,10 @@ def _stat(pid: int) -> tuple[int, int, str] | None:
         return None
     name = raw[raw.index(b"(") + 1 : raw.rindex(b")")].decode(errors="replace")
     fields = raw[raw.rindex(b")") + 2 :].split()
-    return int(fields[1]), int(fields[19]), name
+    return int(fields[1]), int(fields[19]), name, fields[0] == b"Z" or int(fields[2]) == _GROUP[0]
 
 
-def _processes() -> dict[int, tuple[int, int, str]]:
+def _processes() -> dict[int, tuple[int, int, str, bool]]:
     out = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit() and (info := _stat(int(entry))) is not None:
@@ -62,24 +63,31 @@ def _processes() -> dict[int, tuple[int, int, str]]:
     return out
 
 
-def kill_leftovers(since: int, spare: set[int] = frozenset()) -> list[str]:
+def kill_leftovers(since: int, group: int = 0, spare: set[int] = frozenset()) -> list[str]:
     """Kill every process re-parented to this one that started at or after `since` (ticks), with
-    its descendants; return what was killed ("name (pid N)"). `spare`: pids of this process's own
-    children that are not the command's."""
+    its descendants; return what was killed ("name (pid N)"). `group`: the command's process
+    group, already killed (its members are reaped, not reported). `spare`: pids of this process's
+    own children that are not the command's."""
     if sys.platform != "linux" or not adopt_orphans():
         return []
     me, killed = os.getpid(), {}
+    _GROUP[0] = group
     for _round in range(50):  # a process forking while it is killed: go again until none is left
         table = _processes()
-        roots = [
-            p for p, (ppid, start, _n) in table.items() if ppid == me and start >= since and p not in spare
-        ]
+        mine = [p for p, (ppid, start, _n, _z) in table.items() if ppid == me and start >= since]
+        mine = [p for p in mine if p not in spare]
+        for pid in [p for p in mine if table[p][3]]:  # dead, or dying with its group: reap only
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, 0)
+        roots = [p for p in mine if not table[p][3]]
         if not roots:
             break
         doomed = set(roots)
         grew = True
         while grew:
-            below = {p for p, (ppid, _s, _n) in table.items() if ppid in doomed} - doomed
+            below = {p for p, (ppid, _s, _n, _z) in table.items() if ppid in doomed} - doomed
             grew = bool(below)
             doomed |= below
         for pid in doomed:
