@@ -7,8 +7,8 @@ and only where the permission policy runs the exact command without asking (yolo
 for it); otherwise the report says they were not run and why. Each run is a step of its own
 behind the step boundary and a check: whatever the tests (or a conftest.py the agent planted)
 write in the workspace is thrown away, recorded in the trajectory and named in the report.
-Nothing else is changed: a roll-back reverses exactly the agent's diff (`git apply -R`), so the user's own uncommitted work stays, and a
-diff that no longer applies is left in place and said so.
+Nothing else is changed: a roll-back reverses exactly the agent's diff (`git apply -R`), so the
+user's own uncommitted work stays, and a diff that no longer applies is left in place and said so.
 """
 
 from __future__ import annotations
