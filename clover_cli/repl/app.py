@@ -101,7 +101,7 @@ class ChatApp:
             cycle_mode=self.cycle_mode,
         )
         self.input.mode = settings.mode
-        menu = self.input.choose if self.tty and self.input.session is not None else None
+        menu = self.input.approve if self.tty and self.input.session is not None else None
         self.approver = Approver(self.console, self.root, self.input.ask, menu=menu)
         self.approver.before_ask, self.approver.after_ask = self._before_question, self._after_question
         self.approver.on_all_edits = self._all_edits

@@ -20,7 +20,7 @@ from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings
 from prompt_toolkit.styles import Style
 
-from clover.repl.menu import Option, choose
+from clover.repl.menu import Option, approve, choose
 from clover.repl.reflow import install_prompt
 
 PROMPT_STYLE = Style.from_dict({"mode": "ansibrightblack", "hint": "ansibrightblack italic"})
@@ -143,6 +143,16 @@ class ChatInput:
     def choose(self, question: str, options: Sequence[Option], escape_value: str | None) -> str:
         """One key among `options` (a terminal only); see menu.choose."""
         return choose(
+            question,
+            options,
+            escape=escape_value,
+            input=self.session_kwargs.get("input"),
+            output=self.session_kwargs.get("output"),
+        )
+
+    def approve(self, question: str, options: Sequence[Option], escape_value: str) -> tuple[str, str]:
+        """An approval: one key, or a typed reply (a terminal only); see menu.approve."""
+        return approve(
             question,
             options,
             escape=escape_value,
