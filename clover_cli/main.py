@@ -380,7 +380,9 @@ def main() -> None:
     try:
         app(args=optional_resume_value(sys.argv[1:]), prog_name="clover")
     except KeyboardInterrupt as exc:
-        typer.echo(f"clover: {exc if str(exc) else 'interrupted'}", err=True)
+        from clover.terminal_text import visible
+
+        typer.echo(f"clover: {visible(str(exc)) if str(exc) else 'interrupted'}", err=True)
         raise SystemExit(exit_code(exc)) from None
     except Exception as exc:  # last resort; expected errors are handled where they happen
         import traceback
@@ -394,7 +396,9 @@ def main() -> None:
             where = f" (details in {log})"
         except OSError:
             where = ""
-        typer.echo(f"clover: internal error: {type(exc).__name__}: {exc}{where}", err=True)
+        from clover.terminal_text import visible
+
+        typer.echo(f"clover: internal error: {type(exc).__name__}: {visible(str(exc))}{where}", err=True)
         raise SystemExit(1) from None
 
 

@@ -39,6 +39,7 @@ from clover.repl.slash import dispatch, help_texts
 from clover.repl.status import Totals, print_status
 from clover.runner import build_agent, build_environment, build_gate
 from clover.settings import MODES, Settings
+from clover.terminal_text import visible
 from clover.termination import STATUS_CODES, exit_code
 
 CYCLE = ("ask", "auto-edit", "plan")  # Shift+Tab, as Claude Code: default, accept edits, plan
@@ -501,6 +502,6 @@ def run_chat(settings: Settings, root: Path, resume: str | None = None, live: bo
     try:
         app = ChatApp(settings, root, live=live)
     except (ModelError, ValueError, OSError) as exc:  # bad model, permission rule or directory
-        print(f"clover: {exc}", file=sys.stderr)
+        print(f"clover: {visible(str(exc))}", file=sys.stderr)
         return 2
     return app.run(resume=resume)

@@ -147,7 +147,9 @@ class Approver:
         command = command_of(call.arguments)
         if diff:
             self.previewed.add(call.id)
-            self.console.print(diff_view(diff, self.console.is_terminal), soft_wrap=not self.console.is_terminal)
+            self.console.print(
+                diff_view(diff, self.console.is_terminal), soft_wrap=not self.console.is_terminal
+            )
         elif command is not None:
             shown = visible(command)  # control characters as escapes: the preview is what runs
             if shown.strip() not in self.call_shown:  # the ⏺ line cut it: show it whole

@@ -18,6 +18,7 @@ from clover.core.protocols import AssistantTurn, Message, Model, ModelError, Str
 from clover.exit_codes import ExitCode, decide
 from clover.repl.guard import TRUNCATED, guarded_complete, truncation
 from clover.settings import Settings
+from clover.terminal_text import visible
 
 FORMATS = ("text", "json", "stream-json")
 
@@ -78,7 +79,7 @@ def run_print(
         inner = model if model is not None else build_model(settings)
         env = build_environment(settings, root)
     except (ModelError, SandboxUnavailable, ValueError, OSError) as exc:
-        print(f"clover: {exc}", file=err)
+        print(f"clover: {visible(str(exc))}", file=err)
         return ExitCode.USAGE
     recording = RecordingModel(inner)
 
@@ -112,7 +113,7 @@ def run_print(
             recorder=recorder,
         )
     except ValueError as exc:  # a bad permission rule
-        print(f"clover: {exc}", file=err)
+        print(f"clover: {visible(str(exc))}", file=err)
         return ExitCode.USAGE
     log.bind(agent.tools)
     result = agent.run(prompt)
@@ -144,12 +145,12 @@ def run_print(
     elif output_format == "stream-json":
         out.write(json.dumps({"type": "result", **summary}) + "\n")
     else:
-        if result.final_text:
-            out.write(result.final_text.rstrip() + "\n")
+        if result.final_text:  # text output is for people: the model's words cannot act on the terminal
+            out.write(visible(result.final_text.rstrip()) + "\n")
         if cut:
             print(f"clover: truncated: {TRUNCATED[cut]}", file=err)
         if result.exit_status != "submitted":
-            print(f"clover: {result.exit_status}: {error}", file=err)
+            print(f"clover: {result.exit_status}: {visible(error)}", file=err)
     if outcome.code == ExitCode.REFUSED:
         print(
             f"clover: {len(log.denials)} tool call(s) refused in {settings.mode} mode and nothing changed "
