@@ -40,6 +40,11 @@ def compact(app: ChatApp, forced: bool) -> bool:
     """Summarise the older turns; True when the conversation got smaller."""
     renderer = app.renderer
     state = compaction.task_state(app.current_request, _git_status(app.root))
+    if app.history_by:  # the summary replaces turns this model did not write: say so first
+        renderer.warn(
+            f"compacting with {app.model_name()}: it summarises turns written by {app.history_by} "
+            "(the session file keeps the summary in their place)"
+        )
     renderer.begin_progress("compacting: the model summarises the older turns")
     try:
         done = compaction.compact(

@@ -293,11 +293,15 @@ class Renderer:
             Text.assemble((prefix, "cyan"), (shown, "bold")), overflow="ellipsis", no_wrap=True
         )
 
-    def tool_denied(self, call: ToolCall, reason: str) -> None:
+    def tool_denied(self, call: ToolCall, reason: str) -> int:
+        """A refused call, numbered like every other (`/show N` counts each ⏺ line)."""
         first = reason.splitlines()[0] if reason else "refused"
         if reason.startswith("The user declined this tool call and said: "):
             first = "you said: " + first.removeprefix("The user declined this tool call and said: ")
-        self.console.print(Text(f"  ⎿ not run: {visible(first)}", style="yellow"))
+        result = ToolResult(f"not run: {reason or 'refused'}", is_error=True, data={"denied": True})
+        self.results.append(Shown(call, result, stored_of(result)))
+        self.console.print(Text(f"  ⎿ not run: {visible(first)}  [{len(self.results)}]", style="yellow"))
+        return len(self.results)
 
     def call_not_run(self, call: ToolCall, result: ToolResult) -> int:
         """A call the agent answered without running it and without asking (malformed, held back by
