@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
+import openai
 
 from clover.backends.server_errors import detail_of, one_line
 from clover.core.protocols import EventHandler, ModelError, StreamEvent
@@ -50,7 +51,7 @@ def _not_a_stream(url: str, response: httpx.Response) -> ModelError:
     kind = response.headers.get("content-type", "").split(";")[0].strip() or "no content type"
     try:
         body = response.read().decode("utf-8", "replace")
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.StreamError) as exc:
         body = f"(its body could not be read: {exc})"
     try:
         said = detail_of(json.loads(body), body)
@@ -66,8 +67,9 @@ def read_stream(server: Server, req: dict[str, Any], emit: EventHandler) -> Repl
     stream = server.client.chat.completions.create(**req)
     response = getattr(stream, "response", None)
     if response is not None and "event-stream" not in response.headers.get("content-type", "event-stream"):
+        error = _not_a_stream(server.base_url, response)
         stream.close()
-        raise _not_a_stream(server.base_url, response)
+        raise error
     reply, parser = Reply(), StreamParser()
     content: list[str] = []
     reasoning: list[str] = []
@@ -76,8 +78,8 @@ def read_stream(server: Server, req: dict[str, Any], emit: EventHandler) -> Repl
     try:
         for chunk in stream:
             _take(chunk, reply, parser, content, reasoning, slots, emit)
-    except httpx.HTTPError as exc:  # the server went away mid-stream
-        broken = exc
+    except (httpx.HTTPError, openai.APIConnectionError) as exc:  # the server went away mid-stream
+        broken = (exc.__cause__ or exc) if isinstance(exc, openai.APIConnectionError) else exc
     except json.JSONDecodeError as exc:
         raise ModelError(
             f"the model server at {server.base_url} sent a stream event that is not JSON ({exc.msg}: "

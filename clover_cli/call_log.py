@@ -93,6 +93,10 @@ class CallLog:
         if self.progress:
             self._line(f"clover: {text}")
 
+    def note(self, text: str) -> None:
+        """A line that is always said (what Clover did on its own, e.g. compacting)."""
+        self._line(f"clover: {text}")
+
     def on_step(self, step: int) -> None:
         self.step = step
         if self.progress:

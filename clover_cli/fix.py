@@ -71,7 +71,7 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
         if streaming:
             _print_json({"type": event.kind, "text": event.text, "data": event.data})
 
-    recording = RecordingModel(model)
+    recording = RecordingModel(model, notice=log.note)
     agent = build_agent(
         settings,
         env,

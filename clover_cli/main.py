@@ -105,6 +105,7 @@ def _root(
     mode: ModeOpt = None,
     yes: YesOpt = False,
     think: ThinkOpt = None,
+    tool_format: ToolFormatOpt = None,
     resume: ResumeOpt = None,
     continue_: ContinueOpt = False,
 ) -> None:
@@ -121,6 +122,7 @@ def _root(
         "model": model,
         "base_url": base_url,
         "api_key": api_key,
+        "tool_format": tool_format,
         "think": think,
         "mode": "yolo" if yes else mode,
     }

@@ -35,7 +35,7 @@ from clover.repl.outputs import OutputStore, SeenLines
 from clover.repl.render import Renderer, make_console
 from clover.repl.sessions import Session, SessionError, SessionStore, new_session_id
 from clover.repl.slash import dispatch, help_texts
-from clover.repl.status import Totals, print_status
+from clover.repl.status import Totals, print_status, unknown_window_note
 from clover.runner import build_agent, build_environment, build_gate
 from clover.settings import MODES, Settings
 from clover.terminal_text import visible
@@ -124,6 +124,8 @@ class ChatApp:
         self.model = ObservedModel(model if model is not None else load_model(self, settings), self)
         if self.tty and not local:  # a server's model is named once it was asked which it serves
             self.banner(self.model.name if model is None else str(getattr(model, "name", "")))
+        if settings.base_url and (note := unknown_window_note(self)):
+            self.renderer.info(note)
         self.recorder = self._recorder()
         self.agent: Agent = build_agent(
             settings,
