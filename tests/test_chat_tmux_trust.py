@@ -75,3 +75,100 @@ def test_an_instruction_typed_at_an_approval_is_the_reply_not_keys(tmp_path: Pat
         _exit(term)
     finally:
         term.close()
+
+
+def test_continuing_a_session_of_another_backend_asks_first(tmp_path: Path) -> None:
+    """HEAD: `-c` of a --base-url session went on silently with whatever model this chat had."""
+    from tests.fakeserver import FakeChatServer, FakeReply
+
+    repo = _repo(tmp_path / "repo")
+    other = _script(tmp_path, [{"text": "WRONG BACKEND ANSWERED"}], "other.jsonl")
+    replies = [FakeReply(text="first answer"), FakeReply(text="second answer, from the server")]
+    with FakeChatServer(replies, models=["m"]) as server:
+        term = Tmux(_command(tmp_path, repo, "--base-url", server.url, "--model", "m"), cwd=ROOT)
+        try:
+            term.wait_for("› ")
+            term.type("hello")
+            term.send("Enter")
+            term.wait_for("first answer")
+            _exit(term)
+        finally:
+            term.close()
+        term = Tmux(_command(tmp_path, repo, "-c", "--model", f"scripted:{other}"), cwd=ROOT)
+        try:
+            screen = term.wait_for("was written by m at")
+            assert "Continue it on m at" in screen and "Start a new session instead" in screen
+            term.send("s")
+            term.wait_for("the session's own")
+            term.wait_for("resumed session")
+            term.type("and again")
+            term.send("Enter")
+            screen = term.wait_for("second answer, from the server")
+            assert "WRONG BACKEND" not in screen
+            _exit(term)
+        finally:
+            term.close()
+        assert [r["messages"][-1]["content"] for r in server.requests] == ["hello", "and again"]
+
+
+def test_a_failed_request_leaves_no_orphan_turn(tmp_path: Path) -> None:
+    """HEAD: the failed request stayed, so the retry sent two user turns in a row."""
+    repo = _repo(tmp_path / "repo")
+    script = _script(tmp_path, [{"error": "the model server went away"}, {"text": "answered at last"}])
+    term = Tmux(_command(tmp_path, repo, "--model", f"scripted:{script}"), cwd=ROOT)
+    try:
+        term.wait_for("› ")
+        term.type("what is 2+2")
+        term.send("Enter")
+        term.wait_for("the model server went away")
+        term.send("C-u")  # whatever the prompt holds now, the retry is typed again
+        term.type("what is 2+2")
+        term.send("Enter")
+        term.wait_for("answered at last")
+        _exit(term)
+    finally:
+        term.close()
+    saved = json.loads(next((tmp_path / "home" / "sessions").glob("*.json")).read_text())
+    roles = [m["role"] for m in saved["messages"]]
+    assert roles == ["system", "user", "assistant"], roles
+    assert [m["content"] for m in saved["messages"] if m["role"] == "user"] == ["what is 2+2"]
+
+
+def test_a_300_line_paste_is_a_placeholder_and_whole_in_the_scrollback(tmp_path: Path) -> None:
+    """HEAD: the input area showed the paste's last rows only, and only those stayed in the scrollback."""
+    repo = _repo(tmp_path / "repo")
+    script = _script(tmp_path, [{"text": "Read all of it."}])
+    paste = tmp_path / "paste.txt"
+    paste.write_text("\n".join(f"pasted line {i:03d}" for i in range(1, 301)))
+    term = Tmux(_command(tmp_path, repo, "--model", f"scripted:{script}"), cwd=ROOT)
+    try:
+        term.wait_for("› ")
+        term.type("look at this log: ")
+        term._tmux("load-buffer", str(paste))
+        term._tmux("paste-buffer", "-p", "-t", term.name)  # as a terminal pastes: bracketed
+        screen = term.wait_for("[Pasted text #1 +300 lines]")
+        assert "pasted line 150" not in screen  # a placeholder while the line is edited
+        term.send("Enter")
+        screen = term.wait_for("Read all of it.")
+        assert all(f"pasted line {i:03d}" in screen for i in range(1, 301))  # all of it in the scrollback
+        _exit(term)
+    finally:
+        term.close()
+    saved = json.loads(next((tmp_path / "home" / "sessions").glob("*.json")).read_text())
+    sent = next(m["content"] for m in saved["messages"] if m["role"] == "user")
+    assert sent.startswith("look at this log: pasted line 001") and sent.endswith("pasted line 300")
+    assert "[Pasted text" not in sent
+
+
+def test_ctrl_d_leaves_while_the_embedded_model_loads(tmp_path: Path) -> None:
+    """HEAD: Ctrl-D was ignored until the model had loaded, then the chat waited at its prompt."""
+    repo = _repo(tmp_path / "repo")
+    term = Tmux(_command(tmp_path, repo), cwd=ROOT)
+    try:
+        term.wait_for("Clover chat · model embedded", timeout=30)
+        term.send("C-d")
+        screen = term.wait_for("[exited", timeout=60)
+        assert "[exited 0]" in screen and "closed (Ctrl-D) before the model loaded" in screen
+        assert "model loaded in" not in screen and "Traceback" not in screen
+    finally:
+        term.close()
