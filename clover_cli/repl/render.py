@@ -64,7 +64,7 @@ def describe_call(call: ToolCall, width: int = 90) -> str:
     inner = visible(inner)  # a command's escape codes must not repaint the line
     if len(inner) > width:
         inner = inner[: width - 1] + "…"
-    return f"{call.name}({inner})"
+    return f"{visible(call.name)}({inner})"
 
 
 def fold_thinking(thinking: str, seconds: float, width: int = 80) -> str:

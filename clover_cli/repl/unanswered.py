@@ -1,6 +1,7 @@
-"""Turns left without their answer. A request the model never answered (its server failed, or Esc
-came before any reply) is taken out of the conversation and put back at the prompt: retried, it is
-one user turn, not two in a row (templates that require alternation reject that). A call an
+"""Turns left without their answer. A request the model never answered because its backend failed
+is taken out of the conversation and put back at the prompt: retried, it is one user turn, not two
+in a row (templates that require alternation reject that). An interrupted request stays (the user
+stopped it; the conversation is kept, as the chat says). A call an
 interruption left without its result gets one, so the conversation stays valid for the next turn."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def take_back(app: ChatApp, text: str, result: RunResult) -> None:
-    if result.exit_status not in (ModelError.exit_status, "interrupted"):
+    if result.exit_status != ModelError.exit_status:
         return
     if not app.agent.messages or app.agent.messages[-1].get("role") != "user":
         return
