@@ -321,7 +321,7 @@ class LocalCloverModel:
             turn, repaired = honest_turn(why, messages=messages), {"outside_competence": 1.0}
         else:
             repaired = self._choose_edits(turn, ids, text, messages, context, s)
-            repaired |= self._hold_out_of_scope(turn, request)
+            repaired |= self._hold_out_of_scope(turn, request, messages)
         for call in turn.tool_calls:
             emit(StreamEvent("tool_call", data={"name": call.name, "arguments": call.arguments}))
         turn.prompt_tokens, turn.completion_tokens = len(ids), len(out)
@@ -417,13 +417,19 @@ class LocalCloverModel:
 
         return choose_turn_edit(self, turn, ids, reply, messages, context)
 
-    def _hold_out_of_scope(self, turn: AssistantTurn, request: str) -> dict[str, float]:
-        """Edits of test files or docstrings the request does not name are held back (edit_scope.py)."""
+    def _hold_out_of_scope(
+        self, turn: AssistantTurn, request: str, messages: list[Message]
+    ) -> dict[str, float]:
+        """Edits of test files or docstrings the request does not name, and any edit when the request
+        is a question, are held back (edit_scope.py)."""
         if getattr(self, "workspace", None) is None or not getattr(self.settings, "grounded", True):
             return {}
         from clover.decoding.edit_scope import hold_out_of_scope
 
-        return hold_out_of_scope(turn.tool_calls, request, self.workspace)
+        current = next(
+            (str(m.get("content") or "") for m in reversed(messages) if m.get("role") == "user"), ""
+        )
+        return hold_out_of_scope(turn.tool_calls, request, self.workspace, current)
 
     def _grammar(
         self,

@@ -1,21 +1,33 @@
-"""Any OpenAI-compatible chat-completions server (vLLM, SGLang, llama.cpp, Ollama, OpenAI...).
+"""Any OpenAI-compatible chat-completions server (vLLM, SGLang, llama.cpp, Ollama, OpenAI...), as
+these servers really answer.
 
 Tool calls go native (`tools=`) or as text (specs in the system prompt, Qwen3-Coder XML / Hermes
 JSON parsed from the reply, via model/chat.py). "auto" starts native and switches to text for the
-rest of the session when the server answers with calls written as text, or rejects `tools`.
+rest of the session when the server answers with calls written as text, rejects `tools`, or says its
+chat template takes none (llama.cpp's /props); a tool-call parse failure of the server's (llama.cpp:
+HTTP 500, or an error event in the stream) is asked once more with the calls as text.
+
+What the server says of itself (server_info.py) names the model when it serves only one and gives
+the context size, or says that it is unknown. A request that does not fit (server_errors.py's table)
+is retried with a smaller max_tokens where only that was too large, else raised as a context
+overflow (the chat compacts and retries). A 200 that is not a stream, or a stream that ends before
+any reply, is the backend failing, with what the server sent; a stream that breaks after tokens
+arrived keeps them, as an incomplete reply.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import openai
 
+from clover.backends.server_errors import detail_of, is_tool_parse_error, one_line, overflow_of
+from clover.backends.server_info import ServerInfo, probe
+from clover.backends.streaming import Reply, read_plain, read_stream
 from clover.core.protocols import (
     AssistantTurn,
     BackendSettings,
@@ -27,41 +39,11 @@ from clover.core.protocols import (
     ToolSpec,
     TurnOptions,
 )
-from clover.model.chat import StreamParser, parse_assistant, split_thinking, text_messages, tool_schemas
+from clover.model.chat import parse_assistant, split_thinking, text_messages, tool_schemas
 
 TEXT_CALL_MARKERS = ("<tool_call>", "<function=")
-DEFAULT_WINDOW = 131072  # when neither the settings nor the server say
-# What servers call a model's context in GET /v1/models (vLLM, OpenRouter / LM Studio, others).
-WINDOW_FIELDS = ("max_model_len", "context_length", "context_window", "max_context_length", "n_ctx")
-_OVERFLOW = re.compile(
-    r"context length|context window|context_length_exceeded|maximum context|too many tokens|prompt is too long"
-    r"|exceeds? the (?:model'?s? )?(?:context|max)",
-    re.I,
-)
-_LIMIT = re.compile(r"(?:maximum context length|context (?:length|window)) (?:is|of) (\d+)", re.I)
-
-
-@dataclass
-class _Reply:
-    content: str = ""
-    reasoning: str = ""
-    calls: list[dict[str, str]] = field(default_factory=list)  # {"id", "name", "arguments"}
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    finish_reason: str = ""
-
-
-def _field(obj: Any, name: str) -> Any:
-    """A field the SDK types may not declare (reasoning_content, reasoning)."""
-    value = getattr(obj, name, None)
-    if value is None and getattr(obj, "model_extra", None):
-        value = obj.model_extra.get(name)
-    return value if isinstance(value, str) else None
-
-
-def _one_line(text: str, limit: int = 200) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+UNNAMED = ("", "embedded")  # no model chosen for the server: the one it serves is asked
+MIN_ROOM = 256  # a max_tokens the server would take, below which the conversation is compacted instead
 
 
 class OpenAICompatModel:
@@ -74,10 +56,12 @@ class OpenAICompatModel:
         context_window: int | None = None,
     ) -> None:
         self.settings = settings
-        self.name = settings.model
         self.base_url = (settings.base_url or "").rstrip("/")
-        # Explicit, else the setting, else what the server lists (fetched when first needed).
-        self._window = context_window or max(int(getattr(settings, "context_window", 0) or 0), 0) or None
+        self.name = "" if settings.model in UNNAMED else settings.model
+        # Explicit, else the setting, else what the server says (asked when first needed).
+        explicit = context_window or max(int(getattr(settings, "context_window", 0) or 0), 0) or None
+        self._window, self.window_source = explicit, ("settings" if explicit else "")
+        self._info: ServerInfo | None = None
         self.tool_format = settings.tool_format  # becomes "text" when auto switches
         self.stream = stream
         # Optional request fields, dropped for good when a server rejects them (HTTP 400).
@@ -90,44 +74,53 @@ class OpenAICompatModel:
             timeout=settings.request_timeout,
             max_retries=max_retries,
         )
+        if not self.name:
+            self._name_from_server(required=False)
 
-    # ------------------------------------------------------------------ the server's models
+    # ------------------------------------------------------------------ the server's own word
+
+    def _server(self) -> ServerInfo:
+        if self._info is None:
+            self._info = probe(self.base_url, self.settings.api_key, self.name or None)
+        return self._info
+
+    def _name_from_server(self, required: bool) -> None:
+        """The model the server serves, when it serves one; said in one line otherwise."""
+        models = self._server().models
+        url = self.base_url
+        if models is None:
+            if required:
+                raise ModelError(
+                    f"cannot ask the model server at {url} which model it serves (GET /v1/models did not "
+                    "answer); pass --model NAME"
+                )
+            self._info = None  # asked again with the first request
+            return
+        if len(models) == 1:
+            self.name = models[0]
+            self._info = None  # its context is read for this name
+            return
+        shown = ", ".join(models[:8]) + (", …" if len(models) > 8 else "")
+        raise ModelError(
+            f"the model server at {url} serves {len(models)} models ({shown}); pick one with --model NAME"
+            if models
+            else f"the model server at {url} lists no model at GET /v1/models; pass --model NAME"
+        )
 
     @property
     def context_window(self) -> int:
+        """Tokens one request may take; 0 when nothing says (the chat then shows it as unknown)."""
         if self._window is None:
-            self._window = self._server_window() or DEFAULT_WINDOW
+            info = self._server()
+            self._window, self.window_source = info.window or 0, info.window_source or "unknown"
         return self._window
 
     @context_window.setter
     def context_window(self, tokens: int) -> None:
         self._window = tokens
 
-    def _listed(self) -> list[Any] | None:
-        """The server's GET /v1/models entries, or None when it does not answer (quickly)."""
-        try:
-            page = self.client.with_options(timeout=5.0, max_retries=0).models.list()
-            return list(page.data)
-        except Exception:  # a server without the route, or down: the chat request will say so
-            return None
-
     def served_models(self) -> list[str] | None:
-        listed = self._listed()
-        return None if listed is None else [str(getattr(m, "id", "")) for m in listed]
-
-    def _server_window(self) -> int | None:
-        listed = self._listed() or []
-        mine = [m for m in listed if getattr(m, "id", None) == self.name] or (
-            listed if len(listed) == 1 else []
-        )
-        for entry in mine:
-            extra = {**(getattr(entry, "model_extra", None) or {})}
-            extra.update((extra.get("meta") or {}) if isinstance(extra.get("meta"), dict) else {})
-            for name in (*WINDOW_FIELDS, "n_ctx_train"):
-                value = extra.get(name)
-                if isinstance(value, int) and value > 0:
-                    return value
-        return None
+        return probe(self.base_url, self.settings.api_key, None).models
 
     # ------------------------------------------------------------------ request
 
@@ -160,6 +153,19 @@ class OpenAICompatModel:
             req["extra_body"] = {"chat_template_kwargs": {"enable_thinking": False}}
         return req
 
+    def _tools_taken(self, tools: list[ToolSpec]) -> None:
+        """A chat template without tools (llama.cpp says so at /props) would drop them silently:
+        auto goes to text calls, native says why it cannot work."""
+        if not tools or self.tool_format == "text" or self._server().supports_tools is not False:
+            return
+        if self.tool_format == "auto":
+            self.tool_format = "text"
+            return
+        raise ModelError(
+            f"the chat template of {self.name} at {self.base_url} takes no tools (GET /props: "
+            "supports_tools false), so native tool calls cannot work: use --tool-format text or auto"
+        )
+
     def complete(
         self,
         messages: list[Message],
@@ -168,125 +174,56 @@ class OpenAICompatModel:
         options: TurnOptions | None = None,
     ) -> AssistantTurn:
         start = time.monotonic()
-        turn_settings = (
-            dataclasses.replace(self.settings, **options.overrides()) if options else self.settings
-        )
+        settings = dataclasses.replace(self.settings, **options.overrides()) if options else self.settings
         emit = on_event or (lambda event: None)
-        text_mode = self.tool_format == "text"
+        if not self.name:
+            self._name_from_server(required=True)
+        self._tools_taken(tools)
+        text_mode, retried_as_text, smaller = self.tool_format == "text", False, False
         while True:
-            req = self._request(
-                messages, tools, text_mode, turn_settings, options.tool_choice if options else None
-            )
+            choice = options.tool_choice if options else None
+            req = self._request(messages, tools, text_mode, settings, choice)
             try:
-                reply = self._stream(req, emit) if self.stream else self._plain(req, emit)
+                reply = read_stream(self, req, emit) if self.stream else read_plain(self, req, emit)
                 break
             except openai.BadRequestError as exc:
-                # Drop an optional feature the server names as unsupported, and try again.
                 detail = f"{exc} {exc.body}"
+                overflow = overflow_of(self._detail(exc), exc.body)
+                room = overflow.room if overflow is not None else None
                 if "stream_options" in req and "stream_options" in detail:
                     self._stream_options = False
                 elif "extra_body" in req and "chat_template_kwargs" in detail:
                     self._template_kwargs = False
                 elif "tool_choice" in req and "tool_choice" in detail:  # the turn goes on without it
                     self._tool_choices = False
-                elif "tools" in req and self.tool_format == "auto" and "tool" in detail.lower():
+                elif room is not None and room >= MIN_ROOM and not smaller:  # only max_tokens was too much
+                    settings, smaller = dataclasses.replace(settings, max_tokens=room - 16), True
+                elif (
+                    overflow is None
+                    and "tools" in req
+                    and self.tool_format == "auto"
+                    and "tool" in detail.lower()
+                ):
                     self.tool_format, text_mode = "text", True
                 else:
                     raise self._error(exc) from None
-            except openai.APIError as exc:
+            except openai.APIError as exc:  # an error status, or an error event inside the stream
+                if is_tool_parse_error(self._detail(exc)) and not text_mode and not retried_as_text:
+                    text_mode, retried_as_text = True, True  # this turn once more, its calls as text
+                    continue
                 raise self._error(exc) from None
-            except Exception as exc:  # a transport failure in the middle of a stream
-                import httpx
-
-                if isinstance(exc, httpx.HTTPError):
-                    raise ModelError(
-                        f"the connection to the model server at {self.base_url} broke: {_one_line(exc)}"
-                    ) from None
-                raise
+            except httpx.HTTPError as exc:  # the connection broke before any reply arrived
+                raise ModelError(
+                    f"the connection to the model server at {self.base_url} broke before any reply: "
+                    f"{one_line(exc)}"
+                ) from None
         return self._turn(reply, messages, tools, text_mode, emit, time.monotonic() - start)
-
-    def _stream(self, req: dict[str, Any], emit: EventHandler) -> _Reply:
-        reply, parser = _Reply(), StreamParser()
-        content: list[str] = []
-        reasoning: list[str] = []
-        slots: dict[int, dict[str, str]] = {}
-        stream = self.client.chat.completions.create(**req)
-        try:
-            for chunk in stream:
-                if chunk.usage is not None:
-                    reply.prompt_tokens = chunk.usage.prompt_tokens
-                    reply.completion_tokens = chunk.usage.completion_tokens
-                for choice in chunk.choices or []:
-                    delta = choice.delta
-                    think = _field(delta, "reasoning_content") or _field(delta, "reasoning")
-                    if think:
-                        reasoning.append(think)
-                        emit(StreamEvent("thinking", think))
-                    if delta.content:
-                        content.append(delta.content)
-                        self._emit_parsed(parser.feed(delta.content), emit)
-                    for tc in delta.tool_calls or []:
-                        index = tc.index
-                        if index is None:  # servers that omit it: a new id starts a new call
-                            last = max(slots, default=-1)
-                            new = last == -1 or (tc.id and tc.id != slots[last]["id"])
-                            index = last + 1 if new else last
-                        slot = slots.setdefault(index, {"id": "", "name": "", "arguments": ""})
-                        slot["id"] = tc.id or slot["id"]
-                        if tc.function is not None:
-                            slot["name"] += tc.function.name or ""
-                            slot["arguments"] += tc.function.arguments or ""
-                    if choice.finish_reason:
-                        reply.finish_reason = choice.finish_reason
-        finally:
-            stream.close()
-        if not reply.finish_reason:  # the stream stopped without saying the reply was complete
-            reply.finish_reason = "incomplete"
-        self._emit_parsed(parser.finish(), emit)
-        reply.content, reply.reasoning = "".join(content), "".join(reasoning)
-        reply.calls = [slots[i] for i in sorted(slots)]
-        return reply
-
-    def _plain(self, req: dict[str, Any], emit: EventHandler) -> _Reply:
-        resp = self.client.chat.completions.create(**req)
-        reply = _Reply()
-        if resp.usage is not None:
-            reply.prompt_tokens, reply.completion_tokens = (
-                resp.usage.prompt_tokens,
-                resp.usage.completion_tokens,
-            )
-        if resp.choices:
-            choice = resp.choices[0]
-            msg = choice.message
-            reply.finish_reason = choice.finish_reason or ""
-            reply.content = msg.content or ""
-            reply.reasoning = _field(msg, "reasoning_content") or _field(msg, "reasoning") or ""
-            for tc in msg.tool_calls or []:
-                fn = getattr(tc, "function", None)
-                reply.calls.append(
-                    {
-                        "id": tc.id or "",
-                        "name": getattr(fn, "name", "") or "",
-                        "arguments": getattr(fn, "arguments", "") or "",
-                    }
-                )
-        if reply.reasoning:
-            emit(StreamEvent("thinking", reply.reasoning))
-        parser = StreamParser()
-        self._emit_parsed(parser.feed(reply.content) + parser.finish(), emit)
-        return reply
-
-    @staticmethod
-    def _emit_parsed(pieces: list[tuple[str, str]], emit: EventHandler) -> None:
-        for kind, text in pieces:
-            if kind in ("thinking", "text"):  # call markup is held back; calls are emitted parsed
-                emit(StreamEvent(kind, text))  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------ reply
 
     def _turn(
         self,
-        reply: _Reply,
+        reply: Reply,
         messages: list[Message],
         tools: list[ToolSpec],
         text_mode: bool,
@@ -296,8 +233,8 @@ class OpenAICompatModel:
         thinking_parts = [reply.reasoning.strip()]
         calls: list[ToolCall] = []
         if reply.calls:
-            _, answer = split_thinking(reply.content)
-            thinking_parts.append(split_thinking(reply.content)[0])
+            thinking, answer = split_thinking(reply.content)
+            thinking_parts.append(thinking)
             calls = [self._native_call(c) for c in reply.calls]
         elif text_mode or (self.tool_format == "auto" and any(m in reply.content for m in TEXT_CALL_MARKERS)):
             thinking, answer, parsed = parse_assistant(reply.content, tool_schemas(tools))
@@ -308,6 +245,8 @@ class OpenAICompatModel:
         else:
             thinking, answer = split_thinking(reply.content)
             thinking_parts.append(thinking)
+        if reply.finish_reason == "incomplete":
+            calls = []  # a call cut by a broken stream is not to be run
         for call in calls:
             emit(StreamEvent("tool_call", data={"name": call.name, "arguments": call.arguments}))
         prompt_tokens = reply.prompt_tokens
@@ -361,7 +300,7 @@ class OpenAICompatModel:
             )
         if isinstance(exc, openai.APIConnectionError):
             cause = exc.__cause__ or exc
-            return ModelError(f"cannot reach the model server at {url}: {_one_line(cause)}")
+            return ModelError(f"cannot reach the model server at {url}: {one_line(cause)}")
         status = getattr(exc, "status_code", None)
         detail = self._detail(exc)
         if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
@@ -378,23 +317,16 @@ class OpenAICompatModel:
                 f"model {self.name!r} not found at {url} (HTTP 404: {detail}); check --model and that "
                 "--base-url ends in /v1"
             )
-        if status is not None:
-            error = ModelError(f"the model server at {url} answered HTTP {status}: {detail}")
-            if status in (400, 413, 422) and _OVERFLOW.search(detail):
-                limit = _LIMIT.search(detail)
-                error.context_overflow = True  # type: ignore[attr-defined]  # the chat compacts and retries
-                if limit:
-                    self._window = int(limit.group(1))
-            return error
-        return ModelError(f"model server error at {url}: {detail}")
+        where = f"answered HTTP {status}" if status is not None else "sent an error in its stream"
+        error = ModelError(f"the model server at {url} {where}: {detail}")
+        overflow = overflow_of(detail, getattr(exc, "body", None))
+        if overflow is not None:
+            error.context_overflow = True  # type: ignore[attr-defined]  # the chat compacts and retries
+            error.overflow = overflow  # type: ignore[attr-defined]
+            if overflow.window:
+                self._window, self.window_source = overflow.window, "the server's error"
+        return error
 
     @staticmethod
     def _detail(exc: openai.APIError) -> str:
-        body = getattr(exc, "body", None)
-        if isinstance(body, dict):
-            inner = body.get("error", body)
-            if isinstance(inner, dict) and inner.get("message"):
-                return _one_line(inner["message"])
-            if isinstance(inner, str):
-                return _one_line(inner)
-        return _one_line(getattr(exc, "message", "") or str(exc))
+        return detail_of(getattr(exc, "body", None), getattr(exc, "message", "") or str(exc))

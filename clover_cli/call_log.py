@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import IO, Any
 
 from clover.core.protocols import StreamEvent, Tool, ToolCall, ToolResult
+from clover.terminal_text import visible
 
 _KEY_ARGS = ("command", "path", "pattern", "symbol", "query", "url")
 # A command is taken as a test run when one of its words names tests: pytest, `npm test`,
@@ -92,6 +93,10 @@ class CallLog:
         if self.progress:
             self._line(f"clover: {text}")
 
+    def note(self, text: str) -> None:
+        """A line that is always said (what Clover did on its own, e.g. compacting)."""
+        self._line(f"clover: {text}")
+
     def on_step(self, step: int) -> None:
         self.step = step
         if self.progress:
@@ -151,6 +156,7 @@ class CallLog:
         """On a terminal a transient line (what is happening now) is replaced by the next line."""
         if self._transient:
             self.err.write("\r\x1b[K")
+        text = visible(text)  # tool names, arguments and reasons are the model's and the tools' text
         self.err.write(text if transient else text + "\n")
         self.err.flush()
         self._transient = transient

@@ -8,16 +8,17 @@ from typing import Any, NoReturn
 import typer
 
 from clover.settings import Settings, SettingsError, load_settings
+from clover.terminal_text import visible
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
     """One clear line on stderr and a non-zero exit; never a traceback."""
-    typer.echo(f"clover: {message}", err=True)
+    typer.echo(f"clover: {visible(message)}", err=True)  # messages carry file names, servers' words
     raise typer.Exit(code)
 
 
 def warn(message: str) -> None:
-    typer.echo(f"clover: warning: {message}", err=True)
+    typer.echo(f"clover: warning: {visible(message)}", err=True)
 
 
 def settings_or_exit(repo: Path, flags: dict[str, Any], **defaults: Any) -> Settings:

@@ -54,11 +54,14 @@ def decide(
     needs_change: bool,
     no_change_answer: bool = False,
     cut: str = "",
+    outside_competence: bool = False,
 ) -> Outcome:
     """The one rule. `exit_status`: the agent's (submitted, limits_exceeded, model_error, ...);
     `refused`: calls the permission gate refused; `changed`: the run changed the work tree (fix: its
     real diff; -p: a call that can change files ran); `needs_change`: the run's job is a change
-    (`clover fix`); `cut`: the final reply's finish reason when it was incomplete.
+    (`clover fix`); `cut`: the final reply's finish reason when it was incomplete;
+    `outside_competence`: the model answered that the request is beyond it ("this needs a larger
+    model", decoding/competence.py) — no answer, unless it changed files first.
 
     Interrupts and backend failures come first (nothing the model did explains them). Then refusals:
     when something was refused and nothing changed, the refusals are why, even if the model then
@@ -76,6 +79,8 @@ def decide(
     # labelled after a fix's change (the change is the result, the report comes from the diff).
     if cut == "incomplete" or (cut and not (needs_change and changed)):
         return Outcome(_TRUNCATED.get(cut, ExitCode.NOT_DONE), "truncated")
+    if outside_competence and not changed:
+        return Outcome(ExitCode.NOT_DONE, "outside_competence")
     if not needs_change:
         return Outcome(ExitCode.OK, "answered")
     if changed:

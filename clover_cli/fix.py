@@ -24,6 +24,7 @@ from clover.core.protocols import ModelError, StreamEvent
 from clover.exit_codes import ExitCode, Outcome, decide
 from clover.prompts import says_no_change_needed
 from clover.settings import Settings
+from clover.terminal_text import visible
 from clover.worktree_change import Change, WorkTreeChange
 
 # A fix is asked for a change, so file edits inside the workspace run without asking (checkpointed:
@@ -75,7 +76,7 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
         if streaming:
             _print_json({"type": event.kind, "text": event.text, "data": event.data})
 
-    recording = RecordingModel(model)
+    recording = RecordingModel(model, notice=log.note)
     agent = build_agent(
         settings,
         env,
@@ -359,19 +360,20 @@ def _report(fmt: str, report: dict[str, Any], result: RunResult, cut: str, patch
     if fmt == "stream-json":
         _print_json({"type": "result", **report})
         return
-    print(report["summary"])
-    words = result.final_text.strip()
+    # The report is for people: file names, the model's words and the diff cannot act on the terminal.
+    print(visible(report["summary"]))
+    words = visible(result.final_text.strip())
     if words:
         label = "The model's words" + (f" (cut off: {_cut_text(cut)})" if cut else "")
         lines = words.splitlines()
         print(
             f"{label}: {words}" if len(lines) == 1 else f"{label}:\n" + "\n".join(f"  {ln}" for ln in lines)
         )
-    if patch:  # the files' own bytes, as --patch-out writes them
+    if patch:  # redirected: the files' own bytes, as --patch-out writes them; on a terminal, as text
         print(flush=True)
         raw = getattr(sys.stdout, "buffer", None)
-        if raw is None:  # a text-only stream (some test harnesses)
-            print(patch.rstrip(b"\n").decode("utf-8", "replace"))
+        if raw is None or sys.stdout.isatty():
+            print(visible(patch.rstrip(b"\n").decode("utf-8", "surrogateescape")))
         else:
             raw.write(patch.rstrip(b"\n") + b"\n")
             raw.flush()
@@ -380,12 +382,12 @@ def _report(fmt: str, report: dict[str, Any], result: RunResult, cut: str, patch
         f"{result.seconds:.1f} s (model {result.model_seconds:.1f} s)"
     )
     if result.error:
-        line += f" - {result.error}"
+        line += f" - {visible(result.error)}"
     verified, held = int(result.stats.get("verified_edits", 0)), int(result.stats.get("held_edits", 0))
     if verified or held:  # the local decoder ran the issue's example against its edits (reproduce.py)
         line += f"; issue's example run: {verified} edit(s) chosen by it, {held} held back"
     print(line, file=sys.stderr)
-    print(f"trajectory: {report['trajectory']}", file=sys.stderr)
+    print(f"trajectory: {visible(report['trajectory'])}", file=sys.stderr)
 
 
 def _cut_text(cut: str) -> str:

@@ -112,6 +112,7 @@ def _root(
     mode: ModeOpt = None,
     yes: YesOpt = False,
     think: ThinkOpt = None,
+    tool_format: ToolFormatOpt = None,
     resume: ResumeOpt = None,
     continue_: ContinueOpt = False,
     allow_home: AllowHomeOpt = False,
@@ -129,6 +130,7 @@ def _root(
         "model": model,
         "base_url": base_url,
         "api_key": api_key,
+        "tool_format": tool_format,
         "think": think,
         "mode": "yolo" if yes else mode,
         "allow_home": allow_home or None,
@@ -393,7 +395,9 @@ def main() -> None:
     try:
         app(args=optional_resume_value(sys.argv[1:]), prog_name="clover")
     except KeyboardInterrupt as exc:
-        typer.echo(f"clover: {exc if str(exc) else 'interrupted'}", err=True)
+        from clover.terminal_text import visible
+
+        typer.echo(f"clover: {visible(str(exc)) if str(exc) else 'interrupted'}", err=True)
         raise SystemExit(exit_code(exc)) from None
     except Exception as exc:  # last resort; expected errors are handled where they happen
         import traceback
@@ -407,7 +411,9 @@ def main() -> None:
             where = f" (details in {log})"
         except OSError:
             where = ""
-        typer.echo(f"clover: internal error: {type(exc).__name__}: {exc}{where}", err=True)
+        from clover.terminal_text import visible
+
+        typer.echo(f"clover: internal error: {type(exc).__name__}: {visible(str(exc))}{where}", err=True)
         raise SystemExit(1) from None
 
 

@@ -1,4 +1,5 @@
-"""What the embedded model may edit: not test files or docstrings, unless the request names them.
+"""What the embedded model may edit: not test files or docstrings, unless the request names them,
+and nothing at all when the request is a question that asks for no change.
 
 On a public set of one-line bugs (issue 49) the embedded model edited the test file twice and
 docstring examples twice: the tests and the documented examples are what says the code is wrong,
@@ -9,6 +10,10 @@ and a small model "fixes" them as readily as the code. So, for the local decoder
   it does not ask to change it);
 - a docstring's lines are not lines old_str may copy (value_nodes.FileIndex), unless the request
   speaks of docstrings or doctests;
+- a request that is a question and names no change ("What does this repository do?", "Where is
+  add defined?") is answered, not met with an edit (in a three-file repository the embedded model
+  edited README.md for the first): `asks_a_question` is a short request that ends in `?`, opens with
+  a question word and has no verb of change (fix, add, make, ...);
 - and, whatever the grammar let through (grounding off, a new file), `out_of_scope` holds such a
   call back with the reason, as the tools refuse a bad edit.
 """
@@ -26,6 +31,28 @@ from clover.tools.testrun import TEST_FILE
 TEST_DIRS = frozenset({"tests", "test", "testing"})
 DOCSTRINGS = re.compile(r"\b(?:doc\s?strings?|doctests?)\b", re.I)
 EDITS = ("str_replace", "insert", "create")
+QUESTION_WORDS = re.compile(
+    r"^\s*(?:what|which|where|who|whom|whose|why|how|when|does|do|did|is|are|was|were|can you (?:explain|"
+    r"tell|describe|show)|could you (?:explain|tell|describe|show)|explain|describe|tell me|show me)\b",
+    re.I,
+)
+CHANGE_WORDS = re.compile(
+    r"\b(?:fix|chang|edit|add|remov|delet|renam|refactor|implement|make|updat|writ|creat|replac|correct|"
+    r"modif|improv|convert|mov|bump|set|rewrit|patch|repair|clean|format|insert|append|drop|introduc)\w*",
+    re.I,
+)
+
+
+def asks_a_question(request: str) -> bool:
+    """A question that asks for no change: short, ending in `?`, opening with a question word, with
+    no verb of change in it (`How do I make add return floats?` asks for one)."""
+    text = request.strip()
+    return (
+        len(text) <= 300
+        and text.endswith("?")
+        and bool(QUESTION_WORDS.match(text))
+        and not CHANGE_WORDS.search(text)
+    )
 
 
 def is_test_file(path: str) -> bool:
@@ -104,12 +131,17 @@ def edited_text(call: Any, text: str) -> str | None:
     return None
 
 
-def out_of_scope(call: Any, request: str, read: Callable[[str], str | None]) -> str | None:
-    """Why this edit call is not to be applied (it edits a test file, or changes a docstring, that
-    the request does not name), or None."""
+def out_of_scope(call: Any, request: str, read: Callable[[str], str | None], current: str = "") -> str | None:
+    """Why this edit call is not to be applied (the current request is a question; it edits a test
+    file, or changes a docstring, that the request does not name), or None."""
     path = call.arguments.get("path")
     if call.name not in EDITS or not isinstance(path, str) or not path.strip():
         return None
+    if asks_a_question(current):
+        return (
+            f"Not applied: the request is a question and asks for no change, so {path} stays as it is. "
+            "Answer the question from what you have read."
+        )
     if not may_edit(request, path):
         return (
             f"Not applied: {path} is a test file, and the request does not ask to change it. The tests "
@@ -131,8 +163,9 @@ def out_of_scope(call: Any, request: str, read: Callable[[str], str | None]) -> 
     return None
 
 
-def hold_out_of_scope(calls: list[Any], request: str, workspace: Any) -> dict[str, float]:
-    """Hold back each call `out_of_scope` refuses (its result says why); the count, as a turn stat."""
+def hold_out_of_scope(calls: list[Any], request: str, workspace: Any, current: str = "") -> dict[str, float]:
+    """Hold back each call `out_of_scope` refuses (its result says why); the count, as a turn stat.
+    `current`: the request being answered (the last one the user wrote)."""
 
     def read(path: str) -> str | None:
         data = workspace.read(path)
@@ -140,12 +173,13 @@ def hold_out_of_scope(calls: list[Any], request: str, workspace: Any) -> dict[st
 
     held = 0.0
     for call in calls:
-        if getattr(call, "held", None) is None and (reason := out_of_scope(call, request, read)):
+        if getattr(call, "held", None) is None and (reason := out_of_scope(call, request, read, current)):
             call.held, held = reason, held + 1.0
     return {"held_out_of_scope": held} if held else {}
 
 
 __all__ = [
+    "asks_a_question",
     "asks_for_docstrings",
     "docstring_lines",
     "docstrings",

@@ -4,8 +4,11 @@
         model = OpenAICompatModel(Settings(model="m", base_url=server.url))
 
 Speaks POST /v1/chat/completions, streaming (SSE `data:` chunks ending in `[DONE]`) and not;
-replies carry text, native tool calls (streamed as deltas), reasoning and usage, or an HTTP error.
-Every request body is recorded in `server.requests`.
+replies carry text, native tool calls (streamed as deltas), reasoning and usage, or an HTTP error
+(OpenAI's body, or any body a server really sends); a 200 that is not a stream, an error event inside
+a stream, a stream cut before or after its first token (closed, or broken mid-chunk with
+`chunked=True`). GET /v1/models, llama.cpp's /props and Ollama's /api/ps and /api/show answer what
+they are given. Every request body is recorded in `server.requests`.
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ class FakeReply:
     chunk_size: int = 4  # characters per streamed delta: small, so tags split across deltas
     finish_reason: str | None = None  # default: "tool_calls" with calls, else "stop"; "length": cut off
     drop_after: int | None = None  # streaming: close the connection after this many content deltas
+    body: dict[str, Any] | None = None  # with `status`: the whole error body, as a given server words it
+    error_event: dict[str, Any] | None = None  # streaming: sent as `data: {...}` after the content
+    raw: str | None = None  # a 200 whose body is this instead of a completion or an event stream
+    content_type: str = "text/html; charset=utf-8"  # of `raw`
 
 
 class FakeChatServer:
@@ -45,11 +52,24 @@ class FakeChatServer:
         reject_tool_choice: bool = False,
         max_model_len: int | None = None,
         context_limit: int | None = None,
+        overflow: Any = None,
+        model_fields: dict[str, Any] | None = None,
+        props: dict[str, Any] | None = None,
+        ollama_ps: dict[str, Any] | None = None,
+        ollama_show: dict[str, Any] | None = None,
+        chunked: bool = False,
     ) -> None:
-        """`max_model_len`: listed per model by GET /v1/models (as vLLM does). `context_limit`: a request
-        whose messages exceed this many tokens (4 characters a token) gets vLLM's HTTP 400."""
+        """`max_model_len`: listed per model by GET /v1/models (as vLLM does); `model_fields`: other
+        fields of each listed model (llama.cpp's `meta`). `context_limit`: a request whose messages exceed
+        this many tokens (4 characters a token) is refused, as vLLM does, or as `overflow(window,
+        prompt, asked) -> (status, body)` says. `props`, `ollama_ps`, `ollama_show`: the bodies of GET
+        /props, GET /api/ps, POST /api/show. `chunked`: streams go out chunk-encoded (HTTP/1.1), so a
+        dropped stream breaks mid-message as a killed server's does."""
         self.replies = list(replies or [])
-        self.max_model_len, self.context_limit = max_model_len, context_limit
+        self.max_model_len, self.context_limit, self.overflow = max_model_len, context_limit, overflow
+        self.model_fields = model_fields or {}
+        self.routes: dict[str, Any] = {"/props": props, "/api/ps": ollama_ps, "/api/show": ollama_show}
+        self.chunked = chunked
         self.requests: list[dict[str, Any]] = []  # request bodies, in order
         self.api_key, self.models = api_key, models
         self.reject_stream_options, self.reject_tools = reject_stream_options, reject_tools
@@ -99,7 +119,12 @@ class FakeChatServer:
                 return 400, _error("tools are not supported by this server")
             if self.models is not None and body.get("model") not in self.models:
                 return 404, _error(f"The model `{body.get('model')}` does not exist.", "model_not_found")
-            if self.context_limit is not None:
+            if self.context_limit is not None and self.overflow is not None:
+                size = len(json.dumps(body.get("messages", []))) // 4
+                refused = self.overflow(self.context_limit, size, int(body.get("max_tokens") or 0))
+                if refused is not None:
+                    return refused
+            if self.context_limit is not None and self.overflow is None:
                 size = len(json.dumps(body.get("messages", []))) // 4
                 if size > self.context_limit:
                     return 400, _error(
@@ -113,7 +138,9 @@ class FakeChatServer:
                 return 500, _error("fake server: no more replies queued")
             reply = self.replies.pop(0)
         if reply.status != 200:
-            return reply.status, _error(reply.error or f"error {reply.status}")
+            return reply.status, reply.body or _error(reply.error or f"error {reply.status}")
+        if reply.raw is not None:
+            return 200, {"raw": reply.raw, "content_type": reply.content_type}
         model = str(body.get("model", ""))
         if body.get("stream"):
             usage = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -192,6 +219,8 @@ def _chunks(reply: FakeReply, model: str, usage: bool) -> list[dict[str, Any]]:
     content = [chunk({"content": p}) for p in pieces(reply.text)]
     if reply.drop_after is not None:  # the connection breaks: no finish, no usage, no [DONE]
         return [*out, *content[: reply.drop_after], _DROP]
+    if reply.error_event is not None:  # the server's error inside the stream, then its end (llama.cpp)
+        return [*out, *content, {"error": reply.error_event}, _DROP]
     out += content
     for i, call in enumerate(_calls(reply)):
         head = {
@@ -234,8 +263,10 @@ def _handler(server: FakeChatServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
         def do_GET(self) -> None:
-            if self.path.rstrip("/") == "/v1/models":
+            path = self.path.rstrip("/")
+            if path == "/v1/models":
                 extra = {"max_model_len": server.max_model_len} if server.max_model_len else {}
+                extra.update(server.model_fields)
                 self._json(
                     200,
                     {
@@ -243,12 +274,17 @@ def _handler(server: FakeChatServer) -> type[BaseHTTPRequestHandler]:
                         "data": [{"id": m, "object": "model", **extra} for m in server.models or []],
                     },
                 )
+            elif path in ("/props", "/api/ps") and server.routes.get(path) is not None:
+                self._json(200, server.routes[path])
             else:
                 self._json(404, _error(f"no route {self.path}"))
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
+            if self.path.rstrip("/") == "/api/show" and server.routes.get("/api/show") is not None:
+                self._json(200, server.routes["/api/show"])
+                return
             if self.path.rstrip("/") != "/v1/chat/completions":
                 self._json(404, _error(f"no route {self.path}"))
                 return
@@ -259,20 +295,43 @@ def _handler(server: FakeChatServer) -> type[BaseHTTPRequestHandler]:
                 return
             headers = {k.lower(): v for k, v in self.headers.items()}
             status, answer = server.answer(headers, body)
+            if isinstance(answer, dict) and "raw" in answer:
+                data = answer["raw"].encode()
+                self.send_response(200)
+                self.send_header("Content-Type", answer["content_type"])
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
             if not isinstance(answer, list):
                 self._json(status, answer)
                 return
+            self._stream(answer)
+
+        def _stream(self, answer: list[dict[str, Any]]) -> None:
+            chunked = server.chunked
+            if chunked:
+                self.protocol_version = "HTTP/1.1"
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-cache")
+            if chunked:
+                self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()  # HTTP/1.0: the stream ends when the connection closes
+
+            def write(data: bytes) -> None:
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n" if chunked else data)
+                self.wfile.flush()
+
             for item in answer:
-                if item is _DROP:
+                if item is _DROP:  # chunked: no closing chunk, the message breaks off
                     self.close_connection = True
                     return
-                self.wfile.write(f"data: {json.dumps(item)}\n\n".encode())
+                write(f"data: {json.dumps(item)}\n\n".encode())
+            write(b"data: [DONE]\n\n")
+            if chunked:
+                self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
-            self.wfile.write(b"data: [DONE]\n\n")
-            self.wfile.flush()
+            self.close_connection = True
 
     return Handler

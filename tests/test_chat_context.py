@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from clover.backends.openai_compat import DEFAULT_WINDOW, OpenAICompatModel
+from clover.backends.openai_compat import OpenAICompatModel
 from clover.backends.scripted import ScriptedModel
 from clover.core.protocols import Model
 from clover.repl.app import ChatApp
@@ -49,8 +49,8 @@ def test_context_window_comes_from_the_server(home: Path) -> None:
             OpenAICompatModel(Settings(model="m", base_url=server.url), context_window=999).context_window
             == 999
         )
-    with FakeChatServer(models=["m"]) as server:  # listed without a length: the default
-        assert OpenAICompatModel(Settings(model="m", base_url=server.url)).context_window == DEFAULT_WINDOW
+    with FakeChatServer(models=["m"]) as server:  # listed without a length: unknown, not assumed
+        assert OpenAICompatModel(Settings(model="m", base_url=server.url)).context_window == 0
         # the setting, for servers that do not say
         assert (
             OpenAICompatModel(Settings(model="m", base_url=server.url, context_window=8192)).context_window

@@ -16,7 +16,6 @@ from clover.agent import Agent, RunResult
 from clover.cli_common import state_dir
 from clover.core.protocols import (
     AgentStop,
-    Message,
     Model,
     ModelError,
     Terminated,
@@ -24,21 +23,22 @@ from clover.core.protocols import (
     ToolResult,
     TurnOptions,
 )
-from clover.repl import compaction, context, resume
+from clover.repl import compaction, context, resume, unanswered, undo_view
 from clover.repl.approvals import Approver
 from clover.repl.bang import run_user_command
 from clover.repl.completion import ChatCompleter
 from clover.repl.input import ChatInput
 from clover.repl.keys import EscWatch
-from clover.repl.model_switch import load_model, switch_model
+from clover.repl.model_switch import ClosedWhileLoading, load_model, switch_model
 from clover.repl.observed import ObservedGate, ObservedModel
-from clover.repl.outputs import OutputStore
+from clover.repl.outputs import OutputStore, SeenLines
 from clover.repl.render import Renderer, make_console
 from clover.repl.sessions import Session, SessionError, SessionStore, new_session_id
 from clover.repl.slash import dispatch, help_texts
-from clover.repl.status import Totals, print_status
+from clover.repl.status import Totals, print_status, unknown_window_note
 from clover.runner import build_agent, build_environment, build_gate
 from clover.settings import MODES, Settings
+from clover.terminal_text import visible
 from clover.termination import STATUS_CODES, exit_code
 
 CYCLE = ("ask", "auto-edit", "plan")  # Shift+Tab, as Claude Code: default, accept edits, plan
@@ -74,6 +74,9 @@ class ChatApp:
         self.store = SessionStore(self.home / "sessions")
         self.session = Session(new_session_id(), str(self.root), settings.model, settings.mode)
         self.outputs = OutputStore()
+        self.outputs_seen = SeenLines()  # each result's real line count, saved with the session
+        self.pending_lines: dict[str, int] = {}  # a result kept, its message not yet added
+        self.history_by = ""  # the backend that wrote this session's earlier turns, when not this one
         self.context_tokens = 0
         self.current_request = ""
         self.user_commands = 0
@@ -101,7 +104,7 @@ class ChatApp:
             cycle_mode=self.cycle_mode,
         )
         self.input.mode = settings.mode
-        menu = self.input.choose if self.tty and self.input.session is not None else None
+        menu = self.input.approve if self.tty and self.input.session is not None else None
         self.approver = Approver(self.console, self.root, self.input.ask, menu=menu)
         self.approver.before_ask, self.approver.after_ask = self._before_question, self._after_question
         self.approver.on_all_edits = self._all_edits
@@ -115,9 +118,14 @@ class ChatApp:
             self.env.on_output = self.renderer.tool_output  # a running command's tail under its spinner
         self.default_model = model is None and settings.model == "embedded" and not settings.base_url
         self.totals = Totals()
-        if self.tty:  # at once, before a local model's weights load (seconds of a blank screen)
-            self.banner(_display_name(settings) if model is None else str(getattr(model, "name", "")))
+        local = model is None and not settings.base_url and not settings.model.startswith("scripted:")
+        if self.tty and local:  # at once, before a local model's weights load (seconds of a blank screen)
+            self.banner(_display_name(settings))
         self.model = ObservedModel(model if model is not None else load_model(self, settings), self)
+        if self.tty and not local:  # a server's model is named once it was asked which it serves
+            self.banner(self.model.name if model is None else str(getattr(model, "name", "")))
+        if settings.base_url and (note := unknown_window_note(self)):
+            self.renderer.info(note)
         self.recorder = self._recorder()
         self.agent: Agent = build_agent(
             settings,
@@ -138,7 +146,7 @@ class ChatApp:
             self.renderer.error(line)
         if settings.deny:  # what a deny rule is, and is not, said where the user set some
             self.renderer.status(f"deny rules: {containment.DEFENCE_IN_DEPTH}")
-        self.baseline = self._worktree()
+        self.baseline = self.worktree()
 
     # ------------------------------------------------------------------ setup helpers
 
@@ -154,7 +162,7 @@ class ChatApp:
             self.renderer.error(f"checkpoints unavailable ({exc}): /undo will not work in this session")
             return None
 
-    def _worktree(self) -> str | None:
+    def worktree(self) -> str | None:
         from clover.gitdiff import is_git_repo, worktree_tree
 
         try:
@@ -248,6 +256,7 @@ class ChatApp:
             result = self._run_agent(attached)
             self.totals.add(result)
             self._report(result)
+            unanswered.take_back(self, text, result)
             self._write_transcript(text, result)
         finally:  # only now: keys typed meanwhile are not echoed into the output above
             self._working = False
@@ -272,7 +281,8 @@ class ChatApp:
         """With stdout redirected (`clover chat > out.txt`) the file gets each request and answer."""
         if self.transcript is None:
             return
-        self.transcript.write(f"› {text}\n\n{result.final_text or '(' + result.exit_status + ')'}\n\n")
+        answer = visible(result.final_text) or f"({result.exit_status})"
+        self.transcript.write(f"› {text}\n\n{answer}\n\n")
         self.transcript.flush()
 
     def _run_agent(self, message: str) -> RunResult:
@@ -285,7 +295,7 @@ class ChatApp:
             return RunResult("interrupted", error="interrupted by the user")
         finally:
             self.renderer.stop_live()
-            _repair(self.agent.messages)
+            unanswered.repair(self.agent.messages)
             self.save()
 
     def start_keys(self) -> None:
@@ -312,10 +322,15 @@ class ChatApp:
         """A tool ran: its whole output kept for /show, its head and tail on screen."""
         shown = call.id in self.approver.previewed
         self.approver.previewed.discard(call.id)
-        self.renderer.tool_result(call, result, diff_shown=shown, output=self.outputs.keep(result))
+        kept = self.outputs.keep(result)
+        self.pending_lines[call.id] = kept.lines
+        self.renderer.tool_result(call, result, diff_shown=shown, output=kept)
 
     def _call_done(self, call: ToolCall, result: ToolResult) -> None:
-        """Every call the model made: those that neither ran nor met the gate are shown here."""
+        """Every call the model made: those that neither ran nor met the gate are shown here; a
+        result's real line count is noted on its message (now the conversation's last)."""
+        if call.id in self.pending_lines and self.agent.messages:
+            self.outputs_seen.note(self.agent.messages[-1], self.pending_lines.pop(call.id))
         if any(result.data.get(k) for k in ("format_error", "held", "repeated", "stopped")):
             self.renderer.call_not_run(call, result)
 
@@ -346,6 +361,9 @@ class ChatApp:
         if session is None:
             started = any(m.get("role") == "user" for m in self.agent.messages)
             self.renderer.info("no session chosen" + ("" if started else f": a new one ({self.session.id})"))
+            return True
+        if not resume.confirm_backend(self, session):
+            self.renderer.info(f"a new session ({self.session.id}); {session.id} stays saved")
             return True
         resume.restore(self, session)
         return True
@@ -403,61 +421,11 @@ class ChatApp:
     # ------------------------------------------------------------------ files
 
     def undo(self, redo: bool, arg: str = "") -> None:
-        """/undo, /redo: this session's latest request, exactly what its steps changed; the plan is
-        shown first and, on a terminal, confirmed. `arg`: `force` also overwrites paths changed
-        since (the user's version saved first), `yes` does not ask."""
-        from clover.tools import undoreport
-        from clover.tools.checkpoints import SnapshotError
-
-        if self.recorder is None:
-            self.renderer.error("checkpoints are off or unavailable here")
-            return
-        words, store = set(arg.split()), self.recorder.checkpoints
-        force = "force" in words
-        try:
-            group, plan = store.plan(redo=redo, session=self.session.id, force=force)
-        except SnapshotError as exc:
-            self.renderer.error(
-                f"{exc} (clover undo --list shows every session's requests)"
-                if "nothing" in str(exc)
-                else str(exc)
-            )
-            return
-        for line in undoreport.describe(store.repo, group, plan):
-            self.renderer.info(line)
-        if not (plan.actions or plan.moves or plan.settled):
-            self.renderer.error("nothing can be done: every path conflicts")
-            return
-        if self.tty and "yes" not in words:
-            try:
-                answer = self.input.ask(f"{'Redo' if redo else 'Undo'} this? [y/N] ")
-            except (EOFError, KeyboardInterrupt):
-                answer = ""
-            if answer.strip().lower() not in ("y", "yes"):
-                self.renderer.info("nothing was done")
-                return
-        try:
-            _group, outcome = store.apply(plan, session=self.session.id, force=force)
-        except (SnapshotError, OSError) as exc:
-            self.renderer.error(str(exc))
-            return
-        lines = undoreport.summary(outcome, redo)
-        self.renderer.note(("↷ " if redo else "↶ ") + lines[0] + f" (request {group.request}: {group.label})")
-        for line in lines[1:]:
-            self.renderer.info(line)
+        """/undo, /redo (undo_view.py)."""
+        undo_view.undo(self, redo, arg)
 
     def show_diff(self) -> None:
-        from clover.gitdiff import diff_trees
-
-        if self.baseline is None:
-            self.renderer.error("/diff needs a git repository")
-            return
-        now = self._worktree()
-        diff = diff_trees(self.root, self.baseline, now) if now else ""
-        if not diff.strip():
-            self.renderer.info("no changes in this session")
-            return
-        self.renderer.diff(diff)
+        undo_view.show_diff(self)
 
     # ------------------------------------------------------------------ status
 
@@ -484,30 +452,14 @@ def _display_name(settings: Settings) -> str:
     return settings.model
 
 
-def _repair(messages: list[Message]) -> None:
-    """After an interruption every tool call of the last assistant turn must have its answer."""
-    for i in range(len(messages) - 1, -1, -1):
-        if messages[i].get("role") == "assistant":
-            wanted = [c.get("id") for c in messages[i].get("tool_calls") or []]
-            have = {m.get("tool_call_id") for m in messages[i + 1 :] if m.get("role") == "tool"}
-            for j, call in enumerate(messages[i].get("tool_calls") or []):
-                if wanted[j] not in have:
-                    messages.append(
-                        {
-                            "role": "tool",
-                            "tool_call_id": wanted[j],
-                            "name": call.get("function", {}).get("name", ""),
-                            "content": "not run: interrupted by the user",
-                        }
-                    )
-            return
-
-
 def run_chat(settings: Settings, root: Path, resume: str | None = None, live: bool = True) -> int:
     """The `clover chat` entry: returns the exit code. `resume`: see ChatApp.run."""
     try:
         app = ChatApp(settings, root, live=live)
+    except ClosedWhileLoading:
+        print("clover: closed (Ctrl-D) before the model loaded", file=sys.stderr)
+        return 0
     except (ModelError, ValueError, OSError) as exc:  # bad model, permission rule or directory
-        print(f"clover: {exc}", file=sys.stderr)
+        print(f"clover: {visible(str(exc))}", file=sys.stderr)
         return 2
     return app.run(resume=resume)

@@ -1,9 +1,12 @@
 """Approvals: before an edit or a command runs (as the permission mode asks), show the diff or the
 command and ask. On a terminal one key answers, as in Claude Code: `y` yes, `a` yes and don't ask
 again (for an edit: all edits this session, i.e. auto-edit), `n` or Esc no, and the turn stops so the
-user can say what to do instead. Without a terminal an answer line is read (`n, use pytest -x` is a
-no that tells the model what to do, and the turn goes on with it). Edit previews are the edit tool's
-own dry run (tools/files.py `plan`), so the user sees exactly what the tool is about to do."""
+user can say what to do instead. A key answers only as the first key typed at the question; any
+other text typed there (menu.approve) is the reply: a no that tells the model what to do, and the
+turn goes on with it. Without a terminal an answer line is read the same way (`n, use pytest -x`).
+Edit previews are the edit tool's own dry run (tools/files.py `plan`), so the user sees exactly what
+the tool is about to do; they, and commands, are shown with their control characters as escapes and
+long lines wrapped (toolview.diff_view)."""
 
 from __future__ import annotations
 
@@ -17,16 +20,17 @@ from rich.syntax import Syntax
 from rich.text import Text
 
 from clover.core.protocols import Environment, Tool, ToolCall
-from clover.repl.menu import Option
+from clover.repl.menu import TYPED, Option
+from clover.repl.toolview import diff_view
+from clover.terminal_text import visible
 from clover.tools.permissions import offered_prefix
 from clover.tools.permrules import join_words
-from clover.tools.textio import escape_controls
 
 YES, ALWAYS, ALL_EDITS, PREFIX, NO = "yes", "always", "all-edits", "prefix", "no"
 QUESTION = "Allow? [y]es / [n]o / [a]lways this session, or say what to do instead: "
 WORDS = {"y": YES, "yes": YES, "n": NO, "no": NO, "a": ALWAYS, "always": ALWAYS, "p": PREFIX}
 _NO_WITH_REASON = re.compile(r"^no?\b[\s,.:;!-]+(?P<rest>\S.*)$", re.I | re.S)
-Menu = Callable[[str, Sequence[Option], str | None], str]
+Menu = Callable[[str, Sequence[Option], str], tuple[str, str]]  # (value, "") or (TYPED, the reply)
 
 
 def parse_answer(text: str) -> tuple[str, str] | None:
@@ -41,6 +45,19 @@ def parse_answer(text: str) -> tuple[str, str] | None:
     if len(answer.split()) >= 2:  # a sentence, not a mistyped letter
         return NO, answer
     return None
+
+
+def typed_reply(text: str, options: Sequence[Option]) -> tuple[str, str]:
+    """What a reply typed at the menu means: a word naming one of its answers (`yes`, `always`), or
+    else a no with the user's words for the model (a single word too: it was typed, not a key)."""
+    values = [o.value for o in options]
+    parsed = parse_answer(text)
+    if parsed is not None:
+        answer, feedback = parsed
+        answer = values[1] if answer == ALWAYS else answer
+        if answer in values:
+            return answer, feedback
+    return NO, text.strip()
 
 
 def _fit(text: str, room: int) -> str:
@@ -130,12 +147,11 @@ class Approver:
         command = command_of(call.arguments)
         if diff:
             self.previewed.add(call.id)
-            if self.console.is_terminal:
-                self.console.print(Syntax(diff, "diff", theme="ansi_dark", background_color="default"))
-            else:
-                self.console.print(Text(diff.rstrip("\n")))
+            self.console.print(
+                diff_view(diff, self.console.is_terminal), soft_wrap=not self.console.is_terminal
+            )
         elif command is not None:
-            shown = escape_controls(command)  # control characters as escapes: the preview is what runs
+            shown = visible(command)  # control characters as escapes: the preview is what runs
             if shown.strip() not in self.call_shown:  # the ⏺ line cut it: show it whole
                 if self.console.is_terminal:
                     self.console.print(
@@ -144,9 +160,9 @@ class Approver:
                 else:
                     self.console.print(Text(shown), soft_wrap=True)
         elif preview:
-            self.console.print(Text(preview))
+            self.console.print(Text(visible(preview)))
         else:
-            self.console.print(Text(str(call.arguments)))
+            self.console.print(Text(visible(str(call.arguments))))
 
     def __call__(self, call: ToolCall, tool: Tool, preview: str = "") -> str:
         if self.before_ask:
@@ -160,10 +176,10 @@ class Approver:
     def _ask(self, call: ToolCall, preview: str, tool: Tool | None = None) -> str:
         exec_start = call.name == "exec"  # a program a running command starts (the exec check asks)
         if exec_start:
-            self.console.print(Text(escape_controls(preview), style="yellow"))
+            self.console.print(Text(visible(preview), style="yellow"))
         self.show(call, preview, tool)
         words = offered_prefix("bash" if exec_start else call.name, call.arguments or {})
-        prefix = escape_controls(join_words(words)) if words else ""
+        prefix = visible(join_words(words)) if words else ""
         if exec_start:
             self.always_hint = "this exact program start"
         try:
@@ -182,7 +198,7 @@ class Approver:
             return YES
         if answer == ALWAYS and self.menu is not None and self.always_hint:
             self.console.print(
-                Text(f"  allowed for the rest of this session: {self.always_hint}", style="dim")
+                Text(f"  allowed for the rest of this session: {visible(self.always_hint)}", style="dim")
             )
         return answer
 
@@ -190,7 +206,8 @@ class Approver:
         options = options_for(tool, self.always_hint, self.console.width, self.all_edits, prefix)
         if self.menu is not None:
             what = "edit" if getattr(tool, "edits_files", False) else "call"
-            return self.menu(f"Allow this {what}?", options, NO), ""
+            value, text = self.menu(f"Allow this {what}?", options, NO)
+            return typed_reply(text, options) if value == TYPED else (value, "")
         if options[1].value == ALL_EDITS:
             self.console.print(
                 Text("  [a]lways allows all edits for the rest of this session (auto-edit)", style="dim")
@@ -198,7 +215,7 @@ class Approver:
         elif self.always_hint:
             self.console.print(
                 Text(
-                    f"  [a]lways allows {escape_controls(self.always_hint)} for the rest of this session",
+                    f"  [a]lways allows {visible(self.always_hint)} for the rest of this session",
                     style="dim",
                 )
             )

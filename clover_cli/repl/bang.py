@@ -57,6 +57,8 @@ def run_user_command(app: ChatApp, command: str) -> ToolResult | None:
     app.keep_result(call, result)
     content = f"{MARKER}\n$ {command}\n{redact(result.output)}"
     app.agent.messages.append({"role": "user", "content": content})
+    if call.id in app.pending_lines:  # the output as it ran, not the message's cut copy
+        app.outputs_seen.note(app.agent.messages[-1], app.pending_lines.pop(call.id))
     app.save()
     return result
 

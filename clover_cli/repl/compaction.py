@@ -5,6 +5,7 @@ task state are re-injected, and the recent turns are kept verbatim."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 from clover.core.protocols import EventHandler, Message, Model
@@ -18,6 +19,7 @@ SUMMARY_PROMPT = (
     "important results, errors still open, and what remains to do. Plain text, at most 300 words."
 )
 ACK = "Understood. I will continue from this summary."
+CUT_SHORT = ("length", "incomplete", "repetition")  # finish reasons of a summary that is not whole
 MARKER = "[Earlier conversation, compacted]"
 
 
@@ -83,6 +85,7 @@ class Compaction:
     summary: str
     by_model: bool
     applied: bool = True  # False: the compacted form was no smaller, so the messages were kept
+    cut: str = ""  # the summary's finish reason when it was cut short ("length": max_tokens)
 
 
 def compact(
@@ -112,9 +115,12 @@ def compact(
             f"{transcript(old, int(window * 2))}\n</conversation>",
         },
     ]
-    summary, by_model = "", True
+    summary, by_model, cut_short = "", True, ""
     try:
-        summary = model.complete(request, [], on_event).text.strip()
+        turn = model.complete(request, [], on_event)
+        summary = turn.text.strip()
+        if turn.finish_reason in CUT_SHORT and summary:  # not a whole summary: said, here and to the user
+            cut_short, summary = turn.finish_reason, summary + "\n[the summary was cut off here]"
     except KeyboardInterrupt:
         raise
     except Exception:  # the summary is a nicety; a mechanical one keeps the session going
@@ -131,9 +137,17 @@ def compact(
         injected.append({"role": "assistant", "content": ACK})
     after = estimate_tokens(injected + tail)
     if after >= before:
-        return Compaction(len(old), before, after, summary, by_model, applied=False)
+        return Compaction(len(old), before, after, summary, by_model, applied=False, cut=cut_short)
     messages[:] = injected + tail
-    return Compaction(len(old), before, after, summary, by_model)
+    return Compaction(len(old), before, after, summary, by_model, cut=cut_short)
+
+
+def is_overflow(exc: Exception) -> bool:
+    """A context-length refusal: flagged by the OpenAI backend (server_errors.py's table), or the
+    local model's own wording."""
+    return bool(getattr(exc, "context_overflow", False)) or bool(
+        re.search(r"-token context of|maximum context length", str(exc))
+    )
 
 
 def task_state(current_request: str, changed: str) -> str:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from clover.prompts import project_instructions, system_prompt
 from clover.repl import compaction
 from clover.repl.attach import attach_mentions
+from clover.repl.guard import TRUNCATED
 
 if TYPE_CHECKING:
     from clover.repl.app import ChatApp
@@ -40,6 +41,11 @@ def compact(app: ChatApp, forced: bool) -> bool:
     """Summarise the older turns; True when the conversation got smaller."""
     renderer = app.renderer
     state = compaction.task_state(app.current_request, _git_status(app.root))
+    if app.history_by:  # the summary replaces turns this model did not write: say so first
+        renderer.warn(
+            f"compacting with {app.model_name()}: it summarises turns written by {app.history_by} "
+            "(the session file keeps the summary in their place)"
+        )
     renderer.begin_progress("compacting: the model summarises the older turns")
     try:
         done = compaction.compact(
@@ -66,9 +72,12 @@ def compact(app: ChatApp, forced: bool) -> bool:
         return False
     app.context_tokens = 0
     how = "a summary by the model" if done.by_model else "a list of the earlier requests"
+    if done.cut:
+        how = f"a summary by the model, cut short ({TRUNCATED.get(done.cut, done.cut)})"
     instructions = re.search(r"# Project instructions \((\S+)\)", project_instructions(app.root))
     kept = f"{instructions.group(1)} and the task" if instructions else "the task"
-    renderer.note(f"⟳ context compacted: {done.removed} older messages → {how} ({sizes}; {kept} re-injected)")
+    say = renderer.warn if done.cut else renderer.note
+    say(f"⟳ context compacted: {done.removed} older messages → {how} ({sizes}; {kept} re-injected)")
     app.save()
     return True
 

@@ -10,14 +10,17 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 from clover.call_log import CallLog
 from clover.core.protocols import AssistantTurn, Message, Model, ModelError, StreamEvent
 from clover.exit_codes import ExitCode, decide
+from clover.repl.compaction import is_overflow
 from clover.repl.guard import TRUNCATED, guarded_complete, truncation
 from clover.settings import Settings
+from clover.terminal_text import visible
 
 FORMATS = ("text", "json", "stream-json")
 
@@ -32,10 +35,13 @@ def read_prompt(prompt: str | None, stdin: IO[str]) -> str:
 
 
 class RecordingModel:
-    """The model behind the runaway guard, remembering the last turn (was it cut short?)."""
+    """The model behind the runaway guard, remembering the last turn (was it cut short?). A request
+    the server refuses as too long for its context is compacted (the older turns summarised, as the
+    chat does) and asked once more; `notice` says so."""
 
-    def __init__(self, inner: Model) -> None:
+    def __init__(self, inner: Model, notice: Callable[[str], None] | None = None) -> None:
         self.inner = inner
+        self.notice = notice or (lambda line: None)
         self.last: AssistantTurn | None = None
         self.name = getattr(inner, "name", "")
         self.context_window = getattr(inner, "context_window", 0)
@@ -46,8 +52,38 @@ class RecordingModel:
     def complete(
         self, messages: list[Message], tools: list[Any], on_event: Any = None, options: Any = None
     ) -> AssistantTurn:
-        self.last = guarded_complete(self.inner, messages, tools, on_event, options)
+        try:
+            self.last = guarded_complete(self.inner, messages, tools, on_event, options)
+        except ModelError as exc:
+            if not is_overflow(exc) or not self._compact(messages):
+                raise
+            self.last = guarded_complete(self.inner, messages, tools, on_event, options)
         return self.last
+
+    def _compact(self, messages: list[Message]) -> bool:
+        """The conversation, compacted in place (the agent's own list); False: nothing to gain."""
+        from clover.repl import compaction
+
+        first = messages[0] if messages else {}
+        system = str(first.get("content") or "") if first.get("role") == "system" else ""
+        request = next((str(m.get("content") or "") for m in messages if m.get("role") == "user"), "")
+        window = int(getattr(self.inner, "context_window", 0) or 0)  # learnt from the refusal, maybe
+        done = compaction.compact(
+            messages,
+            self.inner,
+            system_prompt=system,
+            task_state=compaction.task_state(request, ""),
+            window=window,
+            keep_tokens=0,
+        )
+        if done is None or not done.applied:
+            return False
+        context = f"{window:,}-token context" if window else "context"
+        self.notice(
+            f"the conversation was too long for {self.name}'s {context}: {done.removed} older messages "
+            f"compacted (~{done.before_tokens:,} → ~{done.after_tokens:,} tokens), asking again"
+        )
+        return True
 
     def cut_reason(self) -> str:
         """The last reply's finish reason when it was incomplete (repl/guard.py), else ''."""
@@ -78,9 +114,9 @@ def run_print(
         inner = model if model is not None else build_model(settings)
         env = build_environment(settings, root)
     except (ModelError, SandboxUnavailable, ValueError, OSError) as exc:
-        print(f"clover: {exc}", file=err)
+        print(f"clover: {visible(str(exc))}", file=err)
         return ExitCode.USAGE
-    recording = RecordingModel(inner)
+    recording = RecordingModel(inner, notice=lambda line: print(f"clover: {visible(line)}", file=err))
     from clover import containment
 
     bounds = containment.of(settings, env)
@@ -117,7 +153,7 @@ def run_print(
             recorder=recorder,
         )
     except ValueError as exc:  # a bad permission rule
-        print(f"clover: {exc}", file=err)
+        print(f"clover: {visible(str(exc))}", file=err)
         return ExitCode.USAGE
     log.bind(agent.tools)
     result = agent.run(prompt)
@@ -125,7 +161,12 @@ def run_print(
     cut = recording.cut_reason() if result.exit_status == "submitted" else ""
     # A question needs no change: refusals decide only when nothing that can change files ran.
     outcome = decide(
-        result.exit_status, refused=len(log.denials), changed=log.mutated, needs_change=False, cut=cut
+        result.exit_status,
+        refused=len(log.denials),
+        changed=log.mutated,
+        needs_change=False,
+        cut=cut,
+        outside_competence=bool(result.stats.get("outside_competence")),
     )
     error = result.error.removeprefix("model error: ModelError: ")
     summary = {
@@ -150,17 +191,24 @@ def run_print(
     elif output_format == "stream-json":
         out.write(json.dumps({"type": "result", **summary}) + "\n")
     else:
-        if result.final_text:
-            out.write(result.final_text.rstrip() + "\n")
+        if result.final_text:  # text output is for people: the model's words cannot act on the terminal
+            out.write(visible(result.final_text.rstrip()) + "\n")
         if cut:
             print(f"clover: truncated: {TRUNCATED[cut]}", file=err)
         if result.exit_status != "submitted":
-            print(f"clover: {result.exit_status}: {error}", file=err)
+            print(f"clover: {result.exit_status}: {visible(error)}", file=err)
     if outcome.code == ExitCode.REFUSED:
+        allows = (
+            "--yes or --mode auto-edit allow them"
+            if settings.mode in ("ask", "plan")
+            else "--yes allows them"
+        )
         print(
             f"clover: {len(log.denials)} tool call(s) refused in {settings.mode} mode and nothing changed "
-            f"(exit {int(outcome.code)}); --yes or --mode auto-edit allow them",
+            f"(exit {int(outcome.code)}); {allows}, or allow rules in the config let chosen commands run",
             file=err,
         )
+    elif outcome.label == "outside_competence" and output_format == "text":
+        print(f"clover: the model says this request is beyond it (exit {int(outcome.code)})", file=err)
     out.flush()
     return int(outcome.code)

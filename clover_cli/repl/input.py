@@ -1,10 +1,12 @@
 """The prompt: prompt-toolkit with persistent history, Enter sends, Alt-Enter / Esc-Enter adds a
-line, bracketed paste kept whole (prompt-toolkit inserts a paste as one piece, newlines included), completion
+line, bracketed paste kept whole (a long paste is `[Pasted text #1 +300 lines]` while the line is
+edited, as in Claude Code; the message sent, the history and the scrollback get all of it), completion
 of slash commands and @path mentions, Shift+Tab cycles the permission mode (shown at the right of the input
 line), a hint in the empty line when there is one. Plain line reading when stdin is not a terminal."""
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable, Sequence
 from html import escape
@@ -15,15 +17,53 @@ from prompt_toolkit import PromptSession, print_formatted_text
 from prompt_toolkit.application import get_app
 from prompt_toolkit.completion import Completer
 from prompt_toolkit.filters import completion_is_selected
-from prompt_toolkit.formatted_text import HTML
+from prompt_toolkit.formatted_text import HTML, FormattedText
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings
+from prompt_toolkit.keys import Keys
 from prompt_toolkit.styles import Style
 
-from clover.repl.menu import Option, choose
+from clover.repl.menu import Option, approve, choose
 from clover.repl.reflow import install_prompt
+from clover.terminal_text import visible
 
 PROMPT_STYLE = Style.from_dict({"mode": "ansibrightblack", "hint": "ansibrightblack italic"})
+PASTE_LINES = 3  # a paste of more lines than this, or of more characters than PASTE_CHARS, is a
+PASTE_CHARS = 1000  # placeholder while the line is edited (the terminal shows its last rows only)
+_PLACEHOLDER = re.compile(r"\[Pasted text #(\d+) \+\d+ lines?\]")
+
+
+class Pastes:
+    """The long pastes of this chat, by number; `expand` puts them back in place of their placeholders."""
+
+    def __init__(self) -> None:
+        self.blocks: list[str] = []
+
+    def add(self, text: str) -> str:
+        self.blocks.append(text)
+        lines = text.rstrip("\n").count("\n") + 1
+        return f"[Pasted text #{len(self.blocks)} +{lines} line{'s' if lines != 1 else ''}]"
+
+    def used(self, text: str) -> list[str]:
+        return [self.blocks[int(n) - 1] for n in _PLACEHOLDER.findall(text) if 0 < int(n) <= len(self.blocks)]
+
+    def expand(self, text: str) -> str:
+        def block(m: re.Match[str]) -> str:
+            n = int(m.group(1))
+            return self.blocks[n - 1] if 0 < n <= len(self.blocks) else m.group(0)
+
+        return _PLACEHOLDER.sub(block, text)
+
+
+class PasteHistory(FileHistory):
+    """The history keeps what was sent: a paste's text, not its placeholder."""
+
+    def __init__(self, path: str, pastes: Pastes) -> None:
+        super().__init__(path)
+        self.pastes = pastes
+
+    def append_string(self, string: str) -> None:
+        super().append_string(self.pastes.expand(string))
 
 
 class ChatInput:
@@ -53,10 +93,11 @@ class ChatInput:
         self.hint = ""  # a one-off line under the prompt (e.g. after a declined call)
         self.session: PromptSession[str] | None = None
         self.session_kwargs = session_kwargs or {}
+        self.pastes = Pastes()
         if tty or session_kwargs:
             history_path.parent.mkdir(parents=True, exist_ok=True)
             self.session = PromptSession(
-                history=FileHistory(str(history_path)),
+                history=PasteHistory(str(history_path), self.pastes),
                 completer=completer,
                 complete_while_typing=True,
                 key_bindings=self._bindings(),
@@ -92,6 +133,13 @@ class ChatInput:
             self.interrupted_empty = not event.current_buffer.text
             event.app.exit(exception=KeyboardInterrupt(), style="class:aborting")
 
+        @kb.add(Keys.BracketedPaste)
+        def _paste(event: Any) -> None:
+            text = event.data.replace("\r\n", "\n").replace("\r", "\n")
+            if text.count("\n") >= PASTE_LINES or len(text) > PASTE_CHARS:
+                text = self.pastes.add(text)
+            event.current_buffer.insert_text(text)
+
         @kb.add("s-tab")
         def _cycle(event: Any) -> None:
             if self.cycle_mode is not None:
@@ -126,11 +174,15 @@ class ChatInput:
                 return line
             default, self.pending = self.pending, ""
             try:
-                return self.session.prompt(
+                text = self.session.prompt(
                     HTML(f"<b><ansicyan>{escape(prompt)}</ansicyan></b>"), default=default
                 )
             finally:
                 self.hint = ""
+            for block in self.pastes.used(text):  # the whole paste in the scrollback, under its line
+                shown = FormattedText([("ansibrightblack", visible(block.rstrip("\n")))])
+                print_formatted_text(shown, output=self.session.output)
+            return self.pastes.expand(text)
         line = self.stdin.readline()
         if not line:
             raise EOFError
@@ -143,6 +195,16 @@ class ChatInput:
     def choose(self, question: str, options: Sequence[Option], escape_value: str | None) -> str:
         """One key among `options` (a terminal only); see menu.choose."""
         return choose(
+            question,
+            options,
+            escape=escape_value,
+            input=self.session_kwargs.get("input"),
+            output=self.session_kwargs.get("output"),
+        )
+
+    def approve(self, question: str, options: Sequence[Option], escape_value: str) -> tuple[str, str]:
+        """An approval: one key, or a typed reply (a terminal only); see menu.approve."""
+        return approve(
             question,
             options,
             escape=escape_value,

@@ -1,19 +1,30 @@
-"""A one-question menu on the terminal (prompt-toolkit's choice input): arrows and Enter, the option's
-number, or its own letter (`y`, `a`, `n`) choose at once, without Enter, as in Claude Code's
-approval menu; Esc gives the option marked for it. Used by approvals and the `--resume` picker."""
+"""One-question menus on the terminal. `choose` (prompt-toolkit's choice input, the `--resume`
+picker): arrows and Enter, the option's number or its letter choose at once; Esc gives the option
+marked for it. `approve` (the approval question) also takes a typed reply: its keys answer only as
+the first key typed while it is shown (a letter when nothing follows it within KEY_GRACE, a
+number at once); anything else typed is text, shown under the options and sent with Enter as the
+"say what to do instead" reply, so an instruction typed at the question ("please run only
+test_add") is never read as keys. Keys typed before the question appeared start that text too."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from prompt_toolkit.application import create_app_session
+from prompt_toolkit.application import Application, create_app_session, get_app_session
 from prompt_toolkit.formatted_text import FormattedText
+from prompt_toolkit.input.typeahead import get_typeahead
 from prompt_toolkit.key_binding import KeyBindings
+from prompt_toolkit.keys import Keys
+from prompt_toolkit.layout import Layout, Window
+from prompt_toolkit.layout.controls import FormattedTextControl
 from prompt_toolkit.shortcuts.choice_input import ChoiceInput
 from prompt_toolkit.styles import Style
+
+from clover.terminal_text import visible
 
 STYLE = Style.from_dict(
     {
@@ -21,8 +32,11 @@ STYLE = Style.from_dict(
         "number": "ansibrightblack",
         "key": "ansibrightblack",
         "question": "bold ansiyellow",
+        "typed": "bold",
     }
 )
+KEY_GRACE = 0.5  # seconds a menu letter waits for a next key: none, it answers; one, it was text
+TYPED = "typed"  # approve's answer when the user typed a reply instead of choosing
 
 
 class _Menu(ChoiceInput[str]):
@@ -75,9 +89,9 @@ def choose(
         shown = [*option.keys, *(["Esc"] if option.value == escape else [])]
         return f"  ({', '.join(shown)})" if shown else ""
 
-    labels = [(o.value, FormattedText([("", o.label), ("class:key", keys(o))])) for o in options]
+    labels = [(o.value, FormattedText([("", visible(o.label)), ("class:key", keys(o))])) for o in options]
     menu = _Menu(
-        message=FormattedText([("class:question", question)]),
+        message=FormattedText([("class:question", visible(question))]),
         options=labels,
         style=STYLE,
         symbol="❯",
@@ -88,3 +102,122 @@ def choose(
     )
     with session or contextlib.nullcontext():
         return menu.prompt()
+
+
+def _keys_label(option: Option, escape: str | None) -> str:
+    shown = [*option.keys, *(["Esc"] if option.value == escape else [])]
+    return f"  ({', '.join(shown)})" if shown else ""
+
+
+def approve(
+    question: str,
+    options: Sequence[Option],
+    *,
+    escape: str,
+    grace: float = KEY_GRACE,
+    input: Any = None,
+    output: Any = None,
+) -> tuple[str, str]:
+    """(an option's value, "") when chosen, or (TYPED, the text) when a reply was typed and sent with
+    Enter. Esc gives `escape`; Ctrl-C raises KeyboardInterrupt, Ctrl-D EOFError."""
+    state = {"selected": 0, "typed": ""}
+    letters = {key: o.value for o in options for key in o.keys}
+    kb = KeyBindings()
+
+    def answer(event: Any, value: str, text: str = "") -> None:
+        event.app.exit(result=(value, text))
+
+    def type_text(event: Any, text: str) -> None:
+        first = not state["typed"]
+        state["typed"] += text
+        value = letters.get(state["typed"]) if first and len(text) == 1 else None
+        if value is not None:  # a menu letter as the first key: it answers unless a key follows
+            app = event.app
+
+            def fire() -> None:
+                if state["typed"] == text and not app.is_done:
+                    app.exit(result=(value, ""))
+
+            asyncio.get_running_loop().call_later(grace, fire)
+
+    @kb.add(Keys.Any)
+    def _key(event: Any) -> None:
+        if event.data and event.data.isprintable():
+            type_text(event, event.data)
+
+    @kb.add(Keys.BracketedPaste)
+    def _paste(event: Any) -> None:
+        type_text(event, " ".join(event.data.split()) + " " if event.data.strip() else "")
+
+    for number, option in enumerate(options[:9], 1):
+
+        @kb.add(str(number), eager=True)
+        def _number(event: Any, value: str = option.value, digit: str = str(number)) -> None:
+            if state["typed"]:
+                type_text(event, digit)
+            else:
+                answer(event, value)
+
+    @kb.add("up")
+    def _up(event: Any) -> None:
+        state["selected"] = (state["selected"] - 1) % len(options)
+
+    @kb.add("down")
+    def _down(event: Any) -> None:
+        state["selected"] = (state["selected"] + 1) % len(options)
+
+    @kb.add("backspace")
+    def _back(event: Any) -> None:
+        state["typed"] = state["typed"][:-1]
+
+    @kb.add("enter")
+    def _enter(event: Any) -> None:
+        typed = state["typed"].strip()
+        if not typed:
+            answer(event, options[state["selected"]].value)
+        elif typed in letters:
+            answer(event, letters[typed])
+        else:
+            answer(event, TYPED, typed)
+
+    @kb.add("escape", eager=True)
+    def _escape(event: Any) -> None:
+        answer(event, escape)
+
+    @kb.add("c-c", eager=True)
+    def _interrupt(event: Any) -> None:
+        event.app.exit(exception=KeyboardInterrupt(), style="class:aborting")
+
+    @kb.add("c-d", eager=True)
+    def _closed(event: Any) -> None:
+        event.app.exit(exception=EOFError(), style="class:aborting")
+
+    def view() -> FormattedText:
+        parts: list[tuple[str, str]] = [("class:question", visible(question) + "\n")]
+        for i, option in enumerate(options):
+            chosen = i == state["selected"] and not state["typed"]
+            parts.append(("class:selected-option" if chosen else "", f"{'❯' if chosen else ' '} {i + 1}. "))
+            parts.append(("class:selected-option" if chosen else "", visible(option.label)))
+            parts.append(("class:key", _keys_label(option, escape) + "\n"))
+        if state["typed"]:
+            parts.append(("class:typed", f"› {visible(state['typed'])}▏"))
+            parts.append(("class:key", "  Enter: refuse and tell Clover this · Esc: no"))
+        else:
+            parts.append(("class:key", "  or type what Clover should do instead"))
+        return FormattedText(parts)
+
+    session = (
+        create_app_session(input=input, output=output) if input is not None or output is not None else None
+    )
+    with session or contextlib.nullcontext():
+        # keys typed before the question showed were meant for something else: text, never an answer
+        early = get_typeahead(get_app_session().input)
+        state["typed"] = "".join(k.data for k in early if k.data.isprintable())
+        app: Application[tuple[str, str]] = Application(
+            layout=Layout(Window(FormattedTextControl(view, show_cursor=False), wrap_lines=True)),
+            key_bindings=kb,
+            style=STYLE,
+            erase_when_done=True,
+            full_screen=False,
+        )
+        return app.run()

@@ -6,10 +6,10 @@ answer would remember, and a refusal carries what the user said instead."""
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import TYPE_CHECKING, Any
 
 from clover.core.protocols import AssistantTurn, Message, Model, ModelError, Tool, ToolCall, TurnOptions
+from clover.repl.compaction import is_overflow
 from clover.repl.guard import guarded_complete, truncation
 from clover.repl.permissions_view import always_rules, rule_label
 from clover.repl.render import describe_call
@@ -52,7 +52,7 @@ class ObservedModel:
         try:
             return self._complete(messages, tools, options)
         except ModelError as exc:
-            if not _overflow(exc):
+            if not is_overflow(exc):
                 raise
             # The server's context is smaller than we knew: compact (in place) and ask once more.
             self.app.renderer.note(
@@ -77,13 +77,6 @@ class ObservedModel:
             cut = truncation(turn)
             if cut:
                 renderer.warn(f"⚠ truncated: {cut}")
-
-
-def _overflow(exc: Exception) -> bool:
-    """A context-length refusal: flagged by the OpenAI backend, or the local model's own wording."""
-    return bool(getattr(exc, "context_overflow", False)) or bool(
-        re.search(r"-token context of|maximum context length", str(exc))
-    )
 
 
 def _merged(session: TurnOptions | None, turn: TurnOptions | None) -> TurnOptions | None:

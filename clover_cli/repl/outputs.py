@@ -13,7 +13,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from clover.core.protocols import ToolResult
+from clover.core.protocols import Message, ToolResult
 from clover.repl.toolview import split_exit
 
 TAIL_BYTES = 64 * 1024  # enough for the last lines of a spilled output
@@ -93,3 +93,27 @@ def _count_file_lines(path: Path) -> int:
             newlines += chunk.count(b"\n")
             last = chunk[-1:]
     return newlines + (last != b"\n")
+
+
+class SeenLines:
+    """How many lines each result shown in the chat really had, by its message (the message keeps
+    the model's cut copy: a 10,000-line output is a 3,423-line message). Saved with the session by
+    message index, so a resumed session's replay counts what ran, not the copy."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, tuple[Message, int]] = {}  # the message itself: ids are reused
+
+    def note(self, message: Message, lines: int) -> None:
+        self._by_id[id(message)] = (message, lines)
+
+    def lines(self, message: Message) -> int | None:
+        entry = self._by_id.get(id(message))
+        return entry[1] if entry is not None and entry[0] is message else None
+
+    def saved(self, messages: list[Message]) -> dict[str, int]:
+        return {str(i): n for i, m in enumerate(messages) if (n := self.lines(m)) is not None}
+
+    def load(self, messages: list[Message], saved: dict[str, int]) -> None:
+        for key, lines in (saved or {}).items():
+            if str(key).isdigit() and int(key) < len(messages) and isinstance(lines, int):
+                self.note(messages[int(key)], lines)

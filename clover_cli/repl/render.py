@@ -20,15 +20,14 @@ from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.markdown import Markdown
 from rich.markup import escape
-from rich.syntax import Syntax
 from rich.text import Text
 
 from clover.core.protocols import AssistantTurn, StreamEvent, ToolCall, ToolResult
 from clover.repl.diffusion_view import DiffusionView
 from clover.repl.outputs import StoredOutput, count_lines
 from clover.repl.reflow import install_live
-from clover.repl.toolview import clean, edit_summary, split_exit, tail_lines
-from clover.tools.textio import escape_controls
+from clover.repl.toolview import clean, diff_view, edit_summary, split_exit, tail_lines
+from clover.terminal_text import GuardedConsole, visible
 
 KEY_ARGS = ("command", "path", "file_path", "pattern", "query", "url", "glob")
 RESULT_HEAD = 4  # a tool's output on screen: its first lines and its last (a test summary is last)
@@ -40,10 +39,11 @@ SPIN = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 
 def make_console(tty: bool, file: IO[str] | None = None) -> Console:
-    """A terminal console with colour, or plain text (no ANSI escapes) for pipes and files."""
+    """A terminal console with colour, or plain text (no ANSI escapes) for pipes and files; either
+    way no text it draws can act on the terminal (terminal_text.GuardedConsole)."""
     if tty:
-        return Console(file=file, highlight=False)
-    return Console(
+        return GuardedConsole(file=file, highlight=False)
+    return GuardedConsole(
         file=file or sys.stdout,
         force_terminal=False,
         color_system=None,
@@ -61,14 +61,14 @@ def describe_call(call: ToolCall, width: int = 90) -> str:
     if not parts:
         parts = [v for v in args.values() if isinstance(v, str | int | float) and not isinstance(v, bool)][:1]
     inner = ", ".join(str(p).strip().splitlines()[0] if str(p).strip() else "" for p in parts)
-    inner = escape_controls(inner)  # a command's escape codes must not repaint the line (issue 47)
+    inner = visible(inner)  # a command's escape codes must not repaint the line
     if len(inner) > width:
         inner = inner[: width - 1] + "…"
-    return f"{call.name}({inner})"
+    return f"{visible(call.name)}({inner})"
 
 
 def fold_thinking(thinking: str, seconds: float, width: int = 80) -> str:
-    words = " ".join(thinking.split())
+    words = visible(" ".join(thinking.split()))
     if len(words) > width:
         words = words[: width - 1] + "…"
     return f"∴ thought for {seconds:.1f}s: {words}"
@@ -97,6 +97,10 @@ def fit_parts(parts: list[tuple[str, int]], width: int) -> str:
         kept.remove(min(kept, key=lambda part: part[1]))
     line = " · ".join(text for text, _ in kept)
     return line if len(line) <= width else line[: max(width - 1, 0)] + "…"
+
+
+def _lines(count: int) -> str:
+    return f"{count} line{'s' if count != 1 else ''}"
 
 
 def stored_of(result: ToolResult) -> StoredOutput:
@@ -170,7 +174,7 @@ class Renderer:
         def view() -> RenderableType:
             elapsed = time.monotonic() - started
             spin = SPIN[int(elapsed * 10) % len(SPIN)]
-            streamed = (self.text or self.thinking).splitlines()[-2:]
+            streamed = visible(self.text or self.thinking).splitlines()[-2:]
             line = Text(
                 f"{spin} {label} · {elapsed:.1f}s · ~{(len(self.text) + len(self.thinking)) // 4} tok"
                 f"  ({STOP_KEYS} stops)",
@@ -239,7 +243,7 @@ class Renderer:
             self.console.print(Text(fold_thinking(thinking, seconds, self.console.width - 30), style="dim"))
         if turn is None:
             if self.text.strip():
-                self.console.print(Text(self.text, style="dim"))
+                self.console.print(Text(visible(self.text), style="dim"))
             return
         if turn.text.strip():
             self.answer(turn.text)
@@ -249,16 +253,18 @@ class Renderer:
             )
 
     def answer(self, text: str) -> None:
-        self.console.print(Markdown(text) if self.console.is_terminal else Text(text))
+        """The model's words: markdown on a terminal (links shown as text, not made clickable)."""
+        text = visible(text)
+        self.console.print(Markdown(text, hyperlinks=False) if self.console.is_terminal else Text(text))
 
     def _live_view(self) -> RenderableType:
         parts: list[RenderableType] = []
         elapsed = time.monotonic() - self.started
         if self.text:
-            tail = "\n".join(self.text.splitlines()[-12:])
-            parts.append(Markdown(tail))
+            tail = "\n".join(visible(self.text).splitlines()[-12:])
+            parts.append(Markdown(tail, hyperlinks=False))
         elif self.thinking:
-            tail = self.thinking.splitlines()[-3:]
+            tail = visible(self.thinking).splitlines()[-3:]
             parts.append(Text("\n".join(tail)[-400:], style="dim italic"))
         if self.diffusion.active:
             parts.append(self.diffusion.render(self.console.width - 2))
@@ -282,16 +288,20 @@ class Renderer:
     # ------------------------------------------------------------------ tools
 
     def tool_call(self, call: ToolCall, prefix: str = "⏺ ") -> None:
-        shown = describe_call(call) if call.name else f"?({(call.raw or '').strip()[:60]})"
+        shown = describe_call(call) if call.name else f"?({visible((call.raw or '').strip()[:60])})"
         self.console.print(
             Text.assemble((prefix, "cyan"), (shown, "bold")), overflow="ellipsis", no_wrap=True
         )
 
-    def tool_denied(self, call: ToolCall, reason: str) -> None:
+    def tool_denied(self, call: ToolCall, reason: str) -> int:
+        """A refused call, numbered like every other (`/show N` counts each ⏺ line)."""
         first = reason.splitlines()[0] if reason else "refused"
         if reason.startswith("The user declined this tool call and said: "):
             first = "you said: " + first.removeprefix("The user declined this tool call and said: ")
-        self.console.print(Text(f"  ⎿ not run: {first}", style="yellow"))
+        result = ToolResult(f"not run: {reason or 'refused'}", is_error=True, data={"denied": True})
+        self.results.append(Shown(call, result, stored_of(result)))
+        self.console.print(Text(f"  ⎿ not run: {visible(first)}  [{len(self.results)}]", style="yellow"))
+        return len(self.results)
 
     def call_not_run(self, call: ToolCall, result: ToolResult) -> int:
         """A call the agent answered without running it and without asking (malformed, held back by
@@ -302,7 +312,7 @@ class Renderer:
         reason = result.output.strip().splitlines()[0] if result.output.strip() else "not run"
         what = "malformed" if result.data.get("format_error") else "not run"
         self.console.print(
-            Text(f"  ⎿ ✗ {what}: {reason}  [{len(self.results)}]", style="red"),
+            Text(f"  ⎿ ✗ {what}: {visible(reason)}  [{len(self.results)}]", style="red"),
             overflow="ellipsis",
             no_wrap=True,
         )
@@ -321,16 +331,17 @@ class Renderer:
         diff = data.get("diff")
         if isinstance(diff, str) and diff.strip():
             path = str(data.get("path") or call.arguments.get("path") or "?")
-            self.console.print(Text(f"  ⎿ {mark} {edit_summary(path, diff)}  [{number}]", style="green"))
+            shown = edit_summary(visible(path), diff)
+            self.console.print(Text(f"  ⎿ {mark} {shown}  [{number}]", style="green"))
             if diff_shown:  # the approval showed it a moment ago
                 return number
             diff_lines = diff.splitlines()
-            self._syntax("\n".join(diff_lines[:DIFF_LINES]), "diff")
+            self.diff("\n".join(diff_lines[:DIFF_LINES]))
             if len(diff_lines) > DIFF_LINES:
                 self._more(len(diff_lines) - DIFF_LINES, number)
             return number
         code = output.exit_code
-        what = f"{output.lines} line{'s' if output.lines != 1 else ''}" if output.lines else "no output"
+        what = _lines(output.lines) if output.lines else "no output"
         failed = result.is_error or bool(code)
         if code is not None:
             what += f" · exit {code}"
@@ -366,49 +377,46 @@ class Renderer:
         body = clean(shown.output.read()).rstrip("\n")
         code = shown.output.exit_code
         diff = shown.result.data.get("diff") if isinstance(shown.result.data, dict) else None
-        title = f"[{number}] {describe_call(shown.call)} · {shown.output.lines} lines"
+        title = f"[{number}] {describe_call(shown.call)} · {_lines(shown.output.lines)}"
         if code is not None:
             title += f" · exit {code}"
         if isinstance(diff, str) and diff.strip():
-            body = clean(shown.result.output).rstrip("\n") + "\n" + diff.rstrip("\n")
+            body = clean(shown.result.output).rstrip("\n") + "\n" + visible(diff.rstrip("\n"))
         tall = body.count("\n") + 3 > self.console.size.height
         if self.console.is_terminal and tall and page(f"{title}\n{body}\n", self.console.file):
-            self.info(f"[{number}]: all {shown.output.lines} lines shown in the pager")
+            self.info(f"[{number}]: all {_lines(shown.output.lines)} shown in the pager")
             return
         self.console.rule(escape(title))
         if isinstance(diff, str) and diff.strip():
             self.console.print(Text(clean(shown.result.output).rstrip("\n")), soft_wrap=True)
-            self._syntax(diff.rstrip("\n"), "diff")
+            self.diff(diff)
         else:
             self.console.print(Text(body), soft_wrap=True)
 
-    def _syntax(self, code: str, lexer: str) -> None:
-        if self.console.is_terminal:
-            self.console.print(Syntax(code, lexer, theme="ansi_dark", background_color="default"))
-        else:
-            self.console.print(Text(code), soft_wrap=True)
-
     def diff(self, diff: str) -> None:
-        self._syntax(diff.rstrip("\n"), "diff")
+        self.console.print(diff_view(diff, self.console.is_terminal), soft_wrap=not self.console.is_terminal)
 
     # ------------------------------------------------------------------ messages
 
+    # Clover's messages carry foreign text (file names, a server's words): shown as text.
+
     def info(self, message: str) -> None:
-        self.console.print(Text(message, style="dim"))
+        self.console.print(Text(visible(message), style="dim"))
 
     def note(self, message: str) -> None:
-        self.console.print(Text(message, style="cyan"))
+        self.console.print(Text(visible(message), style="cyan"))
 
     def warn(self, message: str) -> None:
-        self.console.print(Text(message, style="bold yellow"))
+        self.console.print(Text(visible(message), style="bold yellow"))
 
     def error(self, message: str) -> None:
-        self.console.print(Text(message, style="bold red"))
+        self.console.print(Text(visible(message), style="bold red"))
 
     def status(self, text: str) -> None:
-        self.console.print(Text(text, style="dim"), no_wrap=True, overflow="ellipsis")
+        self.console.print(Text(visible(text), style="dim"), no_wrap=True, overflow="ellipsis")
 
     def status_line(self, parts: list[tuple[str, int]]) -> None:
         """One line whatever the width: lower-priority parts are dropped to fit."""
         width = self.console.width - 1 if self.console.is_terminal else 10_000
-        self.console.print(Text(fit_parts(parts, width), style="dim"), no_wrap=True, overflow="ellipsis")
+        line = fit_parts([(visible(text), rank) for text, rank in parts], width)
+        self.console.print(Text(line, style="dim"), no_wrap=True, overflow="ellipsis")

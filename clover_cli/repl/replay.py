@@ -11,7 +11,9 @@ from clover.agent import EMPTY_REPLY
 from clover.core.protocols import Message, ToolCall
 from clover.repl import compaction
 from clover.repl.bang import command_of, is_user_command
+from clover.repl.outputs import SeenLines
 from clover.repl.render import Renderer
+from clover.terminal_text import visible
 
 
 def is_request(message: Message) -> bool:
@@ -29,8 +31,14 @@ def is_request(message: Message) -> bool:
 REPLAY_MESSAGES = 40
 
 
-def replay(renderer: Renderer, messages: list[Message]) -> None:
-    """The saved conversation on screen, compactly: requests, tool calls, answers."""
+def _lines(count: int) -> str:
+    return f"{count} line{'s' if count != 1 else ''}"
+
+
+def replay(renderer: Renderer, messages: list[Message], seen: SeenLines | None = None) -> None:
+    """The saved conversation on screen, compactly: requests, tool calls, answers; each result's line
+    count as it ran (`seen`), else as its message has it."""
+    seen = seen or SeenLines()
     if len(messages) > REPLAY_MESSAGES:
         renderer.info(f"… {len(messages) - REPLAY_MESSAGES} earlier messages")
         messages = messages[-REPLAY_MESSAGES:]
@@ -39,12 +47,14 @@ def replay(renderer: Renderer, messages: list[Message]) -> None:
         if role == "user" and content.startswith(compaction.MARKER):
             renderer.info("⟳ (earlier conversation compacted)")
         elif role == "user" and is_user_command(content):
-            count = len(content.splitlines()) - 2
-            renderer.console.print(Text(f"! {command_of(content)}", style="bold"))
-            renderer.info(f"  ⎿ {count} line{'s' if count != 1 else ''}")
+            count = seen.lines(m)
+            count = len(content.splitlines()) - 2 if count is None else count
+            renderer.console.print(Text(visible(f"! {command_of(content)}"), style="bold"))
+            renderer.info(f"  ⎿ {_lines(count)}")
         elif role == "user" and content != EMPTY_REPLY:
             lines = content.strip().splitlines() or [""]
-            renderer.console.print(Text("› " + lines[0] + (" …" if len(lines) > 1 else ""), style="bold"))
+            shown = "› " + lines[0] + (" …" if len(lines) > 1 else "")
+            renderer.console.print(Text(visible(shown), style="bold"))
         elif role == "assistant":
             for call in m.get("tool_calls") or []:
                 fn = call.get("function", {})
@@ -56,5 +66,5 @@ def replay(renderer: Renderer, messages: list[Message]) -> None:
             if content.strip() and content != compaction.ACK:
                 renderer.answer(content)
         elif role == "tool":
-            count = len(content.splitlines())
-            renderer.info(f"  ⎿ {count} line{'s' if count != 1 else ''}")
+            count = seen.lines(m)
+            renderer.info(f"  ⎿ {_lines(len(content.splitlines()) if count is None else count)}")

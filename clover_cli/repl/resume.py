@@ -2,7 +2,10 @@
 which saved one to continue: `--continue` / `-c` the latest of this directory, `--resume ID` (or a
 prefix, or `last`), `--resume` alone a picker of this directory's sessions (newest first; Esc starts
 a new session instead, as in Codex). A continued session is put back whole: its conversation (with
-a fresh system prompt: AGENTS.md may have changed), its totals, its transcript on screen."""
+a fresh system prompt: AGENTS.md may have changed), its totals, its transcript on screen. A session
+remembers the backend that wrote it (model and server); continuing it on another one is asked first:
+on the session's own, on this one (its compactions then say that another model writes the summary),
+or a new session."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from clover.core.protocols import Message
 from clover.prompts import system_prompt
 from clover.repl.bang import command_of
 from clover.repl.menu import Option
-from clover.repl.outputs import OutputStore
+from clover.repl.outputs import OutputStore, SeenLines
 from clover.repl.replay import is_request, replay
 from clover.repl.sessions import Session, SessionError, new_session_id
 from clover.repl.status import Totals
@@ -24,6 +27,7 @@ if TYPE_CHECKING:
 
 PICK, CONTINUE = "pick", "continue"
 PICKER_SIZE = 15
+THEIRS, HERE, NEW = "theirs", "here", "new"
 
 
 def find(app: ChatApp, ref: str | None) -> Session | None:
@@ -63,7 +67,70 @@ def requests_of(session: Session) -> int:
     return counted or sum(1 for m in session.messages if is_request(m))
 
 
+def backend_of(app: ChatApp) -> dict[str, str]:
+    """What writes the session now: a server's model by its served name, a local one by its spec."""
+    url = app.settings.base_url or ""
+    return {
+        "model": app.model_name() if url else app.settings.model,
+        "base_url": url,
+        "name": app.model_name(),
+    }
+
+
+def described(backend: dict[str, str]) -> str:
+    name = backend.get("name") or backend.get("model") or "?"
+    return f"{name} at {backend['base_url']}" if backend.get("base_url") else f"{name} (local)"
+
+
+def _same(theirs: dict[str, str], mine: dict[str, str]) -> bool:
+    if "base_url" not in theirs:  # saved before sessions kept their server: the model's name decides
+        return theirs.get("name") in (mine["name"], mine["model"])
+    return theirs.get("model") == mine["model"] and theirs["base_url"] == mine["base_url"]
+
+
+def confirm_backend(app: ChatApp, session: Session) -> bool:
+    """Whether to continue `session` here. One written by another model or server is not continued
+    on this one without asking: the session's own backend (switched to), this one, or a new session."""
+    from clover.repl.model_switch import is_local, use_backend
+
+    theirs = session.backend or ({"name": session.model} if session.model else {})
+    mine = backend_of(app)
+    if not theirs or _same(theirs, mine):  # nothing says who wrote it: nothing to ask
+        return True
+    question = f"Session {session.id} was written by {described(theirs)}; this chat is on {described(mine)}."
+    can_switch = bool(theirs.get("base_url")) or is_local(theirs.get("model", ""))
+    options = [Option(THEIRS, f"Continue it on {described(theirs)}", ("s",))] if can_switch else []
+    options += [
+        Option(HERE, f"Continue it on {described(mine)} (it did not write this session)", ("c",)),
+        Option(NEW, "Start a new session instead", ("n",)),
+    ]
+    choice = _ask(app, question, options)
+    if choice == THEIRS:
+        return use_backend(app, theirs["model"], theirs.get("base_url") or None)
+    if choice == HERE:
+        app.history_by = described(theirs)
+        return True
+    return False
+
+
+def _ask(app: ChatApp, question: str, options: list[Option]) -> str:
+    if app.tty and app.input.session is not None:
+        try:
+            return app.input.choose(question, options, NEW)
+        except (EOFError, KeyboardInterrupt):
+            return NEW
+    app.renderer.note(question)
+    keys = " / ".join(f"[{o.keys[0]}] {o.label}" for o in options)
+    try:
+        answer = app.input.ask(f"{keys}: ").strip().lower()
+    except EOFError:
+        return NEW
+    return next((o.value for o in options if answer in (o.keys[0], o.value)), NEW)
+
+
 def restore(app: ChatApp, session: Session) -> None:
+    app.outputs_seen = SeenLines()
+    app.outputs_seen.load(session.messages, session.result_lines)
     messages = list(session.messages)
     if messages and messages[0].get("role") == "system":
         messages = messages[1:]  # the system prompt is rebuilt: AGENTS.md may have changed
@@ -74,7 +141,7 @@ def restore(app: ChatApp, session: Session) -> None:
     count = requests_of(session)
     app.totals.requests = count
     app.renderer.note(f"resumed session {session.id} ({count} request{'s' if count != 1 else ''})")
-    replay(app.renderer, messages)
+    replay(app.renderer, messages, app.outputs_seen)
 
 
 def save(app: ChatApp) -> Path | None:
@@ -84,6 +151,8 @@ def save(app: ChatApp) -> Path | None:
     session = app.session
     session.messages = app.agent.messages
     session.model, session.mode = app.model_name(), app.settings.mode
+    session.backend = backend_of(app)
+    session.result_lines = app.outputs_seen.saved(app.agent.messages)
     session.totals = app.totals.to_saved()
     session.title = session.title or title(app.agent.messages)
     try:
@@ -98,8 +167,10 @@ def fresh(app: ChatApp) -> None:
     app.agent.messages[:] = [{"role": "system", "content": system_prompt(app.root, "chat")}]
     app.session = Session(new_session_id(), str(app.root), app.settings.model, app.settings.mode)
     app.outputs = OutputStore()
+    app.outputs_seen = SeenLines()
     app.totals = Totals()
     app.context_tokens = 0
+    app.history_by = ""
 
 
 def title(messages: list[Message]) -> str:

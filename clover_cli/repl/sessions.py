@@ -36,6 +36,10 @@ class Session:
     title: str = ""
     messages: list[Message] = field(default_factory=list)
     totals: dict[str, Any] = field(default_factory=dict)  # status.Totals: requests, tokens, seconds
+    # what wrote it: {"model": the name to build it again, "base_url": its server or "", "name": shown}
+    backend: dict[str, str] = field(default_factory=dict)
+    # how many lines each tool result (by message index) really had: the messages keep a cut copy
+    result_lines: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)

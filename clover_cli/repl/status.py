@@ -78,6 +78,11 @@ def print_status(app: ChatApp, result: RunResult | None = None, full: bool = Fal
         parts += run_parts(result)
     if window:
         parts.append((f"ctx {app.used_tokens() / window:.0%} of {window:,}", 8))
+    else:  # nothing said how large the context is: the meter does not pretend to know
+        parts.append((f"ctx ~{app.used_tokens():,} tok of an unknown window", 8))
+    source = getattr(app.model.inner, "window_source", "")
+    if full and source and window:
+        parts.append((f"window from {source}", 3))
     if full:
         parts += [(f"think {'on' if app.settings.think else 'off'}", 5), (f"session {app.session.id}", 5)]
     app.renderer.status_line(parts)
@@ -86,3 +91,14 @@ def print_status(app: ChatApp, result: RunResult | None = None, full: bool = Fal
         from clover.containment import DEFENCE_IN_DEPTH
 
         app.renderer.status(f"{app.containment.line()} ({DEFENCE_IN_DEPTH})")
+
+
+UNKNOWN_WINDOW = (
+    "the server does not say its context size (not at GET /v1/models, /props, nor Ollama's /api/ps or "
+    "/api/show): set context_window in config.toml or CLOVER_CONTEXT_WINDOW; until then the chat "
+    "compacts when the server refuses a request as too long"
+)
+
+
+def unknown_window_note(app: ChatApp) -> str | None:
+    return UNKNOWN_WINDOW if not app.model.context_window else None

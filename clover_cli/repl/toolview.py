@@ -1,26 +1,34 @@
-"""What a tool's output looks like on screen: terminal escapes removed, carriage-return progress
-collapsed to its last state, cut to head and tail, an edit summarised as `path +N -M`."""
+"""What a tool's output looks like on screen: colours and cursor codes removed, carriage-return
+progress collapsed to its last state, every other control shown as an escape (terminal_text.py),
+cut to head and tail, an edit summarised as `path +N -M`, a diff with its long lines wrapped."""
 
 from __future__ import annotations
 
 import re
 
+from rich.console import RenderableType
+from rich.syntax import Syntax
+from rich.text import Text
+
+from clover.terminal_text import visible
+
 # CSI (colours, cursor moves), OSC (titles, links; ended by BEL or ST), and lone two-byte escapes.
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_BACKSPACES = re.compile(r"[\x00\x08\x7f]")  # NULs and erased characters: nothing to show
 _EXIT = re.compile(r"\n?\[exit code (-?\d+)\]\s*$")
 
 
 def clean(text: str) -> str:
-    """Printable text: no escapes or control bytes; `a\\rb` (a progress bar redrawn) shows as `b`."""
+    """A command's output as shown: colours, cursor codes and titles dropped, `a\\rb` (a progress
+    bar redrawn) as `b`, any other control character as an escape."""
     text = _ANSI.sub("", text)
     lines = []
     for line in text.split("\n"):
         line = line.rstrip("\r")  # CRLF endings
         if "\r" in line:
             line = next((part for part in reversed(line.split("\r")) if part), "")
-        lines.append(_CONTROL.sub("", line))
-    return "\n".join(lines)
+        lines.append(_BACKSPACES.sub("", line))
+    return visible("\n".join(lines))
 
 
 def split_exit(output: str) -> tuple[str, int | None]:
@@ -57,3 +65,24 @@ def tail_lines(text: str, count: int, width: int) -> list[str]:
     """The last `count` non-empty lines of a running command's output, cleaned and cut to `width`."""
     lines = [line for line in clean(text[-8000:]).split("\n") if line.strip()][-count:]
     return [line if len(line) <= width else line[: width - 1] + "…" for line in lines]
+
+
+LONG_LINE = 2000  # characters of a diff line shown; past them the line is marked (the edit has it whole)
+
+
+def mark_long_lines(text: str, limit: int = LONG_LINE) -> str:
+    out = []
+    for line in text.split("\n"):
+        if len(line) > limit:
+            line = line[:limit] + f" ⟪… {len(line) - limit:,} more characters on this line⟫"
+        out.append(line)
+    return "\n".join(out)
+
+
+def diff_view(diff: str, terminal: bool) -> RenderableType:
+    """A diff as the screen shows it, whole: escapes visible, lines wrapped at the terminal's width
+    (never cut silently), a line past LONG_LINE characters marked where it is cut."""
+    text = mark_long_lines(visible(diff.rstrip("\n")))
+    if terminal:
+        return Syntax(text, "diff", theme="ansi_dark", background_color="default", word_wrap=True)
+    return Text(text)

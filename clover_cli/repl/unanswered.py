@@ -1,0 +1,47 @@
+"""Turns left without their answer. A request the model never answered because its backend failed
+is taken out of the conversation and put back at the prompt: retried, it is one user turn, not two
+in a row (templates that require alternation reject that). An interrupted request stays (the user
+stopped it; the conversation is kept, as the chat says). A call an
+interruption left without its result gets one, so the conversation stays valid for the next turn."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from clover.agent import RunResult
+from clover.core.protocols import Message, ModelError
+
+if TYPE_CHECKING:
+    from clover.repl.app import ChatApp
+
+
+def take_back(app: ChatApp, text: str, result: RunResult) -> None:
+    if result.exit_status != ModelError.exit_status:
+        return
+    if not app.agent.messages or app.agent.messages[-1].get("role") != "user":
+        return
+    app.agent.messages.pop()
+    if app.input.session is not None:
+        app.input.type_ahead(text)
+        app.renderer.info("the request had no answer: it is back at the prompt (Enter sends it again)")
+    else:
+        app.renderer.info("the request had no answer: it is not kept in the conversation")
+
+
+def repair(messages: list[Message]) -> None:
+    """After an interruption every tool call of the last assistant turn must have its answer."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].get("role") == "assistant":
+            wanted = [c.get("id") for c in messages[i].get("tool_calls") or []]
+            have = {m.get("tool_call_id") for m in messages[i + 1 :] if m.get("role") == "tool"}
+            for j, call in enumerate(messages[i].get("tool_calls") or []):
+                if wanted[j] not in have:
+                    messages.append(
+                        {
+                            "role": "tool",
+                            "tool_call_id": wanted[j],
+                            "name": call.get("function", {}).get("name", ""),
+                            "content": "not run: interrupted by the user",
+                        }
+                    )
+            return
