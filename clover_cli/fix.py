@@ -144,7 +144,7 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
         _commit(root, result, [f.path for f in change.files])
     held, kept = boundary_outcome(agent.settled)
     summary = _summary(change, unread, log, outcome, settings.mode, checked.note)
-    summary += "".join(f"\nNot applied: {why} (held: no one could approve it)" for _path, why in held)
+    summary += "".join(f"\nNot applied: {path}, {why} (held: no one could approve it)" for path, why in held)
     summary += "".join(f"\nLeft as they were: {path} ({why})" for path, why in kept[:5])
     if len(kept) > 5:
         summary += f"\nLeft as they were: {len(kept) - 5} more path(s) (listed in the json report)"

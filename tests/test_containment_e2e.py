@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -254,17 +255,22 @@ def test_without_the_sandbox_a_daemon_dies_with_its_step_and_the_keys_stay_unrea
         "for f in /proc/$PPID/environ /proc/$PPID/cmdline /proc/[0-9]*/environ; do "
         "cat $f 2>/dev/null | tr '\\0' '\\n' | rev; done > stolen.txt; true"
     )
-    daemon = "(setsid bash -c 'sleep 4; rm -f notes.txt README.md' >/dev/null 2>&1 &); echo started"
+    # the daemon needs no program start after it is up (bash builtins only: the exec check alone
+    # would stop a `sleep`/`rm`, and this is what must die with its step); the step waits until the
+    # daemon has left its session, so the group kill alone cannot have stopped it
+    daemon = (
+        "(setsid bash -c ': > ../daemon-up; exec 3<> <(:); read -t 4 -u 3; : > notes.txt; : > README.md' "
+        ">/dev/null 2>&1 &); until [ -e ../daemon-up ]; do :; done; echo started"
+    )
+    control = user_repo(tmp_path / "control" / "repo")
+    sh(daemon.replace("-t 4", "-t 1"), control)
+    time.sleep(2)
+    assert (control / "notes.txt").read_text() == ""  # the harm: plain bash's daemon outlived it
     config = f"sandbox = false\nboundary = {str(boundary).lower()}\n"
-    env_key = {"OPENAI_API_KEY": key}
-    (tmp_path / "issue.md").write_text("x")
     proc, report, env = fix(tmp_path, repo, [steal, daemon], config, "--yes", "--api-key", key)
     assert proc.returncode == 0, proc.stderr
-    del env_key
-    import time
-
     time.sleep(5)
-    assert (repo / "notes.txt").exists() and (repo / "README.md").exists()  # the daemon died with its step
+    assert (repo / "notes.txt").read_text() == "my notes\n" and (repo / "README.md").read_text()  # it died
     stolen = (repo / "stolen.txt").read_text()
     assert key[::-1] not in stolen and key not in stolen[::-1]
     if not boundary:

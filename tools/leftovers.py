@@ -16,9 +16,9 @@ import functools
 import os
 import signal
 import sys
+import time
 
 PR_SET_CHILD_SUBREAPER = 36
-_GROUP = [0]  # the command's process group, killed already: its members are not escapes
 
 
 @functools.lru_cache(maxsize=1)
@@ -38,13 +38,11 @@ def now_ticks() -> int:
 
 
 def time_boot() -> float:
-    import time
-
     return time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
-def _stat(pid: int) -> tuple[int, int, str, bool] | None:
-    """(parent pid, start time in ticks, command name, dead or in `_GROUP`'s killed group)."""
+def _stat(pid: int) -> tuple[int, int, str, bool, int] | None:
+    """(parent pid, start time in ticks, command name, a zombie, process group) of `pid`."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             raw = fh.read()
@@ -52,15 +50,25 @@ def _stat(pid: int) -> tuple[int, int, str, bool] | None:
         return None
     name = raw[raw.index(b"(") + 1 : raw.rindex(b")")].decode(errors="replace")
     fields = raw[raw.rindex(b")") + 2 :].split()
-    return int(fields[1]), int(fields[19]), name, fields[0] == b"Z" or int(fields[2]) == _GROUP[0]
+    return int(fields[1]), int(fields[19]), name, fields[0] == b"Z", int(fields[2])
 
 
-def _processes() -> dict[int, tuple[int, int, str, bool]]:
+def _processes() -> dict[int, tuple[int, int, str, bool, int]]:
     out = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit() and (info := _stat(int(entry))) is not None:
             out[int(entry)] = info
     return out
+
+
+def _wait_group_gone(group: int, me: int) -> None:
+    """Until the killed group's members have died (up to a second): only then are the processes
+    they started re-parented to this one, where the scan finds them."""
+    for _ in range(100):
+        table = _processes()
+        if not any(g == group and not (z and ppid == me) for ppid, _s, _n, z, g in table.values()):
+            return
+        time.sleep(0.01)
 
 
 def kill_leftovers(since: int, group: int = 0, spare: set[int] = frozenset()) -> list[str]:
@@ -71,23 +79,24 @@ def kill_leftovers(since: int, group: int = 0, spare: set[int] = frozenset()) ->
     if sys.platform != "linux" or not adopt_orphans():
         return []
     me, killed = os.getpid(), {}
-    _GROUP[0] = group
+    if group:
+        _wait_group_gone(group, me)
     for _round in range(50):  # a process forking while it is killed: go again until none is left
         table = _processes()
-        mine = [p for p, (ppid, start, _n, _z) in table.items() if ppid == me and start >= since]
+        mine = [p for p, (ppid, start, *_rest) in table.items() if ppid == me and start >= since]
         mine = [p for p in mine if p not in spare]
-        for pid in [p for p in mine if table[p][3]]:  # dead, or dying with its group: reap only
+        for pid in [p for p in mine if table[p][3] or table[p][4] == group]:  # dead, or dying: reap only
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
             with contextlib.suppress(ChildProcessError, OSError):
                 os.waitpid(pid, 0)
-        roots = [p for p in mine if not table[p][3]]
+        roots = [p for p in mine if not (table[p][3] or table[p][4] == group)]
         if not roots:
             break
         doomed = set(roots)
         grew = True
         while grew:
-            below = {p for p, (ppid, _s, _n, _z) in table.items() if ppid in doomed} - doomed
+            below = {p for p, (ppid, *_rest) in table.items() if ppid in doomed} - doomed
             grew = bool(below)
             doomed |= below
         for pid in doomed:

@@ -130,7 +130,9 @@ class PermissionGate:
                 continue
             question = ToolCall(name="apply_change", arguments={"path": item.path}, id=f"held-{item.path}")
             try:
-                answer = self.ask_user(question, _HELD_TOOL, f"the command wrote {item.why}")
+                answer = self.ask_user(
+                    question, _HELD_TOOL, f"the command also wrote {item.path}, {item.why}"
+                )
             except (KeyboardInterrupt, SystemExit):
                 raise
             except Exception:

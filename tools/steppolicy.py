@@ -179,45 +179,42 @@ def _new_repos(changes: list[LayerChange]) -> set[str]:
 
 
 def _held_because(lower: str, change: LayerChange, found: tuple[str, str] | None, home: str | None) -> str:
-    """Why `change` may make a program run later on the host ("" when it may not)."""
+    """Why `change` may make a program run later on the host ("" when it may not); said of the
+    path without naming it (`Held.path` does)."""
     if change.kind in ("delete", "dir", "special"):
         return ""  # removing a hook runs nothing; an empty directory holds no program
     if found is not None:
-        gitdir, inner = found
-        where = f"{gitdir}/{inner}"
+        inner = found[1]
         if _HOOKS.fullmatch(inner):
-            return f"{where} is a git hook: git runs it on this machine at the next commit, checkout or merge"
+            return "a git hook: git runs it on this machine at the next commit, checkout or merge"
         if _CONFIGS.fullmatch(inner):
             keys = _unsafe_keys(os.path.join(lower, change.path), change.source)
             if keys:
-                return (
-                    f"{where}: the step set {', '.join(keys[:4])}, which can name a program git runs on "
-                    "this machine later"
-                )
+                return f"git config setting {', '.join(keys[:4])}, which can name a program git runs on this machine"
             return ""
         if _INFO.fullmatch(inner):
-            return f"{where} can assign filter and diff programs to files, or rewrite history"
+            return "git attributes or grafts: they can assign filter and diff programs to files, or rewrite history"
         if _POINTERS.fullmatch(inner):
-            return f"{where} points the repository at files outside it"
+            return "a pointer of the repository to files outside it"
         return ""
     name = change.path.rsplit("/", 1)[-1]
     if name == ".gitmodules":
         keys = [k for k, v in _config_entries(change.source) if k.endswith(".update") and v.startswith("!")]
         if keys:
-            return f"{change.path}: {keys[0]} names a command `git submodule update` would run"
+            return f"submodules whose {keys[0]} names a command `git submodule update` would run"
     top = change.path.split("/", 1)[0]
     if top in _EDITOR_DIRS and "/" in change.path:
-        return f"{change.path}: editors run the tasks, launchers and terminals configured here"
+        return "editor settings: editors run the tasks, launchers and terminals configured there"
     if home is not None:
         inside = (
             change.path
             if not home
-            else change.path[len(home) + 1 :]
+            else change.path.removeprefix(home + "/")
             if change.path.startswith(home + "/")
             else None
         )
         if inside is not None and _HOME_STARTUP.fullmatch(inside):
-            return f"{change.path} runs at the next login, shell or git command on this machine"
+            return "a start-up file: it runs at the next login, shell or git command on this machine"
     return ""
 
 

@@ -175,13 +175,17 @@ class Approver:
 
     def _ask(self, call: ToolCall, preview: str, tool: Tool | None = None) -> str:
         exec_start = call.name == "exec"  # a program a running command starts (the exec check asks)
-        if exec_start:
+        held = call.name == "apply_change"  # a change a command made, held by the step boundary
+        if exec_start or held:
             self.console.print(Text(visible(preview), style="yellow"))
-        self.show(call, preview, tool)
+        if not held:  # the held change's line above is all there is to show
+            self.show(call, preview, tool)
         words = offered_prefix("bash" if exec_start else call.name, call.arguments or {})
         prefix = visible(join_words(words)) if words else ""
         if exec_start:
             self.always_hint = "this exact program start"
+        if held:
+            self.always_hint = f"changes to {(call.arguments or {}).get('path', 'this path')}"
         try:
             answer, feedback = self._answer(tool, prefix)
         except EOFError:
@@ -206,7 +210,10 @@ class Approver:
         options = options_for(tool, self.always_hint, self.console.width, self.all_edits, prefix)
         if self.menu is not None:
             what = "edit" if getattr(tool, "edits_files", False) else "call"
-            value, text = self.menu(f"Allow this {what}?", options, NO)
+            title = (
+                "Apply this change?" if getattr(tool, "name", "") == "apply_change" else f"Allow this {what}?"
+            )
+            value, text = self.menu(title, options, NO)
             return typed_reply(text, options) if value == TYPED else (value, "")
         if options[1].value == ALL_EDITS:
             self.console.print(
