@@ -193,179 +193,262 @@ def generate(
     token; `allowed[i]` maps an offset to the only token ids allowed there; `constraint` steers
     each block as it is denoised; `cache` (one prompt only) already holds the prompt's first
     `cache.pos` tokens (see the module docstring)."""
-    s = settings or DecodeSettings()
-    cfg = model.config
     if not prompts or any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token")
-    n, b, mask_id = len(prompts), s.block_size or cfg.block_size, cfg.mask_token_id
-    if s.order is None:
-        s = replace(s, order=getattr(cfg, "decode_order", "any"))
-    # verify is greedy; with sampling its rounds keep tokens as left does
-    verify = s.order == "verify" and s.temperature == 0 and b > 1
-    if s.order == "verify" and not verify:
-        s = replace(s, order="left")
-    stops = set(cfg.eos_token_ids if s.stop_token_ids is None else s.stop_token_ids)
-    dev = model.device
-    gen = torch.Generator(device=dev).manual_seed(s.seed) if s.seed is not None else None
-    t0 = time.perf_counter()
+    run = _Run(model, prompts, settings or DecodeSettings(), fixed, allowed, on_round, constraint)
+    run.prefill(cache)
+    while not all(run.done):
+        run.block()
+    return run.result()
 
-    # prefill the prompts' whole blocks; tails go to the first block
-    whole = [len(p) // b for p in prompts]
-    kmax = max(whole)
-    pad = torch.tensor([b * (kmax - w) for w in whole], device=dev)
-    filler = cfg.pad_token_id if cfg.pad_token_id is not None else 0
-    prefix = torch.full((n, b * kmax), filler, dtype=torch.long, device=dev)
-    for i, p in enumerate(prompts):
-        prefix[i, int(pad[i]) :] = torch.tensor(list(p[: whole[i] * b]), dtype=torch.long, device=dev)
-    tails = [list(p[whole[i] * b :]) for i, p in enumerate(prompts)]
-    prefill_forwards0, cached = model.forward_count, 0  # cached: prompt tokens already in `cache`
-    if cache is None:
-        cache = model.new_cache(n)
-        model.prefill(prefix, cache, pad=pad)
-    else:
-        if n != 1 or cache.batch_size != 1 or cache.has_padding:
-            raise ValueError("a given cache needs exactly one prompt (batch size 1, no padding)")
-        cached = cache.pos
-        if cached > prefix.shape[1]:
-            raise ValueError(
-                f"the cache holds {cached} tokens, more than the prompt's {prefix.shape[1]} in whole blocks"
-            )
-        model.prefill(prefix[:, cached:], cache)
-    prompt_snapshot = cache.snapshot()
-    t_prefill = time.perf_counter() - t0
 
-    forwards0 = model.forward_count
-    prefill_forwards = forwards0 - prefill_forwards0
-    stop_ids = torch.tensor(sorted(stops), dtype=torch.long, device=dev)
-    out: list[list[int]] = [[] for _ in range(n)]
-    reasons = ["length"] * n
-    done = [False] * n  # stopped or out of budget
-    pending: list[Tensor] = []  # finished blocks not yet committed
-    drafts = (
-        [DraftIndex(p, s.draft_ngram) for p in prompts] if s.draft_ngram and b > 1 and not verify else None
-    )
-    rows_for = getattr(constraint, "verify_rows", None) if verify else None
-    drafted = 0  # tokens accepted on a draft's agreement below the threshold
-    rounds_per_block: list[int] = []
-    blk = 0
-    while not all(done):
-        block, open_, ban = _new_block(
-            blk, b, tails, out, done, s, fixed, allowed, mask_id, filler, cfg.vocab_size, dev
+class _Run:
+    """One call of `generate`: the prompts' prefill, then block after block until every sequence
+    is done. A block's rounds go one of two ways: the threshold family (accept what the policy
+    accepts; with n-gram drafts, also what the prompt's draft agrees with) or verify (a greedy
+    draft checked causally, model/verify.py)."""
+
+    def __init__(self, model, prompts, s, fixed, allowed, on_round, constraint) -> None:
+        cfg = model.config
+        self.model, self.prompts, self.cfg = model, prompts, cfg
+        self.n, self.b, self.mask_id = len(prompts), s.block_size or cfg.block_size, cfg.mask_token_id
+        if s.order is None:
+            s = replace(s, order=getattr(cfg, "decode_order", "any"))
+        # verify is greedy; with sampling its rounds keep tokens as left does
+        self.verify = s.order == "verify" and s.temperature == 0 and self.b > 1
+        if s.order == "verify" and not self.verify:
+            s = replace(s, order="left")
+        self.s, self.fixed, self.allowed, self.on_round, self.constraint = (
+            s,
+            fixed,
+            allowed,
+            on_round,
+            constraint,
         )
-        frozen = extra_ban = bias = None
-        if constraint is not None:
-            given = open_ & (block != mask_id)  # the caller's fixed tokens
-            block, frozen, extra_ban, bias = _steer(constraint(blk, block, open_, given))
-        block, stop_at = _fill_after_stop(block, open_, stop_ids, mask_id)
+        self.dev = model.device
+        stops = set(cfg.eos_token_ids if s.stop_token_ids is None else s.stop_token_ids)
+        self.stop_ids = torch.tensor(sorted(stops), dtype=torch.long, device=self.dev)
+        self.gen = torch.Generator(device=self.dev).manual_seed(s.seed) if s.seed is not None else None
+        self.filler = cfg.pad_token_id if cfg.pad_token_id is not None else 0
+        self.out: list[list[int]] = [[] for _ in range(self.n)]
+        self.reasons = ["length"] * self.n
+        self.done = [False] * self.n  # stopped or out of budget
+        self.pending: list[Tensor] = []  # finished blocks not yet committed
+        self.drafts = (
+            [DraftIndex(p, s.draft_ngram) for p in prompts]
+            if s.draft_ngram and self.b > 1 and not self.verify
+            else None
+        )
+        self.rows_for = getattr(constraint, "verify_rows", None) if self.verify else None
+        self.drafted = 0  # tokens accepted on a draft's agreement below the threshold
+        self.rounds_per_block: list[int] = []
+        self.blk = 0
+
+    # ------------------------------------------------------------------ the prompt
+
+    def prefill(self, cache: CloverCache | None) -> None:
+        """The prompts' whole blocks into the cache (tails go to the first block)."""
+        model, b, n, dev = self.model, self.b, self.n, self.dev
+        self.t0 = time.perf_counter()
+        self.whole = [len(p) // b for p in self.prompts]
+        kmax = max(self.whole)
+        pad = torch.tensor([b * (kmax - w) for w in self.whole], device=dev)
+        prefix = torch.full((n, b * kmax), self.filler, dtype=torch.long, device=dev)
+        for i, p in enumerate(self.prompts):
+            prefix[i, int(pad[i]) :] = torch.tensor(
+                list(p[: self.whole[i] * b]), dtype=torch.long, device=dev
+            )
+        self.tails = [list(p[self.whole[i] * b :]) for i, p in enumerate(self.prompts)]
+        prefill_forwards0, self.cached = model.forward_count, 0  # cached: prompt tokens already in `cache`
+        if cache is None:
+            cache = model.new_cache(n)
+            model.prefill(prefix, cache, pad=pad)
+        else:
+            if n != 1 or cache.batch_size != 1 or cache.has_padding:
+                raise ValueError("a given cache needs exactly one prompt (batch size 1, no padding)")
+            self.cached = cache.pos
+            if self.cached > prefix.shape[1]:
+                raise ValueError(
+                    f"the cache holds {self.cached} tokens, more than the prompt's {prefix.shape[1]} in whole blocks"
+                )
+            model.prefill(prefix[:, self.cached :], cache)
+        self.cache, self.prompt_snapshot = cache, cache.snapshot()
+        self.t_prefill = time.perf_counter() - self.t0
+        self.forwards0 = model.forward_count
+        self.prefill_forwards = self.forwards0 - prefill_forwards0
+
+    # ------------------------------------------------------------------ one block
+
+    def block(self) -> None:
+        """Build the next block, denoise it round by round, keep its output, queue its commit."""
+        s, b, mask_id = self.s, self.b, self.mask_id
+        block, open_, ban = _new_block(
+            self.blk,
+            b,
+            self.tails,
+            self.out,
+            self.done,
+            s,
+            self.fixed,
+            self.allowed,
+            mask_id,
+            self.filler,
+            self.cfg.vocab_size,
+            self.dev,
+        )
+        steer = _Steering(open_ & (block != mask_id))  # the caller's fixed tokens
+        block = self._steered(block, open_, steer)
+        block, stop_at = _fill_after_stop(block, open_, self.stop_ids, mask_id)
         rnd = 0
         guess: Tensor | None = (
             None  # verify, fused rounds: this round's logits, from the last round's forward
         )
         while (block == mask_id).any():
             masked = block == mask_id
-            spans = None
-            if verify:  # without a grammar's rows a constraint's rules are known at the frontier only
-                spans = windows(masked, None if rows_for is not None else frozen)
-                if constraint is not None and rows_for is None:
-                    spans = [None if sp is None else (sp[0], sp[0] + 1) for sp in spans]
-            logits = None
-            if verify and not needs_draft(masked, spans):  # a lone frontier: one causal step
-                if rnd == 0 and pending:
-                    model.commit(torch.cat(pending, dim=1), cache)
-                    pending = []
-            elif guess is not None:  # denoised in the last round's checking forward
-                logits = guess
-            elif rnd == 0 and pending:  # only the masked positions' logits are read
-                logits = model.commit_and_denoise(torch.cat(pending, dim=1), block, cache, need=masked)
-                pending = []
+            if self.verify:
+                accept, tok, guess = self._verify_round(block, masked, open_, ban, steer, rnd, guess)
             else:
-                logits = model.denoise(block, cache, need=masked)
-            banned = ban if extra_ban is None else ban | extra_ban
-            if verify:
-                draft = spec = None
-                if logits is not None:
-                    steered = logits.masked_fill(banned, float("-inf"))
-                    draft, score = propose(
-                        steered if bias is None else steered + bias.to(steered.dtype), s, gen
-                    )
-                    if s.fused_rounds:
-                        spec, given = speculate(block, masked, draft, score, spans)
-                accept, tok, nxt = verified_round(
-                    model,
-                    cache,
-                    block,
-                    masked,
-                    spans,
-                    draft,
-                    banned,
-                    bias,
-                    _rows(rows_for, open_),
-                    ban,
-                    spec=spec,
-                )
-                # kept only when the check kept every guessed token: a guess made after a token the
-                # check rejected drafts worse than a fresh round
-                guess = nxt if spec is not None and not (given & ~(accept & (tok == draft))).any() else None
-            else:
-                steered = logits.masked_fill(banned, float("-inf"))
-                tok, score = propose(steered if bias is None else steered + bias.to(steered.dtype), s, gen)
-                choosable = masked if frozen is None else masked & ~frozen
-                accept = select(score, choosable, s, frozen)
-                if drafts is not None:
-                    plain = accept
-                    accept = select(
-                        score, choosable, s, frozen, _agreement(drafts, out, block, open_, masked, tok)
-                    )
-                    drafted += int((accept & ~plain).sum())
+                accept, tok = self._threshold_round(block, masked, open_, ban, steer, rnd)
             block = torch.where(accept, tok, block)
-            if constraint is not None:
-                block, frozen, extra_ban, bias = _steer(constraint(blk, block, open_, given))
-            block, stop_at = _fill_after_stop(block, open_, stop_ids, mask_id)
-            if on_round is not None:
-                shown = open_ & (torch.arange(b, device=dev)[None, :] <= stop_at[:, None])
-                on_round(RoundEvent(blk, rnd, _visible(block, shown, mask_id)))
+            block = self._steered(block, open_, steer)
+            block, stop_at = _fill_after_stop(block, open_, self.stop_ids, mask_id)
+            if self.on_round is not None:
+                shown = open_ & (torch.arange(b, device=self.dev)[None, :] <= stop_at[:, None])
+                self.on_round(RoundEvent(self.blk, rnd, _visible(block, shown, mask_id)))
             rnd += 1
-        rounds_per_block.append(rnd)
+        self.rounds_per_block.append(rnd)
+        self._keep(block, open_, stop_at)
+        self.pending.append(block)
+        self.blk += 1
 
-        keep = open_ & (torch.arange(b, device=dev)[None, :] <= stop_at[:, None])
-        for i in range(n):
-            if done[i]:
+    def _steered(self, block: Tensor, open_: Tensor, steer: _Steering) -> Tensor:
+        if self.constraint is None:
+            return block
+        block, steer.frozen, steer.ban, steer.bias = _steer(
+            self.constraint(self.blk, block, open_, steer.given)
+        )
+        return block
+
+    def _logits(self, block: Tensor, masked: Tensor, rnd: int) -> Tensor:
+        """A round's logits: the first round of a block also commits the blocks before it."""
+        if rnd == 0 and self.pending:  # only the masked positions' logits are read
+            logits = self.model.commit_and_denoise(
+                torch.cat(self.pending, dim=1), block, self.cache, need=masked
+            )
+            self.pending = []
+            return logits
+        return self.model.denoise(block, self.cache, need=masked)
+
+    def _proposed(self, logits: Tensor, banned: Tensor, steer: _Steering) -> tuple[Tensor, Tensor]:
+        steered = logits.masked_fill(banned, float("-inf"))
+        return propose(
+            steered if steer.bias is None else steered + steer.bias.to(steered.dtype), self.s, self.gen
+        )
+
+    def _threshold_round(self, block, masked, open_, ban, steer, rnd) -> tuple[Tensor, Tensor]:
+        logits = self._logits(block, masked, rnd)
+        banned = ban if steer.ban is None else ban | steer.ban
+        tok, score = self._proposed(logits, banned, steer)
+        choosable = masked if steer.frozen is None else masked & ~steer.frozen
+        accept = select(score, choosable, self.s, steer.frozen)
+        if self.drafts is not None:
+            plain = accept
+            agree = _agreement(self.drafts, self.out, block, open_, masked, tok)
+            accept = select(score, choosable, self.s, steer.frozen, agree)
+            self.drafted += int((accept & ~plain).sum())
+        return accept, tok
+
+    def _verify_round(self, block, masked, open_, ban, steer, rnd, guess):
+        # without a grammar's rows a constraint's rules are known at the frontier only
+        spans = windows(masked, None if self.rows_for is not None else steer.frozen)
+        if self.constraint is not None and self.rows_for is None:
+            spans = [None if sp is None else (sp[0], sp[0] + 1) for sp in spans]
+        logits = None
+        if not needs_draft(masked, spans):  # a lone frontier: one causal step
+            if rnd == 0 and self.pending:
+                self.model.commit(torch.cat(self.pending, dim=1), self.cache)
+                self.pending = []
+        elif guess is not None:  # denoised in the last round's checking forward
+            logits = guess
+        else:
+            logits = self._logits(block, masked, rnd)
+        banned = ban if steer.ban is None else ban | steer.ban
+        draft = spec = given = None
+        if logits is not None:
+            draft, score = self._proposed(logits, banned, steer)
+            if self.s.fused_rounds:
+                spec, given = speculate(block, masked, draft, score, spans)
+        accept, tok, nxt = verified_round(
+            self.model,
+            self.cache,
+            block,
+            masked,
+            spans,
+            draft,
+            banned,
+            steer.bias,
+            _rows(self.rows_for, open_),
+            ban,
+            spec=spec,
+        )
+        # kept only when the check kept every guessed token: a guess made after a token the check
+        # rejected drafts worse than a fresh round
+        keep_guess = spec is not None and not (given & ~(accept & (tok == draft))).any()
+        return accept, tok, nxt if keep_guess else None
+
+    def _keep(self, block: Tensor, open_: Tensor, stop_at: Tensor) -> None:
+        """The block's output positions up to a stop join each sequence; a loop ends it."""
+        keep = open_ & (torch.arange(self.b, device=self.dev)[None, :] <= stop_at[:, None])
+        for i in range(self.n):
+            if self.done[i]:
                 continue
-            before = len(out[i])
-            out[i].extend(block[i][keep[i]].tolist())
-            looped = first_runaway(out[i], before, s.repetition)
+            before = len(self.out[i])
+            self.out[i].extend(block[i][keep[i]].tolist())
+            looped = first_runaway(self.out[i], before, self.s.repetition)
             if looped is not None:  # what followed the loop inside this block is dropped with it
-                del out[i][looped:]
-                done[i], reasons[i] = True, "repetition"
-            elif int(stop_at[i]) < b:
-                done[i], reasons[i] = True, "stop"
-            elif len(out[i]) >= s.max_new_tokens:
-                done[i] = True
-        pending.append(block)
-        blk += 1
-    if s.commit_last and pending:
-        model.commit(torch.cat(pending, dim=1), cache)
+                del self.out[i][looped:]
+                self.done[i], self.reasons[i] = True, "repetition"
+            elif int(stop_at[i]) < self.b:
+                self.done[i], self.reasons[i] = True, "stop"
+            elif len(self.out[i]) >= self.s.max_new_tokens:
+                self.done[i] = True
 
-    seconds = time.perf_counter() - t0
-    forwards = model.forward_count - forwards0
-    n_tokens = sum(len(o) for o in out)
-    decode_s = max(seconds - t_prefill, 1e-9)
-    stats = {
-        "forwards": float(forwards),
-        "tokens": float(n_tokens),
-        "tokens_per_forward": n_tokens / max(forwards, 1) / n,  # per sequence
-        "rounds_per_block": sum(rounds_per_block) / max(len(rounds_per_block), 1),
-        "blocks": float(len(rounds_per_block)),
-        "tok_per_s": n_tokens / decode_s,
-        "prefill_seconds": t_prefill,
-        "seconds": seconds,
-        "prompt_tokens": float(sum(len(p) for p in prompts)),
-        "prefill_tokens": float(sum(w * b for w in whole) - cached),  # run through the network now
-        "cached_prompt_tokens": float(cached),  # taken from the given cache
-        "prefill_forwards": float(prefill_forwards),
-        "drafted_tokens": float(drafted),
-    }
-    return GenerateResult(out, reasons, stats, cache, prompt_snapshot)
+    # ------------------------------------------------------------------ the end
+
+    def result(self) -> GenerateResult:
+        if self.s.commit_last and self.pending:
+            self.model.commit(torch.cat(self.pending, dim=1), self.cache)
+        seconds = time.perf_counter() - self.t0
+        forwards = self.model.forward_count - self.forwards0
+        n_tokens = sum(len(o) for o in self.out)
+        decode_s = max(seconds - self.t_prefill, 1e-9)
+        stats = {
+            "forwards": float(forwards),
+            "tokens": float(n_tokens),
+            "tokens_per_forward": n_tokens / max(forwards, 1) / self.n,  # per sequence
+            "rounds_per_block": sum(self.rounds_per_block) / max(len(self.rounds_per_block), 1),
+            "blocks": float(len(self.rounds_per_block)),
+            "tok_per_s": n_tokens / decode_s,
+            "prefill_seconds": self.t_prefill,
+            "seconds": seconds,
+            "prompt_tokens": float(sum(len(p) for p in self.prompts)),
+            "prefill_tokens": float(sum(w * self.b for w in self.whole) - self.cached),  # run now
+            "cached_prompt_tokens": float(self.cached),  # taken from the given cache
+            "prefill_forwards": float(self.prefill_forwards),
+            "drafted_tokens": float(self.drafted),
+        }
+        return GenerateResult(self.out, self.reasons, stats, self.cache, self.prompt_snapshot)
+
+
+@dataclass
+class _Steering:
+    """What the constraint said about the block last: positions held back this round (`frozen`),
+    tokens banned per position, a logit bias; `given`: the caller's fixed tokens."""
+
+    given: Tensor
+    frozen: Tensor | None = None
+    ban: Tensor | None = None
+    bias: Tensor | None = None
 
 
 def _agreement(
