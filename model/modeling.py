@@ -19,7 +19,6 @@ decoder `prefill`, `denoise`, `commit`, `commit_and_denoise` on a `CloverCache`.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from clover.model.cache import CloverCache
@@ -290,12 +289,3 @@ class CloverForCausalLM(nn.Module):
         )
         cache.next_logits = self.lm_head(clean[:, -1])
         return self._block_logits(noisy, cache, n, b, need)
-
-
-def diffusion_loss(logits: Tensor, x_t: Tensor, x_0: Tensor, mask_token_id: int) -> Tensor:
-    """Mean cross-entropy over masked positions (position 0 has no prediction and is skipped)."""
-    masked = x_t == mask_token_id
-    masked[:, 0] = False
-    if not masked.any():
-        return logits.sum() * 0.0
-    return F.cross_entropy(logits[masked].float(), x_0[masked])

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from clover.model.config import tiny
-from clover.model.modeling import CloverForCausalLM, diffusion_loss
+from clover.model.modeling import CloverForCausalLM
+from clover.model.train import diffusion_step_loss
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +101,8 @@ def test_training_loss_backprops_into_block_parameters(model):
     xt = x0.clone()
     xt[:, 1::2] = model.config.mask_token_id
     model.zero_grad()
-    loss = diffusion_loss(model.forward_train(xt, x0, 4), xt, x0, model.config.mask_token_id)
+    target = torch.ones_like(x0, dtype=torch.bool)
+    loss, _count = diffusion_step_loss(model, x0, target, 4, torch.Generator().manual_seed(0))
     assert torch.isfinite(loss)
     loss.backward()
     gdn = next(layer.linear_attn for layer in model.model.layers if layer.layer_type == "linear_attention")
