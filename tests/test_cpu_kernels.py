@@ -28,6 +28,8 @@ from clover.model.quantized import Int4Codes, PackedWeight, QuantExperts, quanti
 @pytest.fixture(autouse=True)
 def _numba_kernels(monkeypatch):
     monkeypatch.setenv("CLOVER_CPU_KERNELS", "numba")  # whatever the run's environment chose
+    # the float row-block layout (tests/test_cpu_native.py has the integer-dot one)
+    monkeypatch.setenv("CLOVER_CPU_NATIVE", "off")
 
 
 @pytest.mark.parametrize("shape", [(300, 64), (256, 2048), (17, 33)])
