@@ -47,7 +47,7 @@ class Source:
         for path in sorted(model.glob("*.safetensors")):
             f = safe_open(str(path), "pt")
             self._files[path] = f
-            for name in f.keys():
+            for name in f.keys():  # noqa: SIM118 - a safe_open handle is no dict
                 self.where[name] = path
 
     def has(self, name: str) -> bool:
