@@ -89,7 +89,7 @@ def choose_width(config: CloverConfig, device: object = "cpu", measured=None) ->
             f"big MoE: forwards of 4 / 8 tokens cost {c4:.2f}x / {c8:.2f}x one token's, against a "
             f"Clover decoder's {EXPECTED_TPF[4]:.2f}x / {EXPECTED_TPF[8]:.2f}x tokens per forward there",
         )
+    cost = forward_cost(config, best, device, measured)
     return WidthChoice(
-        best,
-        f"big MoE: expected {gain:.2f}x B = 1 at width {best} (cost {forward_cost(config, best, device, measured):.2f}x)",
+        best, f"big MoE: expected {gain:.2f}x B = 1 at width {best} (forward cost {cost:.2f}x)"
     )
