@@ -44,24 +44,30 @@ static inline float bf16_to_f32(uint16_t b) {
     return f;
 }
 
-/* x [M, K] float -> xq, dx (per 32 columns), xs (per group of G). */
-void clover_quantize_rows(const float *x, int64_t m_rows, int64_t k, int64_t g, int8_t *xq, float *dx,
-                          float *xs) {
+/* x [M, K] float32 (or bf16 bits when x_bf16) -> xq, dx (per 32 columns), xs (per group of G). */
+void clover_quantize_rows(const void *x, int x_bf16, int64_t m_rows, int64_t k, int64_t g, int8_t *xq,
+                          float *dx, float *xs) {
+    float v[XBLOCK];
     for (int64_t m = 0; m < m_rows; m++) {
-        const float *row = x + m * k;
-        for (int64_t gi = 0; gi < k / g; gi++) {
-            float s = 0.0f;
-            for (int64_t i = gi * g; i < (gi + 1) * g; i++) s += row[i];
-            xs[m * (k / g) + gi] = s;
-        }
+        float group_sum = 0.0f;
         for (int64_t b = 0; b < k / XBLOCK; b++) {
-            const float *v = row + b * XBLOCK;
-            float amax = 0.0f;
-            for (int i = 0; i < XBLOCK; i++) amax = fmaxf(amax, fabsf(v[i]));
+            const int64_t at = m * k + b * XBLOCK;
+            for (int i = 0; i < XBLOCK; i++)
+                v[i] = x_bf16 ? bf16_to_f32(((const uint16_t *)x)[at + i]) : ((const float *)x)[at + i];
+            float amax = 0.0f, sum = 0.0f;
+            for (int i = 0; i < XBLOCK; i++) {
+                amax = fmaxf(amax, fabsf(v[i]));
+                sum += v[i];
+            }
+            group_sum += sum;
+            if (((b + 1) * XBLOCK) % g == 0) {
+                xs[m * (k / g) + (b + 1) * XBLOCK / g - 1] = group_sum;
+                group_sum = 0.0f;
+            }
             float d = amax / 127.0f;
             float inv = d > 0.0f ? 1.0f / d : 0.0f;
             dx[m * (k / XBLOCK) + b] = d;
-            for (int i = 0; i < XBLOCK; i++) xq[m * k + b * XBLOCK + i] = (int8_t)lrintf(v[i] * inv);
+            for (int i = 0; i < XBLOCK; i++) xq[at + i] = (int8_t)lrintf(v[i] * inv);
         }
     }
 }

@@ -166,7 +166,7 @@ def _c_functions():
         raise RuntimeError("the native int4 kernel is not built (check native.available() first)")
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
     quantize = lib.clover_quantize_rows
-    quantize.argtypes, quantize.restype = [ptr, i64, i64, i64, ptr, ptr, ptr], None
+    quantize.argtypes, quantize.restype = [ptr, ctypes.c_int, i64, i64, i64, ptr, ptr, ptr], None
     rows = lib.clover_int4_rows
     rows.argtypes = [ptr, ptr, ctypes.c_int, i64, i64, ptr, ptr, ptr, i64, ptr, i64, i64, i64]
     rows.restype = None
@@ -180,12 +180,14 @@ def kernels():
 
     @njit(inline="always")
     def quantize(x, group):
-        """x float32 [M, K] (C-contiguous) -> (xq int8 [M, K], dx [M, K/32], xs [M, K/G])."""
+        """x [M, K] (C-contiguous) float32, or bf16 bits as uint16 -> (xq int8 [M, K], dx [M, K/32],
+        xs [M, K/G])."""
         m, k = x.shape
         xq = np.empty((m, k), np.int8)
         dx = np.empty((m, k // XBLOCK), np.float32)
         xs = np.empty((m, k // group), np.float32)
-        c_quantize(x.ctypes.data, m, k, group, xq.ctypes.data, dx.ctypes.data, xs.ctypes.data)
+        bf16 = 1 if x.itemsize == 2 else 0
+        c_quantize(x.ctypes.data, bf16, m, k, group, xq.ctypes.data, dx.ctypes.data, xs.ctypes.data)
         return xq, dx, xs
 
     @njit(inline="always")
@@ -210,11 +212,18 @@ def kernels():
     return quantize, matmul, rows
 
 
+def activations(x: Tensor) -> np.ndarray:
+    """x as the kernel reads it: bf16 bits (uint16) as they are, any other dtype as float32."""
+    if x.dtype == torch.bfloat16:
+        return x.contiguous().view(torch.uint16).numpy()
+    return x.float().contiguous().numpy()
+
+
 def matmul(x: Tensor, data: Tensor, sm: Tensor, group: int) -> Tensor:
     """x [M, K] (any float dtype) @ W.T -> float32 [M, N] for one int4v matrix."""
-    xf = x.float().contiguous().numpy()
-    out = np.empty((xf.shape[0], data.shape[0] * ROWS), np.float32)
+    xn = activations(x)
+    out = np.empty((xn.shape[0], data.shape[0] * ROWS), np.float32)
     _, run, _ = kernels()
     with torch_threads():
-        run(data.numpy(), sm_numpy(sm), int(sm.dtype == torch.float32), group, xf, out)
+        run(data.numpy(), sm_numpy(sm), int(sm.dtype == torch.float32), group, xn, out)
     return torch.from_numpy(out)
