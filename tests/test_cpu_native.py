@@ -186,3 +186,42 @@ def test_unknown_native_choice_is_one_line_at_load(tmp_path, monkeypatch):
     monkeypatch.setenv("CLOVER_CPU_NATIVE", "yes")
     with pytest.raises(CheckpointError, match="^CLOVER_CPU_NATIVE='yes'; expected auto or off$"):
         load_checkpoint(tmp_path, quantize="int4")
+
+
+needs_bf16 = pytest.mark.skipif(not native.bf16_available(), reason="no AVX-512 BF16 here")
+
+
+@needs_bf16
+@pytest.mark.parametrize("n,k", [(300, 64), (17, 2048), (256, 96)])
+@pytest.mark.parametrize("m", [1, 2, 4, 5, 6])  # from 5 rows of x two weight rows at a time
+def test_bf16_kernel_matches_the_float_product(n, k, m):
+    gen = torch.Generator().manual_seed(n + k + m)
+    w = torch.randn(n, k, generator=gen).bfloat16()
+    x = torch.randn(m, k, generator=gen).bfloat16()
+    assert native.bf16_takes(x, w)
+    want = (x.float() @ w.float().t()).bfloat16()
+    torch.testing.assert_close(native.bf16_linear(x, w), want, rtol=1e-2, atol=1e-2)
+    torch.testing.assert_close(native.bf16_linear(x[None], w), want[None], rtol=1e-2, atol=1e-2)
+
+
+def test_bf16_kernel_takes_only_what_it_can_run():
+    w = torch.randn(64, 64).bfloat16()
+    assert not native.bf16_takes(torch.randn(7, 64).bfloat16(), w)  # torch's mm is as fast there
+    assert not native.bf16_takes(torch.randn(1, 64), w.float())
+    assert not native.bf16_takes(torch.randn(1, 48).bfloat16(), torch.randn(64, 48).bfloat16())  # K % 32
+
+
+@needs_bf16
+def test_lm_head_at_verify_widths_takes_the_bf16_kernel(monkeypatch):
+    from clover.model.cpu_linear import CpuGemvLinear
+
+    layer = torch.nn.Linear(64, 512, bias=False).bfloat16()
+    layer.__class__ = CpuGemvLinear
+    x = torch.randn(1, 4, 64).bfloat16()
+    calls = []
+    monkeypatch.setattr(
+        native, "bf16_linear", lambda *args: calls.append(1) or torch.nn.functional.linear(*args)
+    )
+    with torch.no_grad():
+        layer(x)
+    assert calls == [1]
