@@ -176,6 +176,7 @@ def llama_child(a) -> dict:
     p.n_ctx = max(max(PREFILLS), len(second)) + a.new_tokens + 64
     p.n_batch, p.n_ubatch, p.n_parallel = 2048, 512, 1
     p.cpuparams.n_threads = p.cpuparams_batch.n_threads = a.threads
+    p.cache_ram_mib = 0  # no prompt cache in RAM beside the slot's: a first turn pays its prefill
     base = _status("VmRSS")
     t0 = time.perf_counter()
     server = xl.Server(p)

@@ -432,6 +432,10 @@ class QuantExperts(nn.Module):
     def __init__(self, gate_up: PackedWeight, down: PackedWeight) -> None:
         super().__init__()
         self.gate_up, self.down = gate_up, down
+        # the layer's shared expert, run inside `forward_routed`'s one call (model/cpu_fusion.py):
+        # (gate_up, down) int4v stacks of one and its gate; not submodules (its own modules keep
+        # the same buffers, so the state dict is unchanged)
+        self.shared: tuple | None = None
 
     def forward_routed(self, x: Tensor, gate: Tensor, top: int, renorm: bool) -> Tensor | None:
         """The router and these experts in one CPU kernel call (kernels/cpu/moe.py), for a few bf16
@@ -445,7 +449,7 @@ class QuantExperts(nn.Module):
             and not torch.is_grad_enabled()
         ):
             return None
-        return _cpu_moe().route_and_run(x, gate, top, renorm, self.gate_up, self.down)
+        return _cpu_moe().route_and_run(x, gate, top, renorm, self.gate_up, self.down, self.shared)
 
     def forward(self, x: Tensor, ids: Tensor, weights: Tensor) -> Tensor:
         dtype = self.gate_up.dtype

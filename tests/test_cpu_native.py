@@ -225,3 +225,26 @@ def test_lm_head_at_verify_widths_takes_the_bf16_kernel(monkeypatch):
     with torch.no_grad():
         layer(x)
     assert calls == [1]
+
+
+@needs_kernel
+def test_shared_expert_in_the_moe_call_matches_the_layer_without_it(tmp_path):
+    from clover.model.cpu_fusion import fuse_shared_experts
+
+    torch.manual_seed(5)
+    save_checkpoint(CloverForCausalLM(tiny()).eval(), tmp_path)
+    net = load_checkpoint(tmp_path, quantize="int4", dtype=torch.bfloat16).model
+    moe = net.model.layers[0].mlp
+    assert moe.experts.shared is not None  # joined at load
+    x = torch.randn(3, 64).bfloat16()
+    with torch.no_grad():
+        joined = moe(x)
+        shared = moe.experts.shared
+        moe.experts.shared = None  # the routed call, then the shared expert's own modules
+        apart = moe(x)
+        moe.experts.shared = shared
+    torch.testing.assert_close(joined.float(), apart.float(), rtol=0, atol=3e-2 * apart.abs().max().item())
+    # the shared expert's modules read the joined stacks' bytes (one copy of the weights)
+    gp = moe.shared_expert.gate_proj.qweight
+    assert gp.data.data_ptr() == shared[0].data.data_ptr()
+    assert fuse_shared_experts(net) == len(net.model.layers)  # again: idempotent in effect

@@ -118,8 +118,10 @@ def _native_moe():
     chunk = native.TASK_BLOCKS
 
     @njit(parallel=True, fastmath=True)
-    def run(x, ids, weights, route, gate_bits, renorm, to_bf16, gu, dn, sm_f32, out):
-        """gu, dn: (data, sm, group) of the stacks [E, N/16, K/8, 16, 4] / [E, N/16, K/G, 2, 16]."""
+    def run(x, ids, weights, route, gate_bits, renorm, to_bf16, gu, dn, sm_f32, sh, sh_on, out):
+        """gu, dn: (data, sm, group) of the stacks [E, N/16, K/8, 16, 4] / [E, N/16, K/G, 2, 16]; sh:
+        the shared expert (gate_up data, sm, down data, sm: stacks of one; its gate float32 [H]),
+        added to `out` with weight sigmoid(gate . x) where `sh_on`."""
         if route:
             _route(x, gate_bits, ids, weights, renorm, to_bf16)
         top = ids.shape[1]
@@ -128,21 +130,42 @@ def _native_moe():
         rows_of = order // top
         xq, dx, xs = xq_t[rows_of], dx_t[rows_of], xs_t[rows_of]
         h = np.empty((order.size, gu[0].shape[1] * 16), np.float32)
-        per = (gu[0].shape[1] + chunk - 1) // chunk
-        for task in prange(segs * per):
-            s, c = task // per, task % per
-            a, b, e = seg_start[s], seg_start[s + 1], seg_expert[s]
-            hi = min(gu[0].shape[1], (c + 1) * chunk)
-            rows(gu[0][e], gu[1][e], sm_f32, gu[2], xq[a:b], dx[a:b], xs[a:b], h[a:b], c * chunk, hi)
+        hs = np.empty((x.shape[0], sh[0].shape[1] * 16), np.float32)
+        per, per_sh = (gu[0].shape[1] + chunk - 1) // chunk, (sh[0].shape[1] + chunk - 1) // chunk
+        for task in prange(segs * per + (per_sh if sh_on else 0)):
+            if task < segs * per:
+                s, c = task // per, task % per
+                a, b, e = seg_start[s], seg_start[s + 1], seg_expert[s]
+                hi = min(gu[0].shape[1], (c + 1) * chunk)
+                rows(gu[0][e], gu[1][e], sm_f32, gu[2], xq[a:b], dx[a:b], xs[a:b], h[a:b], c * chunk, hi)
+            else:
+                c = task - segs * per
+                hi = min(sh[0].shape[1], (c + 1) * chunk)
+                rows(sh[0][0], sh[1][0], sm_f32, gu[2], xq_t, dx_t, xs_t, hs, c * chunk, hi)
         aq, adx, axs = quantize(_swiglu(h), dn[2])
+        sq, sdx, sxs = quantize(_swiglu(hs), dn[2])
         y = np.empty((order.size, dn[0].shape[1] * 16), np.float32)
-        per = (dn[0].shape[1] + chunk - 1) // chunk
-        for task in prange(segs * per):
-            s, c = task // per, task % per
-            a, b, e = seg_start[s], seg_start[s + 1], seg_expert[s]
-            hi = min(dn[0].shape[1], (c + 1) * chunk)
-            rows(dn[0][e], dn[1][e], sm_f32, dn[2], aq[a:b], adx[a:b], axs[a:b], y[a:b], c * chunk, hi)
+        ys = np.empty((x.shape[0], sh[2].shape[1] * 16), np.float32)
+        per, per_sh = (dn[0].shape[1] + chunk - 1) // chunk, (sh[2].shape[1] + chunk - 1) // chunk
+        for task in prange(segs * per + (per_sh if sh_on else 0)):
+            if task < segs * per:
+                s, c = task // per, task % per
+                a, b, e = seg_start[s], seg_start[s + 1], seg_expert[s]
+                hi = min(dn[0].shape[1], (c + 1) * chunk)
+                rows(dn[0][e], dn[1][e], sm_f32, dn[2], aq[a:b], adx[a:b], axs[a:b], y[a:b], c * chunk, hi)
+            else:
+                c = task - segs * per
+                hi = min(sh[2].shape[1], (c + 1) * chunk)
+                rows(sh[2][0], sh[3][0], sm_f32, dn[2], sq, sdx, sxs, ys, c * chunk, hi)
         _combine(y, order, weights, out)
+        if sh_on:
+            for t in range(x.shape[0]):
+                g = np.float32(0.0)
+                for j in range(x.shape[1]):
+                    g += sh[4][j] * x[t, j]
+                g = np.float32(1.0) / (np.float32(1.0) + np.exp(-g))
+                for j in range(x.shape[1]):
+                    out[t, j] += g * ys[t, j]
 
     return run
 
@@ -202,15 +225,33 @@ def routed_moe(x: Tensor, ids: Tensor, weights: Tensor, gate_up, down) -> Tensor
     )
 
 
-def route_and_run(x: Tensor, gate: Tensor, top: int, renorm: bool, gate_up, down) -> Tensor:
+def route_and_run(x: Tensor, gate: Tensor, top: int, renorm: bool, gate_up, down, shared=None) -> Tensor:
     """The router (gate bf16 [E, H]: softmax, top `top`, renormalised when `renorm`) and the routed
-    experts in one call. Returns [T, H] in x's dtype (bf16)."""
+    experts in one call, and on int4v stacks the shared expert too where `shared` is given
+    ((gate_up, down) PackedWeight stacks of one, its gate float32 [H]). Returns [T, H] in x's dtype."""
     ids = np.empty((x.shape[0], top), np.int64)
     weights = np.empty((x.shape[0], top), np.float32)
-    return _run(x, ids, weights, gate.view(torch.int16).numpy().view(np.uint16), renorm, gate_up, down)
+    bits = gate.view(torch.int16).numpy().view(np.uint16)
+    return _run(x, ids, weights, bits, renorm, gate_up, down, shared)
 
 
-def _run(x: Tensor, ids: np.ndarray, weights: np.ndarray, gate_bits, renorm: bool, gate_up, down) -> Tensor:
+def _shared_arrays(shared) -> tuple:
+    """The shared expert ((gate_up, down, gate) of `route_and_run`) as the native call takes it."""
+    from clover.kernels.cpu.native import sm_numpy
+
+    gu, dn, gate = shared
+    return (gu.data.numpy(), sm_numpy(gu.scale), dn.data.numpy(), sm_numpy(dn.scale), gate.numpy())
+
+
+def _no_shared(gu: tuple, dn: tuple) -> tuple:
+    """Arrays of the right types and no rows, for a layer without a fused shared expert."""
+    empty = lambda a: a[:1, :0]  # noqa: E731
+    return (empty(gu[0]), empty(gu[1]), empty(dn[0]), empty(dn[1]), np.zeros(0, np.float32))
+
+
+def _run(
+    x: Tensor, ids: np.ndarray, weights: np.ndarray, gate_bits, renorm: bool, gate_up, down, shared=None
+) -> Tensor:
     xf = x.float().contiguous().numpy()
     out = np.empty_like(xf)
     route = gate_bits is not None
@@ -222,8 +263,22 @@ def _run(x: Tensor, ids: np.ndarray, weights: np.ndarray, gate_bits, renorm: boo
             dn = (down.data.numpy(), sm_numpy(down.scale), down.group_size)
             sm_f32 = int(gate_up.scale.dtype == torch.float32)
             gate = gate_bits if route else _NO_GATE
+            sh_on = shared is not None
+            sh = _shared_arrays(shared) if sh_on else _no_shared(gu, dn)
             _native_moe()(
-                xf, ids, weights, route, gate, renorm, x.dtype == torch.bfloat16, gu, dn, sm_f32, out
+                xf,
+                ids,
+                weights,
+                route,
+                gate,
+                renorm,
+                x.dtype == torch.bfloat16,
+                gu,
+                dn,
+                sm_f32,
+                sh,
+                sh_on,
+                out,
             )
             return torch.from_numpy(out).to(x.dtype)
         _moe(
