@@ -21,23 +21,15 @@ def test_side_by_side_runs_both_programs_on_the_same_weights(tmp_path, capsys):
     model = tmp_path / "ckpt"
     write(model, 4, "gptq", group_size=32, shape="tiny")
     out = tmp_path / "beside.json"
-    assert (
-        main(
-            [
-                "--model",
-                str(model),
-                "--rounds",
-                "2",
-                "--repeats",
-                "1",
-                "--new-tokens",
-                "4",
-                "--json",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    import torch
+
+    threads = torch.get_num_threads()  # main() sets the parent's count for its bandwidth probe
+    argv = ["--model", str(model), "--rounds", "2", "--repeats", "1", "--new-tokens", "4", "--json", str(out)]
+    try:
+        rc = main(argv)
+    finally:
+        torch.set_num_threads(threads)
+    assert rc == 0
     assert (tmp_path / "ckpt.q4_0.gguf").is_file()  # written beside the checkpoint
     table = capsys.readouterr().out
     assert "| Clover" in table and "| llama.cpp (xllamacpp wheel)" in table
