@@ -26,11 +26,13 @@ from clover.model.config import CloverConfig
 # --block-size B --orders verify`: B = 1 1.15 tokens per forward with the grammar's placements; B = 2
 # 1.03, 4 1.69, 8 2.18, 16 2.32, 32 2.50).
 EXPECTED_TPF = {2: 1.03 / 1.15, 4: 1.69 / 1.15, 8: 2.18 / 1.15, 16: 2.32 / 1.15, 32: 2.50 / 1.15}
-# A forward of W tokens over one token's on a CPU, measured at real size with the int8-dot int4 and
+# A forward of W tokens over one token's on a CPU, measured at real width with the int8-dot int4 and
 # bf16-dot kernels (docs/performance.md: 4 real-size layers extrapolated to 40, one core's CPU time,
-# `python -m benchmarks.realsize --model DIR --full-layers 40 --threads 1 --clock cpu`):
-# 173.6 / 242.6 / 302.6 / 534.3 ms at W = 1 / 2 / 4 / 8. These are the break-even tokens per forward.
-CPU_COST = {2: 242.6 / 173.6, 4: 302.6 / 173.6, 8: 534.3 / 173.6}
+# `python -m benchmarks.realsize --model DIR --full-layers 40 --threads 1 --clock cpu`): 160.3 /
+# 207.8 / 284.3 / 555.8 ms at W = 1 / 2 / 4 / 8, the layers' routing touching 8 / 14 / 23 / 39
+# experts (the 40-layer random checkpoint routes deeper tokens alike, 8 / 9 / 10 / 11, so its curve,
+# 1.12 / 1.44 / 2.61x, is a lower bound). These are the break-even tokens per forward.
+CPU_COST = {2: 207.8 / 160.3, 4: 284.3 / 160.3, 8: 555.8 / 160.3}
 BIG_MOE_EXPERTS = 64  # fewer experts than this: routing barely widens the forward
 BIG_MOE_PARAMS = 1_000_000_000
 MARGIN = 1.1  # a width must beat B = 1 by this much on paper to be the default
