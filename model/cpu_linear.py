@@ -1,7 +1,8 @@
-"""Dense bf16 linear layers on CPU at B = 1 through the numba matrix-vector kernel
-(kernels/cpu/gemv.py): lm_head (a 35B checkpoint's largest read per token, 1 GB) and the routers.
-The module stays an nn.Linear with the same parameter, so state dicts and tied weights are as
-before; any other input (more rows, another dtype or device) takes torch's own path."""
+"""Dense bf16 linear layers on CPU at decoding widths: lm_head (a 35B checkpoint's largest read per
+token, 1 GB) and the routers, through the AVX-512 BF16 kernel (kernels/cpu/native.py, 1-6 rows of x)
+where it is built, else the numba matrix-vector kernel (kernels/cpu/gemv.py, one row). The module
+stays an nn.Linear with the same parameter, so state dicts and tied weights are as before; any
+other input (more rows, another dtype or device) takes torch's own path."""
 
 from __future__ import annotations
 
@@ -14,10 +15,13 @@ MIN_OUT = 256  # smaller matrices: the kernel's start-up costs more than it save
 
 class CpuGemvLinear(nn.Linear):
     def forward(self, x: Tensor) -> Tensor:
-        from clover.kernels.cpu import gemv
+        from clover.kernels.cpu import gemv, native
 
-        if self.bias is None and gemv.takes(x, self.weight) and not torch.is_grad_enabled():
-            return gemv.linear(x, self.weight)
+        if self.bias is None and not torch.is_grad_enabled():
+            if native.bf16_takes(x, self.weight) and native.bf16_available():
+                return native.bf16_linear(x, self.weight)
+            if gemv.takes(x, self.weight):
+                return gemv.linear(x, self.weight)
         return F.linear(x, self.weight, self.bias)
 
 

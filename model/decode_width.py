@@ -26,6 +26,13 @@ from clover.model.config import CloverConfig
 # --block-size B --orders verify`: B = 1 1.15 tokens per forward with the grammar's placements; B = 2
 # 1.03, 4 1.69, 8 2.18, 16 2.32, 32 2.50).
 EXPECTED_TPF = {2: 1.03 / 1.15, 4: 1.69 / 1.15, 8: 2.18 / 1.15, 16: 2.32 / 1.15, 32: 2.50 / 1.15}
+# A forward of W tokens over one token's on a CPU, measured at real width with the int8-dot int4 and
+# bf16-dot kernels (docs/performance.md: 4 real-size layers extrapolated to 40, one core's CPU time,
+# `python -m benchmarks.realsize --model DIR --full-layers 40 --threads 1 --clock cpu`): 160.3 /
+# 207.8 / 284.3 / 555.8 ms at W = 1 / 2 / 4 / 8, the layers' routing touching 8 / 14 / 23 / 39
+# experts (the 40-layer random checkpoint routes deeper tokens alike, 8 / 9 / 10 / 11, so its curve,
+# 1.12 / 1.44 / 2.61x, is a lower bound). These are the break-even tokens per forward.
+CPU_COST = {2: 207.8 / 160.3, 4: 284.3 / 160.3, 8: 555.8 / 160.3}
 BIG_MOE_EXPERTS = 64  # fewer experts than this: routing barely widens the forward
 BIG_MOE_PARAMS = 1_000_000_000
 MARGIN = 1.1  # a width must beat B = 1 by this much on paper to be the default
@@ -55,25 +62,38 @@ def traffic_ratio(config: CloverConfig, width: int, expert_share: float | None =
     return (1 - expert_share) + expert_share * experts_touched(config, width) / k
 
 
-def choose_width(config: CloverConfig, device: object = "cpu") -> WidthChoice:
-    """The decode width to use when the user did not choose one (see the module docstring). The
-    device does not change the answer: CPU and GPU both read weights at their bandwidth; kept for a
-    device whose forwards are compute-bound at these widths."""
+def forward_cost(config: CloverConfig, width: int, device: object = "cpu", measured=None) -> float:
+    """A forward of `width` tokens over one of a single token: `measured` (width -> ratio) where
+    given, else CPU_COST on a CPU (measured at real size), else the weight-traffic ratio (a GPU's
+    forwards at these widths are bound by reading the weights)."""
+    if measured and width in measured:
+        return float(measured[width])
+    if str(device).startswith("cpu") and width in CPU_COST:
+        return CPU_COST[width]
+    return traffic_ratio(config, width)
+
+
+def choose_width(config: CloverConfig, device: object = "cpu", measured=None) -> WidthChoice:
+    """The decode width to use when the user did not choose one (see the module docstring): the
+    width whose expected tokens per forward over its forward cost is best, 1 unless one beats B = 1
+    by MARGIN. `measured`: forward costs over one token's, by width (a benchmark's own curve)."""
     own = config.default_block() if config.block_size > 1 else 1
     if config.num_experts < BIG_MOE_EXPERTS or config.param_counts()["total"] < BIG_MOE_PARAMS:
         return WidthChoice(own, "the checkpoint's own (not a big MoE)")
     best, gain = 1, 1.0
     for w, tpf in EXPECTED_TPF.items():
         if w <= own:
-            g = tpf / traffic_ratio(config, w)
+            g = tpf / forward_cost(config, w, device, measured)
             if g > gain:
                 best, gain = w, g
+    c4, c8 = forward_cost(config, 4, device, measured), forward_cost(config, 8, device, measured)
     if gain < MARGIN:
-        r4, r8 = traffic_ratio(config, 4), traffic_ratio(config, 8)
         return WidthChoice(
             1,
-            f"big MoE: forwards of 4 / 8 tokens read {r4:.1f}x / {r8:.1f}x the weights of one, "
-            f"more than a Clover decoder's {EXPECTED_TPF[4]:.2f}x / {EXPECTED_TPF[8]:.2f}x "
-            "tokens per forward there",
+            f"big MoE: forwards of 4 / 8 tokens cost {c4:.2f}x / {c8:.2f}x one token's, against a "
+            f"Clover decoder's {EXPECTED_TPF[4]:.2f}x / {EXPECTED_TPF[8]:.2f}x tokens per forward there",
         )
-    return WidthChoice(best, f"big MoE: expected {gain:.2f}x B = 1 at width {best}")
+    cost = forward_cost(config, best, device, measured)
+    return WidthChoice(
+        best, f"big MoE: expected {gain:.2f}x B = 1 at width {best} (forward cost {cost:.2f}x)"
+    )

@@ -412,6 +412,9 @@ def load_checkpoint(
         use_cpu_kernels(model)
     except ValueError as e:  # CLOVER_CPU_KERNELS names no choice
         raise CheckpointError(str(e)) from None
+    from clover.model.cpu_fusion import fuse_shared_experts
+
+    fuse_shared_experts(model)
     from clover.model.tokenizer import read_chat_template
 
     try:

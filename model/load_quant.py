@@ -71,6 +71,9 @@ class Placer:
     ) -> None:
         if quantize is not None and quantize not in QUANTIZE_MODES:
             raise ValueError(f"quantize must be one of {', '.join(QUANTIZE_MODES)} or None, not {quantize!r}")
+        from clover.kernels import cpu
+
+        cpu.check_choices()
         self.model, self.quantize, self.dtype, self.dev_of = model, quantize, dtype, dev_of
         self._stacks: dict[str, PackedWeight] = {}  # '...experts.gate_up_proj' -> slots being filled
         self._left: dict[str, int] = {}
@@ -148,7 +151,7 @@ class Placer:
 
     def _fit(self, stack: PackedWeight, value: Tensor | Int4Codes):
         """`value` in the form the stack's slots take."""
-        if stack.kind in ("int4", "int4r"):
+        if stack.kind in ("int4", "int4r", "int4v"):
             if isinstance(value, Int4Codes):
                 if value.group_size != stack.group_size:
                     raise ValueError("experts of one layer with different int4 group sizes")

@@ -94,6 +94,20 @@ def _row_blocks_fit(rows: int, group_size: int, device: torch.device | str) -> b
     return torch.device(device).type == "cpu" and rows % 16 == 0 and group_size % 8 == 0 and cpu.available()
 
 
+def _native_fits(rows: int, cols: int, group_size: int, device: torch.device | str) -> bool:
+    """Can an int4 matrix run on the integer-dot kernel (kernels/cpu/native.py, layout "int4v")?"""
+    from clover.kernels import cpu
+
+    if torch.device(device).type != "cpu" or not cpu.available():
+        return False
+    from clover.kernels.cpu import native
+
+    return native.fits(rows, cols, group_size) and native.available()
+
+
+ROW_BLOCK_KINDS = ("int4r", "int4v")  # the CPU kernels' expert stacks: one call per MoE layer
+
+
 def _cpu_moe():
     from clover.kernels.cpu import moe
 
@@ -215,6 +229,14 @@ def _pack_int4_one(q: Int4Codes, dtype: torch.dtype, device) -> tuple[Tensor, Te
     return packed, scale_zero
 
 
+def _pack_native(q: Int4Codes, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    """One [N, K] matrix in the integer-dot kernel's layout (kernels/cpu/native.py)."""
+    from clover.kernels.cpu import native
+
+    data = native.pack_kwords(q.kwords) if q.kwords is not None else native.pack_codes(q.codes)
+    return data, native.pack_scales(q.scales, q.zeros, dtype)
+
+
 def _int4_mm(x: Tensor, packed: Tensor, scale_zero: Tensor, group_size: int) -> Tensor:
     if x.is_cuda:
         return torch.ops.aten._weight_int4pack_mm(x, packed, group_size, scale_zero)
@@ -243,6 +265,9 @@ class PackedWeight(nn.Module):
 
     @classmethod
     def int4(cls, q: Int4Codes, dtype: torch.dtype, device: torch.device | str) -> PackedWeight:
+        if len(q.shape) == 2 and _native_fits(*q.shape, q.group_size, device):
+            data, scale = _pack_native(q, dtype)
+            return cls("int4v", data, scale, q.shape, q.group_size, act_dtype=dtype)
         if len(q.shape) == 2:
             data, scale = _pack_int4_one(q, dtype, device)
         else:
@@ -270,7 +295,21 @@ class PackedWeight(nn.Module):
     ) -> PackedWeight:
         """E uninitialised slots, filled by `put` one expert at a time (a layer is never whole in
         floating point while it loads). An int4 stack on CPU takes the row-block layout of the
-        numba kernels (kind "int4r": one call per MoE layer) where they are available."""
+        numba kernels (kind "int4r": one call per MoE layer) where they are available, and the
+        integer-dot kernel's layout (kind "int4v") where that one is."""
+        if kind == "int4" and _native_fits(rows, cols, group_size, device):
+            from clover.kernels.cpu import native
+
+            sm_dtype = torch.int16 if dtype == torch.bfloat16 else torch.float32
+            r = native.ROWS
+            return cls(
+                "int4v",
+                torch.empty(count, rows // r, cols // 8, r, 4, dtype=torch.uint8),
+                torch.empty(count, rows // r, cols // group_size, 2, r, dtype=sm_dtype),
+                (count, rows, cols),
+                group_size,
+                act_dtype=dtype,
+            )
         if kind == "int4" and _row_blocks_fit(rows, group_size, device):
             from clover.kernels.cpu import int4 as cpu_int4
 
@@ -307,6 +346,12 @@ class PackedWeight(nn.Module):
 
     def put(self, e: int, value: Int4Codes | tuple[Tensor, Tensor]) -> None:
         """Pack one expert's matrix into slot e."""
+        if self.kind == "int4v":
+            assert isinstance(value, Int4Codes)
+            data, scale = _pack_native(value, self.act_dtype)
+            self.data[e].copy_(data)
+            self.scale[e].copy_(scale)
+            return
         if self.kind == "int4r":
             from clover.kernels.cpu import int4 as cpu_int4
 
@@ -333,6 +378,10 @@ class PackedWeight(nn.Module):
 
     def mm(self, x: Tensor, e: int | None = None) -> Tensor:
         data, scale = (self.data, self.scale) if e is None else (self.data[e], self.scale[e])
+        if self.kind == "int4v":
+            from clover.kernels.cpu import native
+
+            return native.matmul(x, data, scale, self.group_size).to(self.dtype)
         if self.kind == "int4r":
             from clover.kernels.cpu import int4 as cpu_int4
 
@@ -358,7 +407,7 @@ class PackedWeight(nn.Module):
         return self.data.numel() * self.data.element_size() + self.scale.numel() * self.scale.element_size()
 
     def extra_repr(self) -> str:
-        group = f", group {self.group_size}" if self.kind == "int4" else ""
+        group = f", group {self.group_size}" if self.kind.startswith("int4") else ""
         return f"{self.kind}, {list(self.shape)}{group}, {self.dtype}"
 
 
@@ -383,19 +432,24 @@ class QuantExperts(nn.Module):
     def __init__(self, gate_up: PackedWeight, down: PackedWeight) -> None:
         super().__init__()
         self.gate_up, self.down = gate_up, down
+        # the layer's shared expert, run inside `forward_routed`'s one call (model/cpu_fusion.py):
+        # (gate_up, down) int4v stacks of one and its gate; not submodules (its own modules keep
+        # the same buffers, so the state dict is unchanged)
+        self.shared: tuple | None = None
 
     def forward_routed(self, x: Tensor, gate: Tensor, top: int, renorm: bool) -> Tensor | None:
         """The router and these experts in one CPU kernel call (kernels/cpu/moe.py), for a few bf16
         tokens; None where that does not apply (the caller routes in torch)."""
         if not (
-            self.gate_up.kind == self.down.kind == "int4r"
+            self.gate_up.kind == self.down.kind
+            and self.gate_up.kind in ROW_BLOCK_KINDS
             and x.shape[0] <= _cpu_moe().MAX_TOKENS
             and x.dtype == gate.dtype == torch.bfloat16
             and gate.is_contiguous()
             and not torch.is_grad_enabled()
         ):
             return None
-        return _cpu_moe().route_and_run(x, gate, top, renorm, self.gate_up, self.down)
+        return _cpu_moe().route_and_run(x, gate, top, renorm, self.gate_up, self.down, self.shared)
 
     def forward(self, x: Tensor, ids: Tensor, weights: Tensor) -> Tensor:
         dtype = self.gate_up.dtype
@@ -404,7 +458,8 @@ class QuantExperts(nn.Module):
             gate, up = self.gate_up.mm(xs.to(dtype).contiguous(), e).chunk(2, dim=-1)
             return self.down.mm((F.silu(gate) * up).contiguous(), e)
 
-        if self.gate_up.kind == self.down.kind == "int4r" and x.shape[0] <= _cpu_moe().MAX_TOKENS:
+        kinds = (self.gate_up.kind, self.down.kind)
+        if kinds[0] == kinds[1] and kinds[0] in ROW_BLOCK_KINDS and x.shape[0] <= _cpu_moe().MAX_TOKENS:
             return _cpu_moe().routed_moe(x, ids, weights, self.gate_up, self.down)
         if x.shape[0] == 1:  # one token (B = 1): its k experts are distinct, nothing to sort or scatter
             xs = x.to(dtype).contiguous()

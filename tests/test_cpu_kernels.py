@@ -28,6 +28,8 @@ from clover.model.quantized import Int4Codes, PackedWeight, QuantExperts, quanti
 @pytest.fixture(autouse=True)
 def _numba_kernels(monkeypatch):
     monkeypatch.setenv("CLOVER_CPU_KERNELS", "numba")  # whatever the run's environment chose
+    # the float row-block layout (tests/test_cpu_native.py has the integer-dot one)
+    monkeypatch.setenv("CLOVER_CPU_NATIVE", "off")
 
 
 @pytest.mark.parametrize("shape", [(300, 64), (256, 2048), (17, 33)])
@@ -110,20 +112,31 @@ def test_one_token_delta_rule_matches_the_definition_in_place(n, heads, dk, dv):
     torch.testing.assert_close(s, s_ref, rtol=0, atol=1e-5)
 
 
-def _decode(model, monkeypatch, kernels: str) -> tuple[list, list]:
+def _decode(model, monkeypatch, kernels: str, steps=((7,), (11,), (13,))) -> tuple[list, list]:
     monkeypatch.setenv("CLOVER_CPU_KERNELS", kernels)
     cache = model.new_cache(1)
     peeks, states = [], []
     with torch.no_grad():
-        model.prefill(torch.tensor([[5, 9, 3, 17, 2]]), cache)
-        for tok in (7, 11, 13):
+        model.prefill(torch.tensor([[5, 9, 3, 17, 2, 40, 41, 42, 43, 44]]), cache)  # 10: the chunked form
+        for toks in steps:
             before = [c.state.clone() for c in cache.layers if hasattr(c, "state")]
-            peeks.append(model.lm_head(model.peek(torch.tensor([[tok]]), cache)))
+            peeks.append(model.lm_head(model.peek(torch.tensor([list(toks)]), cache)))
             after = [c.state for c in cache.layers if hasattr(c, "state")]
             assert all(torch.equal(a, b) for a, b in zip(before, after, strict=True))  # peek commits nothing
-            model.commit(torch.tensor([[tok]]), cache)
+            model.commit(torch.tensor([list(toks)]), cache)
         states = [c.state.clone() for c in cache.layers if hasattr(c, "state")]
     return peeks, states
+
+
+def test_a_few_tokens_per_forward_decode_the_same_with_and_without_the_cpu_kernels(monkeypatch):
+    """A verify check's causal forward of 2-8 tokens runs GDN token by token on the kernel."""
+    torch.manual_seed(2)
+    model = CloverForCausalLM(tiny()).eval()
+    steps = ((7, 11, 13), (21, 22), tuple(range(50, 58)))
+    fast, fast_states = _decode(model, monkeypatch, "numba", steps)
+    slow, slow_states = _decode(model, monkeypatch, "torch", steps)
+    for a, b in zip(fast + fast_states, slow + slow_states, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
 
 
 def test_model_decodes_the_same_with_and_without_the_cpu_kernels(monkeypatch):

@@ -186,3 +186,24 @@ def test_given_cache_rules_and_a_busy_cache_decodes_without_it(clover):
     with pc._lock:  # another thread holds the conversation
         res = pc.generate(net, list(range(20, 40)), s)
     assert res.stats["cached_prompt_tokens"] == 0 and pc.positions == []
+
+
+def test_the_agents_real_first_prompt_is_not_prefilled_again(clover):
+    """`clover chat`'s own first prompt (its system prompt and every default tool, ~1.4k tokens): the
+    second turn resumes from it and prefills only the reply and the tool result after it."""
+    from clover.core.protocols import tool_spec
+    from clover.prompts import system_prompt
+    from clover.tools.registry import default_tools
+
+    tools = [tool_spec(t) for t in default_tools()]
+    first = [{"role": "system", "content": system_prompt("/work/project", "chat")}, TASK]
+    model = variant(clover, cached=True, block_size=1)
+    old, _ = model.prompt_ids(first, tools)
+    assert len(old) > 1000
+    turn = model.complete(first, tools)
+    assert turn.stats["cached_prompt_tokens"] == 0 and turn.stats["prefill_tokens"] == len(old)
+    second = [*first, turn.to_message(), {"role": "tool", "content": "def add(a, b):\n    return a + b\n"}]
+    new, _ = model.prompt_ids(second, tools)
+    again = model.complete(second, tools)
+    assert again.stats["cached_prompt_tokens"] >= len(old) - model.prefix_cache.margin
+    assert again.stats["cached_prompt_tokens"] + again.stats["prefill_tokens"] == len(new)

@@ -43,6 +43,13 @@ IDS = torch.tensor([[5, 9, 3, 17, 2, 44, 8, 11, 90]])
 GROUP, BLOCK = 32, (32, 16)  # tiny shapes: hidden 64, expert width 32
 
 
+@pytest.fixture(autouse=True)
+def _float_kernels(monkeypatch):
+    """The loader's decoding is checked exactly, on the float int4 kernels; the integer-dot kernel
+    (int8 activations, so not exact) has its own tests (tests/test_cpu_native.py)."""
+    monkeypatch.setenv("CLOVER_CPU_NATIVE", "off")
+
+
 @pytest.fixture(scope="module")
 def model():
     torch.manual_seed(0)

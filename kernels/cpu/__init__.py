@@ -6,7 +6,9 @@ and the Python between one expert's matmuls costs as much again (benchmarks/cpu_
 
 numba is the tool made for this (compiled loops from Python, no C compiler on the user's machine,
 compiled once and cached). Without it (or with CLOVER_CPU_KERNELS=torch) everything runs on torch's
-kernels, as before; `available()` says which.
+kernels, as before; `available()` says which. The int4 products go further on integer dot products
+(native.py, a small C kernel built at first use) where that builds; CLOVER_CPU_NATIVE=off keeps them on
+numba's float kernels.
 """
 
 from __future__ import annotations
@@ -47,6 +49,21 @@ def available() -> bool:
             "CLOVER_CPU_KERNELS=numba but numba is not installed or does not import (pip install numba)"
         )
     return _numba_present()
+
+
+def native_choice() -> str:
+    """CLOVER_CPU_NATIVE: "auto" (the integer-dot int4 kernel of native.py where it builds) or "off"."""
+    choice = os.environ.get("CLOVER_CPU_NATIVE", "auto").strip().lower() or "auto"
+    if choice not in ("auto", "off"):
+        raise ValueError(f"CLOVER_CPU_NATIVE={choice!r}; expected auto or off")
+    return choice
+
+
+def check_choices() -> None:
+    """Both settings read (ValueError, one line, for a value that names no choice): the loader asks
+    before it places the first weight."""
+    available()
+    native_choice()
 
 
 @contextlib.contextmanager

@@ -22,6 +22,9 @@ from clover.model.layers.norms import GatedRMSNorm
 TRAIN_CHUNK = 64  # delta-rule chunk of the clean stream in training
 
 
+CPU_TOKENS = 8  # causal tokens per forward taken token by token on CPU (a verify check's width)
+
+
 def cpu_step_ok(state: Tensor) -> bool:
     """Take the one-token CPU kernel? (CPU, no gradient, numba present)."""
     return state.device.type == "cpu" and not torch.is_grad_enabled() and cpu.available()
@@ -92,7 +95,15 @@ class GatedDeltaNet(nn.Module):
             state = torch.zeros(n, self.num_v_heads, self.dk, self.dv, device=ref.device)
             tail = ref.new_zeros(n, self.conv_dim, self.kernel - 1)
 
-        if noisy is None and clean.shape[1] == 1 and ctx.clean_valid is None and cpu_step_ok(state):
+        # several tokens on the float32 kernel only where the model is no more precise than that
+        few = clean is not None and (clean.shape[1] == 1 or clean.dtype in (torch.float32, torch.bfloat16))
+        if (
+            noisy is None
+            and few
+            and clean.shape[1] <= CPU_TOKENS
+            and ctx.clean_valid is None
+            and cpu_step_ok(state)
+        ):
             return self._cpu_token(clean, ctx, cache, state, tail), None
 
         clean_out, starts, u, state0 = None, None, tail, state
@@ -173,36 +184,43 @@ class GatedDeltaNet(nn.Module):
         return clean_out, noisy_out
 
     def _cpu_token(self, x: Tensor, ctx: ForwardContext, cache, state: Tensor, tail: Tensor) -> Tensor:
-        """One token, B = 1 decoding on CPU: the projections in torch, the rest in one kernel
-        (kernels/cpu/gdn_token.py); the state is updated in place only when the step commits."""
+        """A few tokens of causal decoding on CPU (B = 1, or a verify check of up to CPU_TOKENS):
+        the projections in torch for all of them at once, then token after token the rest in one
+        kernel call each (kernels/cpu/gdn_token.py); the state is updated in place only when the
+        step commits. For so few tokens this beats the chunked form's ~100 small ops."""
         from clover.kernels.cpu.gdn_token import gdn_token
 
-        n = x.shape[0]
-        flat = x.reshape(n, -1)
+        n, width = x.shape[0], x.shape[1]
+        flat = x.reshape(n * width, -1)
         commits = ctx.commit and cache is not None
-        own = (
-            state
-            if commits and state.dtype == torch.float32 and state.is_contiguous()
-            else state.float().clone()
-        )
-        out, new_tail = gdn_token(
-            self.in_proj_qkv(flat),
-            self.in_proj_z(flat),
-            self.in_proj_b(flat),
-            self.in_proj_a(flat),
-            tail,
-            self.conv1d.weight[:, 0],
-            self.A_log,
-            self.dt_bias,
-            self.norm.weight,
-            self.norm.eps,
-            own,
-            self.key_dim,
-            self.num_v_heads // self.num_k_heads,
-        )
+        # one committed token updates the state in place (B = 1's hot path); several start from a
+        # copy, so a snapshot taken before (model/cache.py keeps references) stays as it was
+        in_place = commits and width == 1 and state.dtype == torch.float32 and state.is_contiguous()
+        own = state if in_place else state.float().clone()
+        pre, z = self.in_proj_qkv(flat).view(n, width, -1), self.in_proj_z(flat).view(n, width, -1)
+        b, a = self.in_proj_b(flat).view(n, width, -1), self.in_proj_a(flat).view(n, width, -1)
+        outs = []
+        for i in range(width):
+            out, tail = gdn_token(
+                pre[:, i],
+                z[:, i],
+                b[:, i],
+                a[:, i],
+                tail,
+                self.conv1d.weight[:, 0],
+                self.A_log,
+                self.dt_bias,
+                self.norm.weight,
+                self.norm.eps,
+                own,
+                self.key_dim,
+                self.num_v_heads // self.num_k_heads,
+            )
+            outs.append(out)
         if commits:
-            cache.state, cache.conv = own, new_tail
-        return self.out_proj(out.to(x.dtype)).view(n, 1, -1)
+            cache.state, cache.conv = own, tail
+        out = torch.stack(outs, dim=1).reshape(n * width, -1)
+        return self.out_proj(out.to(x.dtype)).view(n, width, -1)
 
 
 class GDNCache:

@@ -54,6 +54,8 @@ class SparseMoE(nn.Module):
         # quantized experts on CPU route and run in one kernel call where they can
         fused = getattr(self.experts, "forward_routed", None)
         y = fused(x, self.gate.weight, self.top_k, self.norm_topk_prob) if fused else None
+        if y is not None and getattr(self.experts, "shared", None) is not None:
+            return y.view(shape)  # the call ran the shared expert too (model/cpu_fusion.py)
         if y is None:
             probs = self.gate(x).float().softmax(dim=-1)
             weights, ids = probs.topk(self.top_k, dim=-1)
