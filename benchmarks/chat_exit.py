@@ -1,5 +1,5 @@
 """Leaving the chat with the embedded model loaded: the seconds from "the chat is done" to the process
-being gone, for the ordinary interpreter exit (what Ctrl-D did: 2.9 s in issue 50) next to the
+being gone, for the ordinary interpreter exit (what Ctrl-D did before: 2.9 s in one run) next to the
 chat's `leave()` (exit handlers, then no teardown), each in a fresh process that loaded the model
 and decoded one reply, as the chat has by then.
 

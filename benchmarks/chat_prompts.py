@@ -12,8 +12,8 @@ made at one fixed path (`--workdir`/calc, made afresh): its path is in the syste
 reply can change with it, so a random temporary name made two runs of one model differ. Ask mode, with the
 user's approval of the test command given up front (an allow rule for `python -m pytest*` in a throwaway user
 config): read-only tools and the tests run, every other command and every edit is refused, as headless
-requests refuse what needs approval. (Until session 19 this ran in plan mode, where "Run the tests." could
-never be answered: pytest was refused.) Writes OUT/replies.json (status, reply, steps, tokens, seconds per
+requests refuse what needs approval. (Not plan mode: there "Run the tests." could never be answered,
+pytest being refused.) Writes OUT/replies.json (status, reply, steps, tokens, seconds per
 prompt) and OUT/replies.md. It flags the mechanical failures (a truncated or runaway reply, an error, no
 reply) and gives each reply a verdict (verdict(): the reply of the prompt's kind, an honest "I can't" of
 another kind, or other); whether an "other" is still coherent is left to the reader."""

@@ -11,10 +11,10 @@ kind's line it begins, and counts the prompts where that is the label and the th
 as the training data's does (a model that goes on thinking, "Greeting. ...\nI need to find ...", is marked
 KIND+more). Also printed: each kind's line scored by mean log-probability per token (the best two). Seconds on
 a CPU, no agent run: a quick check of a checkpoint's chat data before the full chat_prompts run. A model that
-ignores the request starts every prompt alike (the shipped weights of session 7: the general question's line
+ignores the request starts every prompt alike (an early checkpoint gave the general question's line
 for all twenty). `--root`: the repository path in the system prompt; the choice should not depend on it
 (evals/synthfix/chat_rows.draw_root). Given several, each is scored and the prompts whose choice moves with
-the path are counted (session 18's model: 9/20 at .../calc, 8/20 at .../utilkit, a SynthFix package's name,
+the path are counted (one checkpoint: 9/20 at .../calc, 8/20 at .../utilkit, a SynthFix package's name,
 with most choices moved)."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import sys
 
 from benchmarks.chat_prompts import LABELS  # the kind a careful assistant picks for each prompt
 
-# The lines checkpoints before session 15 were taught (each kind's line now starts with its own token)
+# The lines older checkpoints were taught (each kind's line now starts with its own token)
 LEGACY = {
     "greet": "A greeting. Say briefly who I am and what I can do.",
     "who": "The user asks who I am. Answer briefly.",

@@ -4,7 +4,7 @@ the two side by side: docs/performance.md, "Loading".)
 
 Measured: the process's peak RSS above its RSS right after the imports (the peak is reset there by
 writing 5 to /proc/self/clear_refs, and read as VmHWM afterwards), and the load's wall time. The bound
-of issue 20: on CPU peak <= model bytes + 1.2 x largest shard + 100 MB; onto a GPU <= 1.2 x largest
+the loader keeps: on CPU peak <= model bytes + 1.2 x largest shard + 100 MB; onto a GPU <= 1.2 x largest
 shard + 100 MB. The peak is judged after every weight has been read once, since weights mapped from the
 file (the loader does that for CPU tensors already in the wanted dtype) count in RSS from then on.
 

@@ -3,7 +3,7 @@
 Old: the design the recorder replaced, one whole-tree snapshot before each step with the git
 program: `git add -A` into a shadow index and `git write-tree` into a separate object store (the
 old store also copied `.git`'s state and listed ignored files, so this baseline is a lower bound
-of the old cost; the replaced code is in git history, tools/checkpoints.py before issue 46). New
+of the old cost; the replaced code is in git history). New
 (tools/checkpoints.py): a scan before and after each tool call that may write (stat only for
 files already read; new contents into the object store through libgit2), and the change record.
 Measured on a copy of this repository's tracked files and on a synthetic 5,000-file tree; one

@@ -10,7 +10,7 @@ twice when it is at least `twice_period` tokens long. The thresholds keep real o
 repeats short patterns (`0, 0,` or a row of `-`), but rarely 64 tokens of one pattern in a row,
 hardly ever three identical copies of a 33-token stretch back to back, and hardly ever a 64-token
 stretch twice over, identical to the token (a 77-token reply looped twice filled a 256-token turn
-before a third copy could show, session 17). One token 24 times in a row is a loop
+before a third copy could show). One token 24 times in a row is a loop
 already: byte-level BPE merges a run of one character, so that is hundreds of characters (the
 embedded model wrote `zzzz...` into its thinking, 64 tokens of it before the stop).
 """

@@ -23,7 +23,7 @@ check keeps every guessed token, the next round needs no forward of its own; whe
 the guess is dropped (it was drafted after a wrong token) and the next round denoises afresh. The
 guess knows fewer of the block's tokens than a fresh round would (the ones kept past it are still
 masked in it), so a round keeps fewer; still, the embedded model's oracle turns in benchmarks/verify.py
-take 374 forwards fused against 441 (MODEL_CARD, session 22). On a 2-core CPU a forward's cost grows
+take 374 forwards fused against 441 (MODEL_CARD). On a 2-core CPU a forward's cost grows
 with its width, so decode time is not less; where width is nearly free (a GPU), fewer forwards is
 less time.
 """
