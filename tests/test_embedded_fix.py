@@ -2,8 +2,8 @@
 subprocess on a fresh clone, graded as `clover bench` grades (the hidden tests applied afterwards;
 FAIL_TO_PASS and PASS_TO_PASS must pass). One held-out SynthFix instance, as a smoke test; `clover
 bench` gives the rates (model/weights/MODEL_CARD.md). And one instance of the hand-written set
-(evals/handwritten, never trained on), fixed since the checkpoint's edit repairs (config.json
-edit_repairs). No decoding setting is passed: the run uses the checkpoint's own block size, decode
+(evals/handwritten: never trained on, but fitted, since the checkpoint's edit repairs, config.json
+edit_repairs, were written from it). No decoding setting is passed: the run uses the checkpoint's own block size, decode
 order and edit repairs, as a new user's `clover fix` does."""
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ pytest.importorskip("torch")
 
 # Held-out split, seed 0, as `clover bench` draws it (a src/ layout, names training never has).
 HELDOUT = {"seed": 0, "index": 2}  # synthfix-heldout__quill-0-0002, fixed at every decoder measured
-# The hand-written set (evals/handwritten, never trained on), first instance: a wrong sign in a formula.
+# The hand-written set (evals/handwritten: not trained on; fitted: the edit repairs were written from it),
+# first instance: a wrong sign in a formula.
 HANDWRITTEN, HANDWRITTEN_INDEX = "handwritten__hw01-fahrenheit", 0
 
 
