@@ -5,6 +5,7 @@ paste is a placeholder while edited and whole in the scrollback; Ctrl-D leaves w
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -160,12 +161,20 @@ def test_a_300_line_paste_is_a_placeholder_and_whole_in_the_scrollback(tmp_path:
     assert "[Pasted text" not in sent
 
 
-def test_ctrl_d_leaves_while_the_embedded_model_loads(tmp_path: Path) -> None:
-    """HEAD: Ctrl-D was ignored until the model had loaded, then the chat waited at its prompt."""
+def test_ctrl_d_leaves_while_a_local_model_loads(tmp_path: Path) -> None:
+    """Ctrl-D under the loading spinner ends the chat at once. The checkpoint's config.json is a
+    FIFO nobody writes, so the load blocks for as long as the test needs, on any machine."""
+    from clover.backends.local import EMBEDDED_DIR
+
     repo = _repo(tmp_path / "repo")
-    term = Tmux(_command(tmp_path, repo), cwd=ROOT)
+    checkpoint = tmp_path / "slow-checkpoint"
+    checkpoint.mkdir()
+    for name in ("model.safetensors", "tokenizer.json"):
+        (checkpoint / name).symlink_to(EMBEDDED_DIR / name)
+    os.mkfifo(checkpoint / "config.json")
+    term = Tmux(_command(tmp_path, repo, "--model", str(checkpoint)), cwd=ROOT)
     try:
-        term.wait_for("Clover chat · model embedded", timeout=30)
+        term.wait_for("(Ctrl-D leaves)", timeout=30)
         term.send("C-d")
         screen = term.wait_for("[exited", timeout=60)
         assert "[exited 0]" in screen and "closed (Ctrl-D) before the model loaded" in screen
