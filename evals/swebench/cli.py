@@ -184,11 +184,7 @@ def grade_cmd(
             report = grade_batch(chosen, preds, config, workers=workers, label=label, progress=progress)
     except _user_errors() as exc:
         fail(str(exc))
-    tag = "" if report.get("official") else " (UNOFFICIAL local grader)"
-    typer.echo(
-        f"resolved {report.get('resolved_instances', 0)}/{report.get('submitted_instances', 0)}{tag}; "
-        f"errors {report.get('error_instances', 0)} -> {out / 'report.json'}"
-    )
+    typer.echo(grade_line(report) + f" -> {out / 'report.json'}")
     if "judgeable_ids" in report:
         from clover.evals.swebench.calibration import render_table
 
@@ -198,12 +194,40 @@ def grade_cmd(
         )
         typer.echo(render_table(report.get("by_repository", {})))
     _warn_unjudged(report)
-    if report.get("error_instances"):
-        raise typer.Exit(1)
+    raise typer.Exit(grade_exit_code(report))
+
+
+# `clover eval swebench grade`'s exit status: what the figure covers.
+GRADE_EXIT = {"judged": 0, "error": 1, "cannot_judge": 3}
+
+
+def grade_line(report: dict) -> str:
+    """One line: resolved over the instances judged in full, the rest counted apart."""
+    if report.get("official"):
+        return f"resolved {report.get('resolved_instances', 0)}/{report.get('submitted_instances', 0)}"
+    judged = report.get("judged_instances", 0)
+    return (
+        f"resolved {report.get('resolved_instances', 0)}/{judged} judged in full (UNOFFICIAL local grader); "
+        f"cannot judge here {report.get('cannot_judge_instances', 0)}; errors {report.get('error_instances', 0)}"
+    )
+
+
+def grade_exit_code(report: dict) -> int:
+    """0: every instance judged in full; 1: an instance errored (or, calibrating, the grader
+    disagreed with a known verdict); 3: no error, but some instance cannot be judged here."""
+    from clover.evals.swebench.calibration import WRONG
+
+    calibration = report.get("calibration", {})
+    if report.get("error_instances") or any(c.get("why_kind") in WRONG for c in calibration.values()):
+        return GRADE_EXIT["error"]
+    if report.get("cannot_judge_instances") or any(c.get("why_not") for c in calibration.values()):
+        return GRADE_EXIT["cannot_judge"]
+    return GRADE_EXIT["judged"]
 
 
 def _warn_unjudged(report: dict) -> None:
-    """Instances this grader cannot judge here, and verdicts given without some tests: on stderr."""
+    """Instances this grader cannot judge here, and tests that could not run beside a verdict
+    they cannot change: on stderr."""
     unjudged = report.get("cannot_judge") or {
         i: c["why_not"] for i, c in report.get("calibration", {}).items() if c.get("why_not")
     }
@@ -214,9 +238,12 @@ def _warn_unjudged(report: dict) -> None:
     excluded = report.get("excluded_tests") or {
         i: c["excluded_tests"] for i, c in report.get("calibration", {}).items() if c.get("excluded_tests")
     }
+    excluded = {i: tests for i, tests in excluded.items() if i not in unjudged}
     if excluded:
         typer.echo(
-            f"warning: {len(excluded)} instance(s) graded without tests that cannot run here:", err=True
+            f"note: {len(excluded)} instance(s) unresolved by tests that ran; these could not run here "
+            "and cannot change that:",
+            err=True,
         )
         for iid, tests in excluded.items():
             for test, why in tests.items():
