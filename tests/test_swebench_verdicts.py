@@ -190,3 +190,28 @@ def test_the_cli_exit_code_and_report_keep_cannot_judge_apart(tmp_path):
         swebench_app, [*args, "--instances", "fixture__calc-2", "-o", str(tmp_path / "h")]
     )
     assert res.exit_code == 0, res.output
+
+
+def test_verdicts_beside_an_official_run_count_cannot_judge_apart_and_a_wrong_one_fails(tmp_path):
+    dataset = tmp_path / "dataset.jsonl"
+    rows = [_env_instance(tmp_path / "a"), make_instance(tmp_path / "b", "fixture__calc-2")]
+    dataset.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    official = tmp_path / "results.json"
+    official.write_text(json.dumps({"resolved": ["fixture__calc-1", "fixture__calc-2"]}))
+    args = ["grade", "--predictions", "gold", "--dataset", str(dataset), "--offline", "--no-progress"]
+    args += ["--no-test-network", "--official", str(official)]
+    res = CliRunner().invoke(swebench_app, [*args, "-o", str(tmp_path / "g")])
+    assert res.exit_code == 3, res.output  # nothing wrong; one instance cannot be judged here
+    report = json.loads((tmp_path / "g" / "report.json").read_text())
+    assert report["agreement"]["fixture__calc-1"]["kind"] == "network"
+    assert report["agreement"]["fixture__calc-2"] == {
+        "official": "resolved",
+        "local": "resolved",
+        "kind": "agree",
+        "why": "",
+    }
+    assert "| all | 2 | 1 (50%) | 1 | 0 |" in res.output
+
+    official.write_text(json.dumps({"resolved_ids": []}))  # as if the official harness said unresolved
+    res = CliRunner().invoke(swebench_app, [*args, "-o", str(tmp_path / "h")])
+    assert res.exit_code == 1 and "wrong: fixture__calc-2: official unresolved, local resolved" in res.output

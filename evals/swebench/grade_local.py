@@ -305,8 +305,13 @@ def _gold_log(config: GradeConfig, iid: str) -> str:
 
 def judge_notes(reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Per instance: why it cannot be judged here, and which tests the verdict leaves out."""
+    unjudged = {i: r for i in sorted(reports) if (r := cannot_judge(reports[i]))}
     return {
-        "cannot_judge": {i: r for i in sorted(reports) if (r := cannot_judge(reports[i]))},
+        "cannot_judge": unjudged,
+        "cannot_judge_kinds": {
+            i: str(reports[i].get("cannot_judge_kind") or reports[i].get("error_kind") or "environment")
+            for i in unjudged
+        },
         "excluded_tests": {
             i: reports[i]["excluded_tests"] for i in sorted(reports) if reports[i].get("excluded_tests")
         },
