@@ -5,11 +5,15 @@ machine it used to take one run per missing package)."""
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from clover.evals.terminalbench import prereqs
+from clover.evals.terminalbench.container import container_problem
 from clover.evals.terminalbench.tasks import find_tasks
 
 TASKS = Path(__file__).parent / "tbench_tasks"
@@ -112,3 +116,38 @@ def test_installing_needs_root_and_says_so_in_one_line():
         )
     else:
         raise AssertionError("no error without root")
+
+
+def readme_fresh_machine_line() -> str:
+    """The README's one command for a fresh machine with only Python (Benchmarks section)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    [line] = [ln for ln in text.splitlines() if "clover eval terminalbench --install-prereqs" in ln]
+    return line
+
+
+def test_the_readmes_fresh_machine_command_sets_up_as_the_first_ones_do():
+    line = readme_fresh_machine_line()
+    setup, _, run = line.partition(" && clover ")
+    assert setup == "python3 -m venv .venv && . .venv/bin/activate && pip install -e ."
+    assert run.startswith("eval terminalbench --install-prereqs --tasks tests/tbench_tasks --task ")
+
+
+@pytest.mark.slow
+def test_the_readmes_fresh_machine_command_runs_its_task_here(tmp_path):
+    # Its `clover ...` part on this checkout (the venv part is this test's own environment): the
+    # prerequisites hold or get installed, the task's root is built (or taken from the cache), the
+    # oracle passes.
+    problem = container_problem()
+    if problem is not None:
+        pytest.skip(f"no local container: {problem}")
+    args = shlex.split(readme_fresh_machine_line().partition(" && clover ")[2])
+    proc = subprocess.run(
+        [sys.executable, "-m", "clover", *args, "-o", str(tmp_path / "out")],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "passed 1/1 judged" in proc.stdout

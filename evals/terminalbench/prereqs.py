@@ -167,7 +167,9 @@ def check(
         )
     # The one check only a real container makes (namespaces and mounts work here), once the rest holds.
     if not missing and (problem := m.container()):
-        missing.append(Missing("containers", problem, fix="a kernel with user, mount and PID namespaces"))
+        missing.append(
+            Missing("containers", problem, fix="mount, PID and network namespaces and overlay mounts here")
+        )
     return missing
 
 
