@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.server
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -123,3 +124,35 @@ def test_programs_under_tmp_stay_runnable_and_read_only(tmp_path):
     proc = run(Sandbox(str(workspace)).wrap_command([str(program)]))
     assert proc.stdout.split() == ["hello", "from", "tmp", "ro"], proc.stderr
     assert not (tools / "written").exists()
+
+
+@needs_bwrap
+def test_a_test_run_that_writes_hundreds_of_temp_files_is_reported_in_one_line(tmp_path):
+    """pytest's numbered temp folders under the private /tmp, a few dotfiles in the home: how many,
+    where, and that they are kept for the session; not a list of hundreds of paths."""
+    from clover.tools.environment import LocalEnvironment
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "test_many.py").write_text(
+        "import pytest\n\n\n@pytest.mark.parametrize('n', range(40))\n"
+        "def test_writes(tmp_path, n):\n    for i in range(5):\n        (tmp_path / f'f{i}').write_text('x')\n"
+    )
+    sandbox = Sandbox(str(ws))
+    env = LocalEnvironment(str(ws), wrap_command=sandbox)
+    try:
+        result = env.execute(
+            f"{sys.executable} -m pytest -q -p no:cacheprovider test_many.py; echo a > ~/.one; echo b > ~/.two; "
+            "mkdir -p ~/.cache/tool && echo c > ~/.cache/tool/state"
+        )
+        note = next(line for line in result.output.splitlines() if line.startswith("[sandbox:"))
+        assert "40 passed" in result.output
+        assert re.fullmatch(
+            r"\[sandbox: \d{3} files written under the sandbox's private /tmp \(pytest-of-[^/]+/\.\.\.\), "
+            r"3 in its home \(\.cache/\.\.\., \.one and 1 more\); kept for this session's later commands, "
+            r"deleted when Clover exits\]",
+            note,
+        ), note
+        assert result.output.count("[sandbox:") == 1 and len(note) < 250
+    finally:
+        sandbox.close()

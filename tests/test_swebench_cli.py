@@ -55,7 +55,9 @@ def test_run_grade_report(tmp_path):
         ],
     )  # dataset: the run's
     assert res.exit_code == 0, res.output
-    assert "resolved 1/1 (UNOFFICIAL local grader)" in res.output
+    assert (
+        "resolved 1/1 judged in full (UNOFFICIAL local grader); cannot judge here 0; errors 0" in res.output
+    )
     assert (out / "grade_local" / "report.json").is_file()
 
     data = collect(out)
@@ -126,7 +128,7 @@ def test_grade_exits_nonzero_and_warns_when_instances_error(tmp_path):
         ],
     )
     assert res.exit_code == 1, res.output
-    assert "resolved 1/2" in res.output and "errors 1" in res.output
+    assert "resolved 1/1 judged in full" in res.output and "errors 1" in res.output
     assert "warning: 1 instance(s) cannot be judged here:" in res.output
     assert "fixture__calc-2: environment error: WorkspaceError: no mirror of nobody/nothing" in res.output
     report = json.loads((tmp_path / "g" / "report.json").read_text())

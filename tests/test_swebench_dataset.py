@@ -165,6 +165,26 @@ def test_repo_sources(tmp_path):
         make_workspace({**inst, "base_commit": "0" * 40}, tmp_path / "ws2", cache)
 
 
+def test_a_mirror_that_lacks_a_file_of_the_base_commit_is_an_error_not_a_smaller_tree(tmp_path):
+    # A snapshot without its largest blobs: git checks the commit out with exit 0 and leaves the
+    # file out (astropy's IERS table: every test then tried to download it).
+    inst = make_instance(tmp_path / "src")
+    mirror = tmp_path / "mirror.git"
+    subprocess.run(["git", "clone", "--mirror", "--quiet", inst["repo"], str(mirror)], check=True)
+    blob = subprocess.run(
+        ["git", "rev-parse", f"{inst['base_commit']}:calc/core.py"],
+        cwd=mirror,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    (mirror / "objects" / blob[:2] / blob[2:]).unlink()  # a clone of a fresh repository keeps loose objects
+    cache = RepoCache(tmp_path / "cache", {inst["repo"]: str(mirror)}, online=False)
+    with pytest.raises(
+        WorkspaceError, match=r"lacks 1 file\(s\) of base_commit .* \(calc/core.py\): a partial copy"
+    ):
+        make_workspace(inst, tmp_path / "ws", cache)
+
+
 def test_docker_image_and_missing_docker(monkeypatch):
     assert (
         instance_image("django__django-11099") == "swebench/sweb.eval.x86_64.django_1776_django-11099:latest"

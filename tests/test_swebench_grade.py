@@ -98,10 +98,12 @@ def test_evaluate_log_uses_swebench_parser_and_rule():
         "PASS_TO_PASS": ["t.py::b", "t.py::c"],
     }
     spec = default_spec({**inst, "test_patch": ""}, Path("/nonexistent"))
-    log = ">>>>> Start Test Output\nPASSED t.py::a\nPASSED t.py::b\nSKIPPED t.py::c\n>>>>> End Test Output\n"
-    assert (
-        evaluate_log(log, inst, spec, "p")["resolved"] is True
-    )  # a skipped PASS_TO_PASS does not count against
+    log = ">>>>> Start Test Output\nPASSED t.py::a\nPASSED t.py::b\nPASSED t.py::c\n>>>>> End Test Output\n"
+    assert evaluate_log(log, inst, spec, "p")["resolved"] is True
+    # swebench's rule counts a skipped test as neither passing nor failing: here it leaves the
+    # verdict open (test_swebench_verdicts.py has the cases)
+    skipped = log.replace("PASSED t.py::c", "SKIPPED t.py::c")
+    assert evaluate_log(skipped, inst, spec, "p")["verdict"] == "cannot judge"
     failing = log.replace("PASSED t.py::b", "FAILED t.py::b - boom")
     assert evaluate_log(failing, inst, spec, "p")["resolved"] is False
     missing_marker = log.replace(">>>>> End Test Output", "")

@@ -361,9 +361,7 @@ def test_environment_yml_installs_what_pip_can_and_names_conda_only_packages(tmp
     )
     report = evaluate_log(test_log, row, spec2, "p")
     assert report["cannot_judge_kind"] == "package"
-    assert report["cannot_judge"].startswith(
-        "every FAIL_TO_PASS test cannot run here: needs the package cdms2"
-    )
+    assert report["cannot_judge"].startswith("cannot judge here: t.py::uses_cdms2: needs the package cdms2")
     assert "conda-only" in report["cannot_judge"]
 
 
@@ -556,7 +554,8 @@ def test_a_test_skipped_for_a_missing_system_package_names_it():
     report = evaluate_log(log, row, spec, "p")
     assert report["cannot_judge_kind"] == "system-package"
     assert report["cannot_judge"].startswith(
-        "every FAIL_TO_PASS test cannot run here: needs the system package "
+        "cannot judge here: tests/test_ext_inheritance_diagram.py::test_inheritance_diagram: "
+        "needs the system package "
         "graphviz, which the official image installs and this machine has not"
     )
     assert "apt-get install graphviz" in report["cannot_judge"]

@@ -15,9 +15,10 @@ from clover.backends.scripted import ScriptedModel
 from clover.evals.terminalbench.cli import terminalbench_app
 from clover.evals.terminalbench.container import container_problem, host_image
 from clover.evals.terminalbench.launch import Launch
-from clover.evals.terminalbench.local_runner import run_tasks, summarize
+from clover.evals.terminalbench.local_runner import run_tasks
 from clover.evals.terminalbench.pythons import installs as python_installs
 from clover.evals.terminalbench.tasks import find_tasks
+from clover.evals.terminalbench.verdicts import summarize
 from clover.settings import Settings
 from clover.trajectory import Trajectory
 
@@ -238,7 +239,7 @@ def test_cli_runs_tasks_and_reports(tmp_path):
         ],
     )
     assert result.exit_code == 0, result.output
-    assert "passed 2/2 (100.0%)" in result.output
+    assert "passed 2/2 judged (100.0%)" in result.output
     assert [t["id"] for t in json.loads((out / "results.json").read_text())["tasks"]] == [
         "hello-file",
         "sort-scores",
@@ -248,7 +249,7 @@ def test_cli_runs_tasks_and_reports(tmp_path):
         ["--tasks", str(TASKS), "--oracle", "--task", "fix-script", "-o", str(out)],
         env={"CLOVER_TBENCH_IMAGE": "host"},
     )
-    assert result.exit_code == 0 and "passed 1/1" in result.output
+    assert result.exit_code == 0 and "passed 1/1 judged" in result.output
     bad = runner.invoke(terminalbench_app, ["--tasks", str(tmp_path / "none"), "--oracle"])
     assert bad.exit_code == 2 and "not a directory" in bad.output and "Traceback" not in bad.output
 

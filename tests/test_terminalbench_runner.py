@@ -19,9 +19,10 @@ import pytest
 from clover.evals.terminalbench.build import ContainerSource, FolderSource, copy_from
 from clover.evals.terminalbench.container import TaskContainer, container_problem, host_image
 from clover.evals.terminalbench.launch import Launch
-from clover.evals.terminalbench.local_runner import run_tasks, summarize
+from clover.evals.terminalbench.local_runner import run_tasks
 from clover.evals.terminalbench.netns import failure_reply, outside_access_problem, question
 from clover.evals.terminalbench.tasks import find_tasks
+from clover.evals.terminalbench.verdicts import summarize
 from clover.settings import Settings
 
 RUNNER_TASKS = Path(__file__).parent / "tbench_tasks" / "_runner"
@@ -190,7 +191,7 @@ def test_a_task_that_cannot_reach_a_host_needs_the_internet(tmp_path, resolver):
     assert result.status == "needs-internet", result.reason
     assert result.hosts == ["downloads.clover-unreachable.org"]
     assert result.reason.startswith("needs the internet: downloads.clover-unreachable.org (the tests failed")
-    assert summarize([result])["needs_internet"] == 1 and summarize([result])["ran"] == 0
+    assert summarize([result])["needs_internet"] == 1 and summarize([result])["judged"] == 0
     lookups = (tmp_path / "needs-a-host" / "logs").parent.glob("container/dns.log")
     assert not list(lookups)  # the container (and its log) is removed unless --keep
 

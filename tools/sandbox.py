@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Sequence
 
 _SCAN_LIMIT = 3000  # entries looked at per private directory when listing what a command wrote
@@ -147,16 +148,36 @@ class Sandbox:
         return found
 
     def changes(self, before: dict[str, tuple[int, int]]) -> str | None:
-        """A line for the tool result naming what a command wrote to the private /tmp or home."""
+        """One line for the tool result saying what a command wrote to the private /tmp or home:
+        the paths when there are a few, else how many under each and the folders they sit in (a
+        test run writes hundreds of temporary files; the model needs the fact, not the list)."""
         after = self.snapshot()
         written = sorted(p for p, v in after.items() if before.get(p) != v)
         if not written:
             return None
-        names = ", ".join(written[:5]) + (f" and {len(written) - 5} more" if len(written) > 5 else "")
-        return (
-            f"[sandbox: wrote {names} in the sandbox's private /tmp or home: kept for this session's "
-            "later commands, not visible outside the sandbox, deleted when Clover exits]"
-        )
+        keep = "kept for this session's later commands, deleted when Clover exits"
+        if len(written) <= 5:
+            return f"[sandbox: wrote {', '.join(written)} in the sandbox's private /tmp or home; {keep}]"
+        parts = []
+        for root, first, then in (
+            ("/tmp", "under the sandbox's private /tmp", "under its /tmp"),
+            ("~", "in the sandbox's private home", "in its home"),
+        ):
+            mine = [p[len(root) + 1 :] for p in written if p.startswith(root + "/")]
+            if not mine:
+                continue
+            # Where they are: the two most crowded top-level folders (or files), the rest counted.
+            tops = Counter(p.split("/", 1)[0] + ("/..." if "/" in p else "") for p in mine)
+            where = ", ".join(name for name, _ in tops.most_common(2))
+            where += f" and {len(tops) - 2} more" if len(tops) > 2 else ""
+            # The snapshot stops counting at _SCAN_LIMIT files per folder: the count is then a floor.
+            capped = sum(1 for p in after if p.startswith(root + "/")) >= _SCAN_LIMIT
+            count = f"{'at least ' if capped else ''}{len(mine)}"
+            noun = "file" if len(mine) == 1 else "files"
+            parts.append(
+                f"{count} {noun} written {first} ({where})" if not parts else f"{count} {then} ({where})"
+            )
+        return f"[sandbox: {', '.join(parts)}; {keep}]"
 
     # ------------------------------------------------------------------ the bwrap command line
 

@@ -55,7 +55,9 @@ def repository(instance_id: str) -> str:
     return instance_id.rsplit("-", 1)[0].replace("__", "/", 1)
 
 
-def by_repository(calibration: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def by_repository(
+    calibration: dict[str, dict[str, Any]], wrong: tuple[str, ...] = WRONG
+) -> dict[str, dict[str, Any]]:
     """Per repository: rows, judged correctly, cannot judge (by cause kind), wrong."""
     table: dict[str, dict[str, Any]] = {}
     for iid, entry in sorted(calibration.items()):
@@ -66,7 +68,7 @@ def by_repository(calibration: dict[str, dict[str, Any]]) -> dict[str, dict[str,
         kind = entry.get("why_kind", "")
         if entry.get("judgeable"):
             row["correct"] += 1
-        elif kind in WRONG:
+        elif kind in wrong:
             row["wrong"] += 1
         else:
             row["cannot_judge"][kind or "unknown"] += 1
@@ -95,3 +97,45 @@ def render_table(table: dict[str, dict[str, Any]]) -> str:
             f"| all | {total['rows']} | {total['correct']} ({pct:.0f}%) | {total['cannot']} | {total['wrong']} |"
         )
     return "\n".join(lines)
+
+
+def official_verdicts(data: dict[str, Any], ids: list[str]) -> dict[str, bool]:
+    """{instance: resolved} by an official run's report: swebench's (`resolved_ids`) or the
+    experiments repository's results.json (`resolved`). A graded instance it does not list as
+    resolved is unresolved, as the official score counts it."""
+    resolved = set(data.get("resolved_ids") or data.get("resolved") or [])
+    return {i: i in resolved for i in ids}
+
+
+def agreement(report: dict[str, Any], official: dict[str, bool]) -> dict[str, dict[str, str]]:
+    """Per instance: the local verdict beside the official one, and how they relate: `agree`,
+    `wrong` (both gave a verdict, and they differ), or the kind of why this grader could not
+    judge it here (error kinds, cannot-judge kinds)."""
+    notes = report.get("cannot_judge", {})
+    kinds = report.get("cannot_judge_kinds", {})
+    out = {}
+    for iid, resolved in sorted(official.items()):
+        wanted = "resolved" if resolved else "unresolved"
+        if iid in report.get("error_ids", []):
+            local, kind = "error", kinds.get(iid, "environment")
+        elif iid in report.get("cannot_judge_ids", []):
+            local, kind = "cannot judge", kinds.get(iid, "skipped")
+        else:
+            local = "resolved" if iid in report.get("resolved_ids", []) else "unresolved"
+            kind = "agree" if local == wanted else "wrong"
+        out[iid] = {"official": wanted, "local": local, "kind": kind, "why": notes.get(iid, "")}
+    return out
+
+
+def agreement_by_repository(rows: dict[str, dict[str, str]]) -> dict[str, dict[str, Any]]:
+    """The calibration table's shape, for verdicts against an official run."""
+    return by_repository(
+        {
+            iid: {
+                "judgeable": row["kind"] == "agree",
+                "why_kind": "wrong-verdict" if row["kind"] == "wrong" else row["kind"],
+            }
+            for iid, row in rows.items()
+        },
+        wrong=("wrong-verdict",),
+    )

@@ -142,6 +142,12 @@ def grade_cmd(
         "--test-network/--no-test-network",
         help="local grader: --no-test-network runs the tests with loopback only.",
     ),
+    official: Optional[Path] = typer.Option(
+        None,
+        "--official",
+        help="local grader: an official run's report (swebench's, or results.json with `resolved`) "
+        "to set each verdict beside; a verdict that differs exits 1.",
+    ),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
 ) -> None:
     """Grade predictions with the official harness or the local, UNOFFICIAL grader."""
@@ -150,6 +156,8 @@ def grade_cmd(
     try:
         if grader not in ("swebench", "local"):
             fail(f"--grader must be swebench or local, not {grader!r}")
+        if official and grader != "local":
+            fail("--official sets the local grader's verdicts beside the official ones: use --grader local")
         special = predictions in ("gold", "empty", "calibrate")
         pred_dir = (
             None
@@ -181,14 +189,13 @@ def grade_cmd(
                 test_timeout=float(timeout or 1800),
                 test_network=test_network,
             )
+            official_data = _read_official(official) if official else None
             report = grade_batch(chosen, preds, config, workers=workers, label=label, progress=progress)
+            if official_data is not None:
+                _set_beside_official(report, official_data, out)
     except _user_errors() as exc:
         fail(str(exc))
-    tag = "" if report.get("official") else " (UNOFFICIAL local grader)"
-    typer.echo(
-        f"resolved {report.get('resolved_instances', 0)}/{report.get('submitted_instances', 0)}{tag}; "
-        f"errors {report.get('error_instances', 0)} -> {out / 'report.json'}"
-    )
+    typer.echo(grade_line(report) + f" -> {out / 'report.json'}")
     if "judgeable_ids" in report:
         from clover.evals.swebench.calibration import render_table
 
@@ -198,12 +205,77 @@ def grade_cmd(
         )
         typer.echo(render_table(report.get("by_repository", {})))
     _warn_unjudged(report)
-    if report.get("error_instances"):
-        raise typer.Exit(1)
+    raise typer.Exit(grade_exit_code(report))
+
+
+def _read_official(path: Path) -> dict:
+    from clover.evals.swebench.report import ReportError
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ReportError(f"--official {path}: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("resolved_ids", data.get("resolved")), list):
+        raise ReportError(f"--official {path}: no list of resolved instances (resolved_ids or resolved)")
+    return data
+
+
+def _set_beside_official(report: dict, data: dict, out: Path) -> None:
+    """Each local verdict beside the official one: in report.json, and as a table by repository."""
+    from clover.evals.swebench.calibration import (
+        agreement,
+        agreement_by_repository,
+        official_verdicts,
+        render_table,
+    )
+    from clover.evals.swebench.runner import write_json_atomic
+
+    graded = [*report.get("completed_ids", []), *report.get("error_ids", [])]
+    rows = agreement(report, official_verdicts(data, graded))
+    report["agreement"] = rows
+    report["agreement_by_repository"] = agreement_by_repository(rows)
+    write_json_atomic(out / "report.json", report)
+    typer.echo("beside the official verdicts (judged correctly = the same verdict):")
+    typer.echo(render_table(report["agreement_by_repository"]))
+    for iid, row in rows.items():
+        if row["kind"] == "wrong":
+            typer.echo(f"wrong: {iid}: official {row['official']}, local {row['local']}", err=True)
+
+
+# `clover eval swebench grade`'s exit status: what the figure covers.
+GRADE_EXIT = {"judged": 0, "error": 1, "cannot_judge": 3}
+
+
+def grade_line(report: dict) -> str:
+    """One line: resolved over the instances judged in full, the rest counted apart."""
+    if report.get("official"):
+        return f"resolved {report.get('resolved_instances', 0)}/{report.get('submitted_instances', 0)}"
+    judged = report.get("judged_instances", 0)
+    return (
+        f"resolved {report.get('resolved_instances', 0)}/{judged} judged in full (UNOFFICIAL local grader); "
+        f"cannot judge here {report.get('cannot_judge_instances', 0)}; errors {report.get('error_instances', 0)}"
+    )
+
+
+def grade_exit_code(report: dict) -> int:
+    """0: every instance judged in full; 1: an instance errored, or a verdict differs from a known
+    one (calibrating, or --official); 3: no error, but some instance cannot be judged here."""
+    from clover.evals.swebench.calibration import WRONG
+
+    calibration = report.get("calibration", {})
+    wrong = any(c.get("why_kind") in WRONG for c in calibration.values()) or any(
+        row["kind"] == "wrong" for row in report.get("agreement", {}).values()
+    )
+    if report.get("error_instances") or wrong:
+        return GRADE_EXIT["error"]
+    if report.get("cannot_judge_instances") or any(c.get("why_not") for c in calibration.values()):
+        return GRADE_EXIT["cannot_judge"]
+    return GRADE_EXIT["judged"]
 
 
 def _warn_unjudged(report: dict) -> None:
-    """Instances this grader cannot judge here, and verdicts given without some tests: on stderr."""
+    """Instances this grader cannot judge here, and tests that could not run beside a verdict
+    they cannot change: on stderr."""
     unjudged = report.get("cannot_judge") or {
         i: c["why_not"] for i, c in report.get("calibration", {}).items() if c.get("why_not")
     }
@@ -214,9 +286,12 @@ def _warn_unjudged(report: dict) -> None:
     excluded = report.get("excluded_tests") or {
         i: c["excluded_tests"] for i, c in report.get("calibration", {}).items() if c.get("excluded_tests")
     }
+    excluded = {i: tests for i, tests in excluded.items() if i not in unjudged}
     if excluded:
         typer.echo(
-            f"warning: {len(excluded)} instance(s) graded without tests that cannot run here:", err=True
+            f"note: {len(excluded)} instance(s) unresolved by tests that ran; these could not run here "
+            "and cannot change that:",
+            err=True,
         )
         for iid, tests in excluded.items():
             for test, why in tests.items():

@@ -27,7 +27,7 @@ from clover.evals.swebench.judge import (
     InstallError,
     cannot_judge,
     error_kind,
-    grade_on_subset,
+    judge_without,
     missing_package_tests,
     unrunnable_tests,
 )
@@ -164,7 +164,13 @@ def evaluate_log(log_text: str, instance: Instance, spec: LocalSpec, patch: str)
         "patch_successfully_applied": False,
         "resolved": False,
     }
+    if unfinished := _unfinished(log_text, bad):  # the tests never ran to the end here
+        report["patch_successfully_applied"] = bad[0] not in log_text or f"{bad[0]} (test patch)" in log_text
+        report.update(resolved=None, verdict="cannot judge", cannot_judge=unfinished[1])
+        report["cannot_judge_kind"] = unfinished[0]
+        return report
     if any(code in log_text for code in bad) or start not in log_text or end not in log_text:
+        report["verdict"] = "unresolved"  # the model patch does not apply (the official chain)
         return report
     report["patch_successfully_applied"] = True
     test_ns = SimpleNamespace(
@@ -188,8 +194,22 @@ def evaluate_log(log_text: str, instance: Instance, spec: LocalSpec, patch: str)
         **missing_package_tests(body, judged, status_map, spec.missing_packages),
         **system_package_tests(body, judged, status_map, spec.missing_system_packages),
     }
-    grade_on_subset(report, excluded, gold, status_map, eval_type)
+    judge_without(report, excluded, gold, status_map, eval_type)
     return report
+
+
+def _unfinished(log_text: str, bad: list[str]) -> tuple[str, str] | None:
+    """(kind, why) when the test run did not finish for a reason of this machine, not the patch's:
+    it ran out of time (slower or busier than the official one), or the test patch, which applies
+    in the official image, did not apply here."""
+    if bad[3] in log_text:
+        return (
+            "timeout",
+            "cannot judge here: the tests did not finish within the test timeout on this machine",
+        )
+    if f"{bad[0]} (test patch)" in log_text:
+        return "test-patch", "cannot judge here: the test patch does not apply to the work tree here"
+    return None
 
 
 def default_work_dir() -> Path:
@@ -285,8 +305,13 @@ def _gold_log(config: GradeConfig, iid: str) -> str:
 
 def judge_notes(reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Per instance: why it cannot be judged here, and which tests the verdict leaves out."""
+    unjudged = {i: r for i in sorted(reports) if (r := cannot_judge(reports[i]))}
     return {
-        "cannot_judge": {i: r for i in sorted(reports) if (r := cannot_judge(reports[i]))},
+        "cannot_judge": unjudged,
+        "cannot_judge_kinds": {
+            i: str(reports[i].get("cannot_judge_kind") or reports[i].get("error_kind") or "environment")
+            for i in unjudged
+        },
         "excluded_tests": {
             i: reports[i]["excluded_tests"] for i in sorted(reports) if reports[i].get("excluded_tests")
         },
@@ -294,12 +319,16 @@ def judge_notes(reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def summarize(reports: dict[str, dict[str, Any]], total: int, label: str) -> dict[str, Any]:
-    """swebench's run-report fields, over per-instance reports {id: report}."""
+    """swebench's run-report fields, over per-instance reports {id: report}. `resolved` and
+    `unresolved` count only the instances judged in full; an instance this machine cannot judge
+    (a deciding test cannot run here) is counted apart, as are errors."""
     ids = sorted(reports)
     errors = [i for i in ids if reports[i].get("error")]
     empty = [i for i in ids if reports[i].get("empty_patch")]
     completed = [i for i in ids if i not in errors]
-    resolved = [i for i in completed if reports[i].get("resolved")]
+    unjudged = [i for i in completed if reports[i].get("resolved") is None]
+    judged = [i for i in completed if i not in unjudged]
+    resolved = [i for i in judged if reports[i].get("resolved")]
     return {
         "grader": "local",
         "official": False,
@@ -308,13 +337,17 @@ def summarize(reports: dict[str, dict[str, Any]], total: int, label: str) -> dic
         "total_instances": total,
         "submitted_instances": len(ids),
         "completed_instances": len(completed),
+        "judged_instances": len(judged),
         "resolved_instances": len(resolved),
-        "unresolved_instances": len(completed) - len(resolved),
+        "unresolved_instances": len(judged) - len(resolved),
+        "cannot_judge_instances": len(unjudged),
         "empty_patch_instances": len(empty),
         "error_instances": len(errors),
         "completed_ids": completed,
+        "judged_ids": judged,
         "resolved_ids": resolved,
-        "unresolved_ids": [i for i in completed if i not in resolved],
+        "unresolved_ids": [i for i in judged if i not in resolved],
+        "cannot_judge_ids": unjudged,
         "empty_patch_ids": empty,
         "error_ids": errors,
         "schema_version": 2,

@@ -1,12 +1,14 @@
 """What the local grader can and cannot judge on this machine, and why.
 
 Some tests cannot run here: they reach the network (httpbin.org, redirects, DNS), or they skip
-themselves (too few CPUs, a missing optional tool). swebench's rule counts a judged test that is
-skipped or absent from the log as failing, so such an instance would look unresolved for a reason
-that has nothing to do with the patch. Here those tests are found in the pytest summary (`-rA`),
-excluded from the verdict and listed with the reason, never silently; an instance whose every
-FAIL_TO_PASS test is excluded cannot be judged. Setup failures are told apart the same way:
-install (with pip's full message), environment, or a bug in the grader itself.
+themselves (too few CPUs, a missing optional tool). Every FAIL_TO_PASS and PASS_TO_PASS test passed
+in the official image under the gold patch, so one that skips here, or fails for want of the
+network, says something about this machine, not about the patch. Such tests are found in the
+pytest summary (`-rA`) and the failure sections, and listed with the reason, never silently. They
+are never graded around: a verdict stands only where they cannot change it (a test that ran here
+fails: unresolved); otherwise the instance is "cannot judge here: <test>: <reason>"
+(`judge_without`). Setup failures are told apart the same way: install (with pip's full message),
+environment, or a bug in the grader itself.
 """
 
 from __future__ import annotations
@@ -143,7 +145,8 @@ def why_excluded(reason: str, *, network: bool) -> str:
 def unrunnable_tests(log: str, judged: list[str], status_map: dict[str, str]) -> dict[str, str]:
     """The judged tests that did not run for a reason of this machine: {test id: reason}.
 
-    - skipped (by id, or absent from the log while its file reports a skip),
+    - skipped (by id, with or without a reason; or absent from the log while its file reports a
+      skip),
     - failed with a network error in its message, traceback or captured output."""
     failures = failure_messages(log)
     skips = skip_reasons(log)
@@ -161,6 +164,8 @@ def unrunnable_tests(log: str, judged: list[str], status_map: dict[str, str]) ->
             reasons = [r for where, r in skips if where in (test, path)]
             if reasons:
                 out[test] = why_excluded(reasons[0], network=bool(NETWORK.search(reasons[0])))
+            elif status == "SKIPPED":  # it ran in the official image; here it did not, reason unknown
+                out[test] = "skipped here: the log gives no reason"
     return out
 
 
@@ -202,17 +207,23 @@ def missing_package_tests(
     return out
 
 
-def grade_on_subset(
+def judge_without(
     report: dict[str, Any],
     excluded: dict[str, str],
     gold: dict[str, Any],
     status_map: dict[str, str],
     eval_type: Any,
 ) -> None:
-    """Re-grade `report` without the excluded tests, saying so in the report."""
-    from swebench.harness.constants import FAIL_TO_PASS, PASS_TO_PASS, ResolvedStatus
-    from swebench.harness.grading import get_eval_tests_report, get_resolution_status
+    """The verdict, given the judged tests that cannot run here (`excluded`: {test: why}).
 
+    A verdict stands only where the excluded tests cannot change it: a kept test that fails makes
+    the instance unresolved whatever they would do. Where every kept test passes, the excluded ones
+    decide, so the instance cannot be judged here: `resolved` is None, `verdict` "cannot judge",
+    and `cannot_judge` names the first deciding test and why it cannot run."""
+    from swebench.harness.constants import FAIL_TO_PASS, PASS_TO_PASS
+    from swebench.harness.grading import get_eval_tests_report
+
+    report["verdict"] = "resolved" if report["resolved"] else "unresolved"
     if not excluded:
         return
     kept = {
@@ -221,15 +232,18 @@ def grade_on_subset(
         PASS_TO_PASS: [t for t in gold[PASS_TO_PASS] if t not in excluded],
     }
     report["excluded_tests"] = dict(sorted(excluded.items()))
-    report["graded_on_subset"] = True
-    if not kept[FAIL_TO_PASS]:
-        report["resolved"] = False
-        report["cannot_judge"] = "every FAIL_TO_PASS test cannot run here: " + next(iter(excluded.values()))
-        report["cannot_judge_kind"] = _kind_of(next(iter(excluded.values())))
-        return
     tests = get_eval_tests_report(status_map, kept, eval_type=eval_type)
     report["tests_status"] = tests
-    report["resolved"] = get_resolution_status(tests) == ResolvedStatus.FULL.value
+    failing = [*tests[FAIL_TO_PASS]["failure"], *tests[PASS_TO_PASS]["failure"]]
+    if failing:  # a failure among the tests that ran: no excluded test can make it resolve
+        report["resolved"], report["verdict"] = False, "unresolved"
+        return
+    deciding = [t for t in (*gold[FAIL_TO_PASS], *gold[PASS_TO_PASS]) if t in excluded]
+    first = deciding[0]
+    more = f" (and {len(deciding) - 1} more test(s) that cannot run here)" if len(deciding) > 1 else ""
+    report["resolved"], report["verdict"] = None, "cannot judge"
+    report["cannot_judge"] = f"cannot judge here: {first}: {excluded[first]}{more}"
+    report["cannot_judge_kind"] = _kind_of(excluded[first])
 
 
 def _kind_of(reason: str) -> str:

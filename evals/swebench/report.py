@@ -35,21 +35,18 @@ def collect(run_dir: Path, grade_report: Path | None = None) -> dict[str, Any]:
             raise ReportError(f"{grade_path}: {exc}") from None
     if not results and not grade:
         raise ReportError(f"{run_dir}: no results (*/result.json) and no grade report (report.json)")
-    resolved = set(grade.get("resolved_ids", []))
-    graded = (
-        set(grade.get("completed_ids", []))
-        | set(grade.get("error_ids", []))
-        | set(grade.get("empty_patch_ids", []))
-    )
-    ids = sorted(set(results) | graded)
+    verdicts = grade_verdicts(grade)
+    ids = sorted(set(results) | set(verdicts))
     rows = []
     for iid in ids:
         r = results.get(iid, {})
+        verdict = verdicts.get(iid)
         rows.append(
             {
                 "instance_id": iid,
                 "exit_status": r.get("exit_status", "-"),
-                "resolved": (iid in resolved) if iid in graded else None,
+                "verdict": verdict,
+                "resolved": {"resolved": True, "unresolved": False}.get(verdict or ""),
                 "runtime": r.get("runtime"),
                 "steps": r.get("steps"),
                 "tokens": r.get("tokens"),
@@ -61,6 +58,8 @@ def collect(run_dir: Path, grade_report: Path | None = None) -> dict[str, Any]:
     totals = {
         "instances": len(rows),
         "graded": n_graded,
+        "cannot_judge": sum(row["verdict"] == "cannot judge" for row in rows),
+        "grade_errors": sum(row["verdict"] == "error" for row in rows),
         "resolved": sum(bool(row["resolved"]) for row in rows),
         "resolved_rate": (sum(bool(row["resolved"]) for row in rows) / n_graded) if n_graded else None,
         "errors": sum(row["exit_status"] in RETRY_STATUSES for row in rows),
@@ -85,6 +84,21 @@ def collect(run_dir: Path, grade_report: Path | None = None) -> dict[str, Any]:
     }
 
 
+def grade_verdicts(grade: dict[str, Any]) -> dict[str, str]:
+    """{instance: resolved | unresolved | cannot judge | error} from a grade report. Only the
+    first two are verdicts; an older report without `cannot_judge_ids` has none of that kind."""
+    out: dict[str, str] = {}
+    for key, verdict in (
+        ("empty_patch_ids", "unresolved"),  # the official harness does not run an empty patch
+        ("error_ids", "error"),
+        ("cannot_judge_ids", "cannot judge"),
+        ("unresolved_ids", "unresolved"),
+        ("resolved_ids", "resolved"),
+    ):
+        out.update(dict.fromkeys(grade.get(key, []), verdict))
+    return out
+
+
 def _ratio(num: float, den: float) -> float | None:
     return round(num / den, 3) if den else None
 
@@ -98,6 +112,14 @@ def _fmt(value: Any, spec: str = "") -> str:
     if value is None:
         return "-"
     return format(value, spec) if spec else str(value)
+
+
+VERDICT_MARKS = {
+    "resolved": "[green]yes[/]",
+    "unresolved": "[red]no[/]",
+    "cannot judge": "[yellow]cannot judge[/]",
+    "error": "[red]error[/]",
+}
 
 
 def render(data: dict[str, Any], console: Any = None, max_rows: int = 200) -> None:
@@ -121,7 +143,7 @@ def render(data: dict[str, Any], console: Any = None, max_rows: int = 200) -> No
     ):
         table.add_column(col, justify=justify, no_wrap=col == "instance")  # type: ignore[arg-type]
     for row in data["rows"][:max_rows]:
-        mark = {True: "[green]yes[/]", False: "[red]no[/]", None: "-"}[row["resolved"]]
+        mark = VERDICT_MARKS.get(row["verdict"] or "", "-")
         table.add_row(
             row["instance_id"],
             row["exit_status"],
@@ -137,6 +159,11 @@ def render(data: dict[str, Any], console: Any = None, max_rows: int = 200) -> No
         if t["resolved_rate"] is not None
         else "not graded"
     )
+    apart = ", ".join(
+        f"{n} {label}"
+        for n, label in ((t["cannot_judge"], "cannot judge here"), (t["grade_errors"], "grade errors"))
+        if n
+    )
     table.add_section()
     table.add_row(
         f"total ({t['instances']})",
@@ -149,7 +176,9 @@ def render(data: dict[str, Any], console: Any = None, max_rows: int = 200) -> No
     )
     console.print(table)
     console.print(
-        f"resolved {rate} · errors {t['errors']} · mean runtime {_fmt(t['runtime_mean'], '.1f')} s · "
+        f"resolved {rate}"
+        + (f" ({apart}, not counted)" if apart else "")
+        + f" · errors {t['errors']} · mean runtime {_fmt(t['runtime_mean'], '.1f')} s · "
         f"mean steps {_fmt(t['steps_mean'], '.1f')} · tokens {t['tokens_total']}",
         soft_wrap=True,
     )

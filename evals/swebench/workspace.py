@@ -116,6 +116,14 @@ def make_workspace(instance: Instance, dest: str | Path, cache: RepoCache) -> Pa
         raise WorkspaceError(
             f"{instance['instance_id']}: base_commit {commit[:12]} not in {mirror}"
         ) from None
+    # git checks out a commit whose blobs the mirror lacks (a partial copy: a snapshot without its
+    # largest files) with exit 0, leaving those files out: the tests would meet a tree that never was.
+    absent = git("ls-files", "--deleted", cwd=dest).split()
+    if absent:
+        raise WorkspaceError(
+            f"{instance['instance_id']}: {mirror} lacks {len(absent)} file(s) of base_commit {commit[:12]} "
+            f"({', '.join(absent[:3])}): a partial copy of {instance['repo']}; give a full mirror with --repo-map"
+        )
     git("remote", "remove", "origin", cwd=dest)
     past = {f"refs/tags/{t}" for t in git("tag", "--merged", commit, cwd=dest).split()}
     doomed = [

@@ -70,8 +70,17 @@ def run(
         help="Run every task on this image instead of its FROM; 'host': this machine's own system (no "
         "root to build; faster, less faithful).",
     ),
+    install_prereqs: bool = typer.Option(
+        False,
+        "--install-prereqs",
+        help="Install the missing system packages first (apt-get, as root), then run.",
+    ),
 ) -> None:
-    """Run each task: build its directory, run the agent (or the oracle), run the tests, score."""
+    """Run each task: build its directory, run the agent (or the oracle), run the tests, score.
+
+    Exit status: 0 every task judged (passed or failed); 1 none judged, or an environment error;
+    2 bad input or a missing prerequisite (all listed at once); 3 some tasks could not be judged
+    here (cannot judge, needs the internet, skipped)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
@@ -92,6 +101,7 @@ def run(
         factory = None if oracle else model_factory_for(settings)
     except (TaskError, SettingsError, ModelError) as exc:
         fail(str(exc))
+    ensure_prerequisites(tasks, image, install_prereqs)
     out = output or Path("clover-terminalbench") / time.strftime("%Y%m%d-%H%M%S")
     console = Console(stderr=True)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -129,8 +139,35 @@ def run(
     Console().print(table)
     summary = summarize(results)
     typer.echo(
-        f"passed {summary['passed']}/{summary['ran']} ({100 * summary['pass_rate']:.1f}%), "
-        f"failed {summary['failed']}, errors {summary['errors']}, needs the internet {summary['needs_internet']}, "
-        f"skipped {summary['skipped']}, {summary['steps']} steps, {summary['tokens']} tokens, "
-        f"{summary['seconds']:.1f} s; results in {out / 'results.json'}"
+        f"passed {summary['passed']}/{summary['judged']} judged ({100 * summary['pass_rate']:.1f}%), "
+        f"failed {summary['failed']}; not judged: errors {summary['errors']}, cannot judge here "
+        f"{summary['cannot_judge']}, needs the internet {summary['needs_internet']}, skipped {summary['skipped']}; "
+        f"{summary['steps']} steps, {summary['tokens']} tokens, {summary['seconds']:.1f} s; "
+        f"results in {out / 'results.json'}"
     )
+    raise typer.Exit(run_exit_code(summary))
+
+
+def run_exit_code(summary: dict) -> int:
+    """0: every task judged; 1: none judged, or an environment error; 3: some not judged here."""
+    if summary["judged"] == 0 or summary["errors"]:
+        return 1
+    return 3 if summary["judged"] < summary["tasks"] else 0
+
+
+def ensure_prerequisites(tasks, image: str | None, install: bool) -> None:
+    """Every prerequisite checked once, before any task: all that is missing listed at once (exit 2),
+    or, with `install`, the missing packages installed first."""
+    from clover.evals.terminalbench import prereqs
+
+    missing = prereqs.check(tasks, image)
+    if missing and install and prereqs.install_command(missing):
+        typer.echo(f"installing: {prereqs.install_command(missing)}", err=True)
+        try:
+            prereqs.install(missing)
+        except prereqs.InstallError as exc:
+            fail(str(exc))
+        missing = prereqs.check(tasks, image)
+    if missing:
+        typer.echo(prereqs.report(missing), err=True)
+        raise typer.Exit(2)

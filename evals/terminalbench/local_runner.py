@@ -9,9 +9,10 @@ tests only for the verification, after the agent has finished. /logs/agent, /log
 /logs/artifacts are the task's output folders mounted in (as Harbor mounts them). The container's
 state lives in the task's output folder and is removed at the end (--keep leaves it).
 
-Verdicts: passed, failed (with the cause), error (the environment could not be built, or the run
-broke), needs-internet (it did not pass and looked up hosts this machine cannot resolve: named),
-skipped (this machine cannot host it at all: no recipe for its image, no root, no bwrap).
+Verdicts: passed, failed (with the cause); apart from them, never counted as either: error (the
+environment could not be built, or the run broke), cannot-judge (a test could not run here to its
+end: verdicts.py), needs-internet (it did not pass and looked up hosts this machine cannot resolve:
+named), skipped (this machine cannot host it at all: no recipe for its image, no root, no bwrap).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from clover.evals.terminalbench.build import tail
 from clover.evals.terminalbench.container import TaskContainer, container_problem
 from clover.evals.terminalbench.launch import CannotHost, Launch, LaunchError, before_phase, needed_hosts
 from clover.evals.terminalbench.tasks import Task, resolve_env
+from clover.evals.terminalbench.verdicts import cannot_judge, summarize, writes_ctrf
 from clover.settings import Settings
 
 TASK_PROMPT = """You are Clover, solving a task in a Linux terminal. The working directory is {root}.
@@ -47,7 +49,7 @@ ModelFactory = Callable[[Task], Model]
 @dataclass
 class TaskResult:
     id: str
-    status: str  # passed | failed | error | needs-internet | skipped
+    status: str  # passed | failed | error | cannot-judge | needs-internet | skipped
     reward: float | None = None
     reason: str = ""
     hosts: list[str] = field(default_factory=list)  # needs-internet: the hosts it could not reach
@@ -163,6 +165,7 @@ def run_task(
     task_out.mkdir(parents=True, exist_ok=True)
     logs = task_out / "logs"
     box: TaskContainer | None = None
+    solution_timed_out = False
     try:
         box, env = start_task(task, task_out / "container", task_out / "build.log", launch, logs)
         workdir = task.docker.workdir
@@ -175,7 +178,7 @@ def run_task(
             box.put(
                 solution, "/solution" if task.format == "harbor" else f"/solution/{task.solution_script.name}"
             )
-            box.exec(
+            _, _, solution_timed_out = box.exec(
                 f"bash /solution/{task.solution_script.name}",
                 cwd=workdir,
                 env={**env, **resolve_env(task.solution_env, f"{task.id}: [solution].env")},
@@ -199,6 +202,17 @@ def run_task(
             result.status = "passed" if result.reward >= 1.0 else "failed"
             if not result.passed:
                 result.reason = _failure_cause(task_out)
+        why = cannot_judge(
+            passed=result.passed,
+            read=lambda name: _read_text(logs / "verifier" / name),
+            writes_ctrf=writes_ctrf(task.test_script),
+            tests_timed_out=timed_out,
+            test_timeout=task.test_timeout,
+            solution_timed_out=solution_timed_out,
+            solution_timeout=task.agent_timeout,
+        )
+        if why:  # the verdict would rest on less than the whole test
+            result.status, result.reason = "cannot-judge", why
     except Skip as exc:
         result.status, result.reason = "skipped", str(exc)
     except LaunchError as exc:
@@ -218,7 +232,7 @@ def run_task(
                 box.remove()
     if result.status in ("failed", "error") and not result.hosts:
         _archive_drift(task, task_out, result)
-    if result.status in ("failed", "error") and result.hosts:
+    if result.status in ("failed", "error", "cannot-judge") and result.hosts:
         result.reason = f"needs the internet: {', '.join(result.hosts)} ({result.reason})"
         result.status = "needs-internet"
     result.seconds = time.monotonic() - start
@@ -369,23 +383,3 @@ def run_tasks(
         )
     )
     return results
-
-
-def summarize(results: list[TaskResult]) -> dict[str, float | int]:
-    """Counts by verdict; the pass rate is over the tasks this machine could judge (passed, failed,
-    error), not those that needed the internet or were skipped."""
-    judged = [r for r in results if r.status in ("passed", "failed", "error")]
-    passed = sum(r.passed for r in judged)
-    return {
-        "tasks": len(results),
-        "ran": len(judged),
-        "passed": passed,
-        "failed": sum(r.status == "failed" for r in judged),
-        "errors": sum(r.status == "error" for r in judged),
-        "needs_internet": sum(r.status == "needs-internet" for r in results),
-        "skipped": sum(r.status == "skipped" for r in results),
-        "pass_rate": passed / len(judged) if judged else 0.0,
-        "seconds": round(sum(r.seconds for r in results), 3),
-        "steps": sum(r.steps for r in results),
-        "tokens": sum(r.tokens for r in results),
-    }
