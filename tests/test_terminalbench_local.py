@@ -315,6 +315,32 @@ def test_which_tasks_get_uv_and_the_registry_settings(tmp_path):
     assert network_env({"PIP_CERT": str(tmp_path / "missing.pem")}) == {}
 
 
+def test_a_command_in_the_container_starts_with_every_signal_at_its_default(tmp_path):
+    """As under `docker exec`, even when the runner itself ignores SIGINT (started with `nohup … &`):
+    a task's test that stops its program with SIGINT must reach it."""
+    import signal
+    import subprocess
+
+    from clover.evals.terminalbench.container import TaskContainer
+
+    box = TaskContainer(tmp_path / "box", host_image(tmp_path / "skeleton"), network=False)
+    box.start()
+    try:
+        argv = box.argv("grep SigIgn /proc/self/status; sh -c 'kill -INT $$; echo survived'")
+        ignoring = signal.signal(signal.SIGINT, signal.SIG_IGN)  # what this test's children inherit
+        try:
+            shown = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+            plain = subprocess.run(["grep", "SigIgn", "/proc/self/status"], capture_output=True, text=True)
+        finally:
+            signal.signal(signal.SIGINT, ignoring)
+        assert int(plain.stdout.split()[1], 16) & 1 << (signal.SIGINT - 1)  # the harm, outside the container
+        ignored = int(shown.stdout.split()[1], 16)
+        assert not ignored & 1 << (signal.SIGINT - 1), shown.stdout
+        assert shown.returncode in (-signal.SIGINT, 128 + signal.SIGINT) and "survived" not in shown.stdout
+    finally:
+        box.remove()
+
+
 def test_the_container_environment_behaves_like_a_shell_and_a_file_system(tmp_path):
     from clover.evals.terminalbench.container import TaskContainer
     from clover.evals.terminalbench.container_env import ContainerEnvironment

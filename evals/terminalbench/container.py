@@ -328,6 +328,11 @@ class TaskContainer:
         variables = {"PATH": DEFAULT_PATH, "HOME": "/root", "HOSTNAME": self.hostname, **(env or {})}
         script = f"cd {shlex.quote(cwd)} || exit 1\n{command}"
         return [
+            # every signal at its default, as `docker exec` starts a process: a runner started with
+            # `nohup ... &` ignores SIGINT, and an ignored signal stays ignored across exec (a task's
+            # test that stops its program with SIGINT would then wait for ever)
+            "env",
+            "--default-signal",
             "nsenter",
             "-t",
             str(self.pid),

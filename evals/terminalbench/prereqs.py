@@ -26,6 +26,7 @@ PROGRAMS = (
     ("bwrap", "bubblewrap", "runs each task's container", "always"),
     ("unshare", "util-linux", "the container's namespaces", "always"),
     ("nsenter", "util-linux", "commands inside the container", "always"),
+    ("env", "coreutils", "commands start with every signal at its default (8.31 or later)", "always"),
     ("tar", "tar", "files in and out of the container", "always"),
     ("slirp4netns", "slirp4netns", "outside access for the tasks that allow the internet", "always"),
     ("mmdebstrap", "mmdebstrap", "a root file system per FROM image", "roots"),
