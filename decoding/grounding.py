@@ -1,4 +1,4 @@
-"""Grounded tool values: the workspace is the grammar (issue 15).
+"""Grounded tool values: the workspace is the grammar.
 
 The tool grammar (tool_grammar.py) asks this module what a value may be, token by token:
 - a `path` is one of the workspace's files (tracked and untracked, .gitignore honoured; directories

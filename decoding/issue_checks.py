@@ -9,7 +9,7 @@ what it should give (a value, an exception, or at least no crash). probe.py runs
 Only what the issue's own text states is used: a report without a call and an expected outcome
 gives no check (the edit is then chosen by the model alone). What Python printed is not what the
 user expects: a pasted traceback's frames and exception message (`ValueError: not enough values to
-unpack (expected 2, got 1)`) never give an expected value (issue 49). Sessions and tracebacks are
+unpack (expected 2, got 1)`) never give an expected value. Sessions and tracebacks are
 read fenced or not: people paste them into a report's prose as often as into a code block.
 """
 

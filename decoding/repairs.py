@@ -2,7 +2,7 @@
 
 The embedded model finds the faulty line far more often than it writes the fixed one: asked for
 new_str it copies old_str back or garbles the changed token. `repairs(old, ...)` lists what old_str
-could become with one small change of the kinds one-line bugs take (issue 16's families):
+could become with one small change of the kinds one-line bugs take (the families of one-line bugs):
 - an operator or comparison swapped (`+`/`-`, `<`/`<=`, `==`/`!=`, `and`/`or`, `in`/`not in`);
 - a constant off by one, scaled by ten, or replaced by a number the issue states;
 - an end off by one (`n` -> `n + 1` inside brackets or after a comparison; a `+ 1` dropped);

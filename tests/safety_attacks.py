@@ -1,4 +1,4 @@
-"""The permission-layer attacks of issue 14 (items 1, 2), as data: the tests drive the real decision
+"""The permission-layer attacks, as data: the tests drive the real decision
 function and the real agent with them, and a one-off script can replay them against older code.
 
 Every command here, if run, creates `pwned` or removes the directory `t` (or pushes / fetches), so

@@ -229,8 +229,7 @@ def test_random_model_pushed_to_backticks_writes_only_copies(clover, tmp_path, o
 
 def test_the_embedded_model_names_what_it_found(tmp_path):
     """`clover -p "Which file defines the function add?"` on the embedded model, as a user runs it:
-    the outline finds add in calc.py and the reply quotes both (it wrote "`ir`" before the spans
-    were grounded, session 22)."""
+    the outline finds add in calc.py and the reply quotes both (ungrounded spans wrote "`ir`")."""
     from benchmarks.chat_prompts import ask, make_repo, user_config
 
     repo, config = make_repo(tmp_path), user_config(tmp_path / "config")

@@ -126,7 +126,7 @@ def test_a_pinned_work_dir_does_not_move_with_out_or_the_decoder(tmp_path):
 
 
 def test_by_default_each_run_works_at_a_fresh_real_path_with_real_timings(tmp_path, monkeypatch):
-    """Issue 49: no pinned directory and no rewritten durations unless asked for. One run's decoders
+    """No pinned directory and no rewritten durations unless asked for. One run's decoders
     share its workspace path; two runs get two paths, removed afterwards; the labels say so."""
     monkeypatch.delenv(WORK_DIR_ENV)
     first, second = _paths_written(PWD_TURNS, tmp_path / "a"), _paths_written(PWD_TURNS, tmp_path / "b")
@@ -390,7 +390,7 @@ def test_grounding_side_by_side_and_the_value_errors_it_rules_out(tmp_path):
 
 
 def test_harm_is_counted_test_file_edits_broken_passing_tests_and_the_guards_catch(tmp_path):
-    """Issue 49's goals are counts: edits of test files, runs that leave a passing test failing
+    """The goals are counts: edits of test files, runs that leave a passing test failing
     (graded PASS_TO_PASS), undefined names in the final patch; and what the test guard caught."""
     turns = [
         {

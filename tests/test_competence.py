@@ -1,7 +1,7 @@
 """Outside its competence the embedded model says so (decoding/competence.py): in a
 repository larger than it was made for, past the prompt length it handles, or when its own reply
 scores low, it answers briefly that this needs a larger model and how to connect one, and the
-garbled reply it replaces never reaches the stream (issue 49: `if the / if the` in this repository)."""
+garbled reply it replaces never reaches the stream (`if the / if the` in this repository)."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def test_after_an_edit_the_replacement_says_what_changed_not_that_it_needs_a_lar
 
 
 def test_a_fluent_loop_is_no_answer():
-    # the old chat set's "Add a web dashboard with user accounts to this project." (session 27's
+    # the old chat set's "Add a web dashboard with user accounts to this project." (earlier
     # weights): the taught feature reply, garbled, starting over; it scores -0.06 per token
     from clover.decoding.competence import repeats_itself
 

@@ -94,7 +94,7 @@ def test_drafts_save_forwards_where_the_model_copies_its_context(embedded):
     plain, drafted = _run(embedded, 16, 0), _run(embedded, 16, 3)
     assert plain.stats["drafted_tokens"] == 0 and drafted.stats["drafted_tokens"] > 0
     assert drafted.stats["forwards"] < plain.stats["forwards"]
-    # the old_str opens with the viewed line, copied as it was (session 22's weights add a blank line
+    # the old_str opens with the viewed line, copied as it was (earlier weights added a blank line
     # after it here, where no grammar grounds the value)
     assert "<parameter=old_str>\n    return sum(items) + 1\n" in embedded[1].decode(drafted.tokens[0])
 

@@ -137,7 +137,7 @@ def _edit(model, call: str, user):
 
 
 def test_the_models_own_edit_survives_when_no_check_exists(clover, tmp_path):
-    """Issue 49: given the correct 3-line fix, the likeliest one-site mutation replaced it (`return
+    """Given the correct 3-line fix, the likeliest one-site mutation replaced it (`return
     items` -> `return not items`). Without a check the model's edit stands as written, and no
     candidate is even scored; with the issue's example unable to run (the policy refuses), the same."""
     (tmp_path / "parse.py").write_text(PARSE)

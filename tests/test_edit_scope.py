@@ -1,6 +1,6 @@
 """What the embedded model may edit (decoding/edit_scope.py, grounding.py): no test file
 and no docstring unless the request names them; the grammar leaves them out and a backstop holds
-back whatever gets through (issue 49: the model edited test files and docstring examples)."""
+back whatever gets through (the model edited test files and docstring examples)."""
 
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ def test_embedded_is_the_default_model():
 
 
 def test_the_embedded_model_declines_the_step_limit_wrap_up():
-    # its wrap-ups were its tool calls written out as text (17 of 18 in the session 12 bench runs):
+    # its wrap-ups were its tool calls written out as text (17 of 18 in earlier weights' bench runs):
     # no reply is better than that, so its config.json turns the agent's wrap-up turn off
     from clover.backends import make_model
     from clover.settings import Settings

@@ -13,7 +13,7 @@ import pytest
 from clover.evals.frozen import fixed_files, materialize, set_hash, specs
 from clover.evals.synthfix.verify import verify_instance
 
-# The set as committed in session 28, before any rule was changed against it. A change to an
+# The set as first committed, before any rule was changed against it. A change to an
 # instance makes another set: its figures do not continue these (model/weights/MODEL_CARD.md).
 FROZEN_SHA256 = "14b3740a7db1129c20dccceb5c2ba4cd3f7d79ecc0a592b870c9ef84d64d8697"
 

@@ -1,4 +1,4 @@
-"""Headless runs say what happened (issue 46 part 2, issue 50 bug 3), through the real `clover`
+"""Headless runs say what happened, through the real `clover`
 program: a real git repository, a scripted model or a real HTTP server on 127.0.0.1.
 
 - every refused call is a stderr line as it happens, a `permission_denials` entry in json and a

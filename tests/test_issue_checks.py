@@ -95,7 +95,7 @@ Empty lines should just be ignored.
 
 
 def test_what_python_printed_is_not_what_the_user_expects():
-    # issue 49: `ValueError: ... (expected 2, got 1)` became the expected value `2`
+    # `ValueError: ... (expected 2, got 1)` must not become the expected value `2`
     issue = (
         "`load_pairs('x=1')` crashes with `ValueError: not enough values to unpack (expected 2, got 1)` "
         "when the file has a blank line."

@@ -104,7 +104,7 @@ def test_missing_tensor_is_named(model, tmp_path):
     assert dropped in str(info.value) and "\n" not in str(info.value)
 
 
-# ---------------------------------------------------------------- streaming loader (issue 20)
+# ---------------------------------------------------------------- streaming loader
 
 from benchmarks.ckpt_write import in_layout, model_tensors, write_shards  # noqa: E402
 from clover.model.load import default_dtype, split_ba, split_qkvz  # noqa: E402

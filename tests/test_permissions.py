@@ -184,7 +184,7 @@ def test_unparsable_falls_back_to_ask(command):
     assert PermissionPolicy("auto-edit", allow=ALLOW).decide("bash", {"command": command}, False)[0] == "ask"
     assert PermissionPolicy("plan").decide("bash", {"command": command}, False)[0] == "deny"
     # yolo runs what no deny rule can match: without deny rules that is everything, parsed or not;
-    # with deny rules a line that cannot be checked is refused (issue 14)
+    # with deny rules a line that cannot be checked is refused
     assert PermissionPolicy("yolo").decide("bash", {"command": command}, False)[0] == "allow"
     assert PermissionPolicy("yolo", deny=DENY).decide("bash", {"command": command}, False)[0] == "deny"
 

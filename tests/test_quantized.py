@@ -1,4 +1,4 @@
-"""Quantized checkpoints (issue 51): GPTQ-Int4, AWQ and block-wise FP8 as published, and quantize-on-load
+"""Quantized checkpoints: GPTQ-Int4, AWQ and block-wise FP8 as published, and quantize-on-load
 (int4 / int8), each against its dequantized reference; the int4 / int8 kernels against the codes; bad
 checkpoints as one line."""
 

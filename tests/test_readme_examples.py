@@ -1,9 +1,8 @@
-"""Every command in README.md's "Use" block runs as written (issue 46: "every README example must
-work as written"). The block is read from the README itself, so a changed example is tested as it
-now reads, and a new one fails here until it has a check. Only placeholders are filled in
-(`path/to/repo`, `--base-url ...`, `--model ...`); the model is a real HTTP server on 127.0.0.1
-(CLOVER_BASE_URL / CLOVER_MODEL where the example names none). Each line runs through bash, with
-`clover` and `pytest` on PATH running this checkout."""
+"""Every command in README.md's "Use" block runs as written. The block is read from the README itself,
+so a changed example is tested as it now reads, and a new one fails here until it has a check. Only
+placeholders are filled in (`path/to/repo`, `--base-url ...`, `--model ...`); the model is a real
+HTTP server on 127.0.0.1 (CLOVER_BASE_URL / CLOVER_MODEL where the example names none). Each line
+runs through bash, with `clover` and `pytest` on PATH running this checkout."""
 
 from __future__ import annotations
 

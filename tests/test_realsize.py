@@ -1,4 +1,4 @@
-"""Real size (issue 51): the full-size checkpoint writer and the random builds at the test preset's
+"""Real size: the full-size checkpoint writer and the random builds at the test preset's
 dimensions, the cost curve's accounting, the default decode width of a big MoE, and the two scripts
 the lead and the first GPU run (benchmarks/realsize.sh, benchmarks/gpu_run.sh --dry-run) end to end."""
 

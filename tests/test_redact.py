@@ -139,7 +139,7 @@ def test_scrub_env_drops_credentials_and_keeps_the_rest():
 
 
 def test_the_shell_inherits_no_credentials(monkeypatch, tmp_path):
-    """Issue 14 item 8: `env` printed OPENAI_API_KEY; now the variable is not there to print."""
+    """`env` must not print OPENAI_API_KEY: the variable is not there to print."""
     from clover.tools.environment import LocalEnvironment
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-live-abcdefabcdef123456")
@@ -147,7 +147,7 @@ def test_the_shell_inherits_no_credentials(monkeypatch, tmp_path):
     monkeypatch.setenv("CLOVER_SAFE_MARKER", "visible")
     out = LocalEnvironment(str(tmp_path)).execute("env").output
     assert "OPENAI_API_KEY" not in out and "CI_DEPLOY_TOKEN" not in out
-    assert "CLOVER_SAFE_MARKER" not in out  # issue 47: an allowlist, not a list of secret names
+    assert "CLOVER_SAFE_MARKER" not in out  # an allowlist, not a list of secret names
     listed = LocalEnvironment(str(tmp_path), pass_env=["CLOVER_SAFE_*"]).execute("env").output
     assert "CLOVER_SAFE_MARKER=visible" in listed
     explicit = LocalEnvironment(str(tmp_path), env={"PATH": "/usr/bin:/bin", "MY_TOKEN": "given"})

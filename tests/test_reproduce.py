@@ -46,7 +46,7 @@ def _workspace(root: Path, tests: str) -> Workspace:
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)
     subprocess.run(["git", "add", "-A"], cwd=root, check=True)
     # the project's interpreter is the one these tests run on (it has pytest); commands no longer
-    # inherit Clover's own venv (issue 46), so it is given on purpose
+    # inherit Clover's own venv, so it is given on purpose
     return Workspace(LocalEnvironment(str(root), env=interpreter_environment()))
 
 

@@ -1,8 +1,8 @@
-"""Issue 47, ask mode: allow rules let a command run unasked only when the parser proves it is
+"""Ask mode: allow rules let a command run unasked only when the parser proves it is
 exactly the command the rule names, and then only the programs it names may start (the exec check);
-prefix rules (`bash(python3 -m pytest:*)`, issue 50) and the approval that offers one; approvals
+prefix rules (`bash(python3 -m pytest:*)`) and the approval that offers one; approvals
 show control characters escaped; "always" compares exact argv. Plan mode runs commands proven
-read-only, in the read-only sandbox (issue 50)."""
+read-only, in the read-only sandbox."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from clover.tools.permissions import PermissionGate, PermissionPolicy, Rule, com
 from clover.tools.sandbox import bwrap_available
 from clover.tools.shell import BashTool
 from clover.trajectory import Trajectory
+from tests.safety_attack_rows import ALLOW_NEW, ALLOW_ROWS, AllowRow
 from tests.safety_attacks import effects, make_workspace
-from tests.safety_attacks47 import ALLOW_NEW, ALLOW_ROWS, AllowRow
 
 needs_exec_check = pytest.mark.skipif(
     unavailable_reason() is not None, reason=f"no exec check here: {unavailable_reason()}"

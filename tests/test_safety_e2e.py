@@ -1,4 +1,4 @@
-"""Issue 14 items 1, 2, 3, 7, 8, 9 end to end: `clover fix` (a real subprocess) and the real agent
+"""The red team's attacks end to end: `clover fix` (a real subprocess) and the real agent
 loop, driven by a scripted model or a real HTTP server on 127.0.0.1, against a real git repository.
 Every attack would leave a marker (`t` removed, `pwned` made, `main` pushed); the tests look at the
 marker, not at the decision."""

@@ -1,4 +1,4 @@
-"""Issue 47's secrets rows and issue 46 part 3: commands get an allowlisted environment (never
+"""Secrets: commands get an allowlisted environment (never
 Clover's own venv), the sandbox's home is empty (the user's git identity and what the config lists
 excepted), and its /tmp is one per session, with writes there reported."""
 
@@ -155,7 +155,7 @@ def test_the_config_shows_listed_home_paths_read_only(fake_home: Path, tmp_path:
 
 @needs_bwrap
 def test_one_private_tmp_per_session_and_its_writes_are_reported(tmp_path: Path):
-    """Issue 46: a file written to /tmp was gone for the next command, and nothing said so."""
+    """A file written to /tmp stays for the next command, and the write is said."""
     ws = tmp_path / "ws"
     ws.mkdir()
     sandbox = Sandbox(str(ws))
@@ -192,7 +192,7 @@ def _fake_venv(monkeypatch, prefix: Path) -> None:
 
 
 def test_clovers_own_venv_never_reaches_commands(monkeypatch, tmp_path: Path):
-    """Issue 46: Clover's venv active (the README's install) made `python3 -m pytest` run Clover's
+    """With Clover's venv active (the README's install), `python3 -m pytest` must not run Clover's
     interpreter. Its bin/ leaves PATH and VIRTUAL_ENV goes, even when it is the active venv."""
     clover = tmp_path / "clover-venv"
     _fake_venv(monkeypatch, clover)

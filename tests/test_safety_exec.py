@@ -1,4 +1,4 @@
-"""Issue 47, deny rules in yolo: every row (and new spellings of each class) really removes `t` when
+"""Deny rules in yolo: every row (and new spellings of each class) really removes `t` when
 bash runs it, and through Clover it does not: stopped where the program starts (the exec check
 alone, without the parser, in and out of the sandbox) and through the real agent loop (parser +
 exec check). The tests look at the workspace, not at a decision."""
@@ -15,8 +15,8 @@ from clover.runner import build_environment, run_agent
 from clover.settings import Settings
 from clover.tools.execguard import unavailable_reason
 from clover.tools.sandbox import bwrap_available
+from tests.safety_attack_rows import DENY, DENY_NEW, DENY_ROWS, GIT_ALIAS_ROWS, Row
 from tests.safety_attacks import effects, make_workspace
-from tests.safety_attacks47 import DENY, DENY_NEW, DENY_ROWS, GIT_ALIAS_ROWS, Row
 
 needs_exec_check = pytest.mark.skipif(
     unavailable_reason() is not None, reason=f"no exec check here: {unavailable_reason()}"

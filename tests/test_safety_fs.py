@@ -1,4 +1,4 @@
-"""Issue 14, the file-system half: each attack driven through the real tools, and it must fail.
+"""The file system: each attack driven through the real tools, and it must fail.
 
 Symlink swaps racing the tools, hard links to outside files, symlinks read by grep's and
 outline's fallbacks, FIFOs. (Sandbox escapes and planted git config: tests/test_safety_sandbox.py.)

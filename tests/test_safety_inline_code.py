@@ -97,7 +97,7 @@ def test_ordinary_inline_code_still_runs_in_yolo_with_deny_rules(command):
 
 def test_without_rules_inline_code_is_not_second_guessed():
     """The check only serves rules: in yolo without deny rules the user's choice stands. An allow
-    rule for the interpreter does not cover inline code that can start programs (issue 47: allow
+    rule for the interpreter does not cover inline code that can start programs (allow
     rules cover only what the parser proves is exactly the command); harmless inline code passes."""
     command = INLINE[0][0]
     assert decide("yolo", command) == "allow"

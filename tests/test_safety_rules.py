@@ -1,4 +1,4 @@
-"""Issue 14 items 1, 2, 7, 9: the permission decision the agent really uses (PermissionPolicy.decide,
+"""The permission decision the agent really uses (PermissionPolicy.decide,
 through PermissionGate.authorize in the agent loop) against the red-team's attacks, plus property
 tests that wrap a denied command in every shell construct and check that none gets through."""
 

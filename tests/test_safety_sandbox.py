@@ -1,4 +1,4 @@
-"""Issue 14 item 4: escapes from the bubblewrap sandbox, each tried for real, each must fail.
+"""Escapes from the bubblewrap sandbox, each tried for real, each must fail.
 
 Writes to the host through /proc/<pid>/root, background processes outliving the command, the
 network, programs the tools run (rg, git) running outside the sandbox, and git configuration or

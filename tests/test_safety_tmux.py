@@ -1,4 +1,4 @@
-"""Issue 50, in a real terminal (tmux): plan mode runs `ls` and `git status`, and refuses a write;
+"""In a real terminal (tmux): plan mode runs `ls` and `git status`, and refuses a write;
 an approval offers a prefix rule (`[p]`) that then covers the next test run; a command's control
 characters show escaped in the approval; a program the approved command did not name is asked
 about while the command waits."""

@@ -105,7 +105,7 @@ def test_notices_is_not_a_setting(homes):
 
 
 def test_a_repository_adds_rules_and_cannot_wipe_them(homes):
-    """Issue 14 item 3: `deny = []` in a cloned repository used to replace the user's deny list."""
+    """`deny = []` in a cloned repository must not replace the user's deny list."""
     user, repo = homes
     user.write_text('[permissions]\ndeny = ["bash(rm -rf *)"]\nask = ["bash(git push*)"]\n')
     (repo / ".clover" / "config.toml").write_text("[permissions]\ndeny = []\nask = []\n")

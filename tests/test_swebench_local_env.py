@@ -131,7 +131,7 @@ def test_workspace_keeps_only_the_tags_in_the_base_commits_past(tmp_path):
 
 def test_setuptools_scm_repository_is_judged_and_home_is_the_instances_own(tmp_path, monkeypatch):
     # Without its tags the checkout is calc 0.1.devN, the minversion check stops pytest before any
-    # test, and gold and empty both "fail": no verdict at all (pytest's 19 rows, issue 48).
+    # test, and gold and empty both "fail": no verdict at all (pytest's 19 rows).
     repo, base = _scm_repo(tmp_path)
     inst = _instance(repo, base, "fixture__scm-1")
     user_home = tmp_path / "user-home"

@@ -238,7 +238,7 @@ MERGE = """def middle(arr):
 def test_an_edit_that_introduces_an_undefined_name_is_refused_with_the_reason(
     env: LocalEnvironment, tmp_path: Path
 ) -> None:
-    # The hidden public set's damage (issue 49): a variable renamed into a NameError (`arr` -> `the`).
+    # The hidden public set's damage: a variable renamed into a NameError (`arr` -> `the`).
     (tmp_path / "search.py").write_text(MERGE)
     before = (tmp_path / "search.py").read_bytes()
     renamed = StrReplaceTool().run(

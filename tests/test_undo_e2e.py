@@ -1,4 +1,4 @@
-"""Issue 46 part 1, end to end through the real CLI with a scripted model in real git repositories:
+"""Undo end to end through the real CLI with a scripted model in real git repositories:
 undo reverts the agent's change and only that. (1) `clover fix --yes`, then the user's own
 edits, then `clover undo`; (2) `/undo` as the first command of a new chat session; (3) a step
 that moves `.git` aside behind a gitfile and plants a repository in a tracked directory."""

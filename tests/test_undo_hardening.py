@@ -1,5 +1,4 @@
-"""Undo, red-teamed (issue 46 follow-up): cases the first implementation did not cover, each with
-the failure it had.
+"""Undo, red-teamed: each case with the failure it would have.
 
 - Two long-lived recorders on one store (two chats, a chat and a `clover fix`): each took the
   other's steps for the user's edits, so neither could undo its own request afterwards.

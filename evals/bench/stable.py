@@ -4,7 +4,7 @@ pytest's summary line says how long the tests took ("1 passed in 0.51s"); the ag
 a small model's next tokens depend on it, so two runs of one decoder on one task could differ, and an
 A/B comparison of two decoders carried a task or two of noise. `clover bench --fixed-timings` runs
 the agent in an environment whose command output has such durations written as a fixed one ("in
-0.01s"); by default it sees the real ones, as a user's agent does (issue 49), and the summary says
+0.01s"); by default it sees the real ones, as a user's agent does, and the summary says
 which. Object addresses in reprs ("<cart.Cart object at 0x7fce64784f50>",
 which pytest prints in a failed assertion's explanation) differ from process to process the same
 way, and a hand-written task's outcome once turned on one: they are written as FIXED_ADDRESS.

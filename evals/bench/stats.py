@@ -192,7 +192,7 @@ def aggregate(records: list[dict[str, Any]], decoder: Decoder) -> dict[str, Any]
         "model_tokens_per_forward": _ratio(tokens - forced, forwards),  # forced tokens left out
         "str_replace_misses": sum(r.get("str_replace_misses", 0) for r in mine),
         "missing_paths": sum(r.get("missing_paths", 0) for r in mine),
-        # harm (issue 49): test files edited, runs leaving a PASS_TO_PASS test failing, undefined
+        # harm: test files edited, runs leaving a PASS_TO_PASS test failing, undefined
         # names the final patch introduces, and the test guard's catches and roll-backs
         "test_file_edits": sum(r.get("test_file_edits", 0) for r in mine),
         "broke_passing_tests": sum(1 for r in mine if broke_passing(r)),

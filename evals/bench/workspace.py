@@ -1,6 +1,6 @@
 """Where the bench's agents work. A task's workspace is `WORK_DIR/<instance id>`, the same under
 every decoder of one run. By default WORK_DIR is a fresh temporary directory per run: a real path,
-as a user's would be (issue 49: figures measured at one pinned path flattered a model whose steps
+as a user's would be (figures measured at one pinned path flattered a model whose steps
 move with the path in its prompt, and a user never works there). Pinning it (`--work-dir` or
 $CLOVER_BENCH_WORK_DIR) repeats a run exactly, and the summary labels the figures as pinned. Runs
 that share a pinned work directory take turns: a second one is refused, with the option that lets

@@ -1,6 +1,6 @@
-"""The frozen evaluation set: hand-written bugs that nothing is tuned to (issue 49).
+"""The frozen evaluation set: hand-written bugs that nothing is tuned to.
 
-Written before the edit-choice and issue-parser rules of session 28 changed, in another style than
+Written before the edit-choice and issue-parser rules were last changed, in another style than
 evals/handwritten and SynthFix: issues as people file them (bug-report templates, pasted tracebacks
 and logs, a failing CI test, prose without an expected value, REPL sessions without fences), small
 packages with pyproject/setup.cfg test paths, and fixes that are not only one-site mutations

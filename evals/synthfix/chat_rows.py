@@ -403,7 +403,7 @@ def decision_row(record: dict[str, Any]) -> dict[str, Any]:
     request this is. In a whole row that choice is a few tokens of a hundred-odd target tokens, too
     little of the loss for a small model to learn to read the request (the embedded model's scores
     for each kind's thinking barely moved between "hello", "thanks!" and "Tell me a joke.").
-    They teach the choice and nothing after it: as most of a run's short rows (session 15) they
+    They teach the choice and nothing after it: as most of a run's short rows they
     taught the model to end its turn right after the thinking, with an empty reply. Mix them with
     whole rows, which are short enough to be short rows themselves."""
     text, spans = record["text"], record["spans"]

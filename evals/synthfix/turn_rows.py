@@ -7,7 +7,7 @@ A fix and a "where is X defined?" chat question start alike: an outline of a nam
 (view the code to find the bug, or answer with the definition) is decided by the user's message
 alone, because the agent shows earlier turns without their thinking. In a whole trajectory that
 decision is a few tokens among hundreds of targets, and a small model trained on both answered
-fixes with the chat reply (session 17). These rows stop right after turn `--turns` (its thinking and
+fixes with the chat reply. These rows stop right after turn `--turns` (its thinking and
 its call are the only target): short enough for the trainer's short set, next to the chat rows
 (`chat_tasks --history-cut`) that make the other choice after the same first step.
 """

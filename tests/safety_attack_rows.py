@@ -1,4 +1,4 @@
-"""Issue 47's rows (all but the host-git ones) and new spellings of each class, as data.
+"""The red team's attack rows (all but the host-git ones) and new spellings of each class, as data.
 
 Every command, run by plain bash in a workspace from `tests.safety_attacks.make_workspace`, removes
 the directory `t` or creates `pwned` (test_safety_exec.py proves that per row); after the fix the
