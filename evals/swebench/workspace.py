@@ -8,8 +8,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from clover.evals.git import GitError
+from clover.evals.git import git as eval_git
 from clover.evals.swebench.dataset import Instance, modified_files
-from clover.tools.gitsafe import run_git
 
 
 class WorkspaceError(RuntimeError):
@@ -23,23 +24,15 @@ def git(
     timeout: float = 600,
     stdin: str | None = None,
 ) -> str:
-    """Hardened git (tools/gitsafe.py): the agent's commands ran in the work tree, and whatever
-    they planted in .git/config or .git/hooks must not run here (extract_patch runs after them)."""
+    """The evals' hardened git (evals/git.py), its stdout; a failure is a WorkspaceError. The agent's
+    commands ran in the work tree, and whatever they planted in .git/config or .git/hooks must not
+    run here (extract_patch runs after them)."""
     try:
-        proc = run_git(
-            list(args),
-            str(cwd or os.getcwd()),
-            timeout=timeout,
-            remote=True,
-            input=None if stdin is None else stdin.encode(),
-        )
-    except subprocess.TimeoutExpired:
-        raise WorkspaceError(f"git {' '.join(args[:2])} timed out after {timeout:.0f} s") from None
-    stdout, stderr = proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
-    if check and proc.returncode != 0:
-        msg = (stderr or stdout).strip().splitlines()
-        raise WorkspaceError(f"git {' '.join(args[:2])} failed: {msg[-1] if msg else proc.returncode}")
-    return stdout
+        return eval_git(
+            cwd or os.getcwd(), *args, stdin=stdin, check=check, remote=True, timeout=timeout
+        ).stdout
+    except GitError as exc:
+        raise WorkspaceError(str(exc)) from None
 
 
 def parse_repo_map(items: list[str] | None) -> dict[str, str]:
