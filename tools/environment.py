@@ -13,7 +13,6 @@ the output.
 from __future__ import annotations
 
 import atexit
-import codecs
 import contextlib
 import os
 import shutil
@@ -33,100 +32,12 @@ from clover.tools.boundary import StepBoundary
 from clover.tools.commandenv import command_environment
 from clover.tools.execguard import ExecGuard, ExecSession
 from clover.tools.listing import MAX_FILES, git_listing, walk_plain
-from clover.tools.outputcut import join_head_tail
+from clover.tools.outputcut import OutputSink, pump
+from clover.tools.overlay import StepView
 from clover.tools.sandbox import Sandbox
 
-SPILL_CAP = 64 * 1024 * 1024  # characters written to a spill file at most
 _SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")  # writable by any command, in or out of the sandbox
 _DROP_VARS = {"SHLVL", "_", "PWD"}  # bash sets these itself; carrying them over only confuses it
-
-
-class _OutputSink:
-    """Collects a command's output: the head and the tail in memory, everything in a spill file
-    once it grows past `limit` characters."""
-
-    def __init__(self, limit: int, spill_dir: str) -> None:
-        self.limit = max(limit, 200)
-        self.spill_dir = spill_dir
-        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self.head = ""
-        self.tail = ""
-        self.total = 0
-        self.newlines = 0
-        self.spill: object | None = None
-        self.spill_path: str | None = None
-        self.spilled_chars = 0
-        self.closed = False
-        self.lock = threading.Lock()
-        self.listener: Callable[[str], None] | None = None  # sees the text as it arrives
-
-    def feed(self, data: bytes, final: bool = False) -> None:
-        text = self.decoder.decode(data, final)
-        if not text:
-            return
-        if self.listener is not None:
-            with contextlib.suppress(Exception):  # a display problem must not lose output
-                self.listener(text)
-        with self.lock:
-            if self.closed:
-                return
-            self.total += len(text)
-            self.newlines += text.count("\n")
-            if self.spill is None:
-                self.head += text
-                if len(self.head) > self.limit:
-                    self._open_spill(self.head)
-                    self.tail = self.head[-self.limit :]
-                    self.head = self.head[: self.limit]
-            else:
-                self._write_spill(text)
-                self.tail = (self.tail + text)[-self.limit :]
-
-    def _open_spill(self, text: str) -> None:
-        os.makedirs(self.spill_dir, exist_ok=True)
-        fd, self.spill_path = tempfile.mkstemp(prefix="exec-", suffix=".log", dir=self.spill_dir)
-        self.spill = open(fd, "w", encoding="utf-8", errors="replace")  # noqa: SIM115 - closed in render
-        self._write_spill(text)
-
-    def _write_spill(self, text: str) -> None:
-        room = SPILL_CAP - self.spilled_chars
-        if room <= 0:
-            return
-        self.spill.write(text[:room])  # type: ignore[attr-defined]
-        self.spilled_chars += min(len(text), room)
-        if self.spilled_chars >= SPILL_CAP:
-            self.spill.write("\n[spill file capped here]\n")  # type: ignore[attr-defined]
-
-    def render(self) -> tuple[str, bool, str | None]:
-        """(output, truncated, spill path); stops collecting."""
-        with self.lock:
-            self.closed = True
-            if self.spill is None:
-                return self.head, False, None
-            self.spill.close()  # type: ignore[attr-defined]
-            where = (
-                f"; the full output ({self.total} characters) is in {self.spill_path}; "
-                "view it with view_range or grep"
-            )
-            return (
-                join_head_tail(self.head, self.tail, self.total, self.newlines, self.limit, where),
-                True,
-                self.spill_path,
-            )
-
-
-def _pump(fd: int, sink: _OutputSink) -> None:
-    try:
-        while True:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            sink.feed(chunk)
-        sink.feed(b"", final=True)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _exec_note(text: str) -> str:
@@ -222,38 +133,15 @@ class LocalEnvironment:
         if not os.path.isdir(workdir):
             workdir = self.root
         env = dict(self.base_env if self._saved_env is None else self._saved_env)
-        argv = ["bash", "-c", self._script(command, state.fileno())]
-        session: ExecSession | None = None
-        read_only = False
-        if self.exec_guard is not None:
-            grant = self.exec_guard.grant_for(command)
-            read_only = grant.read_only
-            if read_only and self.sandbox is None:
-                return ExecResult(
-                    "not run: this command may only run read-only, and there is no sandbox to make it so", 126
-                )
-            if self.exec_guard.check:
-                grant.writable = [self.root, *self.allowed_roots, *_SCRATCH]
-                session = self.exec_guard.session(grant, env.get("PATH", os.defpath))
-                argv = session.wrap(argv)
-        if self.sandbox is not None:
-            argv = self.sandbox.wrap_command(argv, read_only=read_only)
-        elif self.wrap_command is not None:
-            argv = self.wrap_command(argv)
-        view = None
-        if self.boundary is not None and not read_only:
-            try:
-                view = self.boundary.start()
-            except OSError as exc:
-                if session is not None:
-                    session.close()
-                return ExecResult(f"not run: the step boundary could not start: {exc.strerror or exc}", 126)
-            argv = view.launcher_argv(argv)
+        prepared = self._prepare(command, env, state)
+        if isinstance(prepared, ExecResult):
+            return prepared
+        argv, session, view, read_only = prepared
         before = self.sandbox.snapshot() if self.sandbox is not None else None
         # no PID namespace around the command: what it leaves running is found and killed after it
         loose = self.sandbox is None and view is None and leftovers.adopt_orphans()
         started = leftovers.now_ticks() if loose else 0
-        sink = _OutputSink(self.output_limit, self.spill_dir)
+        sink = OutputSink(self.output_limit, self.spill_dir)
         sink.listener = self.on_output
         read_fd, write_fd = os.pipe()
         start = time.monotonic()
@@ -281,46 +169,20 @@ class LocalEnvironment:
         if session is not None:
             session.spawned()
         # A thread drains the pipe, so background jobs that keep it open never block or die of SIGPIPE.
-        reader = threading.Thread(target=_pump, args=(read_fd, sink), daemon=True)
+        reader = threading.Thread(target=pump, args=(read_fd, sink), daemon=True)
         reader.start()
-        timed_out = False
-        try:
-            if session is not None:  # answers the exec check's questions while it waits
-                timed_out = session.wait(proc, timeout)
-                if timed_out:
-                    _kill_group(proc)
-            else:
-                proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc)
-        except KeyboardInterrupt:
-            _kill_group(proc)
-            if session is not None:
-                session.close()
-            if view is not None:  # what it did before the stop is kept (and recorded), as it was done
-                self.boundary.settle(view, keep=True, ask=False)  # type: ignore[union-attr]
-            raise
+        timed_out = self._wait(proc, session, view, timeout)
         # Background jobs may hold the pipe open: give them a moment to finish, not more; then
         # they go with the command (a job that escaped the group with setsid is left to the
         # sandbox's PID namespace, which ends with the command).
         reader.join(timeout=2.0 if timed_out else 0.5)
         _kill_group(proc)
+        notes = []
         if loose and (killed := leftovers.kill_leftovers(started, group=proc.pid)):
             reader.join(timeout=0.5)
-            notes_first = [
-                f"[killed {len(killed)} process(es) the command left running: {', '.join(killed[:5])}]"
-            ]
-        else:
-            notes_first = []
+            notes = [f"[killed {len(killed)} process(es) the command left running: {', '.join(killed[:5])}]"]
         output, truncated, spill_path = sink.render()
-        notes = (session.close() if session is not None else []) + notes_first
-        if view is not None:
-            report = self.boundary.settle(view, keep=True)  # type: ignore[union-attr]
-            self._written.update(p for p in report.applied if not p.startswith("/"))
-            notes += report.notes()
-        if before is not None and (wrote := self.sandbox.changes(before)):
-            notes.append(wrote)
+        notes = (session.close() if session is not None else []) + notes + self._settle(view, before)
         if notes:
             output = (
                 output.rstrip("\n")
@@ -334,6 +196,76 @@ class LocalEnvironment:
         state.seek(0)
         self._load_state(state.read(), keep_cwd=cwd is None)
         return ExecResult(output, proc.returncode, False, truncated, spill_path, seconds)
+
+    def _prepare(
+        self, command: str, env: dict[str, str], state: IO[bytes]
+    ) -> tuple[list[str], ExecSession | None, StepView | None, bool] | ExecResult:
+        """The command line inside the exec check, the sandbox and the step boundary (each where
+        it is on), or the ExecResult that says why the command does not run."""
+        argv = ["bash", "-c", self._script(command, state.fileno())]
+        session: ExecSession | None = None
+        read_only = False
+        if self.exec_guard is not None:
+            grant = self.exec_guard.grant_for(command)
+            read_only = grant.read_only
+            if read_only and self.sandbox is None:
+                return ExecResult(
+                    "not run: this command may only run read-only, and there is no sandbox to make it so", 126
+                )
+            if self.exec_guard.check:
+                grant.writable = [self.root, *self.allowed_roots, *_SCRATCH]
+                session = self.exec_guard.session(grant, env.get("PATH", os.defpath))
+                argv = session.wrap(argv)
+        if self.sandbox is not None:
+            argv = self.sandbox.wrap_command(argv, read_only=read_only)
+        elif self.wrap_command is not None:
+            argv = self.wrap_command(argv)
+        view = None
+        if self.boundary is not None and not read_only:
+            try:
+                view = self.boundary.start()
+            except OSError as exc:
+                if session is not None:
+                    session.close()
+                return ExecResult(f"not run: the step boundary could not start: {exc.strerror or exc}", 126)
+            argv = view.launcher_argv(argv)
+        return argv, session, view, read_only
+
+    def _wait(
+        self, proc: subprocess.Popen, session: ExecSession | None, view: StepView | None, timeout: float
+    ) -> bool:
+        """Wait for the command (the exec check answers its questions meanwhile); True: timed out,
+        its group killed. Ctrl-C kills it and keeps (records) what it did before the stop."""
+        try:
+            if session is not None:
+                timed_out = session.wait(proc, timeout)
+            else:
+                proc.wait(timeout=timeout)
+                timed_out = False
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        except KeyboardInterrupt:
+            _kill_group(proc)
+            if session is not None:
+                session.close()
+            if view is not None:
+                self.boundary.settle(view, keep=True, ask=False)  # type: ignore[union-attr]
+            raise
+        if timed_out:
+            _kill_group(proc)
+        return timed_out
+
+    def _settle(self, view: StepView | None, before: object) -> list[str]:
+        """End the step: its changes applied (and recorded) through the boundary; the notes that
+        say what it did beyond the workspace."""
+        notes: list[str] = []
+        if view is not None:
+            report = self.boundary.settle(view, keep=True)  # type: ignore[union-attr]
+            self._written.update(p for p in report.applied if not p.startswith("/"))
+            notes += report.notes()
+        if before is not None and (wrote := self.sandbox.changes(before)):  # type: ignore[union-attr]
+            notes.append(wrote)
+        return notes
 
     # ------------------------------------------------------------------ files
 
