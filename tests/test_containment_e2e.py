@@ -232,6 +232,48 @@ def test_hooks_and_program_naming_config_written_by_a_step_never_reach_the_host(
     assert "Not applied" in report["summary"] and ".git/hooks/pre-commit" in report["summary"]
 
 
+@needs_boundary
+def test_a_hook_in_the_directory_core_hooks_path_names_is_held_like_one_in_git_hooks(tmp_path):
+    """Husky-style repositories keep their hooks in the work tree (`core.hooksPath`, set by the
+    user): a step that writes there plants a hook as surely as one writing .git/hooks."""
+    plant = (
+        "mkdir -p .githooks && printf '#!/bin/sh\\ntouch {mark}\\n' > .githooks/pre-commit && "
+        "chmod +x .githooks/pre-commit && echo fixed > calc.py"
+    )
+    mark = tmp_path / "host-ran-it"
+    control = user_repo(tmp_path / "control")
+    sh("git config core.hooksPath .githooks", control)
+    sh(plant.format(mark=mark) + " && git commit -qam user-commit", control)
+    assert mark.exists()  # the harm: the user's own commit ran the planted hook
+    mark.unlink()
+    repo = user_repo(tmp_path / "repo")
+    sh("git config core.hooksPath .githooks", repo)
+    proc, report, env = fix(tmp_path, repo, [plant.format(mark=mark)], _config("no-sandbox"), "--yes")
+    assert proc.returncode == 0, proc.stderr
+    sh("git commit -qam user-commit", repo)
+    assert not mark.exists() and not (repo / ".githooks" / "pre-commit").exists()
+    assert (repo / "calc.py").read_text() == "fixed\n"  # the rest of the step was applied
+    assert ".githooks/pre-commit" in {h["path"] for h in report["held_back"]}, report["held_back"]
+
+
+def test_a_hooks_path_at_the_work_trees_top_holds_only_git_hook_names(tmp_path):
+    from clover.tools.overlay import LayerChange
+    from clover.tools.steppolicy import review
+
+    repo = user_repo(tmp_path / "repo")
+    sh("git config core.hooksPath .", repo)
+    upper = tmp_path / "upper"
+    upper.mkdir()
+    changes = []
+    for name in ("pre-commit", "README.md", "src/pre-commit"):
+        (upper / name).parent.mkdir(parents=True, exist_ok=True)
+        (upper / name).write_text("#!/bin/sh\n")
+        changes.append(LayerChange(name, "file", str(upper / name)))
+    decided = review(str(repo), changes)
+    assert [h.path for h in decided.held] == ["pre-commit"]
+    assert sorted(c.path for c in decided.apply) == ["README.md", "src/pre-commit"]
+
+
 # --------------------------------------------------------------------------- without the sandbox
 
 

@@ -15,7 +15,9 @@ Three outcomes for each change (`review`):
   no one asking: applied only when the user says yes to it (the chat asks; headless runs do not
   apply it and say so). Which paths and why:
 
-  - `<git dir>/hooks/*` (not `*.sample`): git runs them on commit, checkout, merge, push.
+  - `<git dir>/hooks/*` (not `*.sample`): git runs them on commit, checkout, merge, push; and
+    whatever directory a repository's `core.hooksPath` names instead (husky keeps its hooks in the
+    work tree: `.husky/_`), read from the repository's configuration at all its levels.
   - `<git dir>/config`, `config.worktree`, when a changed key is not on the list below:
     `core.fsmonitor`, `core.hooksPath`, `core.pager`, `core.sshCommand`, aliases, filter, diff
     and merge drivers, credential helpers, `include.path` ... name programs git starts.
@@ -75,6 +77,34 @@ _SAFE_KEYS = re.compile(
     re.IGNORECASE,
 )
 _EDITOR_DIRS = (".vscode", ".idea")
+_HOOK_NAMES = frozenset(
+    [
+        "applypatch-msg",
+        "pre-applypatch",
+        "post-applypatch",
+        "pre-commit",
+        "pre-merge-commit",
+        "prepare-commit-msg",
+        "commit-msg",
+        "post-commit",
+        "pre-rebase",
+        "post-checkout",
+        "post-merge",
+        "pre-push",
+        "pre-receive",
+        "update",
+        "proc-receive",
+        "post-receive",
+        "post-update",
+        "reference-transaction",
+        "push-to-checkout",
+        "pre-auto-gc",
+        "post-rewrite",
+        "sendemail-validate",
+        "fsmonitor-watchman",
+        "post-index-change",
+    ]
+)
 # relative to the home directory, when the workspace holds it
 _HOME_STARTUP = re.compile(
     r"(\.(bashrc|bash_profile|bash_login|bash_logout|profile|zshrc|zprofile|zshenv|zlogin|zlogout|kshrc"
@@ -108,6 +138,8 @@ class _Repos:
     def __init__(self, lower: str) -> None:
         self.lower = lower
         self._seen: dict[str, bool] = {}
+        self._hooks: dict[str, str | None | bool] = {}
+        self.work_trees: set[str] = set()  # relative to lower, "" for lower itself
 
     def is_gitdir(self, rel: str) -> bool:
         if rel not in self._seen:
@@ -118,6 +150,37 @@ class _Repos:
                 and os.path.isdir(os.path.join(full, "refs"))
             )
         return self._seen[rel]
+
+    def hooks_dir_of(self, rel: str) -> str | None:
+        """The hooks directory (relative to `lower`) that `core.hooksPath` gives the work tree holding
+        `rel`, when it lies inside `lower`; None when there is none or it is elsewhere."""
+        parts = rel.split("/")[:-1]
+        for cut in range(len(parts), -1, -1):
+            top = "/".join(parts[:cut])
+            if top not in self._hooks:
+                self._hooks[top] = self._read_hooks_path(top)
+            found = self._hooks[top]
+            if found is not False:
+                return found  # type: ignore[return-value]  # the nearest work tree decides
+        return None
+
+    def _read_hooks_path(self, top: str) -> str | None | bool:
+        """False: `top` is no work tree; None: one without core.hooksPath inside `lower`."""
+        full = os.path.join(self.lower, top) if top else self.lower
+        if not os.path.lexists(os.path.join(full, ".git")):
+            return False
+        self.work_trees.add(top)
+        import pygit2
+
+        try:
+            value = pygit2.Repository(full).config["core.hooksPath"]
+        except (KeyError, pygit2.GitError, ValueError):
+            return None
+        where = os.path.normpath(os.path.join(full, os.path.expanduser(str(value))))
+        inside = os.path.relpath(where, self.lower)
+        if inside == ".." or inside.startswith("../"):
+            return None
+        return "" if inside == "." else inside.replace(os.sep, "/")
 
     def home_of(self, rel: str, also: Callable[[str], bool] | None = None) -> tuple[str, str] | None:
         """(git directory, path inside it) for the nearest one above `rel` (itself included)."""
@@ -137,7 +200,7 @@ def review(lower: str, changes: list[LayerChange], home: str | None = None) -> R
     out = Review()
     for change in changes:
         found = repos.home_of(change.path, lambda top: top in new_repos)
-        why = _held_because(lower, change, found, home)
+        why = _held_because(lower, change, found, home) or _hooks_path_because(repos, change)
         if why:
             out.held.append(Held(change.path, why, change))
             continue
@@ -216,6 +279,26 @@ def _held_because(lower: str, change: LayerChange, found: tuple[str, str] | None
         if inside is not None and _HOME_STARTUP.fullmatch(inside):
             return "a start-up file: it runs at the next login, shell or git command on this machine"
     return ""
+
+
+def _hooks_path_because(repos: _Repos, change: LayerChange) -> str:
+    """A file in the directory a repository's core.hooksPath names: a hook, wherever it lives (a
+    hooks path at the work tree's top makes only files named as git's hooks there hooks)."""
+    if change.kind in ("delete", "dir", "special"):
+        return ""
+    hooks = repos.hooks_dir_of(change.path)
+    if hooks is None:
+        return ""
+    parent, _, name = change.path.rpartition("/")
+    if hooks in repos.work_trees:  # the top of a work tree: only git's hook names there run
+        held = parent == hooks and name in _HOOK_NAMES
+    else:
+        held = change.path.startswith(hooks + "/") if hooks else True
+    if not held:
+        return ""
+    return (
+        "a git hook (in the directory core.hooksPath names): git runs it on this machine at the next commit"
+    )
 
 
 def _config_entries(path: str) -> list[tuple[str, str]]:
