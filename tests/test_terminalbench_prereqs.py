@@ -47,10 +47,10 @@ def test_a_path_without_the_tools_lists_every_missing_one_at_once(tmp_path):
     )
     assert proc.returncode == 2, proc.stderr
     err = proc.stderr
-    for program in ("bwrap", "unshare", "nsenter", "tar", "slirp4netns", "mmdebstrap", "dpkg-deb"):
+    for program in ("bwrap", "unshare", "nsenter", "env", "tar", "slirp4netns", "mmdebstrap", "dpkg-deb"):
         assert f"  - {program}: " in err, (program, err)
     assert (
-        "install them with: apt-get update && apt-get install -y bubblewrap util-linux tar slirp4netns "
+        "install them with: apt-get update && apt-get install -y bubblewrap util-linux coreutils tar slirp4netns "
         in err
     )
     assert "mmdebstrap dpkg" in err and "--install-prereqs" in err

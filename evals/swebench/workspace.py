@@ -8,9 +8,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from clover.evals.git import GitError
+from clover.evals.git import GitError, Identity
 from clover.evals.git import git as eval_git
 from clover.evals.swebench.dataset import Instance, modified_files
+
+GRADER = Identity("clover", "clover@localhost")  # who the grader's own commits are by (never the user)
 
 
 class WorkspaceError(RuntimeError):
@@ -29,7 +31,7 @@ def git(
     run here (extract_patch runs after them)."""
     try:
         return eval_git(
-            cwd or os.getcwd(), *args, stdin=stdin, check=check, remote=True, timeout=timeout
+            cwd or os.getcwd(), *args, stdin=stdin, check=check, remote=True, timeout=timeout, identity=GRADER
         ).stdout
     except GitError as exc:
         raise WorkspaceError(str(exc)) from None
