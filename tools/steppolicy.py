@@ -230,8 +230,26 @@ def _kept_because(lower: str, change: LayerChange, inner: str) -> str:
     if (inner == "objects" or inner.startswith("objects/")) and exists and not _DERIVED.fullmatch(inner):
         if change.kind == "dir" and not change.opaque:
             return ""
+        if change.kind == "file" and _same_file(os.path.join(lower, change.path), change.source):
+            return ""  # git freshened an object it wrote again (a new mtime, the same bytes)
         return "git objects are never removed or rewritten by a step"
     return ""
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Both regular files with the same bytes (never following a link)."""
+    import filecmp
+
+    try:
+        sa, sb = os.lstat(a), os.lstat(b)
+    except OSError:
+        return False
+    if not (stat.S_ISREG(sa.st_mode) and stat.S_ISREG(sb.st_mode)) or sa.st_size != sb.st_size:
+        return False
+    try:
+        return filecmp.cmp(a, b, shallow=False)
+    except OSError:
+        return False
 
 
 def _new_repos(changes: list[LayerChange]) -> set[str]:
