@@ -52,7 +52,8 @@ COMMANDS = [
     "echo $FIXED && pwd",
     "(sleep 0.3; echo late > bg.txt) & wait; cat bg.txt",
     f"{PY} - << 'EOF'\nimport pathlib\npathlib.Path('gen').mkdir()\n"
-    "for i in range(40):\n    pathlib.Path(f'gen/{i}.txt').write_text(str(i))\nprint(len(list(pathlib.Path('gen').iterdir())))\nEOF",
+    "for i in range(40):\n    pathlib.Path(f'gen/{i}.txt').write_text(str(i))\n"
+    "print(len(list(pathlib.Path('gen').iterdir())))\nEOF",
     "git stash -q && git status --short | wc -l && git stash pop -q && git status --short | wc -l",
     "git checkout -q -b fix && git add -A && git commit -qm 'Fix add' && git log --oneline | wc -l",
     "git branch --list | sort",
