@@ -79,12 +79,12 @@ class EscWatch:
             if not data:
                 return
             if data == ESC:  # Esc alone; an escape sequence (arrows, function keys) comes in one read
-                os.kill(os.getpid(), signal.SIGINT)
+                _interrupt_main()
                 return
             if CTRL_D in data:  # the chat's exit key: stop the step, then leave
                 self._typed += _SEQUENCE.sub(b"", data[: data.index(CTRL_D)])
                 self.exit_requested = True
-                os.kill(os.getpid(), signal.SIGINT)
+                _interrupt_main()
                 return
             self._typed += _SEQUENCE.sub(b"", data)
 
@@ -103,6 +103,12 @@ class EscWatch:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _interrupt_main() -> None:
+    """SIGINT to the main thread itself: sent to the process, the kernel may hand it to any thread,
+    and a main thread blocked in a system call (opening a FIFO, reading a socket) would not wake."""
+    signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
 
 
 def _edited(raw: bytes) -> str:

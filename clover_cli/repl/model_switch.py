@@ -8,6 +8,7 @@ spinner, and Ctrl-D (or Ctrl-C) while it loads leaves at once."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,6 +19,7 @@ from clover.settings import Settings
 
 if TYPE_CHECKING:
     from clover.repl.app import ChatApp
+    from clover.repl.keys import EscWatch
 
 
 def is_local(name: str) -> bool:
@@ -108,7 +110,7 @@ def load_model(app: ChatApp, settings: Settings) -> Model:
         if keys is not None:
             keys.start()
         with app.console.status(f"loading {settings.model}… (Ctrl-D leaves)", spinner="dots"):
-            model = build_model(settings)
+            model = _load_aside(settings, keys)
     except KeyboardInterrupt:
         if keys is not None and keys.exit_requested:
             raise ClosedWhileLoading() from None
@@ -119,6 +121,29 @@ def load_model(app: ChatApp, settings: Settings) -> Model:
             app.input.type_ahead(keys.take_typed())  # typed while it loaded: at the prompt
     app.renderer.info(f"model loaded in {time.monotonic() - started:.1f}s")
     return model
+
+
+def _load_aside(settings: Settings, keys: EscWatch | None) -> Model:
+    """Build the model in a thread of its own while this one waits for it or for a key: a load
+    blocked in a system call (a slow disk, a network mount) cannot hold Ctrl-D, Ctrl-C or Esc back.
+    A load left behind is a daemon thread: it ends with the process."""
+    done: dict[str, object] = {}
+
+    def load() -> None:
+        try:
+            done["model"] = build_model(settings)
+        except BaseException as exc:  # handed to the waiting thread, which raises it
+            done["error"] = exc
+
+    worker = threading.Thread(target=load, name="clover-load", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.05)
+        if keys is not None and keys.exit_requested:
+            raise KeyboardInterrupt
+    if "error" in done:
+        raise done["error"]  # type: ignore[misc]
+    return done["model"]  # type: ignore[return-value]
 
 
 def _served(model: Model) -> list[str] | None:
