@@ -78,7 +78,7 @@ def test_print_json_names_the_served_model(server: LlamaServer, tmp_path: Path) 
         "--output-format",
         "json",
         "--repo",
-        str(tmp_path),
+        str(git_repo(tmp_path / "repo", {"notes.txt": "notes\n"})),  # not the test's home: that is refused
         env=_env(tmp_path),
         timeout=600,
     )
