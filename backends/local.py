@@ -35,6 +35,7 @@ from clover.backends.local_settings import LocalSettings
 from clover.backends.local_stream import BlockStreamer, block_size_of, merged_stats, turn_from_text
 from clover.core.protocols import (
     AssistantTurn,
+    BackendSettings,
     Environment,
     EventHandler,
     Message,
@@ -76,7 +77,8 @@ class LocalCloverModel(ModelCapabilities):
     constrain_tool_calls = True  # steer tool calls with the grammar (off: free decoding, parse only)
     prefix_caching = True  # resume each turn from the previous turns' committed prompt prefix
 
-    def __init__(self, settings: Any) -> None:
+    def __init__(self, settings: LocalSettings | BackendSettings) -> None:
+        """`settings`: the local decoder's (LocalSettings), or the run's, whose local knobs are read."""
         from clover.backends.prefix_cache import PrefixCache
         from clover.model.decode_width import choose_width
         from clover.model.tokenizer import TokenizerError
