@@ -124,6 +124,16 @@ def _missing_return(lines: list[str], around: range, text: str) -> list[tuple[st
     return [(last, f"{last}\n{indent}return {n}") for n in dict.fromkeys([*names, "True", "False", "None"])]
 
 
+def _kept_lines(scorer: Any, tokenizer: Any, old: str, text: str) -> list[str]:
+    """The lines whose repairs are candidates: the likeliest few as old_str (scored up to
+    new_str's opening), and the model's own old_str always."""
+    lines = region_lines(old, text)
+    line_scores = scorer.scores([tokenizer.encode(f"{line}{BETWEEN}") for line in lines])
+    ranked = sorted(range(len(lines)), key=lambda i: -line_scores[i])
+    own_line = old if "\n" in old.strip("\n") else text.split("\n")[text[: text.index(old)].count("\n")]
+    return [lines[i] for i in ranked[:TOP_LINES]] + [own_line]
+
+
 def choose_edit(
     net: Any,
     tokenizer: Any,
@@ -159,14 +169,7 @@ def choose_edit(
     if (own is not None and reproduction is None) or prefix is None:
         return own  # no check to verify another candidate by: the model's edit stands as written
     scorer = PrefixScorer(net, prompt_ids + tokenizer.encode(prefix))
-    # the lines first (as old_str, up to new_str's opening): only the likeliest few get repairs,
-    # and the model's own old_str always does
-    lines = region_lines(old, text)
-    line_scores = scorer.scores([tokenizer.encode(f"{line}{BETWEEN}") for line in lines])
-    ranked = sorted(range(len(lines)), key=lambda i: -line_scores[i])
-    own_line = old if "\n" in old.strip("\n") else text.split("\n")[text[: text.index(old)].count("\n")]
-    keep = [lines[i] for i in ranked[:TOP_LINES]] + [own_line]
-    pairs = edit_pairs(old, text, path, issue, context, keep)
+    pairs = edit_pairs(old, text, path, issue, context, _kept_lines(scorer, tokenizer, old, text))
 
     def rank(found: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
         """Candidates, most likely first (each scored as the continuation of old_str)."""
