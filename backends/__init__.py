@@ -31,7 +31,9 @@ def make_model(settings: BackendSettings) -> Model:
             raise ModelError(
                 f"the local Clover model needs {missing}: pip install 'clover-cli[local]'"
             ) from None
-        return LocalCloverModel(settings)
+        from clover.backends.local_settings import LocalSettings
+
+        return LocalCloverModel(LocalSettings.of(settings))  # the local decoder's own knobs
     raise ModelError(
         f"model {spec!r} is not a checkpoint directory; for a model on an OpenAI-compatible server "
         "pass --base-url URL (or set OPENAI_BASE_URL)"

@@ -33,6 +33,7 @@ from clover.core.protocols import (
     BackendSettings,
     EventHandler,
     Message,
+    ModelCapabilities,
     ModelError,
     StreamEvent,
     ToolCall,
@@ -46,7 +47,7 @@ UNNAMED = ("", "embedded")  # no model chosen for the server: the one it serves 
 MIN_ROOM = 256  # a max_tokens the server would take, below which the conversation is compacted instead
 
 
-class OpenAICompatModel:
+class OpenAICompatModel(ModelCapabilities):
     def __init__(
         self,
         settings: BackendSettings,

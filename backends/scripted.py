@@ -17,6 +17,7 @@ from clover.core.protocols import (
     AssistantTurn,
     EventHandler,
     Message,
+    ModelCapabilities,
     ModelError,
     StreamEvent,
     ToolCall,
@@ -68,7 +69,7 @@ def _check(turn: Any, where: str) -> dict[str, Any]:
     return turn
 
 
-class ScriptedModel:
+class ScriptedModel(ModelCapabilities):
     def __init__(
         self,
         script: str | Path | list[dict[str, Any]],

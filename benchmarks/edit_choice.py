@@ -16,6 +16,7 @@ child process), and whether that edit is the gold fix.
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import tempfile
 import time
@@ -30,6 +31,10 @@ def _gold(patch: str) -> tuple[str, str, str] | None:
     minus = [line[1:] for line in patch.splitlines() if line.startswith("-") and not line.startswith("---")]
     plus = [line[1:] for line in patch.splitlines() if line.startswith("+") and not line.startswith("+++")]
     return (path, minus[0], plus[0]) if len(minus) == 1 and len(plus) == 1 else None
+
+
+def _run_directly(env, check):
+    return env.run(check.argv, timeout=check.timeout)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,7 +84,9 @@ def main(argv: list[str] | None = None) -> int:
             pairs = choice.candidates if choice is not None else 0
             workspace = Workspace(LocalEnvironment(row["repo"]))
             t0 = time.perf_counter()
-            rep = Reproduction.from_issue(row["problem_statement"], workspace, lambda _: True)
+            # the benchmark runs the example directly (no agent, no gate)
+            run_check = functools.partial(_run_directly, workspace.env)
+            rep = Reproduction.from_issue(row["problem_statement"], workspace, run_check)
             run = choose_edit(
                 model.net,
                 model.tokenizer,

@@ -23,6 +23,8 @@ from clover.core.protocols import (
     Model,
     ModelError,
     RepeatedCalls,
+    StageCheck,
+    StageDecision,
     StreamEvent,
     Submitted,
     Terminated,
@@ -33,6 +35,7 @@ from clover.core.protocols import (
     tool_spec,
 )
 from clover.schema import check_arguments
+from clover.stage_checks import StageRun, run_stage_check
 from clover.tools.redact import redact
 from clover.trajectory import Trajectory
 
@@ -134,7 +137,9 @@ class Agent:
     ) -> None:
         """`on_tool_result`: a tool ran (the chat renders it). `on_call_done`: every call, whatever
         became of it: run, refused by the gate (data "denied"), malformed ("format_error"), held by
-        the backend ("held") or not run again ("repeated"); headless runs report refusals with it."""
+        the model's turn stage ("held") or not run again ("repeated"); headless runs report
+        refusals with it. A turn stage's checks are not the model's calls: they are recorded in the
+        trajectory and shown through `on_tool_result`, never sent to the model."""
         self.model, self.env, self.limits = model, env, limits or Limits()
         self.tools = {t.name: t for t in tools}
         self.specs = [tool_spec(t) for t in tools]
@@ -153,6 +158,7 @@ class Agent:
         self.repeats = 0
         self.edited = False  # a file-editing tool succeeded in this run
         self.redone = 0  # early answers redone as a required call
+        self.checks = 0  # turn stage checks asked for
         self.stats: dict[str, float] = {}
         self.started = time.monotonic()
 
@@ -173,7 +179,7 @@ class Agent:
             error = str(stop) if isinstance(stop, Terminated) else "interrupted by the user"
         except AgentStop as stop:
             exit_status, error = stop.exit_status, str(stop)
-            if isinstance(stop, StepLimit) and self.limits.wrap_up and getattr(self.model, "wrap_up", True):
+            if isinstance(stop, StepLimit) and self.limits.wrap_up and self.model.wrap_up:
                 final = self._wrap_up()
         result = RunResult(
             exit_status=exit_status,
@@ -208,6 +214,7 @@ class Agent:
                 }
             )
             turn = self._query(TurnOptions(tool_choice="required"))
+        decision = self._review(turn)
         self.messages.append(turn.to_message())
         self._record(
             {
@@ -230,11 +237,32 @@ class Agent:
             self.messages.append({"role": "user", "content": EMPTY_REPLY})
             self._record({"type": "user", "content": EMPTY_REPLY})
             return
-        results = [self._execute_guarded(call) for call in turn.tool_calls]
+        results = [
+            self._execute_guarded(c, why) for c, why in zip(turn.tool_calls, decision.held, strict=True)
+        ]
         if all(r.is_error and r.data.get("format_error") for r in results):
             self._count_format_error(f"malformed tool calls in a row; last: {results[-1].output}")
         else:
             self.format_errors = 0
+
+    def _review(self, turn: AssistantTurn) -> StageDecision:
+        """The model's turn stage, where it offers one, settles the turn's calls (their checks run
+        through `run_check`); the turn then carries the calls as they are to run."""
+        stage = self.model.turn_stage()
+        if stage is None or not turn.tool_calls:
+            return StageDecision(list(turn.tool_calls), [None] * len(turn.tool_calls))
+        decision = stage.review(turn, self.messages, self.run_check)
+        turn.tool_calls = decision.calls
+        for key, value in decision.stats.items():
+            turn.stats[key] = turn.stats.get(key, 0.0) + value
+            self.stats[key] = self.stats.get(key, 0.0) + value
+        return decision
+
+    def run_check(self, check: StageCheck) -> StageRun | None:
+        """Run a turn stage's check as any command runs: the gate decides, the environment runs
+        it as a check, the trajectory records it (stage_checks.py). None: it was refused."""
+        self.checks += 1
+        return run_stage_check(self, check, f"check_{self.steps}_{self.checks}")
 
     def _answers_too_early(self, turn: AssistantTurn) -> bool:
         """A fix's answer that comes before any edit (redos left, and a step left for the edit)."""
@@ -286,10 +314,11 @@ class Agent:
             call.id = call.id or f"call_{self.steps}_{i}"
         return turn
 
-    def _execute_guarded(self, call: ToolCall) -> ToolResult:
-        """Run one call, or answer why not; the result always goes back as a tool message."""
+    def _execute_guarded(self, call: ToolCall, held: str | None = None) -> ToolResult:
+        """Run one call, or answer why not (`held`: the turn stage's reason to hold it back); the
+        result always goes back as a tool message."""
         try:
-            result = self._execute(call)
+            result = self._execute(call, held)
         except KeyboardInterrupt as stop:  # answered like every call (stream-json, the json result)
             why = str(stop) if isinstance(stop, Terminated) else "interrupted by the user"
             result = ToolResult(why, is_error=True, data={"interrupted": True})
@@ -308,12 +337,12 @@ class Agent:
             self.on_call_done(call, result)
         return result
 
-    def _execute(self, call: ToolCall) -> ToolResult:
+    def _execute(self, call: ToolCall, held: str | None = None) -> ToolResult:
         error = self._format_problem(call)
         if error:
             return ToolResult(error, is_error=True, data={"format_error": True})
-        if call.held:
-            return ToolResult(call.held, is_error=True, data={"held": True})
+        if held:
+            return ToolResult(held, is_error=True, data={"held": True})
         signature = call_signature(call)
         self.repeats = self.repeats + 1 if signature == self.last_call else 1
         self.last_call = signature
@@ -436,6 +465,10 @@ class Agent:
         trajectory, and in `settled` for the run's report."""
         self.settled.append({"step": self.steps, **report})
         self._record({"type": "step", "step": self.steps, **report})
+
+    def record(self, record: dict[str, Any]) -> None:
+        """One record in the trajectory (a turn stage's check: stage_checks.py)."""
+        self._record(record)
 
     def _record(self, record: dict[str, Any]) -> None:
         if self.trajectory is not None:

@@ -141,7 +141,7 @@ def build_agent(
     from clover.tools.registry import default_tools
 
     model = model if model is not None else build_model(settings)
-    redos = int(getattr(model, "early_answer_redos", 0))
+    redos = model.early_answer_redos
     agent = Agent(
         model,
         env,
@@ -159,12 +159,7 @@ def build_agent(
         on_call_done=on_call_done,
         recorder=recorder,
     )
-    bind = getattr(model, "bind_workspace", None)
-    if bind is not None:  # a local decoder grounds paths and edits in this workspace's files, and
-        # runs an issue's reproduction only where the agent's gate (read when it runs) allows it
-        from clover.decoding.reproduce import policy_allows
-
-        bind(env, may_run=lambda command: policy_allows(agent.gate, command))
+    model.bind_workspace(env)  # a local decoder grounds paths and edits in this workspace's files
     guard = getattr(env, "exec_guard", None)
     if guard is not None:  # the exec check follows the agent's current gate (chat's /mode swaps it)
         guard.gate_of = lambda: agent.gate

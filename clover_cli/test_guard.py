@@ -1,10 +1,10 @@
-"""The test guard of `clover fix` (issue 49): the repository's tests before and after the agent's
+"""The test guard of `clover fix`: the repository's tests before and after the agent's
 change; a test that passed before and fails after is reported, and, for a model that asks for it
-(the embedded one: `rolls_back_test_breaks`), the change is rolled back.
+(`rolls_back_test_breaks`, declared by the embedded checkpoint's config), the change is rolled back.
 
 The tests run like any command the agent would run: through its Environment (the sandbox applies)
-and only where the permission policy runs the exact command without asking (yolo, or an allow rule
-for it); otherwise the report says they were not run and why. Each run is a step of its own
+and only where the run's permission gate, which asks no one, allows the exact command (yolo, or an
+allow rule for it); otherwise the report says they were not run and why. Each run is a step of its own
 behind the step boundary and a check: whatever the tests (or a conftest.py the agent planted)
 write in the workspace is thrown away, recorded in the trajectory and named in the report.
 Nothing else is changed: a roll-back reverses exactly the agent's diff (`git apply -R`), so the
@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clover.core.protocols import Model, ToolCall
 from clover.tools.testrun import TestRun, argv, run_tests, test_files
 
 TIMEOUT = 180.0  # seconds for one run of the tests; a slower suite is not checked (the report says so)
@@ -145,20 +146,23 @@ def revert(root: Path, patch: str | bytes) -> bool:
     return True
 
 
-def start_guard(env: Any, model: Any, gate_allows: Callable[[str], bool]) -> TestGuard:
+def start_guard(env: Any, model: Model, gate_allows: Callable[[str], bool]) -> TestGuard:
     """The guard for one run, its tests already run (the state before the agent)."""
-    guard = TestGuard(env, gate_allows, roll_back=bool(getattr(model, "rolls_back_test_breaks", False)))
+    guard = TestGuard(env, gate_allows, roll_back=model.rolls_back_test_breaks)
     guard.start()
     return guard
 
 
-def guard_for_fix(settings: Any, env: Any, model: Any) -> TestGuard:
-    """`clover fix`'s guard: the tests run where the run's permission policy would run them unasked."""
-    from clover.decoding.reproduce import policy_allows
+def guard_for_fix(settings: Any, env: Any, model: Model) -> TestGuard:
+    """`clover fix`'s guard: the tests run where the run's permission gate (headless: it asks no
+    one, so an asked command is refused) allows them."""
     from clover.runner import build_gate
+    from clover.stage_checks import CHECK_TOOL
 
     gate = build_gate(settings, env.root)
-    return start_guard(env, model, lambda command: policy_allows(gate, command))
+    return start_guard(
+        env, model, lambda command: gate.authorize(ToolCall("bash", {"command": command}), CHECK_TOOL) is None
+    )
 
 
 __all__ = ["GuardReport", "TestGuard", "guard_for_fix", "revert", "start_guard"]

@@ -21,16 +21,13 @@ ToolSpec = dict[str, Any]  # {"type": "function", "function": {"name", "descript
 
 @dataclass
 class ToolCall:
-    """One call the model asked for. `error` is set when the call could not be parsed; `held` when
-    the backend holds it back (it would undo a fix the issue's reproduction confirms): the agent
-    answers with that reason instead of running it."""
+    """One call the model asked for. `error` is set when the call could not be parsed."""
 
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
     id: str = ""
     raw: str = ""
     error: str | None = None
-    held: str | None = None
 
     def to_message(self) -> dict[str, Any]:
         return {
@@ -105,9 +102,10 @@ class TurnOptions:
 
 
 class BackendSettings(Protocol):
-    """What a backend reads of the run's settings (the CLI's `Settings` is one). A dataclass: a turn's
-    TurnOptions are applied with `dataclasses.replace`. Declared here so the backends depend on
-    core, not on the CLI that loads the settings."""
+    """What every backend reads of the run's settings (the CLI's `Settings` is one). A dataclass: a
+    turn's TurnOptions are applied with `dataclasses.replace`. Declared here so the backends depend
+    on core, not on the CLI that loads the settings; a backend's own knobs are its own (the local
+    decoder's: backends/local_settings.py)."""
 
     model: str  # "embedded", a checkpoint directory, "scripted:FILE", or a server's model name
     base_url: str | None
@@ -118,28 +116,79 @@ class BackendSettings(Protocol):
     think: bool
     temperature: float | None
     max_tokens: int
-    # local decoding
-    block_size: int
-    threshold: float
-    decode_order: str
-    device: str | None
-    quantize: str
-    threads: int
-    grounded: bool
-    copy_bias: float
-    drafts: int
-    fused_rounds: bool
-    edit_repairs: str
-    grounded_spans: str
+
+
+# --------------------------------------------------------------------------- turn stage
+
+
+@dataclass(frozen=True)
+class StageCheck:
+    """A program a turn stage asks the agent to run as a check (an issue's example against
+    candidate edits): the agent's gate decides, the environment runs it (`Environment.run`, behind
+    the step boundary: what it writes is thrown away) and the trajectory records it."""
+
+    argv: list[str]
+    timeout: float
+    purpose: str = ""  # one line for the trajectory and the screen
+
+
+# the agent's runner of a stage's checks: the run's result, or None when the gate refused it
+CheckRunner = Callable[[StageCheck], "RunResult | None"]
+
+
+@dataclass
+class StageDecision:
+    """What a turn stage settled about a model turn: its calls as they are to run (an edit chosen
+    among candidates), why a call is held back instead of run (None: it runs; the agent answers a
+    held call with the reason), and counters for the turn's stats."""
+
+    calls: list[ToolCall]
+    held: list[str | None]
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+class TurnStage(Protocol):
+    """What a model needs done after a turn beyond answering, run by the agent (agent.py)."""
+
+    def review(
+        self, turn: AssistantTurn, messages: list[Message], run_check: CheckRunner | None
+    ) -> StageDecision:
+        """Settle `turn`'s calls; `run_check` runs a check through the agent (None: none may run)."""
+        ...
+
+
+class ModelCapabilities:
+    """The optional capabilities of a Model, with the defaults of a model that only answers. A
+    backend inherits this and overrides what it offers; a wrapper around a model passes each on.
+
+    - `wrap_up`: whether the agent may ask for a last reply without tools at its step limit;
+    - `early_answer_redos`: a fix's answers before any edit that the agent redoes as a turn that
+      must call a tool;
+    - `rolls_back_test_breaks`: `clover fix` rolls back a change that breaks a passing test;
+    - `bind_workspace(env)`: the workspace the model may read for grounding its values;
+    - `turn_stage()`: what the agent runs after the model's latest turn, or None."""
+
+    wrap_up: bool = True
+    early_answer_redos: int = 0
+    rolls_back_test_breaks: bool = False
+
+    def bind_workspace(self, env: Environment) -> None:
+        """Nothing to ground: a model that reads no workspace ignores it."""
+
+    def turn_stage(self) -> TurnStage | None:
+        return None
 
 
 @runtime_checkable
 class Model(Protocol):
-    """Optional: `wrap_up` (bool, default True), whether the agent may ask for a last reply without
-    tools at its step limit; a wrapper around a model passes it on."""
+    """A model answers turns; the capabilities beyond that are declared here with their defaults
+    in ModelCapabilities, which backends inherit (see it for what each means)."""
 
     name: str
     context_window: int
+    wrap_up: bool
+    early_answer_redos: int
+    rolls_back_test_breaks: bool
 
     def complete(
         self,
@@ -148,6 +197,10 @@ class Model(Protocol):
         on_event: EventHandler | None = None,
         options: TurnOptions | None = None,
     ) -> AssistantTurn: ...
+
+    def bind_workspace(self, env: Environment) -> None: ...
+
+    def turn_stage(self) -> TurnStage | None: ...
 
 
 # --------------------------------------------------------------------------- environment

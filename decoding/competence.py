@@ -1,7 +1,7 @@
-"""Outside its competence, a small checkpoint says so (issue 49).
+"""Outside its competence, a small checkpoint says so.
 
 The embedded model was trained on repositories of a dozen files and rows of 1,280 tokens. In a
-real-size repository (this one) "What does this repository do?" made it think for 30 s and write
+real-size repository "What does this repository do?" made it think for 30 s and write
 `if the / if the` until stopped. A checkpoint may declare its limits in config.json, and then, in
 place of a reply past them, the local backend answers briefly that the request needs a larger model
 and how to connect one:
@@ -54,10 +54,11 @@ class Limits:
 
     @classmethod
     def of(cls, config: Any) -> Limits:
+        """The limits a checkpoint's config (model/config.CloverConfig) declares."""
         return cls(
-            int(getattr(config, "max_prompt_tokens", 0) or 0),
-            int(getattr(config, "max_repo_files", 0) or 0),
-            float(getattr(config, "min_reply_logprob", 0.0) or 0.0),
+            int(config.max_prompt_tokens or 0),
+            int(config.max_repo_files or 0),
+            float(config.min_reply_logprob or 0.0),
         )
 
     @property

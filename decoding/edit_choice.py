@@ -1,17 +1,17 @@
 """The embedded model's str_replace: its own edit, or a repair a check verifies (`edit_repairs`).
 
 A small model finds the faulty function more often than the faulty line, and the faulty line more
-often than the fixed one (issue 16). So when a turn's str_replace names a unique old_str, one-site
+often than the fixed one. So when a turn's str_replace names a unique old_str, one-site
 repairs of the lines around it (repairs.py) are candidates beside the model's own new_str, ranked
 by the model's likelihood (each (line, repair) pair scored as the continuation of the turn's text
 from `<parameter=old_str>`).
 
-Which one is applied (issue 49: a mutation chosen by likelihood alone replaced correct edits and
-broke passing tests):
+Which one is applied (a mutation chosen by likelihood alone replaced correct edits and broke
+passing tests):
 - the model's own edit is always a candidate, and stands unless a check verifies another one: the
   issue's example and the tests that use it (reproduce.py) pass under that candidate, every check
   the file fails now, while the model's edit does not pass them all;
-- without a check (none stated, or the permission mode does not let it run), the model's edit
+- without a check (none stated, or the agent's gate does not let it run), the model's edit
   stands as written; only where it is no edit at all (new_str = old_str, or one the edit tools
   would refuse: a syntax error, an undefined name) may the likeliest repair take its place, and
   then at most once per file in a conversation (`may_repair`): unverified mutations in a row were
@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from clover.core.protocols import ToolCall
+from clover.core.protocols import CheckRunner, ToolCall
 from clover.decoding.repairs import repairs
 from clover.model.chat import PARAM_CLOSE, PARAM_OPEN, render_tool_call
 from clover.tools.pynames import newly_undefined
@@ -124,6 +124,16 @@ def _missing_return(lines: list[str], around: range, text: str) -> list[tuple[st
     return [(last, f"{last}\n{indent}return {n}") for n in dict.fromkeys([*names, "True", "False", "None"])]
 
 
+def _kept_lines(scorer: Any, tokenizer: Any, old: str, text: str) -> list[str]:
+    """The lines whose repairs are candidates: the likeliest few as old_str (scored up to
+    new_str's opening), and the model's own old_str always."""
+    lines = region_lines(old, text)
+    line_scores = scorer.scores([tokenizer.encode(f"{line}{BETWEEN}") for line in lines])
+    ranked = sorted(range(len(lines)), key=lambda i: -line_scores[i])
+    own_line = old if "\n" in old.strip("\n") else text.split("\n")[text[: text.index(old)].count("\n")]
+    return [lines[i] for i in ranked[:TOP_LINES]] + [own_line]
+
+
 def choose_edit(
     net: Any,
     tokenizer: Any,
@@ -159,14 +169,7 @@ def choose_edit(
     if (own is not None and reproduction is None) or prefix is None:
         return own  # no check to verify another candidate by: the model's edit stands as written
     scorer = PrefixScorer(net, prompt_ids + tokenizer.encode(prefix))
-    # the lines first (as old_str, up to new_str's opening): only the likeliest few get repairs,
-    # and the model's own old_str always does
-    lines = region_lines(old, text)
-    line_scores = scorer.scores([tokenizer.encode(f"{line}{BETWEEN}") for line in lines])
-    ranked = sorted(range(len(lines)), key=lambda i: -line_scores[i])
-    own_line = old if "\n" in old.strip("\n") else text.split("\n")[text[: text.index(old)].count("\n")]
-    keep = [lines[i] for i in ranked[:TOP_LINES]] + [own_line]
-    pairs = edit_pairs(old, text, path, issue, context, keep)
+    pairs = edit_pairs(old, text, path, issue, context, _kept_lines(scorer, tokenizer, old, text))
 
     def rank(found: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
         """Candidates, most likely first (each scored as the continuation of old_str)."""
@@ -271,47 +274,61 @@ def with_edit(call: ToolCall, old_str: str, new_str: str, path: str | None = Non
     return ToolCall(call.name, args, id=call.id, raw=render_tool_call(call.name, args), error=call.error)
 
 
+@dataclass
+class TurnEdit:
+    """The turn stage's edit of a str_replace call: the call as it is to run, why it is held back
+    instead (it would undo a fix the issue's example confirms), and the turn's stats."""
+
+    call: ToolCall
+    held: str | None
+    stats: dict[str, float]
+
+
 def choose_turn_edit(
-    backend: Any, turn: Any, ids: list[int], reply: str, messages: list[Any], context: str
-) -> dict[str, float]:
-    """The local backend's hook: its one str_replace call's edit, as choose_edit decides it; the
-    turn's stats say how many candidates there were and whether the edit changed, was verified, or
-    replaced an unusable edit of the model's without a check."""
-    call = turn.tool_calls[0]
+    model: Any,
+    call: ToolCall,
+    decoded: Any,
+    messages: list[Any],
+    run_check: CheckRunner | None,
+) -> TurnEdit | None:
+    """A turn's one str_replace call's edit, as choose_edit decides it (None: nothing to decide).
+    `model`: the LocalCloverModel (its network scores the candidates; `repairs_spent` keeps the
+    unverified repairs of its conversations); `decoded`: the turn's local.Decoded; `run_check`: the
+    agent's runner of the issue's example (None: it cannot run). The stats say how many candidates
+    there were and whether the edit changed, was verified, or replaced an unusable edit of the
+    model's without a check."""
     path = call.arguments.get("path")
-    workspace = backend.workspace
+    workspace = model.workspace
     data = workspace.read(path) if call.name == "str_replace" and isinstance(path, str) else None
     if data is None:
-        return {}
+        return None
     issue = next((str(m.get("content") or "") for m in messages if m.get("role") == "user"), "")
     reproduction = None
-    may_run = getattr(backend, "may_run", None)
-    if may_run is not None:
+    if run_check is not None:
         from clover.decoding.reproduce import Reproduction
 
-        reproduction = Reproduction.from_messages(messages, workspace, may_run)
+        reproduction = Reproduction.from_messages(messages, workspace, run_check)
     # at most one unverified repair per file in a conversation (its first request names it)
-    spent = backend.__dict__.setdefault("_unverified_repairs", set())
-    conversation = hash(issue)
+    if model.repairs_spent is None:
+        model.repairs_spent = set()
+    spent, conversation = model.repairs_spent, hash(issue)
     choice = choose_edit(
-        backend.net,
-        backend.tokenizer,
-        ids,
-        reply,
+        model.net,
+        model.tokenizer,
+        decoded.ids,
+        decoded.reply,
         call,
         data.decode("utf-8", "replace"),
         issue=issue,
-        context=context,
+        context=decoded.context,
         reproduction=reproduction,
         workspace=workspace,
         may_repair=lambda p: (conversation, p) not in spent,
     )
     if choice is None:
-        return {}
+        return None
     if choice.unverified:
         spent.add((conversation, choice.path))
-    turn.tool_calls[0] = with_edit(call, choice.old_str, choice.new_str, choice.path)
-    turn.tool_calls[0].held = choice.held
     args = call.arguments
     changed = (choice.old_str, choice.new_str, choice.path) != (
         args.get("old_str"),
@@ -329,11 +346,12 @@ def choose_turn_edit(
             "verified_edits": float(choice.verified),
             "held_edits": float(choice.held is not None),
         }
-    return stats
+    return TurnEdit(with_edit(call, choice.old_str, choice.new_str, choice.path), choice.held, stats)
 
 
 __all__ = [
     "EditChoice",
+    "TurnEdit",
     "choose_edit",
     "choose_turn_edit",
     "edit_pairs",

@@ -1,9 +1,9 @@
 """What the embedded model may edit: not test files or docstrings, unless the request names them,
 and nothing at all when the request is a question that asks for no change.
 
-On a public set of one-line bugs (issue 49) the embedded model edited the test file twice and
-docstring examples twice: the tests and the documented examples are what says the code is wrong,
-and a small model "fixes" them as readily as the code. So, for the local decoder:
+The tests and the documented examples are what says the code is wrong, and a small model "fixes"
+them as readily as the code (on a public set of one-line bugs the embedded model edited the test
+file twice and docstring examples twice). So, for the local decoder:
 - a test file (`test_*.py`, `*_test.py`, `conftest.py`, anything under a `tests/` or `test/`
   directory) is not a path str_replace or insert may take (grounding.py), unless the request names
   it (its path or file name; a failing test's node id, `tests/test_x.py::test_y`, reports the test,
@@ -15,7 +15,8 @@ and a small model "fixes" them as readily as the code. So, for the local decoder
   edited README.md for the first): `asks_a_question` is a short request that ends in `?`, opens with
   a question word and has no verb of change (fix, add, make, ...);
 - and, whatever the grammar let through (grounding off, a new file), `out_of_scope` holds such a
-  call back with the reason, as the tools refuse a bad edit.
+  call back with the reason, as the tools refuse a bad edit (the turn stage's decision,
+  turn_stage.py: the agent answers the call with it).
 """
 
 from __future__ import annotations
@@ -163,19 +164,23 @@ def out_of_scope(call: Any, request: str, read: Callable[[str], str | None], cur
     return None
 
 
-def hold_out_of_scope(calls: list[Any], request: str, workspace: Any, current: str = "") -> dict[str, float]:
-    """Hold back each call `out_of_scope` refuses (its result says why); the count, as a turn stat.
-    `current`: the request being answered (the last one the user wrote)."""
+def scope_holds(
+    calls: list[Any], held: list[str | None], request: str, workspace: Any, current: str = ""
+) -> tuple[list[str | None], dict[str, float]]:
+    """`held` (one reason or None per call) with each call not yet held that `out_of_scope` refuses
+    held back too, and their count as a turn stat. `current`: the request being answered (the last
+    one the user wrote)."""
 
     def read(path: str) -> str | None:
         data = workspace.read(path)
         return data.decode("utf-8", "replace").replace("\r\n", "\n") if data is not None else None
 
-    held = 0.0
-    for call in calls:
-        if getattr(call, "held", None) is None and (reason := out_of_scope(call, request, read, current)):
-            call.held, held = reason, held + 1.0
-    return {"held_out_of_scope": held} if held else {}
+    out = list(held)
+    for i, call in enumerate(calls):
+        if out[i] is None:
+            out[i] = out_of_scope(call, request, read, current)
+    count = float(sum(o is not None and h is None for o, h in zip(out, held, strict=True)))
+    return out, ({"held_out_of_scope": count} if count else {})
 
 
 __all__ = [
@@ -184,9 +189,9 @@ __all__ = [
     "docstring_lines",
     "docstrings",
     "edited_text",
-    "hold_out_of_scope",
     "is_test_file",
     "may_edit",
     "names_file",
     "out_of_scope",
+    "scope_holds",
 ]

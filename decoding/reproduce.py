@@ -6,22 +6,22 @@ of preference, the first one under which every check the file as it is fails now
 edit. Checks the current file already passes, or whose setup fails, say nothing and are dropped;
 without a check left, the model's likelihood alone decides, as before.
 
-Running code is an action like any shell command: it happens only where the permission policy
-would allow the exact command without asking (yolo mode, or an allow rule), in the same sandbox as
-every command (Environment.run), with a time and memory limit per candidate, and it writes nothing
-(the edited module is compiled in memory; no bytecode is cached).
+Running code is an action like any shell command, so this module runs nothing itself: each run is
+a StageCheck handed to `run_check`, the agent's runner (agent.py), where the agent's gate decides
+about the exact command, the environment runs it behind the step boundary (Environment.run, the
+same sandbox as every command) and the trajectory records it. Each candidate has a time and memory
+limit, and nothing is written (the edited module is compiled in memory; no bytecode is cached).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import shlex
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from clover.core.protocols import CheckRunner, StageCheck
 from clover.decoding.issue_checks import Check, extract_checks, probed_names
 
 SCRIPT = (Path(__file__).parent / "probe_script.py").read_text(encoding="utf-8")
@@ -43,17 +43,15 @@ class Judgement:
 
 
 class Reproduction:
-    """The checks of one issue in one environment; `may_run(command)` is the permission policy."""
+    """The checks of one issue in the workspace at `root`; `run_check` runs them (the agent's)."""
 
-    def __init__(
-        self, env: Any, checks: list[Check], may_run: Callable[[str], bool], tests: list[str] = ()
-    ) -> None:
-        self.env, self.checks, self.may_run, self.tests = env, checks, may_run, list(tests)
+    def __init__(self, root: str, checks: list[Check], run_check: CheckRunner, tests: list[str] = ()) -> None:
+        self.root, self.checks, self.run_check, self.tests = root, checks, run_check, list(tests)
         self.runs = 0
         self.python: str | None = None
 
     @classmethod
-    def from_issue(cls, issue: str, workspace: Any, may_run: Callable[[str], bool]) -> Reproduction | None:
+    def from_issue(cls, issue: str, workspace: Any, run_check: CheckRunner) -> Reproduction | None:
         files, _ = workspace.listing()
 
         def read(path: str) -> str | None:
@@ -68,17 +66,17 @@ class Reproduction:
         names = probed_names(checks)
         uses = re.compile(r"\b(?:" + "|".join(map(re.escape, names)) + r")\b")
         tests = [f for f in python_files if names and TEST_FILE.search(f) and uses.search(read(f) or "")]
-        return cls(workspace.env, checks, may_run, tests[:MAX_TEST_FILES])
+        return cls(str(workspace.env.root), checks, run_check, tests[:MAX_TEST_FILES])
 
     @classmethod
     def from_messages(
-        cls, messages: list[Any], workspace: Any, may_run: Callable[[str], bool]
+        cls, messages: list[Any], workspace: Any, run_check: CheckRunner
     ) -> Reproduction | None:
         """The checks of the latest user message that states any (a chat's bug report may come
         after other requests; the agent's own reminders state none)."""
         for message in reversed(messages):
             if message.get("role") == "user" and (
-                found := cls.from_issue(str(message.get("content") or ""), workspace, may_run)
+                found := cls.from_issue(str(message.get("content") or ""), workspace, run_check)
             ):
                 return found
         return None
@@ -90,7 +88,7 @@ class Reproduction:
         test_all: bool = False,
         only_if_failing: bool = False,
     ) -> list[str]:
-        root = str(self.env.root)
+        root = self.root
         spec = {
             "root": root,
             "paths": [root, f"{root}/src", f"{root}/lib"],
@@ -109,13 +107,16 @@ class Reproduction:
         self, candidates: list[Candidate | None], test_all: bool = False, only_if_failing: bool = False
     ) -> list[dict[str, Any]] | None:
         """Per candidate {"checks": a verdict per check, "failed": failing test ids or None}, or
-        None (not allowed, no Python, or no answer)."""
+        None (refused, no Python, or no answer)."""
         for python in [self.python] if self.python else ["python3", "python"]:
             argv = self.argv(candidates, python, test_all, only_if_failing)
-            if not self.may_run(shlex.join(argv)):
-                return None
             # the budget, plus the candidate running when it ran out (and the tests' first run)
-            result = self.env.run(argv, timeout=RUN_SECONDS + CANDIDATE_SECONDS + 3 * TEST_SECONDS + 10)
+            timeout = RUN_SECONDS + CANDIDATE_SECONDS + 3 * TEST_SECONDS + 10
+            shown = sum(c is not None for c in candidates)
+            purpose = f"the issue's example against {shown} candidate edit(s)"
+            result = self.run_check(StageCheck(argv, timeout, purpose))
+            if result is None:  # the gate refused it
+                return None
             self.runs += 1
             if result.returncode == 127:
                 continue
@@ -206,15 +207,4 @@ class Reproduction:
         return out[:8]
 
 
-def policy_allows(gate: Any, command: str) -> bool:
-    """Whether the agent's permission gate would run this shell command without asking."""
-    policy = getattr(gate, "policy", None)
-    if policy is None:
-        return False
-    decision, _ = policy.decide(
-        "bash", {"command": command}, False, extra_allow=getattr(gate, "remembered", ())
-    )
-    return decision == "allow"
-
-
-__all__ = ["Reproduction", "policy_allows"]
+__all__ = ["Judgement", "Reproduction"]

@@ -101,6 +101,9 @@ class CloverConfig:
     # `clover fix`: answers given before any file edit are redone, this many per run, as a turn
     # that must call a tool (agent.py): for a model that often stops before it edits
     early_answer_redos: int = 0
+    # `clover fix` rolls back a change that breaks a test that passed before (clover_cli/
+    # test_guard.py): for a model whose edits are mutations more often than fixes
+    rolls_back_test_breaks: bool = False
     # what a small checkpoint was made for (decoding/competence.py): past a prompt this
     # long, a workspace with more files, or a reply it scores lower (mean log-probability per
     # token), it answers that the request needs a larger model; 0 leaves each unlimited

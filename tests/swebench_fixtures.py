@@ -17,7 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clover.core.protocols import AssistantTurn, EventHandler, Message, ModelError, ToolCall, ToolSpec
+from clover.core.protocols import (
+    AssistantTurn,
+    EventHandler,
+    Message,
+    ModelCapabilities,
+    ModelError,
+    ToolCall,
+    ToolSpec,
+)
 
 SOURCE = '''"""Tiny calculator."""
 
@@ -119,7 +127,7 @@ def fix_script() -> list[dict[str, Any]]:
 
 
 @dataclass
-class FixtureModel:
+class FixtureModel(ModelCapabilities):
     """Fixes every instance like the script above, except: the instance named in `raise_for`
     fails with a model error, and the one in `crash_for` kills its worker process (os._exit) while
     the file `crash_once` exists (it is removed first, so a resumed run goes through).

@@ -11,19 +11,42 @@ from typing import Any
 import pytest
 
 from clover.agent import Agent, Limits
-from clover.core.protocols import AssistantTurn, Tool, ToolCall, ToolResult
+from clover.core.protocols import (
+    AssistantTurn,
+    ModelCapabilities,
+    StageDecision,
+    Tool,
+    ToolCall,
+    ToolResult,
+)
 from clover.trajectory import Trajectory
 
 
+class HoldingStage:
+    """A turn stage that holds back each call whose `text` argument it has a reason for."""
+
+    def __init__(self, holds: dict[str, str]) -> None:
+        self.holds = holds
+
+    def review(self, turn, messages, run_check):
+        calls = list(turn.tool_calls)
+        return StageDecision(calls, [self.holds.get(c.arguments.get("text")) for c in calls])
+
+
 @dataclass
-class ListModel:
-    """Replays turns and records the messages it was sent."""
+class ListModel(ModelCapabilities):
+    """Replays turns and records the messages it was sent; `holds`: its turn stage holds back
+    calls by their `text` argument."""
 
     turns: list[AssistantTurn]
     name: str = "list"
     context_window: int = 8192
     seen: list[list[dict[str, Any]]] = field(default_factory=list)
     options: list[Any] = field(default_factory=list)
+    holds: dict[str, str] = field(default_factory=dict)
+
+    def turn_stage(self):
+        return HoldingStage(self.holds) if self.holds else None
 
     def complete(self, messages, tools, on_event=None, options=None):
         self.seen.append(json.loads(json.dumps(messages)))
@@ -283,7 +306,7 @@ def test_every_call_ends_in_on_call_done_whatever_became_of_it():
                 call(text="x"),
                 call(text="ok"),
                 ToolCall("echo", {}, error="bad XML"),
-                ToolCall("echo", {"text": "h"}, held="held back"),
+                ToolCall("echo", {"text": "h"}),
             ]
         )
     ]
@@ -291,7 +314,7 @@ def test_every_call_ends_in_on_call_done_whatever_became_of_it():
     done: list[tuple[str, bool, dict]] = []
     ran: list[str] = []
     agent = Agent(
-        ListModel(turns),
+        ListModel(turns, holds={"h": "held back"}),
         NullEnv(),
         [EchoTool()],
         system_prompt="s",
@@ -315,8 +338,8 @@ def test_every_call_ends_in_on_call_done_whatever_became_of_it():
     assert len(answered) == len(done)  # the call that stopped the run has its answer too
 
 
-def test_a_call_the_backend_holds_back_is_answered_with_its_reason_not_run():
-    held = ToolCall(name="echo", arguments={"text": "x"}, held="Not applied: it would undo the fix.")
+def test_a_call_the_turn_stage_holds_back_is_answered_with_its_reason_not_run():
+    held = ToolCall(name="echo", arguments={"text": "x"})
     agent, model, tool = make_agent(
         [
             AssistantTurn(tool_calls=[held]),
@@ -324,6 +347,7 @@ def test_a_call_the_backend_holds_back_is_answered_with_its_reason_not_run():
             AssistantTurn(text="done"),
         ]
     )
+    model.holds = {"x": "Not applied: it would undo the fix."}
     assert agent.run("task").exit_status == "submitted"
     assert tool.calls == 1 and agent.messages[3]["content"] == "Not applied: it would undo the fix."
     assert agent.format_errors == 0

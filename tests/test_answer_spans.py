@@ -147,16 +147,18 @@ def test_the_checkpoint_decides_unless_the_setting_does(clover, tmp_path):
     """`grounded_spans = "auto"` follows config.json (the tiny checkpoint's is off, the embedded one's on)."""
     import json
 
+    from clover.backends.local_grammar import TurnText, grammar_for
+
     assert json.loads((WEIGHTS / "config.json").read_text())["grounded_spans"] is True
     env = workspace(tmp_path, {"calc.py": "def add(a, b):\n    return a + b\n"})
     for setting, on in (("auto", False), ("on", True), ("off", False)):
         model = variant(clover, grounded_spans=setting)
         model.bind_workspace(env)
-        grammar = model._grammar(tools("view"), False, 32, "", quotable="add")
+        grammar = grammar_for(model, tools("view"), False, 32, TurnText(quotable="add"))
         assert (grammar.spans is not None) is on
     model = variant(clover, grounded_spans="on", grounded=False)  # no grounding at all: no spans either
     model.bind_workspace(env)
-    assert model._grammar(tools("view"), False, 32, "", quotable="add").spans is None
+    assert grammar_for(model, tools("view"), False, 32, TurnText(quotable="add")).spans is None
 
 
 def closed(text: str) -> list[str]:

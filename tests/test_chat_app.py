@@ -275,13 +275,14 @@ def test_mode_change_keeps_asking_the_user(tmp_path: Path, home: Path) -> None:
 
 
 def test_the_chat_model_passes_on_wrap_up_and_keeps_the_session_options():
-    from types import SimpleNamespace
-
-    from clover.core.protocols import TurnOptions
+    from clover.core.protocols import ModelCapabilities, TurnOptions
     from clover.repl.observed import ObservedModel, _merged
 
-    assert ObservedModel(SimpleNamespace(wrap_up=False), app=None).wrap_up is False
-    assert ObservedModel(SimpleNamespace(), app=None).wrap_up is True
+    class Declines(ModelCapabilities):
+        wrap_up = False
+
+    assert ObservedModel(Declines(), app=None).wrap_up is False
+    assert ObservedModel(ModelCapabilities(), app=None).wrap_up is True  # the declared default
     # the agent's wrap-up turn (tool_choice) on top of the session's /think, not instead of it
     assert _merged(TurnOptions(think=False), TurnOptions(tool_choice="none")) == TurnOptions(
         think=False, tool_choice="none"

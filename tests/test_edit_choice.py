@@ -1,9 +1,12 @@
 """new_str chosen among one-site repairs by the model's likelihood (decoding/edit_choice.py,
 model/score.py), on a tiny RANDOM checkpoint: the scores are the plain causal forward's, and the
-turn's call carries the repair that scores best."""
+turn's call, as the local model's turn stage (decoding/turn_stage.py) settles it, carries the
+repair that scores best. The stage runs after the turn: here as the agent runs it, with a check
+runner where `may_run(command)` stands for the agent's gate."""
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 
 import pytest
@@ -49,12 +52,44 @@ def test_continuation_scores_are_the_causal_forwards(clover):
         continuation_logprobs(clover.net, [], conts)
 
 
+class Bound:
+    """A model bound to a workspace, with the check runner its turn stage gets (None: no check may
+    run; else the checks `may_run(command)` allows run in the environment, as the agent runs them)."""
+
+    def __init__(self, model, env, may_run=None) -> None:
+        self.model, self.env, self.may_run = model, env, may_run
+        model.bind_workspace(env)
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+    def run_check(self, check):
+        if not self.may_run(shlex.join(check.argv)):
+            return None
+        return self.env.run(check.argv, timeout=check.timeout)
+
+    def complete(self, messages, tools, **kw):
+        """The model's turn, then its stage, as the agent runs them."""
+        turn = self.model.complete(messages, tools, **kw)
+        return staged(self.model, turn, messages, self.run_check if self.may_run is not None else None)
+
+
+def staged(model, turn, messages, run_check=None):
+    """`turn` as the model's turn stage settles it (the agent's Agent._review): calls, held reasons
+    (on `turn.held`) and stats."""
+    stage = model.turn_stage()
+    turn.held = [None] * len(turn.tool_calls)
+    if stage is not None and turn.tool_calls:
+        decision = stage.review(turn, messages, run_check)
+        turn.tool_calls, turn.held = decision.calls, decision.held
+        turn.stats |= decision.stats
+    return turn
+
+
 def _bound(clover, tmp_path, may_run=None, **changes):
     (tmp_path / "calc.py").write_text(CALC)
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
-    model = variant(clover, **changes)
-    model.bind_workspace(LocalEnvironment(str(tmp_path)), may_run=may_run)
-    return model
+    return Bound(variant(clover, **changes), LocalEnvironment(str(tmp_path)), may_run)
 
 
 def _complete(model, user=USER):
@@ -142,8 +177,9 @@ def test_the_models_own_edit_survives_when_no_check_exists(clover, tmp_path):
     candidate is even scored; with the issue's example unable to run (the policy refuses), the same."""
     (tmp_path / "parse.py").write_text(PARSE)
     for may_run in (None, lambda c: False):
-        model = variant(clover, edit_repairs="on", max_tokens=256)
-        model.bind_workspace(LocalEnvironment(str(tmp_path)), may_run=may_run)
+        model = Bound(
+            variant(clover, edit_repairs="on", max_tokens=256), LocalEnvironment(str(tmp_path)), may_run
+        )
         got, stats = _edit(model, _call("parse.py", LOOP, GUARD), BLANK_LINES)
         assert got == (LOOP, GUARD) and stats.get("repaired_edits", 0) == 0
 
@@ -218,13 +254,16 @@ def test_region_lines_and_pairs_for_the_kept_lines_only():
 
 
 def test_the_agents_gate_decides_when_the_reproduction_may_run(clover, tmp_path):
+    """A stage's check goes through the agent's current gate (the chat switching modes swaps it)."""
+    from clover.core.protocols import StageCheck
     from clover.runner import build_agent, build_gate
     from clover.settings import Settings
 
     model = variant(clover, edit_repairs="on")
     agent = build_agent(Settings(mode="yolo"), LocalEnvironment(str(tmp_path)), model=model)
-    assert model.may_run("python3 -c pass")
+    check = StageCheck(["python3", "-c", "pass"], 30.0, "a check")
+    assert agent.run_check(check).returncode == 0
     agent.gate = build_gate(Settings(mode="ask"), tmp_path)  # the chat switching modes
-    assert not model.may_run("python3 -c pass")
+    assert agent.run_check(check) is None
     agent.gate = build_gate(Settings(mode="ask", allow=["bash(python3 -c *)"]), tmp_path)
-    assert model.may_run("python3 -c pass")
+    assert agent.run_check(check).returncode == 0

@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import IO, Any
 
 from clover.call_log import CallLog
-from clover.core.protocols import AssistantTurn, Message, Model, ModelError, StreamEvent
+from clover.core.protocols import (
+    AssistantTurn,
+    Environment,
+    Message,
+    Model,
+    ModelError,
+    StreamEvent,
+    TurnStage,
+)
 from clover.exit_codes import ExitCode, decide
 from clover.repl.compaction import is_overflow
 from clover.repl.guard import TRUNCATED, guarded_complete, truncation
@@ -45,9 +53,16 @@ class RecordingModel:
         self.last: AssistantTurn | None = None
         self.name = getattr(inner, "name", "")
         self.context_window = getattr(inner, "context_window", 0)
-        self.bind_workspace = getattr(inner, "bind_workspace", None)
-        self.wrap_up = getattr(inner, "wrap_up", True)  # the agent reads it through this wrapper
-        self.early_answer_redos = getattr(inner, "early_answer_redos", 0)  # and this (runner.build_agent)
+        # the model's capabilities (core.protocols.ModelCapabilities): the agent reads them here
+        self.wrap_up = inner.wrap_up
+        self.early_answer_redos = inner.early_answer_redos
+        self.rolls_back_test_breaks = inner.rolls_back_test_breaks
+
+    def bind_workspace(self, env: Environment) -> None:
+        self.inner.bind_workspace(env)
+
+    def turn_stage(self) -> TurnStage | None:
+        return self.inner.turn_stage()
 
     def complete(
         self, messages: list[Message], tools: list[Any], on_event: Any = None, options: Any = None

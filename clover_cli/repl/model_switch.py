@@ -153,8 +153,4 @@ def _served(model: Model) -> list[str] | None:
 
 def _bind(app: ChatApp, model: Model) -> None:
     """A local decoder grounds paths and edits in this workspace, as runner.build_agent does."""
-    bind = getattr(model, "bind_workspace", None)
-    if bind is not None:
-        from clover.decoding.reproduce import policy_allows
-
-        bind(app.env, may_run=lambda command: policy_allows(app.agent.gate, command))
+    model.bind_workspace(app.env)

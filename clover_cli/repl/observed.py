@@ -8,7 +8,17 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from clover.core.protocols import AssistantTurn, Message, Model, ModelError, Tool, ToolCall, TurnOptions
+from clover.core.protocols import (
+    AssistantTurn,
+    Environment,
+    Message,
+    Model,
+    ModelError,
+    Tool,
+    ToolCall,
+    TurnOptions,
+    TurnStage,
+)
 from clover.repl.compaction import is_overflow
 from clover.repl.guard import guarded_complete, truncation
 from clover.repl.permissions_view import always_rules, rule_label
@@ -33,13 +43,24 @@ class ObservedModel:
     def context_window(self) -> int:
         return int(getattr(self.inner, "context_window", 0) or 0)
 
+    # the model's capabilities (core.protocols.ModelCapabilities), passed on to the agent
     @property
-    def bind_workspace(self) -> Any:  # runner.build_agent grounds a local decoder in the workspace
-        return getattr(self.inner, "bind_workspace", None)
+    def wrap_up(self) -> bool:
+        return self.inner.wrap_up
 
     @property
-    def wrap_up(self) -> bool:  # whether the model answers the agent's last, tool-less turn sensibly
-        return bool(getattr(self.inner, "wrap_up", True))
+    def early_answer_redos(self) -> int:
+        return self.inner.early_answer_redos
+
+    @property
+    def rolls_back_test_breaks(self) -> bool:
+        return self.inner.rolls_back_test_breaks
+
+    def bind_workspace(self, env: Environment) -> None:
+        self.inner.bind_workspace(env)
+
+    def turn_stage(self) -> TurnStage | None:
+        return self.inner.turn_stage()
 
     def complete(
         self,
