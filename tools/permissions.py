@@ -31,9 +31,9 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
-from clover.core.protocols import MODES, Tool, ToolCall
+from clover.core.protocols import MODES, Tool, ToolCall, ToolKind
 from clover.tools.execgrant import Grant, templates_of
-from clover.tools.permrules import EDIT_TOOLS, READ_TOOLS, SHELL_TOOLS, Rule, command_prefix, squash
+from clover.tools.permrules import READ_KINDS, Rule, command_prefix, kind_of, squash
 from clover.tools.shellnorm import glob_prefix_feasible
 from clover.tools.shellparse import ParsedShell, SimpleCommand, parse_shell
 from clover.tools.shellproof import literal_proof, read_only_proof
@@ -110,15 +110,18 @@ class PermissionPolicy:
         read_only: bool,
         extra_allow: Iterable[Rule] = (),
         main_key: str | None = None,
+        kind: ToolKind | None = None,
     ) -> tuple[Decision, str]:
         """`extra_allow`: approvals remembered this session; they beat ask rules, not deny.
-        `main_key`: the argument `tool(...)` rules match (default: a guess from common names)."""
+        `main_key`: the argument `tool(...)` rules match (default: a guess from common names).
+        `kind`: the tool's `Tool.kind` (default: that of the default tool of this name)."""
         name = (tool_name or "").lower()
+        kind = kind_of(name) if kind is None else kind
         args = args if isinstance(args, dict) else {}
         remembered = list(extra_allow)
-        if name in SHELL_TOOLS:
+        if kind == "run":
             return self._decide_shell(name, str(args.get("command", args.get("cmd", "")) or ""), remembered)
-        key = self.main_key(name, args, main_key)
+        key = self.main_key(name, args, main_key, kind)
         subject = self.subject(name, args, key)
         label = f"{name}({subject})" if subject else name
 
@@ -126,9 +129,9 @@ class PermissionPolicy:
             """A path rule sees the path as given and resolved (links followed): deny and ask rules
             need one to match, allow rules both, so an alias of a protected file stays protected."""
             for rule in rules:
-                if not rule.applies_to(name):
+                if not rule.applies_to(name, kind):
                     continue
-                subjects, path_like = self._subjects(rule, name, args, key)
+                subjects, path_like = self._subjects(rule, name, kind, args, key)
                 # deny rules on paths ignore case: `EDIT(.ENV)` is `.env` on macOS and Windows
                 fold = path_like and rules is self.deny
                 found = [rule.matches_text(sub, path_like, fold) for sub in subjects]
@@ -149,20 +152,19 @@ class PermissionPolicy:
         if rule := hit(self.allow, every=True):
             return "allow", f"{label} is allowed by rule {rule.text}"
         # git writes (the git tool's commit) are their own class: asked in auto-edit too, as commands
-        kind = "edit" if name in EDIT_TOOLS else "git write" if name == "git" else "action"
-        return self._by_mode(label, kind)
+        return self._by_mode(label, "edit" if kind == "edit" else "git write" if kind == "git" else "action")
 
     def _subjects(
-        self, rule: Rule, name: str, args: dict[str, Any], key: str | None
+        self, rule: Rule, name: str, kind: ToolKind, args: dict[str, Any], key: str | None
     ) -> tuple[list[str], bool]:
         """What `rule` is matched against: for `edit(...)`/`read(...)` rules and path arguments, the
         path as given and resolved; else the main argument."""
         if rule.tool in ("edit", "read") and rule.tool != name:
             raw = args.get("path")
-            raw = raw if isinstance(raw, str) and raw else ("." if name in READ_TOOLS else "")
+            raw = raw if isinstance(raw, str) and raw else ("." if kind in READ_KINDS else "")
             forms = self._path_forms(raw)
             rev = args.get("rev")
-            if name == "git" and isinstance(rev, str) and ":" in rev:  # `git show HEAD:.env`
+            if kind == "git" and isinstance(rev, str) and ":" in rev:  # `git show HEAD:.env`
                 forms += self._path_forms(rev.split(":", 1)[1] or ".")
             return forms, True
         if key in _PATH_KEYS:
@@ -183,8 +185,10 @@ class PermissionPolicy:
         return list(dict.fromkeys(forms))
 
     @staticmethod
-    def main_key(name: str, args: dict[str, Any], hint: str | None = None) -> str | None:
-        if name in EDIT_TOOLS:
+    def main_key(
+        name: str, args: dict[str, Any], hint: str | None = None, kind: ToolKind | None = None
+    ) -> str | None:
+        if (kind_of(name) if kind is None else kind) == "edit":
             return "path"
         if hint and isinstance(args.get(hint), str):
             return hint
@@ -231,7 +235,7 @@ class PermissionPolicy:
             return "deny", f"{label} is denied by rule {rule.text}"
         if self.mode == "plan":  # ask and allow rules never open plan mode
             return self._plan_shell(label, parsed)
-        if any(r.line == command for r in remembered if r.applies_to(name)):
+        if any(r.line == command for r in remembered if r.applies_to(name, "run")):
             return "allow", f"{label} was approved earlier in this session"
         if why := self._undecided(self.deny, name, parsed):
             if self.mode == "yolo":
@@ -290,7 +294,7 @@ class PermissionPolicy:
         """Why some rule in `rules` might match what the line runs although no spelling of it
         does: the line is unparsed or opaque, or a command's arguments are partly unknown and a
         rule names its program. None when every rule is proven not to match."""
-        rules = [r for r in rules if r.applies_to(name)]
+        rules = [r for r in rules if r.applies_to(name, "run")]
         if not rules:
             return None
         if why := parsed.undecidable():
@@ -311,7 +315,7 @@ class PermissionPolicy:
         self, rules: list[Rule], name: str, parsed: ParsedShell, whole: str, kind: str
     ) -> Rule | None:
         for rule in rules:
-            if not rule.applies_to(name):
+            if not rule.applies_to(name, "run"):
                 continue
             if rule.pattern is None:
                 return rule
@@ -331,7 +335,7 @@ class PermissionPolicy:
     def _all_allowed(self, rules: list[Rule], name: str, parsed: ParsedShell, proven: bool = True) -> bool:
         """Every command of the line matches one of `rules` on its exact argv (`proven`: the
         caller checked the line is literal; False only words a reason for asking)."""
-        rules = [r for r in rules if r.applies_to(name) and not r.pipe]
+        rules = [r for r in rules if r.applies_to(name, "run") and not r.pipe]
         if not rules or not parsed.commands or (proven and not parsed.ok):
             return False
         return all(
@@ -341,7 +345,7 @@ class PermissionPolicy:
     def allowed_argv(self, words: list[str], remembered: Iterable[Rule] = ()) -> Rule | None:
         """The allow rule or remembered approval that covers one program start (the exec check)."""
         for rule in [*self.allow, *remembered]:
-            if rule.applies_to("bash") and not rule.pipe and rule.allows_words(words):
+            if rule.applies_to("bash", "run") and not rule.pipe and rule.allows_words(words):
                 return rule
         return None
 
@@ -352,7 +356,7 @@ class PermissionPolicy:
         cmd = SimpleCommand(words=list(words), argv=list(words))
         forms = cmd.deny_forms()
         for rule in self.deny:
-            if not rule.applies_to("bash") or rule.pipe:
+            if not rule.applies_to("bash", "run") or rule.pipe:
                 continue
             if rule.pattern is None or any(rule.matches_text(f) for f in forms):
                 return rule
@@ -360,31 +364,39 @@ class PermissionPolicy:
                 return rule
         return None
 
-    def remember_rules(self, tool_name: str, args: dict[str, Any], main_key: str | None = None) -> list[Rule]:
+    def remember_rules(
+        self,
+        tool_name: str,
+        args: dict[str, Any],
+        main_key: str | None = None,
+        kind: ToolKind | None = None,
+    ) -> list[Rule]:
         """Exact-match rules for an "always" answer: the line byte for byte and each of its
         commands' exact argv (a literal line), the file, or the argument."""
         name = (tool_name or "").lower()
-        if name in SHELL_TOOLS:
+        kind = kind_of(name) if kind is None else kind
+        if kind == "run":
             command = str(args.get("command", args.get("cmd", "")) or "")
             rules = [Rule.exact_line(name, command)] if command.strip() else []
             parsed = parse_shell(command)
             if literal_proof(parsed) is None:
                 rules += [Rule.exact_argv(name, c.words) for c in parsed.commands if c.words]
             return rules
-        subject = self.subject(name, args, self.main_key(name, args, main_key))
-        rule_name = "edit" if name in EDIT_TOOLS else name
+        subject = self.subject(name, args, self.main_key(name, args, main_key, kind))
+        rule_name = "edit" if kind == "edit" else name
         return [Rule(rule_name, literal=subject) if subject else Rule(rule_name)]
 
-    def prefix_rule(self, tool_name: str, args: dict[str, Any]) -> Rule | None:
+    def prefix_rule(self, tool_name: str, args: dict[str, Any], kind: ToolKind | None = None) -> Rule | None:
         """The prefix rule an approval offers for this call (see `offered_prefix`); none in plan mode."""
-        prefix = offered_prefix(tool_name, args) if self.mode != "plan" else None
+        prefix = offered_prefix(tool_name, args, kind) if self.mode != "plan" else None
         return Rule.prefix_rule((tool_name or "").lower(), prefix) if prefix else None
 
 
-def offered_prefix(tool_name: str, args: dict[str, Any]) -> list[str] | None:
+def offered_prefix(tool_name: str, args: dict[str, Any], kind: ToolKind | None = None) -> list[str] | None:
     """The words an approval may offer to allow as a prefix rule ("always allow commands starting
     with `python3 -m pytest`"): only for a line that is one command the parser proves literal."""
-    if (tool_name or "").lower() not in SHELL_TOOLS or not isinstance(args, dict):
+    kind = kind_of(tool_name) if kind is None else kind
+    if kind != "run" or not isinstance(args, dict):
         return None
     parsed = parse_shell(str(args.get("command", args.get("cmd", "")) or ""))
     if literal_proof(parsed) is not None or len(parsed.commands) != 1 or parsed.commands[0].wrappers:

@@ -19,11 +19,23 @@ import re
 import shlex
 from fnmatch import fnmatchcase
 
+from clover.core.protocols import ToolKind
 from clover.tools.shellnorm import canonical_argv
 
-SHELL_TOOLS = {"bash", "shell"}
-EDIT_TOOLS = {"create", "str_replace", "insert"}
-READ_TOOLS = {"view", "grep", "glob", "outline", "git"}  # what `read(...)` rules cover (their `path`)
+# A rule names a tool, or a kind of them (`Tool.kind`): `bash(...)` (or `shell(...)`) every tool
+# that runs commands, `edit(...)` every file edit, `read(...)` the path of every tool that reads
+# (the git tool's too).
+SHELL_RULES = {"bash", "shell"}
+READ_KINDS = ("read", "git")
+
+
+def kind_of(name: str) -> ToolKind:
+    """The kind of the tool a call or rule names, for code that knows only the name."""
+    from clover.tools.registry import kind_of as default_kind  # the tools import this module's users
+
+    return default_kind(name)
+
+
 _RULE = re.compile(r"^\s*([A-Za-z_][\w.-]*)\s*(?:\((.*)\))?\s*$", re.S)
 _PLAIN_WORD = re.compile(r"^[\w@%+=:,./*?\[\]{}^~!#-]+$")
 
@@ -72,7 +84,7 @@ class Rule:
         self.tool = m.group(1).lower()
         pattern = m.group(2)
         self.pattern = None if pattern is None or pattern.strip() in ("", "*") else squash(pattern)
-        shell = self.pattern is not None and self.tool in SHELL_TOOLS
+        shell = self.pattern is not None and self.tool in SHELL_RULES
         if shell and self.pattern.endswith(":*") and "|" not in self.pattern:  # Claude Code's prefix rule
             try:
                 self.prefix = shlex.split(self.pattern[:-2])
@@ -106,14 +118,17 @@ class Rule:
     def prefix_rule(cls, tool: str, prefix: list[str]) -> Rule:
         return cls(f"{tool}({join_words(prefix)}:*)")
 
-    def applies_to(self, tool_name: str) -> bool:
+    def applies_to(self, tool_name: str, kind: ToolKind | None = None) -> bool:
+        """Whether this rule covers a call of `tool_name`, a tool of `kind` (default: the kind of
+        the default tool of that name)."""
         if self.tool == tool_name:
             return True
+        kind = kind_of(tool_name) if kind is None else kind
         if self.tool == "edit":
-            return tool_name in EDIT_TOOLS
+            return kind == "edit"
         if self.tool == "read":
-            return tool_name in READ_TOOLS
-        return self.tool in SHELL_TOOLS and tool_name in SHELL_TOOLS
+            return kind in READ_KINDS
+        return self.tool in SHELL_RULES and kind == "run"
 
     def allows_words(self, words: list[str]) -> bool:
         """Allow-side match on a command's exact argv (see the module doc)."""
