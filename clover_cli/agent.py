@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from clover.core.protocols import (
+    EDITED_KEY,
     AgentStop,
     AssistantTurn,
     Environment,
@@ -386,7 +387,10 @@ class Agent:
     def _add_tool_message(self, call: ToolCall, result: ToolResult) -> None:
         # Secrets in tool output (a printed .env, `env`) never reach the model, not only the log.
         content = redact(result.output)
-        self.messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content})
+        message: Message = {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}
+        if result.edited and not result.is_error:
+            message[EDITED_KEY] = list(result.paths)
+        self.messages.append(message)
         self._record(
             {
                 "type": "tool",

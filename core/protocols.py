@@ -264,6 +264,11 @@ class ToolResult:
     line_files: tuple[tuple[str, ...], ...] = ()
 
 
+# A tool message's key (beside OpenAI's) for the paths the call edited, so the model layer can say
+# what was changed (decoding/competence.py) without reading the text back; backends do not send it.
+EDITED_KEY = "edited"
+
+
 # What a tool does, which decides how permissions treat it: "read" only reads files (plan mode
 # runs it; `read(...)` rules cover its path), "edit" changes files through the file tools
 # (`edit(...)` rules; auto-edit allows it), "run" runs shell commands (`bash(...)` rules), "git"
@@ -327,9 +332,11 @@ class Interrupted(AgentStop):
 
 
 class ModelError(AgentStop):
-    """The backend failed (unreachable server, bad key): `str(exc)` is one line for the user."""
+    """The backend failed (unreachable server, bad key): `str(exc)` is one line for the user.
+    `context_overflow`: the prompt did not fit the model's context (the chat compacts and retries)."""
 
     exit_status = "model_error"
+    context_overflow = False
 
 
 class Terminated(KeyboardInterrupt):
