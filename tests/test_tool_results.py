@@ -13,12 +13,12 @@ from clover.agent import Agent
 from clover.core.protocols import EDITED_KEY, AssistantTurn, ToolCall
 from clover.decoding.competence import edited_files
 from clover.repl.toolview import split_exit
+from clover.tools import search
 from clover.tools.environment import LocalEnvironment
 from clover.tools.files import CreateTool, InsertTool, StrReplaceTool, ViewTool
 from clover.tools.git_tools import GitTool
 from clover.tools.permissions import PermissionGate, PermissionPolicy
 from clover.tools.registry import default_tools, kind_of
-from clover.tools import search
 from clover.tools.search import GlobTool, GrepTool
 from clover.tools.shell import BashTool
 
