@@ -27,17 +27,27 @@ Rules look like `bash(git status*)`, `bash(python3 -m pytest:*)` (a prefix rule)
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from clover.core.protocols import MODES, Tool, ToolCall, ToolKind
 from clover.tools.execgrant import Grant, templates_of
-from clover.tools.permrules import READ_KINDS, Rule, command_prefix, kind_of, squash
+from clover.tools.permrules import (
+    READ_KINDS,
+    SUGGESTED_DENY,
+    Rule,
+    allow_argvs,
+    command_prefix,
+    kind_of,
+    narrowed,
+    offered_prefix,
+    pipeline_texts,
+    shell_label,
+    squash,
+)
 from clover.tools.shellnorm import glob_prefix_feasible
 from clover.tools.shellparse import ParsedShell, SimpleCommand, parse_shell
 from clover.tools.shellproof import literal_proof, read_only_proof
-from clover.tools.textio import escape_controls
 
 Decision = Literal["allow", "ask", "deny"]
 Answer = Literal["yes", "no", "always", "prefix"]
@@ -52,23 +62,6 @@ _MODE_ALIASES = {
 }
 _MAIN_ARG_KEYS = ("command", "subcommand", "pattern", "query", "url", "path", "file", "name")
 _PATH_KEYS = ("path", "file", "file_path", "filename")
-
-# A reasonable starting deny list for settings files (the CLI decides whether to use it).
-SUGGESTED_DENY = [
-    "bash(rm -rf /)",
-    "bash(rm -rf /*)",
-    "bash(rm -rf ~*)",
-    "bash(rm -rf $HOME*)",
-    "bash(curl *|*sh)",
-    "bash(wget *|*sh)",
-    "bash(git push *--force*)",
-    "bash(git push -f*)",
-    "bash(git push * -f*)",
-    "bash(mkfs*)",
-    "bash(dd * of=/dev/*)",
-    "bash(shutdown*)",
-    "bash(reboot*)",
-]
 
 
 def normalize_mode(mode: str) -> str:
@@ -320,12 +313,12 @@ class PermissionPolicy:
             if rule.pattern is None:
                 return rule
             if rule.pipe:
-                if any(rule.matches_text(s) for s in _pipeline_texts(parsed)):
+                if any(rule.matches_text(s) for s in pipeline_texts(parsed)):
                     return rule
                 continue
             forms = [f for c in parsed.commands for f in c.deny_forms()]
             if kind == "deny":  # more flags are no safer: `rm -frv x` is denied by `rm -fr *`
-                forms += [n for f in forms if (n := _narrowed(f, rule))]
+                forms += [n for f in forms if (n := narrowed(f, rule))]
             if any(rule.matches_text(f) for f in forms):
                 return rule
             if kind == "deny" and not parsed.ok and rule.matches_text(whole):
@@ -360,7 +353,7 @@ class PermissionPolicy:
                 continue
             if rule.pattern is None or any(rule.matches_text(f) for f in forms):
                 return rule
-            if any(rule.matches_text(n) for f in forms if (n := _narrowed(f, rule))):
+            if any(rule.matches_text(n) for f in forms if (n := narrowed(f, rule))):
                 return rule
         return None
 
@@ -392,65 +385,15 @@ class PermissionPolicy:
         return Rule.prefix_rule((tool_name or "").lower(), prefix) if prefix else None
 
 
-def offered_prefix(tool_name: str, args: dict[str, Any], kind: ToolKind | None = None) -> list[str] | None:
-    """The words an approval may offer to allow as a prefix rule ("always allow commands starting
-    with `python3 -m pytest`"): only for a line that is one command the parser proves literal."""
-    kind = kind_of(tool_name) if kind is None else kind
-    if kind != "run" or not isinstance(args, dict):
-        return None
-    parsed = parse_shell(str(args.get("command", args.get("cmd", "")) or ""))
-    if literal_proof(parsed) is not None or len(parsed.commands) != 1 or parsed.commands[0].wrappers:
-        return None
-    return command_prefix(parsed.commands[0].words) or None
-
-
-def shell_label(command: str, limit: int = 200) -> str:
-    """A command on one line as a terminal will show it: line breaks as `⏎`, controls escaped."""
-    return squash(escape_controls(command).replace("\n", " ⏎ "))[:limit]
-
-
-def allow_argvs(cmd: SimpleCommand) -> list[list[str]]:
-    """The words an allow rule may match: as written, or with harmless wrappers removed (`timeout
-    60 pytest`); environment prefixes stay unless harmless (LANG, TZ, ...; tools/shellnorm.py)."""
-    out: list[list[str]] = []
-    for words in cmd.allow_words():
-        if words not in out:
-            out.append(words)
-    return out
-
-
-_SHORT_CLUSTER = re.compile(r"^-[A-Za-z]+$")
-
-
-def _narrowed(form: str, rule: Rule) -> str | None:
-    """`prog -abc rest` spelled with the rule's flag cluster when that cluster is a subset of it
-    (the cluster follows the program: `rm -fr`, `git push -f`)."""
-    if not rule.canonical:
-        return None
-    want, have = rule.canonical.split(" "), form.split(" ")
-    at = next((i for i, w in enumerate(want) if _SHORT_CLUSTER.match(w)), None)
-    if at is None or at == 0 or len(have) <= at or want[:at] != have[:at]:
-        return None
-    if not _SHORT_CLUSTER.match(have[at]) or want[at] == have[at]:
-        return None
-    if not set(want[at][1:]) <= set(have[at][1:]):
-        return None
-    return " ".join([*have[:at], want[at], *have[at + 1 :]])
-
-
-def _pipeline_texts(parsed: ParsedShell) -> list[str]:
-    """Every contiguous run of 2+ members of every pipeline, in each member's normalized spelling."""
-    out = []
-    for members in parsed.pipelines:
-        spell = [" ".join([os.path.basename(c.argv[0]), *c.argv[1:]]) if c.argv else c.text for c in members]
-        for i in range(len(spell)):
-            for j in range(i + 2, len(spell) + 1):
-                out.append(" | ".join(spell[i:j]))
-                out.append(" | ".join(c.text for c in members[i:j]))
-    return out
-
-
 # The gate lives in its own module; it is imported from here too.
 from clover.tools.permgate import PermissionGate  # noqa: E402
 
-__all__ = ["PermissionGate", "PermissionPolicy", "Rule", "command_prefix", "offered_prefix"]
+__all__ = [
+    "SUGGESTED_DENY",
+    "PermissionGate",
+    "PermissionPolicy",
+    "Rule",
+    "command_prefix",
+    "offered_prefix",
+    "shell_label",
+]
