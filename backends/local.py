@@ -187,9 +187,11 @@ class LocalCloverModel(ModelCapabilities):
         ids, opened = self.prompt_ids(messages, tools, think=s.think)
         room = self.context_window - len(ids)
         if room <= 0:
-            raise ModelError(
+            overflow = ModelError(
                 f"the prompt has {len(ids)} tokens, more than the {self.context_window}-token context of {self.name}"
             )
+            overflow.context_overflow = True
+            raise overflow
         limits, big_repo, held = Limits.of(self.config), None, None  # the checkpoint's competence
         if limits.active:
             if why := limits.prompt_too_long(len(ids)):

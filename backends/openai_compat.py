@@ -29,6 +29,7 @@ from clover.backends.server_errors import detail_of, is_tool_parse_error, one_li
 from clover.backends.server_info import ServerInfo, probe
 from clover.backends.streaming import Reply, read_plain, read_stream
 from clover.core.protocols import (
+    EDITED_KEY,
     AssistantTurn,
     BackendSettings,
     EventHandler,
@@ -135,9 +136,10 @@ class OpenAICompatModel(ModelCapabilities):
     ) -> dict[str, Any]:
         if text_mode:
             sent: list[Any] = text_messages(messages, tools)
-        else:  # thinking never goes back: agent messages carry none, and we add none
+        else:  # thinking never goes back (agent messages carry none, and we add none), nor Clover's keys
             sent = [
-                {k: v for k, v in m.items() if k not in ("reasoning_content", "reasoning")} for m in messages
+                {k: v for k, v in m.items() if k not in ("reasoning_content", "reasoning", EDITED_KEY)}
+                for m in messages
             ]
         req: dict[str, Any] = {"model": self.name, "messages": sent, "max_tokens": s.max_tokens}
         if tools and not text_mode:
@@ -322,7 +324,7 @@ class OpenAICompatModel(ModelCapabilities):
         error = ModelError(f"the model server at {url} {where}: {detail}")
         overflow = overflow_of(detail, getattr(exc, "body", None))
         if overflow is not None:
-            error.context_overflow = True  # type: ignore[attr-defined]  # the chat compacts and retries
+            error.context_overflow = True  # the chat compacts and retries
             error.overflow = overflow  # type: ignore[attr-defined]
             if overflow.window:
                 self._window, self.window_source = overflow.window, "the server's error"

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from clover.core.protocols import (
+    EDITED_KEY,
     AgentStop,
     AssistantTurn,
     Environment,
@@ -66,16 +67,26 @@ class StepLimit(LimitsExceeded):
 
 class StepRecorder(Protocol):
     """Records what a tool call changes (checkpoints for undo): `begin` just before a call that may
-    change files runs, `end` just after, with the step's number. Read-only calls are not wrapped."""
+    change files runs, `end` just after, with the step's number. Read-only calls are not wrapped.
+    Where the step boundary applies a command's changes it hands them over exactly: `capture`
+    (the paths' state before, None outside a step) then `commit` (tools/boundary.py)."""
 
     def begin(self, step: int) -> None: ...
 
     def end(self, step: int) -> None: ...
 
+    def capture(self, paths: list[str]) -> Any: ...
+
+    def commit(self, before: Any) -> None: ...
+
 
 class Gate(Protocol):
     def authorize(self, call: ToolCall, tool: Tool) -> str | None:
         """None lets the call run; a string refuses it and is what the model is told."""
+
+    def screen(self, tool: Tool, result: ToolResult) -> None:
+        """Leave out of a call's result what the model may not see (lines of files read rules
+        deny), before anyone sees it."""
 
 
 @dataclass
@@ -373,10 +384,9 @@ class Agent:
         finally:
             if recording:
                 self._hook(self.recorder.end, "recording the step")
-        self.edited |= getattr(tool, "edits_files", False) and not result.is_error
-        screen = getattr(self.gate, "screen", None)
-        if screen is not None:  # e.g. search results from files that read rules deny
-            result.output = screen(call, result.output)
+        self.edited |= result.edited and not result.is_error
+        if self.gate is not None:  # e.g. search results from files that read rules deny
+            self.gate.screen(tool, result)
         if self.on_tool_result:
             self.on_tool_result(call, result)
         return result
@@ -406,7 +416,10 @@ class Agent:
     def _add_tool_message(self, call: ToolCall, result: ToolResult) -> None:
         # Secrets in tool output (a printed .env, `env`) never reach the model, not only the log.
         content = redact(result.output)
-        self.messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content})
+        message: Message = {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}
+        if result.edited and not result.is_error:
+            message[EDITED_KEY] = list(result.paths)
+        self.messages.append(message)
         self._record(
             {
                 "type": "tool",

@@ -128,9 +128,8 @@ class CallLog:
             self.emit(tool_result_event(call, result))
 
     def _ran(self, call: ToolCall, result: ToolResult, data: dict[str, Any]) -> None:
-        tool = self.tools.get(call.name)
-        code = data.get("returncode")
-        if getattr(tool, "edits_files", False):
+        code = result.exit_code
+        if result.edited:
             self.edits += 1
             if self.last_test is not None:
                 self.last_test.after_last_edit = False
@@ -144,9 +143,8 @@ class CallLog:
 
     def _may_have_changed(self, call: ToolCall) -> None:
         tool = self.tools.get(call.name)
-        if tool is not None and not tool.read_only:
-            check = getattr(tool, "is_read_only", None)
-            self.mutated |= not (check is not None and check(call.arguments))
+        if tool is not None and not tool.is_read_only(call.arguments):
+            self.mutated = True
 
     def _what(self, call: ToolCall) -> str:
         args = short_args(call)

@@ -81,17 +81,16 @@ def of(settings: Any, env: Any) -> Containment:
 
     if env.host_root() is None:
         return Containment(True, "", False, "the workspace is in a container", False, "in a container")
-    sandboxed = getattr(env, "sandbox", None) is not None
+    sandboxed = env.sandbox is not None
     if sandboxed:
         sandbox_why = ""
     elif settings.sandbox is False:
         sandbox_why = "sandbox = false"
     else:
         sandbox_why = sandbox.unavailable_reason() or "off"
-    boundary = getattr(env, "boundary", None) is not None
+    boundary = env.boundary is not None
     boundary_why = "" if boundary else ("boundary = false" if settings.boundary is False else _boundary_why())
-    guard = getattr(env, "exec_guard", None)
-    checking = bool(guard is not None and guard.check)
+    checking = bool(env.exec_guard is not None and env.exec_guard.check)
     exec_why = "" if checking else ("exec_check = false" if settings.exec_check is False else _exec_why())
     return Containment(sandboxed, sandbox_why, boundary, boundary_why, checking, exec_why)
 

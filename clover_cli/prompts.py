@@ -29,16 +29,21 @@ def says_no_change_needed(answer: str) -> bool:
     return bool(_NO_CHANGE_ANSWER.match(answer))
 
 
-def project_instructions(root: str | Path) -> str:
+def instructions_file(root: str | Path) -> tuple[str, str] | None:
+    """The project's instructions file (AGENTS.md, else CLAUDE.md) and its text, or None."""
     for name in ("AGENTS.md", "CLAUDE.md"):
         path = Path(root) / name
         if path.is_file():
             try:
-                text = path.read_text(encoding="utf-8", errors="replace").strip()
+                return name, path.read_text(encoding="utf-8", errors="replace").strip()
             except OSError:
                 continue
-            return f"\n\n# Project instructions ({name})\n{text}"
-    return ""
+    return None
+
+
+def project_instructions(root: str | Path) -> str:
+    found = instructions_file(root)
+    return f"\n\n# Project instructions ({found[0]})\n{found[1]}" if found else ""
 
 
 def system_prompt(root: str | Path, kind: str = "chat", *, offer_no_change: bool = False) -> str:

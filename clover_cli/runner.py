@@ -160,9 +160,8 @@ def build_agent(
         recorder=recorder,
     )
     model.bind_workspace(env)  # a local decoder grounds paths and edits in this workspace's files
-    guard = getattr(env, "exec_guard", None)
-    if guard is not None:  # the exec check follows the agent's current gate (chat's /mode swaps it)
-        guard.gate_of = lambda: agent.gate
+    if env.exec_guard is not None:  # the exec check follows the agent's current gate (chat's /mode swaps it)
+        env.exec_guard.gate_of = lambda: agent.gate
     bind_boundary(env, agent, recorder)
     return agent
 
@@ -170,12 +169,11 @@ def build_agent(
 def bind_boundary(env: Environment, agent: Agent, recorder: StepRecorder | None) -> None:
     """The step boundary asks the agent's current gate about held changes (the user, or no one),
     records into the agent's recorder, and reports every settled step to the trajectory."""
-    boundary = getattr(env, "boundary", None)
+    boundary = env.boundary
     if boundary is None:
         return
     boundary.approve = lambda held: agent.gate.approve_held(held) if agent.gate is not None else set()
-    inner = getattr(recorder, "inner", recorder)
-    boundary.recorder = inner if hasattr(inner, "capture") else None
+    boundary.recorder = recorder
 
     def observe(report) -> None:
         agent.record_step(report.to_json())
@@ -204,10 +202,12 @@ def checkpointer(settings: Settings, root: str | Path, label: str, session: str 
 
 
 class _Warned:
-    """A recorder whose failures are one warning line on stderr each (the step goes ahead)."""
+    """A recorder whose failures are one warning line on stderr each (the step goes ahead). What
+    the step boundary hands over (`capture`, `commit`) goes to the recorder as it is."""
 
     def __init__(self, inner: StepRecorder) -> None:
         self.inner = inner
+        self.capture, self.commit = inner.capture, inner.commit
 
     def begin(self, step: int) -> None:
         self._call(self.inner.begin, step)

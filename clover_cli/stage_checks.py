@@ -27,7 +27,7 @@ class _CheckTool:
     name = "bash"
     description = "a check the agent runs (an issue's example against candidate edits, the tests)"
     parameters = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
-    read_only = False
+    kind = "run"
 
     def run(self, args: dict[str, Any], env: Environment) -> ToolResult:
         raise NotImplementedError("a check runs through Agent.run_check or the test guard")
@@ -57,7 +57,12 @@ def run_stage_check(agent: Agent, check: StageCheck, call_id: str) -> StageRun |
         return None
     out = result.stdout.decode("utf-8", "replace")
     text = f"exit {result.returncode}{' (timed out)' if result.timed_out else ''}\n{out}{result.stderr}"
-    shown = ToolResult(text[-CHECK_OUTPUT:], is_error=result.returncode != 0, data={"check": "turn_stage"})
+    shown = ToolResult(
+        text[-CHECK_OUTPUT:],
+        is_error=result.returncode != 0,
+        exit_code=result.returncode,
+        data={"check": "turn_stage"},
+    )
     _record(agent, call, check, shown)
     if agent.on_tool_result is not None:
         agent.on_tool_result(call, shown)

@@ -254,6 +254,17 @@ class Environment(Protocol):
     root: str
     allowed_roots: list[str]
     readable_roots: list[str]
+    # What the environment confines its commands with, each None where it has none (a container's
+    # own walls are not these): the bubblewrap sandbox (tools/sandbox.py), the step boundary
+    # (tools/boundary.py) and the exec check (tools/execguard.py). The CLI wires them to the agent.
+    sandbox: Any
+    boundary: Any
+    exec_guard: Any
+    # A running command's output as it comes (the chat shows its tail); None: nobody listens.
+    on_output: Callable[[str], None] | None
+    # The variables commands start with where they run on this machine (git's commit identity
+    # comes from them); None where they run elsewhere.
+    base_env: dict[str, str] | None
 
     def execute(self, command: str, cwd: str | None = None, timeout: float | None = None) -> ExecResult: ...
 
@@ -290,10 +301,32 @@ class Environment(Protocol):
 
 @dataclass
 class ToolResult:
+    """What a call did: `output` is the text the model sees; the fields beside it say the same in
+    structured form, for the parts of Clover that act on it (nothing parses `output` back)."""
+
     output: str
     is_error: bool = False
     # For renderers, not for the model: e.g. {"diff": "...", "path": "..."}.
     data: dict[str, Any] = field(default_factory=dict)
+    # Workspace paths (as the tool shows them) this call changed: an edit's file, a commit's files.
+    paths: tuple[str, ...] = ()
+    exit_code: int | None = None  # the command's exit status, for a call that ran one
+    edited: bool = False  # a file tool changed a file (a fix may answer after one)
+    # For each line of `output`, the workspace files it shows (a search hit's, a diff section's);
+    # empty for a line of none, and for a result that does not say (read rules screen by it).
+    line_files: tuple[tuple[str, ...], ...] = ()
+
+
+# A tool message's key (beside OpenAI's) for the paths the call edited, so the model layer can say
+# what was changed (decoding/competence.py) without reading the text back; backends do not send it.
+EDITED_KEY = "edited"
+
+
+# What a tool does, which decides how permissions treat it: "read" only reads files (plan mode
+# runs it; `read(...)` rules cover its path), "edit" changes files through the file tools
+# (`edit(...)` rules; auto-edit allows it), "run" runs shell commands (`bash(...)` rules), "git"
+# reads the repository or commits (per call: `is_read_only`), "other" anything else.
+ToolKind = Literal["read", "edit", "run", "git", "other"]
 
 
 @runtime_checkable
@@ -301,15 +334,14 @@ class Tool(Protocol):
     name: str
     description: str
     parameters: dict[str, Any]  # JSON schema of the arguments object
-    read_only: bool  # True: cannot change files or run commands (allowed in plan mode)
+    kind: ToolKind
 
     def run(self, args: dict[str, Any], env: Environment) -> ToolResult: ...
 
     def is_read_only(self, args: dict[str, Any]) -> bool:
-        """Whether this call cannot change files or run commands. Tools that subclass Tool inherit
-        `read_only`; a tool whose answer depends on the call (git: status reads, commit writes)
-        overrides it."""
-        return self.read_only
+        """Whether this call cannot change files or run commands: a "read" tool's calls. A tool
+        whose answer depends on the call (git: status reads, commit writes) overrides it."""
+        return self.kind == "read"
 
 
 def tool_spec(tool: Tool) -> ToolSpec:
@@ -353,9 +385,11 @@ class Interrupted(AgentStop):
 
 
 class ModelError(AgentStop):
-    """The backend failed (unreachable server, bad key): `str(exc)` is one line for the user."""
+    """The backend failed (unreachable server, bad key): `str(exc)` is one line for the user.
+    `context_overflow`: the prompt did not fit the model's context (the chat compacts and retries)."""
 
     exit_status = "model_error"
+    context_overflow = False
 
 
 class Terminated(KeyboardInterrupt):

@@ -21,12 +21,11 @@ would be false of a fix it made).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from clover.core.protocols import AssistantTurn, EventHandler, StreamEvent
+from clover.core.protocols import EDITED_KEY, AssistantTurn, EventHandler, StreamEvent
 
 HONEST = (
     "This needs a larger model than the embedded one ({why}). Connect one with `--base-url URL --model NAME` "
@@ -39,11 +38,7 @@ EDITED = (
     "Changed {files} (the diff shows how). The embedded model stops here rather than write a reply it "
     "is not sure of ({why}); a larger model can explain the change: `--base-url URL --model NAME` or `--model DIR`."
 )
-EDIT_TOOLS = ("str_replace", "insert", "create")
 SHORT_BUDGET = 192  # tokens a turn may take in a repository past the checkpoint's size
-_EDITED = re.compile(
-    r"^(?:Edited (\S+?)\. |Inserted lines? [\d-]+ into (\S+) |(?:Created|Overwrote) (\S+) \()"
-)
 
 
 @dataclass(frozen=True)
@@ -102,12 +97,8 @@ def edited_files(messages: list[Any]) -> list[str]:
             and not message.get("tool_calls")
         ):
             break
-        if (
-            message.get("role") == "tool"
-            and message.get("name") in EDIT_TOOLS
-            and (m := _EDITED.match(str(message.get("content") or "")))
-        ):
-            found.append(next(g for g in m.groups() if g))
+        if message.get("role") == "tool":
+            found.extend(reversed(message.get(EDITED_KEY) or []))
     return list(dict.fromkeys(reversed(found)))
 
 

@@ -67,7 +67,7 @@ class EchoTool(Tool):
             "required": ["text"],
         }
     )
-    read_only: bool = True
+    kind: str = "read"
     calls: int = 0
 
     def run(self, args, env):
@@ -300,6 +300,9 @@ def test_every_call_ends_in_on_call_done_whatever_became_of_it():
         def authorize(self, call, tool):
             return "refused: no one can approve" if call.arguments.get("text") == "x" else None
 
+        def screen(self, tool, result):
+            pass
+
     turns = [
         AssistantTurn(
             tool_calls=[
@@ -356,8 +359,12 @@ def test_a_call_the_turn_stage_holds_back_is_answered_with_its_reason_not_run():
 @dataclass
 class EditTool(EchoTool):
     name: str = "edit"
-    read_only: bool = False
-    edits_files: bool = True
+    kind: str = "edit"
+
+    def run(self, args, env):
+        result = super().run(args, env)
+        result.edited = True  # what the file tools say of a call that changed a file
+        return result
 
 
 def test_a_fix_answer_before_any_edit_is_redone_as_a_required_call(tmp_path):

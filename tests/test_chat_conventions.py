@@ -147,10 +147,13 @@ def test_a_no_with_feedback_goes_on_with_it(repo: Path, home: Path) -> None:
 
 def test_the_approval_menu_answers_with_one_key() -> None:
     class Edit:
-        edits_files = True
+        kind = "edit"
+
+    class Command:
+        kind = "run"
 
     assert [o.value for o in options_for(Edit(), "")] == [YES, ALL_EDITS, NO]
-    assert [o.value for o in options_for(object(), "bash(ls)")] == [YES, ALWAYS, NO]
+    assert [o.value for o in options_for(Command(), "bash(ls)")] == [YES, ALWAYS, NO]
     # in auto-edit only an ask rule asks about an edit: "always" is then that file, not every edit
     assert [o.value for o in options_for(Edit(), "edit(poetry.lock)", all_edits=False)] == [YES, ALWAYS, NO]
     options = [Option("yes", "Yes", ("y",)), Option("always", "Always", ("a",)), Option("no", "No", ("n",))]

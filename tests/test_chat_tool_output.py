@@ -34,7 +34,7 @@ def test_bash_output_shows_head_tail_and_exit_code() -> None:
     body += "\n[ 50%]\r[100%]\n===== 3 failed, 9 passed in 0.5s ====="
     renderer.tool_result(
         ToolCall("bash", {"command": "pytest"}, id="c1"),
-        ToolResult(f"{body}\n[exit code 1]", data={"returncode": 1}),
+        ToolResult(f"{body}\n[exit code 1]", data={"returncode": 1}, exit_code=1),
     )
     text = out.getvalue()
     assert "⎿ ✗ 32 lines · exit 1  [1]" in text

@@ -101,6 +101,7 @@ def test_the_embedded_model_in_a_large_repository(tmp_path):
 def test_after_an_edit_the_replacement_says_what_changed_not_that_it_needs_a_larger_model():
     # hand-written runs: a fix's final answer scored low, and "this needs a larger model" would have
     # been said of a bug it fixed
+    from clover.core.protocols import EDITED_KEY
     from clover.decoding.competence import edited_files, reply_text
 
     messages = [
@@ -110,11 +111,13 @@ def test_after_an_edit_the_replacement_says_what_changed_not_that_it_needs_a_lar
             "role": "tool",
             "name": "str_replace",
             "content": "Edited calc.py. Line 2 now read (with context):\n...",
+            EDITED_KEY: ["calc.py"],  # what the agent adds to a message of a call that edited
         },
         {
             "role": "tool",
             "name": "insert",
             "content": "Inserted lines 3-4 into pkg/a.py (after line 2):\n...",
+            EDITED_KEY: ["pkg/a.py"],
         },
         {"role": "tool", "name": "str_replace", "content": "str_replace: not applied, the edit would ..."},
         {"role": "tool", "name": "bash", "content": "Edited nothing.py. (a command's output)"},

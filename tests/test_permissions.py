@@ -374,11 +374,11 @@ def test_deny_flag_subsets_do_not_overreach():
 
 
 def test_the_gate_asks_each_call_whether_it_only_reads():
-    """The Tool protocol declares `is_read_only(args)` (default: `read_only`); the gate asks it per
-    call, so plan mode runs `git status` and refuses `git commit` through one tool."""
+    """The Tool protocol declares `is_read_only(args)` (default: a "read" kind's calls); the gate asks
+    it per call, so plan mode runs `git status` and refuses `git commit` through one tool."""
 
     class Vcs(Tool):
-        name, description, parameters, read_only = "vcs", "d", {"type": "object"}, False
+        name, description, parameters, kind = "vcs", "d", {"type": "object"}, "git"
 
         def is_read_only(self, args):
             return args.get("subcommand") == "status"
@@ -387,7 +387,7 @@ def test_the_gate_asks_each_call_whether_it_only_reads():
             return ToolResult("ok")
 
     class Plain(Tool):
-        name, description, parameters, read_only = "plain", "d", {"type": "object"}, True
+        name, description, parameters, kind = "plain", "d", {"type": "object"}, "read"
 
         def run(self, args, env):
             return ToolResult("ok")
@@ -395,4 +395,4 @@ def test_the_gate_asks_each_call_whether_it_only_reads():
     gate = PermissionGate(PermissionPolicy("plan"))
     assert gate.authorize(ToolCall("vcs", {"subcommand": "status"}), Vcs()) is None
     assert gate.authorize(ToolCall("vcs", {"subcommand": "commit"}), Vcs()) is not None
-    assert gate.authorize(ToolCall("plain", {}), Plain()) is None  # the default answers from read_only
+    assert gate.authorize(ToolCall("plain", {}), Plain()) is None  # the default answers from the kind

@@ -76,7 +76,7 @@ def test_git_status_diff_log_show_commit(repo: Path, env_cls: type[LocalEnvironm
 
 def test_git_read_only_per_call(tmp_path: Path) -> None:
     git = GitTool()
-    assert not git.read_only
+    assert git.kind == "git"  # not a "read" tool: whether a call only reads is per call
     assert git.is_read_only({"subcommand": "diff"}) and not git.is_read_only({"subcommand": "commit"})
     result = git.run({"subcommand": "status"}, LocalEnvironment(str(tmp_path)))
     assert result.is_error and "not inside a git repository" in result.output

@@ -37,7 +37,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from clover.tools import execlaunch
 from clover.tools.execgrant import Grant, argv_template, templates_of
@@ -97,6 +97,14 @@ def unavailable_reason() -> str | None:
     return _probe()
 
 
+class GrantingGate(Protocol):
+    """What the exec check reads of the agent's gate (tools/permgate.py's PermissionGate)."""
+
+    policy: Any  # a PermissionPolicy: its deny rules hold for every command
+
+    def take_grant(self, command: str) -> Grant | None: ...
+
+
 class ExecGuard:
     """Per environment: the grants of the agent's gate (`gate_of`), the deny rules to apply when
     no gate made a grant (`fallback`), and one `ExecSession` per command."""
@@ -104,22 +112,22 @@ class ExecGuard:
     def __init__(self, fallback: Any = None, check: bool = True) -> None:
         self.fallback = fallback  # a PermissionPolicy: its deny rules hold for every command
         self.check = check  # False: grants still say how to run a command (read-only), nothing is checked
-        self.gate_of: Callable[[], Any] | None = None  # the agent's current gate (take_grant)
+        # the agent's current gate, None where it has none
+        self.gate_of: Callable[[], GrantingGate | None] | None = None
         self._indexes: dict[tuple[frozenset[str], str], ProgramIndex] = {}
 
     def grant_for(self, command: str) -> Grant:
         """What the gate granted this command line; without a gate's grant (code that is not the
         model's: a user's `!cmd`, a tool's probe) anything but the denied programs."""
         gate = self.gate_of() if self.gate_of is not None else None
-        take = getattr(gate, "take_grant", None)
-        grant = take(command) if take is not None else None
+        grant = gate.take_grant(command) if gate is not None else None
         if grant is None:
-            policy = getattr(gate, "policy", None) or self.fallback
+            policy = (gate.policy if gate is not None else None) or self.fallback
             grant = Grant(everything=True, policy=policy, label=command)
         return grant
 
     def session(self, grant: Grant, search_path: str) -> ExecSession:
-        names = frozenset(denied_names(getattr(grant.policy, "deny", []) or []))
+        names = frozenset(denied_names(grant.policy.deny if grant.policy is not None else []))
         key = (names, search_path)
         if key not in self._indexes:
             self._indexes[key] = ProgramIndex(names, search_path)

@@ -33,7 +33,7 @@ from typing import Literal
 
 from clover.tools.execgrant import Grant
 from clover.tools.exectarget import ExecCall, Opened, TargetGone, env_names, open_in_task, shebang
-from clover.tools.permrules import SHELL_TOOLS, Rule, join_words
+from clover.tools.permrules import SHELL_RULES, Rule, join_words
 from clover.tools.shelljudge import git_opaque
 from clover.tools.shellnorm import has_glob
 from clover.tools.shellparse import parse_shell
@@ -152,7 +152,7 @@ def denied_names(rules: Iterable[Rule]) -> set[str]:
     """The programs deny rules name (`bash(rm -rf *)` -> rm, `bash(git push*)` -> git)."""
     names = set()
     for rule in rules:
-        if rule.tool not in SHELL_TOOLS or not rule.pattern:
+        if rule.tool not in SHELL_RULES or not rule.pattern:
             continue
         first = rule.pattern.split(" ", 1)[0]
         if first and not has_glob(first) and "=" not in first:

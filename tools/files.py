@@ -13,14 +13,13 @@ neither defines nor imports (pyflakes, pynames.py), each with the reason, so the
 
 from __future__ import annotations
 
-import bisect
-import difflib
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from clover.core.protocols import Environment, Tool, ToolResult
+from clover.core.protocols import Environment, Tool, ToolKind, ToolResult
 from clover.tools.dirview import directory_view
+from clover.tools.editmatch import closest, normalise, occurrences, original
 from clover.tools.paths import PathError
 from clover.tools.pynames import describe, newly_undefined
 from clover.tools.pysyntax import newly_broken
@@ -129,7 +128,7 @@ class ViewTool(Tool):
             ["path"],
         )
     )
-    read_only: bool = True
+    kind: ToolKind = "read"
 
     def run(self, args: dict[str, Any], env: Environment) -> ToolResult:
         try:
@@ -139,12 +138,12 @@ class ViewTool(Tool):
         rel = display_path(env, full)
         info = env.stat(full)
         if info is not None and info.kind == "dir":
-            return ToolResult(directory_view(env, full), data={"path": rel})
+            return directory_view(env, full)
         try:
             text = read_text(env, full)
         except ValueError as exc:
             if "is a directory" in str(exc):
-                return ToolResult(directory_view(env, full), data={"path": rel})
+                return directory_view(env, full)
             return error(str(exc))
         lines = lines_of(text)
         total = len(lines)
@@ -206,8 +205,7 @@ class CreateTool(Tool):
             {"path": _PATH, "file_text": {"type": "string"}}, ["path", "file_text"]
         )
     )
-    read_only: bool = False
-    edits_files: bool = True  # a success counts as an edit (a fix may answer after one)
+    kind: ToolKind = "edit"
 
     def plan(self, args: dict[str, Any], env: Environment) -> EditPlan:
         try:
@@ -237,6 +235,8 @@ class CreateTool(Tool):
         return ToolResult(
             f"{verb} {plan.rel} ({len(lines_of(plan.new))} lines)",
             data={"path": plan.rel, "diff": plan.diff()},
+            paths=(plan.rel,),
+            edited=True,
         )
 
 
@@ -245,58 +245,6 @@ class CreateTool(Tool):
 
 def _span(first: int, last: int) -> str:
     return f"Line {first}" if first == last else f"Lines {first}-{last}"
-
-
-def _normalise(text: str) -> tuple[str, list[int]]:
-    """text with CRLF -> LF, and the normalised positions of every '\\n' that lost its '\\r'."""
-    removed = [m.start() - i for i, m in enumerate(re.finditer("\r\n", text))]
-    return text.replace("\r\n", "\n"), removed
-
-
-def _original(pos: int, removed: list[int]) -> int:
-    return pos + bisect.bisect_left(removed, pos)
-
-
-def _occurrences(text: str, sub: str) -> list[int]:
-    found, i = [], text.find(sub)
-    while i != -1:
-        found.append(i)
-        i = text.find(sub, i + 1)
-    return found
-
-
-def _closest(text: str, old: str, rel: str) -> str:
-    """Why old_str did not match: the most similar region of the file, numbered."""
-    lines = lines_of(text)
-    want = old.strip("\n").split("\n")
-    k = max(len(want), 1)
-    stripped = [w.strip() for w in want]
-    rough = []
-    for i in range(max(len(lines) - k + 1, 1)):
-        window = lines[i : i + k]
-        if [w.strip() for w in window] == stripped:
-            return (
-                f"old_str was not found in {rel}, but lines {i + 1}-{i + k} match it when "
-                f"indentation and trailing whitespace are ignored:\n{numbered(window, i + 1)}\n"
-                "Copy the whitespace exactly."
-            )
-        sm = difflib.SequenceMatcher(None, "\n".join(window), "\n".join(want), autojunk=False)
-        rough.append((sm.quick_ratio(), i))
-    best_ratio, best = 0.0, 0
-    for _, i in sorted(rough, reverse=True)[:25]:
-        ratio = difflib.SequenceMatcher(
-            None, "\n".join(lines[i : i + k]), "\n".join(want), autojunk=False
-        ).ratio()
-        if ratio > best_ratio:
-            best_ratio, best = ratio, i
-    if not lines or best_ratio < 0.3:
-        return f"old_str was not found in {rel} and no similar region exists; view the file first."
-    lo, hi = max(best - 2, 0), min(best + k + 2, len(lines))
-    return (
-        f"old_str was not found in {rel}. The closest region is lines {best + 1}-{best + k} "
-        f"({best_ratio:.0%} similar):\n{numbered(lines[lo:hi], lo + 1)}\n"
-        "old_str must match the file exactly (whitespace included); view the file and retry."
-    )
 
 
 @dataclass
@@ -312,8 +260,7 @@ class StrReplaceTool(Tool):
             ["path", "old_str", "new_str"],
         )
     )
-    read_only: bool = False
-    edits_files: bool = True  # a success counts as an edit (a fix may answer after one)
+    kind: ToolKind = "edit"
 
     def plan(self, args: dict[str, Any], env: Environment) -> EditPlan:
         try:
@@ -329,17 +276,17 @@ class StrReplaceTool(Tool):
             raise EditError("str_replace: old_str is empty; use insert or create to add text")
         if old_str == new_str:
             raise EditError("str_replace: old_str and new_str are identical; nothing to change")
-        norm, removed = _normalise(text)
-        hits = _occurrences(norm, old_str)
+        norm, removed = normalise(text)
+        hits = occurrences(norm, old_str)
         if not hits:
-            raise EditError(_closest(norm, old_str, rel))
+            raise EditError(closest(norm, old_str, rel))
         if len(hits) > 1:
             starts = ", ".join(str(norm.count("\n", 0, h) + 1) for h in hits[:20])
             raise EditError(
                 f"str_replace: old_str occurs {len(hits)} times in {rel} (starting at lines "
                 f"{starts}); include more surrounding lines so it matches exactly one place."
             )
-        begin, end = _original(hits[0], removed), _original(hits[0] + len(old_str), removed)
+        begin, end = original(hits[0], removed), original(hits[0] + len(old_str), removed)
         replacement = new_str.replace("\n", "\r\n") if uses_crlf(text) else new_str
         first = norm.count("\n", 0, hits[0]) + 1
         return _checked(
@@ -366,6 +313,8 @@ class StrReplaceTool(Tool):
             f"Edited {plan.rel}. {_span(plan.first, plan.last)} now read (with context):\n"
             f"{snippet(plan.new, plan.first, plan.last)}",
             data={"path": plan.rel, "diff": plan.diff()},
+            paths=(plan.rel,),
+            edited=True,
         )
 
 
@@ -382,8 +331,7 @@ class InsertTool(Tool):
             ["path", "insert_line", "text"],
         )
     )
-    read_only: bool = False
-    edits_files: bool = True  # a success counts as an edit (a fix may answer after one)
+    kind: ToolKind = "edit"
 
     def plan(self, args: dict[str, Any], env: Environment) -> EditPlan:
         try:
@@ -429,4 +377,6 @@ class InsertTool(Tool):
             f"Inserted {_span(plan.first, plan.last).lower()} into {plan.rel} (after line {plan.first - 1}):\n"
             f"{snippet(plan.new, plan.first, plan.last)}",
             data={"path": plan.rel, "diff": plan.diff()},
+            paths=(plan.rel,),
+            edited=True,
         )

@@ -8,10 +8,11 @@ container, the git program runs there, through the environment, hardened (tools/
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from clover.core.protocols import Environment, Tool, ToolResult
+from clover.core.protocols import Environment, Tool, ToolKind, ToolResult
 from clover.tools import hostgit
 from clover.tools.gitsafe import CONFIG_SCOPES, config_overrides, git_argv
 from clover.tools.paths import PathError
@@ -55,7 +56,7 @@ class GitTool(Tool):
             "required": ["subcommand"],
         }
     )
-    read_only: bool = False  # commit writes; see is_read_only
+    kind: ToolKind = "git"  # status, diff, log and show read; commit writes (is_read_only)
 
     def is_read_only(self, args: dict[str, Any]) -> bool:
         """Whether this particular call only reads (everything but commit)."""
@@ -70,18 +71,22 @@ class GitTool(Tool):
         except (PathError, ValueError) as exc:
             return error(f"git {sub}: {exc}")
         host = env.host_root()
+        committed: tuple[str, ...] = ()
         try:
-            out = (
-                self._in_process(host, sub, args, env)
-                if host is not None
-                else self._in_env(env, sub, argv, args)
-            )
+            if host is not None and sub == "commit":
+                out, committed = _commit_agents_files(host, args, env)
+            elif host is not None:
+                out = self._in_process(host, sub, args, env)
+            else:
+                out = self._in_env(env, sub, argv, args)
         except (_GitFailed, hostgit.HostGitError, OSError) as exc:
             return error(f"git {sub}: {exc}")
         out = printable(out).rstrip()
         if not out:
             out = {"status": "clean", "diff": "no changes", "log": "no commits"}.get(sub, "(no output)")
-        return ToolResult(_cap(out), data={"subcommand": sub})
+        out = _cap(out)
+        files = _section_files(out) if sub in ("diff", "show") else ()
+        return ToolResult(out, data={"subcommand": sub}, paths=committed, line_files=files)
 
     @staticmethod
     def _in_process(host: str, sub: str, args: dict[str, Any], env: Environment) -> str:
@@ -92,9 +97,7 @@ class GitTool(Tool):
             return hostgit.diff_text(host, staged=arg_bool(args, "staged"), path=path)
         if sub == "log":
             return hostgit.log_lines(host, min(max(arg_int(args, "n", 10) or 10, 1), 200), path)
-        if sub == "show":
-            return hostgit.show_text(host, args.get("rev") or "HEAD")
-        return _commit_agents_files(host, args, env)
+        return hostgit.show_text(host, args.get("rev") or "HEAD")
 
     def _in_env(self, env: Environment, sub: str, argv: list[str], args: dict[str, Any]) -> str:
         try:
@@ -156,10 +159,28 @@ class _GitFailed(Exception):
     pass
 
 
-def _commit_agents_files(host: str, args: dict[str, Any], env: Environment) -> str:
+# a file's section of a patch (git's and libgit2's format) starts `diff --git a/OLD b/NEW`
+_SECTION = re.compile(r"^diff --git a/(.+?) b/(.+)$")
+
+
+def _section_files(patch: str) -> tuple[tuple[str, ...], ...]:
+    """For each line of a diff or show, the files of the patch section it is in (none before the
+    first section: a commit's header, message and stat)."""
+    files: tuple[str, ...] = ()
+    out = []
+    for line in patch.split("\n"):
+        if m := _SECTION.match(line):
+            files = tuple(dict.fromkeys(m.groups()))
+        out.append(files)
+    return tuple(out)
+
+
+def _commit_agents_files(host: str, args: dict[str, Any], env: Environment) -> tuple[str, tuple[str, ...]]:
     """Commit what the agent changed (of `paths`, when given), never what it did not write: the
     user's own edits and untracked files (a `secrets.local`) stay out and are named. Where the
-    environment cannot tell what the agent wrote, only named paths, or else what is staged."""
+    environment cannot tell what the agent wrote, only named paths, or else what is staged.
+    Returns the tool's text and the files committed (relative to the repository; none when what
+    was staged went in)."""
     top = os.path.realpath(hostgit.open_repo(host).workdir)
     named = [
         os.path.relpath(resolve(env, p), top)
@@ -177,7 +198,7 @@ def _commit_agents_files(host: str, args: dict[str, Any], env: Environment) -> s
         chosen = [p for p in wanted if not named or p in named]
         left = [p for p in (named or changed) if p not in wanted and p in changed]
     # the identity the agent's own `git commit` command would use (the environment's, not Clover's)
-    identity = getattr(env, "base_env", None)
+    identity = env.base_env
     if chosen is None:
         made = hostgit.commit_index(host, args["message"], identity)
     else:
@@ -186,7 +207,7 @@ def _commit_agents_files(host: str, args: dict[str, Any], env: Environment) -> s
         what = (
             "none of the files you changed differ from HEAD" if written is not None else "nothing is staged"
         )
-        out = f"nothing to commit: {what}"
+        out, chosen = f"nothing to commit: {what}", []
     else:
         out = (
             f"committed {len(chosen) if chosen is not None else 'the staged'} file(s): "
@@ -195,4 +216,4 @@ def _commit_agents_files(host: str, args: dict[str, Any], env: Environment) -> s
     if left:
         shown = ", ".join(left[:8]) + (f" and {len(left) - 8} more" if len(left) > 8 else "")
         out += f"\nleft out (not written by you in this session; the user can commit them): {shown}"
-    return out
+    return out, tuple(chosen or ())

@@ -8,6 +8,7 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from clover.core.protocols import FileStat, RunResult
 from clover.tools.gitsafe import git_argv
@@ -155,9 +156,16 @@ def git_listing(run: Runner, base: str) -> list[str] | None:
 
 class RunBackedFiles:
     """`list_files` and `stat` for environments that reach their files only by running programs
-    (a container): both go through the environment's own `run`."""
+    (a container): both go through the environment's own `run`. The container is the commands'
+    confinement: none of Clover's own (sandbox, step boundary, exec check) applies there, and
+    their variables are the container's."""
 
     run: Runner
+    sandbox: Any = None
+    boundary: Any = None
+    exec_guard: Any = None
+    on_output: Callable[[str], None] | None = None
+    base_env: dict[str, str] | None = None
 
     def host_root(self) -> str | None:
         return None  # the files are in the container, reached only through `run`

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from clover.core.protocols import Environment, Tool, ToolResult
+from clover.core.protocols import Environment, Tool, ToolKind, ToolResult
 from clover.tools.paths import PathError
 from clover.tools.textio import display_path, error, is_binary, resolve
 
@@ -189,7 +189,7 @@ class OutlineTool(Tool):
             },
         }
     )
-    read_only: bool = True
+    kind: ToolKind = "read"
 
     def run(self, args: dict[str, Any], env: Environment) -> ToolResult:
         symbol, path = args.get("symbol"), args.get("path")
@@ -233,6 +233,7 @@ class OutlineTool(Tool):
         else:
             base, files = full, env.list_files(full)
         hits: list[str] = []
+        files_of: list[tuple[str, ...]] = []  # the file each hit's line names
         needle = name.encode()
         for rel in files:
             language = language_of(rel)
@@ -260,9 +261,10 @@ class OutlineTool(Tool):
                 if qualifiers and parents[-len(qualifiers) :] != qualifiers:
                     continue
                 hits.append(f"{display_path(env, path)}:{s.start}-{s.end}: {s.label()}{where}")
+                files_of.append((display_path(env, path),))
             if len(hits) >= MAX_RESULTS:
                 hits.append(f"[stopped after {MAX_RESULTS} definitions; give a path to narrow]")
                 break
         if not hits:
             return ToolResult(f"no definition of {symbol!r} found under {display_path(env, full)}")
-        return ToolResult("\n".join(hits), data={"count": len(hits)})
+        return ToolResult("\n".join(hits), data={"count": len(hits)}, line_files=tuple(files_of))

@@ -5,18 +5,14 @@ results for files `read(...)` rules deny, and hands the exec check what each she
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
-from clover.core.protocols import Tool, ToolCall
+from clover.core.protocols import Tool, ToolCall, ToolKind, ToolResult
 from clover.tools.execgrant import Grant
-from clover.tools.permrules import READ_TOOLS, SHELL_TOOLS, Rule, command_prefix, join_words
+from clover.tools.permrules import READ_KINDS, Rule, command_prefix, join_words
 
 AskUser = Callable[[ToolCall, Tool, str], str]
-# `path:12:text` / `path-12-text` (grep), `path:3-9: def f` (outline); a glob result is the line
-_DIFF_HEAD = re.compile(r"^diff --git a/(.+?) b/(.+)$")
-_RESULT_PATH = re.compile(r"^(.+?)[:-]\d+(?:-\d+)?[:-]")
 
 
 class _HeldChangeTool:
@@ -25,7 +21,7 @@ class _HeldChangeTool:
     name = "apply_change"
     description = "apply a change a command made that would make a program run later on this machine"
     parameters: dict[str, Any] = {"type": "object", "properties": {"path": {"type": "string"}}}
-    edits_files = False
+    kind: ToolKind = "other"
 
     def is_read_only(self, args: dict[str, Any]) -> bool:
         return False
@@ -44,43 +40,29 @@ class PermissionGate:
         self.grants: dict[str, Grant] = {}  # command line -> what the exec check lets it start
         self.held_allowed: set[str] = set()  # held step changes the user allowed for the session
 
-    def screen(self, call: ToolCall, output: str) -> str:
-        """A search's output without the lines from files `read(...)` rules deny (`grep` over the
-        whole tree must not show what `view` of the file may not); a git diff or show without the
-        sections of those files."""
-        name = (call.name or "").lower()
-        if name not in READ_TOOLS or not output:
-            return output
+    def screen(self, tool: Tool, result: ToolResult) -> None:
+        """Leave out of a read's result the lines of files `read(...)` rules deny (`grep` over the
+        whole tree must not show what `view` of the file may not), and of a git diff or show the
+        sections of those files; the tool says which files each line shows (`line_files`)."""
+        if tool.kind not in READ_KINDS or not result.line_files:
+            return
         rules = [r for r in self.policy.deny if r.tool == "read"]
         if not rules:
-            return output
-        if name == "git":
-            return self._screen_diff(output, rules)
-        kept, dropped = [], 0
-        for line in output.split("\n"):
-            m = _RESULT_PATH.match(line)
-            path = m.group(1) if m else line.strip()
-            if path and self.policy.read_denied(path, rules):
-                dropped += 1
-            else:
-                kept.append(line)
-        if dropped:
-            kept.append(f"[{dropped} line(s) from files denied by read rules left out]")
-        return "\n".join(kept)
-
-    def _screen_diff(self, output: str, rules: list[Rule]) -> str:
-        kept, dropped, skipping = [], 0, False
-        for line in output.split("\n"):
-            if m := _DIFF_HEAD.match(line):
-                skipping = self.policy.read_denied(m.group(1), rules) or self.policy.read_denied(
-                    m.group(2), rules
-                )
-                dropped += skipping
-            if not skipping:
-                kept.append(line)
-        if dropped:
-            kept.append(f"[{dropped} file(s) denied by read rules left out of the diff]")
-        return "\n".join(kept)
+            return
+        denied = {f for files in result.line_files for f in files if self.policy.read_denied(f, rules)}
+        if not denied:
+            return
+        lines = result.output.split("\n")
+        files = list(result.line_files) + [()] * (len(lines) - len(result.line_files))
+        kept = [line for line, shown in zip(lines, files, strict=True) if not denied.intersection(shown)]
+        if tool.kind == "git":  # a diff's lines are its files' sections: each denied one counts once
+            starts = [i for i, f in enumerate(files) if f and (i == 0 or files[i - 1] != f)]
+            sections = sum(bool(denied.intersection(files[i])) for i in starts)
+            note = f"[{sections} file(s) denied by read rules left out of the diff]"
+        else:
+            note = f"[{len(lines) - len(kept)} line(s) from files denied by read rules left out]"
+        result.output = "\n".join([*kept, note])
+        result.line_files = tuple(f for f in files if not denied.intersection(f)) + ((),)
 
     def authorize(self, call: ToolCall, tool: Tool) -> str | None:
         args = call.arguments if isinstance(call.arguments, dict) else {}
@@ -88,9 +70,11 @@ class PermissionGate:
             read_only = bool(tool.is_read_only(args))
         except Exception:
             read_only = False
-        required = (getattr(tool, "parameters", None) or {}).get("required") or []
+        required = (tool.parameters or {}).get("required") or []
         main_key = next((k for k in required if isinstance(args.get(k), str)), None)
-        decision, reason = self.policy.decide(call.name, args, read_only, self.remembered, main_key)
+        decision, reason = self.policy.decide(
+            call.name, args, read_only, self.remembered, main_key, tool.kind
+        )
         if decision == "allow":
             self._grant(call, tool, asked=False)
             return None
@@ -108,8 +92,8 @@ class PermissionGate:
         except Exception as exc:
             return f"Not run: asking the user for approval failed ({exc})."
         if answer == "always":
-            self.remembered.extend(self.policy.remember_rules(call.name, args, main_key))
-        elif answer == "prefix" and (rule := self.policy.prefix_rule(call.name, args)) is not None:
+            self.remembered.extend(self.policy.remember_rules(call.name, args, main_key, tool.kind))
+        elif answer == "prefix" and (rule := self.policy.prefix_rule(call.name, args, tool.kind)) is not None:
             self.remembered.append(rule)
         elif answer not in ("yes", "prefix"):
             return "The user declined this tool call. Ask what they want instead, or try another approach."
@@ -149,7 +133,7 @@ class PermissionGate:
         """Remember what this shell call may start, for the exec check (`take_grant`)."""
         name = (call.name or "").lower()
         command = (call.arguments or {}).get("command") if isinstance(call.arguments, dict) else None
-        if name not in SHELL_TOOLS or not isinstance(command, str):
+        if tool.kind != "run" or not isinstance(command, str):
             return
         grant = self.policy.exec_grant(name, command)
         grant.policy, grant.remembered = self.policy, self.remembered

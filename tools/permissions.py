@@ -27,17 +27,27 @@ Rules look like `bash(git status*)`, `bash(python3 -m pytest:*)` (a prefix rule)
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
-from clover.core.protocols import MODES, Tool, ToolCall
+from clover.core.protocols import MODES, Tool, ToolCall, ToolKind
 from clover.tools.execgrant import Grant, templates_of
-from clover.tools.permrules import EDIT_TOOLS, READ_TOOLS, SHELL_TOOLS, Rule, command_prefix, squash
+from clover.tools.permrules import (
+    READ_KINDS,
+    SUGGESTED_DENY,
+    Rule,
+    allow_argvs,
+    command_prefix,
+    kind_of,
+    narrowed,
+    offered_prefix,
+    pipeline_texts,
+    shell_label,
+    squash,
+)
 from clover.tools.shellnorm import glob_prefix_feasible
 from clover.tools.shellparse import ParsedShell, SimpleCommand, parse_shell
 from clover.tools.shellproof import literal_proof, read_only_proof
-from clover.tools.textio import escape_controls
 
 Decision = Literal["allow", "ask", "deny"]
 Answer = Literal["yes", "no", "always", "prefix"]
@@ -52,23 +62,6 @@ _MODE_ALIASES = {
 }
 _MAIN_ARG_KEYS = ("command", "subcommand", "pattern", "query", "url", "path", "file", "name")
 _PATH_KEYS = ("path", "file", "file_path", "filename")
-
-# A reasonable starting deny list for settings files (the CLI decides whether to use it).
-SUGGESTED_DENY = [
-    "bash(rm -rf /)",
-    "bash(rm -rf /*)",
-    "bash(rm -rf ~*)",
-    "bash(rm -rf $HOME*)",
-    "bash(curl *|*sh)",
-    "bash(wget *|*sh)",
-    "bash(git push *--force*)",
-    "bash(git push -f*)",
-    "bash(git push * -f*)",
-    "bash(mkfs*)",
-    "bash(dd * of=/dev/*)",
-    "bash(shutdown*)",
-    "bash(reboot*)",
-]
 
 
 def normalize_mode(mode: str) -> str:
@@ -110,15 +103,18 @@ class PermissionPolicy:
         read_only: bool,
         extra_allow: Iterable[Rule] = (),
         main_key: str | None = None,
+        kind: ToolKind | None = None,
     ) -> tuple[Decision, str]:
         """`extra_allow`: approvals remembered this session; they beat ask rules, not deny.
-        `main_key`: the argument `tool(...)` rules match (default: a guess from common names)."""
+        `main_key`: the argument `tool(...)` rules match (default: a guess from common names).
+        `kind`: the tool's `Tool.kind` (default: that of the default tool of this name)."""
         name = (tool_name or "").lower()
+        kind = kind_of(name) if kind is None else kind
         args = args if isinstance(args, dict) else {}
         remembered = list(extra_allow)
-        if name in SHELL_TOOLS:
+        if kind == "run":
             return self._decide_shell(name, str(args.get("command", args.get("cmd", "")) or ""), remembered)
-        key = self.main_key(name, args, main_key)
+        key = self.main_key(name, args, main_key, kind)
         subject = self.subject(name, args, key)
         label = f"{name}({subject})" if subject else name
 
@@ -126,9 +122,9 @@ class PermissionPolicy:
             """A path rule sees the path as given and resolved (links followed): deny and ask rules
             need one to match, allow rules both, so an alias of a protected file stays protected."""
             for rule in rules:
-                if not rule.applies_to(name):
+                if not rule.applies_to(name, kind):
                     continue
-                subjects, path_like = self._subjects(rule, name, args, key)
+                subjects, path_like = self._subjects(rule, name, kind, args, key)
                 # deny rules on paths ignore case: `EDIT(.ENV)` is `.env` on macOS and Windows
                 fold = path_like and rules is self.deny
                 found = [rule.matches_text(sub, path_like, fold) for sub in subjects]
@@ -149,20 +145,19 @@ class PermissionPolicy:
         if rule := hit(self.allow, every=True):
             return "allow", f"{label} is allowed by rule {rule.text}"
         # git writes (the git tool's commit) are their own class: asked in auto-edit too, as commands
-        kind = "edit" if name in EDIT_TOOLS else "git write" if name == "git" else "action"
-        return self._by_mode(label, kind)
+        return self._by_mode(label, "edit" if kind == "edit" else "git write" if kind == "git" else "action")
 
     def _subjects(
-        self, rule: Rule, name: str, args: dict[str, Any], key: str | None
+        self, rule: Rule, name: str, kind: ToolKind, args: dict[str, Any], key: str | None
     ) -> tuple[list[str], bool]:
         """What `rule` is matched against: for `edit(...)`/`read(...)` rules and path arguments, the
         path as given and resolved; else the main argument."""
         if rule.tool in ("edit", "read") and rule.tool != name:
             raw = args.get("path")
-            raw = raw if isinstance(raw, str) and raw else ("." if name in READ_TOOLS else "")
+            raw = raw if isinstance(raw, str) and raw else ("." if kind in READ_KINDS else "")
             forms = self._path_forms(raw)
             rev = args.get("rev")
-            if name == "git" and isinstance(rev, str) and ":" in rev:  # `git show HEAD:.env`
+            if kind == "git" and isinstance(rev, str) and ":" in rev:  # `git show HEAD:.env`
                 forms += self._path_forms(rev.split(":", 1)[1] or ".")
             return forms, True
         if key in _PATH_KEYS:
@@ -183,8 +178,10 @@ class PermissionPolicy:
         return list(dict.fromkeys(forms))
 
     @staticmethod
-    def main_key(name: str, args: dict[str, Any], hint: str | None = None) -> str | None:
-        if name in EDIT_TOOLS:
+    def main_key(
+        name: str, args: dict[str, Any], hint: str | None = None, kind: ToolKind | None = None
+    ) -> str | None:
+        if (kind_of(name) if kind is None else kind) == "edit":
             return "path"
         if hint and isinstance(args.get(hint), str):
             return hint
@@ -231,7 +228,7 @@ class PermissionPolicy:
             return "deny", f"{label} is denied by rule {rule.text}"
         if self.mode == "plan":  # ask and allow rules never open plan mode
             return self._plan_shell(label, parsed)
-        if any(r.line == command for r in remembered if r.applies_to(name)):
+        if any(r.line == command for r in remembered if r.applies_to(name, "run")):
             return "allow", f"{label} was approved earlier in this session"
         if why := self._undecided(self.deny, name, parsed):
             if self.mode == "yolo":
@@ -290,7 +287,7 @@ class PermissionPolicy:
         """Why some rule in `rules` might match what the line runs although no spelling of it
         does: the line is unparsed or opaque, or a command's arguments are partly unknown and a
         rule names its program. None when every rule is proven not to match."""
-        rules = [r for r in rules if r.applies_to(name)]
+        rules = [r for r in rules if r.applies_to(name, "run")]
         if not rules:
             return None
         if why := parsed.undecidable():
@@ -311,17 +308,17 @@ class PermissionPolicy:
         self, rules: list[Rule], name: str, parsed: ParsedShell, whole: str, kind: str
     ) -> Rule | None:
         for rule in rules:
-            if not rule.applies_to(name):
+            if not rule.applies_to(name, "run"):
                 continue
             if rule.pattern is None:
                 return rule
             if rule.pipe:
-                if any(rule.matches_text(s) for s in _pipeline_texts(parsed)):
+                if any(rule.matches_text(s) for s in pipeline_texts(parsed)):
                     return rule
                 continue
             forms = [f for c in parsed.commands for f in c.deny_forms()]
             if kind == "deny":  # more flags are no safer: `rm -frv x` is denied by `rm -fr *`
-                forms += [n for f in forms if (n := _narrowed(f, rule))]
+                forms += [n for f in forms if (n := narrowed(f, rule))]
             if any(rule.matches_text(f) for f in forms):
                 return rule
             if kind == "deny" and not parsed.ok and rule.matches_text(whole):
@@ -331,7 +328,7 @@ class PermissionPolicy:
     def _all_allowed(self, rules: list[Rule], name: str, parsed: ParsedShell, proven: bool = True) -> bool:
         """Every command of the line matches one of `rules` on its exact argv (`proven`: the
         caller checked the line is literal; False only words a reason for asking)."""
-        rules = [r for r in rules if r.applies_to(name) and not r.pipe]
+        rules = [r for r in rules if r.applies_to(name, "run") and not r.pipe]
         if not rules or not parsed.commands or (proven and not parsed.ok):
             return False
         return all(
@@ -341,7 +338,7 @@ class PermissionPolicy:
     def allowed_argv(self, words: list[str], remembered: Iterable[Rule] = ()) -> Rule | None:
         """The allow rule or remembered approval that covers one program start (the exec check)."""
         for rule in [*self.allow, *remembered]:
-            if rule.applies_to("bash") and not rule.pipe and rule.allows_words(words):
+            if rule.applies_to("bash", "run") and not rule.pipe and rule.allows_words(words):
                 return rule
         return None
 
@@ -352,93 +349,51 @@ class PermissionPolicy:
         cmd = SimpleCommand(words=list(words), argv=list(words))
         forms = cmd.deny_forms()
         for rule in self.deny:
-            if not rule.applies_to("bash") or rule.pipe:
+            if not rule.applies_to("bash", "run") or rule.pipe:
                 continue
             if rule.pattern is None or any(rule.matches_text(f) for f in forms):
                 return rule
-            if any(rule.matches_text(n) for f in forms if (n := _narrowed(f, rule))):
+            if any(rule.matches_text(n) for f in forms if (n := narrowed(f, rule))):
                 return rule
         return None
 
-    def remember_rules(self, tool_name: str, args: dict[str, Any], main_key: str | None = None) -> list[Rule]:
+    def remember_rules(
+        self,
+        tool_name: str,
+        args: dict[str, Any],
+        main_key: str | None = None,
+        kind: ToolKind | None = None,
+    ) -> list[Rule]:
         """Exact-match rules for an "always" answer: the line byte for byte and each of its
         commands' exact argv (a literal line), the file, or the argument."""
         name = (tool_name or "").lower()
-        if name in SHELL_TOOLS:
+        kind = kind_of(name) if kind is None else kind
+        if kind == "run":
             command = str(args.get("command", args.get("cmd", "")) or "")
             rules = [Rule.exact_line(name, command)] if command.strip() else []
             parsed = parse_shell(command)
             if literal_proof(parsed) is None:
                 rules += [Rule.exact_argv(name, c.words) for c in parsed.commands if c.words]
             return rules
-        subject = self.subject(name, args, self.main_key(name, args, main_key))
-        rule_name = "edit" if name in EDIT_TOOLS else name
+        subject = self.subject(name, args, self.main_key(name, args, main_key, kind))
+        rule_name = "edit" if kind == "edit" else name
         return [Rule(rule_name, literal=subject) if subject else Rule(rule_name)]
 
-    def prefix_rule(self, tool_name: str, args: dict[str, Any]) -> Rule | None:
+    def prefix_rule(self, tool_name: str, args: dict[str, Any], kind: ToolKind | None = None) -> Rule | None:
         """The prefix rule an approval offers for this call (see `offered_prefix`); none in plan mode."""
-        prefix = offered_prefix(tool_name, args) if self.mode != "plan" else None
+        prefix = offered_prefix(tool_name, args, kind) if self.mode != "plan" else None
         return Rule.prefix_rule((tool_name or "").lower(), prefix) if prefix else None
-
-
-def offered_prefix(tool_name: str, args: dict[str, Any]) -> list[str] | None:
-    """The words an approval may offer to allow as a prefix rule ("always allow commands starting
-    with `python3 -m pytest`"): only for a line that is one command the parser proves literal."""
-    if (tool_name or "").lower() not in SHELL_TOOLS or not isinstance(args, dict):
-        return None
-    parsed = parse_shell(str(args.get("command", args.get("cmd", "")) or ""))
-    if literal_proof(parsed) is not None or len(parsed.commands) != 1 or parsed.commands[0].wrappers:
-        return None
-    return command_prefix(parsed.commands[0].words) or None
-
-
-def shell_label(command: str, limit: int = 200) -> str:
-    """A command on one line as a terminal will show it: line breaks as `⏎`, controls escaped."""
-    return squash(escape_controls(command).replace("\n", " ⏎ "))[:limit]
-
-
-def allow_argvs(cmd: SimpleCommand) -> list[list[str]]:
-    """The words an allow rule may match: as written, or with harmless wrappers removed (`timeout
-    60 pytest`); environment prefixes stay unless harmless (LANG, TZ, ...; tools/shellnorm.py)."""
-    out: list[list[str]] = []
-    for words in cmd.allow_words():
-        if words not in out:
-            out.append(words)
-    return out
-
-
-_SHORT_CLUSTER = re.compile(r"^-[A-Za-z]+$")
-
-
-def _narrowed(form: str, rule: Rule) -> str | None:
-    """`prog -abc rest` spelled with the rule's flag cluster when that cluster is a subset of it
-    (the cluster follows the program: `rm -fr`, `git push -f`)."""
-    if not rule.canonical:
-        return None
-    want, have = rule.canonical.split(" "), form.split(" ")
-    at = next((i for i, w in enumerate(want) if _SHORT_CLUSTER.match(w)), None)
-    if at is None or at == 0 or len(have) <= at or want[:at] != have[:at]:
-        return None
-    if not _SHORT_CLUSTER.match(have[at]) or want[at] == have[at]:
-        return None
-    if not set(want[at][1:]) <= set(have[at][1:]):
-        return None
-    return " ".join([*have[:at], want[at], *have[at + 1 :]])
-
-
-def _pipeline_texts(parsed: ParsedShell) -> list[str]:
-    """Every contiguous run of 2+ members of every pipeline, in each member's normalized spelling."""
-    out = []
-    for members in parsed.pipelines:
-        spell = [" ".join([os.path.basename(c.argv[0]), *c.argv[1:]]) if c.argv else c.text for c in members]
-        for i in range(len(spell)):
-            for j in range(i + 2, len(spell) + 1):
-                out.append(" | ".join(spell[i:j]))
-                out.append(" | ".join(c.text for c in members[i:j]))
-    return out
 
 
 # The gate lives in its own module; it is imported from here too.
 from clover.tools.permgate import PermissionGate  # noqa: E402
 
-__all__ = ["PermissionGate", "PermissionPolicy", "Rule", "command_prefix", "offered_prefix"]
+__all__ = [
+    "SUGGESTED_DENY",
+    "PermissionGate",
+    "PermissionPolicy",
+    "Rule",
+    "command_prefix",
+    "offered_prefix",
+    "shell_label",
+]

@@ -1,5 +1,6 @@
 """One permission rule: `bash(git status*)`, `bash(python3 -m pytest:*)`, `edit(*.lock)`, `read(.env)`
-or a bare tool name; and the exact approvals an "always" answer remembers.
+or a bare tool name; the exact approvals an "always" answer remembers, and the prefix one offers;
+the spellings of a command rules are matched against (wrappers peeled, flag clusters, pipelines).
 
 How a shell rule matches a command's words:
 - deny and ask rules (`matches_text`) match generously: every spelling tools/shellparse.py and
@@ -18,12 +19,45 @@ import os
 import re
 import shlex
 from fnmatch import fnmatchcase
+from typing import Any
 
+from clover.core.protocols import ToolKind
 from clover.tools.shellnorm import canonical_argv
+from clover.tools.shellparse import ParsedShell, SimpleCommand, parse_shell
+from clover.tools.shellproof import literal_proof
+from clover.tools.textio import escape_controls
 
-SHELL_TOOLS = {"bash", "shell"}
-EDIT_TOOLS = {"create", "str_replace", "insert"}
-READ_TOOLS = {"view", "grep", "glob", "outline", "git"}  # what `read(...)` rules cover (their `path`)
+# A rule names a tool, or a kind of them (`Tool.kind`): `bash(...)` (or `shell(...)`) every tool
+# that runs commands, `edit(...)` every file edit, `read(...)` the path of every tool that reads
+# (the git tool's too).
+SHELL_RULES = {"bash", "shell"}
+READ_KINDS = ("read", "git")
+
+
+def kind_of(name: str) -> ToolKind:
+    """The kind of the tool a call or rule names, for code that knows only the name."""
+    from clover.tools.registry import kind_of as default_kind  # the tools import this module's users
+
+    return default_kind(name)
+
+
+# A reasonable starting deny list for settings files (the CLI decides whether to use it).
+SUGGESTED_DENY = [
+    "bash(rm -rf /)",
+    "bash(rm -rf /*)",
+    "bash(rm -rf ~*)",
+    "bash(rm -rf $HOME*)",
+    "bash(curl *|*sh)",
+    "bash(wget *|*sh)",
+    "bash(git push *--force*)",
+    "bash(git push -f*)",
+    "bash(git push * -f*)",
+    "bash(mkfs*)",
+    "bash(dd * of=/dev/*)",
+    "bash(shutdown*)",
+    "bash(reboot*)",
+]
+
 _RULE = re.compile(r"^\s*([A-Za-z_][\w.-]*)\s*(?:\((.*)\))?\s*$", re.S)
 _PLAIN_WORD = re.compile(r"^[\w@%+=:,./*?\[\]{}^~!#-]+$")
 
@@ -72,7 +106,7 @@ class Rule:
         self.tool = m.group(1).lower()
         pattern = m.group(2)
         self.pattern = None if pattern is None or pattern.strip() in ("", "*") else squash(pattern)
-        shell = self.pattern is not None and self.tool in SHELL_TOOLS
+        shell = self.pattern is not None and self.tool in SHELL_RULES
         if shell and self.pattern.endswith(":*") and "|" not in self.pattern:  # Claude Code's prefix rule
             try:
                 self.prefix = shlex.split(self.pattern[:-2])
@@ -106,14 +140,17 @@ class Rule:
     def prefix_rule(cls, tool: str, prefix: list[str]) -> Rule:
         return cls(f"{tool}({join_words(prefix)}:*)")
 
-    def applies_to(self, tool_name: str) -> bool:
+    def applies_to(self, tool_name: str, kind: ToolKind | None = None) -> bool:
+        """Whether this rule covers a call of `tool_name`, a tool of `kind` (default: the kind of
+        the default tool of that name)."""
         if self.tool == tool_name:
             return True
+        kind = kind_of(tool_name) if kind is None else kind
         if self.tool == "edit":
-            return tool_name in EDIT_TOOLS
+            return kind == "edit"
         if self.tool == "read":
-            return tool_name in READ_TOOLS
-        return self.tool in SHELL_TOOLS and tool_name in SHELL_TOOLS
+            return kind in READ_KINDS
+        return self.tool in SHELL_RULES and kind == "run"
 
     def allows_words(self, words: list[str]) -> bool:
         """Allow-side match on a command's exact argv (see the module doc)."""
@@ -193,3 +230,61 @@ def command_prefix(words: list[str]) -> list[str]:
             break
         out.append(word)
     return out
+
+
+def allow_argvs(cmd: SimpleCommand) -> list[list[str]]:
+    """The words an allow rule may match: as written, or with harmless wrappers removed (`timeout
+    60 pytest`); environment prefixes stay unless harmless (LANG, TZ, ...; tools/shellnorm.py)."""
+    out: list[list[str]] = []
+    for words in cmd.allow_words():
+        if words not in out:
+            out.append(words)
+    return out
+
+
+_SHORT_CLUSTER = re.compile(r"^-[A-Za-z]+$")
+
+
+def narrowed(form: str, rule: Rule) -> str | None:
+    """`prog -abc rest` spelled with the rule's flag cluster when that cluster is a subset of it
+    (the cluster follows the program: `rm -fr`, `git push -f`)."""
+    if not rule.canonical:
+        return None
+    want, have = rule.canonical.split(" "), form.split(" ")
+    at = next((i for i, w in enumerate(want) if _SHORT_CLUSTER.match(w)), None)
+    if at is None or at == 0 or len(have) <= at or want[:at] != have[:at]:
+        return None
+    if not _SHORT_CLUSTER.match(have[at]) or want[at] == have[at]:
+        return None
+    if not set(want[at][1:]) <= set(have[at][1:]):
+        return None
+    return " ".join([*have[:at], want[at], *have[at + 1 :]])
+
+
+def pipeline_texts(parsed: ParsedShell) -> list[str]:
+    """Every contiguous run of 2+ members of every pipeline, in each member's normalized spelling."""
+    out = []
+    for members in parsed.pipelines:
+        spell = [" ".join([os.path.basename(c.argv[0]), *c.argv[1:]]) if c.argv else c.text for c in members]
+        for i in range(len(spell)):
+            for j in range(i + 2, len(spell) + 1):
+                out.append(" | ".join(spell[i:j]))
+                out.append(" | ".join(c.text for c in members[i:j]))
+    return out
+
+
+def offered_prefix(tool_name: str, args: dict[str, Any], kind: ToolKind | None = None) -> list[str] | None:
+    """The words an approval may offer to allow as a prefix rule ("always allow commands starting
+    with `python3 -m pytest`"): only for a line that is one command the parser proves literal."""
+    kind = kind_of(tool_name) if kind is None else kind
+    if kind != "run" or not isinstance(args, dict):
+        return None
+    parsed = parse_shell(str(args.get("command", args.get("cmd", "")) or ""))
+    if literal_proof(parsed) is not None or len(parsed.commands) != 1 or parsed.commands[0].wrappers:
+        return None
+    return command_prefix(parsed.commands[0].words) or None
+
+
+def shell_label(command: str, limit: int = 200) -> str:
+    """A command on one line as a terminal will show it: line breaks as `⏎`, controls escaped."""
+    return squash(escape_controls(command).replace("\n", " ⏎ "))[:limit]

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from clover.core.protocols import Environment, Tool, ToolResult
+from clover.core.protocols import Environment, Tool, ToolKind, ToolResult
 from clover.tools.gitsafe import git_argv
 from clover.tools.listing import NOISE_DIRS, glob_matcher, glob_regex  # noqa: F401 - re-exported
 from clover.tools.paths import PathError
@@ -56,7 +56,7 @@ class GlobTool(Tool):
             "required": ["pattern"],
         }
     )
-    read_only: bool = True
+    kind: ToolKind = "read"
 
     def run(self, args: dict[str, Any], env: Environment) -> ToolResult:
         pattern = args.get("pattern")
@@ -83,7 +83,7 @@ class GlobTool(Tool):
         out = "\n".join(printable(s) for s in shown)
         if len(found) > MAX_GLOB_RESULTS:
             out += f"\n[showing {MAX_GLOB_RESULTS} of {len(found)} files; narrow the pattern or the path]"
-        return ToolResult(out, data={"count": len(found)})
+        return ToolResult(out, data={"count": len(found)}, line_files=tuple((s,) for s in shown))
 
 
 # --------------------------------------------------------------------------- grep
@@ -91,9 +91,9 @@ class GlobTool(Tool):
 
 def _python_grep(
     env: Environment, base: str, files: list[str], rx: re.Pattern[str], context: int
-) -> tuple[list[str], int]:
-    """Output lines (rg format) and the number of matching lines."""
-    out: list[str] = []
+) -> list[Hit]:
+    """Output lines (rg format), each with the file it is of ("" for a `--` between groups)."""
+    out: list[Hit] = []
     count = 0
     for rel in files:
         try:  # listed files may be symlinks: the same containment as the file tools
@@ -118,21 +118,34 @@ def _python_grep(
         for i in hits:
             lo, hi = max(i - context, 0), min(i + context, len(lines) - 1)
             if context and out and lo > last + 1:
-                out.append("--")
+                out.append(Hit("--"))
             for j in range(max(lo, last + 1), hi + 1):
                 sep = ":" if j in hit_set else "-"
-                out.append(f"{shown}{sep}{j + 1}{sep}{lines[j].rstrip(chr(13))}")
+                out.append(Hit(f"{shown}{sep}{j + 1}{sep}{lines[j].rstrip(chr(13))}", shown, j in hit_set))
             last = max(last, hi)
             count += 1
             if count >= MAX_GREP_MATCHES * 2:  # enough to say "more than"
-                return out, count
-    return out, count
+                return out
+    return out
 
 
-def _is_match_line(line: str) -> bool:
-    """rg/grep print matches as `path:N:` and context as `path-N-`."""
-    m = re.match(r"^.*?([:-])\d+\1", line)
-    return bool(m) and m.group(1) == ":"
+@dataclass(frozen=True)
+class Hit:
+    """One line of grep's output: the file it is of ("" for a `--` between groups), and whether it
+    is a match (else context)."""
+
+    line: str
+    path: str = ""
+    match: bool = False
+
+
+# rg and git grep print a match as `path:N:text`, a context line as `path-N-text`
+_PROGRAM_LINE = re.compile(r"^(.*?)([:-])\d+\2")
+
+
+def _program_hit(line: str) -> Hit:
+    m = _PROGRAM_LINE.match(line)
+    return Hit(line, m.group(1), m.group(2) == ":") if m else Hit(line)
 
 
 def _rg_command(args: list[str], pattern: str, target: str) -> list[str]:
@@ -171,7 +184,7 @@ class GrepTool(Tool):
             "required": ["pattern"],
         }
     )
-    read_only: bool = True
+    kind: ToolKind = "read"
 
     def run(self, args: dict[str, Any], env: Environment) -> ToolResult:
         pattern = args.get("pattern")
@@ -191,7 +204,7 @@ class GrepTool(Tool):
         if info is None:
             return error(f"grep: {args.get('path')}: no such file or directory")
         flags = self._flags(glob, icase, context)
-        lines: list[str] | None = None
+        lines: list[Hit] | None = None
         for backend in BACKENDS:
             if backend == "rg":
                 lines = self._run(env, _rg_command(flags, pattern, display_path(env, base)))
@@ -204,13 +217,17 @@ class GrepTool(Tool):
                     if glob:
                         match = glob_matcher(glob)
                         files = [f for f in files if match(f)]
-                lines, _ = _python_grep(env, base, files, rx, context)
+                lines = _python_grep(env, base, files, rx, context)
             if lines is not None:
                 break
         if not lines:
             return ToolResult(f"no matches for {pattern!r} in {display_path(env, base)}")
+        count = sum(hit.match for hit in lines)
+        shown = self._cap(lines, count)
         return ToolResult(
-            self._cap(lines, sum(map(_is_match_line, lines))), data={"count": sum(map(_is_match_line, lines))}
+            "\n".join(hit.line for hit in shown),
+            data={"count": count},
+            line_files=tuple((hit.path,) if hit.path else () for hit in shown),
         )
 
     @staticmethod
@@ -223,13 +240,15 @@ class GrepTool(Tool):
         return flags
 
     @staticmethod
-    def _run(env: Environment, argv: list[str]) -> list[str] | None:
+    def _run(env: Environment, argv: list[str]) -> list[Hit] | None:
         """Output lines, or None when the program is missing or rejected the pattern or the
         place (exit status above 1 with nothing printed): the next backend then tries."""
         result = env.run(argv, cwd=env.root, timeout=60)
         if result.returncode > 1 and not result.stdout:
             return None
-        return [line.removeprefix("./") for line in printable(decode(result.stdout)).splitlines()]
+        return [
+            _program_hit(line.removeprefix("./")) for line in printable(decode(result.stdout)).splitlines()
+        ]
 
     @staticmethod
     def _git_grep(
@@ -244,18 +263,21 @@ class GrepTool(Tool):
         return git_argv(["grep", "-nIP", "--untracked", "--no-color", *common, "-e", pattern, "--", spec])
 
     @staticmethod
-    def _cap(lines: list[str], count: int) -> str:
-        out, size, matches = [], 0, 0
-        for line in lines:
-            if size + len(line) > MAX_GREP_CHARS or matches >= MAX_GREP_MATCHES:
+    def _cap(hits: list[Hit], count: int) -> list[Hit]:
+        out: list[Hit] = []
+        size, matches = 0, 0
+        for hit in hits:
+            if size + len(hit.line) > MAX_GREP_CHARS or matches >= MAX_GREP_MATCHES:
+                more = "+" if count >= 2 * MAX_GREP_MATCHES else ""
                 out.append(
-                    f"[output cut: {count}{'+' if count >= 2 * MAX_GREP_MATCHES else ''} matching "
-                    "lines in all; narrow the pattern, path or glob]"
+                    Hit(
+                        f"[output cut: {count}{more} matching lines in all; narrow the pattern, path or glob]"
+                    )
                 )
                 break
-            if len(line) > 500:
-                line = line[:500] + " [...]"
-            out.append(line)
-            size += len(line) + 1
-            matches += _is_match_line(line)
-        return "\n".join(out)
+            if len(hit.line) > 500:
+                hit = Hit(hit.line[:500] + " [...]", hit.path, hit.match)
+            out.append(hit)
+            size += len(hit.line) + 1
+            matches += hit.match
+        return out

@@ -5,10 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from clover.core.protocols import Environment, Tool, ToolResult
+from clover.core.protocols import Environment, Tool, ToolKind, ToolResult
 from clover.tools.textio import error
 
 MAX_TIMEOUT = 3600.0
+
+
+def exit_trailer(code: int | None) -> str:
+    """The line a finished command's output ends with (a timed-out one says so instead)."""
+    return f"\n[exit code {code}]"
 
 
 @dataclass
@@ -28,7 +33,7 @@ class BashTool(Tool):
             "required": ["command"],
         }
     )
-    read_only: bool = False
+    kind: ToolKind = "run"
 
     def run(self, args: dict[str, Any], env: Environment) -> ToolResult:
         command = args.get("command")
@@ -55,6 +60,11 @@ class BashTool(Tool):
         output = result.output if result.output.strip() else "(no output)"
         if result.timed_out:
             return ToolResult(
-                f"{output}\n[timed out; exit code {result.returncode}]", is_error=True, data=data
+                f"{output}\n[timed out; exit code {result.returncode}]",
+                is_error=True,
+                data=data,
+                exit_code=result.returncode,
             )
-        return ToolResult(f"{output.rstrip()}\n[exit code {result.returncode}]", data=data)
+        return ToolResult(
+            output.rstrip() + exit_trailer(result.returncode), data=data, exit_code=result.returncode
+        )

@@ -114,8 +114,7 @@ class ChatApp:
         self._working = False
         self.env = build_environment(settings, self.root)
         self.approver.env = self.env  # edit previews are planned where the edits run
-        if hasattr(self.env, "on_output"):
-            self.env.on_output = self.renderer.tool_output  # a running command's tail under its spinner
+        self.env.on_output = self.renderer.tool_output  # a running command's tail under its spinner
         self.default_model = model is None and settings.model == "embedded" and not settings.base_url
         self.totals = Totals()
         local = model is None and not settings.base_url and not settings.model.startswith("scripted:")

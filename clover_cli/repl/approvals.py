@@ -72,7 +72,7 @@ def options_for(
     rule asks in auto-edit too); otherwise what `always_hint` names (cut to fit one line of `width`:
     /permissions lists it whole afterwards). `prefix`: the leading words of a command the parser
     proved literal, offered as a `bash(prefix:*)` rule."""
-    if all_edits and getattr(tool, "edits_files", False):
+    if all_edits and tool is not None and tool.kind == "edit":
         always = Option(ALL_EDITS, "Yes, and allow all edits this session", ("a",))
     else:
         room = max(width - 60, 16)  # the rest of the row: its number, the words, the key
@@ -209,7 +209,7 @@ class Approver:
     def _answer(self, tool: Tool | None, prefix: str = "") -> tuple[str, str]:
         options = options_for(tool, self.always_hint, self.console.width, self.all_edits, prefix)
         if self.menu is not None:
-            what = "edit" if getattr(tool, "edits_files", False) else "call"
+            what = "edit" if tool is not None and tool.kind == "edit" else "call"
             title = (
                 "Apply this change?" if getattr(tool, "name", "") == "apply_change" else f"Allow this {what}?"
             )

@@ -5,10 +5,9 @@ task state are re-injected, and the recent turns are kept verbatim."""
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 
-from clover.core.protocols import EventHandler, Message, Model
+from clover.core.protocols import EventHandler, Message, Model, ModelError
 
 TRIGGER = 0.8  # compact when the context is this full
 KEEP = 0.25  # keep recent messages up to this share of the window verbatim
@@ -143,11 +142,9 @@ def compact(
 
 
 def is_overflow(exc: Exception) -> bool:
-    """A context-length refusal: flagged by the OpenAI backend (server_errors.py's table), or the
-    local model's own wording."""
-    return bool(getattr(exc, "context_overflow", False)) or bool(
-        re.search(r"-token context of|maximum context length", str(exc))
-    )
+    """A context-length refusal, as the backend flagged it (the OpenAI backend by server_errors.py's
+    table, the local model by its own count)."""
+    return isinstance(exc, ModelError) and exc.context_overflow
 
 
 def task_state(current_request: str, changed: str) -> str:

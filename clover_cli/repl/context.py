@@ -4,11 +4,10 @@ room the context has left (attach.py reads and checks the files)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from clover.prompts import project_instructions, system_prompt
+from clover.prompts import instructions_file, system_prompt
 from clover.repl import compaction
 from clover.repl.attach import attach_mentions
 from clover.repl.guard import TRUNCATED
@@ -74,8 +73,8 @@ def compact(app: ChatApp, forced: bool) -> bool:
     how = "a summary by the model" if done.by_model else "a list of the earlier requests"
     if done.cut:
         how = f"a summary by the model, cut short ({TRUNCATED.get(done.cut, done.cut)})"
-    instructions = re.search(r"# Project instructions \((\S+)\)", project_instructions(app.root))
-    kept = f"{instructions.group(1)} and the task" if instructions else "the task"
+    instructions = instructions_file(app.root)
+    kept = f"{instructions[0]} and the task" if instructions else "the task"
     say = renderer.warn if done.cut else renderer.note
     say(f"⟳ context compacted: {done.removed} older messages → {how} ({sizes}; {kept} re-injected)")
     app.save()

@@ -70,7 +70,7 @@ class OutputStore:
         return self.directory
 
     def keep(self, result: ToolResult) -> StoredOutput:
-        body, code = split_exit(result.output)
+        body, code = split_exit(result)
         data = result.data if isinstance(result.data, dict) else {}
         spilled = data.get("full_output_path")
         if isinstance(spilled, str) and os.path.isfile(spilled):

@@ -105,7 +105,7 @@ def _lines(count: int) -> str:
 
 def stored_of(result: ToolResult) -> StoredOutput:
     """A result's output as kept when no store kept it (tests, replays): what the tool returned."""
-    body, code = split_exit(result.output)
+    body, code = split_exit(result)
     if body.strip() == "(no output)" and code is not None:
         body = ""
     return StoredOutput(body, None, count_lines(body), code)

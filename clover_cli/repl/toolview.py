@@ -10,12 +10,13 @@ from rich.console import RenderableType
 from rich.syntax import Syntax
 from rich.text import Text
 
+from clover.core.protocols import ToolResult
 from clover.terminal_text import visible
+from clover.tools.shell import exit_trailer
 
 # CSI (colours, cursor moves), OSC (titles, links; ended by BEL or ST), and lone two-byte escapes.
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _BACKSPACES = re.compile(r"[\x00\x08\x7f]")  # NULs and erased characters: nothing to show
-_EXIT = re.compile(r"\n?\[exit code (-?\d+)\]\s*$")
 
 
 def clean(text: str) -> str:
@@ -31,12 +32,13 @@ def clean(text: str) -> str:
     return visible("\n".join(lines))
 
 
-def split_exit(output: str) -> tuple[str, int | None]:
-    """The bash tool's output without its trailing `[exit code N]`, and N."""
-    m = _EXIT.search(output)
-    if not m:
-        return output, None
-    return output[: m.start()], int(m.group(1))
+def split_exit(result: ToolResult) -> tuple[str, int | None]:
+    """A command's output without the `[exit code N]` line the bash tool ends it with, and N
+    (None for a result that ran no command, or was cut short: timed out)."""
+    code, trailer = result.exit_code, exit_trailer(result.exit_code)
+    if code is None or not result.output.endswith(trailer):
+        return result.output, None
+    return result.output.removesuffix(trailer), code
 
 
 def head_tail(lines: list[str], head: int, tail: int) -> tuple[list[str], int, list[str]]:

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from clover.tools.registry import default_tools
+
 # How the agent words the tool results it returns for calls it could not run as written
 # (clover_cli/agent.py, Agent._format_problem); a trajectory record may also carry "format_error".
 FORMAT_ERROR_PREFIXES = ("Malformed tool call:", "Unknown tool ", "Invalid arguments for ")
@@ -91,7 +93,7 @@ _NO_PATH = re.compile(r"no such file|outside the workspace|cannot resolve", re.I
 FILE_TOOLS = {"view", "str_replace", "insert", "outline", "grep", "glob"}
 
 
-EDIT_TOOLS = {"str_replace", "insert", "create"}
+EDIT_TOOLS = {t.name for t in default_tools() if t.kind == "edit"}
 _NAME_REFUSAL = "neither defines nor imports"  # tools/files.py's refusal of an undefined name
 
 
