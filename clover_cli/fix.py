@@ -58,6 +58,7 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
     for line in bounds.warnings(settings.mode):
         log.say(line)
 
+    from clover.loop_guard import LoopGuard
     from clover.repl.headless import RecordingModel
     from clover.runner import build_agent, checkpointer
     from clover.test_guard import GuardReport, guard_for_fix
@@ -76,12 +77,19 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
         if streaming:
             _print_json({"type": event.kind, "text": event.text, "data": event.data})
 
-    recording = RecordingModel(model, notice=log.note)
+    recording: RecordingModel | None = None
+
+    def compacting(guarded: LoopGuard) -> RecordingModel:
+        nonlocal recording
+        recording = RecordingModel(guarded, notice=log.note)
+        return recording
+
     agent = build_agent(
         settings,
         env,
         kind="fix",
-        model=recording,
+        model=model,
+        wrap_model=compacting,
         trajectory_path=trajectory,
         on_event=on_event,
         before_step=log.on_step,
@@ -128,6 +136,7 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
         agent.trajectory.close()
     if checked.rolled_back:  # the change broke a passing test: nothing of it is left to write or commit
         change = Change()
+    assert recording is not None  # build_agent wrapped the model
     cut = recording.cut_reason()
     # The diff decides; where it cannot be made, whether a call that can change files ran (as for -p).
     changed = bool(change.files) if change is not None else log.mutated
@@ -149,13 +158,19 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
     if len(kept) > 5:
         summary += f"\nLeft as they were: {len(kept) - 5} more path(s) (listed in the json report)"
     summary += f"\n{bounds.line().capitalize()}"
-    report = _record(result, outcome, summary, change, log, settings.mode, cut, trajectory)
+    report = _record(result, outcome, summary, change, log, settings.mode, recording.cut_note(), trajectory)
     report["containment"] = bounds.to_json()
     report["held_back"] = [{"path": p, "why": w} for p, w in held]
     report["left_as_they_were"] = [{"path": p, "why": w} for p, w in kept]
     report["patch_out"] = patch_out
     report["test_guard"] = checked.to_json()
-    _report(opts.output_format, report, result, cut, change.patch_bytes if change is not None else b"")
+    _report(
+        opts.output_format,
+        report,
+        result,
+        recording.cut_note(),
+        change.patch_bytes if change is not None else b"",
+    )
     return int(outcome.code)
 
 
@@ -209,7 +224,7 @@ def _record(
         if change is None
         else {"files": [asdict(f) for f in change.files], "added": change.added, "removed": change.removed},
         "final_text": result.final_text,  # the model's words, whole
-        "truncated": _cut_text(cut) if cut else None,
+        "truncated": cut or None,
         "error": result.error,
         "mode": mode,
         **log.record(),
@@ -364,7 +379,7 @@ def _report(fmt: str, report: dict[str, Any], result: RunResult, cut: str, patch
     print(visible(report["summary"]))
     words = visible(result.final_text.strip())
     if words:
-        label = "The model's words" + (f" (cut off: {_cut_text(cut)})" if cut else "")
+        label = "The model's words" + (f" (cut off: {cut})" if cut else "")
         lines = words.splitlines()
         print(
             f"{label}: {words}" if len(lines) == 1 else f"{label}:\n" + "\n".join(f"  {ln}" for ln in lines)
@@ -388,12 +403,6 @@ def _report(fmt: str, report: dict[str, Any], result: RunResult, cut: str, patch
         line += f"; issue's example run: {verified} edit(s) chosen by it, {held} held back"
     print(line, file=sys.stderr)
     print(f"trajectory: {visible(report['trajectory'])}", file=sys.stderr)
-
-
-def _cut_text(cut: str) -> str:
-    from clover.repl.guard import TRUNCATED
-
-    return TRUNCATED.get(cut, cut)
 
 
 def _print_json(obj: dict[str, Any]) -> None:

@@ -150,6 +150,16 @@ class Model(Protocol):
     ) -> AssistantTurn: ...
 
 
+@runtime_checkable
+class ServedModel(Protocol):
+    """A model a server serves (backends/openai_compat.py): it lists the server's models (None:
+    the server does not say) and says where its context size was read ('' when not read)."""
+
+    window_source: str
+
+    def served_models(self) -> list[str] | None: ...
+
+
 # --------------------------------------------------------------------------- environment
 
 
@@ -303,6 +313,7 @@ class ModelError(AgentStop):
     """The backend failed (unreachable server, bad key): `str(exc)` is one line for the user."""
 
     exit_status = "model_error"
+    context_overflow = False  # the server refused the request as too long for its context
 
 
 class Terminated(KeyboardInterrupt):

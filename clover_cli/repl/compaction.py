@@ -8,7 +8,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from clover.core.protocols import EventHandler, Message, Model
+from clover.core.protocols import EventHandler, Message, Model, ModelError
 
 TRIGGER = 0.8  # compact when the context is this full
 KEEP = 0.25  # keep recent messages up to this share of the window verbatim
@@ -142,12 +142,10 @@ def compact(
     return Compaction(len(old), before, after, summary, by_model, cut=cut_short)
 
 
-def is_overflow(exc: Exception) -> bool:
+def is_overflow(exc: ModelError) -> bool:
     """A context-length refusal: flagged by the OpenAI backend (server_errors.py's table), or the
     local model's own wording."""
-    return bool(getattr(exc, "context_overflow", False)) or bool(
-        re.search(r"-token context of|maximum context length", str(exc))
-    )
+    return exc.context_overflow or bool(re.search(r"-token context of|maximum context length", str(exc)))
 
 
 def task_state(current_request: str, changed: str) -> str:
