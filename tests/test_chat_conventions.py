@@ -128,7 +128,8 @@ def test_bang_command_goes_through_the_gate_and_into_the_conversation(repo: Path
     app.set_mode("yolo")
     from clover.repl.bang import run_user_command
 
-    assert run_user_command(app.state, app.ui, app.keep_result, "rm calc.py") is None  # a deny rule holds for the user's own command too
+    # a deny rule holds for the user's own command too
+    assert run_user_command(app.state, app.ui, app.keep_result, "rm calc.py") is None
     assert (repo / "calc.py").exists() and "is denied by rule bash(rm *)" in out.getvalue()
     users = [m["content"] for m in app.state.agent.messages if m["role"] == "user"]
     assert len(users) == 1 and users[0].endswith("$ echo from-user\nfrom-user\n[exit code 0]")

@@ -245,7 +245,8 @@ def test_resume_counts_the_requests_made_even_after_compaction(repo: Path, home:
     assert "session totals: 6 requests" in out.getvalue()
     from clover.repl import compaction
 
-    session = app.state.store.load(app.state.session.id)  # as compaction leaves it: the requests are in the summary
+    # as compaction leaves it: the requests are in the summary
+    session = app.state.store.load(app.state.session.id)
     session.messages = [
         session.messages[0],
         {"role": "user", "content": f"{compaction.MARKER}\nsix requests"},
