@@ -14,9 +14,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from clover.agent import RunResult
+from clover.agent import Agent, RunResult, StepRecorder
 from clover.call_log import CallLog
-from clover.core.protocols import AssistantTurn, Message, Model, ModelError, StreamEvent
+from clover.core.protocols import (
+    AssistantTurn,
+    Environment,
+    EventHandler,
+    Message,
+    Model,
+    ModelError,
+    StreamEvent,
+)
 from clover.exit_codes import ExitCode, decide
 from clover.loop_guard import LoopGuard
 from clover.repl.compaction import is_overflow
@@ -94,6 +102,45 @@ class RecordingModel:
         return self.inner.cut_note()
 
 
+def headless_agent(
+    settings: Settings,
+    env: Environment,
+    model: Model,
+    log: CallLog,
+    on_event: EventHandler,
+    *,
+    kind: str,
+    notice: Callable[[str], None],
+    trajectory: Path | None = None,
+    recorder: StepRecorder | None = None,
+) -> tuple[Agent, RecordingModel]:
+    """A headless run's agent (`-p`, `clover fix`): every call ends in `log`, the guarded model
+    compacts the conversation when the server refuses it as too long (said through `notice`), and
+    the RecordingModel returned says whether the last reply was cut short."""
+    from clover.runner import build_agent
+
+    made: list[RecordingModel] = []
+
+    def compacting(guarded: LoopGuard) -> RecordingModel:
+        made.append(RecordingModel(guarded, notice=notice))
+        return made[-1]
+
+    agent = build_agent(
+        settings,
+        env,
+        kind=kind,
+        model=model,
+        wrap_model=compacting,
+        trajectory_path=trajectory,
+        on_event=on_event,
+        before_step=log.on_step,
+        on_call_done=log,
+        recorder=recorder,
+    )
+    log.bind(agent.tools)
+    return agent, made[0]
+
+
 def run_print(
     settings: Settings,
     root: Path,
@@ -111,7 +158,7 @@ def run_print(
     if not prompt.strip():
         print('clover: no prompt: pass -p "QUESTION" or pipe it on stdin', file=err)
         return ExitCode.USAGE
-    from clover.runner import build_agent, build_environment, build_model, checkpointer
+    from clover.runner import build_environment, build_model, checkpointer
     from clover.tools.sandbox import SandboxUnavailable
 
     try:
@@ -144,30 +191,16 @@ def run_print(
         if streaming:
             emit({"type": event.kind, "text": event.text, "data": event.data})
 
-    recording: RecordingModel | None = None
-
-    def compacting(guarded: LoopGuard) -> RecordingModel:
-        nonlocal recording
-        recording = RecordingModel(guarded, notice=lambda line: print(f"clover: {visible(line)}", file=err))
-        return recording
+    def notice(line: str) -> None:
+        print(f"clover: {visible(line)}", file=err)
 
     try:
-        agent = build_agent(
-            settings,
-            env,
-            kind="chat",
-            model=inner,
-            wrap_model=compacting,
-            on_event=on_event,
-            before_step=log.on_step,
-            on_call_done=log,
-            recorder=recorder,
+        agent, recording = headless_agent(
+            settings, env, inner, log, on_event, kind="chat", notice=notice, recorder=recorder
         )
     except ValueError as exc:  # a bad permission rule
         print(f"clover: {visible(str(exc))}", file=err)
         return ExitCode.USAGE
-    assert recording is not None  # build_agent wrapped the model
-    log.bind(agent.tools)
     result = agent.run(prompt)
     log.done()
     summary = _summary(result, recording, log, settings, bounds.to_json())
