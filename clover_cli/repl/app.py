@@ -29,11 +29,10 @@ from clover.repl import compaction, context, resume, unanswered, undo_view
 from clover.repl.bang import run_user_command
 from clover.repl.model_switch import ClosedWhileLoading, load_model, switch_model
 from clover.repl.observed import ObservedGate, ObservedModel
-from clover.repl.sessions import SessionError
 from clover.repl.slash import dispatch
 from clover.repl.state import ChatState
 from clover.repl.status import print_status, unknown_window_note
-from clover.repl.ui import ChatUI
+from clover.repl.ui import ChatUI, display_name
 from clover.runner import build_agent, build_environment, build_gate
 from clover.settings import MODES, Settings
 from clover.terminal_text import visible
@@ -101,7 +100,7 @@ class ChatApp:
         default_model = model is None and settings.model == "embedded" and not settings.base_url
         local = model is None and not settings.base_url and not settings.model.startswith("scripted:")
         if ui.tty and local:  # at once, before a local model's weights load (seconds of a blank screen)
-            ui.banner(_display_name(settings), settings, self.state.root, default_model)
+            ui.banner(display_name(settings), settings, self.state.root, default_model)
         backend = model if model is not None else load_model(ui, settings)
         if ui.tty and not local:  # a server's model is named once it was asked which it serves
             ui.banner(str(backend.name), settings, self.state.root, default_model)
@@ -111,7 +110,7 @@ class ChatApp:
 
     def _build_agent(self, backend: Model) -> None:
         state = self.state
-        state.recorder = self._recorder()
+        state.recorder = state.open_recorder(self.ui.renderer.error)
         state.agent = build_agent(
             state.settings,
             state.env,
@@ -133,18 +132,6 @@ class ChatApp:
     def _observe_gate(self, gate: PermissionGate) -> ObservedGate:
         self.state.gate = ObservedGate(gate, self.ui, self.state)
         return self.state.gate
-
-    def _recorder(self) -> Any:
-        """What each agent step changes, recorded for /undo (None: checkpoints off or unusable)."""
-        if not self.state.settings.checkpoints:
-            return None
-        try:
-            from clover.tools.checkpoints import Checkpoints, Recorder
-
-            return Recorder(Checkpoints(str(self.state.root)), self.state.session.id)
-        except Exception as exc:  # a store that cannot be used: /undo says so
-            self.ui.renderer.error(f"checkpoints unavailable ({exc}): /undo will not work in this session")
-            return None
 
     # ------------------------------------------------------------------ the loop
 
@@ -220,36 +207,15 @@ class ChatApp:
         try:
             result = self._run_agent(attached)
             state.totals.add(result)
-            self._report(result)
+            ui.report(result, declined=result.exit_status == TurnStopped.exit_status)
+            self.print_status(result=result)
             unanswered.take_back(state.agent.messages, ui, text, result)
-            self._write_transcript(text, result)
+            ui.write_transcript(text, result)
         finally:  # only now: keys typed meanwhile are not echoed into the output above
             ui.working = False
             ui.stop_keys()
         self.save()
         return result
-
-    def _report(self, result: RunResult) -> None:
-        renderer = self.ui.renderer
-        if self.ui.exit_requested():
-            renderer.stop_live()
-            renderer.note("⏹ Ctrl-D (input closed): leaving")
-        elif result.exit_status == "interrupted":
-            renderer.note("⏹ interrupted: back at the prompt, the conversation is kept")
-        elif result.exit_status == TurnStopped.exit_status:
-            renderer.note("⏹ declined: say what Clover should do instead")
-            self.ui.input.hint = "the call was declined: tell Clover what to do instead"
-        elif result.exit_status != "submitted":
-            renderer.error(f"{result.exit_status}: {result.error}")
-        self.print_status(result=result)
-
-    def _write_transcript(self, text: str, result: RunResult) -> None:
-        """With stdout redirected (`clover chat > out.txt`) the file gets each request and answer."""
-        if self.ui.transcript is None:
-            return
-        answer = visible(result.final_text) or f"({result.exit_status})"
-        self.ui.transcript.write(f"› {text}\n\n{answer}\n\n")
-        self.ui.transcript.flush()
 
     def _run_agent(self, message: str) -> RunResult:
         try:
@@ -301,21 +267,8 @@ class ChatApp:
         return resume.save(self.state, self.ui.renderer)
 
     def resume(self, ref: str | None) -> bool:
-        state, renderer = self.state, self.ui.renderer
-        try:
-            session = resume.find(state, self.ui, ref)
-        except SessionError as exc:
-            renderer.error(str(exc))
-            return False
-        if session is None:
-            started = state.started()
-            renderer.info("no session chosen" + ("" if started else f": a new one ({state.session.id})"))
-            return True
-        if not resume.confirm_backend(state, self.ui, session):
-            renderer.info(f"a new session ({state.session.id}); {session.id} stays saved")
-            return True
-        resume.restore(state, renderer, session)
-        return True
+        """Continue the saved session `ref` names (resume.py); False when there is none such."""
+        return resume.resume(self.state, self.ui, ref)
 
     def clear(self) -> None:
         self.save()
@@ -377,12 +330,6 @@ class ChatApp:
     def print_status(self, result: RunResult | None = None, full: bool = False) -> None:
         """One line that fits the terminal (the least needed parts go first); /status adds more."""
         print_status(self.state, self.ui.renderer, result, full)
-
-
-def _display_name(settings: Settings) -> str:
-    if settings.model.startswith("scripted:"):
-        return "scripted:" + Path(settings.model[len("scripted:") :]).name
-    return settings.model
 
 
 def run_chat(settings: Settings, root: Path, resume: str | None = None, live: bool = True) -> int:

@@ -32,6 +32,26 @@ PICKER_SIZE = 15
 THEIRS, HERE, NEW = "theirs", "here", "new"
 
 
+def resume(state: ChatState, ui: ChatUI, ref: str | None) -> bool:
+    """Continue the session `ref` names (see find), asking first where another backend wrote it;
+    False (said) when there is no such session. Leaving the picker keeps the new session."""
+    renderer = ui.renderer
+    try:
+        session = find(state, ui, ref)
+    except SessionError as exc:
+        renderer.error(str(exc))
+        return False
+    if session is None:
+        started = state.started()
+        renderer.info("no session chosen" + ("" if started else f": a new one ({state.session.id})"))
+        return True
+    if not confirm_backend(state, ui, session):
+        renderer.info(f"a new session ({state.session.id}); {session.id} stays saved")
+        return True
+    restore(state, renderer, session)
+    return True
+
+
 def find(state: ChatState, ui: ChatUI, ref: str | None) -> Session | None:
     """The session `ref` names; None when the picker was left with Esc. Raises SessionError."""
     root = str(state.root)

@@ -4,6 +4,7 @@ and what is kept with it (results' line counts, totals), and the counters of the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,19 @@ class ChatState:
         self.totals = Totals()
         self.recorder = None
         self.baseline = None
+
+    def open_recorder(self, error: Callable[[str], None]) -> Any:
+        """What each agent step changes, recorded for /undo (None: checkpoints off or unusable,
+        said through `error`)."""
+        if not self.settings.checkpoints:
+            return None
+        try:
+            from clover.tools.checkpoints import Checkpoints, Recorder
+
+            return Recorder(Checkpoints(str(self.root)), self.session.id)
+        except Exception as exc:  # a store that cannot be used: /undo says so
+            error(f"checkpoints unavailable ({exc}): /undo will not work in this session")
+            return None
 
     def model_name(self) -> str:
         return self.model.name

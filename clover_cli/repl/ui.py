@@ -11,6 +11,7 @@ from typing import IO, Any
 
 from rich.console import Console
 
+from clover.agent import RunResult
 from clover.repl.approvals import Approver
 from clover.repl.completion import ChatCompleter
 from clover.repl.input import ChatInput
@@ -18,6 +19,7 @@ from clover.repl.keys import EscWatch
 from clover.repl.render import Renderer, make_console
 from clover.repl.slash import help_texts
 from clover.settings import Settings
+from clover.terminal_text import visible
 
 
 class ChatUI:
@@ -72,6 +74,28 @@ class ChatUI:
             "/help · Alt-Enter: new line · !cmd runs it · Shift+Tab: mode · Esc stops · Ctrl-D exits"
         )
 
+    def report(self, result: RunResult, declined: bool) -> None:
+        """How the request ended, when it did not end with an answer."""
+        renderer = self.renderer
+        if self.exit_requested():
+            renderer.stop_live()
+            renderer.note("⏹ Ctrl-D (input closed): leaving")
+        elif result.exit_status == "interrupted":
+            renderer.note("⏹ interrupted: back at the prompt, the conversation is kept")
+        elif declined:
+            renderer.note("⏹ declined: say what Clover should do instead")
+            self.input.hint = "the call was declined: tell Clover what to do instead"
+        elif result.exit_status != "submitted":
+            renderer.error(f"{result.exit_status}: {result.error}")
+
+    def write_transcript(self, text: str, result: RunResult) -> None:
+        """With stdout redirected (`clover chat > out.txt`) the file gets each request and answer."""
+        if self.transcript is None:
+            return
+        answer = visible(result.final_text) or f"({result.exit_status})"
+        self.transcript.write(f"› {text}\n\n{answer}\n\n")
+        self.transcript.flush()
+
     def exit_requested(self) -> bool:
         """Ctrl-D while the agent worked, or at one of its questions."""
         return (self.keys is not None and self.keys.exit_requested) or self.approver.closed
@@ -114,3 +138,10 @@ def _terminal() -> IO[str] | None:
         except (AttributeError, ValueError):
             continue
     return None
+
+
+def display_name(settings: Settings) -> str:
+    """The model as the banner names it before it loads (a script by its file name)."""
+    if settings.model.startswith("scripted:"):
+        return "scripted:" + Path(settings.model[len("scripted:") :]).name
+    return settings.model
