@@ -27,7 +27,7 @@ HELP = (
     "143 terminated (SIGTERM); 129 hung up (SIGHUP)."
 )
 
-# A reply the backend flagged as incomplete (repl/guard.py's finish reasons) -> its code.
+# A reply the backend flagged as incomplete (loop_guard.py's finish reasons) -> its code.
 _TRUNCATED = {"length": ExitCode.LIMIT, "incomplete": ExitCode.BACKEND, "repetition": ExitCode.NOT_DONE}
 _STOPPED = {
     "interrupted": ExitCode.INTERRUPTED,

@@ -7,12 +7,18 @@ import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from clover.agent import Agent, Limits, RunResult, StepRecorder
+from clover.agent import Agent, Gate, Limits, RunResult, StepRecorder
 from clover.core.protocols import Environment, EventHandler, Model, Tool, ToolCall, ToolResult
+from clover.loop_guard import LoopGuard
 from clover.prompts import system_prompt
 from clover.settings import Settings
 from clover.trajectory import Trajectory
+
+if TYPE_CHECKING:
+    from clover.tools.environment import LocalEnvironment
+    from clover.tools.permgate import PermissionGate
 
 
 def build_model(settings: Settings) -> Model:
@@ -21,10 +27,13 @@ def build_model(settings: Settings) -> Model:
     return make_model(settings)
 
 
-def build_environment(settings: Settings, root: str | Path) -> Environment:
+def build_environment(
+    settings: Settings, root: str | Path, on_output: Callable[[str], None] | None = None
+) -> LocalEnvironment:
     """Raises SandboxUnavailable (one line) when `sandbox = true` or `exec_check = true` is asked
     for and cannot work here. Unset, each is on wherever it works; where the exec check cannot
-    work, one line on stderr says so (commands are then judged by the parser alone)."""
+    work, one line on stderr says so (commands are then judged by the parser alone). `on_output`:
+    a running command's output as it comes (the chat's tail under its spinner)."""
     from clover.tools.environment import LocalEnvironment
     from clover.tools.execguard import ExecCheckUnavailable, ExecGuard, unavailable_reason
     from clover.tools.permissions import PermissionPolicy
@@ -45,7 +54,7 @@ def build_environment(settings: Settings, root: str | Path) -> Environment:
         )
     # deny rules hold for every command, also those no gate authorized (a user's `!cmd`)
     fallback = PermissionPolicy("yolo", deny=settings.deny, root=str(root))
-    return LocalEnvironment(
+    env = LocalEnvironment(
         str(root),
         allowed_roots=list(settings.add_dirs),
         timeout=settings.command_timeout,
@@ -55,6 +64,8 @@ def build_environment(settings: Settings, root: str | Path) -> Environment:
         pass_env=settings.pass_env,
         boundary=build_boundary(settings, root, sandboxed=wrap is not None),
     )
+    env.on_output = on_output
+    return env
 
 
 def build_boundary(settings: Settings, root: str | Path, sandboxed: bool):
@@ -100,7 +111,7 @@ def _say_once(line: str) -> None:
 
 def build_gate(
     settings: Settings, root: str | Path, ask_user: Callable[[ToolCall, Tool, str], str] | None = None
-):
+) -> PermissionGate:
     from clover.tools.permissions import PermissionGate, PermissionPolicy
 
     # plan mode runs commands proven read-only, in the read-only sandbox (none without it)
@@ -128,6 +139,8 @@ def build_agent(
     *,
     kind: str = "chat",
     model: Model | None = None,
+    wrap_model: Callable[[LoopGuard], Model] | None = None,
+    wrap_gate: Callable[[PermissionGate], Gate] | None = None,
     tools: list[Tool] | None = None,
     trajectory_path: str | Path | None = None,
     on_event: EventHandler | None = None,
@@ -138,12 +151,18 @@ def build_agent(
     prompt: str | None = None,
     recorder: StepRecorder | None = None,
 ) -> Agent:
+    """The agent for one kind of run, its model behind the loop guard (loop_guard.py) in every run.
+    `wrap_model` puts the caller's layer around the guarded model (the chat's rendering, the
+    headless runs' compaction), `wrap_gate` around the permission gate (the chat shows each call):
+    both are given the agent's own parts, so nothing is swapped in after it is built."""
     from clover.tools.registry import default_tools
 
     model = model if model is not None else build_model(settings)
     redos = model.early_answer_redos
+    guarded = LoopGuard(model)
+    gate = build_gate(settings, env.root, ask_user)
     agent = Agent(
-        model,
+        wrap_model(guarded) if wrap_model is not None else guarded,
         env,
         tools if tools is not None else default_tools(),
         system_prompt=prompt
@@ -152,7 +171,7 @@ def build_agent(
         # a fix's answers before any edit are redone where the model asks for it (its config.json)
         limits=dataclasses.replace(limits_from(settings), early_answer_redos=redos if kind == "fix" else 0),
         trajectory=Trajectory(trajectory_path) if trajectory_path else None,
-        gate=build_gate(settings, env.root, ask_user),
+        gate=wrap_gate(gate) if wrap_gate is not None else gate,
         on_event=on_event,
         before_step=before_step,
         on_tool_result=on_tool_result,

@@ -179,6 +179,31 @@ class ModelCapabilities:
         return None
 
 
+class ModelWrapper(ModelCapabilities):
+    """A model around another (the loop guard, the chat's and the headless runs' observers): its
+    capabilities are the inner model's, read when asked (one place, not one copy per wrapper)."""
+
+    inner: Model
+
+    @property  # type: ignore[override]
+    def wrap_up(self) -> bool:
+        return self.inner.wrap_up
+
+    @property  # type: ignore[override]
+    def early_answer_redos(self) -> int:
+        return self.inner.early_answer_redos
+
+    @property  # type: ignore[override]
+    def rolls_back_test_breaks(self) -> bool:
+        return self.inner.rolls_back_test_breaks
+
+    def bind_workspace(self, env: Environment) -> None:
+        self.inner.bind_workspace(env)
+
+    def turn_stage(self) -> TurnStage | None:
+        return self.inner.turn_stage()
+
+
 @runtime_checkable
 class Model(Protocol):
     """A model answers turns; the capabilities beyond that are declared here with their defaults
@@ -201,6 +226,16 @@ class Model(Protocol):
     def bind_workspace(self, env: Environment) -> None: ...
 
     def turn_stage(self) -> TurnStage | None: ...
+
+
+@runtime_checkable
+class ServedModel(Protocol):
+    """A model a server serves (backends/openai_compat.py): it lists the server's models (None:
+    the server does not say) and says where its context size was read ('' when not read)."""
+
+    window_source: str
+
+    def served_models(self) -> list[str] | None: ...
 
 
 # --------------------------------------------------------------------------- environment

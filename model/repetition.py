@@ -17,7 +17,7 @@ embedded model wrote `zzzz...` into its thinking, 64 tokens of it before the sto
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 
@@ -30,6 +30,7 @@ class RepetitionStop:
     long_repeats: int = 3  # copies in a row of such a long n-gram
     twice_period: int = 64  # n-grams at least this long (up to long_period) need only two copies (0: off)
     single_tokens: int = 24  # one token repeated: this many in a row is enough
+    min_run: int = 0  # and at least this many tokens past the n-gram's first copy (0: no such floor)
 
     def __post_init__(self) -> None:
         if (
@@ -50,14 +51,22 @@ def _window(rule: RepetitionStop) -> int:
     """How many trailing tokens can hold a runaway under `rule`."""
     longest = max(rule.max_period, rule.long_period)
     return (
-        max(rule.min_tokens, rule.min_repeats * rule.max_period, rule.long_repeats * rule.long_period)
+        max(
+            rule.min_tokens,
+            rule.min_run,
+            rule.min_repeats * rule.max_period,
+            rule.long_repeats * rule.long_period,
+        )
         + longest
     )
 
 
-def repeated_tail(tokens: Sequence[int], rule: RepetitionStop = RepetitionStop()) -> tuple[int, int] | None:
+def repeated_tail(
+    tokens: Sequence[Hashable], rule: RepetitionStop = RepetitionStop()
+) -> tuple[int, int] | None:
     """(period, length) of the longest-running periodic tail of `tokens` that breaks `rule`, or None.
-    `length` counts every token of the tail, the first occurrence of the n-gram included."""
+    `length` counts every token of the tail, the first occurrence of the n-gram included. Any
+    sequence works: token ids for the decoder, a string's characters for a streamed reply."""
     n = len(tokens)
     longest = max(rule.max_period, rule.long_period)
     window = _window(rule)
@@ -77,12 +86,17 @@ def repeated_tail(tokens: Sequence[int], rule: RepetitionStop = RepetitionStop()
             i -= 1
         length = run + p
         least = min(rule.min_tokens, rule.single_tokens) if p == 1 else rule.min_tokens
-        if length >= least and length >= repeats * p and (best is None or length > best[1]):
+        if (
+            run >= rule.min_run
+            and length >= least
+            and length >= repeats * p
+            and (best is None or length > best[1])
+        ):
             best = (p, length)
     return best
 
 
-def is_runaway(tokens: Sequence[int], rule: RepetitionStop | None = RepetitionStop()) -> bool:
+def is_runaway(tokens: Sequence[Hashable], rule: RepetitionStop | None = RepetitionStop()) -> bool:
     """Whether generation should stop for repetition (`rule` None: never)."""
     return rule is not None and repeated_tail(tokens, rule) is not None
 
@@ -111,3 +125,25 @@ def cut_runaway(tokens: Sequence[int], rule: RepetitionStop | None = RepetitionS
         return list(tokens)
     period, length = found
     return list(tokens[: len(tokens) - length + period])
+
+
+def loop_start(tokens: Sequence[Hashable], rule: RepetitionStop = RepetitionStop()) -> tuple[int, int] | None:
+    """(start, period) of a runaway tail (as `rule` defines it), followed back past the window the
+    check looks at to where the loop began: tokens[i] == tokens[i + period] for every i from
+    `start` on. None without a runaway. Slices compare whole stretches at once (a long string is
+    followed back in a few comparisons, not one per character)."""
+    found = repeated_tail(tokens, rule)
+    if found is None:
+        return None
+    period, length = found
+    start = len(tokens) - length
+    step = 256
+    while start > 0:
+        lo = max(0, start - step)
+        if tokens[lo:start] == tokens[lo + period : start + period]:
+            start = lo
+            continue
+        while start > 0 and tokens[start - 1] == tokens[start - 1 + period]:
+            start -= 1
+        break
+    return start, period

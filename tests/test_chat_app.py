@@ -156,16 +156,16 @@ def test_declined_edit_stops_the_turn_and_waits_for_the_user(tmp_path: Path, hom
     )
     result = app.ask("change hello")
     assert result is not None and result.exit_status == "declined"
-    assert app.model.inner.position == 1  # the turn ended at the refusal
+    assert app.state.model.inner.position == 1  # the turn ended at the refusal
     assert (repo / "hello.py").read_text() == "def hello():\n    return 1\n"
     text = out.getvalue()
     assert "⎿ not run: declined" in text and "declined: say what Clover should do instead" in text
     assert "should not be asked for" not in text
-    tool_msg = next(m for m in app.agent.messages if m["role"] == "tool")
+    tool_msg = next(m for m in app.state.agent.messages if m["role"] == "tool")
     assert "declined this tool call and stopped the turn" in tool_msg["content"]
-    app.model.inner.position = 2
+    app.state.model.inner.position = 2
     app.ask("return 2 instead")
-    sent = app.model.inner.requests[-1]
+    sent = app.state.model.inner.requests[-1]
     assert [m["role"] for m in sent[-3:]] == [
         "assistant",
         "tool",
@@ -191,8 +191,8 @@ def test_session_files_are_redacted(tmp_path: Path, home: Path) -> None:
     redact.register_secret(secret)
     app, _ = _app(repo, [{"text": "noted"}])
     app.ask(f"my key is {secret}")
-    assert secret not in app.store.path(app.session.id).read_text()
-    assert any(secret in str(m.get("content")) for m in app.agent.messages)  # only the file is redacted
+    assert secret not in app.state.store.path(app.state.session.id).read_text()
+    assert any(secret in str(m.get("content")) for m in app.state.agent.messages)  # only the file is redacted
 
 
 def test_compaction_near_the_context_window(tmp_path: Path, home: Path) -> None:
@@ -205,14 +205,14 @@ def test_compaction_near_the_context_window(tmp_path: Path, home: Path) -> None:
         {"text": "C"},
     ]
     app, out = _app(repo, turns)
-    app.model.inner.context_window = 500
+    app.state.model.inner.context_window = 500
     app.ask("first " + "x" * 300)
     app.ask("second " + "y" * 300)
     assert "context compacted" not in out.getvalue()
     app.ask("third")  # the conversation is now past 80% of 500 tokens: compacted before it runs
     text = out.getvalue()
     assert "⟳ context compacted" in text and "a summary by the model" in text
-    messages = app.agent.messages
+    messages = app.state.agent.messages
     assert (
         messages[0]["role"] == "system" and "Always run the tests with pytest -q." in messages[0]["content"]
     )
@@ -222,7 +222,7 @@ def test_compaction_near_the_context_window(tmp_path: Path, home: Path) -> None:
     assert "x" * 300 not in json.dumps(messages)
     assert messages[-1]["content"] == "C" and messages[-2]["content"] == "third"
     # The summary request itself carried the old conversation.
-    summary_request = app.model.inner.requests[2]
+    summary_request = app.state.model.inner.requests[2]
     assert "y" * 300 in summary_request[1]["content"]
 
 
@@ -232,7 +232,7 @@ def test_slash_commands_without_a_terminal(tmp_path: Path, home: Path) -> None:
     assert app.run() == 0
     text = out.getvalue()
     assert "/undo" in text and "Alt-Enter" in text
-    assert app.settings.mode == "plan" and app.settings.think is False
+    assert app.state.settings.mode == "plan" and app.state.settings.think is False
     assert "unknown command /nope" in text and "no tool results yet" in text
 
 
@@ -258,7 +258,7 @@ def test_ctrl_c_twice_at_an_empty_prompt_exits(tmp_path: Path, home: Path) -> No
     text = out.getvalue()
     assert text.count("Ctrl-C again or Ctrl-D to exit") == 2
     assert "hi" in text and "saved" in text
-    assert [m["content"] for m in app.agent.messages if m["role"] == "user"] == ["hello"]
+    assert [m["content"] for m in app.state.agent.messages if m["role"] == "user"] == ["hello"]
 
 
 def test_mode_change_keeps_asking_the_user(tmp_path: Path, home: Path) -> None:
@@ -276,13 +276,17 @@ def test_mode_change_keeps_asking_the_user(tmp_path: Path, home: Path) -> None:
 
 def test_the_chat_model_passes_on_wrap_up_and_keeps_the_session_options():
     from clover.core.protocols import ModelCapabilities, TurnOptions
+    from clover.loop_guard import LoopGuard
     from clover.repl.observed import ObservedModel, _merged
 
     class Declines(ModelCapabilities):
         wrap_up = False
 
-    assert ObservedModel(Declines(), app=None).wrap_up is False
-    assert ObservedModel(ModelCapabilities(), app=None).wrap_up is True  # the declared default
+    def observed(model: ModelCapabilities) -> ObservedModel:
+        return ObservedModel(LoopGuard(model), renderer=None, compact=lambda forced: False, state=None)
+
+    assert observed(Declines()).wrap_up is False
+    assert observed(ModelCapabilities()).wrap_up is True  # the declared default
     # the agent's wrap-up turn (tool_choice) on top of the session's /think, not instead of it
     assert _merged(TurnOptions(think=False), TurnOptions(tool_choice="none")) == TurnOptions(
         think=False, tool_choice="none"

@@ -77,7 +77,7 @@ def test_context_length_error_compacts_and_retries(tmp_path: Path, home: Path) -
         assert len(server.requests) == 4  # first, refused, summary, retry
         retried = json.dumps(server.requests[-1]["messages"])
         assert "x" * 4000 not in retried and "Summary: the user sent a long x file." in retried
-        assert app.model.context_window == server.context_limit  # learnt from the error message
+        assert app.state.model.context_window == server.context_limit  # learnt from the error message
 
 
 def test_compaction_that_would_not_shrink_says_so(tmp_path: Path, home: Path) -> None:
@@ -85,10 +85,10 @@ def test_compaction_that_would_not_shrink_says_so(tmp_path: Path, home: Path) ->
     app, out = _app(tmp_path, ScriptedModel(turns))
     app.ask("one")
     app.ask("two")
-    before = list(app.agent.messages)
+    before = list(app.state.agent.messages)
     assert app.compact(forced=True) is False
     assert "compaction would not shrink the conversation" in out.getvalue()
-    assert app.agent.messages == before
+    assert app.state.agent.messages == before
 
 
 def test_compaction_names_only_instructions_that_exist(tmp_path: Path, home: Path) -> None:

@@ -68,8 +68,8 @@ def test_mentions_too_big_for_the_context_are_not_sent(repo: Path, home: Path) -
     text = out.getvalue()
     assert "not sent: the mentioned files are ~65,0" in text and "@big.txt ~65,0" in text
     assert "the model's 16,384-token context has room for ~" in text
-    assert model.requests == [] and app.input.pending == "summarise @big.txt and @calc.py"  # nothing lost
-    app.input.pending = ""
+    assert model.requests == [] and app.ui.input.pending == "summarise @big.txt and @calc.py"  # nothing lost
+    app.ui.input.pending = ""
     result = app.ask("explain @calc.py, @missing.py, @logo.png and @../outside")
     assert result is not None and result.exit_status == "submitted"
     text = out.getvalue()
@@ -104,7 +104,7 @@ def test_model_switch_is_real_or_refused(repo: Path, home: Path, tmp_path: Path)
             "cannot switch to nosuch: the server at" in out.getvalue()
             and "does not list its models" in out.getvalue()
         )
-        assert app.settings.model == "alpha"
+        assert app.state.settings.model == "alpha"
     app, out = _app(repo, ScriptedModel([]))
     dispatch(app, "/model nosuch")
     assert (
@@ -128,9 +128,10 @@ def test_bang_command_goes_through_the_gate_and_into_the_conversation(repo: Path
     app.set_mode("yolo")
     from clover.repl.bang import run_user_command
 
-    assert run_user_command(app, "rm calc.py") is None  # a deny rule holds for the user's own command too
+    # a deny rule holds for the user's own command too
+    assert run_user_command(app.state, app.ui, app.keep_result, "rm calc.py") is None
     assert (repo / "calc.py").exists() and "is denied by rule bash(rm *)" in out.getvalue()
-    users = [m["content"] for m in app.agent.messages if m["role"] == "user"]
+    users = [m["content"] for m in app.state.agent.messages if m["role"] == "user"]
     assert len(users) == 1 and users[0].endswith("$ echo from-user\nfrom-user\n[exit code 0]")
 
 

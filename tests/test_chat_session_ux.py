@@ -55,7 +55,7 @@ def test_an_empty_chat_saves_no_session_and_resume_last_skips_empty_ones(repo: P
     store = SessionStore(home / "sessions")
     app, _ = _app(repo, [{"text": "hi"}], stdin="hello\n/exit\n")
     assert app.run() == 0
-    worked = app.session.id
+    worked = app.state.session.id
     for _ in range(2):  # opened and closed: nothing to keep
         assert _app(repo, stdin="/status\n")[0].run() == 0
     store.save(Session("99999999-empty", str(repo.resolve())))  # as older versions left them
@@ -94,7 +94,7 @@ def test_resume_replays_and_skips_the_compaction_marker(repo: Path, home: Path) 
     assert (
         replay.index("› now fix **bar**") < replay.index("⏺ bash(pytest -q)") < replay.index("Fixed **bar**.")
     )
-    assert app.agent.messages[0]["content"] != "old system prompt"
+    assert app.state.agent.messages[0]["content"] != "old system prompt"
 
 
 def test_ambiguous_prefix_and_checked_model_switch(repo: Path, home: Path) -> None:
@@ -106,7 +106,7 @@ def test_ambiguous_prefix_and_checked_model_switch(repo: Path, home: Path) -> No
     text = out.getvalue()
     assert "/mod is ambiguous: /model, /mode" in text or "/mod is ambiguous: /mode, /model" in text
     assert f"cannot switch to gamma: the server at {server.url} serves alpha, beta" in text
-    assert "model: beta" in text and app.settings.model == "beta"
+    assert "model: beta" in text and app.state.settings.model == "beta"
 
 
 def test_parse_answer() -> None:
@@ -124,7 +124,7 @@ def test_deny_with_feedback_goes_to_the_model(repo: Path, home: Path) -> None:
     text = out.getvalue()
     assert "[a]lways allows bash(pytest) for the rest of this session" in text
     assert "⎿ not run: you said: run only test_calc.py" in text
-    tool_msg = next(m for m in app.agent.messages if m["role"] == "tool")
+    tool_msg = next(m for m in app.state.agent.messages if m["role"] == "tool")
     assert "the user declined this tool call and said: run only test_calc.py" in tool_msg["content"].lower()
 
 

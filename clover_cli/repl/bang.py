@@ -7,13 +7,16 @@ refuse it."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from clover.core.protocols import ToolCall, ToolResult
+from clover.core.protocols import Tool, ToolCall, ToolResult
 from clover.tools.redact import redact
 
 if TYPE_CHECKING:
-    from clover.repl.app import ChatApp
+    from clover.repl.state import ChatState
+    from clover.repl.ui import ChatUI
+    from clover.tools.permgate import PermissionGate
 
 MARKER = "[I ran this command myself; its output, for context (not a request):]"
 
@@ -28,46 +31,46 @@ def command_of(content: str) -> str:
     return line.removeprefix("$ ")
 
 
-def run_user_command(app: ChatApp, command: str) -> ToolResult | None:
-    """Run `command` as the user's own; None when it was refused or there was nothing to run."""
+def run_user_command(
+    state: ChatState, ui: ChatUI, keep: Callable[[ToolCall, ToolResult], None], command: str
+) -> ToolResult | None:
+    """Run `command` as the user's own, its result shown and kept by `keep`; None when it was
+    refused or there was nothing to run. The caller saves the session."""
+    renderer = ui.renderer
     if not command.strip():
-        app.renderer.info("!COMMAND runs COMMAND here and adds its output to the conversation")
+        renderer.info("!COMMAND runs COMMAND here and adds its output to the conversation")
         return None
-    tool = app.agent.tools.get("bash")
+    tool = state.agent.tools.get("bash")
     if tool is None:
-        app.renderer.error("no shell tool in this session: cannot run commands")
+        renderer.error("no shell tool in this session: cannot run commands")
         return None
-    app.user_commands += 1
-    call = ToolCall("bash", {"command": command}, id=f"user_command_{app.user_commands}")
-    app.renderer.tool_call(call, prefix="! ")
-    refusal = _refusal(app, call, tool)
+    state.user_commands += 1
+    call = ToolCall("bash", {"command": command}, id=f"user_command_{state.user_commands}")
+    renderer.tool_call(call, prefix="! ")
+    refusal = _refusal(state.gate.inner, call, tool)
     if refusal is not None:
-        app.renderer.tool_denied(call, refusal)
+        renderer.tool_denied(call, refusal)
         return None
-    app.renderer.begin_tool(call)
-    app.start_keys()
+    renderer.begin_tool(call)
+    ui.start_keys()
     try:
-        result = tool.run(call.arguments, app.env)
+        result = tool.run(call.arguments, state.env)
     except KeyboardInterrupt:
-        app.renderer.stop_live()
-        app.renderer.note("⏹ interrupted: the command was stopped")
+        renderer.stop_live()
+        renderer.note("⏹ interrupted: the command was stopped")
         return None
     finally:
-        app.stop_keys()
-    app.keep_result(call, result)
+        ui.stop_keys()
+    keep(call, result)
     content = f"{MARKER}\n$ {command}\n{redact(result.output)}"
-    app.agent.messages.append({"role": "user", "content": content})
-    if call.id in app.pending_lines:  # the output as it ran, not the message's cut copy
-        app.outputs_seen.note(app.agent.messages[-1], app.pending_lines.pop(call.id))
-    app.save()
+    state.agent.messages.append({"role": "user", "content": content})
+    if call.id in state.pending_lines:  # the output as it ran, not the message's cut copy
+        state.outputs_seen.note(state.agent.messages[-1], state.pending_lines.pop(call.id))
     return result
 
 
-def _refusal(app: ChatApp, call: ToolCall, tool: object) -> str | None:
+def _refusal(gate: PermissionGate, call: ToolCall, tool: Tool) -> str | None:
     """The agent's gate decides, with the user's own typing as the answer to any question."""
-    gate = getattr(app.agent.gate, "inner", app.agent.gate)
-    if gate is None:
-        return None
     typed = copy.copy(gate)  # the same policy and remembered approvals
     typed.ask_user = lambda *_: "yes"
     return typed.authorize(call, tool)

@@ -14,19 +14,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from clover.agent import Agent, RunResult, StepRecorder
 from clover.call_log import CallLog
 from clover.core.protocols import (
     AssistantTurn,
     Environment,
+    EventHandler,
     Message,
     Model,
     ModelError,
+    ModelWrapper,
     StreamEvent,
-    TurnStage,
 )
 from clover.exit_codes import ExitCode, decide
+from clover.loop_guard import LoopGuard
 from clover.repl.compaction import is_overflow
-from clover.repl.guard import TRUNCATED, guarded_complete, truncation
 from clover.settings import Settings
 from clover.terminal_text import visible
 
@@ -42,38 +44,33 @@ def read_prompt(prompt: str | None, stdin: IO[str]) -> str:
     return f"{prompt.strip()}\n\n{piped.strip()}" if piped.strip() else prompt.strip()
 
 
-class RecordingModel:
-    """The model behind the runaway guard, remembering the last turn (was it cut short?). A request
-    the server refuses as too long for its context is compacted (the older turns summarised, as the
-    chat does) and asked once more; `notice` says so."""
+class RecordingModel(ModelWrapper):
+    """The headless runs' layer around the guarded model (runner.build_agent's `wrap_model`; the loop
+    guard under it remembers the last turn: was it cut short?). A request the server refuses as too
+    long for its context is compacted (the older turns summarised, as the chat does) and asked once
+    more; `notice` says so."""
 
-    def __init__(self, inner: Model, notice: Callable[[str], None] | None = None) -> None:
+    def __init__(self, inner: LoopGuard, notice: Callable[[str], None] | None = None) -> None:
         self.inner = inner
         self.notice = notice or (lambda line: None)
-        self.last: AssistantTurn | None = None
-        self.name = getattr(inner, "name", "")
-        self.context_window = getattr(inner, "context_window", 0)
-        # the model's capabilities (core.protocols.ModelCapabilities): the agent reads them here
-        self.wrap_up = inner.wrap_up
-        self.early_answer_redos = inner.early_answer_redos
-        self.rolls_back_test_breaks = inner.rolls_back_test_breaks
 
-    def bind_workspace(self, env: Environment) -> None:
-        self.inner.bind_workspace(env)
+    @property
+    def name(self) -> str:
+        return self.inner.name
 
-    def turn_stage(self) -> TurnStage | None:
-        return self.inner.turn_stage()
+    @property
+    def context_window(self) -> int:  # read each time: a backend may learn it from a refusal
+        return self.inner.context_window
 
     def complete(
         self, messages: list[Message], tools: list[Any], on_event: Any = None, options: Any = None
     ) -> AssistantTurn:
         try:
-            self.last = guarded_complete(self.inner, messages, tools, on_event, options)
+            return self.inner.complete(messages, tools, on_event, options)
         except ModelError as exc:
             if not is_overflow(exc) or not self._compact(messages):
                 raise
-            self.last = guarded_complete(self.inner, messages, tools, on_event, options)
-        return self.last
+            return self.inner.complete(messages, tools, on_event, options)
 
     def _compact(self, messages: list[Message]) -> bool:
         """The conversation, compacted in place (the agent's own list); False: nothing to gain."""
@@ -82,7 +79,7 @@ class RecordingModel:
         first = messages[0] if messages else {}
         system = str(first.get("content") or "") if first.get("role") == "system" else ""
         request = next((str(m.get("content") or "") for m in messages if m.get("role") == "user"), "")
-        window = int(getattr(self.inner, "context_window", 0) or 0)  # learnt from the refusal, maybe
+        window = self.inner.context_window  # learnt from the refusal, maybe
         done = compaction.compact(
             messages,
             self.inner,
@@ -101,8 +98,51 @@ class RecordingModel:
         return True
 
     def cut_reason(self) -> str:
-        """The last reply's finish reason when it was incomplete (repl/guard.py), else ''."""
-        return self.last.finish_reason if truncation(self.last) and self.last is not None else ""
+        """The last reply's finish reason when it was incomplete (loop_guard.py), else ''."""
+        return self.inner.cut_reason()
+
+    def cut_note(self) -> str:
+        """Why the last reply was incomplete, in words ('' when it was not)."""
+        return self.inner.cut_note()
+
+
+def headless_agent(
+    settings: Settings,
+    env: Environment,
+    model: Model,
+    log: CallLog,
+    on_event: EventHandler,
+    *,
+    kind: str,
+    notice: Callable[[str], None],
+    trajectory: Path | None = None,
+    recorder: StepRecorder | None = None,
+) -> tuple[Agent, RecordingModel]:
+    """A headless run's agent (`-p`, `clover fix`): every call ends in `log`, the guarded model
+    compacts the conversation when the server refuses it as too long (said through `notice`), and
+    the RecordingModel returned says whether the last reply was cut short."""
+    from clover.runner import build_agent
+
+    made: list[RecordingModel] = []
+
+    def compacting(guarded: LoopGuard) -> RecordingModel:
+        made.append(RecordingModel(guarded, notice=notice))
+        return made[-1]
+
+    agent = build_agent(
+        settings,
+        env,
+        kind=kind,
+        model=model,
+        wrap_model=compacting,
+        trajectory_path=trajectory,
+        on_event=on_event,
+        before_step=log.on_step,
+        on_call_done=log,
+        recorder=recorder,
+    )
+    log.bind(agent.tools)
+    return agent, made[0]
 
 
 def run_print(
@@ -122,7 +162,7 @@ def run_print(
     if not prompt.strip():
         print('clover: no prompt: pass -p "QUESTION" or pipe it on stdin', file=err)
         return ExitCode.USAGE
-    from clover.runner import build_agent, build_environment, build_model, checkpointer
+    from clover.runner import build_environment, build_model, checkpointer
     from clover.tools.sandbox import SandboxUnavailable
 
     try:
@@ -131,7 +171,6 @@ def run_print(
     except (ModelError, SandboxUnavailable, ValueError, OSError) as exc:
         print(f"clover: {visible(str(exc))}", file=err)
         return ExitCode.USAGE
-    recording = RecordingModel(inner, notice=lambda line: print(f"clover: {visible(line)}", file=err))
     from clover import containment
 
     bounds = containment.of(settings, env)
@@ -156,23 +195,27 @@ def run_print(
         if streaming:
             emit({"type": event.kind, "text": event.text, "data": event.data})
 
+    def notice(line: str) -> None:
+        print(f"clover: {visible(line)}", file=err)
+
     try:
-        agent = build_agent(
-            settings,
-            env,
-            kind="chat",
-            model=recording,
-            on_event=on_event,
-            before_step=log.on_step,
-            on_call_done=log,
-            recorder=recorder,
+        agent, recording = headless_agent(
+            settings, env, inner, log, on_event, kind="chat", notice=notice, recorder=recorder
         )
     except ValueError as exc:  # a bad permission rule
         print(f"clover: {visible(str(exc))}", file=err)
         return ExitCode.USAGE
-    log.bind(agent.tools)
     result = agent.run(prompt)
     log.done()
+    summary = _summary(result, recording, log, settings, bounds.to_json())
+    _say(summary, result, log, settings.mode, output_format, out, err)
+    return int(summary["exit_code"])
+
+
+def _summary(
+    result: RunResult, recording: RecordingModel, log: CallLog, settings: Settings, containment: Any
+) -> dict[str, Any]:
+    """The run as json reports it; the exit code decided as exit_codes.py says."""
     cut = recording.cut_reason() if result.exit_status == "submitted" else ""
     # A question needs no change: refusals decide only when nothing that can change files ran.
     outcome = decide(
@@ -183,15 +226,14 @@ def run_print(
         cut=cut,
         outside_competence=bool(result.stats.get("outside_competence")),
     )
-    error = result.error.removeprefix("model error: ModelError: ")
-    summary = {
+    return {
         "status": result.exit_status if not cut else "truncated",
         "outcome": outcome.label,
         "exit_code": int(outcome.code),
         "is_error": outcome.code != ExitCode.OK,
         "result": result.final_text,
-        "truncated": TRUNCATED.get(cut) if cut else None,
-        "error": error,
+        "truncated": recording.cut_note() if cut else None,
+        "error": result.error.removeprefix("model error: ModelError: "),
         **log.record(),
         "steps": result.steps,
         "prompt_tokens": result.prompt_tokens,
@@ -199,8 +241,21 @@ def run_print(
         "seconds": round(result.seconds, 3),
         "model": recording.name,
         "mode": settings.mode,
-        "containment": bounds.to_json(),
+        "containment": containment,
     }
+
+
+def _say(
+    summary: dict[str, Any],
+    result: RunResult,
+    log: CallLog,
+    mode: str,
+    output_format: str,
+    out: IO[str],
+    err: IO[str],
+) -> None:
+    """The answer on stdout in the format asked for; what went wrong on stderr."""
+    code = summary["exit_code"]
     if output_format == "json":
         out.write(json.dumps(summary, indent=2) + "\n")
     elif output_format == "stream-json":
@@ -208,22 +263,17 @@ def run_print(
     else:
         if result.final_text:  # text output is for people: the model's words cannot act on the terminal
             out.write(visible(result.final_text.rstrip()) + "\n")
-        if cut:
-            print(f"clover: truncated: {TRUNCATED[cut]}", file=err)
+        if summary["truncated"]:
+            print(f"clover: truncated: {summary['truncated']}", file=err)
         if result.exit_status != "submitted":
-            print(f"clover: {result.exit_status}: {visible(error)}", file=err)
-    if outcome.code == ExitCode.REFUSED:
-        allows = (
-            "--yes or --mode auto-edit allow them"
-            if settings.mode in ("ask", "plan")
-            else "--yes allows them"
-        )
+            print(f"clover: {result.exit_status}: {visible(summary['error'])}", file=err)
+    if code == ExitCode.REFUSED:
+        allows = "--yes or --mode auto-edit allow them" if mode in ("ask", "plan") else "--yes allows them"
         print(
-            f"clover: {len(log.denials)} tool call(s) refused in {settings.mode} mode and nothing changed "
-            f"(exit {int(outcome.code)}); {allows}, or allow rules in the config let chosen commands run",
+            f"clover: {len(log.denials)} tool call(s) refused in {mode} mode and nothing changed "
+            f"(exit {code}); {allows}, or allow rules in the config let chosen commands run",
             file=err,
         )
-    elif outcome.label == "outside_competence" and output_format == "text":
-        print(f"clover: the model says this request is beyond it (exit {int(outcome.code)})", file=err)
+    elif summary["outcome"] == "outside_competence" and output_format == "text":
+        print(f"clover: the model says this request is beyond it (exit {code})", file=err)
     out.flush()
-    return int(outcome.code)

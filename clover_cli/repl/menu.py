@@ -120,104 +120,112 @@ def approve(
 ) -> tuple[str, str]:
     """(an option's value, "") when chosen, or (TYPED, the text) when a reply was typed and sent with
     Enter. Esc gives `escape`; Ctrl-C raises KeyboardInterrupt, Ctrl-D EOFError."""
-    state = {"selected": 0, "typed": ""}
-    letters = {key: o.value for o in options for key in o.keys}
-    kb = KeyBindings()
-
-    def answer(event: Any, value: str, text: str = "") -> None:
-        event.app.exit(result=(value, text))
-
-    def type_text(event: Any, text: str) -> None:
-        first = not state["typed"]
-        state["typed"] += text
-        value = letters.get(state["typed"]) if first and len(text) == 1 else None
-        if value is not None:  # a menu letter as the first key: it answers unless a key follows
-            app = event.app
-
-            def fire() -> None:
-                if state["typed"] == text and not app.is_done:
-                    app.exit(result=(value, ""))
-
-            asyncio.get_running_loop().call_later(grace, fire)
-
-    @kb.add(Keys.Any)
-    def _key(event: Any) -> None:
-        if event.data and event.data.isprintable():
-            type_text(event, event.data)
-
-    @kb.add(Keys.BracketedPaste)
-    def _paste(event: Any) -> None:
-        type_text(event, " ".join(event.data.split()) + " " if event.data.strip() else "")
-
-    for number, option in enumerate(options[:9], 1):
-
-        @kb.add(str(number), eager=True)
-        def _number(event: Any, value: str = option.value, digit: str = str(number)) -> None:
-            if state["typed"]:
-                type_text(event, digit)
-            else:
-                answer(event, value)
-
-    @kb.add("up")
-    def _up(event: Any) -> None:
-        state["selected"] = (state["selected"] - 1) % len(options)
-
-    @kb.add("down")
-    def _down(event: Any) -> None:
-        state["selected"] = (state["selected"] + 1) % len(options)
-
-    @kb.add("backspace")
-    def _back(event: Any) -> None:
-        state["typed"] = state["typed"][:-1]
-
-    @kb.add("enter")
-    def _enter(event: Any) -> None:
-        typed = state["typed"].strip()
-        if not typed:
-            answer(event, options[state["selected"]].value)
-        elif typed in letters:
-            answer(event, letters[typed])
-        else:
-            answer(event, TYPED, typed)
-
-    @kb.add("escape", eager=True)
-    def _escape(event: Any) -> None:
-        answer(event, escape)
-
-    @kb.add("c-c", eager=True)
-    def _interrupt(event: Any) -> None:
-        event.app.exit(exception=KeyboardInterrupt(), style="class:aborting")
-
-    @kb.add("c-d", eager=True)
-    def _closed(event: Any) -> None:
-        event.app.exit(exception=EOFError(), style="class:aborting")
-
-    def view() -> FormattedText:
-        parts: list[tuple[str, str]] = [("class:question", visible(question) + "\n")]
-        for i, option in enumerate(options):
-            chosen = i == state["selected"] and not state["typed"]
-            parts.append(("class:selected-option" if chosen else "", f"{'❯' if chosen else ' '} {i + 1}. "))
-            parts.append(("class:selected-option" if chosen else "", visible(option.label)))
-            parts.append(("class:key", _keys_label(option, escape) + "\n"))
-        if state["typed"]:
-            parts.append(("class:typed", f"› {visible(state['typed'])}▏"))
-            parts.append(("class:key", "  Enter: refuse and tell Clover this · Esc: no"))
-        else:
-            parts.append(("class:key", "  or type what Clover should do instead"))
-        return FormattedText(parts)
-
+    asked = _Approval(question, options, escape, grace)
     session = (
         create_app_session(input=input, output=output) if input is not None or output is not None else None
     )
     with session or contextlib.nullcontext():
         # keys typed before the question showed were meant for something else: text, never an answer
         early = get_typeahead(get_app_session().input)
-        state["typed"] = "".join(k.data for k in early if k.data.isprintable())
+        asked.typed = "".join(k.data for k in early if k.data.isprintable())
         app: Application[tuple[str, str]] = Application(
-            layout=Layout(Window(FormattedTextControl(view, show_cursor=False), wrap_lines=True)),
-            key_bindings=kb,
+            layout=Layout(Window(FormattedTextControl(asked.view, show_cursor=False), wrap_lines=True)),
+            key_bindings=asked.bindings(),
             style=STYLE,
             erase_when_done=True,
             full_screen=False,
         )
         return app.run()
+
+
+class _Approval:
+    """One approval question as it is answered: the highlighted option and what was typed."""
+
+    def __init__(self, question: str, options: Sequence[Option], escape: str, grace: float) -> None:
+        self.question, self.options, self.escape, self.grace = question, options, escape, grace
+        self.selected = 0
+        self.typed = ""
+        self.letters = {key: o.value for o in options for key in o.keys}
+
+    @staticmethod
+    def answer(event: Any, value: str, text: str = "") -> None:
+        event.app.exit(result=(value, text))
+
+    def type_text(self, event: Any, text: str) -> None:
+        first = not self.typed
+        self.typed += text
+        value = self.letters.get(self.typed) if first and len(text) == 1 else None
+        if value is not None:  # a menu letter as the first key: it answers unless a key follows
+            app = event.app
+
+            def fire() -> None:
+                if self.typed == text and not app.is_done:
+                    app.exit(result=(value, ""))
+
+            asyncio.get_running_loop().call_later(self.grace, fire)
+
+    def enter(self, event: Any) -> None:
+        typed = self.typed.strip()
+        if not typed:
+            self.answer(event, self.options[self.selected].value)
+        elif typed in self.letters:
+            self.answer(event, self.letters[typed])
+        else:
+            self.answer(event, TYPED, typed)
+
+    def move(self, by: int) -> None:
+        self.selected = (self.selected + by) % len(self.options)
+
+    def backspace(self) -> None:
+        self.typed = self.typed[:-1]
+
+    def bindings(self) -> KeyBindings:
+        kb = KeyBindings()
+
+        @kb.add(Keys.Any)
+        def _key(event: Any) -> None:
+            if event.data and event.data.isprintable():
+                self.type_text(event, event.data)
+
+        @kb.add(Keys.BracketedPaste)
+        def _paste(event: Any) -> None:
+            self.type_text(event, " ".join(event.data.split()) + " " if event.data.strip() else "")
+
+        for number, option in enumerate(self.options[:9], 1):
+
+            @kb.add(str(number), eager=True)
+            def _number(event: Any, value: str = option.value, digit: str = str(number)) -> None:
+                if self.typed:
+                    self.type_text(event, digit)
+                else:
+                    self.answer(event, value)
+
+        kb.add("up")(lambda event: self.move(-1))
+        kb.add("down")(lambda event: self.move(1))
+        kb.add("backspace")(lambda event: self.backspace())
+        kb.add("enter")(self.enter)
+        kb.add("escape", eager=True)(lambda event: self.answer(event, self.escape))
+
+        @kb.add("c-c", eager=True)
+        def _interrupt(event: Any) -> None:
+            event.app.exit(exception=KeyboardInterrupt(), style="class:aborting")
+
+        @kb.add("c-d", eager=True)
+        def _closed(event: Any) -> None:
+            event.app.exit(exception=EOFError(), style="class:aborting")
+
+        return kb
+
+    def view(self) -> FormattedText:
+        parts: list[tuple[str, str]] = [("class:question", visible(self.question) + "\n")]
+        for i, option in enumerate(self.options):
+            chosen = i == self.selected and not self.typed
+            parts.append(("class:selected-option" if chosen else "", f"{'❯' if chosen else ' '} {i + 1}. "))
+            parts.append(("class:selected-option" if chosen else "", visible(option.label)))
+            parts.append(("class:key", _keys_label(option, self.escape) + "\n"))
+        if self.typed:
+            parts.append(("class:typed", f"› {visible(self.typed)}▏"))
+            parts.append(("class:key", "  Enter: refuse and tell Clover this · Esc: no"))
+        else:
+            parts.append(("class:key", "  or type what Clover should do instead"))
+        return FormattedText(parts)

@@ -13,42 +13,43 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from clover.core.protocols import Model
+from clover.core.protocols import Model, ServedModel
 from clover.runner import build_model
 from clover.settings import Settings
 
 if TYPE_CHECKING:
-    from clover.repl.app import ChatApp
     from clover.repl.keys import EscWatch
+    from clover.repl.state import ChatState
+    from clover.repl.ui import ChatUI
 
 
 def is_local(name: str) -> bool:
     return name == "embedded" or name.startswith("scripted:") or Path(name).expanduser().is_dir()
 
 
-def switch_model(app: ChatApp, name: str) -> bool:
-    current = app.model_name()
+def switch_model(state: ChatState, ui: ChatUI, name: str) -> bool:
+    current = state.model_name()
     if is_local(name):
-        settings = dataclasses.replace(app.settings, model=name, base_url=None)
-    elif app.server_url:
-        settings = dataclasses.replace(app.settings, model=name, base_url=app.server_url)
+        settings = dataclasses.replace(state.settings, model=name, base_url=None)
+    elif state.server_url:
+        settings = dataclasses.replace(state.settings, model=name, base_url=state.server_url)
     else:
         return _refuse(
-            app,
+            ui,
             name,
             "it is not 'embedded', a checkpoint directory or scripted:FILE, and this "
             "session has no server (--base-url) to ask for it",
             current,
         )
     try:
-        model = load_model(app, settings)
+        model = load_model(ui, settings)
     except Exception as exc:  # a bad name must not end the chat
-        return _refuse(app, name, str(exc), current)
+        return _refuse(ui, name, str(exc), current)
     if settings.base_url:
         served = _served(model)
         if served is None:
             return _refuse(
-                app,
+                ui,
                 name,
                 f"the server at {settings.base_url} does not list its models "
                 "(GET /v1/models), so the name cannot be checked",
@@ -56,37 +57,37 @@ def switch_model(app: ChatApp, name: str) -> bool:
             )
         if name not in served:
             shown = ", ".join(served[:8]) + (", …" if len(served) > 8 else "")
-            app.renderer.error(f"cannot switch to {name}: the server at {settings.base_url} serves {shown}")
+            ui.renderer.error(f"cannot switch to {name}: the server at {settings.base_url} serves {shown}")
             return False
-    _install(app, model, settings)
+    _install(state, model, settings)
     where = f"served by {settings.base_url}" if settings.base_url else "local"
-    app.renderer.note(f"model: {app.model_name()} ({where})")
+    ui.renderer.note(f"model: {state.model_name()} ({where})")
     return True
 
 
-def _install(app: ChatApp, model: Model, settings: Settings) -> None:
+def _install(state: ChatState, model: Model, settings: Settings) -> None:
     from clover.repl.resume import backend_of, described
 
-    if any(m.get("role") == "user" for m in app.agent.messages) and not app.history_by:
-        app.history_by = described(backend_of(app))  # the turns so far are the previous model's
-    app.model.inner = model
-    app.settings = settings
-    app.server_url = settings.base_url or app.server_url
-    app.context_tokens = 0  # the new model's count starts with its next turn
-    _bind(app, model)
+    if state.started() and not state.history_by:
+        state.history_by = described(backend_of(state))  # the turns so far are the previous model's
+    state.model.inner = model
+    state.settings = settings
+    state.server_url = settings.base_url or state.server_url
+    state.context_tokens = 0  # the new model's count starts with its next turn
+    _bind(state, model)
 
 
-def use_backend(app: ChatApp, model_name: str, base_url: str | None) -> bool:
+def use_backend(state: ChatState, ui: ChatUI, model_name: str, base_url: str | None) -> bool:
     """Go on with a resumed session on the backend that wrote it; False (said) when it cannot load."""
-    settings = dataclasses.replace(app.settings, model=model_name, base_url=base_url)
+    settings = dataclasses.replace(state.settings, model=model_name, base_url=base_url)
     try:
-        model = load_model(app, settings)
+        model = load_model(ui, settings)
     except Exception as exc:  # an unreachable server, a moved checkpoint: said, nothing resumed
-        app.renderer.error(f"cannot continue on {model_name}: {exc}")
+        ui.renderer.error(f"cannot continue on {model_name}: {exc}")
         return False
-    _install(app, model, settings)  # before the session is restored: no turns of this chat yet
+    _install(state, model, settings)  # before the session is restored: no turns of this chat yet
     where = f"served by {base_url}" if base_url else "local"
-    app.renderer.note(f"model: {app.model_name()} ({where}), the session's own")
+    ui.renderer.note(f"model: {state.model_name()} ({where}), the session's own")
     return True
 
 
@@ -94,22 +95,22 @@ class ClosedWhileLoading(Exception):
     """Ctrl-D while the model loaded: the chat ends before it began."""
 
 
-def _refuse(app: ChatApp, name: str, why: str, current: str) -> bool:
-    app.renderer.error(f"cannot switch to {name}: {why}; the model stays {current}")
+def _refuse(ui: ChatUI, name: str, why: str, current: str) -> bool:
+    ui.renderer.error(f"cannot switch to {name}: {why}; the model stays {current}")
     return False
 
 
-def load_model(app: ChatApp, settings: Settings) -> Model:
+def load_model(ui: ChatUI, settings: Settings) -> Model:
     """Build the model; a local one loads under a spinner that says so (seconds), watching the keys:
     Ctrl-D raises ClosedWhileLoading, Ctrl-C or Esc KeyboardInterrupt."""
-    if settings.base_url or settings.model.startswith("scripted:") or not app.tty:
+    if settings.base_url or settings.model.startswith("scripted:") or not ui.tty:
         return build_model(settings)
     started = time.monotonic()
-    keys = getattr(app, "keys", None)
+    keys = ui.keys
     try:
         if keys is not None:
             keys.start()
-        with app.console.status(f"loading {settings.model}… (Ctrl-D leaves)", spinner="dots"):
+        with ui.console.status(f"loading {settings.model}… (Ctrl-D leaves)", spinner="dots"):
             model = _load_aside(settings, keys)
     except KeyboardInterrupt:
         if keys is not None and keys.exit_requested:
@@ -118,8 +119,8 @@ def load_model(app: ChatApp, settings: Settings) -> Model:
     finally:
         if keys is not None:
             keys.stop()
-            app.input.type_ahead(keys.take_typed())  # typed while it loaded: at the prompt
-    app.renderer.info(f"model loaded in {time.monotonic() - started:.1f}s")
+            ui.input.type_ahead(keys.take_typed())  # typed while it loaded: at the prompt
+    ui.renderer.info(f"model loaded in {time.monotonic() - started:.1f}s")
     return model
 
 
@@ -147,10 +148,9 @@ def _load_aside(settings: Settings, keys: EscWatch | None) -> Model:
 
 
 def _served(model: Model) -> list[str] | None:
-    lister = getattr(model, "served_models", None)
-    return (lister() or None) if lister is not None else None
+    return (model.served_models() or None) if isinstance(model, ServedModel) else None
 
 
-def _bind(app: ChatApp, model: Model) -> None:
+def _bind(state: ChatState, model: Model) -> None:
     """A local decoder grounds paths and edits in this workspace, as runner.build_agent does."""
-    model.bind_workspace(app.env)
+    model.bind_workspace(state.env)

@@ -6,61 +6,58 @@ answer would remember, and a refusal carries what the user said instead."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from clover.core.protocols import (
     AssistantTurn,
-    Environment,
     Message,
     Model,
     ModelError,
+    ModelWrapper,
     Tool,
     ToolCall,
+    ToolResult,
     TurnOptions,
-    TurnStage,
 )
+from clover.loop_guard import LoopGuard, truncation
 from clover.repl.compaction import is_overflow
-from clover.repl.guard import guarded_complete, truncation
 from clover.repl.permissions_view import always_rules, rule_label
-from clover.repl.render import describe_call
+from clover.repl.render import Renderer, describe_call
 
 if TYPE_CHECKING:
-    from clover.repl.app import ChatApp
+    from clover.repl.state import ChatState
+    from clover.repl.ui import ChatUI
+    from clover.tools.permgate import PermissionGate
 
 
-class ObservedModel:
-    """The model as the agent sees it: each turn streams into the renderer and settles on screen."""
+class ObservedModel(ModelWrapper):
+    """The model as the agent sees it (runner.build_agent's `wrap_model`, around the loop guard):
+    each turn streams into the renderer and settles on screen. `inner` is the backend itself (what
+    /model switches); `compact(forced)` makes room when the server refuses a request as too long;
+    `state` gets each turn's real context size."""
 
-    def __init__(self, inner: Model, app: ChatApp) -> None:
-        self.inner, self.app = inner, app
+    def __init__(
+        self, guarded: LoopGuard, renderer: Renderer, compact: Callable[[bool], bool], state: ChatState
+    ) -> None:
+        self.guard, self.renderer, self.compact, self.state = guarded, renderer, compact, state
         self.options: TurnOptions | None = None  # per-session turn options (/think)
 
     @property
+    def inner(self) -> Model:
+        return self.guard.inner
+
+    @inner.setter
+    def inner(self, model: Model) -> None:
+        self.guard.inner = model
+
+    @property
     def name(self) -> str:
-        return str(getattr(self.inner, "name", self.app.settings.model))
+        return self.guard.name
 
     @property
     def context_window(self) -> int:
-        return int(getattr(self.inner, "context_window", 0) or 0)
-
-    # the model's capabilities (core.protocols.ModelCapabilities), passed on to the agent
-    @property
-    def wrap_up(self) -> bool:
-        return self.inner.wrap_up
-
-    @property
-    def early_answer_redos(self) -> int:
-        return self.inner.early_answer_redos
-
-    @property
-    def rolls_back_test_breaks(self) -> bool:
-        return self.inner.rolls_back_test_breaks
-
-    def bind_workspace(self, env: Environment) -> None:
-        self.inner.bind_workspace(env)
-
-    def turn_stage(self) -> TurnStage | None:
-        return self.inner.turn_stage()
+        return self.guard.context_window
 
     def complete(
         self,
@@ -76,22 +73,22 @@ class ObservedModel:
             if not is_overflow(exc):
                 raise
             # The server's context is smaller than we knew: compact (in place) and ask once more.
-            self.app.renderer.note(
+            self.renderer.note(
                 f"the conversation is too long for {self.name}'s context: compacting and retrying"
             )
-            if not self.app.compact(forced=True):
+            if not self.compact(True):
                 raise
             return self._complete(messages, tools, options)
 
     def _complete(
         self, messages: list[Message], tools: list[Any], options: TurnOptions | None
     ) -> AssistantTurn:
-        renderer = self.app.renderer
+        renderer = self.renderer
         renderer.begin_turn()
         turn: AssistantTurn | None = None
         try:
-            turn = guarded_complete(self.inner, messages, tools, renderer.on_event, options)
-            self.app.context_tokens = turn.prompt_tokens + turn.completion_tokens
+            turn = self.guard.complete(messages, tools, renderer.on_event, options)
+            self.state.context_tokens = turn.prompt_tokens + turn.completion_tokens
             return turn
         finally:
             renderer.end_turn(turn)
@@ -115,23 +112,24 @@ NOT_REACHED = "Not run: the user declined an earlier call of this turn and will 
 
 
 class ObservedGate:
-    """Shows each call as it is about to run, and the refusal when the gate says no. After a plain
-    no the rest of the turn's calls are not run (nor asked about): the turn ends there."""
+    """Shows each call as it is about to run, and the refusal when the gate says no (runner.build_agent's
+    `wrap_gate`; /mode puts another permission gate inside). After a plain no the rest of the turn's
+    calls are not run (nor asked about): the turn ends there."""
 
-    def __init__(self, inner: Any, app: ChatApp) -> None:
-        self.inner, self.app = inner, app
+    def __init__(self, inner: PermissionGate, ui: ChatUI, state: ChatState) -> None:
+        self.inner, self.ui, self.state = inner, ui, state
 
     def authorize(self, call: ToolCall, tool: Tool) -> str | None:
-        renderer = self.app.renderer
+        renderer = self.ui.renderer
         renderer.tool_call(call)
-        if self.app.turn_stopped:
+        if self.state.turn_stopped:
             renderer.tool_denied(call, "not reached: an earlier call of this turn was declined")
             return NOT_REACHED
-        approver = self.app.approver
+        approver = self.ui.approver
         shown = describe_call(call)
-        approver.call_shown = shown if len(shown) + 2 <= self.app.console.width else ""  # else cut on screen
+        approver.call_shown = shown if len(shown) + 2 <= self.ui.console.width else ""  # else cut on screen
         approver.stopped = False
-        approver.all_edits = self.app.settings.mode == "ask"  # in auto-edit only a rule asks about an edit
+        approver.all_edits = self.state.settings.mode == "ask"  # in auto-edit only a rule asks about an edit
         # Call ids repeat across requests (the step counter restarts): only this approval counts.
         approver.previewed.discard(call.id)
         approver.feedback.pop(call.id, None)
@@ -141,12 +139,12 @@ class ObservedGate:
         approver.always_hint = ", ".join(labels[:3]) + (
             f" and {len(labels) - 3} more" if len(labels) > 3 else ""
         )
-        refusal = self.inner.authorize(call, tool) if self.inner is not None else None
+        refusal = self.inner.authorize(call, tool)
         feedback = approver.feedback.pop(call.id, None)
         if refusal is not None and feedback:
             refusal = f"The user declined this tool call and said: {feedback}\nDo that instead."
         elif refusal is not None and approver.stopped:
-            self.app.turn_stopped = True
+            self.state.turn_stopped = True
             renderer.tool_denied(call, "declined")
             return STOPPED
         if refusal is not None:
@@ -155,5 +153,20 @@ class ObservedGate:
             renderer.begin_tool(call)
         return refusal
 
-    def __getattr__(self, name: str) -> Any:  # policy, remembered, ... of the real gate
-        return getattr(self.inner, name)
+    # What the rest of the run asks of the agent's gate, answered by the permission gate inside.
+    @property
+    def policy(self) -> Any:  # the exec check's rules (tools/execguard.py) and the /permissions view
+        return self.inner.policy
+
+    def screen(self, tool: Tool, result: ToolResult) -> None:  # a read's lines of denied files
+        self.inner.screen(tool, result)
+
+    @property
+    def remembered(self) -> list[Any]:  # "always" answers of this session
+        return self.inner.remembered
+
+    def take_grant(self, command: str) -> Any:  # the exec check (tools/execguard.py)
+        return self.inner.take_grant(command)
+
+    def approve_held(self, held: list[Any]) -> set[str]:  # the step boundary (tools/boundary.py)
+        return self.inner.approve_held(held)

@@ -7,73 +7,66 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from rich.console import Console
 from rich.table import Table
 
+from clover.core.protocols import Tool
+
 if TYPE_CHECKING:
-    from clover.repl.app import ChatApp
+    from clover.repl.render import Renderer
+    from clover.tools.permgate import PermissionGate
+    from clover.tools.permrules import Rule
 
 _GLOB_ESCAPE = re.compile(r"\[([*?\[])\]")
 
 
-def rule_label(rule: Any) -> str:
+def rule_label(rule: Rule) -> str:
     """`bash(git status)` for a remembered exact value, the rule's own text for a settings rule."""
-    if getattr(rule, "literal", False):
+    if rule.literal:
         pattern = _GLOB_ESCAPE.sub(r"\1", rule.pattern or "")
         return f"{rule.text}({pattern})" if pattern else str(rule.text)
-    return str(getattr(rule, "text", rule))
+    return str(rule.text)
 
 
-def always_rules(gate: Any, name: str, args: dict[str, Any], tool: Any) -> list[Any]:
+def always_rules(gate: PermissionGate, name: str, args: dict[str, Any], tool: Tool) -> list[Rule]:
     """The rules an "always" answer to this call would add (as the permission gate computes them)."""
-    policy = getattr(gate, "policy", None)
-    if policy is None or not hasattr(policy, "remember_rules"):
-        return []
-    required = (getattr(tool, "parameters", None) or {}).get("required") or []
+    required = (tool.parameters or {}).get("required") or []
     main_key = next((k for k in required if isinstance(args.get(k), str)), None)
     try:
-        return list(policy.remember_rules(name, args, main_key))
+        return list(gate.policy.remember_rules(name, args, main_key))
     except Exception:  # a hint only: never in the way of the question
         return []
 
 
-def _gate(app: ChatApp) -> Any:
-    gate = app.agent.gate
-    return getattr(gate, "inner", gate)
-
-
-def show(app: ChatApp) -> None:
-    gate = _gate(app)
-    policy = getattr(gate, "policy", None)
-    app.renderer.note(f"mode: {app.settings.mode}")
+def show(gate: PermissionGate, mode: str, renderer: Renderer, console: Console) -> None:
+    policy = gate.policy
+    renderer.note(f"mode: {mode}")
     table = Table.grid(padding=(0, 2))
-    for kind in ("deny", "ask", "allow"):
-        for rule in getattr(policy, kind, []) or []:
+    for kind, rules in (("deny", policy.deny), ("ask", policy.ask), ("allow", policy.allow)):
+        for rule in rules:
             table.add_row(kind, rule_label(rule), "settings")
     remembered = _remembered_labels(gate)
     for i, label in enumerate(remembered, 1):
         table.add_row(f"[{i}] allow", label, 'this session (an "always" answer)')
     if table.row_count:
-        app.console.print(table)
+        console.print(table)
     if remembered:
-        app.renderer.info(
-            "/permissions remove N forgets a session approval; settings rules live in config.toml"
-        )
+        renderer.info("/permissions remove N forgets a session approval; settings rules live in config.toml")
     else:
-        app.renderer.info('no approvals remembered this session (answer "a" to an approval to add one)')
+        renderer.info('no approvals remembered this session (answer "a" to an approval to add one)')
 
 
-def _remembered_labels(gate: Any) -> list[str]:
+def _remembered_labels(gate: PermissionGate) -> list[str]:
     """One entry per distinct rule (a command line and its one sub-command read the same)."""
-    return list(dict.fromkeys(rule_label(r) for r in getattr(gate, "remembered", []) or []))
+    return list(dict.fromkeys(rule_label(r) for r in gate.remembered))
 
 
-def forget(app: ChatApp, number: int) -> None:
-    gate = _gate(app)
+def forget(gate: PermissionGate, renderer: Renderer, number: int) -> None:
     labels = _remembered_labels(gate)
     if not 1 <= number <= len(labels):
         count = len(labels)
-        app.renderer.error(f"no remembered approval {number}; there {'is' if count == 1 else 'are'} {count}")
+        renderer.error(f"no remembered approval {number}; there {'is' if count == 1 else 'are'} {count}")
         return
     label = labels[number - 1]
     gate.remembered[:] = [r for r in gate.remembered if rule_label(r) != label]
-    app.renderer.note(f"forgot: {label} (it will be asked again)")
+    renderer.note(f"forgot: {label} (it will be asked again)")

@@ -12,8 +12,10 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from prompt_toolkit.application import Application
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.control import Control
+from rich.live import Live
 from rich.live_render import LiveRender
 from rich.segment import ControlType
 
@@ -73,22 +75,21 @@ class ReflowLiveRender(LiveRender):
         )
 
 
-def install_live(live: Any) -> None:
-    """Give a rich `Live` the re-wrap-aware region (before it starts); a rich without the attribute
-    keeps its own."""
-    old = getattr(live, "_live_render", None)
+def install_live(live: Live) -> None:
+    """Give a rich `Live` the re-wrap-aware region (before it starts); rich 13 on (pyproject) draws
+    its region with a LiveRender, any other region is kept."""
+    old = live._live_render
     if isinstance(old, LiveRender):
         live._live_render = ReflowLiveRender(
             live.console, old.renderable, style=old.style, vertical_overflow=old.vertical_overflow
         )
 
 
-def install_prompt(app: Any) -> None:
+def install_prompt(app: Application[Any]) -> None:
     """prompt-toolkit erases its prompt on a resize from where it believes the cursor is; after the
-    terminal re-wrapped the prompt's rows the cursor is lower. Tell its renderer the real row first."""
-    original = getattr(app, "_on_resize", None)
-    if original is None:  # another prompt-toolkit: it erases as it always did
-        return
+    terminal re-wrapped the prompt's rows the cursor is lower. Tell its renderer the real row first
+    (prompt-toolkit 3.0.52 on, as pyproject asks, resizes in `_on_resize`)."""
+    original = app._on_resize
     reflows = terminal_reflows()
 
     def on_resize() -> None:

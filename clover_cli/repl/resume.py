@@ -23,34 +23,56 @@ from clover.repl.sessions import Session, SessionError, new_session_id
 from clover.repl.status import Totals
 
 if TYPE_CHECKING:
-    from clover.repl.app import ChatApp
+    from clover.repl.render import Renderer
+    from clover.repl.state import ChatState
+    from clover.repl.ui import ChatUI
 
 PICK, CONTINUE = "pick", "continue"
 PICKER_SIZE = 15
 THEIRS, HERE, NEW = "theirs", "here", "new"
 
 
-def find(app: ChatApp, ref: str | None) -> Session | None:
+def resume(state: ChatState, ui: ChatUI, ref: str | None) -> bool:
+    """Continue the session `ref` names (see find), asking first where another backend wrote it;
+    False (said) when there is no such session. Leaving the picker keeps the new session."""
+    renderer = ui.renderer
+    try:
+        session = find(state, ui, ref)
+    except SessionError as exc:
+        renderer.error(str(exc))
+        return False
+    if session is None:
+        started = state.started()
+        renderer.info("no session chosen" + ("" if started else f": a new one ({state.session.id})"))
+        return True
+    if not confirm_backend(state, ui, session):
+        renderer.info(f"a new session ({state.session.id}); {session.id} stays saved")
+        return True
+    restore(state, renderer, session)
+    return True
+
+
+def find(state: ChatState, ui: ChatUI, ref: str | None) -> Session | None:
     """The session `ref` names; None when the picker was left with Esc. Raises SessionError."""
-    root = str(app.root)
+    root = str(state.root)
     if ref == CONTINUE:
-        session = app.store.latest(root)
+        session = state.store.latest(root)
         if session is None:
             raise SessionError(f"no saved session in {root} to continue")
         return session
     if ref == PICK:
-        if not app.tty:
-            return app.store.resolve("last", root)
-        return pick(app)
-    return app.store.resolve(ref, root)
+        if not ui.tty:
+            return state.store.resolve("last", root)
+        return pick(state, ui)
+    return state.store.resolve(ref, root)
 
 
-def pick(app: ChatApp) -> Session | None:
-    sessions = app.store.with_requests(str(app.root))[-PICKER_SIZE:][::-1]
+def pick(state: ChatState, ui: ChatUI) -> Session | None:
+    sessions = state.store.with_requests(str(state.root))[-PICKER_SIZE:][::-1]
     if not sessions:
-        raise SessionError(f"no saved sessions in {app.root} to resume")
+        raise SessionError(f"no saved sessions in {state.root} to resume")
     options = [Option(s.id, _label(s)) for s in sessions]
-    chosen = app.input.choose("Resume which session? (Esc: a new one)", options, "")
+    chosen = ui.input.choose("Resume which session? (Esc: a new one)", options, "")
     return next((s for s in sessions if s.id == chosen), None)
 
 
@@ -67,13 +89,13 @@ def requests_of(session: Session) -> int:
     return counted or sum(1 for m in session.messages if is_request(m))
 
 
-def backend_of(app: ChatApp) -> dict[str, str]:
+def backend_of(state: ChatState) -> dict[str, str]:
     """What writes the session now: a server's model by its served name, a local one by its spec."""
-    url = app.settings.base_url or ""
+    url = state.settings.base_url or ""
     return {
-        "model": app.model_name() if url else app.settings.model,
+        "model": state.model_name() if url else state.settings.model,
         "base_url": url,
-        "name": app.model_name(),
+        "name": state.model_name(),
     }
 
 
@@ -88,13 +110,13 @@ def _same(theirs: dict[str, str], mine: dict[str, str]) -> bool:
     return theirs.get("model") == mine["model"] and theirs["base_url"] == mine["base_url"]
 
 
-def confirm_backend(app: ChatApp, session: Session) -> bool:
+def confirm_backend(state: ChatState, ui: ChatUI, session: Session) -> bool:
     """Whether to continue `session` here. One written by another model or server is not continued
     on this one without asking: the session's own backend (switched to), this one, or a new session."""
     from clover.repl.model_switch import is_local, use_backend
 
     theirs = session.backend or ({"name": session.model} if session.model else {})
-    mine = backend_of(app)
+    mine = backend_of(state)
     if not theirs or _same(theirs, mine):  # nothing says who wrote it: nothing to ask
         return True
     question = f"Session {session.id} was written by {described(theirs)}; this chat is on {described(mine)}."
@@ -104,73 +126,73 @@ def confirm_backend(app: ChatApp, session: Session) -> bool:
         Option(HERE, f"Continue it on {described(mine)} (it did not write this session)", ("c",)),
         Option(NEW, "Start a new session instead", ("n",)),
     ]
-    choice = _ask(app, question, options)
+    choice = _ask(ui, question, options)
     if choice == THEIRS:
-        return use_backend(app, theirs["model"], theirs.get("base_url") or None)
+        return use_backend(state, ui, theirs["model"], theirs.get("base_url") or None)
     if choice == HERE:
-        app.history_by = described(theirs)
+        state.history_by = described(theirs)
         return True
     return False
 
 
-def _ask(app: ChatApp, question: str, options: list[Option]) -> str:
-    if app.tty and app.input.session is not None:
+def _ask(ui: ChatUI, question: str, options: list[Option]) -> str:
+    if ui.tty and ui.input.session is not None:
         try:
-            return app.input.choose(question, options, NEW)
+            return ui.input.choose(question, options, NEW)
         except (EOFError, KeyboardInterrupt):
             return NEW
-    app.renderer.note(question)
+    ui.renderer.note(question)
     keys = " / ".join(f"[{o.keys[0]}] {o.label}" for o in options)
     try:
-        answer = app.input.ask(f"{keys}: ").strip().lower()
+        answer = ui.input.ask(f"{keys}: ").strip().lower()
     except EOFError:
         return NEW
     return next((o.value for o in options if answer in (o.keys[0], o.value)), NEW)
 
 
-def restore(app: ChatApp, session: Session) -> None:
-    app.outputs_seen = SeenLines()
-    app.outputs_seen.load(session.messages, session.result_lines)
+def restore(state: ChatState, renderer: Renderer, session: Session) -> None:
+    state.outputs_seen = SeenLines()
+    state.outputs_seen.load(session.messages, session.result_lines)
     messages = list(session.messages)
     if messages and messages[0].get("role") == "system":
         messages = messages[1:]  # the system prompt is rebuilt: AGENTS.md may have changed
-    app.agent.messages[:] = [{"role": "system", "content": system_prompt(app.root, "chat")}, *messages]
-    app.session = session
-    app.totals = Totals.from_saved(session.totals)
-    app.outputs = OutputStore()
+    state.agent.messages[:] = [{"role": "system", "content": system_prompt(state.root, "chat")}, *messages]
+    state.session = session
+    state.totals = Totals.from_saved(session.totals)
+    state.outputs = OutputStore()
     count = requests_of(session)
-    app.totals.requests = count
-    app.renderer.note(f"resumed session {session.id} ({count} request{'s' if count != 1 else ''})")
-    replay(app.renderer, messages, app.outputs_seen)
+    state.totals.requests = count
+    renderer.note(f"resumed session {session.id} ({count} request{'s' if count != 1 else ''})")
+    replay(renderer, messages, state.outputs_seen)
 
 
-def save(app: ChatApp) -> Path | None:
+def save(state: ChatState, renderer: Renderer) -> Path | None:
     """Write the session; None when it has no request yet (nothing to resume) or cannot be written."""
-    if not any(m.get("role") == "user" for m in app.agent.messages):
+    if not state.started():
         return None
-    session = app.session
-    session.messages = app.agent.messages
-    session.model, session.mode = app.model_name(), app.settings.mode
-    session.backend = backend_of(app)
-    session.result_lines = app.outputs_seen.saved(app.agent.messages)
-    session.totals = app.totals.to_saved()
-    session.title = session.title or title(app.agent.messages)
+    session = state.session
+    session.messages = state.agent.messages
+    session.model, session.mode = state.model_name(), state.settings.mode
+    session.backend = backend_of(state)
+    session.result_lines = state.outputs_seen.saved(state.agent.messages)
+    session.totals = state.totals.to_saved()
+    session.title = session.title or title(state.agent.messages)
     try:
-        return app.store.save(session)
+        return state.store.save(session)
     except OSError as exc:
-        app.renderer.error(f"could not save the session: {exc}")
+        renderer.error(f"could not save the session: {exc}")
         return None
 
 
-def fresh(app: ChatApp) -> None:
+def fresh(state: ChatState) -> None:
     """A new conversation and session (/clear); the old one stays saved."""
-    app.agent.messages[:] = [{"role": "system", "content": system_prompt(app.root, "chat")}]
-    app.session = Session(new_session_id(), str(app.root), app.settings.model, app.settings.mode)
-    app.outputs = OutputStore()
-    app.outputs_seen = SeenLines()
-    app.totals = Totals()
-    app.context_tokens = 0
-    app.history_by = ""
+    state.agent.messages[:] = [{"role": "system", "content": system_prompt(state.root, "chat")}]
+    state.session = Session(new_session_id(), str(state.root), state.settings.model, state.settings.mode)
+    state.outputs = OutputStore()
+    state.outputs_seen = SeenLines()
+    state.totals = Totals()
+    state.context_tokens = 0
+    state.history_by = ""
 
 
 def title(messages: list[Message]) -> str:

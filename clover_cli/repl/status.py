@@ -9,9 +9,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from clover.agent import RunResult
+from clover.core.protocols import ServedModel
 
 if TYPE_CHECKING:
-    from clover.repl.app import ChatApp
+    from clover.core.protocols import Model
+    from clover.repl.render import Renderer
+    from clover.repl.state import ChatState
 
 Part = tuple[str, int]  # (text, priority: higher stays longer)
 
@@ -70,27 +73,30 @@ class Totals:
         return line
 
 
-def print_status(app: ChatApp, result: RunResult | None = None, full: bool = False) -> None:
+def print_status(
+    state: ChatState, renderer: Renderer, result: RunResult | None = None, full: bool = False
+) -> None:
     """The line after a request (and `/status`): model, mode, this run's figures, the context."""
-    parts: list[Part] = [(app.model_name(), 2), (app.settings.mode, 9)]
-    window = app.model.context_window
+    parts: list[Part] = [(state.model_name(), 2), (state.settings.mode, 9)]
+    window = state.model.context_window
     if result is not None:
         parts += run_parts(result)
     if window:
-        parts.append((f"ctx {app.used_tokens() / window:.0%} of {window:,}", 8))
+        parts.append((f"ctx {state.used_tokens() / window:.0%} of {window:,}", 8))
     else:  # nothing said how large the context is: the meter does not pretend to know
-        parts.append((f"ctx ~{app.used_tokens():,} tok of an unknown window", 8))
-    source = getattr(app.model.inner, "window_source", "")
+        parts.append((f"ctx ~{state.used_tokens():,} tok of an unknown window", 8))
+    inner = state.model.inner
+    source = inner.window_source if isinstance(inner, ServedModel) else ""
     if full and source and window:
         parts.append((f"window from {source}", 3))
     if full:
-        parts += [(f"think {'on' if app.settings.think else 'off'}", 5), (f"session {app.session.id}", 5)]
-    app.renderer.status_line(parts)
+        parts += [(f"think {'on' if state.settings.think else 'off'}", 5), (f"session {state.session.id}", 5)]
+    renderer.status_line(parts)
     if full:
-        app.renderer.status(app.totals.line())
+        renderer.status(state.totals.line())
         from clover.containment import DEFENCE_IN_DEPTH
 
-        app.renderer.status(f"{app.containment.line()} ({DEFENCE_IN_DEPTH})")
+        renderer.status(f"{state.containment.line()} ({DEFENCE_IN_DEPTH})")
 
 
 UNKNOWN_WINDOW = (
@@ -100,5 +106,5 @@ UNKNOWN_WINDOW = (
 )
 
 
-def unknown_window_note(app: ChatApp) -> str | None:
-    return UNKNOWN_WINDOW if not app.model.context_window else None
+def unknown_window_note(model: Model) -> str | None:
+    return UNKNOWN_WINDOW if not model.context_window else None

@@ -12,20 +12,19 @@ from clover.agent import RunResult
 from clover.core.protocols import Message, ModelError
 
 if TYPE_CHECKING:
-    from clover.repl.app import ChatApp
+    from clover.repl.ui import ChatUI
 
 
-def take_back(app: ChatApp, text: str, result: RunResult) -> None:
+def take_back(messages: list[Message], ui: ChatUI, text: str, result: RunResult) -> None:
     if result.exit_status != ModelError.exit_status:
         return
-    if not app.agent.messages or app.agent.messages[-1].get("role") != "user":
+    if not messages or messages[-1].get("role") != "user":
         return
-    app.agent.messages.pop()
-    if app.input.session is not None:
-        app.input.type_ahead(text)
-        app.renderer.info("the request had no answer: it is back at the prompt (Enter sends it again)")
+    messages.pop()
+    if ui.back_at_prompt(text):
+        ui.renderer.info("the request had no answer: it is back at the prompt (Enter sends it again)")
     else:
-        app.renderer.info("the request had no answer: it is not kept in the conversation")
+        ui.renderer.info("the request had no answer: it is not kept in the conversation")
 
 
 def repair(messages: list[Message]) -> None:

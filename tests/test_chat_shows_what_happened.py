@@ -1,9 +1,10 @@
-"""The numbered bugs of the chat's third pass (issue 50), each with the run that showed it:
-malformed calls vanishing from the transcript, `seq 1 5000` counted as 3422 lines and `/show`
-pointing at a temp file that disappears, `clover serve` without its extra, a status line that wraps,
-raw template tokens in the diffusion view, the command printed twice at its approval, a new file's
-diff from `a/`, `(0 requests)` on resume, an empty session announced as saved, `✓ 1 line (no output)`,
-and the slow exit with the model loaded."""
+"""What the chat shows is what happened, each with the run that showed otherwise: a malformed call
+stays in the transcript, `seq 1 5000` is counted as 5000 lines and `/show` has it whole after its
+temp file is gone, `clover serve` without its extra says what to install, the status line never
+wraps, the diffusion view shows no template tokens, a command is shown once at its approval, a new
+file's diff comes from /dev/null, a resumed session counts its requests, an empty session is not
+announced as saved, a command that printed nothing says so once, and leaving with the model
+loaded is quick."""
 
 from __future__ import annotations
 
@@ -107,7 +108,7 @@ def test_a_long_output_is_counted_whole_and_shown_whole_after_its_temp_file_is_g
     app.ask("count")
     text = out.getvalue()
     assert "⎿ ✓ 5000 lines · exit 0  [1]" in text and "… 4992 more lines (/show 1)" in text
-    tool_message = next(m["content"] for m in app.agent.messages if m["role"] == "tool")
+    tool_message = next(m["content"] for m in app.state.agent.messages if m["role"] == "tool")
     spill = re.search(r"(/\S+/exec-\S+\.log)", tool_message).group(1)  # the model got the cut copy
     os.remove(spill)  # what the environment's exit handler does when the process ends
     before = len(out.getvalue())
@@ -244,13 +245,14 @@ def test_resume_counts_the_requests_made_even_after_compaction(repo: Path, home:
     assert "session totals: 6 requests" in out.getvalue()
     from clover.repl import compaction
 
-    session = app.store.load(app.session.id)  # as compaction leaves it: the requests are in the summary
+    # as compaction leaves it: the requests are in the summary
+    session = app.state.store.load(app.state.session.id)
     session.messages = [
         session.messages[0],
         {"role": "user", "content": f"{compaction.MARKER}\nsix requests"},
         {"role": "assistant", "content": compaction.ACK},
     ]
-    app.store.save(session)
+    app.state.store.save(session)
     again, out2 = _app(repo, [], stdin="/status\n/exit\n")
     assert again.run(resume=session.id) == 0
     assert f"resumed session {session.id} (6 requests)" in out2.getvalue()
