@@ -149,6 +149,59 @@ def read_reward(task: Task, logs: Path, test_code: int) -> float | None:
     return None
 
 
+def _run_solution(task: Task, box: TaskContainer, env: dict[str, str], task_out: Path) -> bool:
+    """The task's own solution (--oracle) in place of the agent; returns whether it timed out."""
+    if task.solution_script is None:
+        raise Skip("no solution script for --oracle")
+    solution = task.solution_script.parent if task.format == "harbor" else task.solution_script
+    before_phase(box, solution)
+    box.put(solution, "/solution" if task.format == "harbor" else f"/solution/{task.solution_script.name}")
+    _, _, timed_out = box.exec(
+        f"bash /solution/{task.solution_script.name}",
+        cwd=task.docker.workdir,
+        env={**env, **resolve_env(task.solution_env, f"{task.id}: [solution].env")},
+        timeout=task.agent_timeout,
+        log=task_out / "oracle.log",
+    )
+    return timed_out
+
+
+def _judge(
+    task: Task,
+    box: TaskContainer,
+    env: dict[str, str],
+    task_out: Path,
+    result: TaskResult,
+    solution_timed_out: bool,
+) -> None:
+    """Run the tests and set the result's reward, status and reason from them."""
+    logs = task_out / "logs"
+    test_start = time.monotonic()
+    code, timed_out = verify(task, box, env, task_out, logs)
+    result.test_seconds = time.monotonic() - test_start
+    result.reward = read_reward(task, logs, code)
+    if result.reward is None:
+        result.status, result.reason = (
+            "failed",
+            "the tests wrote no reward" + (" (timed out)" if timed_out else ""),
+        )
+    else:
+        result.status = "passed" if result.reward >= 1.0 else "failed"
+        if not result.passed:
+            result.reason = _failure_cause(task_out)
+    why = cannot_judge(
+        passed=result.passed,
+        read=lambda name: _read_text(logs / "verifier" / name),
+        writes_ctrf=writes_ctrf(task.test_script),
+        tests_timed_out=timed_out,
+        test_timeout=task.test_timeout,
+        solution_timed_out=solution_timed_out,
+        solution_timeout=task.agent_timeout,
+    )
+    if why:  # the verdict would rest on less than the whole test
+        result.status, result.reason = "cannot-judge", why
+
+
 def run_task(
     task: Task,
     *,
@@ -168,51 +221,14 @@ def run_task(
     solution_timed_out = False
     try:
         box, env = start_task(task, task_out / "container", task_out / "build.log", launch, logs)
-        workdir = task.docker.workdir
         agent_start = time.monotonic()
         if model_factory is None:
-            if task.solution_script is None:
-                raise Skip("no solution script for --oracle")
-            solution = task.solution_script.parent if task.format == "harbor" else task.solution_script
-            before_phase(box, solution)
-            box.put(
-                solution, "/solution" if task.format == "harbor" else f"/solution/{task.solution_script.name}"
-            )
-            _, _, solution_timed_out = box.exec(
-                f"bash /solution/{task.solution_script.name}",
-                cwd=workdir,
-                env={**env, **resolve_env(task.solution_env, f"{task.id}: [solution].env")},
-                timeout=task.agent_timeout,
-                log=task_out / "oracle.log",
-            )
+            solution_timed_out = _run_solution(task, box, env, task_out)
             result.exit_status = "oracle"
         else:
             _run_agent(task, box, env, settings, model_factory(task), task_out, result)
         result.agent_seconds = time.monotonic() - agent_start
-        test_start = time.monotonic()
-        code, timed_out = verify(task, box, env, task_out, logs)
-        result.test_seconds = time.monotonic() - test_start
-        result.reward = read_reward(task, logs, code)
-        if result.reward is None:
-            result.status, result.reason = (
-                "failed",
-                "the tests wrote no reward" + (" (timed out)" if timed_out else ""),
-            )
-        else:
-            result.status = "passed" if result.reward >= 1.0 else "failed"
-            if not result.passed:
-                result.reason = _failure_cause(task_out)
-        why = cannot_judge(
-            passed=result.passed,
-            read=lambda name: _read_text(logs / "verifier" / name),
-            writes_ctrf=writes_ctrf(task.test_script),
-            tests_timed_out=timed_out,
-            test_timeout=task.test_timeout,
-            solution_timed_out=solution_timed_out,
-            solution_timeout=task.agent_timeout,
-        )
-        if why:  # the verdict would rest on less than the whole test
-            result.status, result.reason = "cannot-judge", why
+        _judge(task, box, env, task_out, result, solution_timed_out)
     except Skip as exc:
         result.status, result.reason = "skipped", str(exc)
     except LaunchError as exc:
