@@ -177,24 +177,67 @@ def grade_cmd(
                 predictions, preds, dataset, split, chosen, out, workers, run_id, modal, timeout
             )
         else:
-            from clover.evals.swebench.grade_local import GradeConfig, grade_batch
-            from clover.evals.swebench.workspace import parse_repo_map
-
-            config = GradeConfig(
-                output_dir=out,
-                cache_dir=str(repo_cache) if repo_cache else None,
-                repo_map=parse_repo_map(repo_map),
+            report = _grade_local(
+                chosen,
+                preds,
+                out,
+                label,
+                workers=workers,
+                progress=progress,
+                official=official,
+                repo_cache=repo_cache,
+                repo_map=repo_map,
                 online=not offline,
                 keep=keep,
-                test_timeout=float(timeout or 1800),
+                timeout=timeout,
                 test_network=test_network,
             )
-            official_data = _read_official(official) if official else None
-            report = grade_batch(chosen, preds, config, workers=workers, label=label, progress=progress)
-            if official_data is not None:
-                _set_beside_official(report, official_data, out)
     except _user_errors() as exc:
         fail(str(exc))
+    _print_grade(report, out)
+    raise typer.Exit(grade_exit_code(report))
+
+
+def _grade_local(
+    chosen: list,
+    preds: dict | None,
+    out: Path,
+    label: str,
+    *,
+    workers: int,
+    progress: bool,
+    official: Path | None,
+    repo_cache: Path | None,
+    repo_map: list[str] | None,
+    online: bool,
+    keep: bool,
+    timeout: int | None,
+    test_network: bool,
+) -> dict:
+    """The local, UNOFFICIAL grader's report on `preds` (None: calibrate), with an official run's
+    verdicts set beside it when `official` names one."""
+    from clover.evals.swebench.grade_local import GradeConfig
+    from clover.evals.swebench.local_batch import grade_batch
+    from clover.evals.swebench.workspace import parse_repo_map
+
+    config = GradeConfig(
+        output_dir=out,
+        cache_dir=str(repo_cache) if repo_cache else None,
+        repo_map=parse_repo_map(repo_map),
+        online=online,
+        keep=keep,
+        test_timeout=float(timeout or 1800),
+        test_network=test_network,
+    )
+    official_data = _read_official(official) if official else None
+    report = grade_batch(chosen, preds, config, workers=workers, label=label, progress=progress)
+    if official_data is not None:
+        _set_beside_official(report, official_data, out)
+    return report
+
+
+def _print_grade(report: dict, out: Path) -> None:
+    """The grade's line, a calibration's table of what can be judged here, the unjudged warned of."""
     typer.echo(grade_line(report) + f" -> {out / 'report.json'}")
     if "judgeable_ids" in report:
         from clover.evals.swebench.calibration import render_table
@@ -205,7 +248,6 @@ def grade_cmd(
         )
         typer.echo(render_table(report.get("by_repository", {})))
     _warn_unjudged(report)
-    raise typer.Exit(grade_exit_code(report))
 
 
 def _read_official(path: Path) -> dict:
