@@ -9,22 +9,21 @@ Default permission mode: auto-edit (see HEADLESS_MODE)."""
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from clover.agent import RunResult
 from clover.call_log import CallLog, shorten
 from clover.cli_common import fail, settings_or_exit, state_dir, warn
 from clover.core.protocols import ModelError, StreamEvent
 from clover.exit_codes import ExitCode, Outcome, decide
+from clover.fix_report import fix_record, print_json, print_report
 from clover.prompts import says_no_change_needed
 from clover.settings import Settings
-from clover.terminal_text import visible
 from clover.worktree_change import Change, WorkTreeChange
 
 # A fix is asked for a change, so file edits inside the workspace run without asking (checkpointed:
@@ -48,33 +47,26 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
     task, root = _check_input(opts)
     settings = settings_or_exit(root, flags, mode=HEADLESS_MODE)
     streaming = opts.output_format == "stream-json"
-    log = CallLog(sys.stderr, emit=_print_json if streaming else None)
+    log = CallLog(sys.stderr, emit=print_json if streaming else None)
     log.say(f"fixing {opts.issue} in {root} · model {_model_label(settings)} · mode {settings.mode}")
     model, env = _build(settings, root, log)
-    from clover import containment
-
-    bounds = containment.of(settings, env)
-    log.say(bounds.line() + (f" ({containment.DEFENCE_IN_DEPTH})" if settings.deny else ""))
-    for line in bounds.warnings(settings.mode):
-        log.say(line)
+    bounds = _containment(settings, env, log)
 
     from clover.repl.headless import RecordingModel
     from clover.runner import build_agent, checkpointer
-    from clover.test_guard import GuardReport, guard_for_fix
+    from clover.test_guard import guard_for_fix
 
     trajectory = opts.trajectory or state_dir() / "runs" / f"fix-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     tracker, unread = _tracker(root)
+    session = f"fix-{time.strftime('%Y%m%d-%H%M%S')}"
     recorder = checkpointer(
-        settings,
-        root,
-        f"fix {opts.issue.name}: {task.splitlines()[0][:60]}",
-        session=f"fix-{time.strftime('%Y%m%d-%H%M%S')}",
+        settings, root, f"fix {opts.issue.name}: {task.splitlines()[0][:60]}", session=session
     )
 
     def on_event(event: StreamEvent) -> None:
         log.on_event(event)
         if streaming:
-            _print_json({"type": event.kind, "text": event.text, "data": event.data})
+            print_json({"type": event.kind, "text": event.text, "data": event.data})
 
     recording = RecordingModel(model, notice=log.note)
     agent = build_agent(
@@ -99,39 +91,41 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
         raise
     log.done()
     if result.exit_status == ModelError.exit_status and result.steps <= 1:
-        # The model never answered: nothing was done, so leave nothing behind but one line.
-        if agent.trajectory is not None:
-            agent.trajectory.close()
-        Path(trajectory).unlink(missing_ok=True)
-        if tracker is not None:
-            tracker.close()
-        message = result.error.removeprefix("model error: ModelError: ")
-        if opts.output_format != "text":
-            _print_json(
-                {
-                    **({"type": "result"} if streaming else {}),
-                    "status": result.exit_status,
-                    "exit_code": int(ExitCode.BACKEND),
-                    "outcome": "model_error",
-                    "is_error": True,
-                    "error": message,
-                }
-            )
-        fail(message, code=int(ExitCode.BACKEND))
+        _model_never_answered(agent, result, trajectory, tracker, opts.output_format)
 
-    change, unread = _change(tracker, unread)
-    if change is None:  # an unknown change is not "nothing was changed" to the guard either
-        checked = GuardReport(False, f"tests not compared: the change is unknown ({unread})")
-    else:
-        checked = guard.finish(root, change.patch_bytes or change.patch)
+    change, unread, checked = _guarded_change(tracker, unread, guard, root)
     if agent.trajectory is not None:  # the test guard's runs are in it too
         agent.trajectory.close()
     if checked.rolled_back:  # the change broke a passing test: nothing of it is left to write or commit
         change = Change()
     cut = recording.cut_reason()
+    outcome = _outcome(result, change, log, cut)
+    patch_out = _write_patch(opts.patch_out, change) if opts.patch_out else None
+    if opts.commit and change is not None and change.files:
+        _commit(root, result, [f.path for f in change.files])
+    report = fix_record(
+        result,
+        outcome,
+        change,
+        unread,
+        log,
+        mode=settings.mode,
+        cut=cut,
+        trajectory=trajectory,
+        containment=bounds,
+        guard=checked,
+        settled=agent.settled,
+        patch_out=patch_out,
+    )
+    print_report(opts.output_format, report, result, cut, change.patch_bytes if change is not None else b"")
+    return int(outcome.code)
+
+
+def _outcome(result: RunResult, change: Change | None, log: CallLog, cut: str) -> Outcome:
+    """The run's outcome and exit code (exit_codes.decide): a fix is asked for a change."""
     # The diff decides; where it cannot be made, whether a call that can change files ran (as for -p).
     changed = bool(change.files) if change is not None else log.mutated
-    outcome = decide(
+    return decide(
         result.exit_status,
         refused=len(log.denials),
         changed=changed,
@@ -139,38 +133,53 @@ def run_fix(opts: FixOptions, flags: dict[str, Any]) -> int:
         no_change_answer=says_no_change_needed(result.final_text),
         cut=cut,
     )
-    patch_out = _write_patch(opts.patch_out, change) if opts.patch_out else None
-    if opts.commit and change is not None and change.files:
-        _commit(root, result, [f.path for f in change.files])
-    held, kept = boundary_outcome(agent.settled)
-    summary = _summary(change, unread, log, outcome, settings.mode, checked.note)
-    summary += "".join(f"\nNot applied: {path}, {why} (held: no one could approve it)" for path, why in held)
-    summary += "".join(f"\nLeft as they were: {path} ({why})" for path, why in kept[:5])
-    if len(kept) > 5:
-        summary += f"\nLeft as they were: {len(kept) - 5} more path(s) (listed in the json report)"
-    summary += f"\n{bounds.line().capitalize()}"
-    report = _record(result, outcome, summary, change, log, settings.mode, cut, trajectory)
-    report["containment"] = bounds.to_json()
-    report["held_back"] = [{"path": p, "why": w} for p, w in held]
-    report["left_as_they_were"] = [{"path": p, "why": w} for p, w in kept]
-    report["patch_out"] = patch_out
-    report["test_guard"] = checked.to_json()
-    _report(opts.output_format, report, result, cut, change.patch_bytes if change is not None else b"")
-    return int(outcome.code)
 
 
-def boundary_outcome(settled: list[dict[str, Any]]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """What the step boundary did not carry over in the run: (held changes no one approved, paths
-    kept as they were by rule), each (path, why), once each."""
-    held: dict[str, str] = {}
-    kept: dict[str, str] = {}
-    for report in settled:
-        for item in report.get("held", []):
-            if not item["approved"]:
-                held.setdefault(item["path"], item["why"])
-        for path, why in report.get("kept", []):
-            kept.setdefault(path, why)
-    return list(held.items()), list(kept.items())
+def _containment(settings: Settings, env: Any, log: CallLog) -> Any:
+    """The run's containment (containment.of), said on stderr with its warnings before the run."""
+    from clover import containment
+
+    bounds = containment.of(settings, env)
+    log.say(bounds.line() + (f" ({containment.DEFENCE_IN_DEPTH})" if settings.deny else ""))
+    for line in bounds.warnings(settings.mode):
+        log.say(line)
+    return bounds
+
+
+def _model_never_answered(
+    agent: Any, result: RunResult, trajectory: Path, tracker: WorkTreeChange | None, output_format: str
+) -> NoReturn:
+    """The model never answered: nothing was done, so nothing is left behind but one line (exit BACKEND)."""
+    if agent.trajectory is not None:
+        agent.trajectory.close()
+    Path(trajectory).unlink(missing_ok=True)
+    if tracker is not None:
+        tracker.close()
+    message = result.error.removeprefix("model error: ModelError: ")
+    if output_format != "text":
+        print_json(
+            {
+                **({"type": "result"} if output_format == "stream-json" else {}),
+                "status": result.exit_status,
+                "exit_code": int(ExitCode.BACKEND),
+                "outcome": "model_error",
+                "is_error": True,
+                "error": message,
+            }
+        )
+    fail(message, code=int(ExitCode.BACKEND))
+
+
+def _guarded_change(
+    tracker: WorkTreeChange | None, unread: str, guard: Any, root: Path
+) -> tuple[Change | None, str, Any]:
+    """The run's change (None and why where it cannot be told) and the test guard's report on it."""
+    from clover.test_guard import GuardReport
+
+    change, unread = _change(tracker, unread)
+    if change is None:  # an unknown change is not "nothing was changed" to the guard either
+        return None, unread, GuardReport(False, f"tests not compared: the change is unknown ({unread})")
+    return change, unread, guard.finish(root, change.patch_bytes or change.patch)
 
 
 def _write_patch(path: Path, change: Change | None) -> dict[str, Any]:
@@ -184,44 +193,6 @@ def _write_patch(path: Path, change: Change | None) -> dict[str, Any]:
         warn(f"cannot write {path}: {exc.strerror or exc}")
         return {"path": str(path), "error": str(exc.strerror or exc)}
     return {"path": str(path), "error": None}
-
-
-def _record(
-    result: RunResult,
-    outcome: Outcome,
-    summary: str,
-    change: Change | None,
-    log: CallLog,
-    mode: str,
-    cut: str,
-    trajectory: Path,
-) -> dict[str, Any]:
-    """The json result (and stream-json's last line): Claude Code's `is_error` and
-    `permission_denials` (tool_name, tool_use_id, tool_input, plus our `reason`), and ours."""
-    return {
-        "status": result.exit_status,
-        "outcome": outcome.label,
-        "exit_code": int(outcome.code),
-        "is_error": outcome.code != ExitCode.OK,
-        "summary": summary,
-        "patch": change.patch if change is not None else "",
-        "changes": None
-        if change is None
-        else {"files": [asdict(f) for f in change.files], "added": change.added, "removed": change.removed},
-        "final_text": result.final_text,  # the model's words, whole
-        "truncated": _cut_text(cut) if cut else None,
-        "error": result.error,
-        "mode": mode,
-        **log.record(),
-        "steps": result.steps,
-        "tokens": result.tokens,
-        "prompt_tokens": result.prompt_tokens,
-        "completion_tokens": result.completion_tokens,
-        "seconds": round(result.seconds, 3),
-        "model_seconds": round(result.model_seconds, 3),
-        "stats": result.stats,
-        "trajectory": str(trajectory),
-    }
 
 
 def _check_input(opts: FixOptions) -> tuple[str, Path]:
@@ -312,30 +283,6 @@ def _change(tracker: WorkTreeChange | None, unread: str) -> tuple[Change | None,
         return None, f"the work tree could not be diffed: {shorten(str(exc), 200)}"
 
 
-def _summary(
-    change: Change | None, unread: str, log: CallLog, outcome: Outcome, mode: str, guard_note: str = ""
-) -> str:
-    """What happened, from the files and the calls: never from the model's prose."""
-    lines = [f"Change: {change.stat()}" if change is not None else f"Change: unknown ({unread})"]
-    test = log.last_test
-    if test is None:
-        lines.append("Tests: the agent ran no test command")
-    else:
-        result = "timed out" if test.timed_out else f"exit {test.exit_code}"
-        when = "after the last edit" if test.after_last_edit else "before the last edit"
-        lines.append(f"Tests: `{shorten(test.command, 120)}` {result}, {when}")
-    if guard_note:
-        lines.append(f"Test guard: {guard_note}")
-    if log.denials or log.errors:
-        lines.append(f"Calls: {len(log.denials)} refused, {len(log.errors)} failed (listed above)")
-    if outcome.code == ExitCode.REFUSED:
-        lines.append(
-            f"Refused in {mode} mode: --yes allows every call (commands run in the sandbox where "
-            "bubblewrap works), or allow rules in the config let chosen commands run"
-        )
-    return "\n".join(lines)
-
-
 def _commit(root: Path, result: RunResult, paths: list[str]) -> None:
     """Commit only what the agent changed: the user's own uncommitted work stays uncommitted.
     The subject is the answer's first line when it fits in 72 characters; the whole answer is the body."""
@@ -351,53 +298,6 @@ def _commit(root: Path, result: RunResult, paths: list[str]) -> None:
         gitdiff.commit_paths(root, paths, f"{title}\n\n{body}Made by clover fix ({result.steps} steps).")
     except RuntimeError as exc:
         warn(f"the fix was not committed: {exc}")
-
-
-def _report(fmt: str, report: dict[str, Any], result: RunResult, cut: str, patch: bytes) -> None:
-    if fmt == "json":
-        print(json.dumps(report, indent=2))
-        return
-    if fmt == "stream-json":
-        _print_json({"type": "result", **report})
-        return
-    # The report is for people: file names, the model's words and the diff cannot act on the terminal.
-    print(visible(report["summary"]))
-    words = visible(result.final_text.strip())
-    if words:
-        label = "The model's words" + (f" (cut off: {_cut_text(cut)})" if cut else "")
-        lines = words.splitlines()
-        print(
-            f"{label}: {words}" if len(lines) == 1 else f"{label}:\n" + "\n".join(f"  {ln}" for ln in lines)
-        )
-    if patch:  # redirected: the files' own bytes, as --patch-out writes them; on a terminal, as text
-        print(flush=True)
-        raw = getattr(sys.stdout, "buffer", None)
-        if raw is None or sys.stdout.isatty():
-            print(visible(patch.rstrip(b"\n").decode("utf-8", "surrogateescape")))
-        else:
-            raw.write(patch.rstrip(b"\n") + b"\n")
-            raw.flush()
-    line = (
-        f"[{report['outcome']}] exit {report['exit_code']} · {result.steps} steps, {result.tokens} tokens, "
-        f"{result.seconds:.1f} s (model {result.model_seconds:.1f} s)"
-    )
-    if result.error:
-        line += f" - {visible(result.error)}"
-    verified, held = int(result.stats.get("verified_edits", 0)), int(result.stats.get("held_edits", 0))
-    if verified or held:  # the local decoder ran the issue's example against its edits (reproduce.py)
-        line += f"; issue's example run: {verified} edit(s) chosen by it, {held} held back"
-    print(line, file=sys.stderr)
-    print(f"trajectory: {visible(report['trajectory'])}", file=sys.stderr)
-
-
-def _cut_text(cut: str) -> str:
-    from clover.repl.guard import TRUNCATED
-
-    return TRUNCATED.get(cut, cut)
-
-
-def _print_json(obj: dict[str, Any]) -> None:
-    print(json.dumps(obj, default=str), flush=True)
 
 
 __all__ = ["FixOptions", "HEADLESS_MODE", "run_fix"]
