@@ -32,11 +32,11 @@ HONEST_MARK = "needs a larger model"  # decoding/competence.py's reply says it
 
 
 def training_prompts(name: str) -> list[str]:
-    """The user prompts of the chat training rows (evals/synthfix chat_rows, chat_tasks)."""
-    from clover.evals.synthfix import chat_rows, chat_tasks
+    """The user prompts of the chat training rows (evals/synthfix chat_rows, chat_wording)."""
+    from clover.evals.synthfix import chat_rows, chat_wording
 
     taught = [p for _, p in chat_rows.PROMPTS]
-    for wordings in (chat_tasks.FIND, chat_tasks.TESTS, chat_tasks.ABOUT, chat_tasks.FILES):
+    for wordings in (chat_wording.FIND, chat_wording.TESTS, chat_wording.ABOUT, chat_wording.FILES):
         taught += [w.format(name=name) for w in wordings]
     return taught
 

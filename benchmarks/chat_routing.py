@@ -4,7 +4,7 @@
 
 A chat reply's kind (a greeting back, "I can't answer general questions", a definition looked up, the tests
 run...) is decided by the first line of the model's thinking, which the training data writes one way per kind
-(evals/synthfix/chat_rows.py THOUGHTS, chat_tasks.py THINK). For each of benchmarks/chat_prompts.py's twenty
+(evals/synthfix/chat_rows.py THOUGHTS, chat_wording.py THINK). For each of benchmarks/chat_prompts.py's twenty
 prompts (never taught), labelled here with the kind a careful assistant would pick, this decodes that line
 greedily (B = 1, as the verified decoder writes it) after `clover chat`'s system prompt and tools, reads which
 kind's line it begins, and counts the prompts where that is the label and the thinking ends after that line,

@@ -1,7 +1,7 @@
 """The grader core for SWE-format instances (repo, base_commit, patch, test_patch, FAIL_TO_PASS,
 PASS_TO_PASS): a fresh clone, applying a patch, the reference tests, pytest, the resolution rule.
 
-Used by `clover bench` (evals/bench/run.py), SynthFix's verify (evals/synthfix/verify.py) and the
+Used by `clover bench` (evals/bench/task.py), SynthFix's verify (evals/synthfix/verify.py) and the
 SWE-bench local grader (evals/swebench/grade_local.py: the patch chain and the reference tests; its
 test run and resolution stay swebench's own, as the official harness has them)."""
 

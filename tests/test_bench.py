@@ -13,9 +13,12 @@ from typer.testing import CliRunner
 
 from clover.backends.scripted import ScriptedModel
 from clover.bench import bench_command
-from clover.evals.bench.run import BenchConfig, TaskRunner, grade, main, run_bench
+from clover.evals.bench.config import BenchConfig
+from clover.evals.bench.run import main, run_bench
 from clover.evals.bench.stats import DECODER_KEYS, Decoder, summarize
+from clover.evals.bench.task import TaskRunner
 from clover.evals.bench.workspace import WORK_DIR_ENV, hold
+from clover.evals.grading import grade
 from clover.evals.synthfix import generate
 
 RATIO_KEYS = {"wall_clock_speedup", "total_time_speedup", "tok_per_s_speedup", "tokens_per_forward_ratio"}
@@ -286,7 +289,7 @@ def test_tiny_random_checkpoint_end_to_end(tmp_path, ckpt_dir):
 def test_model_defaults_follow_the_checkpoints_decode_block_size(tmp_path, ckpt_dir):
     import shutil
 
-    from clover.evals.bench.run import resolve_model_defaults
+    from clover.evals.bench.config import resolve_model_defaults
     from clover.model.config import CloverConfig
 
     own = tmp_path / "ckpt"
@@ -319,7 +322,7 @@ def test_task_runner_reuses_one_model_per_decoder(tmp_path):
 
 def test_set_reaches_every_decoders_settings(tmp_path):
     """`--set KEY=VALUE`: a setting the bench has no option for (CLOVER_* variables do not reach it)."""
-    from clover.evals.bench.run import BenchError, parse_settings
+    from clover.evals.bench.config import BenchError, parse_settings
 
     cfg = BenchConfig(
         out=tmp_path, block_sizes=[16, 1], extra=parse_settings(["grounded-spans=off", "edit_repairs=off"])
@@ -335,7 +338,7 @@ def test_set_reaches_every_decoders_settings(tmp_path):
 
 
 def test_grounding_side_by_side_and_the_value_errors_it_rules_out(tmp_path):
-    from clover.evals.bench.run import BenchError, parse_grounding
+    from clover.evals.bench.config import BenchError, parse_grounding
     from clover.evals.bench.stats import trajectory_stats
 
     cfg = BenchConfig(out=tmp_path, block_sizes=[32, 1], grounding=parse_grounding("on,off"))

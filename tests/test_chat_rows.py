@@ -52,7 +52,7 @@ def test_no_benchmark_prompt_is_taught():
     def norm(text: str) -> str:
         return " ".join(text.lower().strip(" .!?").split())
 
-    from clover.evals.synthfix.chat_tasks import ABOUT, FILES, FIND, TESTS
+    from clover.evals.synthfix.chat_wording import ABOUT, FILES, FIND, TESTS
 
     taught = [p for _, p in PROMPTS] + [p.format(name="add") for p in FIND + TESTS + ABOUT + FILES]
     assert not {norm(p) for p in taught} & {norm(p) for p in MEASURED + MORE_PROMPTS}
@@ -285,7 +285,7 @@ def test_overviews_view_the_top_then_read_what_it_shows(tmp_path):
     """One module at the top and no README (the chat benchmark's repository): its top is read at once.
     A copy padded to a real project's size: its big test directory is folded, the README's top read."""
     from clover.evals.synthfix import generate as synthfix
-    from clover.evals.synthfix.chat_tasks import HEAD
+    from clover.evals.synthfix.chat_overview import HEAD
     from clover.evals.synthfix.chat_tasks import generate as task_rows
     from clover.evals.synthfix.repo_copies import pad_copy
 

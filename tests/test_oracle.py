@@ -7,14 +7,8 @@ import json
 
 import pytest
 
-from clover.evals.synthfix.oracle import (
-    edit_from_hunk,
-    main,
-    parse_patch,
-    render_trajectory,
-    repro_script,
-    solve,
-)
+from clover.evals.synthfix.oracle import main, render_trajectory, solve
+from clover.evals.synthfix.oracle_plan import edit_from_hunk, parse_patch, repro_script
 from clover.model.chat import render_messages
 
 PATCH = "\n".join(
@@ -127,7 +121,7 @@ def test_oracle_finds_views_edits_and_tests(tmp_path, prose) -> None:
 
 
 def test_repro_command_puts_a_src_package_on_the_path() -> None:
-    from clover.evals.synthfix.oracle import repro_command
+    from clover.evals.synthfix.oracle_plan import repro_command
 
     issue = "```python\nfrom p.m import f\nprint(f(1))\n```"
     assert repro_command(issue, "p/m.py") == "python - <<'EOF'\nfrom p.m import f\nprint(f(1))\nEOF"

@@ -14,14 +14,9 @@ pytest.importorskip("swebench")
 
 from clover.evals.swebench.conda_env import conda_to_pip  # noqa: E402
 from clover.evals.swebench.dataset import load_instances, validate  # noqa: E402
-from clover.evals.swebench.grade_local import (  # noqa: E402
-    GradeConfig,
-    apply_patch,
-    evaluate_log,
-    grade_batch,
-    grade_instance,
-)
+from clover.evals.swebench.grade_local import GradeConfig, apply_patch, evaluate_log, grade_instance  # noqa: E402
 from clover.evals.swebench.grade_official import OfficialGraderError, official_command, run_official  # noqa: E402
+from clover.evals.swebench.local_batch import grade_batch  # noqa: E402
 from clover.evals.swebench.local_setup import Shell  # noqa: E402
 from clover.evals.swebench.local_spec import SpecError, default_spec, find_python, resolve_spec  # noqa: E402
 from clover.evals.swebench.workspace import RepoCache, make_workspace  # noqa: E402

@@ -22,7 +22,8 @@ pytest.importorskip("swebench")
 from clover.evals.swebench.calibration import by_repository, render_table, why_not_judgeable  # noqa: E402
 from clover.evals.swebench.conda_env import parse_environment_yml  # noqa: E402
 from clover.evals.swebench.dataset import validate  # noqa: E402
-from clover.evals.swebench.grade_local import GradeConfig, evaluate_log, grade_batch, offline_script  # noqa: E402
+from clover.evals.swebench.grade_local import GradeConfig, evaluate_log, offline_script  # noqa: E402
+from clover.evals.swebench.local_batch import grade_batch  # noqa: E402
 from clover.evals.swebench.local_setup import Shell, drop_unimportable, install_requirements  # noqa: E402
 from clover.evals.swebench.local_spec import LocalSpec, default_spec, make_venv, resolve_spec, venv_env  # noqa: E402
 from clover.evals.swebench.packages import EDITABLE_BUILD_CONSTRAINTS, HARNESS_DATE, Installer, uv_binary  # noqa: E402

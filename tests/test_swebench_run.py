@@ -11,7 +11,8 @@ import pytest
 
 from clover.backends.scripted import ScriptedModel
 from clover.evals.swebench.dataset import load_instances, load_predictions
-from clover.evals.swebench.grade_local import GradeConfig, grade_batch
+from clover.evals.swebench.grade_local import GradeConfig
+from clover.evals.swebench.local_batch import grade_batch
 from clover.evals.swebench.report import collect
 from clover.evals.swebench.runner import RunConfig, run_batch
 from clover.settings import Settings

@@ -16,7 +16,8 @@ pytest.importorskip("swebench")
 
 from clover.evals.swebench.cli import swebench_app  # noqa: E402
 from clover.evals.swebench.dataset import validate  # noqa: E402
-from clover.evals.swebench.grade_local import GradeConfig, evaluate_log, grade_batch, summarize  # noqa: E402
+from clover.evals.swebench.grade_local import GradeConfig, evaluate_log  # noqa: E402
+from clover.evals.swebench.local_batch import grade_batch, summarize  # noqa: E402
 from clover.evals.swebench.local_spec import default_spec  # noqa: E402
 from clover.evals.swebench.report import collect  # noqa: E402
 from tests.swebench_fixtures import make_instance  # noqa: E402

@@ -9,16 +9,12 @@ Output directory:
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
 import shutil
-import signal
-import threading
 import time
 import traceback
-from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -28,6 +24,7 @@ from typing import Any
 
 from clover.core.protocols import Model
 from clover.evals.swebench.dataset import Instance
+from clover.evals.swebench.worker_signals import sigterm_interrupts, stop_workers, worker_signals
 from clover.evals.swebench.workspace import RepoCache, extract_patch, files_of_test_patch, make_workspace
 from clover.settings import Settings
 
@@ -35,8 +32,6 @@ from clover.settings import Settings
 RETRY_STATUSES = {"error", "model_error", "interrupted"}
 # Backend stats that are ratios per turn (not summable across a run).
 RATIO_STATS = ("tokens_per_forward", "tok_per_s", "rounds_per_block")
-# Seconds workers get to record "interrupted" and clean up after SIGTERM/Ctrl-C before SIGKILL.
-STOP_GRACE = 30.0
 
 TASK = """Resolve the following issue in the repository at {root}.
 Change the source so that the issue is fixed; do not modify the existing tests.
@@ -227,10 +222,10 @@ def run_batch(instances: list[Instance], config: RunConfig, *, progress: bool = 
     pending: dict[Future, str] = {}
     queue = list(todo)  # submitted one per free worker: nothing sits queued when Ctrl-C comes
     pool = ProcessPoolExecutor(
-        max_workers=config.workers, mp_context=get_context("spawn"), initializer=_worker_signals
+        max_workers=config.workers, mp_context=get_context("spawn"), initializer=worker_signals
     )
     broken = False
-    restore = _sigterm_interrupts()
+    restore = sigterm_interrupts()
 
     def submit_next() -> None:
         nonlocal broken
@@ -268,8 +263,8 @@ def run_batch(instances: list[Instance], config: RunConfig, *, progress: bool = 
     except KeyboardInterrupt:
         # Ctrl-C reaches the workers too; SIGTERM reaches only this process, so it is passed on.
         # Running instances record "interrupted" and remove their work trees; queued ones never
-        # start; a worker that does not stop within STOP_GRACE is killed: none outlives the run.
-        _stop_workers(pool)
+        # start; a worker that does not stop within worker_signals.STOP_GRACE is killed: none outlives the run.
+        stop_workers(pool)
         summary.unfinished.extend(pending.values())
         summary.message = "interrupted: run the same command again to resume"
     finally:
@@ -282,56 +277,6 @@ def run_batch(instances: list[Instance], config: RunConfig, *, progress: bool = 
             "run the same command again to resume"
         )
     return summary
-
-
-def _worker_signals() -> None:
-    """In each worker: SIGTERM acts like Ctrl-C (the agent records "interrupted", finally blocks
-    clean up) instead of killing the process mid-write; after the first of either signal both are
-    ignored, so Ctrl-C followed by the parent's SIGTERM does not cut the clean-up short."""
-    signal.signal(signal.SIGTERM, _interrupt_once)
-    signal.signal(signal.SIGINT, _interrupt_once)
-    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
-
-
-def _exit_with_parent(parent: int) -> None:
-    """A worker whose parent died (even by SIGKILL) interrupts its instance and exits: no orphan."""
-    while os.getppid() == parent:
-        time.sleep(1.0)
-    with contextlib.suppress(OSError):
-        os.kill(os.getpid(), signal.SIGTERM)
-    time.sleep(STOP_GRACE)
-    os._exit(1)
-
-
-def _interrupt_once(signum: int, frame: object) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    raise KeyboardInterrupt
-
-
-def _sigterm_interrupts() -> Callable[[], None]:
-    """SIGTERM on the main process raises KeyboardInterrupt (so `kill PID` stops the workers too);
-    returns the function that restores the previous handler. Only the main thread can do this."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
-    return lambda: signal.signal(signal.SIGTERM, previous)
-
-
-def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    processes = list((getattr(pool, "_processes", None) or {}).values())
-    for proc in processes:
-        with contextlib.suppress(OSError, ValueError):
-            proc.terminate()
-    pool.shutdown(wait=False, cancel_futures=True)  # idle workers exit once their instance is recorded
-    deadline = time.monotonic() + STOP_GRACE
-    for proc in processes:
-        with contextlib.suppress(OSError, ValueError):
-            proc.join(max(0.0, deadline - time.monotonic()))
-            if proc.is_alive():
-                proc.kill()
-                proc.join(5)
-    pool.shutdown(wait=True, cancel_futures=True)
 
 
 def write_outputs(out: Path, config: RunConfig, started: str) -> None:

@@ -23,7 +23,7 @@ from typing import Literal
 
 from clover.evals.synthfix import families
 from clover.evals.synthfix.issues import Outcome, format_traceback, problem_statement, prose_statement
-from clover.evals.synthfix.repo import AUTHORS, GITIGNORE, LAYOUTS, PACKAGES, GitRepo, Layout, pyproject
+from clover.evals.synthfix.repo import AUTHORS, LAYOUTS, PACKAGES, GitRepo, Layout, commit_layout, commit_time
 from clover.evals.synthfix.templates import ModuleTemplate, all_templates
 
 Split = Literal["train", "heldout"]
@@ -202,29 +202,14 @@ def _find_bug(family: str, rng: random.Random, split: str, pkg: str, layout: Lay
     raise RuntimeError(f"no template accepts a {family} bug")
 
 
-def _when(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%S+0000")
+# One example of a bugged module: (unit, test name, call expression, correct and buggy outcomes).
+_Case = tuple[str, str, str, Outcome, Outcome]
 
 
-def build_instance(out_dir: Path, split: str, seed: int, index: int, prose_fraction: float = 0.0) -> dict:
-    """One instance. A `prose_fraction` share of issues are plain prose (prose_statement); that
-    choice has its own random stream, so at 0 the instances are exactly those of earlier versions."""
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
-    rng = random.Random(f"synthfix:{split}:{seed}:{index}")
-    pool = families.split_families(split)
-    family = pool[(seed + index) % len(pool)]
-    pkg = rng.choice(PACKAGES[split])
-    layout = rng.choice(LAYOUTS[split])
-    version = f"{rng.randint(0, 3)}.{rng.randint(1, 12)}"
-    bug = _find_bug(family, rng, split, pkg, layout)
-
-    others = [t for t in all_templates(split) if t.key != bug.module.template.key]
-    companions = [pick_module(t, split, rng, pkg, layout) for t in rng.sample(others, rng.randint(1, 2))]
-    modules = [bug.module, *companions]
-    rng.shuffle(modules)
-
-    # Split the bugged module's examples into kept (passing) tests and new (failing) ones.
+def _split_cases(bug: _Bug, rng: random.Random) -> tuple[list[_Case], _Case, list[_Case], list[_Case]]:
+    """The bugged module's examples split into (kept, headline, new, full): kept pass with the bug
+    (the repository's tests), new are the failing ones the hidden tests add (headline the one the
+    issue reports), full is the whole hidden test file's cases in the module's order."""
     kept, failing = [], []
     for (unit, test, expr), c, b in zip(bug.module.cases(), bug.correct, bug.buggy, strict=True):
         (failing if _test_fails(c, b) else kept).append((unit, test, expr, c, b))
@@ -235,27 +220,14 @@ def build_instance(out_dir: Path, split: str, seed: int, index: int, prose_fract
     full = [f for f in failing if f[1] in new_names] + kept
     full_order = [t for _, t, _ in bug.module.cases()]
     full.sort(key=lambda f: full_order.index(f[1]))
+    return kept, headline, new, full
 
-    instance_id = f"synthfix-{split}__{pkg}-{seed}-{index:04d}"
-    repo_dir = Path(out_dir).resolve() / "repos" / instance_id
-    if repo_dir.exists():
-        shutil.rmtree(repo_dir)
-    repo = GitRepo(repo_dir, rng.choice(AUTHORS))
-    repo.init()
-    moment = datetime(2023, 1, 1) + timedelta(days=rng.randint(0, 500), hours=rng.randint(8, 18))
-    description = f"Small utilities: {', '.join(m.template.summary for m in modules)}"
-    readme = [f"# {pkg}\n", f"{description}.\n", "## Modules\n"]
-    readme += [f"- `{m.dotted}`: {m.template.summary}" for m in modules]
-    readme += ["\n## Development\n", "```\npip install -e .\npython -m pytest\n```\n"]
-    repo.write("README.md", "\n".join(readme))
-    repo.write("pyproject.toml", pyproject(pkg, version, description, layout))
-    repo.write(".gitignore", GITIGNORE)
-    root, *subs = layout.package_dirs(pkg)
-    repo.write(f"{root}/__init__.py", f'"""{description}."""\n\n__version__ = "{version}"\n')
-    for sub in subs:
-        repo.write(f"{sub}/__init__.py", f'"""Building blocks of {pkg}."""\n')
-    repo.commit("Initial project layout", _when(moment))
 
+def _commit_modules(
+    repo: GitRepo, rng: random.Random, modules: list[_Module], bug: _Bug, kept: list[_Case], moment: datetime
+) -> tuple[dict[str, str | None], list[str], datetime]:
+    """A commit per module with its passing tests (the bugged module as bugged, with its kept cases);
+    returns (test file texts by path, None where a module has none; PASS_TO_PASS; the last commit's time)."""
     tests_text: dict[str, str | None] = {}
     p2p: list[str] = []
     for m in modules:
@@ -275,16 +247,23 @@ def build_instance(out_dir: Path, split: str, seed: int, index: int, prose_fract
         moment += timedelta(hours=rng.randint(1, 72))
         repo.commit(
             rng.choice(("Add {} module", "Add {} helpers with tests", "Implement {}")).format(m.name),
-            _when(moment),
+            commit_time(moment),
         )
-    base_commit = repo.git("rev-parse", "HEAD").strip()
+    return tests_text, p2p, moment
 
-    module = bug.module
-    patch = repo.diff_against_head(module.path, module.source, bug.buggy_source)
-    full_tests = _render_tests(module, [(u, t, e, c) for u, t, e, c, _ in full])
-    test_patch = repo.diff_against_head(module.test_path, full_tests, tests_text[module.test_path])
 
-    unit, _, expr, correct, buggy = headline
+def _issue(
+    rng: random.Random,
+    style: random.Random,
+    prose_fraction: float,
+    pkg: str,
+    version: str,
+    module: _Module,
+    headline: _Case,
+) -> str:
+    """The issue reporting the headline case: a templated report or, a `prose_fraction` share of
+    the time (drawn from `style`, its own stream), plain prose."""
+    unit, test, expr, correct, buggy = headline
     subject = unit
     call = ast.parse(expr, mode="eval").body
     if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
@@ -301,7 +280,6 @@ def build_instance(out_dir: Path, split: str, seed: int, index: int, prose_fract
         correct=correct,
         buggy=buggy,
     )
-    style = random.Random(f"synthfix-style:{split}:{seed}:{index}")
     if style.random() < prose_fraction:
         statement = prose_statement(
             style,
@@ -309,8 +287,46 @@ def build_instance(out_dir: Path, split: str, seed: int, index: int, prose_fract
             call=expr,
             correct=correct,
             buggy=buggy,
-            test=f"{module.test_path}::{headline[1]}",
+            test=f"{module.test_path}::{test}",
         )
+    return statement
+
+
+def build_instance(out_dir: Path, split: str, seed: int, index: int, prose_fraction: float = 0.0) -> dict:
+    """One instance. A `prose_fraction` share of issues are plain prose (prose_statement); that
+    choice has its own random stream, so at 0 the instances are exactly those of earlier versions."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
+    rng = random.Random(f"synthfix:{split}:{seed}:{index}")
+    pool = families.split_families(split)
+    family = pool[(seed + index) % len(pool)]
+    pkg = rng.choice(PACKAGES[split])
+    layout = rng.choice(LAYOUTS[split])
+    version = f"{rng.randint(0, 3)}.{rng.randint(1, 12)}"
+    bug = _find_bug(family, rng, split, pkg, layout)
+
+    others = [t for t in all_templates(split) if t.key != bug.module.template.key]
+    companions = [pick_module(t, split, rng, pkg, layout) for t in rng.sample(others, rng.randint(1, 2))]
+    modules = [bug.module, *companions]
+    rng.shuffle(modules)
+    kept, headline, new, full = _split_cases(bug, rng)
+
+    instance_id = f"synthfix-{split}__{pkg}-{seed}-{index:04d}"
+    repo_dir = Path(out_dir).resolve() / "repos" / instance_id
+    if repo_dir.exists():
+        shutil.rmtree(repo_dir)
+    repo = GitRepo(repo_dir, rng.choice(AUTHORS))
+    repo.init()
+    moment = commit_layout(repo, rng, pkg, version, layout, [(m.dotted, m.template.summary) for m in modules])
+    tests_text, p2p, moment = _commit_modules(repo, rng, modules, bug, kept, moment)
+    base_commit = repo.git("rev-parse", "HEAD").strip()
+
+    module = bug.module
+    patch = repo.diff_against_head(module.path, module.source, bug.buggy_source)
+    full_tests = _render_tests(module, [(u, t, e, c) for u, t, e, c, _ in full])
+    test_patch = repo.diff_against_head(module.test_path, full_tests, tests_text[module.test_path])
+    style = random.Random(f"synthfix-style:{split}:{seed}:{index}")
+    statement = _issue(rng, style, prose_fraction, pkg, version, module, headline)
     created = moment + timedelta(days=rng.randint(1, 60), minutes=rng.randint(0, 1439))
     return {
         "instance_id": instance_id,

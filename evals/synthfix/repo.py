@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from clover.evals.git import Identity, git
@@ -115,3 +117,28 @@ class GitRepo:
                 (self.path / rel).unlink()
             else:
                 self.write(rel, old_text)
+
+
+def commit_time(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S+0000")
+
+
+def commit_layout(
+    repo: GitRepo, rng: random.Random, pkg: str, version: str, layout: Layout, modules: list[tuple[str, str]]
+) -> datetime:
+    """The project's first commit (README, pyproject, packages' __init__.py), describing `modules`
+    ((dotted name, summary) each); returns its time."""
+    moment = datetime(2023, 1, 1) + timedelta(days=rng.randint(0, 500), hours=rng.randint(8, 18))
+    description = f"Small utilities: {', '.join(summary for _, summary in modules)}"
+    readme = [f"# {pkg}\n", f"{description}.\n", "## Modules\n"]
+    readme += [f"- `{dotted}`: {summary}" for dotted, summary in modules]
+    readme += ["\n## Development\n", "```\npip install -e .\npython -m pytest\n```\n"]
+    repo.write("README.md", "\n".join(readme))
+    repo.write("pyproject.toml", pyproject(pkg, version, description, layout))
+    repo.write(".gitignore", GITIGNORE)
+    root, *subs = layout.package_dirs(pkg)
+    repo.write(f"{root}/__init__.py", f'"""{description}."""\n\n__version__ = "{version}"\n')
+    for sub in subs:
+        repo.write(f"{sub}/__init__.py", f'"""Building blocks of {pkg}."""\n')
+    repo.commit("Initial project layout", commit_time(moment))
+    return moment

@@ -65,3 +65,8 @@ def plus_text(src: Source, node: ast.AST, delta: int) -> str:
     ):
         text = f"({text})"
     return f"{text} + {delta}" if delta > 0 else f"{text} - {-delta}"
+
+
+def functions(unit: ast.AST) -> list[ast.FunctionDef]:
+    """Every function defined in `unit`, itself included, nested ones and methods too."""
+    return [n for n in ast.walk(unit) if isinstance(n, ast.FunctionDef)]

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
 from clover.cli_common import fail
+
+if TYPE_CHECKING:
+    from clover.settings import Settings
 
 terminalbench_app = typer.Typer(
     help="Terminal-Bench task directories (Harbor or TB1 format), run locally without Docker.",
@@ -25,7 +29,6 @@ terminalbench_app = typer.Typer(
 def model_factory_for(settings):
     """One fresh model per task. `scripted:DIR` replays DIR/<task id>.json for each task."""
     from clover.runner import build_model
-    from clover.settings import Settings
 
     spec = settings.model
     if spec.startswith("scripted:") and Path(spec[len("scripted:") :]).expanduser().is_dir():
@@ -81,14 +84,34 @@ def run(
     Exit status: 0 every task judged (passed or failed); 1 none judged, or an environment error;
     2 bad input or a missing prerequisite (all listed at once); 3 some tasks could not be judged
     here (cannot judge, needs the internet, skipped)."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    from rich.table import Table
+    tasks, settings, factory = _load(tasks_dir, task_ids, oracle, model, base_url, max_steps)
+    ensure_prerequisites(tasks, image, install_prereqs)
+    out = output or Path("clover-terminalbench") / time.strftime("%Y%m%d-%H%M%S")
+    results = _run_with_progress(
+        tasks,
+        settings=settings,
+        model_factory=factory,
+        out_dir=out,
+        workers=concurrency,
+        keep=keep,
+        image=image,
+        timeout_multiplier=timeout_multiplier,
+    )
+    raise typer.Exit(run_exit_code(_report(results, out)))
 
+
+def _load(
+    tasks_dir: Path,
+    task_ids: list[str] | None,
+    oracle: bool,
+    model: str | None,
+    base_url: str | None,
+    max_steps: int | None,
+) -> tuple[list, Settings, Callable | None]:
+    """(tasks, settings, model factory: None for the oracle); a bad task, setting or model fails here,
+    before any work."""
     from clover.cli_common import settings_or_exit
     from clover.core.protocols import ModelError
-    from clover.evals.terminalbench.launch import Launch
-    from clover.evals.terminalbench.local_runner import run_tasks, summarize
     from clover.evals.terminalbench.tasks import TaskError, find_tasks
     from clover.settings import SettingsError
 
@@ -101,8 +124,17 @@ def run(
         factory = None if oracle else model_factory_for(settings)
     except (TaskError, SettingsError, ModelError) as exc:
         fail(str(exc))
-    ensure_prerequisites(tasks, image, install_prereqs)
-    out = output or Path("clover-terminalbench") / time.strftime("%Y%m%d-%H%M%S")
+    return tasks, settings, factory
+
+
+def _run_with_progress(tasks: list, *, image: str | None, **run_options: Any) -> list:
+    """run_tasks with a progress bar on stderr and a line per finished task."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from clover.evals.terminalbench.launch import Launch
+    from clover.evals.terminalbench.local_runner import run_tasks
+
     console = Console(stderr=True)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False) as progress:
@@ -114,17 +146,16 @@ def run(
                 f"  {result.id}: {result.status}" + (f" ({result.reason})" if result.reason else "")
             )
 
-        results = run_tasks(
-            tasks,
-            settings=settings,
-            model_factory=factory,
-            out_dir=out,
-            workers=concurrency,
-            keep=keep,
-            launch=Launch(image=image),
-            timeout_multiplier=timeout_multiplier,
-            on_done=done,
-        )
+        return run_tasks(tasks, launch=Launch(image=image), on_done=done, **run_options)
+
+
+def _report(results: list, out: Path) -> dict:
+    """The results' table and summary line; returns the summary."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from clover.evals.terminalbench.local_runner import summarize
+
     table = Table("task", "status", "reward", "seconds", "steps", "tokens", "note")
     for r in results:
         table.add_row(
@@ -145,7 +176,7 @@ def run(
         f"{summary['steps']} steps, {summary['tokens']} tokens, {summary['seconds']:.1f} s; "
         f"results in {out / 'results.json'}"
     )
-    raise typer.Exit(run_exit_code(summary))
+    return summary
 
 
 def run_exit_code(summary: dict) -> int:

@@ -36,7 +36,9 @@ import threading
 import time
 from pathlib import Path
 
-from clover.evals.terminalbench.images import DEFAULT_PATH, RootImage
+from clover.evals.terminalbench.container_argv import exec_argv, init_argv
+from clover.evals.terminalbench.host_image import host_image
+from clover.evals.terminalbench.images import RootImage
 from clover.evals.terminalbench.netns import (
     DNS_ADDRESS,
     GUEST_ADDRESS,
@@ -45,20 +47,6 @@ from clover.evals.terminalbench.netns import (
     nameservers,
     outside_access_problem,
 )
-
-# The host image: this machine's folders shown (each under its own overlay) over an empty skeleton.
-HOST_DIRS = ("usr", "etc", "var", "opt", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
-SKELETON_DIRS = {
-    "tmp": 0o1777,
-    "root": 0o700,
-    "home": 0o755,
-    "run": 0o755,
-    "run/lock": 0o1777,
-    "mnt": 0o755,
-    "srv": 0o755,
-    "media": 0o755,
-    "boot": 0o755,
-}
 
 
 class ContainerError(RuntimeError):
@@ -94,32 +82,6 @@ def _probe() -> str | None:
         if rc != 0 or b"ok" not in out:
             return f"the container's overlay is not writable: {out.decode(errors='replace').strip()[:200]}"
     return None
-
-
-def host_image(skeleton: Path) -> RootImage:
-    """This machine's system as the image: its folders over a skeleton with an image's basics
-    (/root with the distribution's .bashrc and .profile, /run/lock, /tmp, ...) made in `skeleton`."""
-    skeleton.mkdir(parents=True, exist_ok=True)
-    for name, mode in SKELETON_DIRS.items():
-        (skeleton / name).mkdir(parents=True, exist_ok=True)
-        os.chmod(skeleton / name, mode)
-    for dot in (".bashrc", ".profile"):
-        for source in (Path("/usr/share/base-files") / f"dot{dot}", Path("/etc/skel") / dot):
-            if source.is_file() and not (skeleton / "root" / dot).exists():
-                shutil.copy2(source, skeleton / "root" / dot)
-    dirs = []
-    for name in HOST_DIRS:
-        host = Path("/") / name
-        if host.is_symlink():  # merged /usr: bin -> usr/bin
-            if not (skeleton / name).is_symlink():
-                (skeleton / name).symlink_to(os.readlink(host))
-        elif host.is_dir():
-            (skeleton / name).mkdir(exist_ok=True)
-            dirs.append(name)
-    glibc = tuple(
-        int(x) for x in (os.confstr("CS_GNU_LIBC_VERSION") or "glibc 0.0").split()[-1].split(".")[:2]
-    )
-    return RootImage("host", skeleton, {"PATH": DEFAULT_PATH}, glibc=glibc, host_dirs=tuple(dirs))
 
 
 class TaskContainer:
@@ -211,46 +173,25 @@ class TaskContainer:
 
     def _start(self, timeout: float, in_memory: bool) -> None:
         mounts = self._mounts(in_memory)
-        root = self.state / "root"
-        bwrap = [
-            "bwrap",
-            "--bind",
-            str(root),
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--ro-bind",
-            "/sys",
-            "/sys",
-            "--unshare-pid",
-            "--unshare-ipc",
-            "--unshare-uts",
-            "--unshare-net",
-            "--hostname",
-            self.hostname,
-            "--die-with-parent",
-            *self._etc_files(),
-        ]
+        etc_binds = self._etc_files()
         log = (self.state / "container.log").open("wb")
         read_fd, write_fd = os.pipe()
         ready_read, ready_write = os.pipe()  # the init says "ready" from inside: the mounts are done
-        bwrap[1:1] = ["--info-fd", str(write_fd)]
-        for host, inside in self.binds:
-            bwrap += ["--ro-bind", str(host), inside]
-        for host, inside in self.writable:
-            bwrap += ["--bind", str(host), inside]
-        for path in self.hide:
-            parts = path.parts
-            if len(parts) > 1 and parts[1] in self.image.host_dirs and path.is_dir():
-                bwrap += ["--tmpfs", str(path)]
-        bwrap += [
-            "--",
-            "/bin/bash",
-            "-c",
-            f"echo ready >&{ready_write}; exec {ready_write}>&-; exec sleep infinity",
+        hidden = [
+            path
+            for path in self.hide
+            if len(path.parts) > 1 and path.parts[1] in self.image.host_dirs and path.is_dir()
         ]
+        bwrap = init_argv(
+            self.state / "root",
+            self.hostname,
+            etc_binds,
+            info_fd=write_fd,
+            ready_fd=ready_write,
+            binds=self.binds,
+            writable=self.writable,
+            hidden=hidden,
+        )
         script = "set -e\n" + "\n".join(mounts) + "\nexec " + shlex.join(bwrap) + "\n"
         try:
             self._proc = subprocess.Popen(
@@ -325,31 +266,7 @@ class TaskContainer:
         """The host command line that runs `command` with bash in the container, in `cwd`."""
         if self.pid is None:
             raise ContainerError("the container is not running")
-        variables = {"PATH": DEFAULT_PATH, "HOME": "/root", "HOSTNAME": self.hostname, **(env or {})}
-        script = f"cd {shlex.quote(cwd)} || exit 1\n{command}"
-        return [
-            # every signal at its default, as `docker exec` starts a process: a runner started with
-            # `nohup ... &` ignores SIGINT, and an ignored signal stays ignored across exec (a task's
-            # test that stops its program with SIGINT would then wait for ever)
-            "env",
-            "--default-signal",
-            "nsenter",
-            "-t",
-            str(self.pid),
-            "-m",
-            "-p",
-            "-u",
-            "-i",
-            "-n",
-            "-r",
-            "--",
-            "/usr/bin/env",
-            "-i",
-            *(f"{k}={v}" for k, v in variables.items()),
-            "bash",
-            "-c",
-            script,
-        ]
+        return exec_argv(self.pid, self.hostname, command, cwd, env)
 
     def exec(
         self,

@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 import shutil
-import stat
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +32,7 @@ from clover.core.protocols import Model
 from clover.evals.terminalbench.build import tail
 from clover.evals.terminalbench.container import TaskContainer, container_problem
 from clover.evals.terminalbench.launch import CannotHost, Launch, LaunchError, before_phase, needed_hosts
+from clover.evals.terminalbench.task_output import append, read_text
 from clover.evals.terminalbench.tasks import Task, resolve_env
 from clover.evals.terminalbench.verdicts import cannot_judge, summarize, writes_ctrf
 from clover.settings import Settings
@@ -105,34 +104,10 @@ def start_task(
     return box, {**env, **task_env}  # as a container's env: over the image's
 
 
-def _read_text(path: Path) -> str | None:
-    """A regular file's text; None for anything else. The task's output folders are writable from
-    inside the container: a link it leaves there is never followed (O_NOFOLLOW, no check-then-open)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            return None
-        return fh.read(10_000_000).decode("utf-8", "replace")
-
-
-def _append(path: Path, data: bytes) -> None:
-    """Append to a file in a folder the container can write: never through a link it put there."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
-    except OSError:
-        return
-    with os.fdopen(fd, "ab") as fh:
-        if stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            fh.write(data)
-
-
 def read_reward(task: Task, logs: Path, test_code: int) -> float | None:
     if task.format == "tb1":
         return 1.0 if test_code == 0 else 0.0
-    text, data = _read_text(logs / "verifier" / "reward.txt"), _read_text(logs / "verifier" / "reward.json")
+    text, data = read_text(logs / "verifier" / "reward.txt"), read_text(logs / "verifier" / "reward.json")
     try:
         if text is not None:
             return float(text.strip())
@@ -147,6 +122,59 @@ def read_reward(task: Task, logs: Path, test_code: int) -> float | None:
     except (ValueError, TypeError, ZeroDivisionError, json.JSONDecodeError):
         return None
     return None
+
+
+def _run_solution(task: Task, box: TaskContainer, env: dict[str, str], task_out: Path) -> bool:
+    """The task's own solution (--oracle) in place of the agent; returns whether it timed out."""
+    if task.solution_script is None:
+        raise Skip("no solution script for --oracle")
+    solution = task.solution_script.parent if task.format == "harbor" else task.solution_script
+    before_phase(box, solution)
+    box.put(solution, "/solution" if task.format == "harbor" else f"/solution/{task.solution_script.name}")
+    _, _, timed_out = box.exec(
+        f"bash /solution/{task.solution_script.name}",
+        cwd=task.docker.workdir,
+        env={**env, **resolve_env(task.solution_env, f"{task.id}: [solution].env")},
+        timeout=task.agent_timeout,
+        log=task_out / "oracle.log",
+    )
+    return timed_out
+
+
+def _judge(
+    task: Task,
+    box: TaskContainer,
+    env: dict[str, str],
+    task_out: Path,
+    result: TaskResult,
+    solution_timed_out: bool,
+) -> None:
+    """Run the tests and set the result's reward, status and reason from them."""
+    logs = task_out / "logs"
+    test_start = time.monotonic()
+    code, timed_out = verify(task, box, env, task_out, logs)
+    result.test_seconds = time.monotonic() - test_start
+    result.reward = read_reward(task, logs, code)
+    if result.reward is None:
+        result.status, result.reason = (
+            "failed",
+            "the tests wrote no reward" + (" (timed out)" if timed_out else ""),
+        )
+    else:
+        result.status = "passed" if result.reward >= 1.0 else "failed"
+        if not result.passed:
+            result.reason = _failure_cause(task_out)
+    why = cannot_judge(
+        passed=result.passed,
+        read=lambda name: read_text(logs / "verifier" / name),
+        writes_ctrf=writes_ctrf(task.test_script),
+        tests_timed_out=timed_out,
+        test_timeout=task.test_timeout,
+        solution_timed_out=solution_timed_out,
+        solution_timeout=task.agent_timeout,
+    )
+    if why:  # the verdict would rest on less than the whole test
+        result.status, result.reason = "cannot-judge", why
 
 
 def run_task(
@@ -168,51 +196,14 @@ def run_task(
     solution_timed_out = False
     try:
         box, env = start_task(task, task_out / "container", task_out / "build.log", launch, logs)
-        workdir = task.docker.workdir
         agent_start = time.monotonic()
         if model_factory is None:
-            if task.solution_script is None:
-                raise Skip("no solution script for --oracle")
-            solution = task.solution_script.parent if task.format == "harbor" else task.solution_script
-            before_phase(box, solution)
-            box.put(
-                solution, "/solution" if task.format == "harbor" else f"/solution/{task.solution_script.name}"
-            )
-            _, _, solution_timed_out = box.exec(
-                f"bash /solution/{task.solution_script.name}",
-                cwd=workdir,
-                env={**env, **resolve_env(task.solution_env, f"{task.id}: [solution].env")},
-                timeout=task.agent_timeout,
-                log=task_out / "oracle.log",
-            )
+            solution_timed_out = _run_solution(task, box, env, task_out)
             result.exit_status = "oracle"
         else:
             _run_agent(task, box, env, settings, model_factory(task), task_out, result)
         result.agent_seconds = time.monotonic() - agent_start
-        test_start = time.monotonic()
-        code, timed_out = verify(task, box, env, task_out, logs)
-        result.test_seconds = time.monotonic() - test_start
-        result.reward = read_reward(task, logs, code)
-        if result.reward is None:
-            result.status, result.reason = (
-                "failed",
-                "the tests wrote no reward" + (" (timed out)" if timed_out else ""),
-            )
-        else:
-            result.status = "passed" if result.reward >= 1.0 else "failed"
-            if not result.passed:
-                result.reason = _failure_cause(task_out)
-        why = cannot_judge(
-            passed=result.passed,
-            read=lambda name: _read_text(logs / "verifier" / name),
-            writes_ctrf=writes_ctrf(task.test_script),
-            tests_timed_out=timed_out,
-            test_timeout=task.test_timeout,
-            solution_timed_out=solution_timed_out,
-            solution_timeout=task.agent_timeout,
-        )
-        if why:  # the verdict would rest on less than the whole test
-            result.status, result.reason = "cannot-judge", why
+        _judge(task, box, env, task_out, result, solution_timed_out)
     except Skip as exc:
         result.status, result.reason = "skipped", str(exc)
     except LaunchError as exc:
@@ -253,7 +244,7 @@ def _archive_drift(task: Task, task_out: Path, result: TaskResult) -> None:
         task_out / "logs" / "verifier" / "test-stdout.txt",
     ]
     pins = list(
-        dict.fromkeys(f"{p}={v}" for log in logs for v, p in _MISSING_VERSION.findall(_read_text(log) or ""))
+        dict.fromkeys(f"{p}={v}" for log in logs for v, p in _MISSING_VERSION.findall(read_text(log) or ""))
     )
     if not pins:
         return
@@ -268,7 +259,7 @@ def _archive_drift(task: Task, task_out: Path, result: TaskResult) -> None:
 def _failure_cause(task_out: Path) -> str:
     """The tests' last lines that say what failed (pytest's short summary), for the verdict."""
     for name in ("test-stdout.txt",):
-        text = _read_text(task_out / "logs" / "verifier" / name) or ""
+        text = read_text(task_out / "logs" / "verifier" / name) or ""
         lines = [line for line in text.splitlines() if line.startswith(("FAILED ", "ERROR "))]
         if lines:
             return "; ".join(line[:160] for line in lines[:3])
@@ -291,8 +282,8 @@ def verify(
         env={**env, **resolve_env(task.verifier_env, f"{task.id}: [verifier].env"), "TEST_DIR": "/tests"},
         timeout=task.test_timeout,
     )
-    _append(log, out)
-    if code != 0 and task.format == "harbor" and _read_text(logs / "verifier" / "reward.txt") is None:
+    append(log, out)
+    if code != 0 and task.format == "harbor" and read_text(logs / "verifier" / "reward.txt") is None:
         (task_out / "verifier-error.txt").write_text(tail(out, 40) + "\n", encoding="utf-8")
     return code, timed_out
 
