@@ -4,7 +4,6 @@ permissions, the agent and the model layer read instead of tool names or the tex
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -21,31 +20,13 @@ from clover.tools.permissions import PermissionGate, PermissionPolicy
 from clover.tools.registry import default_tools, kind_of
 from clover.tools.search import GlobTool, GrepTool
 from clover.tools.shell import BashTool
-
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "T",
-    "GIT_AUTHOR_EMAIL": "t@example.com",
-    "GIT_COMMITTER_NAME": "T",
-    "GIT_COMMITTER_EMAIL": "t@example.com",
-    "GIT_CONFIG_GLOBAL": "/dev/null",
-    "GIT_CONFIG_NOSYSTEM": "1",
-}
-
-
-def _git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True).stdout
+from tests.gitrepo import committed_repo
+from tests.gitrepo import git as _git
 
 
 @pytest.fixture
 def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for key, value in GIT_ENV.items():
-        monkeypatch.setenv(key, value)
-    _git(tmp_path, "init", "-q", "-b", "main")
-    (tmp_path / "a.py").write_text("x = 1\n")
-    (tmp_path / "secret.txt").write_text("hunter2\n")
-    _git(tmp_path, "add", "-A")
-    _git(tmp_path, "commit", "-q", "-m", "first commit")
-    return tmp_path
+    return committed_repo(tmp_path, monkeypatch, {"a.py": "x = 1\n", "secret.txt": "hunter2\n"})
 
 
 def test_the_file_tools_name_the_file_they_changed(tmp_path: Path) -> None:

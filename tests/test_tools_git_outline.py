@@ -11,31 +11,13 @@ from clover.tools.environment import LocalEnvironment
 from clover.tools.git_tools import GitTool
 from clover.tools.listing import RunBackedFiles
 from clover.tools.outline import OutlineTool
-
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "T",
-    "GIT_AUTHOR_EMAIL": "t@example.com",
-    "GIT_COMMITTER_NAME": "T",
-    "GIT_COMMITTER_EMAIL": "t@example.com",
-    "GIT_CONFIG_GLOBAL": "/dev/null",
-    "GIT_CONFIG_NOSYSTEM": "1",
-}
-
-
-def _git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True).stdout
+from tests.gitrepo import committed_repo
+from tests.gitrepo import git as _git
 
 
 @pytest.fixture
 def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for key, value in GIT_ENV.items():
-        monkeypatch.setenv(key, value)
-    _git(tmp_path, "init", "-q", "-b", "main")
-    (tmp_path / "a.py").write_text("x = 1\n")
-    (tmp_path / "b.txt").write_text("keep\n")
-    _git(tmp_path, "add", "-A")
-    _git(tmp_path, "commit", "-q", "-m", "first commit")
-    return tmp_path
+    return committed_repo(tmp_path, monkeypatch, {"a.py": "x = 1\n", "b.txt": "keep\n"})
 
 
 class RemoteLike(RunBackedFiles, LocalEnvironment):
