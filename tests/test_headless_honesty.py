@@ -21,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from clover.main import app
@@ -397,3 +398,23 @@ def test_fix_on_a_terminal_shows_progress_before_the_first_reply(tmp_path: Path)
     assert "step 1 · str_replace calc.py ✓" in screen and "-m pytest -q test_calc.py → exit 0" in screen
     # the first line came before the model's first reply, which took 2 s
     assert chunks and ended - chunks[0][0] >= 1.8, [(round(ended - t, 2), c[:40]) for t, c in chunks]
+
+
+def test_print_names_a_change_it_held_and_did_not_apply(tmp_path: Path) -> None:
+    """A step that writes a git hook under `-p --yes`: the hook is held (no one can approve it),
+    and the run says so on stderr and in json, rather than saying nothing."""
+    from clover.tools.boundary import available
+
+    if not available(str(tmp_path / "probe"))[0]:
+        pytest.skip("user namespaces or overlayfs are missing here")
+    hook = {
+        "name": "bash",
+        "arguments": {"command": "printf '#!/bin/sh\\necho hi\\n' > .git/hooks/pre-commit"},
+    }
+    repo, script, env = _setup(tmp_path, [{"tool_calls": [hook]}, {"text": "Done."}])
+    args = ["-p", "add a hook", "--repo", str(repo), "--model", f"scripted:{script}", "--yes"]
+    code, out, err = _invoke([*args, "--output-format", "json"], env)
+    assert not (repo / ".git" / "hooks" / "pre-commit").exists()
+    held = json.loads(out)["held_back"]
+    assert [h["path"] for h in held] == [".git/hooks/pre-commit"], held
+    assert "clover: not applied: .git/hooks/pre-commit" in err

@@ -27,6 +27,7 @@ from clover.core.protocols import (
     StreamEvent,
 )
 from clover.exit_codes import ExitCode, decide
+from clover.fix_report import boundary_outcome
 from clover.loop_guard import LoopGuard
 from clover.repl.compaction import is_overflow
 from clover.settings import Settings
@@ -208,6 +209,12 @@ def run_print(
     result = agent.run(prompt)
     log.done()
     summary = _summary(result, recording, log, settings, bounds.to_json())
+    held, _ = boundary_outcome(agent.settled)  # a step's change no one could approve: said, not hidden
+    summary["held_back"] = [{"path": path, "why": why} for path, why in held]
+    for path, why in held:
+        print(
+            f"clover: not applied: {visible(path)}, {visible(why)} (held: no one could approve it)", file=err
+        )
     _say(summary, result, log, settings.mode, output_format, out, err)
     return int(summary["exit_code"])
 
