@@ -11,30 +11,28 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from clover.core.protocols import (
-    EDITED_KEY,
-    AgentStop,
+from clover.core.environment_protocol import Environment
+from clover.core.model_protocol import (
     AssistantTurn,
-    Environment,
     EventHandler,
+    Message,
+    Model,
+    StreamEvent,
+    ToolCall,
+    TurnOptions,
+)
+from clover.core.stage_protocol import StageCheck, StageDecision
+from clover.core.stops import (
+    AgentStop,
     FormatError,
     Interrupted,
     LimitsExceeded,
-    Message,
-    Model,
     ModelError,
     RepeatedCalls,
-    StageCheck,
-    StageDecision,
-    StreamEvent,
     Submitted,
     Terminated,
-    Tool,
-    ToolCall,
-    ToolResult,
-    TurnOptions,
-    tool_spec,
 )
+from clover.core.tool_protocol import EDITED_KEY, Tool, ToolResult, tool_spec
 from clover.schema import check_arguments
 from clover.stage_checks import StageRun, run_stage_check
 from clover.tools.redact import redact

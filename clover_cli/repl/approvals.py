@@ -19,7 +19,9 @@ from rich.console import Console
 from rich.syntax import Syntax
 from rich.text import Text
 
-from clover.core.protocols import Environment, Tool, ToolCall
+from clover.core.environment_protocol import Environment
+from clover.core.model_protocol import ToolCall
+from clover.core.tool_protocol import Tool
 from clover.repl.menu import TYPED, Option
 from clover.repl.toolview import diff_view
 from clover.terminal_text import visible

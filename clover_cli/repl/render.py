@@ -22,7 +22,8 @@ from rich.markdown import Markdown
 from rich.markup import escape
 from rich.text import Text
 
-from clover.core.protocols import AssistantTurn, StreamEvent, ToolCall, ToolResult
+from clover.core.model_protocol import AssistantTurn, StreamEvent, ToolCall
+from clover.core.tool_protocol import ToolResult
 from clover.repl.diffusion_view import DiffusionView
 from clover.repl.outputs import StoredOutput, count_lines
 from clover.repl.reflow import install_live

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from clover.agent import RunResult
-from clover.core.protocols import ServedModel
+from clover.core.model_protocol import ServedModel
 
 if TYPE_CHECKING:
-    from clover.core.protocols import Model
+    from clover.core.model_protocol import Model
     from clover.repl.render import Renderer
     from clover.repl.state import ChatState
 
