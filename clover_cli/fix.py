@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from clover.agent import Agent, RunResult
+from clover.agent import Agent
+from clover.agent_run import RunResult
 from clover.call_log import CallLog, shorten
 from clover.cli_common import fail, settings_or_exit, state_dir, warn
 from clover.core.model_protocol import StreamEvent

@@ -9,7 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from clover.agent import Agent, Gate, Limits, RunResult, StepRecorder
+from clover.agent import Agent
+from clover.agent_hooks import Gate, StepRecorder
+from clover.agent_run import Limits, RunResult
 from clover.core.environment_protocol import Environment
 from clover.core.model_protocol import EventHandler, Model, ToolCall
 from clover.core.tool_protocol import Tool, ToolResult

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from clover.agent import Agent, Limits
+from clover.agent import Agent
+from clover.agent_run import Limits
 from clover.core.model_protocol import AssistantTurn, ModelCapabilities, ToolCall
 from clover.core.stage_protocol import StageDecision
 from clover.core.tool_protocol import Tool, ToolResult

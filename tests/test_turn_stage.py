@@ -10,7 +10,8 @@ import subprocess
 
 import pytest
 
-from clover.agent import Agent, Limits
+from clover.agent import Agent
+from clover.agent_run import Limits
 from clover.core.environment_protocol import RunResult
 from clover.core.model_protocol import ModelCapabilities
 from clover.core.stage_protocol import StageCheck

@@ -13,7 +13,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from clover.agent import RunResult
+from clover.agent_run import RunResult
 from clover.cli_common import state_dir
 from clover.core.model_protocol import Model, ToolCall, TurnOptions
 from clover.core.stops import AgentStop, ModelError, Terminated

@@ -14,7 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from clover.agent import Agent, RunResult, StepRecorder
+from clover.agent import Agent
+from clover.agent_hooks import StepRecorder
+from clover.agent_run import RunResult
 from clover.call_log import CallLog
 from clover.core.environment_protocol import Environment
 from clover.core.model_protocol import AssistantTurn, EventHandler, Message, Model, ModelWrapper, StreamEvent

@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from clover.agent import RunResult
+from clover.agent_run import RunResult
 from clover.core.model_protocol import ServedModel
 
 if TYPE_CHECKING:

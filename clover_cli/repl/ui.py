@@ -11,7 +11,7 @@ from typing import IO, Any
 
 from rich.console import Console
 
-from clover.agent import RunResult
+from clover.agent_run import RunResult
 from clover.repl.approvals import Approver
 from clover.repl.completion import ChatCompleter
 from clover.repl.input import ChatInput

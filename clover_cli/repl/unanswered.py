@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from clover.agent import RunResult
+from clover.agent_run import RunResult
 from clover.core.model_protocol import Message
 from clover.core.stops import ModelError
 
