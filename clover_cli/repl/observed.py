@@ -14,8 +14,9 @@ from clover.core.stops import ModelError
 from clover.core.tool_protocol import Tool, ToolResult
 from clover.loop_guard import LoopGuard, truncation
 from clover.repl.compaction import is_overflow
+from clover.repl.one_line import describe_call
 from clover.repl.permissions_view import always_rules, rule_label
-from clover.repl.render import Renderer, describe_call
+from clover.repl.render import Renderer
 
 if TYPE_CHECKING:
     from clover.repl.state import ChatState

@@ -1,6 +1,6 @@
 """The status line after each request (its tokens, time, forwards, speed) and the session's totals
 that `/status` adds (saved with the session, so a resumed one goes on counting). Each part has a
-priority: on a narrow terminal the lowest go first and the line never wraps (render.fit_parts)."""
+priority: on a narrow terminal the lowest go first and the line never wraps (one_line.fit_parts)."""
 
 from __future__ import annotations
 
