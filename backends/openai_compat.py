@@ -61,7 +61,7 @@ class OpenAICompatModel(ModelCapabilities):
         self.base_url = (settings.base_url or "").rstrip("/")
         self.name = "" if settings.model in UNNAMED else settings.model
         # Explicit, else the setting, else what the server says (asked when first needed).
-        explicit = context_window or max(int(getattr(settings, "context_window", 0) or 0), 0) or None
+        explicit = context_window or max(int(settings.context_window or 0), 0) or None
         self._window, self.window_source = explicit, ("settings" if explicit else "")
         self._info: ServerInfo | None = None
         self.tool_format = settings.tool_format  # becomes "text" when auto switches

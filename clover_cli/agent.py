@@ -104,8 +104,10 @@ class Agent:
         except Submitted as stop:
             final = str(stop)
         except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM / SIGHUP (core's Terminated)
-            exit_status = getattr(stop, "exit_status", Interrupted.exit_status)
-            error = str(stop) if isinstance(stop, Terminated) else "interrupted by the user"
+            if isinstance(stop, Terminated):
+                exit_status, error = stop.exit_status, str(stop)
+            else:
+                exit_status, error = Interrupted.exit_status, "interrupted by the user"
         except AgentStop as stop:
             exit_status, error = stop.exit_status, str(stop)
             if isinstance(stop, StepLimit) and self.limits.wrap_up and self.model.wrap_up:

@@ -15,7 +15,7 @@ from clover.core.environment_protocol import RunResult as StageRun
 from clover.core.model_protocol import ToolCall
 from clover.core.stage_protocol import StageCheck
 from clover.core.stops import AgentStop
-from clover.core.tool_protocol import ToolResult
+from clover.core.tool_protocol import Tool, ToolResult
 from clover.tools.redact import redact
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 CHECK_OUTPUT = 2000  # characters of a check's output kept in the trajectory (its verdicts come last)
 
 
-class _CheckTool:
+class _CheckTool(Tool):
     """How the gate sees a check (a stage's, the test guard's) where no shell tool is at hand: a
     program that runs code (never read-only)."""
 

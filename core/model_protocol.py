@@ -129,11 +129,14 @@ class ModelCapabilities:
       must call a tool;
     - `rolls_back_test_breaks`: `clover fix` rolls back a change that breaks a passing test;
     - `bind_workspace(env)`: the workspace the model may read for grounding its values;
-    - `turn_stage()`: what the agent runs after the model's latest turn, or None."""
+    - `turn_stage()`: what the agent runs after the model's latest turn, or None;
+    - `settings`: the run's settings a backend decodes with, None for a model that reads none (a
+      script, a wrapper); a bench run gives each decoder's copy of the model its own."""
 
     wrap_up: bool = True
     early_answer_redos: int = 0
     rolls_back_test_breaks: bool = False
+    settings: BackendSettings | None = None
 
     def bind_workspace(self, env: Environment) -> None:
         """Nothing to ground: a model that reads no workspace ignores it."""
@@ -177,6 +180,7 @@ class Model(Protocol):
     wrap_up: bool
     early_answer_redos: int
     rolls_back_test_breaks: bool
+    settings: BackendSettings | None
 
     def complete(
         self,

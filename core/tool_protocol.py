@@ -56,6 +56,11 @@ class Tool(Protocol):
         whose answer depends on the call (git: status reads, commit writes) overrides it."""
         return self.kind == "read"
 
+    def preview(self, args: dict[str, Any], env: Environment) -> str | None:
+        """The diff this call would make, from the tool's own dry run, so an approval shows exactly
+        what runs; None for a tool without a dry run, or an edit it cannot make (its run says why)."""
+        return None
+
 
 def tool_spec(tool: Tool) -> ToolSpec:
     return {

@@ -57,7 +57,7 @@ class RunConfig:
 
     @property
     def model_name(self) -> str:
-        return getattr(self.model, "name", None) or self.settings.model
+        return (self.model.name if self.model is not None else "") or self.settings.model
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
