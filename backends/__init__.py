@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clover.core.protocols import BackendSettings, Model, ModelError
+from clover.core.model_protocol import BackendSettings, Model
+from clover.core.stops import ModelError
 
 
 def make_model(settings: BackendSettings) -> Model:

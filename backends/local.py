@@ -33,19 +33,19 @@ from clover.backends.local_load import (
 )
 from clover.backends.local_settings import LocalSettings
 from clover.backends.local_stream import BlockStreamer, block_size_of, merged_stats, turn_from_text
-from clover.core.protocols import (
+from clover.core.environment_protocol import Environment
+from clover.core.model_protocol import (
     AssistantTurn,
     BackendSettings,
-    Environment,
     EventHandler,
     Message,
     ModelCapabilities,
-    ModelError,
     StreamEvent,
     ToolSpec,
     TurnOptions,
-    TurnStage,
 )
+from clover.core.stage_protocol import TurnStage
+from clover.core.stops import ModelError
 from clover.decoding.answer_spans import quotable_text
 from clover.decoding.competence import SHORT_BUDGET, HeldStream, Limits, honest_turn, reply_text
 from clover.model.chat import THINK_CLOSE, THINK_OPEN, StreamParser, encode_prompt, render_messages

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from clover.core.protocols import ToolSpec
+from clover.core.model_protocol import ToolSpec
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import clover.model.chat
-from clover.core.protocols import ModelError
+from clover.core.stops import ModelError
 
 DEFAULT_CONTEXT = 32768
 EMBEDDED_DIR = Path(clover.model.chat.__file__).resolve().parent / "weights"  # shipped inside the package

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from clover.core.protocols import AssistantTurn, EventHandler, StreamEvent, ToolCall, ToolSpec
+from clover.core.model_protocol import AssistantTurn, EventHandler, StreamEvent, ToolCall, ToolSpec
 from clover.model.chat import StreamParser, parse_assistant, tool_schemas
 from clover.model.tokenizer import CloverTokenizer, IncrementalDecoder
 

@@ -28,19 +28,19 @@ import openai
 from clover.backends.server_errors import detail_of, is_tool_parse_error, one_line, overflow_of
 from clover.backends.server_info import ServerInfo, probe
 from clover.backends.streaming import Reply, read_plain, read_stream
-from clover.core.protocols import (
-    EDITED_KEY,
+from clover.core.model_protocol import (
     AssistantTurn,
     BackendSettings,
     EventHandler,
     Message,
     ModelCapabilities,
-    ModelError,
     StreamEvent,
     ToolCall,
     ToolSpec,
     TurnOptions,
 )
+from clover.core.stops import ModelError
+from clover.core.tool_protocol import EDITED_KEY
 from clover.model.chat import parse_assistant, split_thinking, text_messages, tool_schemas
 
 TEXT_CALL_MARKERS = ("<tool_call>", "<function=")
@@ -61,7 +61,7 @@ class OpenAICompatModel(ModelCapabilities):
         self.base_url = (settings.base_url or "").rstrip("/")
         self.name = "" if settings.model in UNNAMED else settings.model
         # Explicit, else the setting, else what the server says (asked when first needed).
-        explicit = context_window or max(int(getattr(settings, "context_window", 0) or 0), 0) or None
+        explicit = context_window or max(int(settings.context_window or 0), 0) or None
         self._window, self.window_source = explicit, ("settings" if explicit else "")
         self._info: ServerInfo | None = None
         self.tool_format = settings.tool_format  # becomes "text" when auto switches

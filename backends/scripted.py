@@ -13,17 +13,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from clover.core.protocols import (
+from clover.core.model_protocol import (
     AssistantTurn,
     EventHandler,
     Message,
     ModelCapabilities,
-    ModelError,
     StreamEvent,
     ToolCall,
     ToolSpec,
     TurnOptions,
 )
+from clover.core.stops import ModelError
 from clover.model.chat import parse_assistant, tool_schemas
 
 

@@ -14,7 +14,8 @@ import httpx
 import openai
 
 from clover.backends.server_errors import detail_of, one_line
-from clover.core.protocols import EventHandler, ModelError, StreamEvent
+from clover.core.model_protocol import EventHandler, StreamEvent
+from clover.core.stops import ModelError
 from clover.model.chat import StreamParser
 
 

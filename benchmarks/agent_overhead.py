@@ -15,7 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from clover.agent import Agent, Limits
+from clover.agent import Agent
+from clover.agent_run import Limits
 from clover.backends.scripted import ScriptedModel
 from clover.runner import build_gate
 from clover.settings import Settings

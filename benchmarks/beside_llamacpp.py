@@ -57,7 +57,7 @@ def random_ids(n: int, seed: int) -> list[int]:
 def agent_turns(model_dir: Path) -> tuple[list[int], list[int]]:
     """Token ids of an agent's first prompt (system prompt + every tool + a task) and of its second
     (the first reply, a tool call, and its result appended), rendered as `clover chat` does."""
-    from clover.core.protocols import tool_spec
+    from clover.core.tool_protocol import tool_spec
     from clover.model.chat import encode_prompt, render_messages
     from clover.model.config import CloverConfig
     from clover.model.tokenizer import CloverTokenizer

@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from benchmarks.chat_prompts import MORE_PROMPTS, PROMPTS
     from clover.backends.local import LocalCloverModel
-    from clover.core.protocols import tool_spec
+    from clover.core.tool_protocol import tool_spec
     from clover.model.chat import THINK_CLOSE
     from clover.model.generate import DecodeSettings, generate
     from clover.model.score import continuation_logprobs

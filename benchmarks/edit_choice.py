@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
 
     from clover.backends.local import LocalCloverModel
-    from clover.core.protocols import ToolCall, tool_spec
+    from clover.core.model_protocol import ToolCall
+    from clover.core.tool_protocol import tool_spec
     from clover.decoding.edit_choice import choose_edit
     from clover.decoding.grounding import Workspace
     from clover.decoding.reproduce import Reproduction

@@ -4,52 +4,38 @@ nor a call (thinking cut off by the token limit) is not an answer: the model is 
 
 from __future__ import annotations
 
-import json
-import posixpath
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from clover.core.protocols import (
-    EDITED_KEY,
-    AgentStop,
+from clover.agent_hooks import Gate, StepRecorder
+from clover.agent_run import Limits, RunResult, StepLimit
+from clover.call_checks import call_signature, format_problem, read_only
+from clover.core.environment_protocol import Environment
+from clover.core.model_protocol import (
     AssistantTurn,
-    Environment,
     EventHandler,
+    Message,
+    Model,
+    StreamEvent,
+    ToolCall,
+    TurnOptions,
+)
+from clover.core.stage_protocol import StageCheck, StageDecision
+from clover.core.stops import (
+    AgentStop,
     FormatError,
     Interrupted,
     LimitsExceeded,
-    Message,
-    Model,
     ModelError,
     RepeatedCalls,
-    StageCheck,
-    StageDecision,
-    StreamEvent,
     Submitted,
     Terminated,
-    Tool,
-    ToolCall,
-    ToolResult,
-    TurnOptions,
-    tool_spec,
 )
-from clover.schema import check_arguments
+from clover.core.tool_protocol import EDITED_KEY, Tool, ToolResult, tool_spec
 from clover.stage_checks import StageRun, run_stage_check
 from clover.tools.redact import redact
 from clover.trajectory import Trajectory
-
-
-def call_signature(call: ToolCall) -> str:
-    """What makes two calls the same call: their name and arguments, a `path` compared as the file it
-    names (`tests`, `tests/` and `./tests` are one directory; a model that alternates them is still
-    repeating itself)."""
-    args = dict(call.arguments)
-    if isinstance(args.get("path"), str) and args["path"].strip():
-        args["path"] = posixpath.normpath(args["path"].strip())
-    return json.dumps([call.name, args], sort_keys=True, default=str)
-
 
 WRAP_UP = (
     "You have used all {steps} steps this request allows, so no tool will run now. Reply to the user "
@@ -59,74 +45,6 @@ EMPTY_REPLY = (
     "Your reply had neither an answer nor a tool call. Continue: call a tool, or answer in a few lines "
     "with what was wrong and what you changed."
 )
-
-
-class StepLimit(LimitsExceeded):
-    """The step limit ended the run (a wrap-up turn may still answer the user)."""
-
-
-class StepRecorder(Protocol):
-    """Records what a tool call changes (checkpoints for undo): `begin` just before a call that may
-    change files runs, `end` just after, with the step's number. Read-only calls are not wrapped.
-    Where the step boundary applies a command's changes it hands them over exactly: `capture`
-    (the paths' state before, None outside a step) then `commit` (tools/boundary.py)."""
-
-    def begin(self, step: int) -> None: ...
-
-    def end(self, step: int) -> None: ...
-
-    def capture(self, paths: list[str]) -> Any: ...
-
-    def commit(self, before: Any) -> None: ...
-
-
-class Gate(Protocol):
-    def authorize(self, call: ToolCall, tool: Tool) -> str | None:
-        """None lets the call run; a string refuses it and is what the model is told."""
-
-    def screen(self, tool: Tool, result: ToolResult) -> None:
-        """Leave out of a call's result what the model may not see (lines of files read rules
-        deny), before anyone sees it."""
-
-
-@dataclass
-class Limits:
-    max_steps: int = 50
-    time_limit: float = 3600.0
-    token_limit: int = 2_000_000
-    max_format_errors: int = 3  # in a row: malformed calls, or replies with neither answer nor call
-    max_repeats: int = 3  # the same call in a row: flagged at this count, the run stops after it
-    wrap_up: bool = (
-        True  # at the step limit, one more turn without tools (where the model's `wrap_up` allows)
-    )
-    # a fix: an answer before any file was edited is redone, up to this many times per run, as a
-    # turn that must call a tool (TurnOptions tool_choice "required"); the answers it replaces
-    # stay in the trajectory
-    early_answer_redos: int = 0
-
-
-@dataclass
-class RunResult:
-    exit_status: str
-    final_text: str = ""
-    steps: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    seconds: float = 0.0
-    model_seconds: float = 0.0
-    error: str = ""
-    stats: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-
-def _read_only(tool: Tool, args: dict[str, Any]) -> bool:
-    try:
-        return bool(tool.is_read_only(args))
-    except Exception:  # a tool without the method, or one that cannot tell: it may write
-        return False
 
 
 class Agent:
@@ -186,8 +104,10 @@ class Agent:
         except Submitted as stop:
             final = str(stop)
         except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM / SIGHUP (core's Terminated)
-            exit_status = getattr(stop, "exit_status", Interrupted.exit_status)
-            error = str(stop) if isinstance(stop, Terminated) else "interrupted by the user"
+            if isinstance(stop, Terminated):
+                exit_status, error = stop.exit_status, str(stop)
+            else:
+                exit_status, error = Interrupted.exit_status, "interrupted by the user"
         except AgentStop as stop:
             exit_status, error = stop.exit_status, str(stop)
             if isinstance(stop, StepLimit) and self.limits.wrap_up and self.model.wrap_up:
@@ -349,7 +269,7 @@ class Agent:
         return result
 
     def _execute(self, call: ToolCall, held: str | None = None) -> ToolResult:
-        error = self._format_problem(call)
+        error = format_problem(call, self.tools)
         if error:
             return ToolResult(error, is_error=True, data={"format_error": True})
         if held:
@@ -372,7 +292,7 @@ class Agent:
             if refusal is not None:
                 return ToolResult(refusal, is_error=True, data={"denied": True})
         # recorded after the approval (a user editing files while asked is not the agent)
-        recording = self.recorder is not None and not _read_only(tool, call.arguments)
+        recording = self.recorder is not None and not read_only(tool, call.arguments)
         if recording:
             self._hook(self.recorder.begin, "recording the step")
         try:
@@ -390,28 +310,6 @@ class Agent:
         if self.on_tool_result:
             self.on_tool_result(call, result)
         return result
-
-    def _format_problem(self, call: ToolCall) -> str | None:
-        if call.error:
-            return f"Malformed tool call: {call.error}. {self._call_hint(call.name)}"
-        if call.name not in self.tools:
-            return f"Unknown tool {call.name!r}. Available tools: {', '.join(sorted(self.tools))}."
-        problem = check_arguments(self.tools[call.name].parameters, call.arguments)
-        if problem:
-            return f"Invalid arguments for {call.name}: {problem}. {self._call_hint(call.name)}"
-        return None
-
-    def _call_hint(self, name: str) -> str:
-        tool = self.tools.get(name)
-        if tool is None:
-            return f"Available tools: {', '.join(sorted(self.tools))}."
-        props = tool.parameters.get("properties", {})
-        required = set(tool.parameters.get("required", []))
-        params = ", ".join(
-            f"{p} ({spec.get('type', 'any')}{', required' if p in required else ''})"
-            for p, spec in props.items()
-        )
-        return f"{name} takes: {params}."
 
     def _add_tool_message(self, call: ToolCall, result: ToolResult) -> None:
         # Secrets in tool output (a printed .env, `env`) never reach the model, not only the log.

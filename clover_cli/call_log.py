@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import IO, Any
 
-from clover.core.protocols import StreamEvent, Tool, ToolCall, ToolResult
+from clover.core.model_protocol import StreamEvent, ToolCall
+from clover.core.tool_protocol import Tool, ToolResult
 from clover.terminal_text import visible
 
 _KEY_ARGS = ("command", "path", "pattern", "symbol", "query", "url")

@@ -16,10 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from clover.agent import Agent, RunResult
+from clover.agent import Agent
+from clover.agent_run import RunResult
 from clover.call_log import CallLog, shorten
 from clover.cli_common import fail, settings_or_exit, state_dir, warn
-from clover.core.protocols import ModelError, StreamEvent
+from clover.core.model_protocol import StreamEvent
+from clover.core.stops import ModelError
 from clover.exit_codes import ExitCode, Outcome, decide
 from clover.fix_report import boundary_outcome, not_carried, print_json, print_report, record, summary_text
 from clover.prompts import says_no_change_needed

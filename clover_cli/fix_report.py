@@ -10,7 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from clover.agent import RunResult
+from clover.agent_run import RunResult
 from clover.call_log import CallLog, shorten
 from clover.exit_codes import ExitCode, Outcome
 from clover.terminal_text import visible

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from clover.core.protocols import (
+from clover.core.model_protocol import (
     AssistantTurn,
     EventHandler,
     Message,

@@ -9,8 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from clover.agent import Agent, Gate, Limits, RunResult, StepRecorder
-from clover.core.protocols import Environment, EventHandler, Model, Tool, ToolCall, ToolResult
+from clover.agent import Agent
+from clover.agent_hooks import Gate, StepRecorder
+from clover.agent_run import Limits, RunResult
+from clover.core.environment_protocol import Environment
+from clover.core.model_protocol import EventHandler, Model, ToolCall
+from clover.core.tool_protocol import Tool, ToolResult
 from clover.loop_guard import LoopGuard
 from clover.prompts import system_prompt
 from clover.settings import Settings

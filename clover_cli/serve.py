@@ -12,7 +12,8 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from clover.core.protocols import AssistantTurn, Model, ModelError, StreamEvent, TurnOptions
+from clover.core.model_protocol import AssistantTurn, Model, StreamEvent, TurnOptions
+from clover.core.stops import ModelError
 from clover.settings import Settings
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from clover.core.compat import tomllib
-from clover.core.protocols import MODES
+from clover.core.tool_protocol import MODES
 from clover.model.config import DECODE_ORDERS as MODEL_DECODE_ORDERS
 
 # What a repository's own .clover/config.toml may set: a cloned repo must not loosen the user's

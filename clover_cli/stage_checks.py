@@ -1,4 +1,4 @@
-"""A model's turn stage's checks (core.protocols.StageCheck: an issue's example run against
+"""A model's turn stage's checks (core.stage_protocol.StageCheck: an issue's example run against
 candidate edits), run by the agent as it runs any command: the agent's gate decides about the exact
 command line, the environment runs the program as a check (`Environment.run`: behind the step
 boundary whatever it writes is thrown away), and each run, or its refusal, is a tool event in the
@@ -10,8 +10,12 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from clover.core.protocols import AgentStop, Environment, StageCheck, ToolCall, ToolResult
-from clover.core.protocols import RunResult as StageRun
+from clover.core.environment_protocol import Environment
+from clover.core.environment_protocol import RunResult as StageRun
+from clover.core.model_protocol import ToolCall
+from clover.core.stage_protocol import StageCheck
+from clover.core.stops import AgentStop
+from clover.core.tool_protocol import Tool, ToolResult
 from clover.tools.redact import redact
 
 if TYPE_CHECKING:
@@ -20,7 +24,7 @@ if TYPE_CHECKING:
 CHECK_OUTPUT = 2000  # characters of a check's output kept in the trajectory (its verdicts come last)
 
 
-class _CheckTool:
+class _CheckTool(Tool):
     """How the gate sees a check (a stage's, the test guard's) where no shell tool is at hand: a
     program that runs code (never read-only)."""
 

@@ -14,7 +14,7 @@ import signal
 import threading
 from types import FrameType
 
-from clover.core.protocols import Terminated
+from clover.core.stops import Terminated
 
 SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 # a run's exit status (core's Terminated.exit_status) -> the process's exit code

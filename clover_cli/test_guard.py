@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clover.core.protocols import Model, ToolCall
+from clover.core.model_protocol import Model, ToolCall
 from clover.tools.testrun import TestRun, argv, run_tests, test_files
 
 TIMEOUT = 180.0  # seconds for one run of the tests; a slower suite is not checked (the report says so)

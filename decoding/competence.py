@@ -25,7 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from clover.core.protocols import EDITED_KEY, AssistantTurn, EventHandler, StreamEvent
+from clover.core.model_protocol import AssistantTurn, EventHandler, StreamEvent
+from clover.core.tool_protocol import EDITED_KEY
 
 HONEST = (
     "This needs a larger model than the embedded one ({why}). Connect one with `--base-url URL --model NAME` "

@@ -25,7 +25,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from clover.core.protocols import CheckRunner, ToolCall
+from clover.core.model_protocol import ToolCall
+from clover.core.stage_protocol import CheckRunner
 from clover.decoding.repairs import repairs
 from clover.model.chat import PARAM_CLOSE, PARAM_OPEN, render_tool_call
 from clover.tools.pynames import newly_undefined

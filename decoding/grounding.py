@@ -31,7 +31,7 @@ are unchanged and rebuilt when they change, so the grammar follows the agent's o
 
 from __future__ import annotations
 
-from clover.core.protocols import Environment
+from clover.core.environment_protocol import Environment
 from clover.decoding.answer_spans import AnswerSpans
 from clover.decoding.edit_scope import asks_for_docstrings, docstring_lines, may_edit
 from clover.decoding.mentions import Mentions

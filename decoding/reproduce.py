@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clover.core.protocols import CheckRunner, StageCheck
+from clover.core.stage_protocol import CheckRunner, StageCheck
 from clover.decoding.issue_checks import Check, extract_checks, probed_names
 
 SCRIPT = (Path(__file__).parent / "probe_script.py").read_text(encoding="utf-8")

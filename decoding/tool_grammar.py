@@ -90,7 +90,7 @@ class _Seq:
 
 
 class ToolCallGrammar:
-    """The decoder constraint (a callable for `generate(..., constraint=)`), one per turn.
+    """The decoder constraint (model/generate.py's BlockConstraint, for `generate(..., constraint=)`), one per turn.
 
     `budget` (the decoder's max_new_tokens): a call is only opened where it can still be closed,
     and one running out of room is closed with the fewest tokens (the value cut short)."""

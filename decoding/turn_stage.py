@@ -9,7 +9,7 @@ answering, run by the agent (agent.py) once the model has answered.
 
 It runs nothing itself: each run of the issue's example is a StageCheck for the agent's runner,
 which asks the gate, runs it in the environment as a check and records it in the trajectory. The
-decision is structured (core.protocols.StageDecision): the calls as they are to run, and why a call
+decision is structured (core.stage_protocol.StageDecision): the calls as they are to run, and why a call
 is held back; the agent answers a held call with its reason instead of running it.
 """
 
@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from clover.core.protocols import AssistantTurn, CheckRunner, Message, StageDecision
+from clover.core.model_protocol import AssistantTurn, Message
+from clover.core.stage_protocol import CheckRunner, StageDecision
 
 
 class LocalTurnStage:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
@@ -82,10 +83,16 @@ class RoundEvent:
     tokens: list[list[int | None]]  # per sequence: the block's generated positions, None = masked
 
 
-# constraint(block_index, block [N, B], open_ [N, B], fixed [N, B]) -> (block, frozen [N, B] | None,
-# ban [N, B, V] | None[, bias [N, B, V] | None]). `open_`: generated positions; `fixed`: those given
-# by the caller's `fixed`; `bias`, when returned: added to the round's logits (a prior, not a ban).
-BlockConstraint = Callable[[int, Tensor, Tensor, Tensor], tuple[Tensor, ...]]
+class BlockConstraint(Protocol):
+    """constraint(block_index, block [N, B], open_ [N, B], fixed [N, B]) -> (block, frozen [N, B] |
+    None, ban [N, B, V] | None[, bias [N, B, V] | None]). `open_`: generated positions; `fixed`:
+    those given by the caller's `fixed`; `bias`, when returned: added to the round's logits (a
+    prior, not a ban). `verify_rows(i, row, open_row, f, e)`: the (ban, bias) rows a verified round
+    steers by along a draft (model/verify.py); None for a constraint that gives none."""
+
+    verify_rows: Callable[[int, list[int], list[bool], int, int], list[tuple[Any, Any]]] | None
+
+    def __call__(self, blk: int, block: Tensor, open_: Tensor, fixed: Tensor) -> tuple[Tensor, ...]: ...
 
 
 @dataclass
@@ -213,7 +220,7 @@ class _Run:
         self.model, self.prompts, self.cfg = model, prompts, cfg
         self.n, self.b, self.mask_id = len(prompts), s.block_size or cfg.block_size, cfg.mask_token_id
         if s.order is None:
-            s = replace(s, order=getattr(cfg, "decode_order", "any"))
+            s = replace(s, order=cfg.decode_order)
         # verify is greedy; with sampling its rounds keep tokens as left does
         self.verify = s.order == "verify" and s.temperature == 0 and self.b > 1
         if s.order == "verify" and not self.verify:
@@ -239,7 +246,7 @@ class _Run:
             if s.draft_ngram and self.b > 1 and not self.verify
             else None
         )
-        self.rows_for = getattr(constraint, "verify_rows", None) if self.verify else None
+        self.rows_for = constraint.verify_rows if self.verify and constraint is not None else None
         self.drafted = 0  # tokens accepted on a draft's agreement below the threshold
         self.rounds_per_block: list[int] = []
         self.blk = 0

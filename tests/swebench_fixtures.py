@@ -17,15 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clover.core.protocols import (
+from clover.core.model_protocol import (
     AssistantTurn,
     EventHandler,
     Message,
     ModelCapabilities,
-    ModelError,
     ToolCall,
     ToolSpec,
 )
+from clover.core.stops import ModelError
 
 SOURCE = '''"""Tiny calculator."""
 

@@ -10,15 +10,11 @@ from typing import Any
 
 import pytest
 
-from clover.agent import Agent, Limits
-from clover.core.protocols import (
-    AssistantTurn,
-    ModelCapabilities,
-    StageDecision,
-    Tool,
-    ToolCall,
-    ToolResult,
-)
+from clover.agent import Agent
+from clover.agent_run import Limits
+from clover.core.model_protocol import AssistantTurn, ModelCapabilities, ToolCall
+from clover.core.stage_protocol import StageDecision
+from clover.core.tool_protocol import Tool, ToolResult
 from clover.trajectory import Trajectory
 
 

@@ -20,7 +20,8 @@ torch = pytest.importorskip("torch")
 
 from clover.backends import make_model  # noqa: E402
 from clover.backends.local import LocalCloverModel, turn_from_text  # noqa: E402
-from clover.core.protocols import Model, ModelError  # noqa: E402
+from clover.core.model_protocol import Model  # noqa: E402
+from clover.core.stops import ModelError  # noqa: E402
 from clover.settings import Settings, SettingsError  # noqa: E402
 from tests.clihelp import isolated_env, run_fix  # noqa: E402
 from tests.tiny_checkpoint import tiny_checkpoint_dir  # noqa: E402

@@ -11,7 +11,7 @@ import pytest
 
 from clover.agent import Agent
 from clover.backends.openai_compat import OpenAICompatModel
-from clover.core.protocols import ModelError
+from clover.core.stops import ModelError
 from clover.settings import Settings
 from tests.fakeserver import FakeChatServer, FakeReply
 
@@ -197,7 +197,7 @@ def test_rejected_optional_fields_fall_back():
 def test_a_rejected_tool_choice_is_dropped_not_the_tools():
     """A server without tool_choice support (`clover fix` asks for "required" when it redoes an early
     answer): the turn is asked again without it, and tools stay native."""
-    from clover.core.protocols import TurnOptions
+    from clover.core.model_protocol import TurnOptions
 
     native = FakeReply(tool_calls=[{"name": "view", "arguments": {"path": "a.py", "line": 3}}])
     with FakeChatServer([native, FakeReply(text="two")], reject_tool_choice=True) as srv:
@@ -327,7 +327,7 @@ def test_agent_fixes_a_bug_through_the_fake_server(tmp_path, text_calls):
 def test_turn_options_apply_to_one_request_only():
     """Per-turn options (the chat's /think, clover serve's per-request fields) change that request,
     never the backend's settings."""
-    from clover.core.protocols import TurnOptions
+    from clover.core.model_protocol import TurnOptions
 
     with FakeChatServer([FakeReply(text="a"), FakeReply(text="b"), FakeReply(text="c")]) as srv:
         model = make(srv, max_tokens=100)
@@ -343,7 +343,7 @@ def test_turn_options_apply_to_one_request_only():
 
 
 def test_a_turn_that_may_not_call_sends_tool_choice_none():
-    from clover.core.protocols import TurnOptions
+    from clover.core.model_protocol import TurnOptions
 
     with FakeChatServer([FakeReply(text="a"), FakeReply(text="b")]) as srv:
         model = make(srv)

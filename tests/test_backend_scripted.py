@@ -11,7 +11,8 @@ import pytest
 
 from clover.backends import make_model
 from clover.backends.scripted import ScriptedModel
-from clover.core.protocols import Model, ModelError
+from clover.core.model_protocol import Model
+from clover.core.stops import ModelError
 from clover.settings import Settings
 
 TOOLS = [

@@ -275,7 +275,7 @@ def test_mode_change_keeps_asking_the_user(tmp_path: Path, home: Path) -> None:
 
 
 def test_the_chat_model_passes_on_wrap_up_and_keeps_the_session_options():
-    from clover.core.protocols import ModelCapabilities, TurnOptions
+    from clover.core.model_protocol import ModelCapabilities, TurnOptions
     from clover.loop_guard import LoopGuard
     from clover.repl.observed import ObservedModel, _merged
 

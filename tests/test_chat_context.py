@@ -13,7 +13,7 @@ from rich.console import Console
 
 from clover.backends.openai_compat import OpenAICompatModel
 from clover.backends.scripted import ScriptedModel
-from clover.core.protocols import Model
+from clover.core.model_protocol import Model
 from clover.repl.app import ChatApp
 from clover.settings import Settings
 from tests.fakeserver import FakeChatServer, FakeReply

@@ -170,7 +170,7 @@ def test_the_step_limit_wrap_up_and_a_model_that_declines_it(
     tmp_path: Path, home: Path, declines: bool
 ) -> None:
     """The chat wraps the model (runaway guard); the agent must still see the model's `wrap_up`."""
-    from clover.core.protocols import AssistantTurn, ModelCapabilities, ToolCall
+    from clover.core.model_protocol import AssistantTurn, ModelCapabilities, ToolCall
 
     class Looping(ModelCapabilities):
         name, context_window, wrap_up = "looping", 8192, not declines

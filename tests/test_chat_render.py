@@ -9,10 +9,13 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from clover.core.protocols import AssistantTurn, StreamEvent, ToolCall, ToolResult
+from clover.core.model_protocol import AssistantTurn, StreamEvent, ToolCall
+from clover.core.tool_protocol import ToolResult
 from clover.repl.approvals import Approver, edit_preview
+from clover.repl.console import make_console
 from clover.repl.diffusion_view import DiffusionView
-from clover.repl.render import Renderer, describe_call, make_console
+from clover.repl.one_line import describe_call
+from clover.repl.render import Renderer
 from clover.tools.environment import LocalEnvironment
 from clover.tools.files import CreateTool, InsertTool, StrReplaceTool
 

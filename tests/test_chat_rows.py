@@ -254,7 +254,7 @@ def test_flat_copies_put_every_module_at_the_top_level(tmp_path):
 def test_flat_overviews_read_a_module_not_the_conftest(tmp_path):
     """The chat benchmark's repository lists an empty conftest.py next to its module: a flat copy can
     have one too, and the overview reads the module, never the conftest."""
-    from clover.core.protocols import tool_spec
+    from clover.core.tool_protocol import tool_spec
     from clover.evals.synthfix import generate as synthfix
     from clover.evals.synthfix.chat_tasks import overview
     from clover.evals.synthfix.repo_copies import flat_copy

@@ -20,7 +20,7 @@ import pytest
 from rich.console import Console
 
 from clover.backends.scripted import ScriptedModel
-from clover.core.protocols import StreamEvent
+from clover.core.model_protocol import StreamEvent
 from clover.repl.app import ChatApp
 from clover.repl.diffusion_view import DiffusionView
 from clover.repl.sessions import SessionStore

@@ -10,9 +10,11 @@ import pytest
 from rich.console import Console
 
 from clover.backends.scripted import ScriptedModel
-from clover.core.protocols import ToolCall, ToolResult
+from clover.core.model_protocol import ToolCall
+from clover.core.tool_protocol import ToolResult
 from clover.repl.app import ChatApp
-from clover.repl.render import Renderer, make_console
+from clover.repl.console import make_console
+from clover.repl.render import Renderer
 from clover.repl.toolview import clean, edit_summary, tail_lines
 from clover.settings import Settings
 from tests.clihelp import git_repo

@@ -10,12 +10,12 @@ import subprocess
 
 import pytest
 
-from clover.core.protocols import AssistantTurn
+from clover.core.model_protocol import AssistantTurn
 from clover.decoding.competence import HONEST, Limits
 
 torch = pytest.importorskip("torch")
 
-from clover.core.protocols import tool_spec  # noqa: E402
+from clover.core.tool_protocol import tool_spec  # noqa: E402
 from clover.tools.environment import LocalEnvironment  # noqa: E402
 from clover.tools.registry import default_tools  # noqa: E402
 from tests.test_tool_grammar import clover as clover  # noqa: E402,F401 - the module fixture
@@ -101,7 +101,7 @@ def test_the_embedded_model_in_a_large_repository(tmp_path):
 def test_after_an_edit_the_replacement_says_what_changed_not_that_it_needs_a_larger_model():
     # hand-written runs: a fix's final answer scored low, and "this needs a larger model" would have
     # been said of a bug it fixed
-    from clover.core.protocols import EDITED_KEY
+    from clover.core.tool_protocol import EDITED_KEY
     from clover.decoding.competence import edited_files, reply_text
 
     messages = [

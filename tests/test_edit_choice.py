@@ -13,7 +13,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from clover.core.protocols import ToolCall, tool_spec  # noqa: E402
+from clover.core.model_protocol import ToolCall  # noqa: E402
+from clover.core.tool_protocol import tool_spec  # noqa: E402
 from clover.decoding.edit_choice import edit_pairs, region, region_lines, with_edit  # noqa: E402
 from clover.model.chat import PARAM_CLOSE  # noqa: E402
 from clover.model.score import continuation_logprobs  # noqa: E402
@@ -255,7 +256,7 @@ def test_region_lines_and_pairs_for_the_kept_lines_only():
 
 def test_the_agents_gate_decides_when_the_reproduction_may_run(clover, tmp_path):
     """A stage's check goes through the agent's current gate (the chat switching modes swaps it)."""
-    from clover.core.protocols import StageCheck
+    from clover.core.stage_protocol import StageCheck
     from clover.runner import build_agent, build_gate
     from clover.settings import Settings
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from clover.core.protocols import ToolCall
+from clover.core.model_protocol import ToolCall
 from clover.decoding.edit_scope import docstring_lines, is_test_file, names_file, out_of_scope
 
 torch = pytest.importorskip("torch")

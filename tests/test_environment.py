@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from clover.core.protocols import Environment
+from clover.core.environment_protocol import Environment
 from clover.tools.environment import LocalEnvironment
 from clover.tools.registry import default_tools
 

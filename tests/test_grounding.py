@@ -14,7 +14,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from clover.core.protocols import tool_spec  # noqa: E402
+from clover.core.tool_protocol import tool_spec  # noqa: E402
 from clover.decoding.grounding import Grounding, Workspace  # noqa: E402
 from clover.decoding.value_nodes import CLOSE, Vocab  # noqa: E402
 from clover.tools.environment import LocalEnvironment  # noqa: E402

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from clover.backends.openai_compat import OpenAICompatModel
-from clover.core.protocols import ModelError, StreamEvent
+from clover.core.model_protocol import StreamEvent
+from clover.core.stops import ModelError
 from clover.settings import Settings
 from tests.clihelp import ROOT, git_repo, isolated_env, run_clover
 from tests.llamacpp_server import LlamaServer, missing

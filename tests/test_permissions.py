@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from clover.core.protocols import Tool, ToolCall, ToolResult
+from clover.core.model_protocol import ToolCall
+from clover.core.tool_protocol import Tool, ToolResult
 from clover.tools.files import CreateTool, StrReplaceTool, ViewTool
 from clover.tools.git_tools import GitTool
 from clover.tools.permissions import SUGGESTED_DENY, PermissionGate, PermissionPolicy, Rule

@@ -191,7 +191,7 @@ def test_given_cache_rules_and_a_busy_cache_decodes_without_it(clover):
 def test_the_agents_real_first_prompt_is_not_prefilled_again(clover):
     """`clover chat`'s own first prompt (its system prompt and every default tool, ~1.4k tokens): the
     second turn resumes from it and prefills only the reply and the tool result after it."""
-    from clover.core.protocols import tool_spec
+    from clover.core.tool_protocol import tool_spec
     from clover.prompts import system_prompt
     from clover.tools.registry import default_tools
 

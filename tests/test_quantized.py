@@ -409,7 +409,7 @@ def _small_vocab_checkpoint(tmp_path):
 
 def test_tokenizer_beyond_vocab_size_is_a_one_line_model_error(tmp_path):
     from clover.backends.local import LocalCloverModel
-    from clover.core.protocols import ModelError
+    from clover.core.stops import ModelError
     from clover.settings import Settings
 
     d = _small_vocab_checkpoint(tmp_path)

@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from clover.backends.scripted import ScriptedModel
-from clover.core.protocols import ToolCall
+from clover.core.model_protocol import ToolCall
 from clover.repl.approvals import Approver
 from clover.runner import build_environment, run_agent
 from clover.settings import Settings

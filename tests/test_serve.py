@@ -14,7 +14,7 @@ pytest.importorskip("fastapi")
 uvicorn = pytest.importorskip("uvicorn")
 openai = pytest.importorskip("openai")
 
-from clover.core.protocols import AssistantTurn, StreamEvent, ToolCall  # noqa: E402
+from clover.core.model_protocol import AssistantTurn, StreamEvent, ToolCall  # noqa: E402
 from clover.serve import create_app  # noqa: E402
 from clover.settings import Settings  # noqa: E402
 

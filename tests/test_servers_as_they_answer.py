@@ -13,7 +13,7 @@ import pytest
 
 from clover.backends.openai_compat import OpenAICompatModel
 from clover.backends.server_errors import OVERFLOWS, overflow_of
-from clover.core.protocols import ModelError
+from clover.core.stops import ModelError
 from clover.repl.headless import run_print
 from clover.settings import Settings
 from tests.fakeserver import FakeChatServer, FakeReply

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from clover.core.protocols import ExecResult
+from clover.core.environment_protocol import ExecResult
 from clover.evals.terminalbench.harbor_env import HarborEnvironment, SandboxGone, WrongThread, cut_output
 from clover.tools.shell import BashTool
 

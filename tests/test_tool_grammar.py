@@ -402,7 +402,7 @@ def test_values_hold_no_markup_tokens(clover):
 def test_a_turn_told_not_to_call_answers_in_text(clover):
     """TurnOptions(tool_choice="none") (the agent's wrap-up at its step limit): no call is opened,
     even by a model that opens one at once."""
-    from clover.core.protocols import TurnOptions
+    from clover.core.model_protocol import TurnOptions
 
     bias = torch.zeros(clover.config.vocab_size)
     bias[clover.tokenizer.token_id("<tool_call>")] = 8.0
@@ -419,7 +419,7 @@ def test_a_turn_told_not_to_call_answers_in_text(clover):
 def test_a_turn_told_to_call_opens_a_call(clover, think):
     """TurnOptions(tool_choice="required") (`clover fix` redoing an answer that came before any
     edit): the answer is a call, even from a model that would rather stop at once."""
-    from clover.core.protocols import TurnOptions
+    from clover.core.model_protocol import TurnOptions
 
     bias = torch.zeros(clover.config.vocab_size)
     bias[clover.stop_ids] = 8.0

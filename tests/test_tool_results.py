@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from clover.agent import Agent
-from clover.core.protocols import EDITED_KEY, AssistantTurn, ModelCapabilities, ToolCall
+from clover.core.model_protocol import AssistantTurn, ModelCapabilities, ToolCall
+from clover.core.tool_protocol import EDITED_KEY
 from clover.decoding.competence import edited_files
 from clover.repl.toolview import split_exit
 from clover.tools import search

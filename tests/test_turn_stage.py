@@ -10,8 +10,12 @@ import subprocess
 
 import pytest
 
-from clover.agent import Agent, Limits
-from clover.core.protocols import ModelCapabilities, RunResult, StageCheck, tool_spec
+from clover.agent import Agent
+from clover.agent_run import Limits
+from clover.core.environment_protocol import RunResult
+from clover.core.model_protocol import ModelCapabilities
+from clover.core.stage_protocol import StageCheck
+from clover.core.tool_protocol import tool_spec
 from clover.tools.environment import LocalEnvironment
 from clover.tools.permissions import PermissionGate, PermissionPolicy
 from clover.trajectory import Trajectory

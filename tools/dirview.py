@@ -8,7 +8,8 @@ start); the small embedded model copied the wrong entry from the indented tree."
 
 from __future__ import annotations
 
-from clover.core.protocols import Environment, ToolResult
+from clover.core.environment_protocol import Environment
+from clover.core.tool_protocol import ToolResult
 from clover.tools.listing import NOISE_DIRS
 from clover.tools.textio import display_path, printable
 

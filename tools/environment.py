@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import IO
 
-from clover.core.protocols import ExecResult, FileStat, RunResult
+from clover.core.environment_protocol import ExecResult, FileStat, RunResult
 from clover.tools import leftovers, safeio
 from clover.tools.boundary import StepBoundary
 from clover.tools.commandenv import command_environment

@@ -17,7 +17,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from clover.core.protocols import Environment, Tool, ToolKind, ToolResult
+from clover.core.environment_protocol import Environment
+from clover.core.tool_protocol import Tool, ToolKind, ToolResult
 from clover.tools.dirview import directory_view
 from clover.tools.editmatch import closest, normalise, occurrences, original
 from clover.tools.paths import PathError
@@ -194,8 +195,21 @@ def _parse_range(value: Any, total: int) -> tuple[int, int]:
 # --------------------------------------------------------------------------- create
 
 
+class _PlannedEdit(Tool):
+    """An edit tool with a dry run (`plan`): the approval's preview is that plan's diff."""
+
+    def plan(self, args: dict[str, Any], env: Environment) -> EditPlan:
+        raise NotImplementedError
+
+    def preview(self, args: dict[str, Any], env: Environment) -> str | None:
+        try:
+            return self.plan(args, env).diff() or None
+        except ValueError:  # EditError: e.g. old_str not found, or found twice
+            return None
+
+
 @dataclass
-class CreateTool(Tool):
+class CreateTool(_PlannedEdit):
     name: str = "create"
     description: str = (
         "Create a file with the given content, or overwrite it; parent directories are created."
@@ -248,7 +262,7 @@ def _span(first: int, last: int) -> str:
 
 
 @dataclass
-class StrReplaceTool(Tool):
+class StrReplaceTool(_PlannedEdit):
     name: str = "str_replace"
     description: str = (
         "Replace old_str with new_str in a file. old_str must match exactly one place, whitespace "
@@ -322,7 +336,7 @@ class StrReplaceTool(Tool):
 
 
 @dataclass
-class InsertTool(Tool):
+class InsertTool(_PlannedEdit):
     name: str = "insert"
     description: str = "Insert text after line insert_line of a file (0 inserts at the top)."
     parameters: dict[str, Any] = field(

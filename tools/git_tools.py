@@ -12,7 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from clover.core.protocols import Environment, Tool, ToolKind, ToolResult
+from clover.core.environment_protocol import Environment
+from clover.core.tool_protocol import Tool, ToolKind, ToolResult
 from clover.tools import hostgit
 from clover.tools.gitsafe import CONFIG_SCOPES, config_overrides, git_argv
 from clover.tools.paths import PathError

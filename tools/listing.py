@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from clover.core.protocols import FileStat, RunResult
+from clover.core.environment_protocol import FileStat, RunResult
 from clover.tools.gitsafe import git_argv
 from clover.tools.treescan import CACHE_DIRS
 

@@ -8,7 +8,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from clover.core.protocols import Environment, Tool, ToolKind, ToolResult
+from clover.core.environment_protocol import Environment
+from clover.core.tool_protocol import Tool, ToolKind, ToolResult
 from clover.tools.paths import PathError
 from clover.tools.textio import display_path, error, is_binary, resolve
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from clover.core.protocols import Tool, ToolCall, ToolKind, ToolResult
+from clover.core.model_protocol import ToolCall
+from clover.core.tool_protocol import Tool, ToolKind, ToolResult
 from clover.tools.execgrant import Grant
 from clover.tools.permrules import READ_KINDS, Rule, command_prefix, join_words
 

@@ -30,7 +30,8 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
-from clover.core.protocols import MODES, Tool, ToolCall, ToolKind
+from clover.core.model_protocol import ToolCall
+from clover.core.tool_protocol import MODES, Tool, ToolKind
 from clover.tools.execgrant import Grant, templates_of
 from clover.tools.permrules import (
     READ_KINDS,

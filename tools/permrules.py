@@ -21,7 +21,7 @@ import shlex
 from fnmatch import fnmatchcase
 from typing import Any
 
-from clover.core.protocols import ToolKind
+from clover.core.tool_protocol import ToolKind
 from clover.tools.shellnorm import canonical_argv
 from clover.tools.shellparse import ParsedShell, SimpleCommand, parse_shell
 from clover.tools.shellproof import literal_proof

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clover.core.protocols import Tool, ToolKind
+from clover.core.tool_protocol import Tool, ToolKind
 from clover.tools.files import CreateTool, InsertTool, StrReplaceTool, ViewTool
 from clover.tools.git_tools import GitTool
 from clover.tools.outline import OutlineTool

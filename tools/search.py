@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from clover.core.protocols import Environment, Tool, ToolKind, ToolResult
+from clover.core.environment_protocol import Environment
+from clover.core.tool_protocol import Tool, ToolKind, ToolResult
 from clover.tools.gitsafe import git_argv
 from clover.tools.listing import NOISE_DIRS, glob_matcher, glob_regex  # noqa: F401 - re-exported
 from clover.tools.paths import PathError

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from clover.core.protocols import Environment, Tool, ToolKind, ToolResult
+from clover.core.environment_protocol import Environment
+from clover.core.tool_protocol import Tool, ToolKind, ToolResult
 from clover.tools.textio import error
 
 MAX_TIMEOUT = 3600.0

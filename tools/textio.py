@@ -6,7 +6,8 @@ import difflib
 import os
 from typing import Any
 
-from clover.core.protocols import Environment, ToolResult
+from clover.core.environment_protocol import Environment
+from clover.core.tool_protocol import ToolResult
 from clover.tools.paths import PathError, resolve_path
 
 SNIFF_BYTES = 8192

@@ -13,17 +13,11 @@ from typing import IO, TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from clover.agent import RunResult
+from clover.agent_run import RunResult
 from clover.cli_common import state_dir
-from clover.core.protocols import (
-    AgentStop,
-    Model,
-    ModelError,
-    Terminated,
-    ToolCall,
-    ToolResult,
-    TurnOptions,
-)
+from clover.core.model_protocol import Model, ToolCall, TurnOptions
+from clover.core.stops import AgentStop, ModelError, Terminated
+from clover.core.tool_protocol import ToolResult
 from clover.loop_guard import LoopGuard
 from clover.repl import compaction, context, resume, unanswered, undo_view
 from clover.repl.bang import run_user_command

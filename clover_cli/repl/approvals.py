@@ -19,7 +19,9 @@ from rich.console import Console
 from rich.syntax import Syntax
 from rich.text import Text
 
-from clover.core.protocols import Environment, Tool, ToolCall
+from clover.core.environment_protocol import Environment
+from clover.core.model_protocol import ToolCall
+from clover.core.tool_protocol import Tool
 from clover.repl.menu import TYPED, Option
 from clover.repl.toolview import diff_view
 from clover.terminal_text import visible
@@ -93,15 +95,9 @@ def _first(args: dict[str, Any], *names: str) -> Any:
 
 
 def edit_preview(tool: Tool | None, args: dict[str, Any], env: Environment) -> str | None:
-    """The diff of the edit `tool` would make: its own dry run (`plan`), so the preview is exactly
+    """The diff of the edit `tool` would make: its own dry run (`Tool.preview`), so the preview is exactly
     what runs; None when the tool has no dry run or the edit cannot be made (the tool will say why)."""
-    plan = getattr(tool, "plan", None)
-    if plan is None:
-        return None
-    try:
-        return plan(args, env).diff() or None
-    except ValueError:  # EditError: e.g. old_str not found, or found twice
-        return None
+    return tool.preview(args, env) if tool is not None else None
 
 
 def command_of(args: dict[str, Any]) -> str | None:
@@ -211,7 +207,9 @@ class Approver:
         if self.menu is not None:
             what = "edit" if tool is not None and tool.kind == "edit" else "call"
             title = (
-                "Apply this change?" if getattr(tool, "name", "") == "apply_change" else f"Allow this {what}?"
+                "Apply this change?"
+                if tool is not None and tool.name == "apply_change"
+                else f"Allow this {what}?"
             )
             value, text = self.menu(title, options, NO)
             return typed_reply(text, options) if value == TYPED else (value, "")

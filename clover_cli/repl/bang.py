@@ -10,7 +10,8 @@ import copy
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from clover.core.protocols import Tool, ToolCall, ToolResult
+from clover.core.model_protocol import ToolCall
+from clover.core.tool_protocol import Tool, ToolResult
 from clover.tools.redact import redact
 
 if TYPE_CHECKING:

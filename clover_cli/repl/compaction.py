@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from clover.core.protocols import EventHandler, Message, Model, ModelError
+from clover.core.model_protocol import EventHandler, Message, Model
+from clover.core.stops import ModelError
 
 TRIGGER = 0.8  # compact when the context is this full
 KEEP = 0.25  # keep recent messages up to this share of the window verbatim

@@ -9,7 +9,7 @@ import re
 
 from rich.text import Text
 
-from clover.core.protocols import StreamEvent
+from clover.core.model_protocol import StreamEvent
 
 MASK = "░"
 _HOLE = "\x00"  # a masked position while the markup is rewritten

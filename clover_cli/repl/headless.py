@@ -14,18 +14,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from clover.agent import Agent, RunResult, StepRecorder
+from clover.agent import Agent
+from clover.agent_hooks import StepRecorder
+from clover.agent_run import RunResult
 from clover.call_log import CallLog
-from clover.core.protocols import (
-    AssistantTurn,
-    Environment,
-    EventHandler,
-    Message,
-    Model,
-    ModelError,
-    ModelWrapper,
-    StreamEvent,
-)
+from clover.core.environment_protocol import Environment
+from clover.core.model_protocol import AssistantTurn, EventHandler, Message, Model, ModelWrapper, StreamEvent
+from clover.core.stops import ModelError
 from clover.exit_codes import ExitCode, decide
 from clover.fix_report import boundary_outcome
 from clover.loop_guard import LoopGuard

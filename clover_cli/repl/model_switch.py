@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from clover.core.protocols import Model, ServedModel
+from clover.core.model_protocol import Model, ServedModel
 from clover.runner import build_model
 from clover.settings import Settings
 

@@ -9,21 +9,14 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from clover.core.protocols import (
-    AssistantTurn,
-    Message,
-    Model,
-    ModelError,
-    ModelWrapper,
-    Tool,
-    ToolCall,
-    ToolResult,
-    TurnOptions,
-)
+from clover.core.model_protocol import AssistantTurn, Message, Model, ModelWrapper, ToolCall, TurnOptions
+from clover.core.stops import ModelError
+from clover.core.tool_protocol import Tool, ToolResult
 from clover.loop_guard import LoopGuard, truncation
 from clover.repl.compaction import is_overflow
+from clover.repl.one_line import describe_call
 from clover.repl.permissions_view import always_rules, rule_label
-from clover.repl.render import Renderer, describe_call
+from clover.repl.render import Renderer
 
 if TYPE_CHECKING:
     from clover.repl.state import ChatState

@@ -13,7 +13,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from clover.core.protocols import Message, ToolResult
+from clover.core.model_protocol import Message
+from clover.core.tool_protocol import ToolResult
 from clover.repl.toolview import split_exit
 
 TAIL_BYTES = 64 * 1024  # enough for the last lines of a spilled output

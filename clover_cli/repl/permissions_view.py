@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from clover.core.protocols import Tool
+from clover.core.tool_protocol import Tool
 
 if TYPE_CHECKING:
     from clover.repl.render import Renderer

@@ -6,15 +6,9 @@ errors in red, a status line that fits the terminal's width."""
 
 from __future__ import annotations
 
-import os
-import shlex
-import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
@@ -22,81 +16,22 @@ from rich.markdown import Markdown
 from rich.markup import escape
 from rich.text import Text
 
-from clover.core.protocols import AssistantTurn, StreamEvent, ToolCall, ToolResult
+from clover.core.model_protocol import AssistantTurn, StreamEvent, ToolCall
+from clover.core.tool_protocol import ToolResult
+from clover.repl.console import page
 from clover.repl.diffusion_view import DiffusionView
+from clover.repl.one_line import describe_call, fit_parts, fold_thinking
 from clover.repl.outputs import StoredOutput, count_lines
 from clover.repl.reflow import install_live
 from clover.repl.toolview import clean, diff_view, edit_summary, split_exit, tail_lines
-from clover.terminal_text import GuardedConsole, visible
+from clover.terminal_text import visible
 
-KEY_ARGS = ("command", "path", "file_path", "pattern", "query", "url", "glob")
 RESULT_HEAD = 4  # a tool's output on screen: its first lines and its last (a test summary is last)
 RESULT_TAIL = 4
 DIFF_LINES = 40
 TAIL_LINES = 5  # a running command's last lines under its spinner
 STOP_KEYS = "Esc or Ctrl-C"
 SPIN = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
-
-
-def make_console(tty: bool, file: IO[str] | None = None) -> Console:
-    """A terminal console with colour, or plain text (no ANSI escapes) for pipes and files; either
-    way no text it draws can act on the terminal (terminal_text.GuardedConsole)."""
-    if tty:
-        return GuardedConsole(file=file, highlight=False)
-    return GuardedConsole(
-        file=file or sys.stdout,
-        force_terminal=False,
-        color_system=None,
-        highlight=False,
-        width=100,
-        soft_wrap=True,
-        emoji=False,
-    )
-
-
-def describe_call(call: ToolCall, width: int = 90) -> str:
-    """`tool(key argument, ...)` on one line."""
-    args = call.arguments or {}
-    parts = [args[k] for k in KEY_ARGS if isinstance(args.get(k), str)]
-    if not parts:
-        parts = [v for v in args.values() if isinstance(v, str | int | float) and not isinstance(v, bool)][:1]
-    inner = ", ".join(str(p).strip().splitlines()[0] if str(p).strip() else "" for p in parts)
-    inner = visible(inner)  # a command's escape codes must not repaint the line
-    if len(inner) > width:
-        inner = inner[: width - 1] + "…"
-    return f"{visible(call.name)}({inner})"
-
-
-def fold_thinking(thinking: str, seconds: float, width: int = 80) -> str:
-    words = visible(" ".join(thinking.split()))
-    if len(words) > width:
-        words = words[: width - 1] + "…"
-    return f"∴ thought for {seconds:.1f}s: {words}"
-
-
-def page(text: str, out: IO[str]) -> bool:
-    """Show `text` in the user's pager ($PAGER, else less) on the terminal `out`; False when there is
-    none to run (the caller prints the text instead)."""
-    command = shlex.split(os.environ.get("PAGER") or "less")
-    if not command or command[0] == "cat" or shutil.which(command[0]) is None:
-        return False
-    env = {**os.environ, "LESS": os.environ.get("LESS") or "-R"}
-    out.flush()
-    try:
-        subprocess.run(command, input=text.encode("utf-8", "replace"), stdout=out, env=env, check=False)
-    except (OSError, ValueError):  # e.g. `out` has no file descriptor
-        return False
-    return True
-
-
-def fit_parts(parts: list[tuple[str, int]], width: int) -> str:
-    """`a · b · c` in at most `width` cells: the parts with the lowest priority go first, then the
-    line is cut with an ellipsis (a status line never wraps)."""
-    kept = list(parts)
-    while len(kept) > 1 and len(" · ".join(text for text, _ in kept)) > width:
-        kept.remove(min(kept, key=lambda part: part[1]))
-    line = " · ".join(text for text, _ in kept)
-    return line if len(line) <= width else line[: max(width - 1, 0)] + "…"
 
 
 def _lines(count: int) -> str:

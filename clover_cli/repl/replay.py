@@ -8,7 +8,7 @@ import json
 from rich.text import Text
 
 from clover.agent import EMPTY_REPLY
-from clover.core.protocols import Message, ToolCall
+from clover.core.model_protocol import Message, ToolCall
 from clover.repl import compaction
 from clover.repl.bang import command_of, is_user_command
 from clover.repl.outputs import SeenLines

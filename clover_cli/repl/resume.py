@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from clover.core.protocols import Message
+from clover.core.model_protocol import Message
 from clover.prompts import system_prompt
 from clover.repl.bang import command_of
 from clover.repl.menu import Option

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clover.core.protocols import Message
+from clover.core.model_protocol import Message
 
 
 def _redact(obj: Any) -> Any:

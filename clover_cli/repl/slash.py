@@ -12,7 +12,7 @@ from rich.table import Table
 from clover.settings import MODES
 
 if TYPE_CHECKING:
-    from clover.agent import RunResult
+    from clover.agent_run import RunResult
     from clover.repl.state import ChatState
     from clover.repl.ui import ChatUI
 

@@ -1,6 +1,6 @@
 """The status line after each request (its tokens, time, forwards, speed) and the session's totals
 that `/status` adds (saved with the session, so a resumed one goes on counting). Each part has a
-priority: on a narrow terminal the lowest go first and the line never wraps (render.fit_parts)."""
+priority: on a narrow terminal the lowest go first and the line never wraps (one_line.fit_parts)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from clover.agent import RunResult
-from clover.core.protocols import ServedModel
+from clover.agent_run import RunResult
+from clover.core.model_protocol import ServedModel
 
 if TYPE_CHECKING:
-    from clover.core.protocols import Model
+    from clover.core.model_protocol import Model
     from clover.repl.render import Renderer
     from clover.repl.state import ChatState
 

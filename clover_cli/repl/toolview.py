@@ -10,7 +10,7 @@ from rich.console import RenderableType
 from rich.syntax import Syntax
 from rich.text import Text
 
-from clover.core.protocols import ToolResult
+from clover.core.tool_protocol import ToolResult
 from clover.terminal_text import visible
 from clover.tools.shell import exit_trailer
 

@@ -11,12 +11,13 @@ from typing import IO, Any
 
 from rich.console import Console
 
-from clover.agent import RunResult
+from clover.agent_run import RunResult
 from clover.repl.approvals import Approver
 from clover.repl.completion import ChatCompleter
+from clover.repl.console import make_console
 from clover.repl.input import ChatInput
 from clover.repl.keys import EscWatch
-from clover.repl.render import Renderer, make_console
+from clover.repl.render import Renderer
 from clover.repl.slash import help_texts
 from clover.settings import Settings
 from clover.terminal_text import visible

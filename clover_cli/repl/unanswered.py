@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from clover.agent import RunResult
-from clover.core.protocols import Message, ModelError
+from clover.agent_run import RunResult
+from clover.core.model_protocol import Message
+from clover.core.stops import ModelError
 
 if TYPE_CHECKING:
     from clover.repl.ui import ChatUI

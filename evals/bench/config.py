@@ -140,7 +140,7 @@ def resolve_model_defaults(cfg: BenchConfig) -> None:
     model_config = CloverConfig()  # a scripted model: the config's defaults
     if cfg.mode == "agent" and not cfg.model.startswith("scripted:"):
         from clover.backends.local import checkpoint_dir
-        from clover.core.protocols import ModelError
+        from clover.core.stops import ModelError
 
         try:  # as the loader reads it (an autoregressive Hugging Face checkpoint has block size 1)
             model_config = CloverConfig.load(checkpoint_dir(cfg.model) / "config.json")
@@ -174,6 +174,6 @@ def parse_settings(pairs: list[str]) -> dict[str, str]:
 
 
 def model_error_types() -> tuple[type[BaseException], ...]:
-    from clover.core.protocols import ModelError
+    from clover.core.stops import ModelError
 
     return (BenchError, ModelError, OSError, RuntimeError)

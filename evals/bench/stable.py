@@ -17,7 +17,7 @@ import dataclasses
 import re
 from typing import Any
 
-from clover.core.protocols import ExecResult
+from clover.core.environment_protocol import ExecResult
 
 # pytest's summary ("= 2 failed, 1 passed in 0.12s =", "in 61.20s (0:01:01)") and unittest's
 # ("Ran 3 tests in 0.001s")

@@ -12,7 +12,7 @@ from typing import Any
 from clover.tools.registry import default_tools
 
 # How the agent words the tool results it returns for calls it could not run as written
-# (clover_cli/agent.py, Agent._format_problem); a trajectory record may also carry "format_error".
+# (clover_cli/call_checks.py, format_problem); a trajectory record may also carry "format_error".
 FORMAT_ERROR_PREFIXES = ("Malformed tool call:", "Unknown tool ", "Invalid arguments for ")
 
 DECODER_KEYS = (

@@ -34,7 +34,7 @@ class TaskRunner:
 
                 self._base = build_model(settings)
             model = copy.copy(self._base)
-            if hasattr(model, "settings"):
+            if model.settings is not None:
                 model.settings = settings
             self._models[decoder.key] = model
         return self._models[decoder.key]

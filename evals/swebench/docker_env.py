@@ -8,7 +8,7 @@ import shlex
 import subprocess
 import time
 
-from clover.core.protocols import ExecResult, RunResult
+from clover.core.environment_protocol import ExecResult, RunResult
 from clover.evals.swebench.workspace import WorkspaceError, docker_run_command
 from clover.tools.listing import RunBackedFiles
 from clover.tools.outputcut import cut_output

@@ -22,7 +22,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from clover.core.protocols import Model
+from clover.core.model_protocol import Model
 from clover.evals.swebench.dataset import Instance
 from clover.evals.swebench.worker_signals import sigterm_interrupts, stop_workers, worker_signals
 from clover.evals.swebench.workspace import RepoCache, extract_patch, files_of_test_patch, make_workspace
@@ -57,7 +57,7 @@ class RunConfig:
 
     @property
     def model_name(self) -> str:
-        return getattr(self.model, "name", None) or self.settings.model
+        return (self.model.name if self.model is not None else "") or self.settings.model
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

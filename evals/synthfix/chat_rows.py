@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from clover.core.protocols import tool_spec
+from clover.core.tool_protocol import tool_spec
 from clover.evals.synthfix.generator import write_jsonl
 from clover.evals.synthfix.oracle import render_trajectory
 from clover.evals.synthfix.repo import PACKAGES

@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from clover.core.protocols import tool_spec
+from clover.core.tool_protocol import tool_spec
 from clover.evals.synthfix.augment import OUTLINE_HIT, rename_trajectory
 from clover.evals.synthfix.chat_overview import about_reply, overview
 from clover.evals.synthfix.chat_rows import decision_row, draw_root

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from clover.core.protocols import tool_spec
+from clover.core.tool_protocol import tool_spec
 from clover.evals import grading
 from clover.evals.synthfix.oracle_plan import OracleError, plan_steps, short
 from clover.model.chat import (

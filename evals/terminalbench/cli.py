@@ -111,7 +111,7 @@ def _load(
     """(tasks, settings, model factory: None for the oracle); a bad task, setting or model fails here,
     before any work."""
     from clover.cli_common import settings_or_exit
-    from clover.core.protocols import ModelError
+    from clover.core.stops import ModelError
     from clover.evals.terminalbench.tasks import TaskError, find_tasks
     from clover.settings import SettingsError
 

@@ -11,7 +11,7 @@ import shlex
 import time
 import uuid
 
-from clover.core.protocols import ExecResult, RunResult
+from clover.core.environment_protocol import ExecResult, RunResult
 from clover.evals.terminalbench.container import TaskContainer
 from clover.evals.terminalbench.persistent_shell import split_cwd, wrap_command
 from clover.tools.listing import RunBackedFiles

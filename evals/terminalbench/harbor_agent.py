@@ -26,7 +26,7 @@ from harbor.environments.base import BaseEnvironment
 from harbor.models.agent.context import AgentContext
 
 from clover import __version__
-from clover.core.protocols import Interrupted
+from clover.core.stops import Interrupted
 from clover.evals.terminalbench.harbor_env import HarborEnvironment
 from clover.evals.terminalbench.local_runner import TASK_PROMPT
 

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Coroutine
 from typing import Any
 
-from clover.core.protocols import ExecResult, RunResult
+from clover.core.environment_protocol import ExecResult, RunResult
 from clover.evals.terminalbench.persistent_shell import split_cwd, wrap_command
 from clover.tools.listing import RunBackedFiles
 from clover.tools.outputcut import cut_output

@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clover.core.protocols import Model
+from clover.core.model_protocol import Model
 from clover.evals.terminalbench.build import tail
 from clover.evals.terminalbench.container import TaskContainer, container_problem
 from clover.evals.terminalbench.launch import CannotHost, Launch, LaunchError, before_phase, needed_hosts

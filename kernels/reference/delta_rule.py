@@ -43,6 +43,7 @@ def recurrent_gated_delta_rule(
     return o.to(dtype), s
 
 
+# One function: the chunked WY/UT algorithm is read whole against the formulas of its docstring.
 def chunk_gated_delta_rule(
     q: Tensor,
     k: Tensor,

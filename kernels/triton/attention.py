@@ -22,6 +22,7 @@ from torch import Tensor
 from clover.kernels.triton._common import dot_f32, interpreting, pow2
 
 
+# One function: a Triton kernel body is one program; split, it would add launches and hide the tiling.
 @triton.jit
 def _attn(
     q_ptr,
@@ -184,19 +185,12 @@ def attention(
     ns = num_splits or _splits(grid_m * n * hkv, t1 + t2, bn, 2 * n * hq * tq * (d + 2) * 4, kv_bytes)
     split_len = triton.cdiv(triton.cdiv(t1 + t2, ns), bn) * bn
     ns = max(1, triton.cdiv(t1 + t2, split_len))
+    smn = smt = 0
     if mask is not None:
-        mask = mask.expand(mask.shape[0], 1, tq, t1 + t2).view(torch.uint8)
-        smn = mask.stride(0) if mask.shape[0] > 1 else 0
-        smt = mask.stride(2)
-        if mask.stride(3) != 1:
-            mask, smn, smt = mask.contiguous(), (tq * (t1 + t2) if mask.shape[0] > 1 else 0), t1 + t2
+        mask, smn, smt = _mask_operand(mask, tq, t1 + t2)
     if gate is not None:
         gate = gate.contiguous()
-    if ns > 1:
-        out = torch.empty(ns, n, hq, tq, d, device=q.device, dtype=torch.float32)
-        ml = torch.empty(ns, n, hq, tq, 2, device=q.device, dtype=torch.float32)
-    else:
-        out, ml = torch.empty_like(q), q
+    out, ml = _outputs(q, ns)
     _attn[(grid_m, n * hkv, ns)](
         q,
         k,
@@ -219,8 +213,8 @@ def attention(
         v2.stride(0),
         v2.stride(1),
         v2.stride(2),
-        smn if mask is not None else 0,
-        smt if mask is not None else 0,
+        smn,
+        smt,
         t1,
         t2,
         tq,
@@ -240,12 +234,38 @@ def attention(
         F32=dot_f32(q, k),
         num_warps=warps,
     )
-    if ns == 1:
-        return out
+    return out if ns == 1 else _merge_splits(out, ml, gate, q.dtype)
+
+
+def _outputs(q: Tensor, splits: int) -> tuple[Tensor, Tensor]:
+    """Where the kernel writes: the output itself (and q as an unused running max and sum), or with
+    several key splits each split's fp32 partial output and its running max and sum."""
+    if splits == 1:
+        return torch.empty_like(q), q
+    n, hq, tq, d = q.shape
+    out = torch.empty(splits, n, hq, tq, d, device=q.device, dtype=torch.float32)
+    return out, torch.empty(splits, n, hq, tq, 2, device=q.device, dtype=torch.float32)
+
+
+def _mask_operand(mask: Tensor, tq: int, cols: int) -> tuple[Tensor, int, int]:
+    """The mask as the kernel reads it: [M, 1, tq, cols] bytes with its batch and row strides (a
+    batch stride of 0 when one mask serves every sequence), unit stride along the keys."""
+    mask = mask.expand(mask.shape[0], 1, tq, cols).view(torch.uint8)
+    smn = mask.stride(0) if mask.shape[0] > 1 else 0
+    smt = mask.stride(2)
+    if mask.stride(3) != 1:
+        mask, smn, smt = mask.contiguous(), (tq * cols if mask.shape[0] > 1 else 0), cols
+    return mask, smn, smt
+
+
+def _merge_splits(out: Tensor, ml: Tensor, gate: Tensor | None, dtype: torch.dtype) -> Tensor:
+    """The key-axis splits' fp32 partial outputs [S, N, Hq, Tq, d] merged by their running max and
+    sum ([..., 0] and [..., 1] of `ml`), then the output gate: [N, Hq, Tq, d] in `dtype`."""
+    _, n, hq, tq, d = out.shape
     m, l_ = ml[..., 0], ml[..., 1]
     top = m.max(0).values
     wts = torch.exp(m - top)
     o = (wts[..., None] * out).sum(0) / (wts * l_).sum(0)[..., None]
     if gate is not None:
         o = o * torch.sigmoid(gate.view(n, tq, hq, d).transpose(1, 2).float())
-    return o.to(q.dtype)
+    return o.to(dtype)

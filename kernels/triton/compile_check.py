@@ -30,6 +30,7 @@ def _sig(fn, types: dict[str, str], consts: dict[str, object]) -> dict[str, str]
     return sig
 
 
+# One function: the case table is data, one entry per kernel at the 35B shapes.
 def cases() -> list[tuple[str, object, dict[str, str], dict[str, object], int]]:
     """(name, kernel, argument types, constexprs, num_warps); num_stages as the launchers use."""
     bf = "*bf16"

@@ -211,24 +211,7 @@ def chunk_gated_delta_rule(
         raise ValueError(f"value heads ({h}) must be a multiple of key heads ({hk})")
     c = int(chunk_size)
     dev = v.device
-    if cu_seqlens is None:
-        lens = [t] * n
-        cu = torch.arange(n + 1, device=dev, dtype=torch.int32) * t
-    else:
-        if n != 1:
-            raise ValueError("cu_seqlens needs packed inputs with N = 1")
-        cu = cu_seqlens.to(device=dev, dtype=torch.int32)
-        bounds = cu.tolist()
-        lens = [b - a for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-    nseq = len(lens)
-    per = [-(-length // c) for length in lens]
-    nchunks = sum(per)
-    cidx = torch.tensor([(s, j) for s, p in enumerate(per) for j in range(p)], dtype=torch.int32).reshape(
-        -1, 2
-    )
-    coff = torch.tensor([0] + per[:-1], dtype=torch.int32).cumsum(0, dtype=torch.int32)
-    cidx, coff = cidx.to(dev), coff.to(dev)
-
+    cu, cidx, coff, nseq, nchunks = _chunk_table(n, t, c, cu_seqlens, dev)
     qf, kf, vf = (x.reshape(n * t, x.shape[2], x.shape[3]).contiguous() for x in (q, k, v))
     gf, bf = (x.reshape(n * t, h).contiguous() for x in (g, beta))
     tot = n * t
@@ -269,3 +252,26 @@ def chunk_gated_delta_rule(
         return o, ht
     starts = hs if cu_seqlens is not None else hs.view(n, nchunks // max(n, 1), h, dk, dv)
     return o, ht, starts
+
+
+def _chunk_table(
+    n: int, t: int, c: int, cu_seqlens: Tensor | None, dev: torch.device
+) -> tuple[Tensor, Tensor, Tensor, int, int]:
+    """Where the kernels' chunks lie: the sequences' bounds along the packed T (`cu`, [S+1]), each
+    chunk's (sequence, chunk in it) (`cidx`, [chunks, 2]), each sequence's first chunk (`coff`),
+    and the counts of sequences and chunks. Without `cu_seqlens` the N rows are the sequences."""
+    if cu_seqlens is None:
+        lens = [t] * n
+        cu = torch.arange(n + 1, device=dev, dtype=torch.int32) * t
+    else:
+        if n != 1:
+            raise ValueError("cu_seqlens needs packed inputs with N = 1")
+        cu = cu_seqlens.to(device=dev, dtype=torch.int32)
+        bounds = cu.tolist()
+        lens = [b - a for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    per = [-(-length // c) for length in lens]
+    cidx = torch.tensor([(s, j) for s, p in enumerate(per) for j in range(p)], dtype=torch.int32).reshape(
+        -1, 2
+    )
+    coff = torch.tensor([0] + per[:-1], dtype=torch.int32).cumsum(0, dtype=torch.int32)
+    return cu, cidx.to(dev), coff.to(dev), len(lens), sum(per)
