@@ -31,3 +31,6 @@ class Gate(Protocol):
     def screen(self, tool: Tool, result: ToolResult) -> None:
         """Leave out of a call's result what the model may not see (lines of files read rules
         deny), before anyone sees it."""
+
+    def take_grant(self, command: str) -> Any:
+        """The exec check's grant `authorize` made for this shell command line (once), or None."""

@@ -30,11 +30,23 @@ def shorten(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1].rstrip() + "…"
 
 
+def shorten_middle(text: str, width: int) -> str:
+    """One line of at most `width` characters; a longer one keeps its start and its end around an
+    ellipsis. A command's end says what it runs on (which tests, which file) and a path's end names
+    the file, while their start is often a long directory (a venv's interpreter in a deep checkout)
+    that would otherwise fill the whole width and make every call's line look the same."""
+    text = " ".join(str(text).split())
+    if len(text) <= width:
+        return text
+    head = width // 3
+    return text[:head].rstrip() + "…" + text[len(text) - (width - head - 1) :].lstrip()
+
+
 def short_args(call: ToolCall) -> str:
     args = call.arguments if isinstance(call.arguments, dict) else {}
     for key in _KEY_ARGS:
         if isinstance(args.get(key), str) and args[key].strip():
-            return shorten(args[key], 60)
+            return shorten_middle(args[key], 60)
     return shorten(json.dumps(args, ensure_ascii=False, default=str), 60) if args else ""
 
 

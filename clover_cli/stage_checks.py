@@ -52,6 +52,11 @@ def run_stage_check(agent: Agent, check: StageCheck, call_id: str) -> StageRun |
     if refusal is not None:
         _record(agent, call, check, ToolResult(refusal, is_error=True, data={"denied": True}))
         return None
+    if agent.gate is not None:
+        # The gate made the exec check's grant for this line as for any shell call, but `env.run`
+        # takes none: left in the gate, it would wait there for a later command of the same text
+        # (a user's `!cmd`, the tests), which would then start under this check's approval.
+        agent.gate.take_grant(call.arguments["command"])
     try:
         result = agent.env.run(check.argv, timeout=check.timeout)
     except (AgentStop, KeyboardInterrupt):

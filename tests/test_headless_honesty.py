@@ -400,6 +400,27 @@ def test_fix_on_a_terminal_shows_progress_before_the_first_reply(tmp_path: Path)
     assert chunks and ended - chunks[0][0] >= 1.8, [(round(ended - t, 2), c[:40]) for t, c in chunks]
 
 
+def test_a_command_run_by_a_long_program_path_shows_what_it_ran() -> None:
+    """A command that starts with a long interpreter path (a venv in a deep checkout) is cut in the
+    middle on the progress line: the path's start and the command's end (which tests) both show."""
+    import io
+
+    from clover.call_log import CallLog
+    from clover.core.protocols import ToolCall, ToolResult
+
+    program = "/home/someone/" + "a-rather-long-directory-name/" * 4 + ".venv/bin/python"
+    err = io.StringIO()
+    log = CallLog(err, progress=True)
+    log(
+        ToolCall("bash", {"command": f"{program} -m pytest -q test_calc.py"}),
+        ToolResult("1 passed", exit_code=0),
+    )
+    line = err.getvalue().strip()
+    assert line.startswith("clover: step 0 · bash /home/someone/") and "…" in line
+    assert line.endswith("-m pytest -q test_calc.py → exit 0"), line
+    assert len(line) <= len("clover: step 0 · bash ") + 60 + len(" → exit 0")
+
+
 def test_print_names_a_change_it_held_and_did_not_apply(tmp_path: Path) -> None:
     """A step that writes a git hook under `-p --yes`: the hook is held (no one can approve it),
     and the run says so on stderr and in json, rather than saying nothing."""

@@ -175,3 +175,37 @@ def test_the_agent_hands_the_edited_paths_to_the_model_layer(tmp_path: Path) -> 
     tool_messages = [m for m in agent.messages if m["role"] == "tool"]
     assert tool_messages[0][EDITED_KEY] == ["calc.py"] and EDITED_KEY not in tool_messages[1]
     assert edited_files(agent.messages[:-1]) == ["calc.py"]
+
+
+@pytest.mark.parametrize(
+    "deny",
+    [["read(.env)", "read(secrets/*.env)"], ["read(**/.env)", "read(secrets/**/*.env)"]],
+)
+def test_a_directory_view_leaves_out_the_names_of_files_read_rules_deny(
+    tmp_path: Path, deny: list[str]
+) -> None:
+    """A directory view's entry is the path it shows: a denied file's name is left out of the
+    listing, as `view` of that file is refused (`**/` also stands for no directory, as in .gitignore)."""
+    files = {
+        ".env": "TOKEN=top\n",
+        "config/.env": "TOKEN=config\n",
+        "secrets/prod.env": "TOKEN=prod\n",
+        "secrets/readme.md": "ask ops\n",
+        "app.py": "x = 1\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    env = LocalEnvironment(str(tmp_path))
+    gate = PermissionGate(PermissionPolicy("yolo", deny=deny, root=str(tmp_path)))
+    view = ViewTool()
+    for directory in (".", "secrets", "config"):
+        result = view.run({"path": directory}, env)
+        gate.screen(view, result)
+        assert ".env" not in result.output and "TOKEN" not in result.output, result.output
+        assert "left out]" in result.output
+    shown = view.run({"path": "."}, env)
+    gate.screen(view, shown)
+    assert "app.py" in shown.output and "secrets/readme.md" in shown.output
+    for denied in (".env", "config/.env", "secrets/prod.env"):
+        assert gate.authorize(ToolCall("view", {"path": denied}), view) is not None

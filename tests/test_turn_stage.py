@@ -170,3 +170,28 @@ def test_the_gate_decides_whether_a_stage_check_runs(policy, runs):
     (record,) = trajectory
     assert record["check"] == "turn_stage" and record["denied"] is not runs
     assert record["arguments"] == {"command": "python3 -c 'print(1)' '{}'"}
+
+
+@pytest.mark.parametrize(
+    ("policy", "runs"),
+    [
+        (PermissionPolicy("yolo"), True),
+        (PermissionPolicy("ask", allow=["bash(python3 -c *)"]), True),
+        (PermissionPolicy("ask"), False),
+        (PermissionPolicy("yolo", deny=["bash(python3*)"]), False),
+    ],
+)
+def test_a_stage_check_leaves_no_grant_in_the_gate(tmp_path, policy, runs):
+    """A check is authorized for its exact command and run by `env.run`, which takes no grant from
+    the gate: the check consumes the grant it was given, so none is left for a later command."""
+    from clover.tools.execguard import ExecGuard, unavailable_reason
+
+    guard = ExecGuard(PermissionPolicy("yolo"), check=unavailable_reason() is None)
+    env = LocalEnvironment(str(tmp_path), exec_guard=guard)
+    gate = PermissionGate(policy)
+    agent = Agent(ModelCapabilities(), env, [], system_prompt="s", gate=gate)
+    guard.gate_of = lambda: agent.gate
+    agent.trajectory = []  # any object with `append`
+    got = agent.run_check(StageCheck(["python3", "-c", "print(6 * 7)"], 10.0, "an example"))
+    assert (got is not None and got.stdout == b"42\n") is runs
+    assert gate.grants == {}

@@ -175,15 +175,35 @@ class Rule:
             head = " ".join(self.prefix)
             return any(t == head or t.startswith(head + " ") for t in {text, squash(text)})
         candidates = [text, text + " "]  # `git status *` also covers bare `git status`
-        if path_like and not self.literal and "/" not in self.pattern:
-            candidates.append(text.rsplit("/", 1)[-1])
         pats = {self.pattern, self.canonical or self.pattern}
+        if path_like and not self.literal:
+            if "/" not in self.pattern:
+                candidates.append(text.rsplit("/", 1)[-1])
+            pats = {form for p in pats for form in _zero_dir_forms(p)}
         if fold:
             candidates, pats = [c.casefold() for c in candidates], {p.casefold() for p in pats}
         return any(fnmatchcase(c, p) for c in candidates for p in pats)
 
     def __repr__(self) -> str:
         return f"Rule({self.text!r})"
+
+
+_ANY_DIRS = re.compile(r"(?:^|(?<=/))\*\*/")
+
+
+def _zero_dir_forms(pattern: str) -> set[str]:
+    """`pattern` and its forms with any of its `**/` standing for no directory at all, as in
+    .gitignore: `**/.env` is also the top-level `.env`, `a/**/b` also `a/b` (fnmatch's `*` already
+    stands for one directory or more)."""
+    forms, todo = {pattern}, [pattern]
+    while todo:
+        form = todo.pop()
+        for m in _ANY_DIRS.finditer(form):
+            shorter = form[: m.start()] + form[m.end() :]
+            if shorter not in forms:
+                forms.add(shorter)
+                todo.append(shorter)
+    return forms
 
 
 # Programs whose first operands name what they do (`git commit`, `npm run test`, `python3 -m pytest`).
