@@ -51,7 +51,8 @@ def _stack(q, native_layout: bool):
     as the loader makes it on CPU with or without the C kernels."""
     import os
 
-    from clover.model.quantized import Int4Codes, PackedWeight
+    from clover.model.quant_codes import Int4Codes
+    from clover.model.quantized import PackedWeight
 
     count, rows, cols = q.shape
     before = os.environ.get("CLOVER_CPU_NATIVE")
@@ -67,7 +68,7 @@ def _stack(q, native_layout: bool):
 
 def _random_int4(gen, *shape: int):
     """Random int4 codes around zero point 8 with weights of std ~0.02 (no float matrix first)."""
-    from clover.model.quantized import Int4Codes
+    from clover.model.quant_codes import Int4Codes
 
     codes = torch.randint(0, 16, shape, generator=gen, dtype=torch.uint8)
     scales = torch.full((*shape[:-1], shape[-1] // 128), 0.02 / 4.6)

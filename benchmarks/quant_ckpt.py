@@ -18,8 +18,8 @@ import torch
 from torch import Tensor
 
 from clover.model.load_quant import KEEP_DENSE
+from clover.model.quant_codes import Int4Codes, quantize_int4
 from clover.model.quant_formats import encode_awq, encode_fp8, encode_gptq
-from clover.model.quantized import Int4Codes, quantize_int4
 
 FORMATS = ("gptq", "awq", "fp8")
 EXPERT_LEAVES = ("mlp.experts.gate_up_proj", "mlp.experts.down_proj")

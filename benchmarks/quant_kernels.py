@@ -20,7 +20,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from clover.model.quantized import PackedWeight, quantize_int4, quantize_int8
+from clover.model.quant_codes import quantize_int4, quantize_int8
+from clover.model.quantized import PackedWeight
 
 WIDTHS = (1, 2, 4, 8, 16, 32)
 

@@ -92,7 +92,7 @@ def random_model(config: CloverConfig, form: str, device: str, seed: int = 0) ->
     (what a GPTQ-Int4 checkpoint loads as: the quantized projections and experts int4 in groups of
     128, the rest bf16). For a full-size run where writing and reading 20-70 GB would not fit."""
     from clover.model.load_quant import Placer
-    from clover.model.quantized import Int4Codes
+    from clover.model.quant_codes import Int4Codes
 
     with torch.device("meta"):
         model = CloverForCausalLM(config)

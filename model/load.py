@@ -37,6 +37,7 @@ from clover.model.layers.rope import RotaryEmbedding
 from clover.model.load_quant import EXPERT_LEAVES, Placer
 from clover.model.modeling import CloverForCausalLM
 from clover.model.placement import DeviceMap, attach_device_hooks, auto_device_map, device_for
+from clover.model.quant_codes import Int4Codes
 from clover.model.quant_formats import (
     FP8_DTYPES,
     INT_DTYPES,
@@ -47,7 +48,6 @@ from clover.model.quant_formats import (
     group_tensors,
     scheme_from_config,
 )
-from clover.model.quantized import Int4Codes
 from clover.model.qwen_next import fuse_ba, fuse_qkvz, split_ba, split_qkvz  # noqa: F401 - re-exported
 from clover.model.safetensors_read import (
     SafetensorsError,

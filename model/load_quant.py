@@ -21,15 +21,9 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from clover.model.quantized import (
-    Int4Codes,
-    PackedWeight,
-    QuantExperts,
-    QuantLinear,
-    int4_fits,
-    quantize_int4,
-    quantize_int8,
-)
+from clover.model.quant_codes import Int4Codes, quantize_int4, quantize_int8
+from clover.model.quant_pack import int4_fits
+from clover.model.quantized import PackedWeight, QuantExperts, QuantLinear
 
 QUANTIZE_MODES = ("int4", "int8")
 INT4_GROUP = 128  # the largest group tried on load (what GPTQ / AWQ checkpoints use)

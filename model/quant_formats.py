@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from clover.model.quantized import Int4Codes
+from clover.model.quant_codes import Int4Codes
 from clover.model.safetensors_read import TensorInfo
 
 METHODS = ("gptq", "awq", "fp8")

@@ -10,8 +10,8 @@ from typing import BinaryIO
 from torch import Tensor
 
 from clover.model.config import CloverConfig
+from clover.model.quant_codes import Int4Codes
 from clover.model.quant_formats import Part, QuantSource, decode, expert_slice
-from clover.model.quantized import Int4Codes
 from clover.model.safetensors_read import TensorInfo, read
 
 

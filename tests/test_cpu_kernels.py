@@ -21,8 +21,9 @@ from clover.model.config import tiny  # noqa: E402
 from clover.model.cpu_linear import CpuGemvLinear, use_cpu_kernels  # noqa: E402
 from clover.model.load import load_checkpoint, save_checkpoint  # noqa: E402
 from clover.model.modeling import CloverForCausalLM  # noqa: E402
+from clover.model.quant_codes import Int4Codes, quantize_int4  # noqa: E402
 from clover.model.quant_formats import encode_gptq  # noqa: E402
-from clover.model.quantized import Int4Codes, PackedWeight, QuantExperts, quantize_int4  # noqa: E402
+from clover.model.quantized import PackedWeight, QuantExperts  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

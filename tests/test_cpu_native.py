@@ -17,8 +17,9 @@ from clover.kernels.reference.moe import moe_experts, routed_experts  # noqa: E4
 from clover.model.config import tiny  # noqa: E402
 from clover.model.load import CheckpointError, load_checkpoint, save_checkpoint  # noqa: E402
 from clover.model.modeling import CloverForCausalLM  # noqa: E402
+from clover.model.quant_codes import Int4Codes, quantize_int4  # noqa: E402
 from clover.model.quant_formats import encode_gptq  # noqa: E402
-from clover.model.quantized import Int4Codes, PackedWeight, QuantExperts, quantize_int4  # noqa: E402
+from clover.model.quantized import PackedWeight, QuantExperts  # noqa: E402
 
 needs_kernel = pytest.mark.skipif(
     not native.available(), reason="no C compiler or no AVX-512 VNNI here: the float kernels run"

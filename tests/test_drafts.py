@@ -7,8 +7,9 @@ import json
 import pytest
 import torch
 
+from clover.model.decode_policy import select
 from clover.model.drafts import DraftIndex
-from clover.model.generate import DecodeSettings, generate, select
+from clover.model.generate import DecodeSettings, generate
 from tests.embedded_reference import WEIGHTS
 
 

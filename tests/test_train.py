@@ -11,15 +11,9 @@ import torch
 from clover.model.config import tiny
 from clover.model.data import encode_doc, end_aligned, pack
 from clover.model.modeling import CloverForCausalLM
-from clover.model.train import (
-    TrainArgs,
-    Trainer,
-    add_noise,
-    diffusion_step_loss,
-    export,
-    sample_block_size,
-    step_generator,
-)
+from clover.model.train import export
+from clover.model.train_objective import add_noise, diffusion_step_loss, sample_block_size, step_generator
+from clover.model.trainer import TrainArgs, Trainer
 
 SEQ = 32
 
@@ -338,7 +332,8 @@ def test_copy_rows_repeat_each_chunk_and_target_the_repeat() -> None:
 
 
 def test_a_time_limited_run_is_not_cut_at_the_default_step_count() -> None:
-    from clover.model.train import TrainArgs, resolve_steps
+    from clover.model.train import resolve_steps
+    from clover.model.trainer import TrainArgs
 
     assert resolve_steps(None, 0.0) == TrainArgs.steps
     assert resolve_steps(None, 90.0) > 10**6  # the clock ends it, and drives the cosine
