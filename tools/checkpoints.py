@@ -31,11 +31,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from clover.tools import gitstate, undogit, undoplan
+from clover.tools import gitstate, undogit, undoplan, undorecord
 from clover.tools.signalsafe import held_signals
 from clover.tools.statehome import private_dir
 from clover.tools.treescan import CACHE_DIRS, GITDIR_SKIP, Entry, Scan, Scanner, identity, is_gitdir
-from clover.tools.undoplan import Outcome, Plan, Record
+from clover.tools.undoplan import Outcome, Plan
+from clover.tools.undorecord import Record
 
 __all__ = ["CACHE_DIRS", "Checkpoints", "Group", "Recorder", "SnapshotError"]
 JOURNAL_VERSION = 4  # 4: refs recorded as git state (tools/gitstate.py)
@@ -136,7 +137,7 @@ class Checkpoints:
             journal = self._load()
             agent_repos = set(journal["agent_repos"])
             after = self.scanner.scan(agent_repos, new_allowed=True, known=set(before.gitdirs.values()))
-            changes, moves, new_repos = undoplan.diff_scans(before, after)
+            changes, moves, new_repos = undorecord.diff_scans(before, after)
             self._save_cache()
             if not (changes or moves):
                 return None
@@ -164,7 +165,7 @@ class Checkpoints:
             for path in sorted(set(before.entries) | set(after)):
                 old, new = before.entries.get(path), after.get(path)
                 if not (old is None and new is None or (old is not None and old.same(new))):
-                    changes.append(undoplan.Change(path, old, new))
+                    changes.append(undorecord.Change(path, old, new))
                 self.scanner.note(path, new)
             self._save_cache()
             if not changes:
@@ -218,8 +219,8 @@ class Checkpoints:
         request: int,
         label: str,
         step: int,
-        changes: list[undoplan.Change],
-        moves: list[undoplan.Move],
+        changes: list[undorecord.Change],
+        moves: list[undorecord.Move],
         new_repos: list[str],
     ) -> Record:
         journal["clock"] += 1
