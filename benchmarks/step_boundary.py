@@ -24,10 +24,11 @@ from pathlib import Path
 
 from benchmarks.undo_record import copy_of_this_repo
 from clover.tools.boundary import StepBoundary
-from clover.tools.checkpoints import Checkpoints, Recorder
+from clover.tools.checkpoints import Checkpoints
 from clover.tools.environment import LocalEnvironment
 from clover.tools.execguard import ExecGuard, exec_check_available
 from clover.tools.sandbox import Sandbox, bwrap_available
+from clover.tools.undorecorder import Recorder
 
 COMMANDS = {
     "true": "true",

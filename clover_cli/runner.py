@@ -211,7 +211,8 @@ def checkpointer(settings: Settings, root: str | Path, label: str, session: str 
         return None
     import sys
 
-    from clover.tools.checkpoints import Checkpoints, Recorder, SnapshotError
+    from clover.tools.checkpoints import Checkpoints, SnapshotError
+    from clover.tools.undorecorder import Recorder
 
     # A step that cannot be recorded does not stop the run: it goes ahead unprotected and one line
     # says so (the fault is in Clover's own store, e.g. a full disk; the user's files are

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from clover import gitdiff
-from clover.tools import hostgit
+from clover.tools import gitporcelain, hostgit
 from clover.tools.checkpoints import Checkpoints
 from clover.tools.environment import LocalEnvironment
 from clover.tools.git_tools import GitTool
@@ -179,7 +179,7 @@ def clover_host_git(ws: Path, store: Path) -> None:
     ):
         result = tool.run(args, env)
         assert not result.is_error, (args, result.output)
-    hostgit.status_short(ws)
+    gitporcelain.status_short(ws)
     for args in (
         ["status"],
         ["diff"],
@@ -280,19 +280,19 @@ def test_libgit2_outputs_match_the_git_program(tmp_path: Path) -> None:
         ws,
     )
     git = lambda *a: subprocess.run(["git", *a], cwd=ws, capture_output=True, text=True).stdout  # noqa: E731
-    assert hostgit.status_short(ws) == git("status", "--short", "--branch")
-    assert hostgit.diff_text(ws) == git("diff", "--no-color")
-    assert hostgit.diff_text(ws, staged=True) == git("diff", "--cached", "--no-color")
-    assert hostgit.diff_text(ws, path=str(ws / "b.txt")) == git("diff", "--no-color", "--", "b.txt")
-    assert hostgit.log_lines(ws, 5) == git("log", "-n5", "--date=short", "--format=%h %ad %an: %s")
-    assert hostgit.log_lines(ws, 5, str(ws / "b.txt")) == git(
+    assert gitporcelain.status_short(ws) == git("status", "--short", "--branch")
+    assert gitporcelain.diff_text(ws) == git("diff", "--no-color")
+    assert gitporcelain.diff_text(ws, staged=True) == git("diff", "--cached", "--no-color")
+    assert gitporcelain.diff_text(ws, path=str(ws / "b.txt")) == git("diff", "--no-color", "--", "b.txt")
+    assert gitporcelain.log_lines(ws, 5) == git("log", "-n5", "--date=short", "--format=%h %ad %an: %s")
+    assert gitporcelain.log_lines(ws, 5, str(ws / "b.txt")) == git(
         "log", "-n5", "--date=short", "--format=%h %ad %an: %s", "--", "b.txt"
     )
-    show = hostgit.show_text(ws, "HEAD")
+    show = gitporcelain.show_text(ws, "HEAD")
     assert show.startswith(git("show", "-s", "--format=commit %H%nAuthor: %an <%ae>%nDate:   %ad%n%n    %s"))
     assert git("show", "--format=", "--patch", "HEAD") in show
     with pytest.raises(hostgit.HostGitError, match="unknown revision"):
-        hostgit.show_text(ws, "no-such-rev")
+        gitporcelain.show_text(ws, "no-such-rev")
     assert not hostgit.is_git_repo(ws / ".git") and not hostgit.is_git_repo(tmp_path)
     # fix's trees: the same tree the git program writes for the work tree (untracked, not ignored)
     (ws / ".gitignore").write_text("*.log\n")

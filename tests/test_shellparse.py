@@ -5,8 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from clover.tools.shellcommand import ParsedShell
 from clover.tools.shellnorm import canonical_argv
-from clover.tools.shellparse import ParsedShell, parse_shell
+from clover.tools.shellparse import parse_shell
 
 
 def argvs(cmd: str) -> list[list[str]]:

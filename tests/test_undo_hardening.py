@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from clover.tools import undoplan, undoreport
+from clover.tools import undoplan, undorecord, undoreport
 from clover.tools.checkpoints import Checkpoints, SnapshotError
 
 
@@ -145,16 +145,16 @@ def test_a_signal_while_a_step_is_recorded_waits_for_the_record(
     cp = Checkpoints(str(root), store=str(tmp_path / "store"))
     cp.begin()
     (root / "f.txt").write_text("agent\n")
-    real = undoplan.diff_scans
+    real = undorecord.diff_scans
 
     def diff_scans(before, after):
         os.kill(os.getpid(), signal.SIGINT)  # arrives while the step's record is being made
         return real(before, after)
 
-    monkeypatch.setattr(undoplan, "diff_scans", diff_scans)
+    monkeypatch.setattr(undorecord, "diff_scans", diff_scans)
     with pytest.raises(KeyboardInterrupt):
         cp.end("s", 1, "r", 1)
-    monkeypatch.setattr(undoplan, "diff_scans", real)
+    monkeypatch.setattr(undorecord, "diff_scans", real)
     fresh = Checkpoints(str(root), store=str(tmp_path / "store"))
     assert [c.path for g in fresh.groups() for r in g.records for c in r.changes] == ["f.txt"]
     assert [a.path for a in fresh.undo().done] == ["f.txt"] and (root / "f.txt").read_text() == "orig\n"

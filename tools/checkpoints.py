@@ -18,6 +18,9 @@ The store (default `~/.local/state/clover/undo/<hash of root>`, private: 0700) h
 made), `scan-cache.json` (stat
 data of files already read) and `saved/`. One writer at a time (a lock file): a chat and a
 `clover undo` may run side by side.
+
+The journal's format is tools/undojournal.py's; the paths a step boundary hands over are read by
+tools/undocapture.py; the agent records its steps through tools/undorecorder.py's Recorder.
 """
 
 from __future__ import annotations
@@ -25,55 +28,24 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import json
 import os
 import time
-from dataclasses import dataclass
 from typing import Any
 
-from clover.tools import gitstate, undogit, undoplan
+from clover.tools import undocapture, undogit, undojournal, undoplan, undorecord
 from clover.tools.signalsafe import held_signals
 from clover.tools.statehome import private_dir
-from clover.tools.treescan import CACHE_DIRS, GITDIR_SKIP, Entry, Scan, Scanner, identity, is_gitdir
-from clover.tools.undoplan import Outcome, Plan, Record
+from clover.tools.treescan import Entry, Scan, Scanner
+from clover.tools.undocapture import Captured
+from clover.tools.undojournal import Group
+from clover.tools.undoplan import Outcome, Plan
+from clover.tools.undorecord import Record
 
-__all__ = ["CACHE_DIRS", "Checkpoints", "Group", "Recorder", "SnapshotError"]
-JOURNAL_VERSION = 4  # 4: refs recorded as git state (tools/gitstate.py)
-KEEP_GROUPS = 200  # older requests' records are dropped (their contents stay in the object store)
+__all__ = ["Checkpoints", "SnapshotError"]
 
 
 class SnapshotError(Exception):  # not model.load.CheckpointError (weights)
     """Nothing to undo/redo, a store that cannot be used, files changed mid-undo: one line for the user."""
-
-
-@dataclass
-class Captured:
-    """A step's paths before it was applied (Checkpoints.capture): the ones recorded as files,
-    the repositories whose refs it may move, and their states."""
-
-    plain: list[str]
-    refdirs: set[str]
-    entries: dict[str, Entry | None]
-
-
-@dataclass
-class Group:
-    """One request's records: what `clover undo` names before it acts."""
-
-    session: str
-    request: int
-    label: str
-    records: list[Record]
-
-    @property
-    def steps(self) -> list[int]:
-        return sorted({r.step for r in self.records})
-
-    def state(self) -> str:
-        states = {c.state for r in self.records for c in r.changes} | {
-            m.state for r in self.records for m in r.moves
-        }
-        return "undone" if states == {"undone"} else "applied" if states == {"applied"} else "partly undone"
 
 
 def default_store(root: str) -> str:
@@ -136,7 +108,7 @@ class Checkpoints:
             journal = self._load()
             agent_repos = set(journal["agent_repos"])
             after = self.scanner.scan(agent_repos, new_allowed=True, known=set(before.gitdirs.values()))
-            changes, moves, new_repos = undoplan.diff_scans(before, after)
+            changes, moves, new_repos = undorecord.diff_scans(before, after)
             self._save_cache()
             if not (changes or moves):
                 return None
@@ -148,68 +120,28 @@ class Checkpoints:
         tools/boundary.py): contents kept in the store now, so that undo can bring them back."""
         with self._locked():
             self._sync_baseline()
-            plain, refdirs = self._split(paths)
-            return Captured(plain, refdirs, self._entries(plain, refdirs))
+            plain, refdirs = undocapture.split_paths(self.scanner, paths)
+            return Captured(plain, refdirs, undocapture.read_entries(self.scanner, self.root, plain, refdirs))
 
     def commit(self, session: str, request: int, label: str, step: int, before: Captured) -> Record | None:
         """Record what the step changed of the captured paths, read now that it is applied."""
         with self._locked():
             journal = self._load()
-            made = self._new_repos(before)
+            made = undocapture.new_repos(self.root, before)
             if made:
                 journal["agent_repos"] = sorted(set(journal["agent_repos"]) | set(made.values()))
                 self.scanner.agent_repos |= set(made.values())
-            after = self._entries(before.plain, before.refdirs)
+            after = undocapture.read_entries(self.scanner, self.root, before.plain, before.refdirs)
             changes = []
             for path in sorted(set(before.entries) | set(after)):
                 old, new = before.entries.get(path), after.get(path)
                 if not (old is None and new is None or (old is not None and old.same(new))):
-                    changes.append(undoplan.Change(path, old, new))
+                    changes.append(undorecord.Change(path, old, new))
                 self.scanner.note(path, new)
             self._save_cache()
             if not changes:
                 return None
             return self._append(journal, session, request, label, step, changes, [], sorted(made))
-
-    def _split(self, paths: list[str]) -> tuple[list[str], set[str]]:
-        """Paths recorded as files, and repositories whose refs a path of theirs changes (recorded
-        as git state). Left out: regenerable caches, and a user's repository's object store
-        (history is only added to, and never removed by a step)."""
-        plain, refdirs = [], set()
-        for path in paths:
-            if set(path.split("/")) & CACHE_DIRS:
-                continue
-            home = self.scanner.user_gitdir(path)
-            if home is not None:
-                gitdir, inner = home
-                top = inner.split("/", 1)[0]
-                if top == "objects" or top in GITDIR_SKIP or inner.endswith(".lock"):
-                    continue
-                if gitstate.is_ref_storage(inner):
-                    refdirs.add(gitdir)
-                    continue
-            plain.append(path)
-        return plain, refdirs
-
-    def _entries(self, plain: list[str], refdirs: set[str]) -> dict[str, Entry | None]:
-        out = {path: self.scanner.entry(path) for path in plain}
-        for gitdir in refdirs:
-            refs = gitstate.read_refs(os.path.join(self.root, gitdir)) or {}
-            out.update({f"{gitdir}/{name}": Entry("r", 0, target) for name, target in refs.items()})
-        wanted = set(plain)
-        return {p: e for p, e in out.items() if e is not None or p in wanted}
-
-    def _new_repos(self, before: Captured) -> dict[str, str]:
-        """Git directories among the captured paths that were not there before: path -> identity."""
-        made = {}
-        for path in before.plain:
-            if before.entries.get(path) is not None:
-                continue
-            full = os.path.join(self.root, path)
-            with contextlib.suppress(OSError):
-                if os.path.isdir(full) and is_gitdir(set(os.listdir(full)), full):
-                    made[path] = identity(full)
-        return made
 
     def _append(
         self,
@@ -218,8 +150,8 @@ class Checkpoints:
         request: int,
         label: str,
         step: int,
-        changes: list[undoplan.Change],
-        moves: list[undoplan.Move],
+        changes: list[undorecord.Change],
+        moves: list[undorecord.Move],
         new_repos: list[str],
     ) -> Record:
         journal["clock"] += 1
@@ -231,7 +163,7 @@ class Checkpoints:
         journal["next_id"] += 1
         journal["records"].append(record)
         journal["redo"] = []  # new work: what was undone before it is not redone over it
-        self._trim(journal)
+        undojournal.trim(journal)
         self._save(journal)
         return record
 
@@ -257,7 +189,7 @@ class Checkpoints:
 
     def groups(self, session: str | None = None) -> list[Group]:
         """Oldest first."""
-        return self._groups(self._load(), session)
+        return undojournal.groups(self._load(), session)
 
     def next_request(self, session: str) -> int:
         return max((r.request for r in self._load()["records"] if r.session == session), default=0) + 1
@@ -299,7 +231,7 @@ class Checkpoints:
             # Noted first, so that what an undo killed midway wrote (or removed on the way to writing,
             # where a path's kind changes) is finished by the next one, never taken for the user's.
             journal["pending"] = {
-                "group": _held_key(group),
+                "group": undojournal.held_key(group),
                 "paths": {
                     a.path: [a.current and a.current.dump(), a.target and a.target.dump()]
                     for a in fresh.actions
@@ -314,10 +246,10 @@ class Checkpoints:
                 journal[stack] = [g for g in journal[stack] if g != key]
                 if not shown.redo:
                     journal[stack].append(key)
-            journal["held"].pop(_held_key(group), None)
+            journal["held"].pop(undojournal.held_key(group), None)
             journal["pending"] = {}
             if fresh.conflicts and not shown.redo:  # what the plan left: once it can go, undo comes back here
-                journal["held"][_held_key(group)] = sorted({c.path for c in fresh.conflicts})
+                journal["held"][undojournal.held_key(group)] = sorted({c.path for c in fresh.conflicts})
             self._save(journal)
             self.scanner.scan(
                 set(journal["agent_repos"])
@@ -344,7 +276,7 @@ class Checkpoints:
                 for p, (cur, target) in pending.get("paths", {}).items()
                 if cur and target and (cur[0] == "d") != (target[0] == "d")
             }
-            if (pending.get("group") == _held_key(group))
+            if (pending.get("group") == undojournal.held_key(group))
             else {}
         )
         plan = undoplan.plan(
@@ -379,7 +311,7 @@ class Checkpoints:
         its plan that can now be undone (the later request that held it was undone since; not an
         apply that failed, which would come back to the same request every time); with `force`, any
         with a change left. Redo: the latest undone request on the redo stack (new work clears it)."""
-        groups = self._groups(journal, session)
+        groups = undojournal.groups(journal, session)
 
         def has(group: Group, state: str) -> bool:
             return any(c.state == state for r in group.records for c in r.changes) or any(
@@ -397,59 +329,23 @@ class Checkpoints:
                 continue
             if force or [group.session, group.request] not in journal["undone"]:
                 return group
-            held = set(journal["held"].get(_held_key(group), []))
+            held = set(journal["held"].get(undojournal.held_key(group), []))
             if held:  # a path its undo left as a conflict may be free now (a later request undone since)
                 left = self._plan(journal, group, False, False)
                 if any(a.path in held for a in left.actions) or any(c.path in held for c in left.settled):
                     return group
         raise SnapshotError("nothing to undo" + (" in this session" if session else ""))
 
-    @staticmethod
-    def _groups(journal: dict[str, Any], session: str | None) -> list[Group]:
-        found: dict[tuple[str, int], Group] = {}
-        for rec in journal["records"]:
-            if session is None or rec.session == session:
-                found.setdefault(rec.group, Group(rec.session, rec.request, rec.label, [])).records.append(
-                    rec
-                )
-        return sorted(found.values(), key=lambda g: max(r.id for r in g.records))
-
     # ----------------------------------------------------------------------- state
 
-    @staticmethod
-    def _load_json(path: str, default: Any) -> Any:
-        try:
-            with open(path) as fh:
-                return json.load(fh)
-        except (OSError, ValueError):
-            return default
-
     def _load(self) -> dict[str, Any]:
-        data = self._load_json(self.journal_path, {})
-        if not isinstance(data, dict) or data.get("version") != JOURNAL_VERSION:
-            data = {}
-        try:
-            records = [Record.load(r) for r in data.get("records", [])]
-        except (KeyError, TypeError, ValueError, IndexError):
-            records = []
-        return {
-            "records": records,
-            "redo": list(data.get("redo", [])),
-            "undone": list(data.get("undone", [])),
-            "clock": int(data.get("clock", 0)),
-            "touched": dict(data.get("touched", {})),
-            "agent_repos": list(data.get("agent_repos", [])),
-            "held": dict(data.get("held", {})),
-            "pending": dict(data.get("pending", {})),
-            "next_id": int(data.get("next_id", max((r.id for r in records), default=0) + 1)),
-        }
+        return undojournal.load(self.journal_path)
 
     def _save(self, journal: dict[str, Any]) -> None:
-        data = {**journal, "version": JOURNAL_VERSION, "records": [r.dump() for r in journal["records"]]}
-        self._write_json(self.journal_path, data)
+        undojournal.save(self.journal_path, journal)
 
     def _save_cache(self) -> None:
-        self._write_json(self.cache_path, self.scanner.dump_cache())
+        undojournal.write_json(self.cache_path, self.scanner.dump_cache())
         self._cache_seen = self._cache_identity()
 
     def _cache_identity(self) -> tuple[int, ...] | None:
@@ -461,7 +357,7 @@ class Checkpoints:
 
     def _load_baseline(self) -> None:
         self._cache_seen = self._cache_identity()
-        cache = self._load_json(self.cache_path, None)
+        cache = undojournal.load_json(self.cache_path, None)
         self.scanner = Scanner(self.root, self.repo, cache if isinstance(cache, dict) else None)
 
     def _sync_baseline(self) -> None:
@@ -470,24 +366,6 @@ class Checkpoints:
         edits here (each write replaces the file, so a new identity means a new scan)."""
         if self._cache_identity() != self._cache_seen:
             self._load_baseline()
-
-    @staticmethod
-    def _write_json(path: str, data: Any) -> None:
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as fh:
-            fh.write(json.dumps(data, separators=(",", ":")))  # dumps: the C encoder (dump is Python)
-        os.replace(tmp, path)
-
-    @staticmethod
-    def _trim(journal: dict[str, Any]) -> None:
-        groups = list(dict.fromkeys(r.group for r in journal["records"]))
-        if len(groups) > KEEP_GROUPS:
-            keep = set(groups[-KEEP_GROUPS:])
-            journal["records"] = [r for r in journal["records"] if r.group in keep]
-            recorded = {c.path for r in journal["records"] for c in r.changes}
-            journal["touched"] = {p: t for p, t in journal["touched"].items() if p in recorded}
-            kept = {_held_key(g) for g in Checkpoints._groups(journal, None)}
-            journal["held"] = {k: v for k, v in journal["held"].items() if k in kept}
 
     @contextlib.contextmanager
     def _locked(self):
@@ -500,51 +378,3 @@ class Checkpoints:
                     yield
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def _held_key(group: Group) -> str:
-    return f"{group.session}\n{group.request}"
-
-
-class Recorder:
-    """The agent's hook: `begin(step)` / `end(step)` around each tool call that may change files,
-    recording into one session's current request (`start_request` opens the next one). Where the
-    step boundary applied the call's changes, it hands them over exactly (`capture` before,
-    `commit` after) and `end` has nothing left to scan."""
-
-    def __init__(self, checkpoints: Checkpoints, session: str, label: str = "") -> None:
-        self.checkpoints, self.session = checkpoints, session
-        self.request, self.label = 0, label
-        self.step: int | None = None
-        self.exact = False
-        if label:
-            self.start_request(label)
-
-    def start_request(self, label: str) -> None:
-        self.request = self.checkpoints.next_request(self.session)
-        self.label = label
-
-    def begin(self, step: int) -> None:
-        self.step, self.exact = step, False
-        self.checkpoints.begin()
-
-    def capture(self, paths: list[str]) -> Captured | None:
-        if self.step is None:  # a command outside the agent's steps (the user's own `!cmd`)
-            return None
-        return self.checkpoints.capture(paths)
-
-    def commit(self, before: Captured) -> None:
-        if self.step is None:
-            return
-        if self.request == 0:
-            self.start_request(self.label or "request")
-        self.exact = True
-        self.checkpoints.commit(self.session, self.request, self.label, self.step, before)
-
-    def end(self, step: int) -> None:
-        exact, self.step, self.exact = self.exact, None, False
-        if exact:
-            return
-        if self.request == 0:
-            self.start_request(self.label or "request")
-        self.checkpoints.end(self.session, self.request, self.label, step)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from clover.tools.shellparse import ParsedShell
+from clover.tools.shellcommand import ParsedShell
 from clover.tools.shellwrap import peel
 
 # (argv, why it is asked) -> "yes" | "no" | "always"; called on the thread that runs the command

@@ -1,9 +1,10 @@
 """The `git` tool: status, diff, log, show (read-only) and commit.
 
 Where the environment's files are this machine's (`host_root`), libgit2 does it in-process
-(tools/hostgit.py): no program named by the repository's config (filter, textconv, fsmonitor,
-signer, pager, hook) can run, whatever the mode, sandbox or config spelling. Where they are in a
-container, the git program runs there, through the environment, hardened (tools/gitsafe.py)."""
+(tools/gitporcelain.py over tools/hostgit.py): no program named by the repository's config (filter,
+textconv, fsmonitor, signer, pager, hook) can run, whatever the mode, sandbox or config spelling.
+Where they are in a container, the git program runs there, through the environment, hardened
+(tools/gitsafe.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 
 from clover.core.environment_protocol import Environment
 from clover.core.tool_protocol import Tool, ToolKind, ToolResult
-from clover.tools import hostgit
+from clover.tools import gitporcelain, hostgit
 from clover.tools.gitsafe import CONFIG_SCOPES, config_overrides, git_argv
 from clover.tools.paths import PathError
 from clover.tools.textio import arg_bool, arg_int, decode, error, printable, resolve
@@ -93,12 +94,12 @@ class GitTool(Tool):
     def _in_process(host: str, sub: str, args: dict[str, Any], env: Environment) -> str:
         path = resolve(env, args["path"]) if args.get("path") else None
         if sub == "status":
-            return hostgit.status_short(host)
+            return gitporcelain.status_short(host)
         if sub == "diff":
-            return hostgit.diff_text(host, staged=arg_bool(args, "staged"), path=path)
+            return gitporcelain.diff_text(host, staged=arg_bool(args, "staged"), path=path)
         if sub == "log":
-            return hostgit.log_lines(host, min(max(arg_int(args, "n", 10) or 10, 1), 200), path)
-        return hostgit.show_text(host, args.get("rev") or "HEAD")
+            return gitporcelain.log_lines(host, min(max(arg_int(args, "n", 10) or 10, 1), 200), path)
+        return gitporcelain.show_text(host, args.get("rev") or "HEAD")
 
     def _in_env(self, env: Environment, sub: str, argv: list[str], args: dict[str, Any]) -> str:
         try:
@@ -191,7 +192,7 @@ def _commit_agents_files(host: str, args: dict[str, Any], env: Environment) -> t
     below = os.path.relpath(os.path.realpath(env.root), top)  # the workspace inside the repository
     known = env.written_paths()
     written = None if known is None else {p if below == "." else f"{below}/{p}" for p in known}
-    changed = hostgit.changed_files(host)
+    changed = gitporcelain.changed_files(host)
     if written is None:
         chosen, left = ([p for p in changed if p in named], []) if named else (None, [])
     else:
@@ -201,7 +202,7 @@ def _commit_agents_files(host: str, args: dict[str, Any], env: Environment) -> t
     # the identity the agent's own `git commit` command would use (the environment's, not Clover's)
     identity = env.base_env
     if chosen is None:
-        made = hostgit.commit_index(host, args["message"], identity)
+        made = gitporcelain.commit_index(host, args["message"], identity)
     else:
         made = hostgit.commit_paths(host, chosen, args["message"], identity)
     if made is None:
@@ -212,7 +213,7 @@ def _commit_agents_files(host: str, args: dict[str, Any], env: Environment) -> t
     else:
         out = (
             f"committed {len(chosen) if chosen is not None else 'the staged'} file(s): "
-            + hostgit.log_lines(host, 1)
+            + gitporcelain.log_lines(host, 1)
         )
     if left:
         shown = ", ".join(left[:8]) + (f" and {len(left) - 8} more" if len(left) > 8 else "")

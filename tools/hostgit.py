@@ -8,8 +8,9 @@ verifies nothing. It only reads the config (includes too, which is reading a fil
 libgit2 can start is ssh, for a network transport; nothing here opens a remote.
 
 So every git operation Clover itself performs on the host is here: `clover fix`'s before/after
-trees, diff and commit; the chat's status and /diff; the read-only git tool. pygit2 is imported on
-first use (`clover --help` stays fast). Errors are HostGitError with one line for the user.
+trees, diff and commit, the chat's /diff; and, through tools/gitporcelain.py, the chat's status and
+the git tool's status, diff, log, show and commit. pygit2 is imported on first use (`clover --help`
+stays fast). Errors are HostGitError with one line for the user.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Mapping
-from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from clover.tools.treescan import CACHE_DIRS
@@ -30,7 +30,8 @@ class HostGitError(RuntimeError):
     """Not a repository, an unknown revision, a locked index: one line for the user."""
 
 
-def _lib() -> Any:
+def lib() -> Any:
+    """pygit2, imported on first use."""
     import pygit2
 
     return pygit2
@@ -38,7 +39,7 @@ def _lib() -> Any:
 
 def open_repo(root: str | os.PathLike[str]) -> pygit2.Repository:
     """The repository whose work tree holds `root` (a `.git` file is followed; GIT_DIR is not read)."""
-    pygit2 = _lib()
+    pygit2 = lib()
     if pygit2.discover_repository(os.fspath(root)) is None:
         raise HostGitError(f"{os.fspath(root)} is not inside a git repository")
     try:  # opened from the work tree (searching up), so a `.git` file's work tree is this one
@@ -61,20 +62,22 @@ def is_git_repo(root: str | os.PathLike[str]) -> bool:
     return True
 
 
-def _head_commit(repo: pygit2.Repository) -> pygit2.Commit | None:
+def head_commit(repo: pygit2.Repository) -> pygit2.Commit | None:
+    """The commit HEAD names; None on an unborn branch."""
     if repo.head_is_unborn:
         return None
-    return repo.head.peel(_lib().Commit)
+    return repo.head.peel(lib().Commit)
 
 
-def _empty_tree(repo: pygit2.Repository) -> pygit2.Tree:
+def empty_tree(repo: pygit2.Repository) -> pygit2.Tree:
+    """The empty tree (what a root commit is compared with)."""
     return repo[repo.TreeBuilder().write()]
 
 
 def _worktree_entry(repo: pygit2.Repository, rel: str) -> tuple[Any, int] | None:
     """(blob id, file mode) of `rel` as it is in the work tree; None when it is absent or a directory.
     Content goes through libgit2's own conversions only (eol, ident): no filter program."""
-    pygit2 = _lib()
+    pygit2 = lib()
     full = os.path.join(repo.workdir, rel)
     try:
         info = os.lstat(full)
@@ -92,9 +95,9 @@ def _worktree_entry(repo: pygit2.Repository, rel: str) -> tuple[Any, int] | None
 def _index_with(repo: pygit2.Repository, paths: list[str]) -> pygit2.Index:
     """An in-memory index: HEAD's tree with `paths` taken from the work tree (the user's index
     is not read or written)."""
-    pygit2 = _lib()
+    pygit2 = lib()
     index = pygit2.Index()
-    head = _head_commit(repo)
+    head = head_commit(repo)
     if head is not None:
         index.read_tree(head.tree)
     for rel in paths:
@@ -114,7 +117,7 @@ def _changed_paths_in_worktree(repo: pygit2.Repository) -> list[str]:
     """Paths whose work-tree state may differ from HEAD (staged or not, untracked not ignored).
     Untracked files under a regenerable cache (`__pycache__` from running the tests, `.venv`) are
     not the work's change even where no .gitignore says so."""
-    new = _lib().enums.FileStatus.WT_NEW
+    new = lib().enums.FileStatus.WT_NEW
     return sorted(
         path
         for path, flags in repo.status(untracked_files="all", ignored=False).items()
@@ -127,11 +130,12 @@ def worktree_tree(root: str | os.PathLike[str]) -> str:
     repo = open_repo(root)
     try:
         return str(_index_with(repo, _changed_paths_in_worktree(repo)).write_tree(repo))
-    except _lib().GitError as exc:
+    except lib().GitError as exc:
         raise HostGitError(f"git: {exc}") from exc
 
 
-def _patch_text(diff: pygit2.Diff, only: str | None = None) -> str:
+def patch_text(diff: pygit2.Diff, only: str | None = None) -> str:
+    """The diff's patch as text; with `only`, just the files at or under that path."""
     if only is None:
         return diff.patch or ""
     parts = []
@@ -146,12 +150,12 @@ def _patch_text(diff: pygit2.Diff, only: str | None = None) -> str:
 
 
 def _repo(where: str | os.PathLike[str] | pygit2.Repository) -> pygit2.Repository:
-    return where if isinstance(where, _lib().Repository) else open_repo(where)
+    return where if isinstance(where, lib().Repository) else open_repo(where)
 
 
 def scratch_store(path: str | os.PathLike[str]) -> pygit2.Repository:
     """A bare object store of Clover's own (a temp dir) for trees of a directory outside git."""
-    return _lib().init_repository(os.fspath(path), bare=True)
+    return lib().init_repository(os.fspath(path), bare=True)
 
 
 def directory_tree(
@@ -159,7 +163,7 @@ def directory_tree(
 ) -> str:
     """`root` as a tree id in `store`: regular files (with the executable bit) and symlinks,
     directories named in `skip` and any nested `.git` left out. Reads files; runs nothing."""
-    pygit2 = _lib()
+    pygit2 = lib()
 
     def tree_of(directory: str) -> Any:
         builder = store.TreeBuilder()
@@ -192,7 +196,7 @@ def diff_trees(root: str | os.PathLike[str] | pygit2.Repository, before: str, af
 def diff_tree_bytes(root: str | os.PathLike[str] | pygit2.Repository, before: str, after: str) -> bytes:
     """The patch from tree `before` to tree `after` with the files' own bytes, whatever their encoding."""
     repo = _repo(root)
-    flags = _lib().enums.DiffOption.SHOW_BINARY
+    flags = lib().enums.DiffOption.SHOW_BINARY
     return b"".join(patch.data for patch in repo[before].diff_to_tree(repo[after], flags=flags))
 
 
@@ -205,9 +209,7 @@ def numstat(
     out = []
     for patch in repo[before].diff_to_tree(repo[after]):
         delta = patch.delta
-        path = (
-            delta.new_file.path if delta.status != _lib().enums.DeltaStatus.DELETED else delta.old_file.path
-        )
+        path = delta.new_file.path if delta.status != lib().enums.DeltaStatus.DELETED else delta.old_file.path
         if delta.is_binary:
             out.append((path, None, None))
         else:
@@ -226,7 +228,7 @@ def changed_paths(root: str | os.PathLike[str], before: str, after: str) -> list
 def _signature(repo: pygit2.Repository, who: str, environ: Mapping[str, str] | None) -> pygit2.Signature:
     """GIT_AUTHOR_* / GIT_COMMITTER_* as the git program reads them (from `environ`: the environment
     the agent's commands get, so its `git commit` command and the git tool agree), else user.name/email."""
-    pygit2 = _lib()
+    pygit2 = lib()
     environ = os.environ if environ is None else environ
     name, email = environ.get(f"GIT_{who}_NAME"), environ.get(f"GIT_{who}_EMAIL")
     config = repo.config
@@ -238,10 +240,12 @@ def _signature(repo: pygit2.Repository, who: str, environ: Mapping[str, str] | N
     return pygit2.Signature(name, email)
 
 
-def _commit(
+def commit_on_head(
     repo: pygit2.Repository, tree: Any, message: str, environ: Mapping[str, str] | None = None
 ) -> str:
-    head = _head_commit(repo)
+    """Commit `tree` onto HEAD (its parent, where HEAD has a commit), by the environment's or the
+    config's identity; no hook runs and nothing is signed. Returns the commit's id."""
+    head = head_commit(repo)
     parents = [head.id] if head is not None else []
     oid = repo.create_commit(
         "HEAD",
@@ -263,10 +267,10 @@ def commit_paths(
     if not paths:
         return None
     repo = open_repo(root)
-    pygit2 = _lib()
+    pygit2 = lib()
     try:
         tree = _index_with(repo, paths).write_tree(repo)
-        made = _commit(repo, tree, message, environ)
+        made = commit_on_head(repo, tree, message, environ)
         index = repo.index
         index.read()
         for rel in paths:
@@ -277,163 +281,5 @@ def commit_paths(
                 index.add(rel)
         index.write()
         return made
-    except pygit2.GitError as exc:
-        raise HostGitError(f"git commit: {exc}") from exc
-
-
-# ----------------------------------------------------------------------------- the git tool
-
-
-_INDEX_CODES = (
-    ("INDEX_NEW", "A"),
-    ("INDEX_MODIFIED", "M"),
-    ("INDEX_DELETED", "D"),
-    ("INDEX_RENAMED", "R"),
-    ("INDEX_TYPECHANGE", "T"),
-)
-_WT_CODES = (("WT_MODIFIED", "M"), ("WT_DELETED", "D"), ("WT_RENAMED", "R"), ("WT_TYPECHANGE", "T"))
-
-
-def _xy(flags: int) -> str:
-    status = _lib().enums.FileStatus
-    if flags & status.CONFLICTED:
-        return "UU"
-    if flags == status.WT_NEW:
-        return "??"
-    x = next((c for name, c in _INDEX_CODES if flags & status[name]), " ")
-    y = next((c for name, c in _WT_CODES if flags & status[name]), " ")
-    return x + y
-
-
-def _branch_line(repo: pygit2.Repository) -> str:
-    if repo.head_is_unborn:
-        target = repo.references["HEAD"].target
-        return f"## No commits yet on {str(target).removeprefix('refs/heads/')}"
-    if repo.head_is_detached:
-        return "## HEAD (no branch)"
-    name = repo.head.shorthand
-    line = f"## {name}"
-    branch = repo.branches.local.get(name)
-    upstream = branch.upstream if branch is not None else None
-    if upstream is not None:
-        ahead, behind = repo.ahead_behind(branch.target, upstream.target)
-        counts = [f"ahead {ahead}"] * bool(ahead) + [f"behind {behind}"] * bool(behind)
-        line += f"...{upstream.shorthand}" + (f" [{', '.join(counts)}]" if counts else "")
-    return line
-
-
-def status_short(root: str | os.PathLike[str]) -> str:
-    """`git status --short --branch`."""
-    repo = open_repo(root)
-    lines = [_branch_line(repo)]
-    for path, flags in sorted(repo.status(untracked_files="normal", ignored=False).items()):
-        if flags & _lib().enums.FileStatus.IGNORED:
-            continue
-        lines.append(f"{_xy(flags)} {path}")
-    return "\n".join(lines) + "\n"
-
-
-def _relative(repo: pygit2.Repository, path: str | None) -> str | None:
-    if not path:
-        return None
-    rel = os.path.relpath(os.path.realpath(path), os.path.realpath(repo.workdir))
-    if rel == ".":
-        return None
-    if rel.startswith(".."):
-        raise HostGitError(f"{path} is outside the repository")
-    return rel
-
-
-def diff_text(root: str | os.PathLike[str], *, staged: bool = False, path: str | None = None) -> str:
-    """`git diff [--cached] [-- path]`: unstaged (index to work tree) or staged (HEAD to index)."""
-    repo = open_repo(root)
-    only = _relative(repo, path)
-    if staged:
-        head = _head_commit(repo)
-        diff = repo.index.diff_to_tree(head.tree if head is not None else _empty_tree(repo))
-    else:
-        diff = repo.diff()
-    return _patch_text(diff, only)
-
-
-def _short_date(sig: pygit2.Signature) -> str:
-    return datetime.fromtimestamp(sig.time, timezone(timedelta(minutes=sig.offset))).strftime("%Y-%m-%d")
-
-
-def _touches(repo: pygit2.Repository, commit: pygit2.Commit, rel: str) -> bool:
-    def entry(tree: pygit2.Tree) -> str | None:
-        try:
-            return str(tree[rel].id)
-        except KeyError:
-            return None
-
-    mine = entry(commit.tree)
-    parents = [entry(p.tree) for p in commit.parents] or [None]
-    return all(mine != theirs for theirs in parents)
-
-
-def log_lines(root: str | os.PathLike[str], n: int = 10, path: str | None = None) -> str:
-    """`git log -n N --date=short --format='%h %ad %an: %s' [-- path]`."""
-    repo = open_repo(root)
-    head = _head_commit(repo)
-    if head is None:
-        return ""
-    only = _relative(repo, path)
-    lines: list[str] = []
-    order = _lib().enums.SortMode
-    for commit in repo.walk(head.id, order.TOPOLOGICAL | order.TIME):  # git log's: children first
-        if only is not None and not _touches(repo, commit, only):
-            continue
-        summary = " ".join(commit.message.strip().split("\n\n", 1)[0].split())
-        lines.append(f"{commit.short_id} {_short_date(commit.author)} {commit.author.name}: {summary}")
-        if len(lines) >= n:
-            break
-    return "\n".join(lines) + ("\n" if lines else "")
-
-
-def show_text(root: str | os.PathLike[str], rev: str = "HEAD") -> str:
-    """`git show --stat --patch REV`: the commit's header, message, stat and patch (against its
-    first parent)."""
-    pygit2 = _lib()
-    repo = open_repo(root)
-    try:
-        commit = repo.revparse_single(rev).peel(pygit2.Commit)
-    except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError) as exc:
-        raise HostGitError(f"unknown revision {rev!r}") from exc
-    parent = commit.parents[0].tree if commit.parents else _empty_tree(repo)
-    diff = parent.diff_to_tree(commit.tree)
-    author = commit.author
-    when = datetime.fromtimestamp(author.time, timezone(timedelta(minutes=author.offset)))
-    body = "\n".join(("    " + ln).rstrip() for ln in commit.message.rstrip("\n").split("\n"))
-    fmt = pygit2.enums.DiffStatsFormat
-    stats = diff.stats.format(fmt.FULL | fmt.INCLUDE_SUMMARY, 80) if len(diff) else ""
-    return (
-        f"commit {commit.id}\nAuthor: {author.name} <{author.email}>\n"
-        f"Date:   {when.strftime('%a %b %-d %H:%M:%S %Y %z')}\n\n{body}\n\n{stats}\n{_patch_text(diff)}"
-    )
-
-
-def changed_files(root: str | os.PathLike[str]) -> list[str]:
-    """Files that differ from HEAD, staged or not, untracked included (ignored ones not)."""
-    repo = open_repo(root)
-    flags = repo.status(untracked_files="all", ignored=False)
-    return sorted(p for p, f in flags.items() if not f & _lib().enums.FileStatus.IGNORED)
-
-
-def commit_index(
-    root: str | os.PathLike[str], message: str, environ: Mapping[str, str] | None = None
-) -> str | None:
-    """Commit what is staged, as `git commit -m` does; None when nothing is. No hook runs and
-    nothing is signed."""
-    pygit2 = _lib()
-    repo = open_repo(root)
-    try:
-        index = repo.index
-        index.read()
-        tree = index.write_tree()
-        head = _head_commit(repo)
-        if (head.tree.id if head is not None else None) == tree or (head is None and not len(index)):
-            return None
-        return _commit(repo, tree, message, environ)
     except pygit2.GitError as exc:
         raise HostGitError(f"git commit: {exc}") from exc

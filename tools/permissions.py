@@ -46,8 +46,9 @@ from clover.tools.permrules import (
     shell_label,
     squash,
 )
+from clover.tools.shellcommand import ParsedShell, SimpleCommand
 from clover.tools.shellnorm import glob_prefix_feasible
-from clover.tools.shellparse import ParsedShell, SimpleCommand, parse_shell
+from clover.tools.shellparse import parse_shell
 from clover.tools.shellproof import literal_proof, read_only_proof
 
 Decision = Literal["allow", "ask", "deny"]

@@ -22,8 +22,9 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from clover.core.tool_protocol import ToolKind
+from clover.tools.shellcommand import ParsedShell, SimpleCommand
 from clover.tools.shellnorm import canonical_argv
-from clover.tools.shellparse import ParsedShell, SimpleCommand, parse_shell
+from clover.tools.shellparse import parse_shell
 from clover.tools.shellproof import literal_proof
 from clover.tools.textio import escape_controls
 

@@ -17,7 +17,7 @@ from clover.tools.shellnorm import GIT_COMMANDS, GIT_GLOBAL_ARG, env_name, has_g
 from clover.tools.shellwords import expand_braces
 
 if TYPE_CHECKING:
-    from clover.tools.shellparse import SimpleCommand
+    from clover.tools.shellcommand import SimpleCommand
 
 # builtins that change how later words are run: their effect cannot be followed statically
 _OPAQUE_BUILTINS = {

@@ -17,7 +17,8 @@ a command whose arguments are only partly known (`rm $F`, `xargs rm`) has `open_
 files (scripts, `source`, `make`, `python -c`) is not looked into: deny rules cannot see inside it.
 Bodies of here-documents with an unquoted delimiter are scanned for `$(...)` and backticks.
 Words are read with bash's quote removal on the text as written (tools/shellwords.py): bashlex keeps
-quotes in `'it'\\''s' and stops a substitution at its first newline.
+quotes in `'it'\\''s' and stops a substitution at its first newline. What the analysis yields
+(SimpleCommand, ParsedShell) is defined in tools/shellcommand.py.
 """
 
 from __future__ import annotations
@@ -25,18 +26,17 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from dataclasses import dataclass, field
 
 import bashlex
 
 from clover.tools.shellcode import inline_code_reason, option_commands
+from clover.tools.shellcommand import ParsedShell, SimpleCommand, literal_output
 from clover.tools.shelljudge import judge, param_opaque
-from clover.tools.shellnorm import canonical_argv, env_name, harmless_env, program_key, risky_env
+from clover.tools.shellnorm import env_name, program_key, risky_env
 from clover.tools.shellprep import QUOTED_MARK, prepare
-from clover.tools.shellwords import expand_braces, substitutions, unquote
+from clover.tools.shellwords import expands_unquoted, heredoc_body, substitutions, unquote
 from clover.tools.shellwrap import (
     EXEC_WRAPPERS,
-    PRIVILEGED,
     SHELLS,
     dash_c_value,
     git_runs,
@@ -54,90 +54,6 @@ _MAX_DEPTH = 8
 _MAX_COMMANDS = 2000
 _SUBST = re.compile(r"\$\(|`|[<>]\(")
 _MAX_LEN = 100_000
-
-
-@dataclass
-class SimpleCommand:
-    """One command the line would run.
-
-    words: as written (quotes removed, leading VAR=value dropped). argv: the same with wrappers
-    peeled off. carrier: the command only runs other code that is listed separately (`bash -c`,
-    `eval`, `xargs CMD`), so allow rules judge the inner commands instead. dynamic: the program
-    name comes from an expansion (`$X`, `$(...)`) or a shell reads code we cannot see.
-    """
-
-    words: list[str]
-    argv: list[str]
-    wrappers: list[str] = field(default_factory=list)
-    carrier: bool = False
-    dynamic: bool = False
-    heredoc: str | None = field(default=None, repr=False)  # text fed on stdin by <<EOF / <<<
-    writes: list[str] = field(default_factory=list)  # files written by `>`, `>>`, `&>`, `<>` redirects
-    assigns: list[str] = field(default_factory=list)  # `VAR=value` prefixes (also `env VAR=value`)
-    opaque: str | None = None  # why what runs cannot be known from the text (see the module doc)
-    open_tail: bool = False  # some arguments are unknown (`rm $F`, `xargs rm`): only the program is
-    inline_code: str | None = None  # why code written into the line may start programs (shellcode.py)
-    # per word of `words`: its value is only known when it runs (`$X`, `$(...)`, an unquoted glob,
-    # brace or `~`); such a word may stand for any number of words
-    word_dynamic: list[bool] = field(default_factory=list)
-
-    @property
-    def text(self) -> str:
-        return " ".join(self.words)
-
-    def deny_forms(self) -> list[str]:
-        """Every spelling a deny rule should be tried against."""
-        forms = [" ".join(self.words), " ".join(self.argv)]
-        if self.argv:
-            base = [os.path.basename(self.argv[0]) or self.argv[0], *self.argv[1:]]
-            forms.append(" ".join(base))
-            if base[0] == "git":  # `git -C dir -c k=v push --force` is still `git push --force`
-                key, start = program_key(base)
-                forms.append(" ".join([*key.split(" "), *base[start:]]))
-            expanded = [e for w in base for e in expand_braces(w)]
-            forms.append(" ".join(expanded))
-            for words in (base, expanded):  # flags first, merged; long ones also kept as written
-                forms += [" ".join(canonical_argv(words)), " ".join(canonical_argv(words, fold=False))]
-            if self.writes:  # lets `bash(* > /etc/*)` style rules see redirect targets
-                forms.append(" ".join(base + [f"> {w}" for w in self.writes]))
-            if self.assigns:  # `bash(GIT_CONFIG* *)` style rules see the prefixes
-                forms.append(" ".join([*self.assigns, *base]))
-        return list(dict.fromkeys(f for f in forms if f))
-
-    def program(self) -> str | None:
-        """`rm`, `git push`: what a rule must name to match this command whatever its unknown tail."""
-        return program_key(self.argv)[0] if self.argv and not self.dynamic else None
-
-    def allow_words(self) -> list[list[str]]:
-        """Word lists an allow rule may match: as written, or with harmless wrappers removed.
-        Environment prefixes stay visible unless harmless (LANG, TZ, ...; see tools/shellnorm.py)."""
-        shown = [a for a in self.assigns if not harmless_env(env_name(a))]
-        forms = [[*shown, *self.words]]
-        if not PRIVILEGED.intersection(self.wrappers):
-            forms.append([*shown, *self.argv])
-        return [f for f in forms if f]
-
-
-@dataclass
-class ParsedShell:
-    commands: list[SimpleCommand] = field(default_factory=list)
-    pipelines: list[list[SimpleCommand]] = field(default_factory=list)  # two or more commands
-    error: str | None = None  # set when the line could not be parsed; commands are then a guess
-    opaque: list[str] = field(default_factory=list)  # line-level reasons what runs is unknowable
-    compound: list[str] = field(default_factory=list)  # loops, conditionals, functions in the line
-    _src: list[str] = field(default_factory=list, repr=False, compare=False)  # texts being walked
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    def undecidable(self) -> str | None:
-        """Why this line cannot be fully checked (unparsed, opaque), or None."""
-        if self.error:
-            return f"it could not be parsed ({self.error})"
-        if self.opaque:
-            return self.opaque[0]
-        return next((f"`{c.text[:80]}` {c.opaque}" for c in self.commands if c.opaque), None)
 
 
 def parse_shell(command: str) -> ParsedShell:
@@ -205,7 +121,7 @@ def _walk(node, out: ParsedShell, depth: int) -> None:
                 cmd = _command_node(part, out, depth, stdin_text=prev_literal, piped=bool(members))
                 if cmd is not None:
                     members.append(cmd)
-                prev_literal = _literal_output(cmd)
+                prev_literal = literal_output(cmd)
             else:
                 _walk(part, out, depth)
         if len(members) >= 2:
@@ -246,7 +162,7 @@ def _command_node(
             # `$'rm'` is quoting, not an expansion
             expands = _is_dynamic(part) and bool(re.search(r"\$(?!')|`|[<>]\(", raw))
             dynamic.append(expands)
-            word_dynamic.append(expands or _expands_unquoted(raw))
+            word_dynamic.append(expands or expands_unquoted(raw))
         elif pk == "assignment" and not words:
             assigns.append(_word(part, out)[0])
         elif pk == "redirect":
@@ -257,7 +173,7 @@ def _command_node(
                 scanned = True
             if rtype in ("<<", "<<-") and getattr(part, "heredoc", None) is not None:
                 delimiter = getattr(part.output, "word", "")
-                stdin_script = _heredoc_body(part.heredoc.value, delimiter)
+                stdin_script = heredoc_body(part.heredoc.value, delimiter)
                 if not delimiter.startswith(QUOTED_MARK):  # `$(...)` in an unquoted body runs
                     _scan_into(stdin_script, out, depth)
             elif rtype == "<<<":
@@ -336,46 +252,6 @@ def _is_dynamic(word_node) -> bool:
         if getattr(p, "kind", None) in ("parameter", "commandsubstitution", "processsubstitution"):
             return True
     return False
-
-
-def _expands_unquoted(raw: str) -> bool:
-    """Whether bash expands this word as written: an unquoted glob character, brace expansion or
-    leading `~` (the value is then filenames or $HOME, not the text)."""
-    if raw.startswith("~"):
-        return True
-    plain, i, quote = [], 0, ""
-    while i < len(raw):
-        ch = raw[i]
-        if quote:
-            quote = "" if ch == quote else quote
-        elif ch in "'\"":
-            quote = ch
-        elif ch == "\\":
-            i += 1
-        else:
-            plain.append(ch)
-        i += 1
-    text = "".join(plain)
-    return bool(re.search(r"[*?]|\[.*\]", text)) or expand_braces(text) != [text]
-
-
-def _heredoc_body(value: str, delimiter: str) -> str:
-    lines = value.split("\n")
-    delim = delimiter.strip("'\"")
-    if lines and lines[-1].strip() == delim:
-        lines = lines[:-1]
-    return "\n".join(lines)
-
-
-def _literal_output(cmd: SimpleCommand | None) -> str | None:
-    """What `echo ...` / `printf ...` / `cat <<EOF` writes, so `echo 'rm -rf x' | sh` is checked."""
-    if cmd is None or not cmd.argv or cmd.dynamic:
-        return None
-    prog = os.path.basename(cmd.argv[0])
-    if prog == "cat" and len(cmd.argv) == 1 and cmd.heredoc is not None:
-        return cmd.heredoc
-    args = [a for a in cmd.argv[1:] if not (prog == "echo" and a in ("-n", "-e", "-E"))]
-    return " ".join(args) if prog in ("echo", "printf") else None
 
 
 def _add_command(

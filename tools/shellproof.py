@@ -19,8 +19,8 @@ from __future__ import annotations
 import os
 import re
 
+from clover.tools.shellcommand import ParsedShell, SimpleCommand
 from clover.tools.shellnorm import long_option_names, program_key
-from clover.tools.shellparse import ParsedShell, SimpleCommand
 
 # program (or `git SUBCOMMAND`) -> (long options that run code, write files or read options from a
 # file, short letters that do). A short letter counts anywhere in a cluster (`sort -rno x`).

@@ -1,5 +1,6 @@
 """Bash word-level lexing for permission checks: quote removal as bash does it, brace expansion,
-and the bodies of the substitutions inside a piece of text."""
+the bodies of the substitutions inside a piece of text and of a here-document, and whether a word
+as written expands."""
 
 from __future__ import annotations
 
@@ -191,3 +192,33 @@ def substitutions(text: str, quotes: bool = False) -> tuple[list[str], bool]:
             continue
         i += 1
     return found, True
+
+
+def heredoc_body(value: str, delimiter: str) -> str:
+    """A here-document's text as bashlex gives it, without its closing delimiter line."""
+    lines = value.split("\n")
+    delim = delimiter.strip("'\"")
+    if lines and lines[-1].strip() == delim:
+        lines = lines[:-1]
+    return "\n".join(lines)
+
+
+def expands_unquoted(raw: str) -> bool:
+    """Whether bash expands this word as written: an unquoted glob character, brace expansion or
+    leading `~` (the value is then filenames or $HOME, not the text)."""
+    if raw.startswith("~"):
+        return True
+    plain, i, quote = [], 0, ""
+    while i < len(raw):
+        ch = raw[i]
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "\\":
+            i += 1
+        else:
+            plain.append(ch)
+        i += 1
+    text = "".join(plain)
+    return bool(re.search(r"[*?]|\[.*\]", text)) or expand_braces(text) != [text]

@@ -8,7 +8,8 @@ from typing import Any
 
 from clover.tools import gitobjects, gitstate, reflogmerge, undoplan
 from clover.tools.treescan import Entry
-from clover.tools.undoplan import Change, Plan
+from clover.tools.undoplan import Plan
+from clover.tools.undorecord import Change
 
 
 def merge_reflogs(plan: Plan, changes: list[Change], redo: bool, root: str, repo: Any) -> None:

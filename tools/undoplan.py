@@ -1,11 +1,10 @@
-"""Undo and redo of recorded agent steps: what a step changed, and what reverting it would do.
+"""Undo and redo of recorded agent steps (Records, tools/undorecord.py): what reverting them would
+do, and doing it.
 
-A Record is one agent step's change list: for each path it changed, its state before and after
-(treescan Entries), plus git directories it moved (`.git` -> `.g`: same objects/ inode) and
-repositories it created. Undoing a group of records (one request) walks each path's changes newest
-first: a change is undone only while the path still holds that change's "after"; the first one
-where it does not is a CONFLICT (the user, or something else, changed the path since): the path is
-left as it is and listed. `force` overrides a conflict after the user's version is saved. Redo is
+Undoing a group of records (one request) walks each path's changes newest first: a change is
+undone only while the path still holds that change's "after"; the first one where it does not is a
+CONFLICT (the user, or something else, changed the path since): the path is left as it is and
+listed. `force` overrides a conflict after the user's version is saved. Redo is
 the mirror image (oldest first, "before" expected, "after" restored).
 
 Nothing outside the records is touched: a path the agent did not change is never written; a file
@@ -21,115 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from clover.tools.treescan import Entry, Scan
+from clover.tools.treescan import Entry
+from clover.tools.undorecord import Change, Move, Record, same, under
 from clover.tools.undowrite import Writer
-
-
-@dataclass
-class Change:
-    path: str
-    before: Entry | None
-    after: Entry | None
-    state: str = "applied"  # "undone" once an undo reverted it
-    at: int = 0  # the journal's clock when it was made, undone or redone last
-
-    def dump(self) -> list[Any]:
-        return [
-            self.path,
-            self.before and self.before.dump(),
-            self.after and self.after.dump(),
-            self.state,
-            self.at,
-        ]
-
-    @classmethod
-    def load(cls, data: list[Any]) -> Change:
-        return cls(str(data[0]), Entry.load(data[1]), Entry.load(data[2]), str(data[3]), int(data[4]))
-
-
-@dataclass
-class Move:
-    """A git directory the step moved (same objects/ inode at a new path)."""
-
-    src: str
-    dst: str
-    state: str = "applied"
-
-
-@dataclass
-class Record:
-    id: int
-    session: str
-    request: int
-    label: str
-    step: int
-    created: float
-    changes: list[Change]
-    moves: list[Move] = field(default_factory=list)
-    new_repos: list[str] = field(default_factory=list)
-
-    @property
-    def group(self) -> tuple[str, int]:
-        return (self.session, self.request)
-
-    def dump(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "session": self.session,
-            "request": self.request,
-            "label": self.label,
-            "step": self.step,
-            "created": self.created,
-            "changes": [c.dump() for c in self.changes],
-            "moves": [[m.src, m.dst, m.state] for m in self.moves],
-            "new_repos": self.new_repos,
-        }
-
-    @classmethod
-    def load(cls, d: dict[str, Any]) -> Record:
-        return cls(
-            int(d["id"]),
-            str(d["session"]),
-            int(d["request"]),
-            str(d["label"]),
-            int(d["step"]),
-            float(d["created"]),
-            [Change.load(c) for c in d["changes"]],
-            [Move(*m) for m in d.get("moves", [])],
-            list(d.get("new_repos", [])),
-        )
-
-
-def _under(path: str, top: str) -> bool:
-    return path == top or path.startswith(top + "/")
-
-
-def _same(a: Entry | None, b: Entry | None) -> bool:
-    return a is None and b is None or (a is not None and a.same(b))
-
-
-def diff_scans(before: Scan, after: Scan) -> tuple[list[Change], list[Move], list[str]]:
-    """What changed from `before` to `after`: changes, git-directory moves, new repositories."""
-    b_ids = {i: p for p, i in before.gitdirs.items() if i}
-    moves = [
-        Move(b_ids[i], p)
-        for p, i in after.gitdirs.items()
-        if i in b_ids and b_ids[i] != p and after.gitdirs.get(b_ids[i]) != i
-    ]
-    new_repos = sorted(p for p, i in after.gitdirs.items() if i and i not in b_ids)
-    changes: list[Change] = []
-    b_rest, a_rest = dict(before.entries), dict(after.entries)
-    for move in moves:  # inside a moved repository, compare old location with new
-        inner_b = {p[len(move.src) :]: b_rest.pop(p) for p in list(b_rest) if _under(p, move.src)}
-        inner_a = {p[len(move.dst) :]: a_rest.pop(p) for p in list(a_rest) if _under(p, move.dst)}
-        for rel in sorted(set(inner_b) | set(inner_a)):
-            if rel and not _same(inner_b.get(rel), inner_a.get(rel)):
-                changes.append(Change(move.dst + rel, inner_b.get(rel), inner_a.get(rel)))
-    for path in sorted(set(b_rest) | set(a_rest)):
-        if not _same(b_rest.get(path), a_rest.get(path)):
-            changes.append(Change(path, b_rest.get(path), a_rest.get(path)))
-    return changes, moves, new_repos
-
 
 # ----------------------------------------------------------------------------- planning
 
@@ -194,68 +87,36 @@ def plan(
     touched = touched or {}
     ordered = sorted(records, key=lambda r: r.id, reverse=not redo)
     want = "undone" if redo else "applied"
-    blocking: dict[str, list[int]] = {}  # path -> ids of other records whose change to it stands
-    for rec in others:
-        for ch in rec.changes:
-            if ch.state == ("applied" if not redo else "undone"):
-                blocking.setdefault(ch.path, []).append(rec.id)
+    blocking = _blocking(others, redo)
     moves = [m for rec in ordered for m in rec.moves if m.state == want]
     moved = {m.dst: m.src for m in moves if redo}  # redo: the content is at the source until it moves
 
     def locate(path: str) -> Entry | None:
         for dst, src in moved.items():
-            if _under(path, dst):
+            if under(path, dst):
                 return current(src + path[len(dst) :])
-            if _under(path, src):
+            if under(path, src):
                 return None
         return current(path)
 
-    chains: dict[str, list[tuple[int, Change]]] = {}
-    for rec in ordered:
-        for ch in rec.changes:
-            if ch.state == want:
-                chains.setdefault(ch.path, []).append((rec.id, ch))
     actions, conflicts, settled = [], [], []
-    for path, id_links in chains.items():
+    for path, id_links in _chains(ordered, want).items():
         links = [ch for _id, ch in id_links]
         cur = locate(path)
         held = any((other > id_links[0][0]) != redo for other in blocking.get(path, []))
-        if not held and _same(cur, links[-1].after if redo else links[-1].before):
+        if not held and same(cur, links[-1].after if redo else links[-1].before):
             settled += links  # already as the undo (redo) leaves it: an undo cut short, or by hand
             continue
-        expected, done, why, save = cur, [], "", None
+        expected = cur
         if cur is None and midway and path in midway:
             expected = midway[path]  # carry on from where the cut-short undo was
-        for rec_id, ch in id_links:
-            if any((other > rec_id) != redo for other in blocking.get(path, [])):
-                why = (
-                    "changed by a later request that is not undone"
-                    if not redo
-                    else ("an earlier request's change to it is undone")
-                )
-                break
-            have, then = (ch.before, ch.after) if redo else (ch.after, ch.before)
-            if touched.get(path, -1) >= ch.at and not force:
-                why = (
-                    _conflict_reason(expected, have, redo)
-                    if not _same(have, expected)
-                    else (
-                        ("changed since the undo" if redo else "changed since the agent's step")
-                        + ", and back"
-                    )
-                )
-                break
-            if not _same(have, expected):
-                why = _conflict_reason(expected, have, redo)
-                if not (force and _savable(expected, cur)):
-                    break
-                save, why = expected, ""
-            expected = then
-            done.append(ch)
-        if done and expected is not None and expected.kind == "b" and not _same(cur, expected):
+        expected, done, why, save = _walk_chain(
+            id_links, cur, expected, blocking.get(path, []), touched.get(path, -1), redo, force
+        )
+        if done and expected is not None and expected.kind == "b" and not same(cur, expected):
             why, done = "its content was not kept (a file over the size cap)", []
         if done:
-            if _same(cur, expected):
+            if same(cur, expected):
                 settled += done
             else:
                 actions.append(Action(path, cur, expected, done, save=save))
@@ -264,7 +125,79 @@ def plan(
     if not redo:
         _repositories_whole(ordered, actions, conflicts, exists_under)
     _directories_emptied(actions, conflicts, exists_under)
-    freed = {a.path for a in actions if a.target is None}
+    checked = _check_moves(moves, redo, current, {a.path for a in actions if a.target is None})
+    actions.sort(key=lambda a: a.path)
+    conflicts.sort(key=lambda a: a.path)
+    return Plan(redo, ordered, actions, conflicts, checked, settled)
+
+
+def _blocking(others: list[Record], redo: bool) -> dict[str, list[int]]:
+    """path -> ids of the other records whose change to it stands (applied; undone, for a redo)."""
+    blocking: dict[str, list[int]] = {}
+    for rec in others:
+        for ch in rec.changes:
+            if ch.state == ("applied" if not redo else "undone"):
+                blocking.setdefault(ch.path, []).append(rec.id)
+    return blocking
+
+
+def _chains(ordered: list[Record], want: str) -> dict[str, list[tuple[int, Change]]]:
+    """path -> (record id, change) of each change in state `want`, in the order the walk takes."""
+    chains: dict[str, list[tuple[int, Change]]] = {}
+    for rec in ordered:
+        for ch in rec.changes:
+            if ch.state == want:
+                chains.setdefault(ch.path, []).append((rec.id, ch))
+    return chains
+
+
+def _walk_chain(
+    id_links: list[tuple[int, Change]],
+    cur: Entry | None,
+    expected: Entry | None,
+    blocked: list[int],
+    seen: int,
+    redo: bool,
+    force: bool,
+) -> tuple[Entry | None, list[Change], str, Entry | None]:
+    """One path's changes walked from `expected` (what the path holds now, or held before a cut-short
+    undo removed it): the state the ones that can be reverted (re-applied) leave, those changes, why
+    the walk stopped ("" where it did not), and the user's version to save first (`force`).
+    `blocked`: ids of other records whose change to the path stands; `seen`: when the path was last
+    seen changed by someone else than an agent step (-1: never)."""
+    done: list[Change] = []
+    why, save = "", None
+    for rec_id, ch in id_links:
+        if any((other > rec_id) != redo for other in blocked):
+            why = (
+                "changed by a later request that is not undone"
+                if not redo
+                else ("an earlier request's change to it is undone")
+            )
+            break
+        have, then = (ch.before, ch.after) if redo else (ch.after, ch.before)
+        if seen >= ch.at and not force:
+            why = (
+                _conflict_reason(expected, have, redo)
+                if not same(have, expected)
+                else (("changed since the undo" if redo else "changed since the agent's step") + ", and back")
+            )
+            break
+        if not same(have, expected):
+            why = _conflict_reason(expected, have, redo)
+            if not (force and _savable(expected, cur)):
+                break
+            save, why = expected, ""
+        expected = then
+        done.append(ch)
+    return expected, done, why, save
+
+
+def _check_moves(
+    moves: list[Move], redo: bool, current: Callable[[str], Entry | None], freed: set[str]
+) -> list[tuple[Move, str]]:
+    """Each repository move with why it cannot be done now ("" where it can). `freed`: paths the
+    plan removes, so a move's destination there is free."""
     checked = []
     for m in moves:
         src, dst = (m.src, m.dst) if redo else (m.dst, m.src)
@@ -273,9 +206,7 @@ def plan(
         if not why and current(dst) is not None and dst not in freed:
             why = f"{dst} exists"
         checked.append((m, why))
-    actions.sort(key=lambda a: a.path)
-    conflicts.sort(key=lambda a: a.path)
-    return Plan(redo, ordered, actions, conflicts, checked, settled)
+    return checked
 
 
 def _savable(user: Entry | None, current: Entry | None) -> bool:
@@ -305,12 +236,12 @@ def _repositories_whole(
     step did not make, a conflict), every path of it is left alone."""
     for rec in records:
         for repo in rec.new_repos:
-            removing = {a.path for a in actions if _under(a.path, repo) and a.target is None}
+            removing = {a.path for a in actions if under(a.path, repo) and a.target is None}
             stays = [p for p in exists_under(repo) if p not in removing]
-            if not (stays or any(_under(c.path, repo) for c in conflicts)):
+            if not (stays or any(under(c.path, repo) for c in conflicts)):
                 continue
             why = f"the repository {repo} holds what the step did not make: left whole"
-            for a in [a for a in actions if _under(a.path, repo)]:
+            for a in [a for a in actions if under(a.path, repo)]:
                 actions.remove(a)
                 conflicts.append(Action(a.path, a.current, None, a.links, conflict=why))
 

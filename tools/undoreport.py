@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from clover.tools.checkpoints import Group
 from clover.tools.textio import quoted_path
 from clover.tools.treescan import Entry
+from clover.tools.undojournal import Group
 from clover.tools.undoplan import Action, Outcome, Plan, verb
 
 

@@ -28,7 +28,7 @@ class ChatState:
     model: ObservedModel
     gate: ObservedGate
     agent: Agent
-    recorder: Any  # tools/checkpoints.Recorder, or None: /undo is off
+    recorder: Any  # tools/undorecorder.Recorder, or None: /undo is off
     containment: Containment
     baseline: str | None  # the work tree when the session began (/diff)
 
@@ -57,7 +57,8 @@ class ChatState:
         if not self.settings.checkpoints:
             return None
         try:
-            from clover.tools.checkpoints import Checkpoints, Recorder
+            from clover.tools.checkpoints import Checkpoints
+            from clover.tools.undorecorder import Recorder
 
             return Recorder(Checkpoints(str(self.root)), self.session.id)
         except Exception as exc:  # a store that cannot be used: /undo says so
