@@ -19,6 +19,7 @@ Program repair (what the embedded model's edit becomes):
 - repairs.py        the one-site repairs of a snippet
 - edit_scope.py     test files and docstrings held back unless the request names them
 - issue_checks.py   what an issue says a call should return, as runnable checks
+- check_safety.py   which of those checks may run (an issue is untrusted text)
 - reproduce.py      those checks run against candidate edits in the agent's environment
 - probe_script.py   the stand-alone script that runs them (standard library only)
 

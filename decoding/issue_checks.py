@@ -4,7 +4,8 @@ People report a bug the way they saw it: a `>>>` session or a short script with 
 traceback, or a sentence ("`to_fahrenheit(100)` returns 148 but should be 212"). An engineer's first
 step is to reproduce it; this module turns such a report into `Check`s: statements to run first
 (the report's imports, or imports found for the names it uses), one expression (the probe) and
-what it should give (a value, an exception, or at least no crash). probe.py runs them.
+what it should give (a value, an exception, or at least no crash). reproduce.py runs them
+(those check_safety.py lets run).
 
 Only what the issue's own text states is used: a report without a call and an expected outcome
 gives no check (the edit is then chosen by the model alone). What Python printed is not what the
@@ -20,6 +21,8 @@ import builtins
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+
+from clover.decoding.check_safety import safe
 
 MAX_CHECKS = 3
 MAX_ISSUE_CHARS = 20_000  # a longer report is read up to here
@@ -44,44 +47,6 @@ ARROW = re.compile(
 TICKED_CALL = re.compile(r"`(?P<call>[A-Za-z_][\w.]*\([^`\n]*\))`")
 BARE_CALL = re.compile(r"(?m)^(?P<call>[A-Za-z_][\w.]*\([^\n]*?\)) (?:returns|gives|raises|crashes|should)")
 CRASHES = re.compile(r"\s*(?:raises|crashes|throws|fails with)\b")
-# what a check may use besides the workspace: values and pure helpers, nothing that reaches the
-# file system, the network, other processes or the interpreter itself
-SAFE_BUILTINS = frozenset(
-    [
-        "abs",
-        "all",
-        "any",
-        "bool",
-        "bytes",
-        "dict",
-        "divmod",
-        "enumerate",
-        "float",
-        "frozenset",
-        "int",
-        "isinstance",
-        "len",
-        "list",
-        "map",
-        "max",
-        "min",
-        "print",
-        "range",
-        "repr",
-        "reversed",
-        "round",
-        "set",
-        "sorted",
-        "str",
-        "sum",
-        "tuple",
-        "zip",
-        "None",
-        "True",
-        "False",
-    ]
-)
-SAFE_MODULES = frozenset(["datetime", "decimal", "fractions", "math", "collections"])
 NO_ARGS = re.compile(r"[A-Za-z_][\w.]*\(\)")
 ASSIGN = re.compile(r"[A-Za-z_][\w.]*\s*=(?!=)")
 TRACE_FRAME = re.compile(r'^\s*File "[^"]*", line \d+, in <module>\n(?P<code>[^\n]+)', re.M)
@@ -272,43 +237,6 @@ def _free_names(stmts: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(free))
 
 
-def safe(check: Check, modules: set[str], defined: set[str] | dict[str, list[str]]) -> bool:
-    """Whether a check only takes from the workspace what it defines, and calls it with values: an
-    issue is untrusted text, and a check runs without the model choosing to. It may import a few
-    side-effect-free standard modules, and `from M import N` where M is a workspace module and N a
-    function or class the workspace defines (not a module M itself imported: `units.os.system`
-    must stay out of reach). Statements are imports, assignments and expressions; names are the
-    ones it binds or harmless builtins; no attribute starts with `_`."""
-    bound = set(SAFE_BUILTINS)
-    for code in (*check.setup, check.probe):
-        try:
-            tree = ast.parse(code)
-        except (SyntaxError, ValueError):
-            return False
-        for stmt in tree.body:
-            if not isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Assign, ast.Expr)):
-                return False
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                if not all(a.name in SAFE_MODULES for a in node.names):
-                    return False
-                bound.update((a.asname or a.name).split(".")[0] for a in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                module = node.module or ""
-                ours = module in modules and all(a.name in defined for a in node.names)
-                if node.level or not (module in SAFE_MODULES or ours):
-                    return False
-                bound.update(a.asname or a.name for a in node.names)
-            elif isinstance(node, ast.Attribute) and node.attr.startswith("_"):
-                return False
-            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                bound.add(node.id)
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in bound:
-                return False
-    return True
-
-
 def module_of(path: str) -> str | None:
     """The dotted module a workspace file is imported as (flat or `src/` layout)."""
     if not path.endswith(".py"):
@@ -416,7 +344,6 @@ __all__ = [
     "extract_checks",
     "module_of",
     "probed_names",
-    "safe",
     "unfenced_blocks",
     "without_tracebacks",
 ]
