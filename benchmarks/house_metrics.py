@@ -12,7 +12,18 @@ import ast
 import sys
 from pathlib import Path
 
-PRODUCT_DIRS = ("clover_cli", "core", "model", "kernels", "tools", "steering", "decoding", "backends", "evals", "engines")
+PRODUCT_DIRS = (
+    "clover_cli",
+    "core",
+    "model",
+    "kernels",
+    "tools",
+    "steering",
+    "decoding",
+    "backends",
+    "evals",
+    "engines",
+)
 MODULE_LIMIT = 400
 FUNCTION_LIMIT = 80
 REGEX_CALLS = {"match", "search", "fullmatch", "findall", "finditer", "sub", "subn", "split", "compile"}

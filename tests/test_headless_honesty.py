@@ -406,7 +406,8 @@ def test_a_command_run_by_a_long_program_path_shows_what_it_ran() -> None:
     import io
 
     from clover.call_log import CallLog
-    from clover.core.protocols import ToolCall, ToolResult
+    from clover.core.model_protocol import ToolCall
+    from clover.core.tool_protocol import ToolResult
 
     program = "/home/someone/" + "a-rather-long-directory-name/" * 4 + ".venv/bin/python"
     err = io.StringIO()
