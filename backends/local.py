@@ -1,15 +1,15 @@
 """The local Clover backend: a checkpoint directory (or the embedded weights) decoded in-process
-with the block-diffusion decoder (model/generate.py).
+with the block-diffusion decoder (model/decoder/generate.py).
 
 It only answers: it renders the prompt, decodes under its constraints and parses the reply.
 Streaming: one "block_round" event per denoising round (the block's tokens, None = still masked);
 as each block finishes, its text goes through the chat StreamParser as "thinking"/"text" deltas
 (local_stream.py). Tool calls are parsed from the final text (Qwen3-Coder XML or Hermes JSON).
-When tools are given, the decoder is steered by decoding/tool_grammar.py (local_grammar.py), so a
+When tools are given, the decoder is steered by steering/tool_grammar.py (local_grammar.py), so a
 call the model starts is well formed by construction. A checkpoint that declares competence limits
-(decoding/competence.py) answers honestly past them. What the embedded model needs done after a
+(steering/competence.py) answers honestly past them. What the embedded model needs done after a
 turn (an edit chosen among repairs and checked against the issue's example, edits out of scope
-held back) is its turn stage (decoding/turn_stage.py), which the agent runs.
+held back) is its turn stage (steering/turn_stage.py), which the agent runs.
 """
 
 from __future__ import annotations
@@ -46,11 +46,11 @@ from clover.core.model_protocol import (
 )
 from clover.core.stage_protocol import TurnStage
 from clover.core.stops import ModelError
-from clover.decoding.answer_spans import quotable_text
-from clover.decoding.competence import SHORT_BUDGET, HeldStream, Limits, honest_turn, reply_text
-from clover.model.chat import THINK_CLOSE, THINK_OPEN, StreamParser, encode_prompt, render_messages
-from clover.model.repetition import cut_runaway
-from clover.model.tokenizer import CloverTokenizer
+from clover.model.decoder.repetition import cut_runaway
+from clover.model.text.chat import THINK_CLOSE, THINK_OPEN, StreamParser, encode_prompt, render_messages
+from clover.model.text.tokenizer import CloverTokenizer
+from clover.steering.answer_spans import quotable_text
+from clover.steering.competence import SHORT_BUDGET, HeldStream, Limits, honest_turn, reply_text
 
 STAT_KEYS = ("forwards", "tokens_per_forward", "tok_per_s", "rounds_per_block")
 COUNT_KEYS = (
@@ -80,8 +80,8 @@ class LocalCloverModel(ModelCapabilities):
     def __init__(self, settings: LocalSettings | BackendSettings) -> None:
         """`settings`: the local decoder's (LocalSettings), or the run's, whose local knobs are read."""
         from clover.backends.prefix_cache import PrefixCache
-        from clover.model.decode_width import choose_width
-        from clover.model.tokenizer import TokenizerError
+        from clover.model.decoder.decode_width import choose_width
+        from clover.model.text.tokenizer import TokenizerError
 
         self.settings = LocalSettings.of(settings)
         directory = checkpoint_dir(self.settings.model)
@@ -118,14 +118,14 @@ class LocalCloverModel(ModelCapabilities):
         self.decoded: Decoded | None = None  # the latest turn's, for its stage
         self.repairs_spent: set[tuple[int, str]] | None = None  # the stage's (edit_choice.py)
         self._think_close = self.tokenizer.token_id(THINK_CLOSE)
-        # how a thought ends in the chat format (model/chat.py thought_and_reply)
+        # how a thought ends in the chat format (model/text/chat.py thought_and_reply)
         self._after_thought = (
             self.tokenizer.encode(f"\n{THINK_CLOSE}\n\n") if self._think_close is not None else []
         )
 
     def bind_workspace(self, env: Environment) -> None:
         """Ground tool values in this environment's files (the `grounded` setting)."""
-        from clover.decoding.grounding import Workspace
+        from clover.steering.grounding import Workspace
 
         self.workspace = Workspace(env)
 
@@ -133,7 +133,7 @@ class LocalCloverModel(ModelCapabilities):
         """The stage of the latest turn the model decoded itself (none after an honest reply)."""
         if self.decoded is None or self.workspace is None:
             return None
-        from clover.decoding.turn_stage import LocalTurnStage
+        from clover.steering.turn_stage import LocalTurnStage
 
         return LocalTurnStage(self, self.decoded)
 
@@ -235,7 +235,7 @@ class LocalCloverModel(ModelCapabilities):
         return turn
 
     def _decode_settings(self, s: LocalSettings, budget: int) -> Any:
-        from clover.model.generate import DecodeSettings
+        from clover.model.decoder.generate import DecodeSettings
 
         return DecodeSettings(
             block_size=(s.block_size or self.default_width)
@@ -307,7 +307,7 @@ class LocalCloverModel(ModelCapabilities):
         return out
 
     def _mean_logprob(self, ids: list[int], out: list[int]) -> float:
-        from clover.model.score import continuation_logprobs
+        from clover.model.decoder.score import continuation_logprobs
 
         return continuation_logprobs(self.net, ids, [out])[0] / max(len(out), 1) if out else 0.0
 
@@ -322,7 +322,7 @@ class LocalCloverModel(ModelCapabilities):
         thinking: bool,
     ) -> tuple[list[int], Any, BlockStreamer]:
         """One generation after `ids`, streamed: (its tokens, the GenerateResult, the streamer)."""
-        from clover.model.generate import generate
+        from clover.model.decoder.generate import generate
 
         block = block_size_of(decode)
         placed = grammar.placed[0] if grammar is not None else {}

@@ -1,5 +1,5 @@
-"""The tool-call grammar of one local turn (decoding/tool_grammar.py), grounded in the workspace
-the model was bound to (decoding/grounding.py): what the decoder may write in a call."""
+"""The tool-call grammar of one local turn (steering/tool_grammar.py), grounded in the workspace
+the model was bound to (steering/grounding.py): what the decoder may write in a call."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def grammar_for(
         return None
     if model.chat_template is not None and "<function=" not in model.chat_template:
         return None
-    from clover.decoding.tool_grammar import ToolCallGrammar
+    from clover.steering.tool_grammar import ToolCallGrammar
 
     return ToolCallGrammar.build(
         model.tokenizer,
@@ -67,8 +67,8 @@ def grounding_for(model: Any, text: TurnText):
     """This turn's workspace grounding, or None (off, or no workspace bound)."""
     if not model.settings.grounded or model.workspace is None:
         return None
-    from clover.decoding.grounding import Grounding
-    from clover.decoding.value_nodes import Vocab
+    from clover.steering.grounding import Grounding
+    from clover.steering.value_nodes import Vocab
 
     if model.vocab is None:
         model.vocab = Vocab(model.tokenizer, model.config.vocab_size)

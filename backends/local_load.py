@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import clover.model.chat
+import clover.model
 from clover.core.stops import ModelError
 
 DEFAULT_CONTEXT = 32768
-EMBEDDED_DIR = Path(clover.model.chat.__file__).resolve().parent / "weights"  # shipped inside the package
+EMBEDDED_DIR = clover.model.EMBEDDED_DIR  # shipped inside the package
 
 
 def checkpoint_dir(spec: str) -> Path:
@@ -56,7 +56,7 @@ def cpu_threads(asked: int, params: int) -> int | None:
 def load_model(directory: Path, device: str, quantize: str = "none"):
     """load_checkpoint's (network, config, chat template or None); errors as one-line ModelErrors.
     `quantize`: int4 / int8 quantize the checkpoint's floating-point matrices on load; none: as stored."""
-    from clover.model.load import CheckpointError, load_checkpoint
+    from clover.model.loading.load import CheckpointError, load_checkpoint
 
     try:  # the loader picks the dtype: bf16 on a GPU, fp32 on CPU only for a small model
         return load_checkpoint(directory, device=device, quantize=None if quantize == "none" else quantize)

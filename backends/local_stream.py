@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from clover.core.model_protocol import AssistantTurn, EventHandler, StreamEvent, ToolCall, ToolSpec
-from clover.model.chat import StreamParser, parse_assistant, tool_schemas
-from clover.model.tokenizer import CloverTokenizer, IncrementalDecoder
+from clover.model.text.chat import StreamParser, parse_assistant, tool_schemas
+from clover.model.text.tokenizer import CloverTokenizer, IncrementalDecoder
 
 
 def block_size_of(decode: Any) -> int:

@@ -2,7 +2,7 @@
 these servers really answer.
 
 Tool calls go native (`tools=`) or as text (specs in the system prompt, Qwen3-Coder XML / Hermes
-JSON parsed from the reply, via model/chat.py). "auto" starts native and switches to text for the
+JSON parsed from the reply, via model/text/chat.py). "auto" starts native and switches to text for the
 rest of the session when the server answers with calls written as text, rejects `tools`, or says its
 chat template takes none (llama.cpp's /props); a tool-call parse failure of the server's (llama.cpp:
 HTTP 500, or an error event in the stream) is asked once more with the calls as text.
@@ -41,7 +41,7 @@ from clover.core.model_protocol import (
 )
 from clover.core.stops import ModelError
 from clover.core.tool_protocol import EDITED_KEY
-from clover.model.chat import parse_assistant, split_thinking, text_messages, tool_schemas
+from clover.model.text.chat import parse_assistant, split_thinking, text_messages, tool_schemas
 
 TEXT_CALL_MARKERS = ("<tool_call>", "<function=")
 UNNAMED = ("", "embedded")  # no model chosen for the server: the one it serves is asked

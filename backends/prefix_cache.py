@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from clover.model.cache import CacheSnapshot, CloverCache
-from clover.model.generate import DecodeSettings, GenerateResult, generate
+from clover.model.decoder.generate import DecodeSettings, GenerateResult, generate
 
 DEFAULT_KEEP = 4  # snapshots kept: the last two turns (end of prefill + the margin point)
 DEFAULT_MARGIN = 16  # tokens before the prompt's end where the next prompt may diverge

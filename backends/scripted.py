@@ -1,7 +1,7 @@
 """Replay assistant turns from a file (or a list): demos, UI tests, deterministic agent tests.
 
 A turn is `{"thinking": str, "text": str, "tool_calls": [{"name", "arguments"}]}` or
-`{"raw": "<reply in the model's text format>"}` (parsed by model/chat.py), with optional
+`{"raw": "<reply in the model's text format>"}` (parsed by model/text/chat.py), with optional
 `"delay": seconds` (an interruptible sleep before answering) and `"error": "message"` (the turn
 fails with a ModelError). The file is a JSON list, `{"turns": [...]}`, or JSONL, one turn a line.
 """
@@ -24,7 +24,7 @@ from clover.core.model_protocol import (
     TurnOptions,
 )
 from clover.core.stops import ModelError
-from clover.model.chat import parse_assistant, tool_schemas
+from clover.model.text.chat import parse_assistant, tool_schemas
 
 
 def load_turns(path: str | Path) -> list[dict[str, Any]]:

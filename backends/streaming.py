@@ -16,7 +16,7 @@ import openai
 from clover.backends.server_errors import detail_of, one_line
 from clover.core.model_protocol import EventHandler, StreamEvent
 from clover.core.stops import ModelError
-from clover.model.chat import StreamParser
+from clover.model.text.chat import StreamParser
 
 
 @dataclass

@@ -68,8 +68,8 @@ def per_step_overhead(steps: int, checkpoints: bool) -> list[float]:
         durations: list[float] = []
         recorder = None
         if checkpoints:
-            from clover.tools.checkpoints import Checkpoints
-            from clover.tools.undorecorder import Recorder
+            from clover.tools.undo.checkpoints import Checkpoints
+            from clover.tools.undo.undorecorder import Recorder
 
             recorder = Recorder(Checkpoints(str(root), store=str(Path(tmp) / "ckpt")), "bench", "bench")
         agent = Agent(

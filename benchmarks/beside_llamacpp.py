@@ -12,7 +12,7 @@ of every figure:
   the end of the run (llama.cpp maps the GGUF: its mapped pages count once touched);
 - prefill tok/s of 512 and 2,048 prompt tokens (no cache);
 - decode tok/s at B = 1 after a 64-token prompt (greedy, no stop), and for Clover its block
-  decoder at the width model/decode_width.py chooses from the measured cost curve (verify order),
+  decoder at the width model/decoder/decode_width.py chooses from the measured cost curve (verify order),
   with the forward cost of that width over one token's;
 - an agent's first turn (the chat system prompt and every tool, ~2-3k tokens): its prefill time
   (time to first token), and the second turn (the first reply and a tool result appended) on each
@@ -58,9 +58,9 @@ def agent_turns(model_dir: Path) -> tuple[list[int], list[int]]:
     """Token ids of an agent's first prompt (system prompt + every tool + a task) and of its second
     (the first reply, a tool call, and its result appended), rendered as `clover chat` does."""
     from clover.core.tool_protocol import tool_spec
-    from clover.model.chat import encode_prompt, render_messages
     from clover.model.config import CloverConfig
-    from clover.model.tokenizer import CloverTokenizer
+    from clover.model.text.chat import encode_prompt, render_messages
+    from clover.model.text.tokenizer import CloverTokenizer
     from clover.prompts import system_prompt
     from clover.tools.registry import default_tools
 
@@ -95,9 +95,9 @@ def clover_child(a) -> dict:
 
     from benchmarks.cost_curve import layer_traffic, matrix_bytes, one_forward
     from clover.backends.prefix_cache import PrefixCache
-    from clover.model.decode_width import choose_width
-    from clover.model.generate import DecodeSettings, generate
-    from clover.model.load import load_checkpoint
+    from clover.model.decoder.decode_width import choose_width
+    from clover.model.decoder.generate import DecodeSettings, generate
+    from clover.model.loading.load import load_checkpoint
 
     torch.set_num_threads(a.threads)
     torch.set_grad_enabled(False)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from benchmarks.chat_prompts import ask, user_config
 
-HONEST_MARK = "needs a larger model"  # decoding/competence.py's reply says it
+HONEST_MARK = "needs a larger model"  # steering/competence.py's reply says it
 
 
 def training_prompts(name: str) -> list[str]:

@@ -81,9 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.chat_prompts import MORE_PROMPTS, PROMPTS
     from clover.backends.local import LocalCloverModel
     from clover.core.tool_protocol import tool_spec
-    from clover.model.chat import THINK_CLOSE
-    from clover.model.generate import DecodeSettings, generate
-    from clover.model.score import continuation_logprobs
+    from clover.model.decoder.generate import DecodeSettings, generate
+    from clover.model.decoder.score import continuation_logprobs
+    from clover.model.text.chat import THINK_CLOSE
     from clover.prompts import BASE
     from clover.settings import Settings
     from clover.tools.registry import default_tools

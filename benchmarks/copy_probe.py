@@ -38,8 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1)
     a = p.parse_args(argv)
     from clover.backends.local import EMBEDDED_DIR
-    from clover.model.chat import SPECIAL_TOKENS
-    from clover.model.load import CheckpointError, load_checkpoint
+    from clover.model.loading.load import CheckpointError, load_checkpoint
+    from clover.model.text.chat import SPECIAL_TOKENS
 
     torch.set_num_threads(a.threads)
     try:

@@ -21,7 +21,7 @@ from torch import nn
 
 from clover.model.config import FULL_ATTENTION
 from clover.model.layers.moe import Experts
-from clover.model.quantized import PackedWeight, QuantExperts
+from clover.model.loading.quantized import PackedWeight, QuantExperts
 
 GB = 1e9
 COMPONENTS = ("attention", "gdn", "router", "experts", "shared", "lm_head", "rest")

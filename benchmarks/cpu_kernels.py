@@ -51,8 +51,8 @@ def _stack(q, native_layout: bool):
     as the loader makes it on CPU with or without the C kernels."""
     import os
 
-    from clover.model.quant_codes import Int4Codes
-    from clover.model.quantized import PackedWeight
+    from clover.model.loading.quant_codes import Int4Codes
+    from clover.model.loading.quantized import PackedWeight
 
     count, rows, cols = q.shape
     before = os.environ.get("CLOVER_CPU_NATIVE")
@@ -68,7 +68,7 @@ def _stack(q, native_layout: bool):
 
 def _random_int4(gen, *shape: int):
     """Random int4 codes around zero point 8 with weights of std ~0.02 (no float matrix first)."""
-    from clover.model.quant_codes import Int4Codes
+    from clover.model.loading.quant_codes import Int4Codes
 
     codes = torch.randint(0, 16, shape, generator=gen, dtype=torch.uint8)
     scales = torch.full((*shape[:-1], shape[-1] // 128), 0.02 / 4.6)
@@ -95,7 +95,7 @@ def _compare(r: int) -> int:
     from clover.kernels.cpu import delta_rule, gemv, native
     from clover.kernels.reference.delta_rule import recurrent_gated_delta_rule
     from clover.kernels.reference.moe import routed_experts
-    from clover.model.quantized import PackedWeight, QuantExperts
+    from clover.model.loading.quantized import PackedWeight, QuantExperts
 
     gen = torch.Generator().manual_seed(0)
     print(f"threads {torch.get_num_threads()}, median of {r}")

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from clover.model.config import CloverConfig, tiny
-from clover.model.generate import DecodeSettings, generate
+from clover.model.decoder.generate import DecodeSettings, generate
 from clover.model.modeling import CloverForCausalLM
 
 PROMPT_TEXT = (
@@ -33,7 +33,7 @@ PROMPT_TEXT = (
 def prompt_ids(directory: Path, config: CloverConfig, n: int, seed: int = 0) -> list[int]:
     """n prompt tokens: the checkpoint's tokenizer on a code prompt (repeated), else random ids."""
     if (directory / "tokenizer.json").is_file():
-        from clover.model.tokenizer import CloverTokenizer
+        from clover.model.text.tokenizer import CloverTokenizer
 
         tok = CloverTokenizer.from_dir(directory)
         ids = tok.encode(PROMPT_TEXT)
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    from clover.model.load import CheckpointError, load_checkpoint
+    from clover.model.loading.load import CheckpointError, load_checkpoint
 
     dtype = torch.bfloat16 if args.device.startswith("cuda") else torch.float32
     try:

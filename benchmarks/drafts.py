@@ -1,4 +1,4 @@
-"""What drafts from the prompt buy block decoding (model/drafts.py), side by side in one process.
+"""What drafts from the prompt buy block decoding (model/decoder/drafts.py), side by side in one process.
 
     python -m benchmarks.drafts [--model embedded] [--count 4] [--seed 0] [--block-size 16]
 

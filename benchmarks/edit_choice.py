@@ -1,4 +1,4 @@
-"""What edit repairs cost (decoding/edit_choice.py): choosing a str_replace's edit among
+"""What edit repairs cost (steering/edit_choice.py): choosing a str_replace's edit among
 (line, repair) pairs, against decoding the same turn, on held-out SynthFix instances.
 
     python -m benchmarks.edit_choice [--model embedded] [--count 5] [--seed 0]
@@ -47,12 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     from clover.backends.local import LocalCloverModel
     from clover.core.model_protocol import ToolCall
     from clover.core.tool_protocol import tool_spec
-    from clover.decoding.edit_choice import choose_edit
-    from clover.decoding.grounding import Workspace
-    from clover.decoding.reproduce import Reproduction
     from clover.evals.synthfix.generator import build_instance
-    from clover.model.chat import render_tool_call
+    from clover.model.text.chat import render_tool_call
     from clover.settings import Settings
+    from clover.steering.edit_choice import choose_edit
+    from clover.steering.grounding import Workspace
+    from clover.steering.reproduce import Reproduction
     from clover.tools.environment import LocalEnvironment
     from clover.tools.registry import default_tools
 

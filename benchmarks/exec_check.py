@@ -18,9 +18,9 @@ import tempfile
 import time
 
 from clover.tools.environment import LocalEnvironment
-from clover.tools.execguard import ExecGuard, ExecSession, unavailable_reason
-from clover.tools.permissions import PermissionPolicy
-from clover.tools.sandbox import Sandbox, bwrap_available
+from clover.tools.safety.execguard import ExecGuard, ExecSession, unavailable_reason
+from clover.tools.safety.permissions import PermissionPolicy
+from clover.tools.safety.sandbox import Sandbox, bwrap_available
 
 DENY = ["bash(rm -rf *)", "bash(git push*)"]
 

@@ -60,10 +60,10 @@ EOF
     --code-fraction 0 --tool-prompt compact --renamed-copies 3 --copy-fraction 0.10 --seed 7 || exit 1
 
   echo "== train on $DEVICE for ${TRAIN_MIN} min ($(date -u +%H:%M:%S))"
-  $PY -m clover.model.train --device "$DEVICE" --config model/weights/config.json --data "$OUTDIR/packed" \
+  $PY -m clover.model.training.train --device "$DEVICE" --config model/weights/config.json --data "$OUTDIR/packed" \
     --out "$OUTDIR/train" --init-from model/weights --threads 8 --time-limit "$TRAIN_MIN" --lr "$LR" \
     --warmup 50 --batch "$BATCH" --seq 1280 --block-weights "$BLOCK_WEIGHTS" --ckpt-minutes 100 || exit 1
-  $PY -m clover.model.train --out "$OUTDIR/train" --export-to "$OUTDIR/weights" \
+  $PY -m clover.model.training.train --out "$OUTDIR/train" --export-to "$OUTDIR/weights" \
     --tokenizer model/weights/tokenizer.json || exit 1
   rm -rf "$OUTDIR/train/ckpt" "$OUTDIR/synth" "$OUTDIR/oracle_raw.jsonl"  # only the exported weights come back
 

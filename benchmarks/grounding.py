@@ -1,4 +1,4 @@
-"""What grounded decoding costs (decoding/grounding.py): building a file's index, and one
+"""What grounded decoding costs (steering/grounding.py): building a file's index, and one
 token's mask step, against one forward of the model.
 
     python -m benchmarks.grounding [--model embedded] [--mb 1.0] [--paths 10000] [--repeat 5]
@@ -48,9 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from clover.backends.local import checkpoint_dir, load_model
-    from clover.decoding.tool_grammar import ToolCallGrammar
-    from clover.decoding.value_nodes import CandidateSet, FileIndex, Vocab
-    from clover.model.tokenizer import CloverTokenizer
+    from clover.model.text.tokenizer import CloverTokenizer
+    from clover.steering.tool_grammar import ToolCallGrammar
+    from clover.steering.value_nodes import CandidateSet, FileIndex, Vocab
 
     torch.set_num_threads(1)
     directory = checkpoint_dir(args.model)
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     names = [f"pkg{i % 97}/sub{i % 13}/module_{i}.py" for i in range(args.paths)]
     paths_ms = _ms(lambda: CandidateSet(vocab, names).root().options(), args.repeat)
 
-    from clover.model.generate import DecodeSettings, generate
+    from clover.model.decoder.generate import DecodeSettings, generate
 
     forward = {}  # CPU ms per forward while decoding after a 1,024-token prompt (no grammar)
     prompt = tok.encode(data[:20000].decode("utf-8", "replace"))[:1024]

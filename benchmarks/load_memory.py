@@ -1,4 +1,4 @@
-"""Peak host memory and time of loading a checkpoint with the streaming loader (clover.model.load),
+"""Peak host memory and time of loading a checkpoint with the streaming loader (clover.model.loading.load),
 for both expert layouts, each load in a fresh subprocess. (The loader it replaced and the figures of
 the two side by side: docs/performance.md, "Loading".)
 
@@ -13,7 +13,7 @@ file (the loader does that for CPU tensors already in the wanted dtype) count in
     python -m benchmarks.load_memory --preset clover-35b-a3b --layers 8 --layouts fused
     python -m benchmarks.load_memory --preset clover-35b-a3b --layers 4 --quantize int4
 
-`--quantize int4|int8`: the loader quantizes on load (model/load_quant.py); the model's bytes
+`--quantize int4|int8`: the loader quantizes on load (model/loading/load_quant.py); the model's bytes
 in the bound are then its quantized bytes as loaded, so the peak is judged against the quantized size.
 """
 
@@ -43,7 +43,7 @@ def child(directory: str, device: str, quantize: str | None = None) -> None:
     import torch
 
     from clover.model.config import tiny
-    from clover.model.load import load_checkpoint
+    from clover.model.loading.load import load_checkpoint
     from clover.model.modeling import CloverForCausalLM
 
     torch.set_num_threads(1)

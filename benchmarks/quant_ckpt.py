@@ -17,9 +17,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from clover.model.load_quant import KEEP_DENSE
-from clover.model.quant_codes import Int4Codes, quantize_int4
-from clover.model.quant_formats import encode_awq, encode_fp8, encode_gptq
+from clover.model.loading.load_quant import KEEP_DENSE
+from clover.model.loading.quant_codes import Int4Codes, quantize_int4
+from clover.model.loading.quant_formats import encode_awq, encode_fp8, encode_gptq
 
 FORMATS = ("gptq", "awq", "fp8")
 EXPERT_LEAVES = ("mlp.experts.gate_up_proj", "mlp.experts.down_proj")
@@ -121,7 +121,7 @@ def dequantized_reference(
 ) -> dict[str, Tensor]:
     """Clover-named float32 tensors holding exactly what `quantize_tensors` stores, dequantized
     independently of the loader (the reference a quantized load must match)."""
-    from clover.model.quant_formats import QuantScheme, decode_fp8
+    from clover.model.loading.quant_formats import QuantScheme, decode_fp8
 
     out = {}
     for name, t in tensors:

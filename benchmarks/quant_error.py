@@ -24,9 +24,9 @@ import torch
 from benchmarks.chat_prompts import PROMPTS
 from benchmarks.ckpt_write import model_tensors, write_shards
 from benchmarks.quant_ckpt import quantization_config, quantize_tensors
-from clover.model.chat import encode_prompt, render_messages
-from clover.model.generate import DecodeSettings, generate
-from clover.model.load import load_checkpoint
+from clover.model.decoder.generate import DecodeSettings, generate
+from clover.model.loading.load import load_checkpoint
+from clover.model.text.chat import encode_prompt, render_messages
 
 
 def _write_format(model, method: str, directory: Path) -> Path:
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     from clover.backends.local import EMBEDDED_DIR
-    from clover.model.tokenizer import CloverTokenizer
+    from clover.model.text.tokenizer import CloverTokenizer
 
     src = EMBEDDED_DIR if a.model == "embedded" else Path(a.model)
     tok = CloverTokenizer.from_dir(src)

@@ -1,4 +1,4 @@
-"""Weight-only kernels side by side on one expert-sized matmul (the choice in model/quantized.py).
+"""Weight-only kernels side by side on one expert-sized matmul (the choice in model/loading/quantized.py).
 
     python -m benchmarks.quant_kernels [--rows 1024 --cols 2048] [--experts 64] [--threads 2]
 
@@ -20,8 +20,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from clover.model.quant_codes import quantize_int4, quantize_int8
-from clover.model.quantized import PackedWeight
+from clover.model.loading.quant_codes import quantize_int4, quantize_int8
+from clover.model.loading.quantized import PackedWeight
 
 WIDTHS = (1, 2, 4, 8, 16, 32)
 

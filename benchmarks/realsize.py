@@ -46,7 +46,7 @@ from benchmarks.cost_curve import (
 )
 from benchmarks.decode import prompt_ids
 from clover.model.config import CloverConfig
-from clover.model.generate import DecodeSettings, generate
+from clover.model.decoder.generate import DecodeSettings, generate
 
 
 def _status(field: str) -> int:
@@ -92,7 +92,7 @@ def decode(model, prompt: list[int], block: int, order: str | None, new: int, cp
 
 
 def _load(a) -> tuple[torch.nn.Module, float, str]:
-    from clover.model.load import CheckpointError, load_checkpoint
+    from clover.model.loading.load import CheckpointError, load_checkpoint
 
     if a.random:
         from benchmarks.write_realsize import random_model, realsize_config
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.threads:
         torch.set_num_threads(a.threads)
     use_cpu_clock(a.clock == "cpu")
-    from clover.model.decode_width import choose_width, traffic_ratio
+    from clover.model.decoder.decode_width import choose_width, traffic_ratio
 
     dev = torch.device(a.device)
     bw = bandwidth(dev)

@@ -23,12 +23,12 @@ import time
 from pathlib import Path
 
 from benchmarks.undo_record import copy_of_this_repo
-from clover.tools.boundary import StepBoundary
-from clover.tools.checkpoints import Checkpoints
 from clover.tools.environment import LocalEnvironment
-from clover.tools.execguard import ExecGuard, exec_check_available
-from clover.tools.sandbox import Sandbox, bwrap_available
-from clover.tools.undorecorder import Recorder
+from clover.tools.safety.boundary import StepBoundary
+from clover.tools.safety.execguard import ExecGuard, exec_check_available
+from clover.tools.safety.sandbox import Sandbox, bwrap_available
+from clover.tools.undo.checkpoints import Checkpoints
+from clover.tools.undo.undorecorder import Recorder
 
 COMMANDS = {
     "true": "true",

@@ -4,7 +4,7 @@ Old: the design the recorder replaced, one whole-tree snapshot before each step 
 program: `git add -A` into a shadow index and `git write-tree` into a separate object store (the
 old store also copied `.git`'s state and listed ignored files, so this baseline is a lower bound
 of the old cost; the replaced code is in git history). New
-(tools/checkpoints.py): a scan before and after each tool call that may write (stat only for
+(tools/undo/checkpoints.py): a scan before and after each tool call that may write (stat only for
 files already read; new contents into the object store through libgit2), and the change record.
 Measured on a copy of this repository's tracked files and on a synthetic 5,000-file tree; one
 step in three edits a file (the others read, as view/grep do). `first` is the cold start (every
@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from clover.tools.checkpoints import Checkpoints
+from clover.tools.undo.checkpoints import Checkpoints
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -5,7 +5,7 @@
 The contexts are real agent conversations: the oracle's trajectories on held-out SynthFix instances
 (issue, outline, view, str_replace, the tests). At each of their assistant turns the local backend
 (tool grammar on, greedy, up to 128 tokens) decodes the model's own next turn with each decoder: B = 1
-(autoregressive), B = N with decode order "verify" (model/verify.py) and B = N "left" (the confidence
+(autoregressive), B = N with decode order "verify" (model/decoder/verify.py) and B = N "left" (the confidence
 threshold). Timing: one warm-up turn through every decoder first (not counted); then `--repeats`
 passes over all the turns, the decoders' order reversed on every other pass (B = 1 first, then last),
 so neither side always runs on a warmer cache. Prints forwards, tokens per forward and times of each

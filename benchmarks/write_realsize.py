@@ -35,7 +35,7 @@ SHARD_BYTES = 512 << 20  # about one layer of int4 experts per shard
 def realsize_config(layers: int = 40, shape: str = "35b") -> CloverConfig:
     """The 35B-A3B shape cut to `layers` (the first ones), with the embedded tokenizer's special ids.
     shape "tiny": the test preset's dimensions instead (a run of the whole pipeline in seconds)."""
-    from clover.model.tokenizer import CloverTokenizer
+    from clover.model.text.tokenizer import CloverTokenizer
 
     tok = CloverTokenizer.from_dir(embedded_dir())
     ids = tok.special_ids()
@@ -56,9 +56,9 @@ def realsize_config(layers: int = 40, shape: str = "35b") -> CloverConfig:
 
 
 def embedded_dir() -> Path:
-    import clover.model.chat
+    import clover.model
 
-    return Path(clover.model.chat.__file__).resolve().parent / "weights"
+    return clover.model.EMBEDDED_DIR
 
 
 def neutral(name: str) -> float | None:
@@ -91,8 +91,8 @@ def random_model(config: CloverConfig, form: str, device: str, seed: int = 0) ->
     """A random model built in place on `device`, no checkpoint: "bf16" (every weight bf16), or "int4"
     (what a GPTQ-Int4 checkpoint loads as: the quantized projections and experts int4 in groups of
     128, the rest bf16). For a full-size run where writing and reading 20-70 GB would not fit."""
-    from clover.model.load_quant import Placer
-    from clover.model.quant_codes import Int4Codes
+    from clover.model.loading.load_quant import Placer
+    from clover.model.loading.quant_codes import Int4Codes
 
     with torch.device("meta"):
         model = CloverForCausalLM(config)

@@ -34,7 +34,7 @@ from clover.core.stops import (
 )
 from clover.core.tool_protocol import EDITED_KEY, Tool, ToolResult, tool_spec
 from clover.stage_checks import StageRun, run_stage_check
-from clover.tools.redact import redact
+from clover.tools.safety.redact import redact
 from clover.trajectory import Trajectory
 
 WRAP_UP = (
@@ -372,7 +372,7 @@ class Agent:
             raise LimitsExceeded(f"token limit reached ({limits.token_limit} tokens)")
 
     def record_step(self, report: dict[str, Any]) -> None:
-        """What the step boundary settled for one command or check (tools/boundary.py): in the
+        """What the step boundary settled for one command or check (tools/safety/boundary.py): in the
         trajectory, and in `settled` for the run's report."""
         self.settled.append({"step": self.steps, **report})
         self._record({"type": "step", "step": self.steps, **report})

@@ -13,7 +13,7 @@ class StepRecorder(Protocol):
     """Records what a tool call changes (checkpoints for undo): `begin` just before a call that may
     change files runs, `end` just after, with the step's number. Read-only calls are not wrapped.
     Where the step boundary applies a command's changes it hands them over exactly: `capture`
-    (the paths' state before, None outside a step) then `commit` (tools/boundary.py)."""
+    (the paths' state before, None outside a step) then `commit` (tools/safety/boundary.py)."""
 
     def begin(self, step: int) -> None: ...
 

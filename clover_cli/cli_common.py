@@ -31,7 +31,7 @@ def settings_or_exit(repo: Path, flags: dict[str, Any], **defaults: Any) -> Sett
     if why := home_workspace(repo, settings.allow_home):
         fail(why)
     if settings.api_key:
-        from clover.tools.redact import register_secret
+        from clover.tools.safety.redact import register_secret
 
         register_secret(settings.api_key)
     from clover.process_secrets import hide_from_children

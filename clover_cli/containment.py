@@ -3,7 +3,7 @@ headless report: the sandbox, the step boundary and the exec check, each on or o
 
 The words are the same everywhere, and they say what the guarantee is: the sandbox (what a
 command can read and write outside the workspace), the step boundary (what it may leave in the
-workspace: tools/boundary.py) and undo. Deny rules and the exec check refuse programs as they
+workspace: tools/safety/boundary.py) and undo. Deny rules and the exec check refuse programs as they
 start; they are defence in depth (a program written to race the check, or work done inside a
 process, is bounded by the sandbox and the boundary, not by them).
 """
@@ -77,7 +77,7 @@ class Containment:
 def of(settings: Any, env: Any) -> Containment:
     """The containment of an environment built by runner.build_environment (a container
     environment: the container is the sandbox, and it has no host boundary)."""
-    from clover.tools import sandbox
+    from clover.tools.safety import sandbox
 
     if env.host_root() is None:
         return Containment(True, "", False, "the workspace is in a container", False, "in a container")
@@ -96,7 +96,7 @@ def of(settings: Any, env: Any) -> Containment:
 
 
 def _boundary_why() -> str:
-    from clover.tools.boundary import available
+    from clover.tools.safety.boundary import available
     from clover.tools.statehome import private_dir
 
     works, why = available(private_dir("steps"))
@@ -104,7 +104,7 @@ def _boundary_why() -> str:
 
 
 def _exec_why() -> str:
-    from clover.tools.execguard import unavailable_reason
+    from clover.tools.safety.execguard import unavailable_reason
 
     return unavailable_reason() or "off"
 

@@ -61,7 +61,7 @@ def decide(
     real diff; -p: a call that can change files ran); `needs_change`: the run's job is a change
     (`clover fix`); `cut`: the final reply's finish reason when it was incomplete;
     `outside_competence`: the model answered that the request is beyond it ("this needs a larger
-    model", decoding/competence.py) — no answer, unless it changed files first.
+    model", steering/competence.py) — no answer, unless it changed files first.
 
     Interrupts and backend failures come first (nothing the model did explains them). Then refusals:
     when something was refused and nothing changed, the refusals are why, even if the model then

@@ -234,7 +234,7 @@ def _model_label(settings: Settings) -> str:
 def _build(settings: Settings, root: Path, log: CallLog) -> tuple[Any, Any]:
     """The model and the environment; a problem with either is one line and exit 2."""
     from clover.runner import build_environment, build_model
-    from clover.tools.sandbox import SandboxUnavailable
+    from clover.tools.safety.sandbox import SandboxUnavailable
 
     local = not settings.base_url and not settings.model.startswith("scripted:")
     try:

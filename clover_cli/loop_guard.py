@@ -2,7 +2,7 @@
 `-p`, `clover fix`, the SWE-bench and Terminal-Bench runs). A reply stuck repeating itself (`ssss…`,
 the same line over and over) is stopped as it streams and cut where the loop began, instead of
 running to the token limit and being taken for an answer. The loop is found by the decoder's own
-detector (model/repetition.py), here over the streamed characters.
+detector (model/decoder/repetition.py), here over the streamed characters.
 
 A stopped turn reports what was measured: the characters streamed (its `stats`), and tokens only
 where the backend counted them in a usage event before the stop; no count is made up from the
@@ -22,7 +22,7 @@ from clover.core.model_protocol import (
     StreamEvent,
     TurnOptions,
 )
-from clover.model.repetition import RepetitionStop, loop_start
+from clover.model.decoder.repetition import RepetitionStop, loop_start
 
 # In characters: a unit of up to 200 repeated over at least 400 characters past its first copy,
 # and at least 8 times after it. Code repeats short patterns (`----`, `0, 0, `), rarely 400

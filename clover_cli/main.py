@@ -264,7 +264,7 @@ def train(
     out: Annotated[Path, typer.Option("--out", help="Run directory (checkpoints, logs).")],
     config: Annotated[Path | None, typer.Option("--config", help="Model config.json to train.")] = None,
     data: Annotated[
-        Path | None, typer.Option("--data", help="Packed data (python -m clover.model.data).")
+        Path | None, typer.Option("--data", help="Packed data (python -m clover.model.training.data).")
     ] = None,
     steps: Annotated[int | None, typer.Option("--steps")] = None,
     batch: Annotated[int | None, typer.Option("--batch")] = None,
@@ -288,7 +288,7 @@ def train(
         Path | None, typer.Option("--tokenizer", help="tokenizer.json for --export-to.")
     ] = None,
 ) -> None:
-    """Train (or fine-tune) a Clover with the block-diffusion objective; see model/train.py."""
+    """Train (or fine-tune) a Clover with the block-diffusion objective; see model/training/train.py."""
     from clover.train_cmd import run_train
 
     raise typer.Exit(

@@ -1,6 +1,6 @@
 """Clover's own secrets (API keys) out of reach of the programs the agent runs, by any route.
 
-Commands never get them in their environment (tools/commandenv.py: an allowlist). But the
+Commands never get them in their environment (tools/safety/commandenv.py: an allowlist). But the
 process that started Clover handed them over in its environment block or on its command line
 (`--api-key`), and those stay in Clover's memory, where `/proc/<clover>/environ` and `cmdline`
 show them to any process of the same user. So, once the settings are read:
@@ -23,7 +23,7 @@ import ctypes
 import os
 import sys
 
-from clover.tools.redact import is_secret_env
+from clover.tools.safety.redact import is_secret_env
 
 PR_SET_DUMPABLE = 4
 

@@ -22,7 +22,7 @@ from clover.trajectory import Trajectory
 
 if TYPE_CHECKING:
     from clover.tools.environment import LocalEnvironment
-    from clover.tools.permgate import PermissionGate
+    from clover.tools.safety.permgate import PermissionGate
 
 
 def build_model(settings: Settings) -> Model:
@@ -39,9 +39,9 @@ def build_environment(
     work, one line on stderr says so (commands are then judged by the parser alone). `on_output`:
     a running command's output as it comes (the chat's tail under its spinner)."""
     from clover.tools.environment import LocalEnvironment
-    from clover.tools.execguard import ExecCheckUnavailable, ExecGuard, unavailable_reason
-    from clover.tools.permissions import PermissionPolicy
-    from clover.tools.sandbox import make_wrapper
+    from clover.tools.safety.execguard import ExecCheckUnavailable, ExecGuard, unavailable_reason
+    from clover.tools.safety.permissions import PermissionPolicy
+    from clover.tools.safety.sandbox import make_wrapper
 
     wrap = None
     if sandbox_on(settings):
@@ -73,13 +73,13 @@ def build_environment(
 
 
 def build_boundary(settings: Settings, root: str | Path, sandboxed: bool):
-    """The step boundary (tools/boundary.py) wherever it works, unless `boundary = false`;
+    """The step boundary (tools/safety/boundary.py) wherever it works, unless `boundary = false`;
     `boundary = true` where it cannot work is an error (one line). Without bubblewrap around the
     commands it brings its own PID namespace, so nothing a command starts outlives it."""
     import os
 
-    from clover.tools.boundary import StepBoundary, available
-    from clover.tools.sandbox import SandboxUnavailable
+    from clover.tools.safety.boundary import StepBoundary, available
+    from clover.tools.safety.sandbox import SandboxUnavailable
     from clover.tools.statehome import private_dir
 
     if settings.boundary is False:
@@ -97,7 +97,7 @@ def build_boundary(settings: Settings, root: str | Path, sandboxed: bool):
 
 def sandbox_on(settings: Settings) -> bool:
     """The sandbox is used when asked for, and by default wherever bubblewrap works."""
-    from clover.tools.sandbox import bwrap_available
+    from clover.tools.safety.sandbox import bwrap_available
 
     return bool(settings.sandbox or (settings.sandbox is None and bwrap_available()))
 
@@ -116,7 +116,7 @@ def _say_once(line: str) -> None:
 def build_gate(
     settings: Settings, root: str | Path, ask_user: Callable[[ToolCall, Tool, str], str] | None = None
 ) -> PermissionGate:
-    from clover.tools.permissions import PermissionGate, PermissionPolicy
+    from clover.tools.safety.permissions import PermissionGate, PermissionPolicy
 
     # plan mode runs commands proven read-only, in the read-only sandbox (none without it)
     policy = PermissionPolicy(
@@ -211,8 +211,8 @@ def checkpointer(settings: Settings, root: str | Path, label: str, session: str 
         return None
     import sys
 
-    from clover.tools.checkpoints import Checkpoints, SnapshotError
-    from clover.tools.undorecorder import Recorder
+    from clover.tools.undo.checkpoints import Checkpoints, SnapshotError
+    from clover.tools.undo.undorecorder import Recorder
 
     # A step that cannot be recorded does not stop the run: it goes ahead unprotected and one line
     # says so (the fault is in Clover's own store, e.g. a full disk; the user's files are
@@ -243,7 +243,7 @@ class _Warned:
     def _call(hook: Callable[[int], None], step: int) -> None:
         import sys
 
-        from clover.tools.checkpoints import SnapshotError
+        from clover.tools.undo.checkpoints import SnapshotError
 
         try:
             hook(step)

@@ -40,7 +40,7 @@ DECODE_ORDERS = ("auto", *MODEL_DECODE_ORDERS)  # auto: the checkpoint's own
 REPO_LOWER_ONLY = frozenset({"max_steps", "time_limit", "token_limit", "command_timeout", "output_limit"})
 MERGED_LISTS = frozenset({"deny", "ask"})  # a repository's entries are added to the user's
 TOOL_FORMATS = ("auto", "native", "text")
-QUANTIZE = ("none", "int8", "int4")  # model/load_quant.py QUANTIZE_MODES, without importing torch
+QUANTIZE = ("none", "int8", "int4")  # model/loading/load_quant.py QUANTIZE_MODES, without importing torch
 
 
 class SettingsError(ValueError):
@@ -76,13 +76,13 @@ class Settings:
     # (a copy prior for small models; 0: off)
     copy_bias: float = 4.0
     # local block decoding (B > 1): a masked run whose predictions match what followed the last
-    # `drafts` tokens earlier in the context is accepted in one round (model/drafts.py; 0: off)
+    # `drafts` tokens earlier in the context is accepted in one round (model/decoder/drafts.py; 0: off)
     drafts: int = 3
     # local verify decoding: each round's check also denoises a guess of the next round (one forward
     # per round instead of two: fewer forwards; no faster on a CPU, where a wider forward costs more)
     fused_rounds: bool = False
     # local decoding: one-site repairs of old_str are candidates beside the model's own new_str, which
-    # stands unless the example verifies another (decoding/edit_choice.py; on, off, or auto:
+    # stands unless the example verifies another (steering/edit_choice.py; on, off, or auto:
     # the checkpoint's config.json edit_repairs)
     edit_repairs: str = "auto"
     # local decoding, grounded: the answer's `code spans` copy the user's words or tool output (on,
@@ -101,16 +101,16 @@ class Settings:
     ask: list[str] = field(default_factory=list)
     deny: list[str] = field(default_factory=list)
     add_dirs: list[str] = field(default_factory=list)
-    sandbox: bool | None = None  # None: on wherever bubblewrap works (tools/sandbox.py)
+    sandbox: bool | None = None  # None: on wherever bubblewrap works (tools/safety/sandbox.py)
     network: bool = False  # inside the sandbox; commands outside it always have the network
-    # every program a command starts checked as it starts (seccomp; tools/execguard.py); None: on
+    # every program a command starts checked as it starts (seccomp; tools/safety/execguard.py); None: on
     # wherever it works
     exec_check: bool | None = None
     # every command sees the workspace through a copy-on-write layer and only what policy accepts
-    # of what it changed is applied (tools/boundary.py); None: on wherever it works
+    # of what it changed is applied (tools/safety/boundary.py); None: on wherever it works
     boundary: bool | None = None
     # environment variables commands get besides PATH, HOME, USER, LANG, LC_*, TERM, TMPDIR, SHELL
-    # (names or globs, e.g. ["NPM_CONFIG_*", "AWS_PROFILE"]; tools/commandenv.py)
+    # (names or globs, e.g. ["NPM_CONFIG_*", "AWS_PROFILE"]; tools/safety/commandenv.py)
     pass_env: list[str] = field(default_factory=list)
     # paths under your home shown read-only inside the sandbox, whose home is otherwise empty
     # (e.g. [".cargo", ".gitconfig", ".ssh/known_hosts"])

@@ -16,7 +16,7 @@ from clover.core.model_protocol import ToolCall
 from clover.core.stage_protocol import StageCheck
 from clover.core.stops import AgentStop
 from clover.core.tool_protocol import Tool, ToolResult
-from clover.tools.redact import redact
+from clover.tools.safety.redact import redact
 
 if TYPE_CHECKING:
     from clover.agent import Agent

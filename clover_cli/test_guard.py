@@ -128,9 +128,9 @@ class TestGuard:
 
 def revert(root: Path, patch: str | bytes) -> bool:
     """Reverse `patch` (a git diff of the agent's change, ideally the files' own bytes) in the work
-    tree; False if it no longer applies. Hardened git (tools/gitsafe.py): nothing the repository's
+    tree; False if it no longer applies. Hardened git (tools/git/gitsafe.py): nothing the repository's
     config names runs."""
-    from clover.tools.gitsafe import run_git
+    from clover.tools.git.gitsafe import run_git
 
     data = patch.encode("utf-8", "surrogateescape") if isinstance(patch, str) else patch
     data = data if data.endswith(b"\n") else data + b"\n"

@@ -1,4 +1,4 @@
-"""`clover train`: a thin front end to model/train.py for the CLI.
+"""`clover train`: a thin front end to model/training/train.py for the CLI.
 
 The lead wires `run_train` into the typer app; torch is imported only when it runs, so
 `clover --help` stays light. Returns a process exit code (0 ok, 2 usage error).
@@ -25,7 +25,7 @@ def train_argv(
     export_to: Path | None = None,
     tokenizer: Path | None = None,
 ) -> list[str]:
-    """The `python -m clover.model.train` arguments for these options (None: the script's default)."""
+    """The `python -m clover.model.training.train` arguments for these options (None: the script's default)."""
     argv = ["--out", str(out), "--device", device]
     if export_to is not None:
         argv += ["--export-to", str(export_to)]
@@ -57,8 +57,8 @@ def _model_dir(name: str | Path) -> Path:
 
 
 def run_train(**options) -> int:
-    """Train (or export with `export_to=`) a Clover checkpoint; see model/train.py for the options."""
-    from clover.model.train import main
+    """Train (or export with `export_to=`) a Clover checkpoint; see model/training/train.py for the options."""
+    from clover.model.training.train import main
 
     try:
         return main(train_argv(**options))

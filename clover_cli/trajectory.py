@@ -9,7 +9,7 @@ from typing import Any
 
 
 def _redact(obj: Any) -> Any:
-    from clover.tools.redact import redact_obj  # the secrets are registered at run time (the API key)
+    from clover.tools.safety.redact import redact_obj  # the secrets are registered at run time (the API key)
 
     return redact_obj(obj)
 

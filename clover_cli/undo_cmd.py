@@ -26,8 +26,8 @@ def run_undo(
 ) -> int:
     if not repo.is_dir():
         fail(f"not a directory: {repo}")
-    from clover.tools import undoreport
-    from clover.tools.checkpoints import Checkpoints, SnapshotError
+    from clover.tools.undo import undoreport
+    from clover.tools.undo.checkpoints import Checkpoints, SnapshotError
 
     try:
         store = Checkpoints(str(repo.resolve()))

@@ -1,7 +1,7 @@
 """What a run changed in the work tree, from the files themselves: a snapshot before the run and
 one after, diffed. In a git repository the snapshots are trees written with a throwaway index
 (gitdiff.py); elsewhere a throwaway object store holds the directory's trees, so a fix outside git
-has a real diff too. Both go through libgit2 (tools/hostgit.py): nothing in the repository's config
+has a real diff too. Both go through libgit2 (tools/git/hostgit.py): nothing in the repository's config
 runs, and the user's repository, index and files are untouched."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clover import gitdiff
-from clover.tools import hostgit
+from clover.tools.git import hostgit
 from clover.tools.listing import NOISE_DIRS
 from clover.tools.textio import quoted_path
 

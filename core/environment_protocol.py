@@ -57,8 +57,8 @@ class Environment(Protocol):
     allowed_roots: list[str]
     readable_roots: list[str]
     # What the environment confines its commands with, each None where it has none (a container's
-    # own walls are not these): the bubblewrap sandbox (tools/sandbox.py), the step boundary
-    # (tools/boundary.py) and the exec check (tools/execguard.py). The CLI wires them to the agent.
+    # own walls are not these): the bubblewrap sandbox (tools/safety/sandbox.py), the step boundary
+    # (tools/safety/boundary.py) and the exec check (tools/safety/execguard.py). The CLI wires them to the agent.
     sandbox: Any
     boundary: Any
     exec_guard: Any

@@ -31,7 +31,7 @@ class ToolResult:
 
 
 # A tool message's key (beside OpenAI's) for the paths the call edited, so the model layer can say
-# what was changed (decoding/competence.py) without reading the text back; backends do not send it.
+# what was changed (steering/competence.py) without reading the text back; backends do not send it.
 EDITED_KEY = "edited"
 
 
@@ -69,5 +69,5 @@ def tool_spec(tool: Tool) -> ToolSpec:
     }
 
 
-# Permission modes, strictest first (tools/permissions.py enforces them; the settings choose one).
+# Permission modes, strictest first (tools/safety/permissions.py enforces them; the settings choose one).
 MODES = ("plan", "ask", "auto-edit", "yolo")

@@ -5,7 +5,7 @@ the Qwen3-Next network with its GDN input projections stored apart. So:
 - the block-mode GDN parameters (`block_logit_scale`, `memory_logit`, `block_size_calibration`) take
   part only when a block of more than one token is denoised: dropped;
 - `in_proj_qkv` + `in_proj_z` and `in_proj_b` + `in_proj_a` are fused into Qwen3-Next's
-  `in_proj_qkvz` / `in_proj_ba`, rows grouped per key head (clover.model.load.fuse_qkvz / fuse_ba,
+  `in_proj_qkvz` / `in_proj_ba`, rows grouped per key head (clover.model.loading.load.fuse_qkvz / fuse_ba,
   the inverse of what the loader does with a Qwen3-Next checkpoint);
 - Clover's fused experts (`mlp.experts.gate_up_proj` [E, 2I, H], `mlp.experts.down_proj` [E, H, I])
   become per-expert `gate_proj` / `up_proj` / `down_proj` weights (views, no copy);
@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from torch import Tensor
 
 from clover.model.config import CloverConfig
-from clover.model.load import BLOCK_PARAMS, canonical_name, fuse_ba, fuse_qkvz
+from clover.model.loading.load import BLOCK_PARAMS, canonical_name, fuse_ba, fuse_qkvz
 
 _PAIRS = {
     "in_proj_qkv": "in_proj_qkvz",

@@ -1,4 +1,4 @@
-"""Git for the evals: tools/gitsafe.py's hardened runner, with the one environment every eval uses.
+"""Git for the evals: tools/git/gitsafe.py's hardened runner, with the one environment every eval uses.
 
 The evals clone benchmark repositories, apply patches to them and build their own small ones
 (handwritten, SynthFix). Each ran git with an environment of its own; now each goes through here:
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from clover.tools.gitsafe import run_git
+from clover.tools.git.gitsafe import run_git
 
 # No user or system config; no prompts; one locale and time zone (dates and messages as written).
 EVAL_ENV = {

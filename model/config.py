@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# How a diffusion round keeps tokens (model/generate.py): every confident position, only the run of
+# How a diffusion round keeps tokens (model/decoder/generate.py): every confident position, only the run of
 # confident positions from the leftmost masked one, or the run of the round's draft that a causal
-# pass confirms (greedy: exactly the autoregressive output, in fewer rounds; model/verify.py).
+# pass confirms (greedy: exactly the autoregressive output, in fewer rounds; model/decoder/verify.py).
 DECODE_ORDERS = ("any", "left", "verify")
 
 FULL_ATTENTION = "full_attention"
@@ -86,9 +86,9 @@ class CloverConfig:
     # and capacity a full JSON-ish tool section would swamp
     tool_prompt: str = "full"
     # str_replace's new_str taken from one-site repairs of old_str by likelihood, not free-written
-    # (decoding/edit_choice.py): for a small model that finds bugs but garbles fixes
+    # (steering/edit_choice.py): for a small model that finds bugs but garbles fixes
     edit_repairs: bool = False
-    # the answer's `code spans` copy what the user wrote or a tool showed (decoding/
+    # the answer's `code spans` copy what the user wrote or a tool showed (steering/
     # answer_spans.py): for a small model that invents the names it quotes; a model that writes
     # its own inline code leaves it off
     grounded_spans: bool = False
@@ -104,7 +104,7 @@ class CloverConfig:
     # `clover fix` rolls back a change that breaks a test that passed before (clover_cli/
     # test_guard.py): for a model whose edits are mutations more often than fixes
     rolls_back_test_breaks: bool = False
-    # what a small checkpoint was made for (decoding/competence.py): past a prompt this
+    # what a small checkpoint was made for (steering/competence.py): past a prompt this
     # long, a workspace with more files, or a reply it scores lower (mean log-probability per
     # token), it answers that the request needs a larger model; 0 leaves each unlimited
     max_prompt_tokens: int = 0

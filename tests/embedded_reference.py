@@ -20,10 +20,10 @@ NEW_TOKENS = 24
 def reference_tokens() -> dict[str, list[int]]:
     import torch
 
-    from clover.model.chat import encode_prompt, render_messages
-    from clover.model.generate import DecodeSettings, generate
-    from clover.model.load import load_checkpoint
-    from clover.model.tokenizer import CloverTokenizer
+    from clover.model.decoder.generate import DecodeSettings, generate
+    from clover.model.loading.load import load_checkpoint
+    from clover.model.text.chat import encode_prompt, render_messages
+    from clover.model.text.tokenizer import CloverTokenizer
 
     torch.manual_seed(0)
     loaded = load_checkpoint(WEIGHTS, device="cpu", dtype=torch.float32)

@@ -1,4 +1,4 @@
-"""Code spans in the answer copy what the user wrote or a tool showed (decoding/answer_spans.py):
+"""Code spans in the answer copy what the user wrote or a tool showed (steering/answer_spans.py):
 the automaton on the shipped tokenizer, then a tiny RANDOM Clover pushed to write backticks, whose
 every span is then a copy (and is not without grounding)."""
 
@@ -11,9 +11,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from clover.decoding.answer_spans import CLOSED, OUT, AnswerSpans, quotable_text  # noqa: E402
-from clover.decoding.value_nodes import Vocab  # noqa: E402
-from clover.model.tokenizer import CloverTokenizer  # noqa: E402
+from clover.model.text.tokenizer import CloverTokenizer  # noqa: E402
+from clover.steering.answer_spans import CLOSED, OUT, AnswerSpans, quotable_text  # noqa: E402
+from clover.steering.value_nodes import Vocab  # noqa: E402
 from tests.test_grounding import tools, workspace  # noqa: E402
 from tests.test_tool_grammar import _Biased, variant  # noqa: E402
 from tests.test_tool_grammar import clover as clover  # noqa: E402,F401 - the module fixture

@@ -71,8 +71,8 @@ def forced(model: LocalCloverModel, text: str) -> dict[int, int]:
 
 
 def test_tokenizer_round_trip_specials_and_incremental_text(ckpt):
-    from clover.model.chat import SPECIAL_TOKENS, render_messages
-    from clover.model.tokenizer import CloverTokenizer, IncrementalDecoder
+    from clover.model.text.chat import SPECIAL_TOKENS, render_messages
+    from clover.model.text.tokenizer import CloverTokenizer, IncrementalDecoder
 
     tok = CloverTokenizer.from_dir(ckpt)
     assert list(tok.special_ids()) == SPECIAL_TOKENS and tok.stop_ids() == [2, 0]
@@ -398,10 +398,10 @@ def test_prompt_start_ids_open_every_prompt(ckpt, tmp_path):
 
 
 def test_the_embedded_prompt_opens_as_its_training_rows_do():
-    """The embedded model's rows are end-aligned after <|endoftext|> padding (model/data.py); a
+    """The embedded model's rows are end-aligned after <|endoftext|> padding (model/training/data.py); a
     prompt without it made the shipped model write "running on youran" where every row has
     "running on your machine"."""
-    from clover.model.data import end_aligned
+    from clover.model.training.data import end_aligned
 
     model = LocalCloverModel(Settings(model="embedded"))
     eot = model.tokenizer.token_id("<|endoftext|>")

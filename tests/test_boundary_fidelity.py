@@ -19,9 +19,9 @@ import pytest
 
 from clover.runner import build_environment
 from clover.settings import Settings
-from clover.tools.boundary import available
 from clover.tools.environment import LocalEnvironment
-from clover.tools.sandbox import bwrap_available
+from clover.tools.safety.boundary import available
+from clover.tools.safety.sandbox import bwrap_available
 
 pytestmark = [
     pytest.mark.slow,

@@ -185,7 +185,7 @@ def test_always_answer_lasts_for_the_session(tmp_path: Path, home: Path) -> None
 
 
 def test_session_files_are_redacted(tmp_path: Path, home: Path) -> None:
-    redact = pytest.importorskip("clover.tools.redact")
+    redact = pytest.importorskip("clover.tools.safety.redact")
     repo = _repo(tmp_path)
     secret = "sk-test-" + "a1b2c3d4" * 4
     redact.register_secret(secret)

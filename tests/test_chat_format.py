@@ -1,4 +1,4 @@
-"""model/chat.py: ChatML rendering, thinking, tool-call formats, streaming classification."""
+"""model/text/chat.py: ChatML rendering, thinking, tool-call formats, streaming classification."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from clover.model.chat import (
+from clover.model.text.chat import (
     SPECIAL_TOKENS,
     StreamParser,
     parse_assistant,
@@ -321,7 +321,7 @@ def test_stream_parser_classifies_any_split():
 
 def test_chat_module_is_torch_free():
     code = (
-        "import sys, clover.model.chat; assert 'torch' not in sys.modules; "
+        "import sys, clover.model.text.chat; assert 'torch' not in sys.modules; "
         "ours = [m for m in sys.modules if m.startswith('clover.') and not m.startswith('clover.model')]; "
         "assert not ours, ours"
     )  # nothing of the CLI, tools or evals either

@@ -1,11 +1,11 @@
-"""Property tests: model/chat.py's parsers never raise (and do not need their own safety net)."""
+"""Property tests: model/text/chat.py's parsers never raise (and do not need their own safety net)."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clover.model.chat import (
+from clover.model.text.chat import (
     ParsedCall,
     StreamParser,
     parse_assistant,

@@ -101,7 +101,7 @@ def test_json_output_and_the_permission_mode(tmp_path: Path, home: Path) -> None
         assert {"text", "tool_call", "tool_result", "usage"} <= {e["type"] for e in events}
         assert events[-1]["type"] == "result" and events[-1]["result"] == "Ran it."
         assert (tmp_path / "out.txt").read_text() == "ran\n"
-    from clover.tools.checkpoints import Checkpoints
+    from clover.tools.undo.checkpoints import Checkpoints
 
     Checkpoints(str(tmp_path)).undo()  # a -p run is checkpointed like any other: `clover undo` reverts it
     assert not (tmp_path / "out.txt").exists()

@@ -164,7 +164,7 @@ def test_each_kind_of_request_starts_its_thinking_with_its_own_token():
     """Thinking lines that share a start pool their kinds' mass on it, and greedy decoding then takes
     that start whatever was asked (evals/synthfix/chat_rows.py THOUGHTS)."""
     from clover.evals.synthfix.chat_tasks import THINK
-    from clover.model.tokenizer import CloverTokenizer
+    from clover.model.text.tokenizer import CloverTokenizer
 
     tok = CloverTokenizer.from_dir("model/weights")
     lines = [*THOUGHTS.values(), *(v.format(name="add") for v in THINK.values())]

@@ -1,4 +1,4 @@
-"""tools/checkpoints.py: per-step change records; undo reverts exactly the agent's changes,
+"""tools/undo/checkpoints.py: per-step change records; undo reverts exactly the agent's changes,
 byte-exact, and never what the user changed (a conflict is listed and left alone)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from clover.tools import treescan, undoreport
-from clover.tools.checkpoints import Checkpoints, SnapshotError, default_store
+from clover.tools.undo import treescan, undoreport
+from clover.tools.undo.checkpoints import Checkpoints, SnapshotError, default_store
 
 
 def sh(cmd: str, cwd: Path) -> str:

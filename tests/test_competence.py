@@ -1,4 +1,4 @@
-"""Outside its competence the embedded model says so (decoding/competence.py): in a
+"""Outside its competence the embedded model says so (steering/competence.py): in a
 repository larger than it was made for, past the prompt length it handles, or when its own reply
 scores low, it answers briefly that this needs a larger model and how to connect one, and the
 garbled reply it replaces never reaches the stream (`if the / if the` in this repository)."""
@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from clover.core.model_protocol import AssistantTurn
-from clover.decoding.competence import HONEST, Limits
+from clover.steering.competence import HONEST, Limits
 
 torch = pytest.importorskip("torch")
 
@@ -102,7 +102,7 @@ def test_after_an_edit_the_replacement_says_what_changed_not_that_it_needs_a_lar
     # hand-written runs: a fix's final answer scored low, and "this needs a larger model" would have
     # been said of a bug it fixed
     from clover.core.tool_protocol import EDITED_KEY
-    from clover.decoding.competence import edited_files, reply_text
+    from clover.steering.competence import edited_files, reply_text
 
     messages = [
         {"role": "user", "content": "fix add"},
@@ -133,7 +133,7 @@ def test_after_an_edit_the_replacement_says_what_changed_not_that_it_needs_a_lar
 def test_a_fluent_loop_is_no_answer():
     # the old chat set's "Add a web dashboard with user accounts to this project." (earlier
     # weights): the taught feature reply, garbled, starting over; it scores -0.06 per token
-    from clover.decoding.competence import repeats_itself
+    from clover.steering.competence import repeats_itself
 
     looped = (
         "That is too big a change for me. Describe a bug: what you ran, what you expected and what you got. "

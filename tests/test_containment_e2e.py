@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from clover.tools.boundary import available
-from clover.tools.sandbox import bwrap_available
+from clover.tools.safety.boundary import available
+from clover.tools.safety.sandbox import bwrap_available
 from clover.trajectory import Trajectory
 from tests.clihelp import git_repo, isolated_env, run_clover, run_fix
 
@@ -257,8 +257,8 @@ def test_a_hook_in_the_directory_core_hooks_path_names_is_held_like_one_in_git_h
 
 
 def test_a_hooks_path_at_the_work_trees_top_holds_only_git_hook_names(tmp_path):
-    from clover.tools.overlay import LayerChange
-    from clover.tools.steppolicy import review
+    from clover.tools.safety.overlay import LayerChange
+    from clover.tools.safety.steppolicy import review
 
     repo = user_repo(tmp_path / "repo")
     sh("git config core.hooksPath .", repo)

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clover.tools.boundary import StepBoundary, available
-from clover.tools.checkpoints import Checkpoints, SnapshotError
 from clover.tools.environment import LocalEnvironment
-from clover.tools.undorecorder import Recorder
+from clover.tools.safety.boundary import StepBoundary, available
+from clover.tools.undo.checkpoints import Checkpoints, SnapshotError
+from clover.tools.undo.undorecorder import Recorder
 
 pytestmark = pytest.mark.skipif(
     not available("/tmp/clover-test-steps")[0], reason="user namespaces or overlayfs are missing here"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from clover.tools.boundary import available
+from clover.tools.safety.boundary import available
 from tests.test_chat_tmux import ROOT, Tmux, pytestmark  # noqa: F401  (skips without tmux)
 from tests.test_chat_tmux_trust import _command, _exit, _repo, _script
 

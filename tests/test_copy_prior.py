@@ -1,4 +1,4 @@
-"""The copy prior of grounded values (decoding/mentions.py, grounding.py): among the workspace's paths
+"""The copy prior of grounded values (steering/mentions.py, grounding.py): among the workspace's paths
 and symbols, those the conversation names get the `copy_bias` bonus where the model chooses."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from clover.decoding.grounding import Grounding, Workspace  # noqa: E402
-from clover.decoding.mentions import Mentions  # noqa: E402
-from clover.decoding.value_nodes import CLOSE, Vocab  # noqa: E402
+from clover.steering.grounding import Grounding, Workspace  # noqa: E402
+from clover.steering.mentions import Mentions  # noqa: E402
+from clover.steering.value_nodes import CLOSE, Vocab  # noqa: E402
 from tests.test_grounding import steered, tools, workspace  # noqa: E402
 from tests.test_tool_grammar import clover as clover  # noqa: E402,F401 - the module fixture
 

@@ -1,4 +1,4 @@
-"""model/copy_warmup.py: an untied checkpoint is tied from its input embeddings, the copying phase
+"""model/training/copy_warmup.py: an untied checkpoint is tied from its input embeddings, the copying phase
 trains and writes a model directory that loads, and bad input is one line and exit 2."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from clover.model.copy_warmup import main, tied_copy, warm_up  # noqa: E402
-from clover.model.load import load_checkpoint  # noqa: E402
+from clover.model.loading.load import load_checkpoint  # noqa: E402
+from clover.model.training.copy_warmup import main, tied_copy, warm_up  # noqa: E402
 from tests.tiny_checkpoint import tiny_checkpoint_dir  # noqa: E402
 
 

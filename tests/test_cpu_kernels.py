@@ -1,5 +1,5 @@
 """The numba CPU decoding kernels (kernels/cpu/) against the torch definitions they replace, and the
-places the model takes them: lm_head / router at B = 1 (model/cpu_linear.py), the one-token delta
+places the model takes them: lm_head / router at B = 1 (model/loading/cpu_linear.py), the one-token delta
 rule and a GDN layer's one-token step (in place only when the step commits), the int4 experts in
 row blocks and a MoE layer (router included) in one call; the torch one-token MoE path."""
 
@@ -18,12 +18,12 @@ from clover.kernels.cpu import int4 as cpu_int4  # noqa: E402
 from clover.kernels.reference.delta_rule import recurrent_gated_delta_rule  # noqa: E402
 from clover.kernels.reference.moe import moe_experts, routed_experts  # noqa: E402
 from clover.model.config import tiny  # noqa: E402
-from clover.model.cpu_linear import CpuGemvLinear, use_cpu_kernels  # noqa: E402
-from clover.model.load import load_checkpoint, save_checkpoint  # noqa: E402
+from clover.model.loading.cpu_linear import CpuGemvLinear, use_cpu_kernels  # noqa: E402
+from clover.model.loading.load import load_checkpoint, save_checkpoint  # noqa: E402
+from clover.model.loading.quant_codes import Int4Codes, quantize_int4  # noqa: E402
+from clover.model.loading.quant_formats import encode_gptq  # noqa: E402
+from clover.model.loading.quantized import PackedWeight, QuantExperts  # noqa: E402
 from clover.model.modeling import CloverForCausalLM  # noqa: E402
-from clover.model.quant_codes import Int4Codes, quantize_int4  # noqa: E402
-from clover.model.quant_formats import encode_gptq  # noqa: E402
-from clover.model.quantized import PackedWeight, QuantExperts  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -229,7 +229,7 @@ def test_router_in_the_moe_kernel_picks_what_torch_picks(tmp_path):
 
 
 def test_unknown_cpu_kernel_choice_is_one_line_at_load(tmp_path, monkeypatch):
-    from clover.model.load import CheckpointError
+    from clover.model.loading.load import CheckpointError
 
     save_checkpoint(CloverForCausalLM(tiny()).eval(), tmp_path)
     monkeypatch.setenv("CLOVER_CPU_KERNELS", "fast")

@@ -15,11 +15,11 @@ import torch.nn.functional as F  # noqa: E402
 from clover.kernels.cpu import native  # noqa: E402
 from clover.kernels.reference.moe import moe_experts, routed_experts  # noqa: E402
 from clover.model.config import tiny  # noqa: E402
-from clover.model.load import CheckpointError, load_checkpoint, save_checkpoint  # noqa: E402
+from clover.model.loading.load import CheckpointError, load_checkpoint, save_checkpoint  # noqa: E402
+from clover.model.loading.quant_codes import Int4Codes, quantize_int4  # noqa: E402
+from clover.model.loading.quant_formats import encode_gptq  # noqa: E402
+from clover.model.loading.quantized import PackedWeight, QuantExperts  # noqa: E402
 from clover.model.modeling import CloverForCausalLM  # noqa: E402
-from clover.model.quant_codes import Int4Codes, quantize_int4  # noqa: E402
-from clover.model.quant_formats import encode_gptq  # noqa: E402
-from clover.model.quantized import PackedWeight, QuantExperts  # noqa: E402
 
 needs_kernel = pytest.mark.skipif(
     not native.available(), reason="no C compiler or no AVX-512 VNNI here: the float kernels run"
@@ -214,7 +214,7 @@ def test_bf16_kernel_takes_only_what_it_can_run():
 
 @needs_bf16
 def test_lm_head_at_verify_widths_takes_the_bf16_kernel(monkeypatch):
-    from clover.model.cpu_linear import CpuGemvLinear
+    from clover.model.loading.cpu_linear import CpuGemvLinear
 
     layer = torch.nn.Linear(64, 512, bias=False).bfloat16()
     layer.__class__ = CpuGemvLinear
@@ -230,7 +230,7 @@ def test_lm_head_at_verify_widths_takes_the_bf16_kernel(monkeypatch):
 
 @needs_kernel
 def test_shared_expert_in_the_moe_call_matches_the_layer_without_it(tmp_path):
-    from clover.model.cpu_fusion import fuse_shared_experts
+    from clover.model.loading.cpu_fusion import fuse_shared_experts
 
     torch.manual_seed(5)
     save_checkpoint(CloverForCausalLM(tiny()).eval(), tmp_path)

@@ -1,4 +1,4 @@
-"""Drafts from the prompt (model/drafts.py): the index, the acceptance rule, and the shipped model."""
+"""Drafts from the prompt (model/decoder/drafts.py): the index, the acceptance rule, and the shipped model."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 import pytest
 import torch
 
-from clover.model.decode_policy import select
-from clover.model.drafts import DraftIndex
-from clover.model.generate import DecodeSettings, generate
+from clover.model.decoder.decode_policy import select
+from clover.model.decoder.drafts import DraftIndex
+from clover.model.decoder.generate import DecodeSettings, generate
 from tests.embedded_reference import WEIGHTS
 
 
@@ -40,9 +40,9 @@ def test_an_agreeing_run_from_the_leftmost_mask_is_accepted_below_the_threshold(
 
 @pytest.fixture(scope="module")
 def embedded():
-    from clover.model.chat import encode_prompt, render_messages
-    from clover.model.load import load_checkpoint
-    from clover.model.tokenizer import CloverTokenizer
+    from clover.model.loading.load import load_checkpoint
+    from clover.model.text.chat import encode_prompt, render_messages
+    from clover.model.text.tokenizer import CloverTokenizer
 
     loaded = load_checkpoint(WEIGHTS, device="cpu", dtype=torch.float32)
     tok = CloverTokenizer.from_dir(WEIGHTS)

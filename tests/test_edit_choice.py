@@ -1,6 +1,6 @@
-"""new_str chosen among one-site repairs by the model's likelihood (decoding/edit_choice.py,
-model/score.py), on a tiny RANDOM checkpoint: the scores are the plain causal forward's, and the
-turn's call, as the local model's turn stage (decoding/turn_stage.py) settles it, carries the
+"""new_str chosen among one-site repairs by the model's likelihood (steering/edit_choice.py,
+model/decoder/score.py), on a tiny RANDOM checkpoint: the scores are the plain causal forward's, and the
+turn's call, as the local model's turn stage (steering/turn_stage.py) settles it, carries the
 repair that scores best. The stage runs after the turn: here as the agent runs it, with a check
 runner where `may_run(command)` stands for the agent's gate."""
 
@@ -15,9 +15,9 @@ torch = pytest.importorskip("torch")
 
 from clover.core.model_protocol import ToolCall  # noqa: E402
 from clover.core.tool_protocol import tool_spec  # noqa: E402
-from clover.decoding.edit_choice import edit_pairs, region, region_lines, with_edit  # noqa: E402
-from clover.model.chat import PARAM_CLOSE  # noqa: E402
-from clover.model.score import continuation_logprobs  # noqa: E402
+from clover.model.decoder.score import continuation_logprobs  # noqa: E402
+from clover.model.text.chat import PARAM_CLOSE  # noqa: E402
+from clover.steering.edit_choice import edit_pairs, region, region_lines, with_edit  # noqa: E402
 from clover.tools.environment import LocalEnvironment  # noqa: E402
 from clover.tools.registry import default_tools  # noqa: E402
 from tests.test_tool_grammar import clover as clover  # noqa: E402,F401 - the module fixture

@@ -1,4 +1,4 @@
-"""What the embedded model may edit (decoding/edit_scope.py, grounding.py): no test file
+"""What the embedded model may edit (steering/edit_scope.py, grounding.py): no test file
 and no docstring unless the request names them; the grammar leaves them out and a backstop holds
 back whatever gets through (the model edited test files and docstring examples)."""
 
@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from clover.core.model_protocol import ToolCall
-from clover.decoding.edit_scope import docstring_lines, is_test_file, names_file, out_of_scope
+from clover.steering.edit_scope import docstring_lines, is_test_file, names_file, out_of_scope
 
 torch = pytest.importorskip("torch")
 
-from clover.decoding.grounding import Grounding, Workspace  # noqa: E402
+from clover.steering.grounding import Grounding, Workspace  # noqa: E402
 from tests.test_grounding import _spell, workspace  # noqa: E402
 from tests.test_grounding import vocab as vocab  # noqa: E402,F401 - the module fixture
 from tests.test_tool_grammar import clover as clover  # noqa: E402,F401 - the module fixture

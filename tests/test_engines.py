@@ -18,7 +18,7 @@ from safetensors.torch import save_file
 
 from clover.engines.weights import clover_to_qwen3_next
 from clover.model.config import tiny
-from clover.model.load import load_checkpoint
+from clover.model.loading.load import load_checkpoint
 from clover.model.modeling import CloverForCausalLM
 
 IDS = torch.tensor([[5, 9, 3, 17, 2, 44, 8]])

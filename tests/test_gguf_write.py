@@ -12,7 +12,7 @@ gguf = pytest.importorskip("gguf")
 
 from benchmarks.gguf_write import Source, main, write_gguf  # noqa: E402
 from benchmarks.write_realsize import write  # noqa: E402
-from clover.model.quant_formats import QuantScheme, decode_gptq  # noqa: E402
+from clover.model.loading.quant_formats import QuantScheme, decode_gptq  # noqa: E402
 
 
 @pytest.fixture(scope="module")

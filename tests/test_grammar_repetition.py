@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from clover.model.repetition import RepetitionStop  # noqa: E402
+from clover.model.decoder.repetition import RepetitionStop  # noqa: E402
 from tests.test_tool_grammar import TOOLS, USER, _Biased, problems, variant  # noqa: E402
 from tests.test_tool_grammar import clover as clover  # noqa: E402,F401 - the module fixture
 
@@ -56,7 +56,7 @@ def test_a_value_looping_after_a_looping_thought_still_closes_its_call(clover):
 
 
 def test_after_a_closed_thought_the_grammar_refuses_another(clover):
-    from clover.decoding.tool_grammar import ToolCallGrammar
+    from clover.steering.tool_grammar import ToolCallGrammar
 
     kw = {
         "opened": False,
@@ -76,7 +76,7 @@ def test_after_a_closed_thought_the_grammar_refuses_another(clover):
 def test_a_rule_that_undoes_every_round_cannot_loop_forever(clover, monkeypatch):
     # a grammar whose walk rejects every value token it had allowed: without the guard the block
     # would be re-masked and re-decoded forever (a typed-value dead end once did this)
-    from clover.decoding import tool_grammar
+    from clover.steering import tool_grammar
 
     class Contrary(tool_grammar.ToolCallGrammar):
         def step(self, st, t, left=None):

@@ -1,4 +1,4 @@
-"""Grounded decoding (decoding/grounding.py through the tool grammar): paths, old_str
+"""Grounded decoding (steering/grounding.py through the tool grammar): paths, old_str
 and symbols come from the workspace. A tiny RANDOM Clover writes garbage, so every existing path
 and unique old_str here is the grammar's doing."""
 
@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from clover.core.tool_protocol import tool_spec  # noqa: E402
-from clover.decoding.grounding import Grounding, Workspace  # noqa: E402
-from clover.decoding.value_nodes import CLOSE, Vocab  # noqa: E402
+from clover.steering.grounding import Grounding, Workspace  # noqa: E402
+from clover.steering.value_nodes import CLOSE, Vocab  # noqa: E402
 from clover.tools.environment import LocalEnvironment  # noqa: E402
 from clover.tools.files import StrReplaceTool  # noqa: E402
 from clover.tools.registry import default_tools  # noqa: E402
@@ -155,7 +155,7 @@ def test_symbols_are_the_repository_definitions(clover, vocab, tmp_path):
 def test_line_numbers_stay_in_the_file():
     from dataclasses import replace
 
-    from clover.decoding.typed_values import value_shape
+    from clover.steering.typed_values import value_shape
 
     view_range = {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2}
     shape = replace(value_shape(view_range), lines=30)
@@ -170,7 +170,7 @@ def test_line_numbers_stay_in_the_file():
 
 
 def test_a_directory_view_takes_no_view_range(clover, vocab, tmp_path):
-    from clover.decoding.tool_grammar import ToolCallGrammar
+    from clover.steering.tool_grammar import ToolCallGrammar
 
     env = workspace(tmp_path, {"pkg/calc.py": CALC, "tests/test_calc.py": "x = 1\n"})
     g = ToolCallGrammar(

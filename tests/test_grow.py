@@ -1,4 +1,4 @@
-"""Deepening a checkpoint (model/grow.py) keeps what it computes: same logits, same decoding."""
+"""Deepening a checkpoint (model/training/grow.py) keeps what it computes: same logits, same decoding."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from clover.model.config import tiny
-from clover.model.generate import DecodeSettings, generate
-from clover.model.grow import main
-from clover.model.load import load_checkpoint, save_checkpoint
+from clover.model.decoder.generate import DecodeSettings, generate
+from clover.model.loading.load import load_checkpoint, save_checkpoint
 from clover.model.modeling import CloverForCausalLM
+from clover.model.training.grow import main
 
 
 def _trained_like(model: CloverForCausalLM) -> CloverForCausalLM:

@@ -425,7 +425,7 @@ def test_a_command_run_by_a_long_program_path_shows_what_it_ran() -> None:
 def test_print_names_a_change_it_held_and_did_not_apply(tmp_path: Path) -> None:
     """A step that writes a git hook under `-p --yes`: the hook is held (no one can approve it),
     and the run says so on stderr and in json, rather than saying nothing."""
-    from clover.tools.boundary import available
+    from clover.tools.safety.boundary import available
 
     if not available(str(tmp_path / "probe"))[0]:
         pytest.skip("user namespaces or overlayfs are missing here")

@@ -23,13 +23,13 @@ from pathlib import Path
 import pytest
 
 from clover import gitdiff
-from clover.tools import gitporcelain, hostgit
-from clover.tools.checkpoints import Checkpoints
 from clover.tools.environment import LocalEnvironment
+from clover.tools.git import gitporcelain, hostgit
+from clover.tools.git.gitsafe import config_overrides, git_argv, run_git
 from clover.tools.git_tools import GitTool
-from clover.tools.gitsafe import config_overrides, git_argv, run_git
 from clover.tools.listing import RunBackedFiles
-from clover.tools.sandbox import bwrap_available, make_wrapper, unavailable_reason
+from clover.tools.safety.sandbox import bwrap_available, make_wrapper, unavailable_reason
+from clover.tools.undo.checkpoints import Checkpoints
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "t",

@@ -1,4 +1,4 @@
-"""Checks read from an issue's text (decoding/issue_checks.py): a `>>>` session, a script
+"""Checks read from an issue's text (steering/issue_checks.py): a `>>>` session, a script
 and its output, a traceback, or a sentence; the expected outcome the report states."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clover.decoding.issue_checks import Check, Expect, definitions, extract_checks, module_of, probed_names
+from clover.steering.issue_checks import Check, Expect, definitions, extract_checks, module_of, probed_names
 
 FILES = {
     "src/shop/prices.py": (

@@ -2,13 +2,13 @@
 included) point down the stack, never up.
 
     core  <-  tools  <-  clover (the CLI)  <-  evals  <-  benchmarks, tests
-    kernels  <-  model  <-  decoding  <-  backends  <-  clover (the CLI; lazily where torch is needed)
-    core, tools  <-  decoding;  core, tools, engines  <-  backends
+    kernels  <-  model  <-  steering  <-  backends  <-  clover (the CLI; lazily where torch is needed)
+    core, tools  <-  steering;  core, tools, engines  <-  backends
     kernels  <-  model  <-  engines (serving-engine plugins)  <-  clover, evals
 
 core/ holds the protocols and imports nothing of ours; tools/ knows nothing of models or the CLI;
 model/ knows nothing of tools, evals or the CLI (nor core: it needs none of the protocols);
-decoding/ (how the local model is steered) knows nothing of the backends or the CLI; backends/ (the
+steering/ (how the local model is steered) knows nothing of the backends or the CLI; backends/ (the
 Model protocol's implementations) know nothing of the CLI: what they read of the settings is core's
 BackendSettings protocol. evals/
 sits on top of the product. Nothing in the product imports benchmarks/ or tests/. One exception,
@@ -31,7 +31,7 @@ FOLDERS = {
     "tools": ("clover.tools", "tools"),
     "kernels": ("clover.kernels", "kernels"),
     "model": ("clover.model", "model"),
-    "decoding": ("clover.decoding", "decoding"),
+    "steering": ("clover.steering", "steering"),
     "backends": ("clover.backends", "backends"),
     "clover_cli": ("clover", "cli"),
     "evals": ("clover.evals", "evals"),
@@ -45,17 +45,17 @@ ALLOWED = {
     "kernels": {"kernels"},
     "model": {"kernels", "model"},
     "engines": {"kernels", "model", "engines"},
-    "decoding": {"core", "tools", "kernels", "model", "decoding"},
-    "backends": {"core", "tools", "kernels", "model", "decoding", "engines", "backends"},
-    "cli": {"core", "tools", "model", "engines", "decoding", "backends", "cli"},
-    "evals": {"core", "tools", "kernels", "model", "engines", "decoding", "backends", "cli", "evals"},
+    "steering": {"core", "tools", "kernels", "model", "steering"},
+    "backends": {"core", "tools", "kernels", "model", "steering", "engines", "backends"},
+    "cli": {"core", "tools", "model", "engines", "steering", "backends", "cli"},
+    "evals": {"core", "tools", "kernels", "model", "engines", "steering", "backends", "cli", "evals"},
     "benchmarks": {
         "core",
         "tools",
         "kernels",
         "model",
         "engines",
-        "decoding",
+        "steering",
         "backends",
         "cli",
         "evals",
@@ -169,13 +169,13 @@ def test_every_import_points_down_the_stack() -> None:
 @pytest.mark.parametrize(
     "path, source",
     [
-        ("core/protocols.py", "from clover.tools.files import View"),
+        ("core/tool_protocol.py", "from clover.tools.files import View"),
         ("tools/files.py", "def f():\n    from clover.runner import build_model"),
         ("tools/files.py", "from ..model import chat"),  # relative, resolves to clover.model
-        ("model/data.py", "from clover.evals.synthfix.oracle import render_trajectory"),
-        ("model/chat.py", "import clover.core.protocols"),
+        ("model/training/data.py", "from clover.evals.synthfix.oracle import render_trajectory"),
+        ("model/text/chat.py", "import clover.core.tool_protocol"),
         ("kernels/dispatch.py", "from clover.model.config import ModelConfig"),
-        ("model/load.py", "def f():\n    from clover.engines.weights import clover_to_qwen3_next"),
+        ("model/loading/load.py", "def f():\n    from clover.engines.weights import clover_to_qwen3_next"),
         ("engines/vllm_model.py", "from clover.tools.files import View"),
         ("clover_cli/bench.py", "from clover.evals.bench.run import run_bench"),  # top level: not lazy
         ("clover_cli/agent.py", "def f():\n    from clover.evals.bench import run"),
@@ -190,17 +190,17 @@ def test_an_upward_import_is_caught(path: str, source: str) -> None:
 
 def test_allowed_imports_pass() -> None:
     assert not violations("clover_cli/bench.py", "def f():\n    from clover.evals.bench.run import run_bench")
-    assert not violations("backends/local.py", "from clover.model.chat import render_messages")
+    assert not violations("backends/local.py", "from clover.model.text.chat import render_messages")
     assert not violations(
-        "backends/local.py", "def f():\n    from clover.decoding.grounding import Grounding"
+        "backends/local.py", "def f():\n    from clover.steering.grounding import Grounding"
     )
-    assert not violations("decoding/grounding.py", "from clover.tools.outline import symbols")
+    assert not violations("steering/grounding.py", "from clover.tools.outline import symbols")
     assert not violations("clover_cli/runner.py", "from clover.backends import make_model")
-    assert not violations("tools/files.py", "from . import textio\nfrom clover.core.protocols import Tool")
+    assert not violations("tools/files.py", "from . import textio\nfrom clover.core.tool_protocol import Tool")
     assert not violations("model/layers/gdn.py", "from ...kernels import dispatch\nimport torch")
 
 
-# The contract of the local-decoding package: it steers the model and chooses edits; which backend
+# The contract of the steering package: it steers the model and chooses edits; which backend
 # drives it and how the CLI configures it are above it. Lazy imports and import_module strings count.
 @pytest.mark.parametrize(
     "source",
@@ -216,12 +216,12 @@ def test_allowed_imports_pass() -> None:
         "from clover.evals.grading import grade",
     ],
 )
-def test_decoding_may_not_import_backends_or_the_cli(source: str) -> None:
-    assert violations("decoding/grounding.py", source), source
+def test_steering_may_not_import_backends_or_the_cli(source: str) -> None:
+    assert violations("steering/grounding.py", source), source
 
 
-def test_decoding_imports_nothing_of_backends_or_the_cli() -> None:
-    modules = sorted((ROOT / "decoding").rglob("*.py"))
+def test_steering_imports_nothing_of_backends_or_the_cli() -> None:
+    modules = sorted((ROOT / "steering").rglob("*.py"))
     assert {p.stem for p in modules} >= {
         "tool_grammar",
         "grounding",
@@ -233,16 +233,16 @@ def test_decoding_imports_nothing_of_backends_or_the_cli() -> None:
     for p in modules:
         rel = p.relative_to(ROOT).as_posix()
         for name, line, _lazy in imports(
-            p.read_text("utf-8"), "clover.decoding." + p.stem, p.stem == "__init__"
+            p.read_text("utf-8"), "clover.steering." + p.stem, p.stem == "__init__"
         ):
             layer = layer_of(name)
             if layer is not None:
                 found.setdefault(layer, []).append(f"{rel}:{line}: {name}")
-    assert found.get("decoding"), "the scan saw none of decoding's own imports"
-    assert not set(found) - ALLOWED["decoding"], {
-        k: v for k, v in found.items() if k not in ALLOWED["decoding"]
+    assert found.get("steering"), "the scan saw none of steering's own imports"
+    assert not set(found) - ALLOWED["steering"], {
+        k: v for k, v in found.items() if k not in ALLOWED["steering"]
     }
-    assert not {"backends", "cli", "evals", "engines", "benchmarks", "tests"} & ALLOWED["decoding"]
+    assert not {"backends", "cli", "evals", "engines", "benchmarks", "tests"} & ALLOWED["steering"]
 
 
 def test_backends_import_nothing_of_the_cli() -> None:

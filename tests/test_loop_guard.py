@@ -1,6 +1,6 @@
 """The runaway-loop guard every agent run has (clover_cli/loop_guard.py, put around the model by
 runner.build_agent): a reply that repeats itself is stopped as it streams and cut where the loop
-began, found by the decoder's own detector (model/repetition.py) over characters, and reported in
+began, found by the decoder's own detector (model/decoder/repetition.py) over characters, and reported in
 characters, never as made-up token counts."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from clover.backends.scripted import ScriptedModel
 from clover.loop_guard import TEXT_RULE, LoopGuard, guarded_complete, truncation
-from clover.model.repetition import loop_start
+from clover.model.decoder.repetition import loop_start
 from tests.clihelp import isolated_env, run_fix
 
 

@@ -8,7 +8,7 @@ import torch
 
 from clover.model.config import tiny
 from clover.model.modeling import CloverForCausalLM
-from clover.model.train_objective import diffusion_step_loss
+from clover.model.training.train_objective import diffusion_step_loss
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from clover.model.config import tiny
-from clover.model.generate import DecodeSettings, generate
+from clover.model.decoder.generate import DecodeSettings, generate
 from clover.model.modeling import CloverForCausalLM
 
 EOS = 1
@@ -158,7 +158,7 @@ def test_cached_decoding_equals_recomputation(model, block):
 def test_near_tied_scores_pick_the_leftmost_position():
     # entropies of two nearly flat distributions, equal up to the last bits a batch changes: the
     # pick must not depend on that noise (test_batch_equals_one_by_one[entropy] flipped on it)
-    from clover.model.decode_policy import select
+    from clover.model.decoder.decode_policy import select
 
     s = DecodeSettings(policy="entropy", threshold=0.05)
     masked = torch.tensor([[False, True, True, True]])
@@ -169,7 +169,7 @@ def test_near_tied_scores_pick_the_leftmost_position():
 
 
 def test_left_order_accepts_only_the_passing_run_from_the_leftmost_mask():
-    from clover.model.decode_policy import select
+    from clover.model.decoder.decode_policy import select
 
     masked = torch.tensor([[False, True, True, True, True, True]])
     score = torch.tensor([[0.0, 0.95, 0.97, 0.5, 0.99, 0.99]])

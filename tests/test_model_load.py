@@ -1,4 +1,4 @@
-"""model/load.py: Clover's own checkpoints round-trip; Qwen3.5-style ones (nested config, prefixed
+"""model/loading/load.py: Clover's own checkpoints round-trip; Qwen3.5-style ones (nested config, prefixed
 names, per-expert weights, no block-mode parameters, mtp heads) load and give the same network."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import save_file
 
 from clover.model.config import tiny
-from clover.model.load import CheckpointError, load_checkpoint, save_checkpoint
+from clover.model.loading.load import CheckpointError, load_checkpoint, save_checkpoint
 from clover.model.modeling import CloverForCausalLM
 
 
@@ -107,7 +107,7 @@ def test_missing_tensor_is_named(model, tmp_path):
 # ---------------------------------------------------------------- streaming loader
 
 from benchmarks.ckpt_write import in_layout, model_tensors, write_shards  # noqa: E402
-from clover.model.load import default_dtype, split_ba, split_qkvz  # noqa: E402
+from clover.model.loading.load import default_dtype, split_ba, split_qkvz  # noqa: E402
 
 
 def _sharded(model, directory, layout, shards=4, dtype=torch.bfloat16):
@@ -300,7 +300,7 @@ def test_qwen3_next_fused_projections_load(model, tmp_path):
 
 def test_device_map_plan_and_load(model, tmp_path):
     from clover.model.config import clover_35b_a3b
-    from clover.model.placement import device_for, plan_device_map
+    from clover.model.loading.placement import device_for, plan_device_map
 
     with torch.device("meta"):
         big = CloverForCausalLM(clover_35b_a3b())

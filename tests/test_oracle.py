@@ -9,7 +9,7 @@ import pytest
 
 from clover.evals.synthfix.oracle import main, render_trajectory, solve
 from clover.evals.synthfix.oracle_plan import edit_from_hunk, parse_patch, repro_script
-from clover.model.chat import render_messages
+from clover.model.text.chat import render_messages
 
 PATCH = "\n".join(
     [
@@ -156,7 +156,7 @@ def test_dataset_entry_renders_trajectories_and_model_data_refuses_them(tmp_path
     from pathlib import Path
 
     from clover.evals.synthfix import dataset
-    from clover.model import data
+    from clover.model.training import data
 
     traj = tmp_path / "oracle.jsonl"
     traj.write_text(json.dumps({**_traj(), "instance_id": "x-1"}) + "\n")

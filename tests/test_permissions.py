@@ -1,4 +1,4 @@
-"""tools/permissions.py: modes, allow/ask/deny rules, the dangerous-command probe set, the gate."""
+"""tools/safety/permissions.py: modes, allow/ask/deny rules, the dangerous-command probe set, the gate."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from clover.core.model_protocol import ToolCall
 from clover.core.tool_protocol import Tool, ToolResult
 from clover.tools.files import CreateTool, StrReplaceTool, ViewTool
 from clover.tools.git_tools import GitTool
-from clover.tools.permissions import SUGGESTED_DENY, PermissionGate, PermissionPolicy, Rule
+from clover.tools.safety.permissions import SUGGESTED_DENY, PermissionGate, PermissionPolicy, Rule
 from clover.tools.search import GrepTool
 from clover.tools.shell import BashTool
 

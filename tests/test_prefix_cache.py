@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 
 from clover.backends.local import LocalCloverModel  # noqa: E402
 from clover.backends.prefix_cache import PrefixCache, common_prefix  # noqa: E402
-from clover.model.generate import DecodeSettings, generate  # noqa: E402
+from clover.model.decoder.generate import DecodeSettings, generate  # noqa: E402
 from clover.settings import Settings  # noqa: E402
 from tests.tiny_checkpoint import tiny_checkpoint_dir  # noqa: E402
 

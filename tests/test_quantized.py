@@ -16,20 +16,20 @@ from benchmarks.quant_ckpt import dequantized_reference, quantization_config, qu
 from clover.kernels import cpu as cpu_kernels  # noqa: E402
 from clover.kernels.reference.moe import moe_experts  # noqa: E402
 from clover.model.config import tiny  # noqa: E402
-from clover.model.generate import DecodeSettings, generate  # noqa: E402
-from clover.model.load import CheckpointError, load_checkpoint, save_checkpoint  # noqa: E402
-from clover.model.load_quant import quantizable  # noqa: E402
-from clover.model.modeling import CloverForCausalLM  # noqa: E402
-from clover.model.quant_codes import quantize_int4, quantize_int8  # noqa: E402
-from clover.model.quant_formats import (  # noqa: E402
+from clover.model.decoder.generate import DecodeSettings, generate  # noqa: E402
+from clover.model.loading.load import CheckpointError, load_checkpoint, save_checkpoint  # noqa: E402
+from clover.model.loading.load_quant import quantizable  # noqa: E402
+from clover.model.loading.quant_codes import quantize_int4, quantize_int8  # noqa: E402
+from clover.model.loading.quant_formats import (  # noqa: E402
     QuantScheme,
     decode_awq,
     decode_gptq,
     encode_awq,
     encode_gptq,
 )
-from clover.model.quant_pack import _cpu_layout_ok, int4_fits  # noqa: E402
-from clover.model.quantized import PackedWeight, QuantExperts, QuantLinear  # noqa: E402
+from clover.model.loading.quant_pack import _cpu_layout_ok, int4_fits  # noqa: E402
+from clover.model.loading.quantized import PackedWeight, QuantExperts, QuantLinear  # noqa: E402
+from clover.model.modeling import CloverForCausalLM  # noqa: E402
 
 # int4 expert stacks on CPU take the numba kernels' row-block layout where numba is installed
 INT4_EXPERTS = "int4r" if cpu_kernels.available() else "int4"
@@ -147,7 +147,7 @@ def test_fast_cpu_packing_is_the_kernels_own_layout():
     layout: blocks of 64 rows); a build with another layout falls back to the op, slowly."""
     if not _cpu_layout_ok():
         pytest.skip("this torch build packs int4 otherwise: the loader uses the op itself")
-    from clover.model.quant_pack import _cpu_layout, _cpu_layout_from_kwords
+    from clover.model.loading.quant_pack import _cpu_layout, _cpu_layout_from_kwords
 
     q = quantize_int4(torch.randn(192, 256, generator=torch.Generator().manual_seed(3)), 128)
     want = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.codes.to(torch.int32), 1)
@@ -204,7 +204,7 @@ def test_quantized_checkpoint_matches_its_dequantized_reference(model, tmp_path,
 def test_fp8_per_expert_layout_loads_like_fused(model, tmp_path):
     """Qwen3-FP8 names: mlp.experts.I.gate_proj.weight (+ weight_scale_inv) under model.language_model."""
     from benchmarks.quant_ckpt import hf_name
-    from clover.model.quant_formats import encode_fp8
+    from clover.model.loading.quant_formats import encode_fp8
 
     tensors = dict(quantize_tensors(model_tensors(model), "fp8", GROUP, BLOCK))
     out, ref_state = {}, dict(dequantized_reference(model_tensors(model), "fp8", GROUP, BLOCK))

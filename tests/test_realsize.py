@@ -15,10 +15,10 @@ torch = pytest.importorskip("torch")
 from benchmarks.cost_curve import COMPONENTS, Depth, cost_curve, layer_traffic  # noqa: E402
 from benchmarks.write_realsize import random_model, realsize_config, write  # noqa: E402
 from clover.model.config import clover_35b_a3b, tiny  # noqa: E402
-from clover.model.decode_width import EXPECTED_TPF, choose_width, experts_touched, traffic_ratio  # noqa: E402
-from clover.model.generate import DecodeSettings, generate  # noqa: E402
-from clover.model.load import load_checkpoint  # noqa: E402
-from clover.model.quantized import QuantExperts, QuantLinear  # noqa: E402
+from clover.model.decoder.decode_width import EXPECTED_TPF, choose_width, experts_touched, traffic_ratio  # noqa: E402
+from clover.model.decoder.generate import DecodeSettings, generate  # noqa: E402
+from clover.model.loading.load import load_checkpoint  # noqa: E402
+from clover.model.loading.quantized import QuantExperts, QuantLinear  # noqa: E402
 from tests.clihelp import ROOT  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""tools/redact.py: planted keys vanish, ordinary text survives."""
+"""tools/safety/redact.py: planted keys vanish, ordinary text survives."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clover.tools.redact import MARK, clear_registered, redact, redact_obj, register_secret
+from clover.tools.safety.redact import MARK, clear_registered, redact, redact_obj, register_secret
 
 PLANTED = {
     "openai": "sk-proj-Ab3dEf6hIj9kLmN0pQrStUvWxYz12345",
@@ -116,7 +116,7 @@ def test_planted_key_never_survives_surroundings(before, key, after):
 
 
 def test_scrub_env_drops_credentials_and_keeps_the_rest():
-    from clover.tools.redact import scrub_env
+    from clover.tools.safety.redact import scrub_env
 
     env = {
         "PATH": "/bin",

@@ -1,4 +1,4 @@
-"""One-site repairs (decoding/repairs.py): the small fixes a one-line bug needs are among
+"""One-site repairs (steering/repairs.py): the small fixes a one-line bug needs are among
 the candidates, the snippet itself never is, and a repair never breaks a module that parses."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from clover.decoding.repairs import lex, repairs  # noqa: E402
+from clover.steering.repairs import lex, repairs  # noqa: E402
 
 MODULE = '''"""Shop helpers: the words in this docstring are not variables."""
 

@@ -1,4 +1,4 @@
-"""The decoder's runaway-repetition stop (model/repetition.py) on a tiny Clover."""
+"""The decoder's runaway-repetition stop (model/decoder/repetition.py) on a tiny Clover."""
 
 from __future__ import annotations
 
@@ -8,9 +8,15 @@ import pytest
 import torch
 
 from clover.model.config import tiny
-from clover.model.generate import DecodeSettings, generate
+from clover.model.decoder.generate import DecodeSettings, generate
+from clover.model.decoder.repetition import (
+    RepetitionStop,
+    cut_runaway,
+    first_runaway,
+    is_runaway,
+    repeated_tail,
+)
 from clover.model.modeling import CloverForCausalLM
-from clover.model.repetition import RepetitionStop, cut_runaway, first_runaway, is_runaway, repeated_tail
 
 
 @pytest.fixture(scope="module")

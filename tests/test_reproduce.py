@@ -1,4 +1,4 @@
-"""An issue's reproduction run against candidate edits (decoding/reproduce.py and
+"""An issue's reproduction run against candidate edits (steering/reproduce.py and
 probe_script.py) in a real workspace through LocalEnvironment: which candidates fix it, what a
 looping candidate costs, what is written (nothing), and that it runs only through the check
 runner it is given (the agent's: tests/test_turn_stage.py shows the gate deciding)."""
@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from clover.decoding import reproduce
-from clover.decoding.edit_choice import EditChoice, verified_choice
-from clover.decoding.grounding import Workspace
-from clover.decoding.reproduce import Reproduction
-from clover.tools.commandenv import interpreter_environment
+from clover.steering import reproduce
+from clover.steering.edit_choice import EditChoice, verified_choice
+from clover.steering.grounding import Workspace
+from clover.steering.reproduce import Reproduction
 from clover.tools.environment import LocalEnvironment
+from clover.tools.safety.commandenv import interpreter_environment
 
 MODULE = '''def postage(weight, express=True):
     """5.0 up to 2 kg, 1.5 per extra kg; express doubles it."""

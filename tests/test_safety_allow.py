@@ -18,9 +18,15 @@ from clover.core.model_protocol import ToolCall
 from clover.repl.approvals import Approver
 from clover.runner import build_environment, run_agent
 from clover.settings import Settings
-from clover.tools.execguard import unavailable_reason
-from clover.tools.permissions import PermissionGate, PermissionPolicy, Rule, command_prefix, offered_prefix
-from clover.tools.sandbox import bwrap_available
+from clover.tools.safety.execguard import unavailable_reason
+from clover.tools.safety.permissions import (
+    PermissionGate,
+    PermissionPolicy,
+    Rule,
+    command_prefix,
+    offered_prefix,
+)
+from clover.tools.safety.sandbox import bwrap_available
 from clover.tools.shell import BashTool
 from clover.trajectory import Trajectory
 from tests.safety_attack_rows import ALLOW_NEW, ALLOW_ROWS, AllowRow
@@ -333,7 +339,7 @@ def test_plan_mode_runs_read_only_commands_in_the_read_only_sandbox(tmp_path: Pa
 def test_a_read_only_grant_cannot_write_whatever_the_command(tmp_path: Path):
     """The sandbox is the guarantee, not the proof: a grant for a read-only line runs it with the
     workspace read-only."""
-    from clover.tools.execgrant import Grant
+    from clover.tools.safety.execgrant import Grant
 
     ws = make_workspace(tmp_path / "ws")
     env = build_environment(Settings(mode="plan", checkpoints=False), ws)

@@ -17,7 +17,7 @@ from clover.backends.scripted import ScriptedModel
 from clover.runner import build_environment, run_agent
 from clover.settings import Settings
 from clover.tools.registry import default_tools
-from clover.tools.sandbox import bwrap_available
+from clover.tools.safety.sandbox import bwrap_available
 from clover.trajectory import Trajectory
 from tests.clihelp import isolated_env, run_clover
 from tests.fakeserver import FakeChatServer, FakeReply

@@ -15,9 +15,9 @@ import pytest
 
 from clover.runner import build_environment
 from clover.settings import Settings
-from clover.tools import commandenv
 from clover.tools.environment import LocalEnvironment
-from clover.tools.sandbox import Sandbox, bwrap_available
+from clover.tools.safety import commandenv
+from clover.tools.safety.sandbox import Sandbox, bwrap_available
 from tests.clihelp import isolated_env, run_fix
 
 needs_bwrap = pytest.mark.skipif(not bwrap_available(), reason="no usable bwrap")
@@ -237,7 +237,7 @@ def test_the_real_command_does_not_run_clovers_interpreter(monkeypatch, tmp_path
 
 def test_without_the_exec_check_one_line_says_so(monkeypatch, tmp_path: Path, capsys):
     from clover import runner
-    from clover.tools import execguard
+    from clover.tools.safety import execguard
 
     monkeypatch.setattr(execguard, "unavailable_reason", lambda: "no seccomp here (test)")
     monkeypatch.setattr(runner, "_SAID", set())
@@ -253,11 +253,11 @@ def test_without_the_exec_check_one_line_says_so(monkeypatch, tmp_path: Path, ca
 
 def test_layering_the_launcher_imports_nothing_of_clover():
     """The launcher runs as a file under `python -I -S` inside the sandbox: stdlib only."""
-    from clover.tools import execlaunch
+    from clover.tools.safety import execlaunch
 
     text = Path(execlaunch.__file__).read_text()
     assert "clover" not in "".join(line for line in text.splitlines() if line.startswith(("import", "from")))
-    from clover.tools.execguard import unavailable_reason
+    from clover.tools.safety.execguard import unavailable_reason
 
     probe = subprocess.run([sys.executable, "-I", "-S", execlaunch.__file__, "--probe"], capture_output=True)
     assert (probe.returncode == 0) == (unavailable_reason() is None), probe.stderr

@@ -13,8 +13,8 @@ import pytest
 from clover.backends.scripted import ScriptedModel
 from clover.runner import build_environment, run_agent
 from clover.settings import Settings
-from clover.tools.execguard import unavailable_reason
-from clover.tools.sandbox import bwrap_available
+from clover.tools.safety.execguard import unavailable_reason
+from clover.tools.safety.sandbox import bwrap_available
 from tests.safety_attack_rows import DENY, DENY_NEW, DENY_ROWS, GIT_ALIAS_ROWS, Row
 from tests.safety_attacks import effects, make_workspace
 

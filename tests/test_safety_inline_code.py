@@ -1,6 +1,6 @@
 """Code written into the command line in another language (`python -c`, `perl -e`, a here-document
 fed to an interpreter, an awk `system()`, sed's `e`) and options that hand a command to a shell (ssh's
-remote command and ProxyCommand, rsync `-e`, tar `--to-command`). Before tools/shellcode.py, yolo with
+remote command and ProxyCommand, rsync `-e`, tar `--to-command`). Before tools/safety/shellcode.py, yolo with
 `deny = ["bash(rm -rf *)"]` ran every one of these; each is first shown to remove `t` for real."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from clover.tools.permissions import PermissionPolicy
+from clover.tools.safety.permissions import PermissionPolicy
 from tests.safety_attacks import DENY, effects, make_workspace
 
 # (command, the program it needs on this machine)

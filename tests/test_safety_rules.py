@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clover.tools.permissions import PermissionPolicy
-from clover.tools.shellnorm import canonical_argv, glob_prefix_feasible
-from clover.tools.shellwords import expand_braces
+from clover.tools.safety.permissions import PermissionPolicy
+from clover.tools.safety.shellnorm import canonical_argv, glob_prefix_feasible
+from clover.tools.safety.shellwords import expand_braces
 from tests.safety_attacks import BYPASSES, DENY, SETUP_ONLY, SMUGGLE_ALLOW, SMUGGLED, effects, make_workspace
 
 

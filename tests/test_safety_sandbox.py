@@ -27,11 +27,11 @@ import pytest
 from clover import gitdiff
 from clover.runner import build_environment
 from clover.settings import Settings
-from clover.tools.checkpoints import Checkpoints
 from clover.tools.environment import LocalEnvironment
 from clover.tools.git_tools import GitTool
-from clover.tools.sandbox import _HOST_SOCKETS, bwrap_available, make_wrapper, unavailable_reason
+from clover.tools.safety.sandbox import _HOST_SOCKETS, bwrap_available, make_wrapper, unavailable_reason
 from clover.tools.search import GlobTool, GrepTool
+from clover.tools.undo.checkpoints import Checkpoints
 from tests.clihelp import isolated_env, run_fix
 
 needs_bwrap = pytest.mark.skipif(not bwrap_available(), reason=f"no usable bwrap: {unavailable_reason()}")
@@ -284,7 +284,7 @@ def test_clover_fix_never_runs_what_its_sandboxed_commands_planted(tmp_path: Pat
 
 
 def test_hardened_git_drops_config_injected_through_the_environment(tmp_path: Path, outside: Path) -> None:
-    from clover.tools.gitsafe import run_git
+    from clover.tools.git.gitsafe import run_git
 
     ws = _repo(tmp_path / "ws")
     (ws / "a.txt").write_text("changed\n")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from clover.tools.execguard import unavailable_reason
-from clover.tools.sandbox import bwrap_available
+from clover.tools.safety.execguard import unavailable_reason
+from clover.tools.safety.sandbox import bwrap_available
 from tests.test_chat_tmux import ROOT, Tmux
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")

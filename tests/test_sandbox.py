@@ -1,4 +1,4 @@
-"""tools/sandbox.py: workspace writable, the rest read-only, network off on request (needs bwrap)."""
+"""tools/safety/sandbox.py: workspace writable, the rest read-only, network off on request (needs bwrap)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from clover.tools.sandbox import (
+from clover.tools.safety.sandbox import (
     Sandbox,
     SandboxUnavailable,
     bwrap_available,

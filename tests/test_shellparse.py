@@ -1,13 +1,13 @@
-"""tools/shellparse.py: every sub-command is found, wrappers peeled, bad input never raises."""
+"""tools/safety/shellparse.py: every sub-command is found, wrappers peeled, bad input never raises."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clover.tools.shellcommand import ParsedShell
-from clover.tools.shellnorm import canonical_argv
-from clover.tools.shellparse import parse_shell
+from clover.tools.safety.shellcommand import ParsedShell
+from clover.tools.safety.shellnorm import canonical_argv
+from clover.tools.safety.shellparse import parse_shell
 
 
 def argvs(cmd: str) -> list[list[str]]:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from clover.tools.sandbox import bwrap_available, unavailable_reason
+from clover.tools.safety.sandbox import bwrap_available, unavailable_reason
 from tests.fakeserver import FakeChatServer, FakeReply
 
 # A Python 3.12 virtual environment with Harbor (pip, from PyPI on a cold cache: about a minute) and

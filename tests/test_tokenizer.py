@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from clover.model.tokenizer_build import (
+from clover.model.training.tokenizer_build import (
     ALL_ADDED,
     CONTROL_TOKENS,
     MARKUP_TOKENS,
@@ -98,7 +98,7 @@ def test_bad_input_is_a_clear_error(tmp_path, capsys):
 
 
 def test_ids_agree_with_the_chat_format():
-    from clover.model.chat import SPECIAL_TOKENS as CHAT_TOKENS  # ids 0..9
+    from clover.model.text.chat import SPECIAL_TOKENS as CHAT_TOKENS  # ids 0..9
 
-    # model/chat.py's token list maps to ids 0..n-1 in a tokenizer built here.
+    # model/text/chat.py's token list maps to ids 0..n-1 in a tokenizer built here.
     assert list(ALL_ADDED[: len(CHAT_TOKENS)]) == list(CHAT_TOKENS)

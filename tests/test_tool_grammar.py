@@ -1,4 +1,4 @@
-"""The tool-call grammar (decoding/tool_grammar.py) steering the block-diffusion decoder
+"""The tool-call grammar (steering/tool_grammar.py) steering the block-diffusion decoder
 on a tiny RANDOM Clover: random weights write garbage, so every well-formed call here is the
 grammar's doing (the same runs without it are shown to break)."""
 
@@ -12,10 +12,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from clover.backends.local import LocalCloverModel  # noqa: E402
-from clover.decoding.tool_grammar import ToolCallGrammar  # noqa: E402
-from clover.model.chat import parse_assistant, tool_schemas  # noqa: E402
-from clover.model.generate import DecodeSettings, generate  # noqa: E402
+from clover.model.decoder.generate import DecodeSettings, generate  # noqa: E402
+from clover.model.text.chat import parse_assistant, tool_schemas  # noqa: E402
 from clover.settings import Settings  # noqa: E402
+from clover.steering.tool_grammar import ToolCallGrammar  # noqa: E402
 from tests.tiny_checkpoint import tiny_checkpoint_dir  # noqa: E402
 
 

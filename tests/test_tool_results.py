@@ -11,14 +11,14 @@ import pytest
 from clover.agent import Agent
 from clover.core.model_protocol import AssistantTurn, ModelCapabilities, ToolCall
 from clover.core.tool_protocol import EDITED_KEY
-from clover.decoding.competence import edited_files
 from clover.repl.toolview import split_exit
+from clover.steering.competence import edited_files
 from clover.tools import search
 from clover.tools.environment import LocalEnvironment
 from clover.tools.files import CreateTool, InsertTool, StrReplaceTool, ViewTool
 from clover.tools.git_tools import GitTool
-from clover.tools.permissions import PermissionGate, PermissionPolicy
 from clover.tools.registry import default_tools, kind_of
+from clover.tools.safety.permissions import PermissionGate, PermissionPolicy
 from clover.tools.search import GlobTool, GrepTool
 from clover.tools.shell import BashTool
 from tests.gitrepo import committed_repo

@@ -132,9 +132,9 @@ def test_without_rg_git_grep_answers(tmp_path: Path) -> None:
 
 
 def test_glob_outside_git_skips_every_cache_undo_skips(tmp_path: Path) -> None:
-    # One list of regenerable directories (tools/treescan.py CACHE_DIRS): a `venv/` or `.nox/` the
+    # One list of regenerable directories (tools/undo/treescan.py CACHE_DIRS): a `venv/` or `.nox/` the
     # undo scan never records is not listed either (the walk outside git used to list them).
-    from clover.tools.treescan import CACHE_DIRS
+    from clover.tools.undo.treescan import CACHE_DIRS
 
     for d in sorted(CACHE_DIRS):
         (tmp_path / d / "lib").mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""Training objective, loop, checkpoint/resume and data packing of model/train.py and model/data.py
+"""Training objective, loop, checkpoint/resume and data packing of model/training/train.py and model/training/data.py
 on a tiny config (CPU, seconds)."""
 
 from __future__ import annotations
@@ -9,11 +9,16 @@ import pytest
 import torch
 
 from clover.model.config import tiny
-from clover.model.data import encode_doc, end_aligned, pack
 from clover.model.modeling import CloverForCausalLM
-from clover.model.train import export
-from clover.model.train_objective import add_noise, diffusion_step_loss, sample_block_size, step_generator
-from clover.model.trainer import TrainArgs, Trainer
+from clover.model.training.data import encode_doc, end_aligned, pack
+from clover.model.training.train import export
+from clover.model.training.train_objective import (
+    add_noise,
+    diffusion_step_loss,
+    sample_block_size,
+    step_generator,
+)
+from clover.model.training.trainer import TrainArgs, Trainer
 
 SEQ = 32
 
@@ -185,7 +190,7 @@ def test_run_loop_stops_and_exports(tmp_path) -> None:
     assert (tmp_path / "ckpt" / "last.pt").is_file()
     info = export(tmp_path, tmp_path / "weights")
     assert info["step"] == 4
-    from clover.model.load import load_checkpoint
+    from clover.model.loading.load import load_checkpoint
 
     loaded = load_checkpoint(tmp_path / "weights")
     ref = trainer.model.state_dict()["lm_head.weight"]
@@ -276,7 +281,7 @@ def test_train_cmd_runs_and_exports(tmp_path) -> None:
 def test_build_marks_assistant_spans_or_every_token(tmp_path) -> None:
     import json
 
-    from clover.model.data import build, load_packed
+    from clover.model.training.data import build, load_packed
 
     text = "<|im_start|>user\nfix it<|im_end|>\n<|im_start|>assistant\nDone.<|im_end|>\n"
     start = text.index("Done.")
@@ -317,7 +322,7 @@ def test_build_marks_assistant_spans_or_every_token(tmp_path) -> None:
 
 
 def test_copy_rows_repeat_each_chunk_and_target_the_repeat() -> None:
-    from clover.model.data import copy_rows
+    from clover.model.training.data import copy_rows
 
     ids, target = copy_rows(3, 256, 10, 500, seed=0)
     assert ids.shape == target.shape == (3, 256) and int(ids.min()) >= 10 and int(ids.max()) < 500
@@ -332,8 +337,8 @@ def test_copy_rows_repeat_each_chunk_and_target_the_repeat() -> None:
 
 
 def test_a_time_limited_run_is_not_cut_at_the_default_step_count() -> None:
-    from clover.model.train import resolve_steps
-    from clover.model.trainer import TrainArgs
+    from clover.model.training.train import resolve_steps
+    from clover.model.training.trainer import TrainArgs
 
     assert resolve_steps(None, 0.0) == TrainArgs.steps
     assert resolve_steps(None, 90.0) > 10**6  # the clock ends it, and drives the cosine

@@ -11,7 +11,7 @@ import pytest
 
 from clover.evals.synthfix.oracle import solve
 from clover.evals.synthfix.turn_rows import main, turn_row
-from clover.model.chat import render_messages
+from clover.model.text.chat import render_messages
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The local model's turn stage (decoding/turn_stage.py) as the agent runs it: the backend only
+"""The local model's turn stage (steering/turn_stage.py) as the agent runs it: the backend only
 answers (its `complete` runs nothing in the environment), and the issue's example that the stage
 checks candidate edits against runs through the agent: its gate decides about the exact command,
 the environment runs it as a check, and the trajectory records it as a tool event marked as the
@@ -17,7 +17,7 @@ from clover.core.model_protocol import ModelCapabilities
 from clover.core.stage_protocol import StageCheck
 from clover.core.tool_protocol import tool_spec
 from clover.tools.environment import LocalEnvironment
-from clover.tools.permissions import PermissionGate, PermissionPolicy
+from clover.tools.safety.permissions import PermissionGate, PermissionPolicy
 from clover.trajectory import Trajectory
 
 torch = pytest.importorskip("torch")
@@ -184,7 +184,7 @@ def test_the_gate_decides_whether_a_stage_check_runs(policy, runs):
 def test_a_stage_check_leaves_no_grant_in_the_gate(tmp_path, policy, runs):
     """A check is authorized for its exact command and run by `env.run`, which takes no grant from
     the gate: the check consumes the grant it was given, so none is left for a later command."""
-    from clover.tools.execguard import ExecGuard, unavailable_reason
+    from clover.tools.safety.execguard import ExecGuard, unavailable_reason
 
     guard = ExecGuard(PermissionPolicy("yolo"), check=unavailable_reason() is None)
     env = LocalEnvironment(str(tmp_path), exec_guard=guard)

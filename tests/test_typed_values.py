@@ -1,4 +1,4 @@
-"""Typed tool-call values (decoding/typed_values.py): integers, numbers, booleans and
+"""Typed tool-call values (steering/typed_values.py): integers, numbers, booleans and
 arrays of them are well formed by construction, as the parser reads them back."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clover.decoding.typed_values import value_shape
-from clover.model.chat_parse import _coerce
+from clover.model.text.chat_parse import _coerce
 from clover.schema import check_arguments
+from clover.steering.typed_values import value_shape
 
 RANGE = {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2}
 SHAPES = {

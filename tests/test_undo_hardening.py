@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from clover.tools import undoplan, undorecord, undoreport
-from clover.tools.checkpoints import Checkpoints, SnapshotError
+from clover.tools.undo import undoplan, undorecord, undoreport
+from clover.tools.undo.checkpoints import Checkpoints, SnapshotError
 
 
 def sh(cmd: str, cwd: Path) -> str:

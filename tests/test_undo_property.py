@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clover.tools import undoplan
-from clover.tools.checkpoints import Checkpoints, SnapshotError
+from clover.tools.undo import undoplan
+from clover.tools.undo.checkpoints import Checkpoints, SnapshotError
 
 PATHS = ["a.txt", "b.bin", "x.log", "d/c.txt", "d/e/f.txt", "g", "d", "d/e"]
 CONTENTS = [b"one\n", b"two\nlines\n", b"\x00\xff binary\x01", b""]

@@ -1,4 +1,4 @@
-"""Verified rounds (decode order "verify", model/verify.py): block diffusion drafts, a causal pass
+"""Verified rounds (decode order "verify", model/decoder/verify.py): block diffusion drafts, a causal pass
 decides. Greedy output must be the autoregressive output, with fewer forwards where drafts agree."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from clover.model.config import tiny
-from clover.model.generate import DecodeSettings, generate
+from clover.model.decoder.generate import DecodeSettings, generate
+from clover.model.decoder.verify import needs_draft, speculate, windows
 from clover.model.modeling import CloverForCausalLM
-from clover.model.verify import needs_draft, speculate, windows
 
 EOS = 1
 PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [3, 4, 5], [9] * 21]

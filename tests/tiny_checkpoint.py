@@ -14,10 +14,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from clover.model.chat import SPECIAL_TOKENS
+from clover.model.text.chat import SPECIAL_TOKENS
 
 VOCAB = 300
-# The shipped tokenizer (model/tokenizer_build.py) has these as single tokens right after the chat
+# The shipped tokenizer (model/training/tokenizer_build.py) has these as single tokens right after the chat
 # specials (ids 10..13); the tool-call grammar relies on them.
 MARKUP_TOKENS = ["<function=", "</function>", "<parameter=", "</parameter>"]
 
@@ -74,7 +74,7 @@ def build_tiny_checkpoint(directory: str | Path, seed: int = 0, **overrides: Any
     """Write a tiny random checkpoint into `directory` (created) and return it."""
     import torch
 
-    from clover.model.load import save_checkpoint
+    from clover.model.loading.load import save_checkpoint
     from clover.model.modeling import CloverForCausalLM
 
     d = Path(directory)

@@ -4,8 +4,8 @@ Each command is its own process (a fresh process group, so a timeout or Ctrl-C c
 descendant), but it behaves like one long shell session: an EXIT trap saves the working directory
 and the exported variables to an inherited file descriptor, and the next command starts from them.
 
-Commands get an allowlisted environment (tools/commandenv.py), run in the sandbox when one is
-given (tools/sandbox.py) and, with an exec guard (tools/execguard.py), every program they start
+Commands get an allowlisted environment (tools/safety/commandenv.py), run in the sandbox when one is
+given (tools/safety/sandbox.py) and, with an exec guard (tools/safety/execguard.py), every program they start
 is checked as it starts; what the check refused and what the sandbox kept private are added to
 the output.
 """
@@ -27,14 +27,15 @@ from collections.abc import Callable, Sequence
 from typing import IO
 
 from clover.core.environment_protocol import ExecResult, FileStat, RunResult
-from clover.tools import leftovers, safeio
-from clover.tools.boundary import StepBoundary
-from clover.tools.commandenv import command_environment
-from clover.tools.execguard import ExecGuard, ExecSession
+from clover.tools import safeio
 from clover.tools.listing import MAX_FILES, git_listing, walk_plain
 from clover.tools.outputcut import OutputSink, pump
-from clover.tools.overlay import StepView
-from clover.tools.sandbox import Sandbox
+from clover.tools.safety import leftovers
+from clover.tools.safety.boundary import StepBoundary
+from clover.tools.safety.commandenv import command_environment
+from clover.tools.safety.execguard import ExecGuard, ExecSession
+from clover.tools.safety.overlay import StepView
+from clover.tools.safety.sandbox import Sandbox
 
 _SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")  # writable by any command, in or out of the sandbox
 _DROP_VARS = {"SHLVL", "_", "PWD"}  # bash sets these itself; carrying them over only confuses it
@@ -84,7 +85,7 @@ class LocalEnvironment:
         self.exec_guard = exec_guard
         self.boundary = boundary  # commands see a copy-on-write view; what they change is settled there
         self._written: set[str] = set()  # what the agent's tools and commands wrote (written_paths)
-        # Only an allowlist of the user's environment reaches commands (tools/commandenv.py).
+        # Only an allowlist of the user's environment reaches commands (tools/safety/commandenv.py).
         base = command_environment(os.environ, pass_env, self.root) if env is None else dict(env)
         # Agents cannot answer pagers or credential prompts.
         for key, value in (("PAGER", "cat"), ("GIT_PAGER", "cat"), ("GIT_TERMINAL_PROMPT", "0")):

@@ -1,10 +1,10 @@
 """The `git` tool: status, diff, log, show (read-only) and commit.
 
 Where the environment's files are this machine's (`host_root`), libgit2 does it in-process
-(tools/gitporcelain.py over tools/hostgit.py): no program named by the repository's config (filter,
+(tools/git/gitporcelain.py over tools/git/hostgit.py): no program named by the repository's config (filter,
 textconv, fsmonitor, signer, pager, hook) can run, whatever the mode, sandbox or config spelling.
 Where they are in a container, the git program runs there, through the environment, hardened
-(tools/gitsafe.py)."""
+(tools/git/gitsafe.py)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from typing import Any
 
 from clover.core.environment_protocol import Environment
 from clover.core.tool_protocol import Tool, ToolKind, ToolResult
-from clover.tools import gitporcelain, hostgit
-from clover.tools.gitsafe import CONFIG_SCOPES, config_overrides, git_argv
+from clover.tools.git import gitporcelain, hostgit
+from clover.tools.git.gitsafe import CONFIG_SCOPES, config_overrides, git_argv
 from clover.tools.paths import PathError
 from clover.tools.textio import arg_bool, arg_int, decode, error, printable, resolve
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from clover.core.environment_protocol import FileStat, RunResult
-from clover.tools.gitsafe import git_argv
-from clover.tools.treescan import CACHE_DIRS
+from clover.tools.git.gitsafe import git_argv
+from clover.tools.undo.treescan import CACHE_DIRS
 
 MAX_FILES = 200_000  # a walk stops here
 # Skipped by the walk outside git, where no .gitignore may name them: the regenerable caches (the

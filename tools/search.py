@@ -16,7 +16,7 @@ from typing import Any
 
 from clover.core.environment_protocol import Environment
 from clover.core.tool_protocol import Tool, ToolKind, ToolResult
-from clover.tools.gitsafe import git_argv
+from clover.tools.git.gitsafe import git_argv
 from clover.tools.listing import NOISE_DIRS, glob_matcher, glob_regex  # noqa: F401 - re-exported
 from clover.tools.paths import PathError
 from clover.tools.textio import (

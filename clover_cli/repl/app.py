@@ -33,7 +33,7 @@ from clover.terminal_text import visible
 from clover.termination import STATUS_CODES, exit_code
 
 if TYPE_CHECKING:
-    from clover.tools.permgate import PermissionGate
+    from clover.tools.safety.permgate import PermissionGate
 
 CYCLE = ("ask", "auto-edit", "plan")  # Shift+Tab, as Claude Code: default, accept edits, plan
 

@@ -25,8 +25,8 @@ from clover.core.tool_protocol import Tool
 from clover.repl.menu import TYPED, Option
 from clover.repl.toolview import diff_view
 from clover.terminal_text import visible
-from clover.tools.permissions import offered_prefix
-from clover.tools.permrules import join_words
+from clover.tools.safety.permissions import offered_prefix
+from clover.tools.safety.permrules import join_words
 
 YES, ALWAYS, ALL_EDITS, PREFIX, NO = "yes", "always", "all-edits", "prefix", "no"
 QUESTION = "Allow? [y]es / [n]o / [a]lways this session, or say what to do instead: "

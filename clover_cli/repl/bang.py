@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 
 from clover.core.model_protocol import ToolCall
 from clover.core.tool_protocol import Tool, ToolResult
-from clover.tools.redact import redact
+from clover.tools.safety.redact import redact
 
 if TYPE_CHECKING:
     from clover.repl.state import ChatState
     from clover.repl.ui import ChatUI
-    from clover.tools.permgate import PermissionGate
+    from clover.tools.safety.permgate import PermissionGate
 
 MARKER = "[I ran this command myself; its output, for context (not a request):]"
 

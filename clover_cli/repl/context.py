@@ -81,8 +81,8 @@ def compact(state: ChatState, renderer: Renderer, forced: bool) -> bool:
 
 
 def _git_status(root: Path) -> str:
-    from clover.tools.gitporcelain import status_short
-    from clover.tools.hostgit import HostGitError
+    from clover.tools.git.gitporcelain import status_short
+    from clover.tools.git.hostgit import HostGitError
 
     try:  # libgit2: nothing planted in .git/config runs
         return status_short(root).split("\n", 1)[1]

@@ -159,7 +159,7 @@ def run_print(
         print('clover: no prompt: pass -p "QUESTION" or pipe it on stdin', file=err)
         return ExitCode.USAGE
     from clover.runner import build_environment, build_model, checkpointer
-    from clover.tools.sandbox import SandboxUnavailable
+    from clover.tools.safety.sandbox import SandboxUnavailable
 
     try:
         inner = model if model is not None else build_model(settings)

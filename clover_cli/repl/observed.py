@@ -21,7 +21,7 @@ from clover.repl.render import Renderer
 if TYPE_CHECKING:
     from clover.repl.state import ChatState
     from clover.repl.ui import ChatUI
-    from clover.tools.permgate import PermissionGate
+    from clover.tools.safety.permgate import PermissionGate
 
 
 class ObservedModel(ModelWrapper):
@@ -148,7 +148,7 @@ class ObservedGate:
 
     # What the rest of the run asks of the agent's gate, answered by the permission gate inside.
     @property
-    def policy(self) -> Any:  # the exec check's rules (tools/execguard.py) and the /permissions view
+    def policy(self) -> Any:  # the exec check's rules (tools/safety/execguard.py) and the /permissions view
         return self.inner.policy
 
     def screen(self, tool: Tool, result: ToolResult) -> None:  # a read's lines of denied files
@@ -158,8 +158,8 @@ class ObservedGate:
     def remembered(self) -> list[Any]:  # "always" answers of this session
         return self.inner.remembered
 
-    def take_grant(self, command: str) -> Any:  # the exec check (tools/execguard.py)
+    def take_grant(self, command: str) -> Any:  # the exec check (tools/safety/execguard.py)
         return self.inner.take_grant(command)
 
-    def approve_held(self, held: list[Any]) -> set[str]:  # the step boundary (tools/boundary.py)
+    def approve_held(self, held: list[Any]) -> set[str]:  # the step boundary (tools/safety/boundary.py)
         return self.inner.approve_held(held)

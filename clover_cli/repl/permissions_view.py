@@ -14,8 +14,8 @@ from clover.core.tool_protocol import Tool
 
 if TYPE_CHECKING:
     from clover.repl.render import Renderer
-    from clover.tools.permgate import PermissionGate
-    from clover.tools.permrules import Rule
+    from clover.tools.safety.permgate import PermissionGate
+    from clover.tools.safety.permrules import Rule
 
 _GLOB_ESCAPE = re.compile(r"\[([*?\[])\]")
 

@@ -16,7 +16,7 @@ from clover.core.model_protocol import Message
 
 
 def _redact(obj: Any) -> Any:
-    from clover.tools.redact import redact_obj
+    from clover.tools.safety.redact import redact_obj
 
     return redact_obj(obj)
 

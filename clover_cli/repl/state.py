@@ -57,8 +57,8 @@ class ChatState:
         if not self.settings.checkpoints:
             return None
         try:
-            from clover.tools.checkpoints import Checkpoints
-            from clover.tools.undorecorder import Recorder
+            from clover.tools.undo.checkpoints import Checkpoints
+            from clover.tools.undo.undorecorder import Recorder
 
             return Recorder(Checkpoints(str(self.root)), self.session.id)
         except Exception as exc:  # a store that cannot be used: /undo says so

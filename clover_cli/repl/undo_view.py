@@ -23,8 +23,8 @@ def undo(state: ChatState, ui: ChatUI, redo: bool, arg: str = "") -> None:
     """/undo, /redo: this session's latest request, exactly what its steps changed; the plan is
     shown first and, on a terminal, confirmed. `arg`: `force` also overwrites paths changed
     since (the user's version saved first), `yes` does not ask."""
-    from clover.tools import undoreport
-    from clover.tools.checkpoints import SnapshotError
+    from clover.tools.undo import undoreport
+    from clover.tools.undo.checkpoints import SnapshotError
 
     if state.recorder is None:
         ui.renderer.error("checkpoints are off or unavailable here")

@@ -42,7 +42,7 @@ class BenchConfig:
     order: str = "auto"  # decode_order of the diffusion decoders; auto: the checkpoint's own
     drafts: int | None = None  # the drafts setting (context drafts' n-gram length, 0 off); None: the default
     stable_timings: bool = False  # test durations in command output written as a fixed one (stable.py)
-    fused_rounds: bool = False  # verify decoders: one forward per round (model/verify.py)
+    fused_rounds: bool = False  # verify decoders: one forward per round (model/decoder/verify.py)
     test_guard: bool = True  # `clover fix`'s test guard (test_guard.py); off: the model's change as it is
     extra: dict[str, str] = field(default_factory=dict)  # --set KEY=VALUE: further agent settings
 

@@ -13,9 +13,9 @@ from clover.evals.synthfix.chat_wording import ABOUT, OFFER, THINK
 from clover.evals.synthfix.oracle import tool_turn
 from clover.evals.synthfix.repo_copies import NOT_SOURCE
 from clover.prompts import BASE
-from clover.tools.commandenv import interpreter_environment
 from clover.tools.environment import LocalEnvironment
 from clover.tools.registry import tools_by_name
+from clover.tools.safety.commandenv import interpreter_environment
 
 
 def about_reply(readme: str) -> str | None:

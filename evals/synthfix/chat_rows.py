@@ -3,7 +3,7 @@ the embedded model can do, answer briefly and say what it can do, instead of deg
 
     python -m clover.evals.synthfix.chat_rows --out run/chat.jsonl [--count 200 --seed 0 --tool-prompt compact]
 
-Each row is a rendered {"text", "spans"} record (model/data.py uses it as is): the `clover chat` system
+Each row is a rendered {"text", "spans"} record (model/training/data.py uses it as is): the `clover chat` system
 prompt (clover_cli/prompts.py BASE) with the real tool list, one user prompt, and a one-turn answer
 without a tool call. Only the answer (with its short thinking) is a target. Prompts vary; each
 kind of prompt gets one fixed reply (OPENINGS says why). A small set, not a general chat corpus.
@@ -22,7 +22,7 @@ from clover.evals.synthfix.generator import write_jsonl
 from clover.evals.synthfix.oracle import render_trajectory
 from clover.evals.synthfix.repo import PACKAGES
 from clover.evals.synthfix.social_prompts import PROMPTS
-from clover.model.chat import THINK_CLOSE
+from clover.model.text.chat import THINK_CLOSE
 from clover.prompts import BASE
 from clover.tools.registry import default_tools
 

@@ -35,9 +35,9 @@ from clover.evals.synthfix.generator import read_jsonl, write_jsonl
 from clover.evals.synthfix.oracle import render_trajectory, tool_turn
 from clover.evals.synthfix.repo_copies import flat_copy, pad_copy
 from clover.prompts import BASE
-from clover.tools.commandenv import interpreter_environment
 from clover.tools.environment import LocalEnvironment
 from clover.tools.registry import default_tools, tools_by_name
+from clover.tools.safety.commandenv import interpreter_environment
 
 _SUMMARY = re.compile(r"^=*\s*(\d+ (passed|failed).*?)\s*=*$", re.M)
 

@@ -1,10 +1,10 @@
 """Training data from SynthFix oracle trajectories: renders them (oracle.render_trajectory, optional
-renamed copies from augment.py) and packs them with model/data.py.
+renamed copies from augment.py) and packs them with model/training/data.py.
 
     python -m clover.evals.synthfix.dataset --tokenizer tok.json --trajectories oracle.jsonl --out DIR \
         [--seq 1280 --align end --tool-prompt compact --renamed-copies 3 --copy-fraction 0.15]
 
-The packing options are model/data.py's; this entry point adds the SynthFix-specific rendering, so
+The packing options are model/training/data.py's; this entry point adds the SynthFix-specific rendering, so
 model/ stays free of evals/."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from functools import partial
 
 from clover.evals.synthfix.augment import rename_trajectory
 from clover.evals.synthfix.oracle import render_trajectory
-from clover.model import data
+from clover.model.training import data
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,7 +31,7 @@ from typing import Any
 from clover.core.tool_protocol import tool_spec
 from clover.evals import grading
 from clover.evals.synthfix.oracle_plan import OracleError, plan_steps, short
-from clover.model.chat import (
+from clover.model.text.chat import (
     generation_prompt,
     render_assistant_content,
     render_turn,
@@ -39,9 +39,9 @@ from clover.model.chat import (
     thought_and_reply,
 )
 from clover.prompts import FIX
-from clover.tools.commandenv import interpreter_environment
 from clover.tools.environment import LocalEnvironment
 from clover.tools.registry import default_tools, tools_by_name
+from clover.tools.safety.commandenv import interpreter_environment
 
 # --------------------------------------------------------------------------- running
 

@@ -2,7 +2,7 @@
 expert, every (expert, block of rows) of gate_up as one task, SwiGLU, then every (expert, block) of
 down, and the weighted sum per token. Weights in the row-block int4 layout of kernels/cpu/int4.py,
 stacked per expert: gate_up data [E, 2I/R, H/2, R], down data [E, H/R, I/2, R] (and their sm).
-Against torch's int4 kernel called twice per expert from Python (model/quantized.py's general path)
+Against torch's int4 kernel called twice per expert from Python (model/loading/quantized.py's general path)
 this removes ~16 calls and the sort / gather / scatter around them per layer and token. Stacks in
 kernels/cpu/native.py's integer-dot layout ("int4v") run the same steps on that kernel
 (`_native_moe`): the activations quantized to int8 once per token, then the products per (expert,

@@ -4,7 +4,7 @@ routed to (the others' weights are never read: at decode widths 1-32 a 256-exper
 
 Weights are fused the way the model stores them: gate_up [E, 2I, H] (gate rows first, then up rows)
 and down [E, H, I]. Each token goes to its top-k experts; outputs are weighted and summed.
-`routed_experts` is the routing alone, for any per-expert computation (model/quantized.py runs its
+`routed_experts` is the routing alone, for any per-expert computation (model/loading/quantized.py runs its
 int4 / int8 kernels through it).
 """
 

@@ -24,7 +24,7 @@ class MLP(nn.Module):
 
 class Experts(nn.Module):
     """All routed experts: gate_up_proj [E, 2I, H] (gate rows, then up rows), down_proj [E, H, I].
-    Checkpoints with per-expert `experts.{i}.gate_proj/up_proj/down_proj` are fused by model/load.py."""
+    Checkpoints with per-expert `experts.{i}.gate_proj/up_proj/down_proj` are fused by model/loading/load.py."""
 
     def __init__(self, num: int, hidden: int, inter: int) -> None:
         super().__init__()
@@ -55,7 +55,7 @@ class SparseMoE(nn.Module):
         fused = getattr(self.experts, "forward_routed", None)
         y = fused(x, self.gate.weight, self.top_k, self.norm_topk_prob) if fused else None
         if y is not None and getattr(self.experts, "shared", None) is not None:
-            return y.view(shape)  # the call ran the shared expert too (model/cpu_fusion.py)
+            return y.view(shape)  # the call ran the shared expert too (model/loading/cpu_fusion.py)
         if y is None:
             probs = self.gate(x).float().softmax(dim=-1)
             weights, ids = probs.topk(self.top_k, dim=-1)
