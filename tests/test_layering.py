@@ -196,7 +196,9 @@ def test_allowed_imports_pass() -> None:
     )
     assert not violations("steering/grounding.py", "from clover.tools.outline import symbols")
     assert not violations("clover_cli/runner.py", "from clover.backends import make_model")
-    assert not violations("tools/files.py", "from . import textio\nfrom clover.core.tool_protocol import Tool")
+    assert not violations(
+        "tools/files.py", "from . import textio\nfrom clover.core.tool_protocol import Tool"
+    )
     assert not violations("model/layers/gdn.py", "from ...kernels import dispatch\nimport torch")
 
 
