@@ -27,7 +27,7 @@ JSON
 grep -q '^+    return a + b' ../fix.diff
 # The embedded model ships inside the wheel and loads from site-packages.
 "$work/venv/bin/python" - <<'PY'
-from clover.backends.local import EMBEDDED_DIR
+from clover.model import EMBEDDED_DIR
 from clover.model.loading.load import load_checkpoint
 assert "site-packages" in str(EMBEDDED_DIR), EMBEDDED_DIR
 load_checkpoint(EMBEDDED_DIR)

@@ -24,7 +24,6 @@ from typing import Any
 from clover.backends.local_grammar import TurnText, grammar_for
 from clover.backends.local_load import (
     DEFAULT_CONTEXT,
-    EMBEDDED_DIR,
     checkpoint_dir,
     cpu_threads,
     load_model,
@@ -355,7 +354,6 @@ class LocalCloverModel(ModelCapabilities):
 
 
 __all__ = [
-    "EMBEDDED_DIR",
     "LocalCloverModel",
     "checkpoint_dir",
     "cpu_threads",

@@ -6,11 +6,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import clover.model
 from clover.core.stops import ModelError
+from clover.model import EMBEDDED_DIR
 
 DEFAULT_CONTEXT = 32768
-EMBEDDED_DIR = clover.model.EMBEDDED_DIR  # shipped inside the package
 
 
 def checkpoint_dir(spec: str) -> Path:
@@ -73,7 +72,6 @@ def one_line(exc: BaseException) -> str:
 
 __all__ = [
     "DEFAULT_CONTEXT",
-    "EMBEDDED_DIR",
     "checkpoint_dir",
     "cpu_threads",
     "load_model",

@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=10)
     p.add_argument("--threads", type=int, default=1)
     a = p.parse_args(argv)
-    from clover.backends.local import EMBEDDED_DIR
+    from clover.model import EMBEDDED_DIR
     from clover.model.loading.load import CheckpointError, load_checkpoint
     from clover.model.text.chat import SPECIAL_TOKENS
 

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
-    from clover.backends.local import EMBEDDED_DIR
+    from clover.model import EMBEDDED_DIR
     from clover.model.text.tokenizer import CloverTokenizer
 
     src = EMBEDDED_DIR if a.model == "embedded" else Path(a.model)

@@ -51,7 +51,7 @@ def train_argv(
 
 
 def _model_dir(name: str | Path) -> Path:
-    from clover.backends.local import EMBEDDED_DIR
+    from clover.model import EMBEDDED_DIR
 
     return EMBEDDED_DIR if str(name) == "embedded" else Path(name)
 

@@ -164,7 +164,7 @@ def test_a_300_line_paste_is_a_placeholder_and_whole_in_the_scrollback(tmp_path:
 def test_ctrl_d_leaves_while_a_local_model_loads(tmp_path: Path) -> None:
     """Ctrl-D under the loading spinner ends the chat at once. The checkpoint's config.json is a
     FIFO nobody writes, so the load blocks for as long as the test needs, on any machine."""
-    from clover.backends.local import EMBEDDED_DIR
+    from clover.model import EMBEDDED_DIR
 
     repo = _repo(tmp_path / "repo")
     checkpoint = tmp_path / "slow-checkpoint"
